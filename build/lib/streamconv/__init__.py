@@ -1,0 +1,41 @@
+"""streamconv: 2D convolution filters over video on an NVIDIA GPU, with a CPU reference backend.
+
+The public API::
+
+    import streamconv
+    stats = streamconv.Pipeline("in.mp4", ["gaussian:sigma=2", "edge"], "out.mp4").run()
+    print(stats.format_table())
+"""
+
+__version__ = "0.1.0"
+
+from .borders import BORDER_MODES, DEFAULT_BORDER  # noqa: E402
+from .errors import (  # noqa: E402
+    BackendUnavailableError,
+    FilterSpecError,
+    FrameFormatError,
+    FrameTypeError,
+    InputError,
+    KernelCompileError,
+    NoVideoStreamError,
+    OutputError,
+    PresetError,
+    StreamconvError,
+    StreamError,
+)
+from .filters import Filter, build_filter, parse_chain, parse_filter  # noqa: E402
+from .pipeline import Pipeline  # noqa: E402
+from .presets import list_presets, load_preset  # noqa: E402
+from .sinks import CallbackSink, FileSink, NullSink, open_sink  # noqa: E402
+from .slots import FrameMeta  # noqa: E402
+from .sources import ArraySource, FileSource, TestPattern, open_source  # noqa: E402
+from .stats import RunStats  # noqa: E402
+
+__all__ = [
+    "ArraySource", "BORDER_MODES", "BackendUnavailableError", "CallbackSink", "DEFAULT_BORDER",
+    "FileSink", "FileSource", "Filter", "FilterSpecError", "FrameFormatError", "FrameMeta",
+    "FrameTypeError", "InputError", "KernelCompileError", "NoVideoStreamError", "NullSink",
+    "OutputError", "Pipeline", "PresetError", "RunStats", "StreamError", "StreamconvError",
+    "TestPattern", "build_filter", "list_presets", "load_preset", "open_sink", "open_source",
+    "parse_chain", "parse_filter", "__version__",
+]

@@ -1,0 +1,75 @@
+"""streamconv's exceptions, each with the process exit code the CLI maps it to.
+
+Every class also subclasses the built-in exception a Python caller would expect
+(ValueError for bad arguments, OSError for files, RuntimeError for the GPU), so
+library users can catch either.
+"""
+
+from __future__ import annotations
+
+
+class StreamconvError(Exception):
+    """Base class of every error streamconv raises on purpose."""
+
+    exit_code = 1
+
+
+class FilterSpecError(StreamconvError, ValueError):
+    """A filter spec, its parameters or its taps are malformed."""
+
+    exit_code = 3
+
+
+class PresetError(StreamconvError, ValueError):
+    """A pipeline preset cannot be found or does not validate."""
+
+    exit_code = 3
+
+
+class FrameFormatError(StreamconvError, ValueError):
+    """A frame has the wrong shape or size for where it is used."""
+
+    exit_code = 3
+
+
+class FrameTypeError(StreamconvError, TypeError):
+    """A frame has the wrong dtype or is not an array."""
+
+    exit_code = 3
+
+
+class InputError(StreamconvError, OSError):
+    """The input is missing, unreadable, or not a video FFmpeg can decode."""
+
+    exit_code = 4
+
+
+class NoVideoStreamError(InputError):
+    """The input opened but holds no video stream."""
+
+    exit_code = 5
+
+
+class OutputError(StreamconvError, OSError):
+    """The output cannot be written: it exists, equals the input, or its folder is missing."""
+
+    exit_code = 6
+
+
+class BackendUnavailableError(StreamconvError, RuntimeError):
+    """The requested compute backend cannot run here (no PyCUDA, no GPU, no nvcc)."""
+
+    exit_code = 7
+
+
+class KernelCompileError(BackendUnavailableError):
+    """nvcc rejected a kernel; the message carries nvcc's output."""
+
+
+class StreamError(StreamconvError, RuntimeError):
+    """Decoding or encoding failed part-way through a run."""
+
+    exit_code = 8
+
+
+EXIT_INTERRUPTED = 130

@@ -1,0 +1,400 @@
+"""The filter registry: names -> float32 taps (or banks of taps), spec parsing and validation.
+
+A spec string is ``name[:key=value,...]``, e.g. ``gaussian:sigma=1.5`` or
+``custom:taps=0,-1,0;-1,5,-1;0,-1,0``. Commas inside a value are allowed: a
+comma-separated piece without ``=`` continues the previous value.
+
+Every filter is a correlation (like ``cv2.filter2D``) with the same taps on every
+channel; see DESIGN semantics in the README. A *bank* is several tap matrices of one
+size combined per pixel (``edge`` is the Sobel gradient magnitude).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from .errors import FilterSpecError
+
+MAX_SIZE = 31
+"""Largest tap matrix side (radius 15); the CUDA kernels are built for radius <= 15."""
+
+MAX_ABS_TAP = 1.0e6
+"""Taps beyond this magnitude are refused: they would only saturate and lose float32 precision."""
+
+MAX_TAPS_FILE_BYTES = 1 << 20
+"""A taps file larger than this is refused before it is read."""
+
+COMBINE_NONE = "none"
+COMBINE_MAGNITUDE = "magnitude"
+
+
+@dataclass(frozen=True)
+class Filter:
+    """One filter stage: K x K float32 taps, or a bank of them combined per pixel.
+
+    Attributes:
+        name: registry name, e.g. ``"gaussian"``.
+        params: the parameters it was built from, after defaults.
+        taps: one (K, K) float32 C-contiguous read-only host array per bank member.
+        combine: ``"none"`` for a single matrix, ``"magnitude"`` for sqrt(a^2 + b^2) of two.
+    """
+
+    name: str
+    params: Mapping[str, Any]
+    taps: tuple[np.ndarray, ...]
+    combine: str = COMBINE_NONE
+
+    @property
+    def size(self) -> int:
+        """Side K of the tap matrices."""
+        return int(self.taps[0].shape[0])
+
+    @property
+    def radius(self) -> int:
+        """Halo width R = (K - 1) / 2."""
+        return (self.size - 1) // 2
+
+    def describe(self) -> str:
+        """A one-line label, e.g. ``gaussian:sigma=1.5 (9x9)``."""
+        shown = ",".join(f"{k}={_format_value(v)}" for k, v in self.params.items() if k != "taps")
+        label = f"{self.name}:{shown}" if shown else self.name
+        bank = f" x{len(self.taps)} {self.combine}" if len(self.taps) > 1 else ""
+        return f"{label} ({self.size}x{self.size}{bank})"
+
+
+@dataclass(frozen=True)
+class Param:
+    """A filter parameter: its type (int, float, bool or str), default and help text."""
+
+    kind: type
+    default: Any
+    help: str
+
+
+@dataclass(frozen=True)
+class FilterType:
+    """A registry entry: how to build a Filter from parameters."""
+
+    name: str
+    summary: str
+    build: Callable[..., Filter]
+    params: Mapping[str, Param] = field(default_factory=dict)
+
+
+def _format_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def validate_taps(taps: Any, *, what: str = "taps") -> np.ndarray:
+    """Check a tap matrix and return it as a read-only (K, K) float32 C-contiguous array.
+
+    Args:
+        taps: anything ``np.asarray`` turns into a 2-D numeric array (host memory).
+        what: how to name it in error messages.
+
+    Raises:
+        FilterSpecError: not 2-D, not square, even or out-of-range size, non-finite or
+            too-large values, or not numeric.
+    """
+    try:
+        array = np.asarray(taps, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise FilterSpecError(f"{what}: not a numeric matrix ({exc})") from None
+    if array.ndim == 1 and array.size == 1:
+        array = array.reshape(1, 1)
+    if array.ndim != 2:
+        raise FilterSpecError(f"{what}: expected a 2-D matrix, got shape {array.shape}")
+    rows, cols = array.shape
+    if rows != cols or rows % 2 == 0:
+        raise FilterSpecError(f"{what}: expected an odd square matrix, got {rows}x{cols}")
+    if rows > MAX_SIZE:
+        raise FilterSpecError(f"{what}: {rows}x{cols} is too large (at most {MAX_SIZE}x{MAX_SIZE})")
+    if not np.all(np.isfinite(array)):
+        raise FilterSpecError(f"{what}: contains NaN or infinity")
+    largest = float(np.max(np.abs(array)))
+    if largest > MAX_ABS_TAP:
+        raise FilterSpecError(f"{what}: |tap| = {largest:g} exceeds {MAX_ABS_TAP:g}")
+    result = np.ascontiguousarray(array, dtype=np.float32)
+    result.setflags(write=False)
+    return result
+
+
+def _odd_size(value: int, what: str) -> int:
+    if value < 1 or value % 2 == 0 or value > MAX_SIZE:
+        raise FilterSpecError(f"{what}: size must be odd and 1..{MAX_SIZE}, got {value}")
+    return value
+
+
+def _single(name: str, params: Mapping[str, Any], taps: Any) -> Filter:
+    return Filter(name=name, params=dict(params), taps=(validate_taps(taps, what=name),))
+
+
+def _identity() -> Filter:
+    return _single("identity", {}, [[1.0]])
+
+
+def _box(size: int) -> Filter:
+    _odd_size(size, "box")
+    return _single("box", {"size": size}, np.full((size, size), 1.0 / (size * size)))
+
+
+def gaussian_taps_1d(sigma: float, size: int) -> np.ndarray:
+    """Normalized 1-D Gaussian weights, shape (size,), float64 (host)."""
+    offsets = np.arange(size, dtype=np.float64) - (size - 1) / 2
+    weights = np.exp(-(offsets**2) / (2.0 * sigma * sigma))
+    return weights / weights.sum()
+
+
+def _gaussian(sigma: float, size: int) -> Filter:
+    if not (sigma > 0 and math.isfinite(sigma)):
+        raise FilterSpecError(f"gaussian: sigma must be a positive number, got {sigma:g}")
+    if size == 0:
+        size = 2 * math.ceil(3 * sigma) + 1
+        if size > MAX_SIZE:
+            raise FilterSpecError(
+                f"gaussian: sigma={sigma:g} needs size {size} > {MAX_SIZE}; "
+                f"pass size={MAX_SIZE} to truncate it"
+            )
+    _odd_size(size, "gaussian")
+    weights = gaussian_taps_1d(sigma, size)
+    return _single("gaussian", {"sigma": sigma, "size": size}, np.outer(weights, weights))
+
+
+def _sharpen(amount: float) -> Filter:
+    if not math.isfinite(amount):
+        raise FilterSpecError(f"sharpen: amount must be finite, got {amount}")
+    a = amount
+    return _single("sharpen", {"amount": a}, [[0, -a, 0], [-a, 1 + 4 * a, -a], [0, -a, 0]])
+
+
+SOBEL_X = np.array([[-1, 0, 1], [-2, 0, 2], [-1, 0, 1]], dtype=np.float32)
+SOBEL_Y = SOBEL_X.T.copy()
+
+
+def _edge() -> Filter:
+    taps = (validate_taps(SOBEL_X, what="edge"), validate_taps(SOBEL_Y, what="edge"))
+    return Filter(name="edge", params={}, taps=taps, combine=COMBINE_MAGNITUDE)
+
+
+def parse_inline_taps(text: str) -> np.ndarray:
+    """Parse ``"a,b,c;d,e,f;g,h,i"`` (rows split by ';', values by ',' or spaces).
+
+    Returns:
+        (K, K) float64 host array (not yet validated for size).
+    """
+    rows = [row for row in text.strip().split(";")]
+    parsed: list[list[float]] = []
+    for number, row in enumerate(rows, start=1):
+        cells = [c for c in row.replace(",", " ").split() if c]
+        if not cells:
+            raise FilterSpecError(f"custom taps: row {number} is empty")
+        try:
+            parsed.append([float(c) for c in cells])
+        except ValueError:
+            bad = next(c for c in cells if not _is_float(c))
+            raise FilterSpecError(f"custom taps: row {number}: {bad!r} is not a number") from None
+    widths = {len(r) for r in parsed}
+    if len(widths) != 1:
+        lengths = ", ".join(str(len(r)) for r in parsed)
+        raise FilterSpecError(f"custom taps: rows have different lengths ({lengths})")
+    return np.array(parsed, dtype=np.float64)
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def load_taps_file(path: str | Path) -> np.ndarray:
+    """Read taps from a .npy file or a text file (rows of numbers; ';' or newlines between rows).
+
+    Returns:
+        2-D float64 host array (not yet validated for size).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FilterSpecError(f"custom taps file not found: {path}")
+    if path.stat().st_size > MAX_TAPS_FILE_BYTES:
+        raise FilterSpecError(f"custom taps file is too large: {path} ({path.stat().st_size} bytes)")
+    if path.suffix.lower() == ".npy":
+        try:
+            array = np.load(path, allow_pickle=False)
+        except (ValueError, OSError) as exc:
+            raise FilterSpecError(f"custom taps file {path}: not a readable .npy ({exc})") from None
+        if array.dtype.kind not in "biuf":
+            raise FilterSpecError(f"custom taps file {path}: dtype {array.dtype} is not numeric")
+        return np.asarray(array, dtype=np.float64)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (UnicodeDecodeError, OSError) as exc:
+        raise FilterSpecError(f"custom taps file {path}: cannot read as text ({exc})") from None
+    lines = [ln.split("#", 1)[0].strip() for ln in text.replace(";", "\n").splitlines()]
+    return parse_inline_taps(";".join(ln for ln in lines if ln))
+
+
+def _custom(taps: str, file: str, normalize: bool) -> Filter:
+    if bool(taps) == bool(file):
+        raise FilterSpecError("custom: give exactly one of taps=... or file=PATH")
+    matrix = parse_inline_taps(taps) if taps else load_taps_file(file)
+    if normalize:
+        total = float(matrix.sum())
+        if not math.isfinite(total) or abs(total) < 1e-12:
+            raise FilterSpecError(f"custom: cannot normalize taps that sum to {total:g}")
+        matrix = matrix / total
+    params: dict[str, Any] = {"file": file} if file else {}
+    if normalize:
+        params["normalize"] = True
+    return Filter(name="custom", params=params, taps=(validate_taps(matrix, what="custom taps"),))
+
+
+def _fixed(name: str, taps: Any) -> Callable[[], Filter]:
+    return lambda: _single(name, {}, taps)
+
+
+REGISTRY: dict[str, FilterType] = {
+    entry.name: entry
+    for entry in (
+        FilterType("identity", "copies the frame (1x1 tap of 1)", _identity),
+        FilterType("box", "mean over a size x size window", _box,
+                   {"size": Param(int, 3, "odd window side, 1..31")}),
+        FilterType("gaussian", "Gaussian blur", _gaussian,
+                   {"sigma": Param(float, 1.0, "standard deviation in pixels"),
+                    "size": Param(int, 0, "odd window side; default 2*ceil(3*sigma)+1")}),
+        FilterType("sharpen", "Laplacian sharpening: identity minus amount x Laplacian", _sharpen,
+                   {"amount": Param(float, 1.0, "strength; 1 gives 0,-1,0;-1,5,-1;0,-1,0")}),
+        FilterType("emboss", "3x3 emboss (-2,-1,0;-1,1,1;0,1,2)",
+                   _fixed("emboss", [[-2, -1, 0], [-1, 1, 1], [0, 1, 2]])),
+        FilterType("laplacian", "3x3 Laplacian (0,1,0;1,-4,1;0,1,0); negative responses clip to 0",
+                   _fixed("laplacian", [[0, 1, 0], [1, -4, 1], [0, 1, 0]])),
+        FilterType("sobel-x", "3x3 Sobel, horizontal gradient; negative responses clip to 0",
+                   _fixed("sobel-x", SOBEL_X)),
+        FilterType("sobel-y", "3x3 Sobel, vertical gradient; negative responses clip to 0",
+                   _fixed("sobel-y", SOBEL_Y)),
+        FilterType("edge", "Sobel gradient magnitude sqrt(gx^2 + gy^2): a bank of two 3x3 taps", _edge),
+        FilterType("custom", "your own taps, inline or from a .txt/.npy file", _custom,
+                   {"taps": Param(str, "", "rows split by ';', values by ',': 0,-1,0;-1,5,-1;0,-1,0"),
+                    "file": Param(str, "", "path of a .npy or text file of taps"),
+                    "normalize": Param(bool, False, "divide the taps by their sum")}),
+    )
+}
+
+
+def _coerce(filter_name: str, key: str, param: Param, value: Any) -> Any:
+    """Turn a spec string or a TOML value into the parameter's type."""
+    what = f"{filter_name}: {key}"
+    if param.kind is bool:
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise FilterSpecError(f"{what}: expected a boolean (1/0/true/false), got {value!r}")
+    if param.kind is int:
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise FilterSpecError(f"{what}: expected an integer, got {value!r}")
+        try:
+            return int(value) if not isinstance(value, str) else int(value.strip(), 10)
+        except (TypeError, ValueError):
+            raise FilterSpecError(f"{what}: expected an integer, got {value!r}") from None
+    if param.kind is float:
+        if isinstance(value, bool):
+            raise FilterSpecError(f"{what}: expected a number, got {value!r}")
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise FilterSpecError(f"{what}: expected a number, got {value!r}") from None
+        if not math.isfinite(number):
+            raise FilterSpecError(f"{what}: expected a finite number, got {value!r}")
+        return number
+    if not isinstance(value, str):
+        raise FilterSpecError(f"{what}: expected a string, got {value!r}")
+    return value
+
+
+def build_filter(name: str, params: Mapping[str, Any] | None = None) -> Filter:
+    """Build a registered filter from its name and parameters (strings or typed values).
+
+    Raises:
+        FilterSpecError: unknown name (the message lists the known ones), unknown or
+            ill-typed parameter, or invalid resulting taps.
+    """
+    entry = REGISTRY.get(name)
+    if entry is None:
+        raise FilterSpecError(f"unknown filter {name!r}; known filters: {', '.join(REGISTRY)}")
+    given = dict(params or {})
+    unknown = sorted(set(given) - set(entry.params))
+    if unknown:
+        known = ", ".join(entry.params) or "none"
+        raise FilterSpecError(f"{name}: unknown parameter {unknown[0]!r} (parameters: {known})")
+    values = {
+        key: _coerce(name, key, param, given[key]) if key in given else param.default
+        for key, param in entry.params.items()
+    }
+    return entry.build(**values)
+
+
+def split_spec(spec: str) -> tuple[str, dict[str, str]]:
+    """Split ``name[:key=value,...]`` into the name and a dict of raw string values."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise FilterSpecError("empty filter spec")
+    name, _, rest = spec.strip().partition(":")
+    name = name.strip().lower()
+    params: dict[str, str] = {}
+    last_key: str | None = None
+    for piece in rest.split(",") if rest.strip() else []:
+        key, eq, value = piece.partition("=")
+        if eq:
+            key = key.strip().lower()
+            if not key:
+                raise FilterSpecError(f"filter spec {spec!r}: missing parameter name before '='")
+            if key in params:
+                raise FilterSpecError(f"filter spec {spec!r}: parameter {key!r} given twice")
+            params[key] = value.strip()
+            last_key = key
+        elif last_key is not None:
+            params[last_key] += "," + piece.strip()
+        else:
+            raise FilterSpecError(f"filter spec {spec!r}: expected key=value after ':', got {piece!r}")
+    return name, params
+
+
+def parse_filter(spec: str | Filter) -> Filter:
+    """Parse one spec string (``name[:key=value,...]``) into a Filter; a Filter passes through."""
+    if isinstance(spec, Filter):
+        return spec
+    name, params = split_spec(spec)
+    return build_filter(name, params)
+
+
+def parse_chain(specs: Sequence[str | Filter]) -> list[Filter]:
+    """Parse several specs; they run in order, each stage rounding to uint8."""
+    return [parse_filter(spec) for spec in specs]
+
+
+def describe_registry() -> str:
+    """The text of ``streamconv filters``: each filter, its summary and parameters."""
+    lines = []
+    for entry in REGISTRY.values():
+        lines.append(f"{entry.name:<10} {entry.summary}")
+        for key, param in entry.params.items():
+            default = _format_value(param.default) if param.default not in ("", 0) else "-"
+            if entry.name == "gaussian" and key == "size":
+                default = "auto"
+            lines.append(f"{'':<12}{key}={param.kind.__name__} (default {default}): {param.help}")
+    lines.append("")
+    lines.append("Spec: NAME[:KEY=VALUE,...]; repeat --filter to chain stages in order.")
+    return "\n".join(lines)

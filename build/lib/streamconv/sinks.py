@@ -1,0 +1,259 @@
+"""Frame sinks: encode to a file (PyAV), discard (null), or hand frames to a callback.
+
+Every sink is a context manager with an idempotent ``close()`` and takes frames with
+``send(frame, meta)``. ``frame`` is an (H, W, C) uint8 host array that the sink must
+not keep after ``send`` returns (the pipeline reuses the buffer).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from fractions import Fraction
+from pathlib import Path
+from typing import Callable
+
+import av
+import numpy as np
+
+from .errors import OutputError, StreamError
+from .slots import FrameMeta
+
+log = logging.getLogger(__name__)
+
+
+class Sink:
+    """Base class of sinks."""
+
+    name = "sink"
+    frames_written = 0
+
+    def send(self, frame: np.ndarray, meta: FrameMeta) -> None:
+        """Consume one (H, W, C) uint8 host frame; do not keep a reference to it."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Finish and release; safe to call more than once."""
+
+    def abort(self) -> None:
+        """Give up after an error: release without publishing partial results."""
+        self.close()
+
+    def describe(self) -> str:
+        """One line for logs."""
+        return self.name
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+class NullSink(Sink):
+    """Discards frames (benchmarks, dry runs); counts them."""
+
+    name = "null"
+
+    def send(self, frame: np.ndarray, meta: FrameMeta) -> None:
+        self.frames_written += 1
+
+
+class CallbackSink(Sink):
+    """Calls ``callback(frame, meta)`` for each frame; the frame buffer is only valid during the call."""
+
+    name = "callback"
+
+    def __init__(self, callback: Callable[[np.ndarray, FrameMeta], None]) -> None:
+        self._callback = callback
+
+    def send(self, frame: np.ndarray, meta: FrameMeta) -> None:
+        self._callback(frame, meta)
+        self.frames_written += 1
+
+
+def check_output_path(output: str | Path, *, overwrite: bool, inputs: tuple[str, ...] = ()) -> Path:
+    """Refuse an output that would lose data, before anything is decoded or written.
+
+    Raises:
+        OutputError: the folder is missing, the path is a folder, it equals an input,
+            or it exists and ``overwrite`` is False.
+    """
+    path = Path(output)
+    for name in inputs:
+        source = Path(name)
+        same = source.resolve() == path.resolve() or (
+            source.exists() and path.exists() and os.path.samefile(source, path))
+        if same:
+            raise OutputError(f"output is the same file as the input: {output}")
+    if not path.parent.is_dir():
+        raise OutputError(f"output folder does not exist: {path.parent}")
+    if path.is_dir():
+        raise OutputError(f"output is a folder: {output}")
+    if path.exists() and not overwrite:
+        raise OutputError(f"output exists: {output} (pass --overwrite to replace it)")
+    return path
+
+
+class FileSink(Sink):
+    """Encodes RGB frames to a video file with PyAV.
+
+    The file is written under a temporary name beside the output and renamed on
+    ``close()``, so an existing file is replaced only by a complete one, and a failed
+    run leaves nothing behind. Timestamps and frame rate follow the source.
+
+    Args:
+        path: output file; its extension picks the container.
+        width, height: frame size of the frames sent (pixels).
+        frame_rate: nominal rate written to the stream.
+        time_base: time base of the pts the frames carry.
+        codec: FFmpeg encoder name (default libx264).
+        pix_fmt: encoder pixel format (default yuv420p).
+        crf, preset: quality and speed options for x264/x265-style encoders (None: codec default).
+        overwrite: replace an existing file.
+        options: extra encoder options.
+    """
+
+    name = "file"
+
+    def __init__(self, path: str | Path, *, width: int, height: int, frame_rate: Fraction,
+                 time_base: Fraction | None = None, codec: str = "libx264",
+                 pix_fmt: str = "yuv420p", crf: float | None = None, preset: str | None = None,
+                 overwrite: bool = False, options: dict[str, str] | None = None) -> None:
+        self.path = check_output_path(path, overwrite=overwrite)
+        self._temp = self.path.with_name(f".{self.path.stem}.partial{self.path.suffix}")
+        self.width, self.height = width, height
+        self.codec_name = codec
+        self._container = None
+        self._pad = None
+        subsampled = pix_fmt.startswith(("yuv420", "yuvj420", "nv12", "yuv422", "yuvj422"))
+        enc_width, enc_height = width, height
+        if subsampled and (width % 2 or height % 2):
+            enc_width, enc_height = width + width % 2, height + height % 2
+            log.warning("%s needs even sizes: padding %dx%d frames to %dx%d by repeating the last "
+                        "row/column", pix_fmt, width, height, enc_width, enc_height)
+            self._pad = np.empty((enc_height, enc_width, 3), np.uint8)
+        try:
+            av.codec.Codec(codec, "w")
+        except (av.FFmpegError, ValueError):
+            raise OutputError(f"unknown encoder {codec!r} (see `ffmpeg -encoders`)") from None
+        try:
+            self._container = av.open(str(self._temp), mode="w", format=_format_for(self.path))
+        except (av.FFmpegError, ValueError, OSError) as exc:
+            raise OutputError(f"cannot write {self.path}: {exc}") from None
+        try:
+            stream = self._container.add_stream(codec, rate=frame_rate)
+            stream.width, stream.height = enc_width, enc_height
+            stream.pix_fmt = pix_fmt
+            self._time_base = time_base or 1 / Fraction(frame_rate)
+            stream.time_base = self._time_base
+            codec_options = dict(options or {})
+            if crf is not None:
+                codec_options["crf"] = f"{crf:g}"
+            if preset is not None:
+                codec_options["preset"] = preset
+            stream.options = codec_options
+            stream.thread_type = "AUTO"
+            self._stream = stream
+        except (av.FFmpegError, ValueError, TypeError) as exc:
+            self.abort()
+            raise OutputError(f"cannot set up encoder {codec} ({pix_fmt}) for {self.path}: {exc}") from None
+        self._last_pts: int | None = None
+
+    def send(self, frame: np.ndarray, meta: FrameMeta) -> None:
+        """Encode one (H, W, 3) uint8 RGB host frame; its pts is kept."""
+        if self._pad is not None:
+            pad = self._pad
+            pad[: self.height, : self.width] = frame
+            pad[self.height:, : self.width] = frame[-1:]
+            pad[:, self.width:] = pad[:, self.width - 1: self.width]
+            frame = pad
+        video = av.VideoFrame.from_numpy_buffer(np.ascontiguousarray(frame), format="rgb24")
+        video.pts = self._pts(meta)
+        video.time_base = self._time_base
+        try:
+            for packet in self._stream.encode(video):
+                self._container.mux(packet)
+        except (av.FFmpegError, OSError) as exc:
+            raise StreamError(f"encoding frame {meta.index} to {self.path} failed: {exc}") from None
+        self.frames_written += 1
+
+    def _pts(self, meta: FrameMeta) -> int:
+        if meta.pts is None or meta.time_base is None:
+            pts = meta.index if self._last_pts is None else self._last_pts + 1
+        elif meta.time_base == self._time_base:
+            pts = meta.pts
+        else:
+            pts = round(meta.pts * meta.time_base / self._time_base)
+        if self._last_pts is not None and pts <= self._last_pts:
+            pts = self._last_pts + 1  # encoders refuse non-increasing pts
+        self._last_pts = pts
+        return pts
+
+    def close(self) -> None:
+        """Flush the encoder, finish the container and move the file into place."""
+        if self._container is None:
+            return
+        container, self._container = self._container, None
+        try:
+            for packet in self._stream.encode(None):
+                container.mux(packet)
+            container.close()
+        except (av.FFmpegError, OSError) as exc:
+            _remove_quietly(self._temp)
+            raise StreamError(f"finishing {self.path} failed: {exc}") from None
+        if self.frames_written == 0:
+            _remove_quietly(self._temp)
+            raise StreamError(f"no frames were written; {self.path} not created")
+        os.replace(self._temp, self.path)
+
+    def abort(self) -> None:
+        """Drop the partial file; the output path is left as it was."""
+        if self._container is not None:
+            container, self._container = self._container, None
+            try:
+                container.close()
+            except (av.FFmpegError, OSError):
+                pass
+        _remove_quietly(self._temp)
+
+    def describe(self) -> str:
+        return f"{self.path} ({self.codec_name})"
+
+
+def _format_for(path: Path) -> str | None:
+    """Container by extension; None lets FFmpeg guess (and fail clearly) for unusual ones."""
+    return {".mp4": "mp4", ".m4v": "mp4", ".mov": "mov", ".mkv": "matroska", ".webm": "webm",
+            ".avi": "avi", ".ts": "mpegts", ".nut": "nut"}.get(path.suffix.lower())
+
+
+def _remove_quietly(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+
+
+SINKS = {"file": FileSink, "null": NullSink, "callback": CallbackSink}
+"""Sinks by name."""
+
+
+def open_sink(output: str | Path | Sink | None, *, like=None, **options) -> Sink:
+    """Open a sink: None or "null" discards, a Sink passes through, a path makes a FileSink.
+
+    Args:
+        output: the -o argument.
+        like: the Source whose size, rate and time base the file takes.
+        options: FileSink keyword options (codec, pix_fmt, crf, preset, overwrite).
+    """
+    if isinstance(output, Sink):
+        return output
+    if output is None or str(output) == "null":
+        return NullSink()
+    if like is None:
+        raise ValueError("open_sink needs the source (like=...) to size a file output")
+    return FileSink(output, width=like.width, height=like.height, frame_rate=like.frame_rate,
+                    time_base=like.time_base, **options)

@@ -1,0 +1,325 @@
+"""Frame sources: a video file or stream (PyAV), a synthetic test pattern, or NumPy arrays.
+
+Every source is a context manager with an idempotent ``close()``. The pipeline calls
+``read_into(buffer)``, which writes the next frame straight into a slot's host buffer
+and returns its FrameMeta, or None at the end. Iterating a source yields new arrays.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from fractions import Fraction
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import av
+import numpy as np
+
+from .errors import FrameFormatError, InputError, NoVideoStreamError, StreamError
+from .frames import as_hwc
+from .slots import FrameMeta
+
+log = logging.getLogger(__name__)
+
+
+class Source:
+    """Base class: (H, W, C) uint8 frames of a fixed size.
+
+    Attributes:
+        width, height, channels: frame geometry.
+        frame_rate: frames per second (nominal).
+        time_base: seconds per pts unit of the frames' timestamps.
+        frame_count: number of frames if known in advance, else None.
+        is_live: True for sources that must not be blocked (they drop instead).
+    """
+
+    width: int
+    height: int
+    channels: int = 3
+    frame_rate: Fraction = Fraction(30)
+    time_base: Fraction = Fraction(1, 30)
+    frame_count: int | None = None
+    is_live = False
+    name = "source"
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """(H, W, C) of every frame."""
+        return (self.height, self.width, self.channels)
+
+    def read_into(self, buffer: np.ndarray) -> FrameMeta | None:
+        """Write the next frame into ``buffer`` ((H, W, C) uint8 host) and return its metadata.
+
+        Returns:
+            The frame's FrameMeta, or None when the source is exhausted.
+        """
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """One line for logs: what it is, its size and rate."""
+        return f"{self.name} {self.width}x{self.height} @ {float(self.frame_rate):g} fps"
+
+    def close(self) -> None:
+        """Release the source; safe to call more than once."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        while True:
+            frame = np.empty(self.shape, np.uint8)
+            if self.read_into(frame) is None:
+                return
+            yield frame
+
+
+class FileSource(Source):
+    """Decodes a video file or stream with PyAV into RGB frames.
+
+    Args:
+        path: anything FFmpeg opens (a file path or URL).
+        video_stream: index among the input's video streams (0 = the first).
+        threads: decoder threading ("AUTO", "FRAME", "SLICE" or "NONE").
+
+    Frames are (H, W, 3) uint8 RGB in host memory; each carries the decoder's pts and
+    the stream's time base. Packets that fail to decode are skipped and counted in
+    ``decode_errors``.
+    """
+
+    name = "file"
+
+    def __init__(self, path: str | Path, *, video_stream: int = 0, threads: str = "AUTO") -> None:
+        self.path = str(path)
+        self.decode_errors = 0
+        self._container = None
+        if "://" not in self.path:
+            file = Path(self.path)
+            if not file.exists():
+                raise InputError(f"input not found: {self.path}")
+            if file.is_dir():
+                raise InputError(f"input is a directory, not a video: {self.path}")
+        try:
+            self._container = av.open(self.path, mode="r")
+        except PermissionError:
+            raise InputError(f"input not readable (permission denied): {self.path}") from None
+        except (av.FFmpegError, OSError, ValueError) as exc:
+            raise InputError(f"cannot open input {self.path}: {_ffmpeg_reason(exc)}") from None
+        videos = self._container.streams.video
+        if not videos:
+            self.close()
+            raise NoVideoStreamError(f"no video stream in input: {self.path}")
+        if not 0 <= video_stream < len(videos):
+            count = len(videos)
+            self.close()
+            raise InputError(f"video stream {video_stream} requested, input has {count}: {self.path}")
+        self._stream = videos[video_stream]
+        self._stream.thread_type = threads
+        context = self._stream.codec_context
+        self.width, self.height = int(context.width), int(context.height)
+        if self.width <= 0 or self.height <= 0:
+            self.close()
+            raise InputError(f"video stream has no frame size: {self.path}")
+        rate = self._stream.average_rate or self._stream.guessed_rate or Fraction(30)
+        self.frame_rate = Fraction(rate)
+        self.time_base = Fraction(self._stream.time_base or Fraction(1, 1000))
+        self.frame_count = _frame_count(self._stream, self.frame_rate)
+        self.other_streams = [s for s in self._container.streams if s is not self._stream]
+        self._frames = self._decode()
+        self._index = 0
+
+    def _decode(self) -> Iterator[av.VideoFrame]:
+        """Demux and decode packet by packet, so one bad packet does not end the stream."""
+        for packet in self._container.demux(self._stream):
+            try:
+                frames = packet.decode()
+            except av.InvalidDataError:
+                self.decode_errors += 1
+                continue
+            except av.FFmpegError as exc:
+                raise StreamError(f"decoding {self.path} failed: {_ffmpeg_reason(exc)}") from None
+            yield from frames
+
+    def read_into(self, buffer: np.ndarray) -> FrameMeta | None:
+        """Decode the next frame and convert it to RGB in ``buffer`` ((H, W, 3) uint8 host)."""
+        frame = next(self._frames, None)
+        if frame is None:
+            return None
+        if frame.width != self.width or frame.height != self.height:
+            raise StreamError(
+                f"frame size changed mid-stream: {self.width}x{self.height} -> "
+                f"{frame.width}x{frame.height} at frame {self._index} (not supported)"
+            )
+        rgb = frame.reformat(format="rgb24")
+        plane = rgb.planes[0]
+        rows = np.frombuffer(plane, np.uint8).reshape(self.height, plane.line_size)
+        np.copyto(buffer, rows[:, : self.width * 3].reshape(self.height, self.width, 3))
+        pts = frame.pts
+        meta = FrameMeta(self._index, pts, self.time_base if pts is not None else None)
+        self._index += 1
+        return meta
+
+    def describe(self) -> str:
+        codec = self._stream.codec_context.name
+        count = f", {self.frame_count} frames" if self.frame_count else ""
+        return f"{self.path}: {codec} {self.width}x{self.height} @ {float(self.frame_rate):.3g} fps{count}"
+
+    def close(self) -> None:
+        if self._container is not None:
+            self._container.close()
+            self._container = None
+
+
+def _frame_count(stream, rate: Fraction) -> int | None:
+    if stream.frames:
+        return int(stream.frames)
+    if stream.duration and stream.time_base:
+        return max(1, round(float(stream.duration * stream.time_base * rate)))
+    return None
+
+
+def _ffmpeg_reason(exc: BaseException) -> str:
+    """FFmpeg's reason without the repeated file name."""
+    text = getattr(exc, "strerror", None) or str(exc)
+    return str(text).strip() or type(exc).__name__
+
+
+class TestPattern(Source):
+    """A synthetic moving pattern: colour gradients, a scrolling checkerboard and a moving box.
+
+    Args:
+        width, height: frame size in pixels.
+        fps: nominal frame rate.
+        frames: how many frames to produce (None = endless).
+
+    Frames are (H, W, 3) uint8 RGB host arrays with pts = frame number, time base 1/fps.
+    """
+
+    name = "test"
+    __test__ = False  # not a pytest class
+
+    def __init__(self, width: int = 1280, height: int = 720, *, fps: float | Fraction = 30,
+                 frames: int | None = 300) -> None:
+        if width < 1 or height < 1:
+            raise FrameFormatError(f"test pattern size must be positive, got {width}x{height}")
+        if frames is not None and frames < 0:
+            raise FrameFormatError(f"test pattern frame count must be >= 0, got {frames}")
+        self.width, self.height = int(width), int(height)
+        self.frame_rate = Fraction(fps).limit_denominator(1001)
+        if self.frame_rate <= 0:
+            raise FrameFormatError(f"test pattern fps must be positive, got {fps}")
+        self.time_base = 1 / self.frame_rate
+        self.frame_count = frames
+        self._index = 0
+        # Twice as wide as the frame so each frame is one strided copy of a moving window.
+        ys, xs = np.mgrid[0:height, 0:2 * width].astype(np.float32)
+        ramp_x, ramp_y = xs / max(2 * width - 1, 1), ys / max(height - 1, 1)
+        checker = (((xs // 32) + (ys // 32)) % 2).astype(np.float32)
+        base = np.empty((height, 2 * width, 3), np.uint8)
+        base[..., 0] = 255 * ramp_x
+        base[..., 1] = 255 * ramp_y
+        base[..., 2] = 64 + 128 * checker
+        self._base = base
+
+    def read_into(self, buffer: np.ndarray) -> FrameMeta | None:
+        """Draw frame number ``index`` into ``buffer`` ((H, W, 3) uint8 host)."""
+        if self.frame_count is not None and self._index >= self.frame_count:
+            return None
+        index = self._index
+        offset = (4 * index) % self.width
+        np.copyto(buffer, self._base[:, offset:offset + self.width])
+        side = max(1, min(self.width, self.height) // 6)
+        x = (7 * index) % max(1, self.width - side + 1)
+        y = (5 * index) % max(1, self.height - side + 1)
+        buffer[y:y + side, x:x + side] = (255, 255, 255)
+        self._index += 1
+        return FrameMeta(index, index, self.time_base)
+
+
+class ArraySource(Source):
+    """Frames from NumPy arrays already in host memory (tests, the library API).
+
+    Args:
+        frames: an iterable of (H, W, C) or (H, W) uint8 arrays, all of one shape.
+        fps: nominal frame rate; pts = frame number, time base 1/fps.
+        shape: (H, W, C) if ``frames`` is a lazy iterable; otherwise taken from the first frame.
+    """
+
+    name = "arrays"
+
+    def __init__(self, frames: Iterable[np.ndarray], *, fps: float | Fraction = 30,
+                 shape: tuple[int, int, int] | None = None) -> None:
+        self._iter = iter(frames)
+        self._first: np.ndarray | None = None
+        if shape is None:
+            first = next(self._iter, None)
+            if first is None:
+                raise FrameFormatError("ArraySource: no frames given")
+            self._first = as_hwc(first)
+            shape = self._first.shape
+        self.height, self.width, self.channels = shape
+        self.frame_rate = Fraction(fps).limit_denominator(1001)
+        self.time_base = 1 / self.frame_rate
+        if isinstance(frames, (list, tuple)):
+            self.frame_count = len(frames)
+        self._index = 0
+
+    def read_into(self, buffer: np.ndarray) -> FrameMeta | None:
+        frame = self._first if self._first is not None else next(self._iter, None)
+        self._first = None
+        if frame is None:
+            return None
+        frame = as_hwc(frame)
+        if frame.shape != buffer.shape:
+            raise FrameFormatError(f"unexpected frame shape: {frame.shape} != {buffer.shape}")
+        np.copyto(buffer, frame)
+        index = self._index
+        self._index += 1
+        return FrameMeta(index, index, self.time_base)
+
+
+_TEST_SPEC = re.compile(r"^test(?::(?P<w>\d+)x(?P<h>\d+))?(?:@(?P<fps>[\d.]+))?(?:,frames=(?P<n>\d+))?$")
+
+
+def parse_test_spec(spec: str) -> TestPattern:
+    """Build a TestPattern from ``test``, ``test:1280x720@30,frames=300`` or parts of it."""
+    text = spec.strip().lower()
+    if text.startswith("test,"):
+        text = "test" + text[4:]
+    match = _TEST_SPEC.match(text)
+    if not match:
+        raise InputError(f"bad test source {spec!r}; expected test[:WxH][@FPS][,frames=N]")
+    width = int(match["w"] or 1280)
+    height = int(match["h"] or 720)
+    fps = Fraction(match["fps"]) if match["fps"] else Fraction(30)
+    frames = int(match["n"]) if match["n"] else 300
+    try:
+        return TestPattern(width, height, fps=fps, frames=frames)
+    except FrameFormatError as exc:
+        raise InputError(str(exc)) from None
+
+
+SOURCES = {"file": FileSource, "test": TestPattern, "arrays": ArraySource}
+"""Sources by name."""
+
+
+def open_source(spec: str | Path | Source, **options) -> Source:
+    """Open a source from a spec: ``test[...]`` for the pattern, else a path or URL for FileSource.
+
+    Args:
+        spec: the SOURCE argument of ``streamconv run``, or a Source (returned as is).
+        options: keyword options passed to FileSource (``video_stream``, ``threads``).
+    """
+    if isinstance(spec, Source):
+        return spec
+    text = str(spec)
+    if text == "test" or text.startswith(("test:", "test@", "test,")):
+        return parse_test_spec(text)
+    started = time.perf_counter()
+    source = FileSource(text, **options)
+    log.debug("opened %s in %.1f ms", text, 1e3 * (time.perf_counter() - started))
+    return source

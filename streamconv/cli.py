@@ -1,0 +1,188 @@
+"""The ``streamconv`` command: argument parsing, building a Pipeline, mapping errors to exit codes.
+
+Exit codes: 0 success; 1 internal error; 2 usage; 3 bad filter spec, preset or frame;
+4 input missing or undecodable; 5 no video stream; 6 output refused; 7 backend
+unavailable; 8 decode/encode failure during the run; 130 Ctrl-C (SIGINT); 143 SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import platform
+import sys
+from typing import Sequence
+
+from . import __version__
+from .backends import BACKENDS, cuda_status
+from .borders import BORDER_MODES, DEFAULT_BORDER
+from .errors import EXIT_INTERRUPTED, StreamconvError
+from .filters import describe_registry, parse_chain
+from .pipeline import Pipeline
+from .presets import list_presets, load_preset
+from .sinks import check_output_path
+from .sources import open_source
+
+log = logging.getLogger("streamconv")
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="streamconv",
+        description="Filter video files and streams with 2D convolution on an NVIDIA GPU "
+                    "(or the CPU reference backend).")
+    parser.add_argument("--version", action="version", version=f"streamconv {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    run = commands.add_parser(
+        "run", help="filter a video file, stream or test pattern",
+        description="Filter SOURCE through a chain of filters into OUTPUT (or nowhere, to measure).",
+        epilog="Examples:\n  streamconv run media/sample.mp4 -o edges.mp4 --pipeline edge\n"
+               "  streamconv run in.mkv -o out.mp4 --filter gaussian:sigma=2 --filter sharpen\n"
+               "  streamconv run test:1920x1080@60,frames=600 --filter box:size=5 --backend cuda",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    run.add_argument("source", metavar="SOURCE",
+                     help="a video file or URL, or test[:WxH][@FPS][,frames=N] for a synthetic pattern")
+    run.add_argument("-o", "--output", metavar="OUTPUT",
+                     help="output video file (container from its extension); omit to discard frames")
+    run.add_argument("--filter", "-f", dest="filters", action="append", default=[], metavar="SPEC",
+                     help="NAME[:KEY=VALUE,...]; repeat to chain (see `streamconv filters`)")
+    run.add_argument("--pipeline", "-p", metavar="NAME|PATH",
+                     help=f"a preset ({', '.join(list_presets())}) or a .toml file; --filter stages run after it")
+    run.add_argument("--border", choices=BORDER_MODES, default=None,
+                     help=f"how pixels outside the frame are read (default {DEFAULT_BORDER}, or the preset's)")
+    run.add_argument("--backend", choices=BACKENDS, default="auto",
+                     help="auto picks cuda when PyCUDA and a GPU are present (default auto)")
+    run.add_argument("--device", type=_non_negative_int, default=0, metavar="N", help="CUDA device number")
+    run.add_argument("--ring", type=_positive_int, default=3, metavar="N",
+                     help="frames in flight between reader, GPU and writer (default 3)")
+    run.add_argument("--max-frames", type=_non_negative_int, metavar="N", help="stop after N frames")
+    run.add_argument("--video-stream", type=_non_negative_int, default=0, metavar="N",
+                     help="which video stream of the input (default 0, the first)")
+    run.add_argument("--overwrite", "-y", action="store_true", help="replace OUTPUT if it exists")
+    run.add_argument("--codec", default="libx264", help="encoder (default libx264)")
+    run.add_argument("--pix-fmt", default="yuv420p", help="encoder pixel format (default yuv420p)")
+    run.add_argument("--crf", type=float, help="constant rate factor for x264/x265 (codec default if omitted)")
+    run.add_argument("--preset", dest="codec_preset", metavar="PRESET",
+                     help="encoder speed preset, e.g. ultrafast..veryslow (codec default if omitted)")
+    run.add_argument("--stats-json", metavar="PATH", help="write per-stage timings as JSON")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--quiet", "-q", action="store_true", help="no summary table")
+    run.add_argument("--verbose", "-v", action="store_true", help="log what is opened and compiled")
+
+    commands.add_parser("filters", help="list filters, their parameters and the presets")
+    commands.add_parser("info", help="versions, and which backends can run here and why not")
+    return parser
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``streamconv run``: validate everything cheap first, then run the pipeline."""
+    border = args.border
+    stages = []
+    if args.pipeline:
+        preset = load_preset(args.pipeline)
+        stages.extend(preset.filters)
+        border = border or preset.border
+    stages.extend(parse_chain(args.filters))
+    border = border or DEFAULT_BORDER
+    if not stages:
+        log.warning("no --filter or --pipeline given: frames pass through unchanged")
+    if args.output is not None:
+        check_output_path(args.output, overwrite=args.overwrite, inputs=(args.source,))
+    sink_options = {"codec": args.codec, "pix_fmt": args.pix_fmt, "crf": args.crf,
+                    "preset": args.codec_preset, "overwrite": args.overwrite}
+    source = open_source(args.source, video_stream=args.video_stream)
+    pipeline = Pipeline(source, stages, args.output, backend=args.backend, border=border,
+                        ring=args.ring, max_frames=args.max_frames, device=args.device,
+                        progress=not args.no_progress, sink_options=sink_options)
+    stats = pipeline.run()
+    if args.stats_json:
+        stats.write_json(args.stats_json)
+    if not args.quiet:
+        print(stats.format_table(), file=sys.stderr)
+    decode_errors = getattr(pipeline.source, "decode_errors", 0)
+    if decode_errors:
+        log.warning("%d packet(s) could not be decoded and were skipped", decode_errors)
+    if pipeline.stop_signal is not None:
+        return 128 + pipeline.stop_signal
+    return 0
+
+
+def cmd_filters(_args: argparse.Namespace) -> int:
+    """``streamconv filters``: the registry and the presets."""
+    print(describe_registry())
+    print("\nPresets (--pipeline NAME):")
+    for name in list_presets():
+        preset = load_preset(name)
+        chain = " -> ".join(f.describe() for f in preset.filters)
+        print(f"  {name:<10} {preset.description}\n  {'':<10} {chain}")
+    return 0
+
+
+def cmd_info(_args: argparse.Namespace) -> int:
+    """``streamconv info``: versions and backend availability."""
+    import av
+    import cv2
+    import numpy
+
+    print(f"streamconv {__version__}")
+    print(f"python     {platform.python_version()} ({sys.executable})")
+    print(f"numpy      {numpy.__version__}")
+    print(f"av         {av.__version__} (FFmpeg libavcodec {'.'.join(map(str, av.library_versions['libavcodec']))})")
+    print(f"opencv     {cv2.__version__}")
+    try:
+        import pycuda
+
+        print(f"pycuda     {pycuda.VERSION_TEXT}")
+    except ImportError:
+        print("pycuda     not installed")
+    print("backends:")
+    print("  cpu: available (NumPy + OpenCV reference)")
+    usable, reason = cuda_status(0)
+    print(f"  cuda: {'available: ' if usable else 'unavailable: '}{reason}")
+    return 0
+
+
+COMMANDS = {"run": cmd_run, "filters": cmd_filters, "info": cmd_info}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    verbose = getattr(args, "verbose", False)
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="streamconv: %(message)s", stream=sys.stderr, force=True)
+    try:
+        return COMMANDS[args.command](args)
+    except StreamconvError as exc:
+        print(f"streamconv: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("streamconv: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # a bug: one line, and the traceback only when asked for
+        if verbose:
+            raise
+        print(f"streamconv: internal error: {type(exc).__name__}: {exc} (run with -v for details)",
+              file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

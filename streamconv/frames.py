@@ -1,0 +1,37 @@
+"""Frame checks shared by sources, sinks and backends."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import FrameFormatError, FrameTypeError
+
+CHANNEL_COUNTS = (1, 3, 4)
+
+
+def as_hwc(frame: object, *, what: str = "frame") -> np.ndarray:
+    """View an (H, W) or (H, W, C) uint8 host array as (H, W, C) with C in 1, 3, 4 (no copy).
+
+    Raises:
+        FrameTypeError: not a NumPy array, or not uint8.
+        FrameFormatError: wrong number of dimensions, channels, or an empty frame.
+    """
+    if not isinstance(frame, np.ndarray):
+        raise FrameTypeError(f"{what}: expected a numpy.ndarray, got {type(frame).__name__}")
+    if frame.dtype != np.uint8:
+        raise FrameTypeError(f"unexpected {what} dtype: {frame.dtype} != uint8")
+    if frame.ndim == 2:
+        frame = frame[:, :, None]
+    if frame.ndim != 3 or frame.shape[2] not in CHANNEL_COUNTS:
+        raise FrameFormatError(
+            f"unexpected {what} shape: {frame.shape} != (H, W), (H, W, 3) or (H, W, 4)"
+        )
+    if frame.shape[0] == 0 or frame.shape[1] == 0:
+        raise FrameFormatError(f"empty {what}: shape {frame.shape}")
+    return frame
+
+
+def check_same_shape(dst: np.ndarray, src: np.ndarray) -> None:
+    """Raise FrameFormatError unless dst and src have the same shape."""
+    if dst.shape != src.shape:
+        raise FrameFormatError(f"unexpected output shape: {dst.shape} != {src.shape}")

@@ -1,0 +1,53 @@
+"""The unit that moves through a pipeline: a slot of host buffers, its frame's metadata and timings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class FrameMeta:
+    """What travels with a frame: its position, timestamp and time base.
+
+    Attributes:
+        index: 0-based frame number in the run.
+        pts: presentation timestamp in ``time_base`` units, or None if the source has none.
+        time_base: seconds per pts unit.
+    """
+
+    index: int
+    pts: int | None
+    time_base: Fraction | None
+
+
+@dataclass
+class Slot:
+    """One ring entry: input and output host buffers plus backend-owned device state.
+
+    Attributes:
+        index: position in the ring.
+        host_in: (H, W, C) uint8 host buffer the source fills (page-locked on the CUDA backend).
+        host_out: (H, W, C) uint8 host buffer the sink reads.
+        device: backend-private state (device buffers, stream, events), None on the CPU.
+        meta: the frame now in the slot.
+        times: seconds spent per stage for the frame now in the slot.
+        started: perf_counter() when reading of the frame began (latency origin).
+    """
+
+    index: int
+    host_in: np.ndarray
+    host_out: np.ndarray
+    device: Any = None
+    meta: FrameMeta | None = None
+    times: dict[str, float] = field(default_factory=dict)
+    started: float = 0.0
+
+    def reset(self) -> None:
+        """Forget the previous frame before the slot is refilled."""
+        self.meta = None
+        self.times.clear()
+        self.started = 0.0

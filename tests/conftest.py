@@ -1,0 +1,63 @@
+"""Shared fixtures: random generators, the sample clip, a CLI runner and the cuda skip."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE = REPO / "media" / "sample.mp4"
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    """A freshly seeded generator; the seed is printed so a failure can be replayed."""
+    seed = secrets.randbits(32)
+    print(f"rng seed {seed}")
+    return np.random.default_rng(seed)
+
+
+@pytest.fixture
+def sample_clip() -> Path:
+    """media/sample.mp4: 120 frames of 640x360 H.264 at 30 fps."""
+    assert SAMPLE.is_file(), "media/sample.mp4 is missing (python media/make_sample.py)"
+    return SAMPLE
+
+
+def run_cli(*args: str, timeout: float = 120, env: dict | None = None, cwd=None):
+    """Run ``python -m streamconv ARGS`` and return the CompletedProcess (text output)."""
+    full_env = dict(os.environ, **(env or {}))
+    full_env["PYTHONPATH"] = str(REPO) + os.pathsep + full_env.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, "-m", "streamconv", *args], capture_output=True,
+                          text=True, timeout=timeout, env=full_env, cwd=cwd)
+
+
+@pytest.fixture
+def cli():
+    """The run_cli function: cli("run", "test", ...) -> CompletedProcess."""
+    return run_cli
+
+
+def _cuda_reason() -> str | None:
+    from streamconv.backends import cuda_status
+
+    usable, reason = cuda_status(0)
+    return None if usable else reason
+
+
+def pytest_collection_modifyitems(config, items):
+    cuda_items = [item for item in items if "cuda" in item.keywords]
+    if not cuda_items:
+        return
+    reason = _cuda_reason()
+    if reason is None:
+        return
+    skip = pytest.mark.skip(reason=f"cuda backend unavailable: {reason}")
+    for item in cuda_items:
+        item.add_marker(skip)
