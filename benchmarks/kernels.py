@@ -1,0 +1,219 @@
+"""Kernel and GPU-stage benchmark of the CUDA backend: checks correctness, then times.
+
+    python benchmarks/kernels.py [--json PATH] [--quick]
+
+1. Device-to-device copy bandwidth (the roofline for a memory-bound filter).
+2. conv2d kernel time at 1080p and 4K RGB for K = 3, 5, 9, 15, 31 (random taps), timed
+   with CUDA events after a warm-up, rotating over 4 frame buffers so 4K frames do not sit
+   in L2; as ms, GB/s (2 x frame bytes / time) and fraction of the copy bandwidth; beside
+   cv2.filter2D on the host on the same frame.
+3. GPU-stage throughput (upload + kernels + download, frames/s) with ring 1 versus ring 3,
+   pinned versus pageable host buffers, and the pinned copy bandwidth each way.
+Each configuration is first checked against the CPU backend on fresh random data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import streamconv  # noqa: E402
+from streamconv.backends.cpu import CpuBackend  # noqa: E402
+from streamconv.backends.cuda import CudaBackend  # noqa: E402
+from streamconv.filters import Filter, validate_taps  # noqa: E402
+
+SIZES = {"1080p": (1080, 1920), "4K": (2160, 3840)}
+KS = (3, 5, 9, 15, 31)
+ROTATE = 4
+
+
+def random_stage(rng: np.random.Generator, size: int) -> Filter:
+    taps = rng.normal(0, 1, (size, size)) / size
+    taps[size // 2, size // 2] += 1
+    return Filter("custom", {}, (validate_taps(taps),))
+
+
+def check(backend: CudaBackend, stage: Filter, frame: np.ndarray) -> int:
+    """Max |GPU - CPU| on one frame; raises if above 1 LSB."""
+    got = backend.apply(frame)
+    expected = CpuBackend([stage]).apply(frame)
+    worst = int(np.abs(got.astype(int) - expected.astype(int)).max())
+    if worst > 1:
+        raise SystemExit(f"GPU result differs from the CPU oracle by {worst} LSB (K={stage.size})")
+    return worst
+
+
+def copy_bandwidth(driver) -> float:
+    """Device-to-device copy GB/s, counting bytes read and written (median of 20)."""
+    nbytes = 512 * 2**20
+    src, dst = driver.mem_alloc(nbytes), driver.mem_alloc(nbytes)
+    driver.memset_d8(src, 7, nbytes)
+    start, end = driver.Event(), driver.Event()
+    times = []
+    for _ in range(25):
+        start.record()
+        driver.memcpy_dtod(dst, src, nbytes)
+        end.record()
+        end.synchronize()
+        times.append(end.time_since(start) / 1e3)
+    src.free()
+    dst.free()
+    return 2 * nbytes / statistics.median(times[5:]) / 1e9
+
+
+def time_kernel(backend: CudaBackend, slots, driver, repeats: int) -> float:
+    """Median seconds per launch of the chain, rotating over the slots' device buffers."""
+    stream = driver.Stream()
+    start, end = driver.Event(), driver.Event()
+    for slot in slots * 3:  # warm-up
+        backend.launch_kernels(slot, stream)
+    samples = []
+    for _ in range(repeats):
+        start.record(stream)
+        for slot in slots * 5:
+            backend.launch_kernels(slot, stream)
+        end.record(stream)
+        end.synchronize()
+        samples.append(end.time_since(start) / 1e3 / (5 * len(slots)))
+    return statistics.median(samples)
+
+
+def time_cv2(frame: np.ndarray, taps: np.ndarray, repeats: int) -> float:
+    samples = []
+    for _ in range(repeats):
+        begin = time.perf_counter()
+        cv2.filter2D(frame, -1, taps, borderType=cv2.BORDER_REFLECT_101)
+        samples.append(time.perf_counter() - begin)
+    return statistics.median(samples)
+
+
+def gpu_stage_throughput(stage: Filter, shape, ring: int, pinned: bool, frames: int, rng):
+    """Frames/s of upload + kernel + download with ``ring`` slots in flight, and mean copy GB/s."""
+    with CudaBackend([stage], pinned=pinned) as backend:
+        slots = backend.allocate_slots(shape, ring)
+        for slot in slots:
+            slot.host_in[:] = rng.integers(0, 256, shape, dtype=np.uint8)
+        busy = [False] * ring
+        for index in range(ring * 2):  # warm-up
+            slot = slots[index % ring]
+            if busy[index % ring]:
+                backend.wait(slot)
+            backend.submit(slot)
+            busy[index % ring] = True
+        for index, slot in enumerate(slots):
+            if busy[index]:
+                backend.wait(slot)
+                busy[index] = False
+        uploads, downloads = [], []
+        begin = time.perf_counter()
+        for index in range(frames):
+            slot = slots[index % ring]
+            if busy[index % ring]:
+                backend.wait(slot)
+                uploads.append(slot.times["upload"])
+                downloads.append(slot.times["download"])
+            backend.submit(slot)
+            busy[index % ring] = True
+        for index, slot in enumerate(slots):
+            if busy[index]:
+                backend.wait(slot)
+        elapsed = time.perf_counter() - begin
+    nbytes = int(np.prod(shape))
+    return frames / elapsed, nbytes / statistics.median(uploads) / 1e9, nbytes / statistics.median(downloads) / 1e9
+
+
+def environment(driver) -> dict:
+    device = driver.Device(0)
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=Path(__file__).parent).stdout.strip() or "unknown"
+    except OSError:
+        commit = "unknown"
+    import pycuda
+
+    version = driver.get_driver_version()
+    return {"gpu": device.name(), "compute_capability": "%d.%d" % device.compute_capability(),
+            "driver_cuda": f"{version // 1000}.{version % 1000 // 10}", "pycuda": pycuda.VERSION_TEXT,
+            "numpy": np.__version__, "opencv": cv2.__version__, "streamconv": streamconv.__version__,
+            "python": platform.python_version(), "commit": commit}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", default="kernels.json", help="where to write the results")
+    parser.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run)")
+    args = parser.parse_args()
+    import pycuda.driver as driver
+    from streamconv.backends import kernels
+
+    driver.init()
+    repeats = 5 if args.quick else 30
+    rng = np.random.default_rng()
+    result = {"environment": environment(driver), "kernels": [], "stage": []}
+    major, minor = driver.Device(0).compute_capability()
+    kernels.precompile([kernels.conv2d_defines(k // 2, 3, 2, 1) for k in KS], f"sm_{major}{minor}", workers=8)
+
+    with CudaBackend([]) as probe, probe.activated():
+        copy_gbs = copy_bandwidth(driver)
+    result["copy_GBps"] = copy_gbs
+
+    for label, (height, width) in SIZES.items():
+        shape = (height, width, 3)
+        frame = rng.integers(0, 256, shape, dtype=np.uint8)
+        frame_bytes = frame.nbytes
+        for k in KS:
+            stage = random_stage(rng, k)
+            with CudaBackend([stage]) as backend:
+                worst = check(backend, stage, frame)
+                slots = backend.allocate_slots(shape, ROTATE)
+                with backend.activated():
+                    for slot in slots:
+                        slot.host_in[:] = rng.integers(0, 256, shape, dtype=np.uint8)
+                        slot.device.upload()
+                    seconds = time_kernel(backend, slots, driver, repeats)
+            cv2_seconds = time_cv2(frame, stage.taps[0], max(3, repeats // 5))
+            gbs = 2 * frame_bytes / seconds / 1e9
+            result["kernels"].append({"size": label, "K": k, "ms": seconds * 1e3, "GBps": gbs,
+                                      "copy_fraction": gbs / copy_gbs, "cv2_ms": cv2_seconds * 1e3,
+                                      "max_lsb_vs_cpu": worst})
+
+    stage = random_stage(rng, 5)
+    for label, (height, width) in SIZES.items():
+        for pinned in (True, False):
+            for ring in (1, 3):
+                fps, up, down = gpu_stage_throughput(stage, (height, width, 3), ring, pinned,
+                                                     60 if args.quick else 300, rng)
+                result["stage"].append({"size": label, "ring": ring, "pinned": pinned, "fps": fps,
+                                        "upload_GBps": up, "download_GBps": down})
+
+    Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+    env = result["environment"]
+    print(f"\n{env['gpu']} (sm {env['compute_capability']}, CUDA {env['driver_cuda']}), commit {env['commit']}")
+    print(f"device-to-device copy: {copy_gbs:.0f} GB/s (read + write)\n")
+    print(f"{'size':<6}{'K':>4}{'kernel ms':>11}{'GB/s':>8}{'of copy':>9}{'cv2 ms':>9}{'LSB':>5}")
+    for row in result["kernels"]:
+        print(f"{row['size']:<6}{row['K']:>4}{row['ms']:>11.4f}{row['GBps']:>8.0f}"
+              f"{100 * row['copy_fraction']:>8.0f}%{row['cv2_ms']:>9.2f}{row['max_lsb_vs_cpu']:>5}")
+    print(f"\n{'size':<6}{'host':<10}{'ring':>5}{'frames/s':>10}{'H2D GB/s':>10}{'D2H GB/s':>10}")
+    for row in result["stage"]:
+        host = "pinned" if row["pinned"] else "pageable"
+        print(f"{row['size']:<6}{host:<10}{row['ring']:>5}{row['fps']:>10.0f}"
+              f"{row['upload_GBps']:>10.1f}{row['download_GBps']:>10.1f}")
+    for label in SIZES:
+        rows = {(r["pinned"], r["ring"]): r["fps"] for r in result["stage"] if r["size"] == label}
+        print(f"{label}: ring 3 / ring 1 (pinned) = {rows[(True, 3)] / rows[(True, 1)]:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

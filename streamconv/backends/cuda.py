@@ -1,0 +1,306 @@
+"""The CUDA backend: the filter chain on the GPU through PyCUDA, one stream per slot.
+
+Per slot: page-locked host buffers (``host_in``, ``host_out``), pitched device buffers
+(input, output, and a scratch buffer for chains), a CUDA stream and four events. A frame
+is issued as one asynchronous sequence on its slot's stream:
+
+    record start -> upload (H2D, 2-D copy into the pitched buffer) -> record uploaded
+    -> one kernel per stage (ping-pong between output and scratch) -> record computed
+    -> download (D2H) -> record done
+
+so with a ring of three, the upload of frame i+1 overlaps the kernel of frame i and the
+download of frame i-1. Every CUDA call happens in the thread that created the backend,
+inside a balanced push/pop of the device's primary context.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from ..borders import BORDER_CODES, DEFAULT_BORDER, check_border
+from ..errors import BackendUnavailableError, StreamError
+from ..filters import Filter
+from ..frames import as_hwc, check_same_shape
+from ..slots import Slot
+from . import kernels
+
+log = logging.getLogger(__name__)
+
+_KERNEL_FILE = "conv2d"
+_ENTRY = "conv2d_u8"
+
+
+@dataclass
+class _Stage:
+    """One filter stage on the GPU: its module (holding the taps), function and geometry."""
+
+    label: str
+    module: Any
+    function: Any
+    geometry: kernels.LaunchGeometry
+
+
+@dataclass
+class _DeviceSlot:
+    """The device side of a slot."""
+
+    stream: Any
+    buffers: list  # device allocations: input, output, scratch
+    pitch: int
+    upload: Any
+    download: Any
+    events: dict = field(default_factory=dict)
+    submitted: bool = False
+
+
+class CudaBackend:
+    """Runs a filter chain with CUDA kernels on (H, W, C) uint8 frames.
+
+    Args:
+        filters: the stages, applied in order; each rounds to uint8 like the CPU backend.
+        border: border mode for every stage.
+        device: CUDA device number.
+        pinned: page-locked host buffers (True, the fast path) or pageable ones (benchmarks).
+
+    Raises:
+        BackendUnavailableError: PyCUDA, the driver, the device or nvcc is missing.
+        KernelCompileError: nvcc rejected a kernel.
+    """
+
+    name = "cuda"
+
+    def __init__(self, filters: Sequence[Filter], *, border: str = DEFAULT_BORDER,
+                 device: int = 0, pinned: bool = True) -> None:
+        try:
+            import pycuda.driver as driver
+        except ImportError:
+            raise BackendUnavailableError("cuda backend unavailable: pycuda not installed") from None
+        self._driver = driver
+        self.filters = list(filters)
+        self.border = check_border(border)
+        self.pinned = pinned
+        self._context = None
+        self._slots: list[Slot] = []
+        self._single: dict[tuple[int, int, int], Slot] = {}
+        self._stages: dict[int, list[_Stage]] = {}
+        try:
+            driver.init()
+            self._device = driver.Device(device)
+            self._context = self._device.retain_primary_context()
+        except driver.Error as exc:
+            raise BackendUnavailableError(f"cuda backend unavailable on device {device}: {exc}") from None
+        major, minor = self._device.compute_capability()
+        self.arch = f"sm_{major}{minor}"
+        self.device_name = self._device.name()
+        self.device_index = device
+
+    @contextlib.contextmanager
+    def activated(self) -> Iterator[None]:
+        """Make this backend's context current for the block, and pop it after, always."""
+        self._context.push()
+        try:
+            yield
+        finally:
+            self._driver.Context.pop()
+
+    def describe(self) -> str:
+        """One line naming the GPU and host-memory mode, for logs and stats."""
+        memory = "pinned" if self.pinned else "pageable"
+        return f"cuda {self.device_name} ({self.arch}, {memory} host buffers)"
+
+    def _stages_for(self, channels: int) -> list[_Stage]:
+        """Compile (memoized) and load one module per stage for frames of ``channels`` channels."""
+        if channels in self._stages:
+            return self._stages[channels]
+        driver = self._driver
+        stages = []
+        for stage in self.filters:
+            geometry = kernels.conv2d_geometry(stage.radius, channels)
+            defines = kernels.conv2d_defines(stage.radius, channels, BORDER_CODES[self.border],
+                                             len(stage.taps))
+            module = kernels.load_module(_KERNEL_FILE, defines, self.arch)
+            taps = np.ascontiguousarray(np.concatenate([t.ravel() for t in stage.taps]), np.float32)
+            address, size = module.get_global("c_taps")
+            if size != taps.nbytes:
+                raise StreamError(f"c_taps holds {size} bytes, stage {stage.describe()} needs {taps.nbytes}")
+            driver.memcpy_htod(address, taps)
+            function = module.get_function(_ENTRY)
+            function.prepare("PPiiii")
+            label = kernels.specialisation_name(_KERNEL_FILE, defines)
+            log.info("stage %s runs as %s", stage.describe(), label)
+            stages.append(_Stage(label, module, function, geometry))
+        self._stages[channels] = stages
+        return stages
+
+    def allocate_slots(self, shape: tuple[int, int, int], count: int) -> list[Slot]:
+        """Make ``count`` slots for (H, W, C) uint8 frames; compiles the kernels first.
+
+        Raises:
+            BackendUnavailableError: not enough pinned host or device memory, before any frame.
+        """
+        with self.activated():
+            self._stages_for(shape[2])
+            slots = [self._new_slot(index, shape) for index in range(count)]
+        self._slots.extend(slots)
+        return slots
+
+    def _new_slot(self, index: int, shape: tuple[int, int, int]) -> Slot:
+        driver = self._driver
+        height, width, channels = shape
+        row_bytes = width * channels
+        try:
+            if self.pinned:
+                host_in = driver.pagelocked_empty(shape, np.uint8)
+                host_out = driver.pagelocked_empty(shape, np.uint8)
+            else:
+                host_in, host_out = np.empty(shape, np.uint8), np.empty(shape, np.uint8)
+            buffers, pitch = [], 0
+            for _ in range(3 if len(self.filters) > 1 else 2):
+                allocation, pitch = driver.mem_alloc_pitch(row_bytes, height, 16)
+                buffers.append(allocation)
+        except (driver.MemoryError, driver.Error) as exc:
+            megabytes = 2 * height * row_bytes / 2**20
+            raise BackendUnavailableError(
+                f"not enough GPU or pinned memory for a slot of {width}x{height}x{channels} "
+                f"({megabytes:.1f} MiB host + device): {exc}") from None
+        upload = self._copy(row_bytes, height, src_host=host_in, src_pitch=row_bytes,
+                            dst_device=buffers[0], dst_pitch=pitch)
+        source = buffers[1] if self.filters else buffers[0]
+        download = self._copy(row_bytes, height, src_device=source, src_pitch=pitch,
+                              dst_host=host_out, dst_pitch=row_bytes)
+        events = {name: driver.Event() for name in ("start", "uploaded", "computed")}
+        events["done"] = driver.Event(driver.event_flags.BLOCKING_SYNC)  # frees a core while waiting
+        device = _DeviceSlot(stream=driver.Stream(), buffers=buffers, pitch=pitch, upload=upload,
+                             download=download, events=events)
+        return Slot(index=index, host_in=host_in, host_out=host_out, device=device)
+
+    def _copy(self, width_bytes: int, height: int, *, src_pitch: int, dst_pitch: int,
+              src_host=None, src_device=None, dst_host=None, dst_device=None):
+        copy = self._driver.Memcpy2D()
+        if src_host is not None:
+            copy.set_src_host(src_host)
+        else:
+            copy.set_src_device(src_device)
+        if dst_host is not None:
+            copy.set_dst_host(dst_host)
+        else:
+            copy.set_dst_device(dst_device)
+        copy.src_pitch, copy.dst_pitch = src_pitch, dst_pitch
+        copy.width_in_bytes, copy.height = width_bytes, height
+        return copy
+
+    def submit(self, slot: Slot) -> None:
+        """Issue upload, kernels and download of the slot's frame on its stream; returns at once."""
+        state: _DeviceSlot = slot.device
+        stream, events = state.stream, state.events
+        try:
+            with self.activated():
+                events["start"].record(stream)
+                state.upload(stream)
+                events["uploaded"].record(stream)
+                self.launch_kernels(slot, stream)
+                events["computed"].record(stream)
+                state.download(stream)
+                events["done"].record(stream)
+                state.submitted = True
+        except self._driver.Error as exc:
+            raise StreamError(f"GPU failed on frame {_frame_number(slot)}: {exc}") from None
+
+    def launch_kernels(self, slot: Slot, stream) -> None:
+        """Queue the chain's kernels (no copies) on ``stream``: device input buffer -> output buffer.
+
+        Call inside :meth:`activated`. Benchmarks use it to time the kernels alone.
+        """
+        state: _DeviceSlot = slot.device
+        height, width, channels = slot.host_in.shape
+        stages = self._stages_for(channels)
+        source = int(state.buffers[0])
+        for number, stage in enumerate(stages):
+            # Ping-pong so that the last stage always lands in buffers[1].
+            target = int(state.buffers[1 if (len(stages) - 1 - number) % 2 == 0 else 2])
+            grid = stage.geometry.grid(width * channels, height)
+            stage.function.prepared_async_call(grid, stage.geometry.block, stream, source, target,
+                                               width, height, state.pitch, state.pitch)
+            source = target
+
+    def is_done(self, slot: Slot) -> bool:
+        """True once the slot's download has finished (non-blocking)."""
+        with self.activated():
+            return slot.device.events["done"].query()
+
+    def wait(self, slot: Slot) -> None:
+        """Block until the slot's frame is in ``host_out``; record upload/kernel/download times."""
+        state: _DeviceSlot = slot.device
+        events = state.events
+        try:
+            with self.activated():
+                events["done"].synchronize()
+                slot.times["upload"] = events["uploaded"].time_since(events["start"]) / 1e3
+                slot.times["kernel"] = events["computed"].time_since(events["uploaded"]) / 1e3
+                slot.times["download"] = events["done"].time_since(events["computed"]) / 1e3
+        except self._driver.Error as exc:
+            raise StreamError(f"GPU failed on frame {_frame_number(slot)}: {exc}") from None
+        finally:
+            state.submitted = False
+
+    def apply_into(self, dst: np.ndarray, src: np.ndarray) -> None:
+        """Filter ``src`` into ``dst`` synchronously: (H, W, C) or (H, W) uint8 host arrays.
+
+        Uses a private slot per frame shape, kept for reuse; any strides are accepted.
+        """
+        src3, dst3 = as_hwc(src, what="input frame"), as_hwc(dst, what="output frame")
+        check_same_shape(dst3, src3)
+        slot = self._single.get(src3.shape)
+        if slot is None:
+            slot = self.allocate_slots(src3.shape, 1)[0]
+            self._single[src3.shape] = slot
+        np.copyto(slot.host_in, src3)
+        slot.reset()
+        self.submit(slot)
+        self.wait(slot)
+        np.copyto(dst3, slot.host_out)
+
+    def apply(self, src: np.ndarray) -> np.ndarray:
+        """Filter ``src`` into a new host array of the same shape (uint8)."""
+        dst = np.empty_like(src)
+        self.apply_into(dst, src)
+        return dst
+
+    def close(self) -> None:
+        """Wait for work in flight, free every buffer, stream and module, release the context."""
+        if self._context is None:
+            return
+        try:
+            with self.activated():
+                for slot in self._slots:
+                    state: _DeviceSlot = slot.device
+                    with contextlib.suppress(self._driver.Error):
+                        state.stream.synchronize()
+                    for allocation in state.buffers:
+                        allocation.free()
+                    for host in (slot.host_in, slot.host_out):
+                        base = getattr(host, "base", None)
+                        if base is not None and hasattr(base, "free"):
+                            base.free()
+                    slot.device = None
+                self._slots.clear()
+                self._single.clear()
+                self._stages.clear()
+        finally:
+            context, self._context = self._context, None
+            context.detach()
+
+    def __enter__(self) -> "CudaBackend":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _frame_number(slot: Slot) -> str:
+    return str(slot.meta.index) if slot.meta is not None else "(single frame)"

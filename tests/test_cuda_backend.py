@@ -1,0 +1,180 @@
+"""The CUDA backend against the CPU oracle, on fresh random data with every output poisoned first.
+
+Every test here carries the ``cuda`` marker and is skipped, with the reason, where there
+is no GPU, PyCUDA or nvcc.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import av
+import numpy as np
+import pytest
+
+import streamconv
+from streamconv.backends.cpu import CpuBackend
+from streamconv.borders import BORDER_MODES
+from streamconv.errors import KernelCompileError
+from streamconv.filters import REGISTRY, Filter, build_filter, parse_filter, validate_taps
+from streamconv.sinks import CallbackSink
+from streamconv.sources import ArraySource
+
+from oracle import random_taps
+
+pytestmark = pytest.mark.cuda
+
+POISON = 0xA5
+SMALL_SIZES = [(1, 1), (1, 37), (37, 1), (49, 65)]
+NAMED = [name for name in REGISTRY if name != "custom"]
+
+
+@pytest.fixture(scope="module")
+def driver():
+    """pycuda.driver, after compiling every specialisation these tests use, in parallel."""
+    import pycuda.driver as driver
+    from streamconv.backends import kernels
+
+    driver.init()
+    major, minor = driver.Device(0).compute_capability()
+    wanted = [kernels.conv2d_defines(r, 3, b, 1) for r in range(16) for b in range(3)]
+    wanted += [kernels.conv2d_defines(1, c, b, 2) for c in (1, 3, 4) for b in range(3)]
+    wanted += [kernels.conv2d_defines(r, c, b, 1) for r in (1, 6) for c in (1, 4) for b in range(3)]
+    kernels.precompile(wanted, f"sm_{major}{minor}", workers=16)
+    return driver
+
+
+def gpu_filter(stages, frame, border, driver):
+    """Run ``stages`` on ``frame`` through a slot whose host and device outputs are poisoned."""
+    from streamconv.backends.cuda import CudaBackend
+
+    with CudaBackend(stages, border=border) as backend:
+        slot = backend.allocate_slots(frame.shape, 1)[0]
+        with backend.activated():
+            for buffer in slot.device.buffers[1:]:
+                driver.memset_d8(int(buffer), POISON, slot.device.pitch * frame.shape[0])
+        slot.host_out.fill(POISON)
+        np.copyto(slot.host_in, frame)
+        backend.submit(slot)
+        backend.wait(slot)
+        return slot.host_out.copy()
+
+
+def exact_taps(stage: Filter) -> bool:
+    return all(np.array_equal(t * 256, np.round(t * 256)) for t in stage.taps)
+
+
+def check_against_cpu(stages, frame, border, driver):
+    got = gpu_filter(stages, frame, border, driver)
+    expected = CpuBackend(stages, border=border).apply(frame)
+    difference = np.abs(got.astype(int) - expected.astype(int))
+    assert difference.max() <= 1, f"max difference {difference.max()} at {np.unravel_index(difference.argmax(), difference.shape)}"
+    if all(exact_taps(s) for s in stages):
+        np.testing.assert_array_equal(got, expected)
+    return got
+
+
+@pytest.mark.parametrize("border", BORDER_MODES)
+@pytest.mark.parametrize("height, width", SMALL_SIZES)
+@pytest.mark.parametrize("name", NAMED)
+def test_named_filters_small_frames(rng, driver, name, border, height, width):
+    frame = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+    check_against_cpu([build_filter(name)], frame, border, driver)
+
+
+@pytest.mark.parametrize("height, width", [(1080, 1920), (2160, 3840)])
+@pytest.mark.parametrize("spec", ["identity", "box:size=3", "gaussian:sigma=1", "edge", "sharpen", "box:size=31"])
+def test_named_filters_full_frames(rng, driver, spec, height, width):
+    frame = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+    border = BORDER_MODES[len(spec) % 3]
+    got = check_against_cpu([parse_filter(spec)], frame, border, driver)
+    if spec == "identity":
+        np.testing.assert_array_equal(got, frame)
+
+
+@pytest.mark.parametrize("size", list(range(1, 32, 2)))
+@pytest.mark.parametrize("exact", [True, False])
+def test_random_taps_every_size_and_border(rng, driver, size, exact):
+    stage = Filter("custom", {}, (validate_taps(random_taps(rng, size, exact=exact)),))
+    for border in BORDER_MODES:
+        for height, width in SMALL_SIZES:
+            frame = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+            check_against_cpu([stage], frame, border, driver)
+
+
+@pytest.mark.parametrize("channels", [1, 4])
+@pytest.mark.parametrize("spec", ["gaussian:sigma=2", "edge", "custom:taps=1,2,1;2,-12,2;1,2,1"])
+def test_one_and_four_channels(rng, driver, spec, channels):
+    frame = rng.integers(0, 256, (67, 93, channels), dtype=np.uint8)
+    for border in BORDER_MODES:
+        check_against_cpu([parse_filter(spec)], frame, border, driver)
+
+
+def test_chain_of_three_stages(rng, driver):
+    stages = [parse_filter("sharpen"), parse_filter("emboss"), build_filter("edge")]
+    frame = rng.integers(0, 256, (123, 211, 3), dtype=np.uint8)
+    check_against_cpu(stages, frame, "reflect101", driver)
+
+
+@pytest.mark.parametrize("ring", [1, 2, 3])
+def test_ring_depths_give_identical_frames(rng, ring):
+    frames = [rng.integers(0, 256, (360, 640, 3), dtype=np.uint8) for _ in range(12)]
+    stages = [parse_filter("sharpen"), build_filter("edge")]
+    got = []
+    stats = streamconv.Pipeline(ArraySource(frames), stages, CallbackSink(lambda f, m: got.append(f.copy())),
+                                backend="cuda", ring=ring).run()
+    cpu = CpuBackend(stages)
+    assert stats.frames == 12 and "cuda" in stats.backend
+    for stage in ("upload", "kernel", "download"):
+        assert len(stats.samples[stage]) == 12 and min(stats.samples[stage]) > 0
+    for frame, out in zip(frames, got):
+        np.testing.assert_array_equal(out, cpu.apply(frame))
+
+
+def test_apply_api_and_non_contiguous_input(rng):
+    from streamconv.backends.cuda import CudaBackend
+
+    big = rng.integers(0, 256, (200, 300, 3), dtype=np.uint8)
+    view = big[10:150:2, 3:250]
+    stage = parse_filter("gaussian:sigma=1.5")
+    with CudaBackend([stage]) as backend:
+        out = backend.apply(view)
+        again = np.full_like(out, POISON)
+        backend.apply_into(again, view)
+    expected = CpuBackend([stage]).apply(view)
+    assert np.abs(out.astype(int) - expected).max() <= 1
+    np.testing.assert_array_equal(out, again)
+
+
+def test_contexts_stay_balanced_over_several_pipelines(driver):
+    for _ in range(3):
+        stats = streamconv.Pipeline(streamconv.TestPattern(320, 240, frames=20), ["box:size=5"], None,
+                                    backend="cuda").run()
+        assert stats.frames == 20
+        assert driver.Context.get_current() is None
+
+
+def test_compile_error_carries_nvcc_output():
+    from streamconv.backends import kernels
+
+    with pytest.raises(KernelCompileError) as info:
+        kernels.compile_kernel("conv2d", {"RADIUS": "not_a_number", "CHANNELS": 3}, "sm_90")
+    assert "nvcc failed to compile conv2d[CHANNELS=3,RADIUS=not_a_number]" in str(info.value)
+    assert "error" in str(info.value)
+
+
+def test_file_to_file_gpu_equals_cpu(tmp_path, sample_clip):
+    outputs = {}
+    for backend in ("cpu", "cuda"):
+        out = tmp_path / f"{backend}.mkv"
+        result = subprocess.run([sys.executable, "-m", "streamconv", "run", str(sample_clip), "-o", str(out),
+                                 "--filter", "sharpen", "--filter", "edge", "--backend", backend,
+                                 "--codec", "ffv1", "--pix-fmt", "gbrp", "--max-frames", "30", "-q"],
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr
+        with av.open(str(out)) as container:
+            outputs[backend] = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+    assert len(outputs["cpu"]) == len(outputs["cuda"]) == 30
+    for cpu_frame, gpu_frame in zip(outputs["cpu"], outputs["cuda"]):
+        np.testing.assert_array_equal(gpu_frame, cpu_frame)
