@@ -11,12 +11,13 @@ import argparse
 import logging
 import platform
 import sys
+from pathlib import Path
 from typing import Sequence
 
 from . import __version__
 from .backends import BACKENDS, cuda_status
 from .borders import BORDER_MODES, DEFAULT_BORDER
-from .errors import EXIT_INTERRUPTED, StreamconvError
+from .errors import EXIT_INTERRUPTED, OutputError, StreamconvError
 from .filters import describe_registry, parse_chain
 from .pipeline import Pipeline
 from .presets import list_presets, load_preset
@@ -104,6 +105,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         log.warning("no --filter or --pipeline given: frames pass through unchanged")
     if args.output is not None:
         check_output_path(args.output, overwrite=args.overwrite, inputs=(args.source,))
+    if args.stats_json is not None:
+        _check_stats_path(args.stats_json)
     sink_options = {"codec": args.codec, "pix_fmt": args.pix_fmt, "crf": args.crf,
                     "preset": args.codec_preset, "overwrite": args.overwrite}
     source = open_source(args.source, video_stream=args.video_stream)
@@ -112,7 +115,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                         progress=not args.no_progress, sink_options=sink_options)
     stats = pipeline.run()
     if args.stats_json:
-        stats.write_json(args.stats_json)
+        try:
+            stats.write_json(args.stats_json)
+        except OSError as exc:
+            raise OutputError(f"cannot write --stats-json {args.stats_json}: "
+                              f"{exc.strerror or exc}") from None
     if not args.quiet:
         print(stats.format_table(), file=sys.stderr)
     decode_errors = getattr(pipeline.source, "decode_errors", 0)
@@ -121,6 +128,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     if pipeline.stop_signal is not None:
         return 128 + pipeline.stop_signal
     return 0
+
+
+def _check_stats_path(path: str) -> None:
+    """Refuse a --stats-json path that cannot be written, before the run rather than after it."""
+    target = Path(path)
+    if not target.parent.is_dir():
+        raise OutputError(f"--stats-json folder does not exist: {target.parent}")
+    if target.is_dir():
+        raise OutputError(f"--stats-json is a folder: {path}")
 
 
 def cmd_filters(_args: argparse.Namespace) -> int:

@@ -137,34 +137,53 @@ class FileSink(Sink):
                         "row/column", pix_fmt, width, height, enc_width, enc_height)
             self._pad = np.empty((enc_height, enc_width, 3), np.uint8)
         try:
-            av.codec.Codec(codec, "w")
+            encoder = av.codec.Codec(codec, "w")
         except (av.FFmpegError, ValueError):
             raise OutputError(f"unknown encoder {codec!r} (see `ffmpeg -encoders`)") from None
+        # PyAV opens the encoder only at the first frame: refuse a pixel format it cannot take now.
+        try:
+            canonical = av.VideoFormat(pix_fmt).name  # aliases such as gbrp10 -> gbrp10le
+        except ValueError:
+            raise OutputError(f"unknown pixel format {pix_fmt!r} (see `ffmpeg -pix_fmts`)") from None
+        supported = [f.name for f in (encoder.video_formats or ())]
+        if supported and canonical not in supported:
+            raise OutputError(f"encoder {codec} does not support pixel format {pix_fmt!r} "
+                              f"(it takes: {', '.join(supported)})")
+        self._frame_rate = Fraction(frame_rate)
+        self._time_base = time_base or 1 / self._frame_rate
+        self._size = (enc_width, enc_height)
+        self._pix_fmt = pix_fmt
+        self._codec_options = dict(options or {})
+        if crf is not None:
+            self._codec_options["crf"] = f"{crf:g}"
+        if preset is not None:
+            self._codec_options["preset"] = preset
+        self._closed = False
+        self._last_pts: int | None = None
+
+    def _open(self) -> None:
+        """Create the temporary file and the encoder, at the first frame: nothing exists before."""
         try:
             self._container = av.open(str(self._temp), mode="w", format=_format_for(self.path))
         except (av.FFmpegError, ValueError, OSError) as exc:
             raise OutputError(f"cannot write {self.path}: {exc}") from None
         try:
-            stream = self._container.add_stream(codec, rate=frame_rate)
-            stream.width, stream.height = enc_width, enc_height
-            stream.pix_fmt = pix_fmt
-            self._time_base = time_base or 1 / Fraction(frame_rate)
+            stream = self._container.add_stream(self.codec_name, rate=self._frame_rate)
+            stream.width, stream.height = self._size
+            stream.pix_fmt = self._pix_fmt
             stream.time_base = self._time_base
-            codec_options = dict(options or {})
-            if crf is not None:
-                codec_options["crf"] = f"{crf:g}"
-            if preset is not None:
-                codec_options["preset"] = preset
-            stream.options = codec_options
+            stream.options = self._codec_options
             stream.thread_type = "AUTO"
             self._stream = stream
         except (av.FFmpegError, ValueError, TypeError) as exc:
             self.abort()
-            raise OutputError(f"cannot set up encoder {codec} ({pix_fmt}) for {self.path}: {exc}") from None
-        self._last_pts: int | None = None
+            raise OutputError(f"cannot set up encoder {self.codec_name} ({self._pix_fmt}) "
+                              f"for {self.path}: {exc}") from None
 
     def send(self, frame: np.ndarray, meta: FrameMeta) -> None:
         """Encode one (H, W, 3) uint8 RGB host frame; its pts is kept."""
+        if self._container is None:
+            self._open()
         if self._pad is not None:
             pad = self._pad
             pad[: self.height, : self.width] = frame
@@ -194,9 +213,16 @@ class FileSink(Sink):
         return pts
 
     def close(self) -> None:
-        """Flush the encoder, finish the container and move the file into place."""
-        if self._container is None:
+        """Flush the encoder, finish the container and move the file into place.
+
+        Raises:
+            StreamError: finishing failed, or no frame was ever sent (no file is created).
+        """
+        if self._closed:
             return
+        self._closed = True
+        if self._container is None:
+            raise StreamError(f"no frames were written; {self.path} not created")
         container, self._container = self._container, None
         try:
             for packet in self._stream.encode(None):
@@ -212,6 +238,7 @@ class FileSink(Sink):
 
     def abort(self) -> None:
         """Drop the partial file; the output path is left as it was."""
+        self._closed = True
         if self._container is not None:
             container, self._container = self._container, None
             try:

@@ -170,7 +170,7 @@ def test_file_to_file_gpu_equals_cpu(tmp_path, sample_clip):
         out = tmp_path / f"{backend}.mkv"
         result = subprocess.run([sys.executable, "-m", "streamconv", "run", str(sample_clip), "-o", str(out),
                                  "--filter", "sharpen", "--filter", "edge", "--backend", backend,
-                                 "--codec", "ffv1", "--pix-fmt", "gbrp", "--max-frames", "30", "-q"],
+                                 "--codec", "ffv1", "--pix-fmt", "bgr0", "--max-frames", "30", "-q"],
                                 capture_output=True, text=True, timeout=300)
         assert result.returncode == 0, result.stderr
         with av.open(str(out)) as container:

@@ -1,7 +1,0 @@
-"""``python -m streamconv``: the same as the ``streamconv`` command."""
-
-import sys
-
-from .cli import main
-
-sys.exit(main())

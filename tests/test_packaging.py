@@ -1,0 +1,183 @@
+"""Packaging: the wheel carries the CUDA sources and the presets and finds them once installed;
+every kernel source compiles with nvcc (when nvcc is on the PATH) for a few specialisations.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+CUDA_SOURCES = sorted((REPO / "cuda").glob("*.cu"))
+
+
+def _setuptools_can_build_here() -> bool:
+    """True if this environment's setuptools can build the wheel without an isolated environment."""
+    if importlib.util.find_spec("setuptools") is None:
+        return False
+    from importlib.metadata import version
+
+    def parse(text: str) -> tuple[int, ...]:
+        return tuple(int(p) for p in text.split(".")[:2] if p.isdigit())
+
+    setuptools_version = parse(version("setuptools"))
+    # pyproject.toml asks for setuptools>=68; bdist_wheel is built into setuptools from 70.1,
+    # before that it comes from the wheel package.
+    has_bdist_wheel = setuptools_version >= (70, 1) or importlib.util.find_spec("wheel") is not None
+    return setuptools_version >= (68,) and has_bdist_wheel
+
+
+def _copy_source_tree(target: Path) -> Path:
+    """A clean copy of the checkout (no VCS, caches or build leftovers): building there leaves
+    the work tree untouched and keeps stale build/ output out of the wheel."""
+    shutil.copytree(REPO, target, ignore=shutil.ignore_patterns(
+        ".*", "build", "dist", "*.egg-info", "__pycache__", "media", "*.whl"))
+    return target
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """Build the wheel once for this module; returns its path."""
+    work = tmp_path_factory.mktemp("wheel")
+    source = _copy_source_tree(work / "src")
+    out = work / "dist"
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(out), str(source)]
+    if _setuptools_can_build_here():
+        command.insert(4, "--no-build-isolation")
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, f"{' '.join(command)}\n{result.stdout}\n{result.stderr}"
+    wheels = list(out.glob("streamconv-*.whl"))
+    assert len(wheels) == 1, wheels
+    return wheels[0]
+
+
+@pytest.mark.slow
+def test_wheel_contains_kernels_and_presets(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert "streamconv/cuda/conv2d.cu" in names
+    assert "streamconv/cuda/README.md" in names
+    for source in CUDA_SOURCES:  # every kernel family of the checkout ships
+        assert f"streamconv/cuda/{source.name}" in names
+    for header in sorted((REPO / "cuda").glob("*.cuh")):
+        assert f"streamconv/cuda/{header.name}" in names
+    presets = sorted((REPO / "pipelines").glob("*.toml"))
+    assert presets
+    for preset in presets:
+        assert f"streamconv/pipelines/{preset.name}" in names
+    for module in ("streamconv/__init__.py", "streamconv/cli.py", "streamconv/backends/__init__.py",
+                   "streamconv/backends/cpu.py"):
+        assert module in names
+    assert not any(name.startswith(("tests/", "media/", "build/")) for name in names)
+    entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+    assert "streamconv = streamconv.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+
+
+@pytest.mark.slow
+def test_installed_wheel_finds_its_data(wheel, tmp_path):
+    target = tmp_path / "site"
+    result = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index",
+                             "--target", str(target), str(wheel)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    script = textwrap.dedent("""
+        import json
+        import streamconv
+        from streamconv.resources import data_dir
+        from streamconv.presets import list_presets, load_preset
+        cuda = data_dir("cuda")
+        print(json.dumps({
+            "package": streamconv.__file__,
+            "cuda": str(cuda),
+            "cuda_files": sorted(p.name for p in cuda.iterdir()),
+            "pipelines": str(data_dir("pipelines")),
+            "presets": list_presets(),
+            "edge_stages": len(load_preset("edge").filters),
+        }))
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(target)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         cwd=elsewhere, env=env, timeout=120)
+    assert run.returncode == 0, run.stderr
+    found = json.loads(run.stdout)
+    root = target.resolve()
+    for key in ("package", "cuda", "pipelines"):
+        assert Path(found[key]).resolve().is_relative_to(root), (key, found[key], root)
+    assert "conv2d.cu" in found["cuda_files"]
+    assert "README.md" in found["cuda_files"]
+    assert found["presets"] == sorted(p.stem for p in (REPO / "pipelines").glob("*.toml"))
+    assert found["edge_stages"] >= 1
+    # the command runs from the installed copy too
+    cli = subprocess.run([sys.executable, "-m", "streamconv", "filters"], capture_output=True,
+                         text=True, cwd=elsewhere, env=env, timeout=120)
+    assert cli.returncode == 0, cli.stderr
+    for name in found["presets"]:
+        assert name in cli.stdout
+
+
+# ---------------------------------------------------------------- nvcc
+
+NVCC = shutil.which("nvcc")
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH (the CUDA toolkit is not installed)")
+
+SPECIALISATIONS = {
+    "r1-c3-reflect101": {"RADIUS": 1, "CHANNELS": 3, "BORDER": 2},
+    "r15-c4-zero-magnitude": {"RADIUS": 15, "CHANNELS": 4, "BORDER": 0, "BANKS": 2, "COMBINE": 1},
+}
+
+
+def _nvcc(source: Path, defines: dict[str, int], *extra: str) -> subprocess.CompletedProcess:
+    command = [NVCC, "-arch=sm_90", "-std=c++17", "-O3", *extra,
+               *(f"-D{key}={value}" for key, value in defines.items()), "-c", "-o", os.devnull, str(source)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300)
+
+
+def _host_geometry(source: Path, defines: dict[str, int]) -> dict[str, int]:
+    """The launch-geometry macros the CUDA backend passes with these (conv2d.cu only)."""
+    if source.name != "conv2d.cu":
+        return {}
+    from streamconv.backends import kernels
+
+    return kernels.conv2d_geometry(defines["RADIUS"], defines["CHANNELS"]).defines()
+
+
+def test_kernel_sources_exist():
+    assert (REPO / "cuda" / "conv2d.cu").is_file(), "cuda/conv2d.cu is missing"
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", list(SPECIALISATIONS))
+def test_kernels_compile_with_nvcc(name):
+    assert CUDA_SOURCES, "no cuda/*.cu to compile"
+    for source in CUDA_SOURCES:
+        defines = {**SPECIALISATIONS[name], **_host_geometry(source, SPECIALISATIONS[name])}
+        result = _nvcc(source, defines)
+        assert result.returncode == 0, f"{source.name} {defines}:\n{result.stdout}{result.stderr}"
+
+
+@needs_nvcc
+def test_kernels_compile_alone_with_their_defaults():
+    """The README's by-hand check: each file compiles with no macros given."""
+    assert CUDA_SOURCES, "no cuda/*.cu to compile"
+    for source in CUDA_SOURCES:
+        result = _nvcc(source, {})
+        assert result.returncode == 0, f"{source.name}:\n{result.stdout}{result.stderr}"
+
+
+@needs_nvcc
+def test_conv2d_rejects_an_unsupported_radius():
+    source = REPO / "cuda" / "conv2d.cu"
+    result = _nvcc(source, {"RADIUS": 16, "CHANNELS": 3, "BORDER": 2})
+    assert result.returncode != 0
+    assert "RADIUS must be 0..15" in result.stdout + result.stderr
