@@ -110,6 +110,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     sink_options = {"codec": args.codec, "pix_fmt": args.pix_fmt, "crf": args.crf,
                     "preset": args.codec_preset, "overwrite": args.overwrite}
     source = open_source(args.source, video_stream=args.video_stream)
+    skipped = [s.type for s in getattr(source, "other_streams", []) if s.type in ("audio", "subtitle")]
+    if skipped and args.output is not None:
+        log.warning("the input's %s stream(s) are not copied to the output", " and ".join(sorted(set(skipped))))
     pipeline = Pipeline(source, stages, args.output, backend=args.backend, border=border,
                         ring=args.ring, max_frames=args.max_frames, device=args.device,
                         progress=not args.no_progress, sink_options=sink_options)
