@@ -1,0 +1,411 @@
+// conv2d.cu: K x K correlation of interleaved uint8 frames, one filter stage of streamconv.
+//
+// What it computes, for every byte (y, x, c) of an H x W x C frame, rows `pitch` bytes apart:
+//   acc_b(y,x,c) = sum_{m,n = -R..R} T_b[m+R][n+R] * in(by(y+m), bx(x+n), c)     (float32)
+//   BANKS == 1:               out = sat_u8(rint(acc_0))
+//   BANKS == 2, COMBINE == 1: out = sat_u8(rint(sqrtf(acc_0*acc_0 + acc_1*acc_1)))
+// rint rounds half to even, sat_u8 clamps to 0..255 (cvt.rni to u8, which also sends NaN to 0).
+// by/bx map an out-of-frame index per BORDER: 0 zero (pixel reads as 0), 1 replicate (clamp),
+// 2 reflect101 (gfedcb|abcdefgh|gfedcba, any distance from the frame, index 0 when n == 1).
+// Taps T live in c_taps (row-major K x K, bank 0 first); the host writes them through
+// cuModuleGetGlobal("c_taps"). No fast-math: the square root is the IEEE one and the magnitude
+// is formed without contraction, so the output is bit-exact against float32 CPU math whenever
+// every tap is a multiple of 1/256 (all products and sums exact) and within 1 LSB otherwise.
+//
+// Thread mapping. A row is handled as W*C bytes: the neighbour of byte b at tap column n is byte
+// b + n*C, so channels never need separating except when mapping a border pixel. Each thread
+// produces OUT_X consecutive bytes of OUT_Y consecutive rows; a block produces a tile of
+// BLOCK_X*OUT_X bytes by BLOCK_Y*OUT_Y rows. Launch: block (BLOCK_X, BLOCK_Y, 1), grid
+// (ceil(W*C / (BLOCK_X*OUT_X)), ceil(H / (BLOCK_Y*OUT_Y)), 1), no dynamic shared memory.
+//
+// Each thread walks down the OUT_Y + 2R input rows its outputs need. For every input row it
+// reads its window (OUT_X + 2*R*C bytes, widened to whole 4/8/16-byte vectors) straight from
+// global memory: a warp's reads of one row are contiguous, and the overlap between neighbouring
+// windows is served by L1, so there is no shared-memory staging, no barrier and no load phase
+// to wait for. Rows outside the frame are remapped per row. Only lanes whose window crosses the
+// left/right frame edge (first/last block column) gather their bytes one by one through a
+// column map that their block builds once in shared memory; padding bytes past W*C are never
+// used as pixels. Bytes are widened to float by the exponent trick (byte into the mantissa of
+// 2^23, then subtract 2^23: one PRMT and one FADD instead of a slower I2F).
+//  - Unrolled form (RADIUS < 4 by default): accumulators form a ring of K output rows; input
+//    rows are processed in chunks whose loads are all issued before any use, and within a chunk
+//    everything is unrolled, so taps are constant-bank FFMA operands and each input row feeds
+//    every output row it touches. A row is rounded and stored as soon as it is complete.
+//  - Looped form (RADIUS >= 4): the input-row loop stays rolled so code size and registers stay
+//    bounded; taps come from a shared copy padded with zero rows, so every input row runs the
+//    same straight-line code for all OUT_Y output rows ((OUT_Y + 2R) / K of the minimal FMAs).
+//
+// Macros (the host defines them before this source; defaults below):
+//   RADIUS 0..15 (K = 2R+1), CHANNELS 1..4, BORDER 0/1/2, BANKS 1 or 2, COMBINE 0 or 1
+//   (BANKS 2 requires COMBINE 1), BLOCK_X, BLOCK_Y (threads), OUT_X (bytes per thread, multiple
+//   of 4), OUT_Y (rows per thread). CONV_LOOPED (optional): 1 forces the looped form, 0 the
+//   unrolled one.
+// Buffers: base pointers aligned to 16 bytes (256 in practice), pitches multiples of 16 (128 in
+// practice) and >= W*C.
+
+#ifndef RADIUS
+#define RADIUS 1
+#endif
+#ifndef CHANNELS
+#define CHANNELS 3
+#endif
+#ifndef BORDER
+#define BORDER 2
+#endif
+#ifndef BANKS
+#define BANKS 1
+#endif
+#ifndef COMBINE
+#define COMBINE 0
+#endif
+#ifndef BLOCK_X
+#define BLOCK_X 32
+#endif
+#ifndef BLOCK_Y
+#define BLOCK_Y 4
+#endif
+#ifndef OUT_X
+#define OUT_X 8
+#endif
+#ifndef OUT_Y
+#define OUT_Y 16
+#endif
+#ifndef CONV_LOOPED
+#define CONV_LOOPED (RADIUS >= 4)
+#endif
+
+#define KSIZE (2 * RADIUS + 1)
+
+#if RADIUS < 0 || RADIUS > 15
+#error "RADIUS must be 0..15"
+#endif
+#if CHANNELS < 1 || CHANNELS > 4
+#error "CHANNELS must be 1..4"
+#endif
+#if BORDER < 0 || BORDER > 2
+#error "BORDER must be 0 (zero), 1 (replicate) or 2 (reflect101)"
+#endif
+#if !((BANKS == 1 && COMBINE == 0) || (BANKS == 2 && COMBINE == 1))
+#error "supported: BANKS 1 with COMBINE 0, BANKS 2 with COMBINE 1 (gradient magnitude)"
+#endif
+#if OUT_X < 4 || (OUT_X % 4) != 0
+#error "OUT_X must be a positive multiple of 4"
+#endif
+#if OUT_Y < 1 || BLOCK_X < 1 || BLOCK_Y < 1 || BLOCK_X * BLOCK_Y > 1024
+#error "bad launch geometry"
+#endif
+
+extern "C" {
+
+__constant__ float c_taps[BANKS * KSIZE * KSIZE];
+
+}  // extern "C"
+
+namespace {
+
+constexpr int kK = KSIZE;
+constexpr int kKK = KSIZE * KSIZE;
+constexpr int kNT = BLOCK_X * BLOCK_Y;
+constexpr int kTileW = BLOCK_X * OUT_X;    // output bytes per block row
+constexpr int kTileH = BLOCK_Y * OUT_Y;    // output rows per block
+constexpr int kHaloB = RADIUS * CHANNELS;  // window bytes needed on each side of a run
+// Window reads use the widest vector that divides OUT_X, so they stay aligned. A thread's
+// window starts kHaloB bytes before its first output byte; it is read from kLead bytes earlier
+// (a vector boundary), so window byte i is byte kLead + i of what was read.
+constexpr int kVW = (OUT_X % 16 == 0) ? 16 : (OUT_X % 8 == 0) ? 8 : 4;
+constexpr int kLead = (kVW - kHaloB % kVW) % kVW;
+constexpr int kWin = OUT_X + 2 * kHaloB;   // window bytes actually used
+constexpr int kSpan = kLead + kWin;
+constexpr int kNVec = (kSpan + kVW - 1) / kVW;
+constexpr int kNWords = kNVec * (kVW / 4);
+constexpr int kInRows = OUT_Y + 2 * RADIUS;  // input rows a thread walks
+// Column map of edge blocks: source column of every window byte of every lane in the block.
+constexpr int kMapW = (BLOCK_X - 1) * OUT_X + kSpan;
+// Unrolled form: input rows per rolled chunk, a multiple of K, at least 4 rows for ILP.
+constexpr int kChunkRows = kK * ((kK >= 4) ? 1 : (4 + kK - 1) / kK);
+// Looped form: zero-padded tap rows so row q = (input row) - (output row) + OUT_Y - 1 is valid
+// for every pair; tap columns padded to a multiple of 4 for 16-byte broadcast reads.
+constexpr int kTapRows = kK + 2 * (OUT_Y - 1);
+constexpr int kKP = (kK + 3) & ~3;
+
+static_assert(kMapW * 4 + (CONV_LOOPED ? BANKS * kTapRows * kKP * 4 : 0) <= 48 * 1024,
+              "static shared memory over 48 KB: use a smaller tile for this radius");
+
+// Border index mapping; -1 means "reads as zero" (BORDER 0 only).
+__device__ __forceinline__ int map_index(int i, int n) {
+  if ((unsigned)i < (unsigned)n) return i;
+#if BORDER == 0
+  return -1;
+#elif BORDER == 1
+  return i < 0 ? 0 : n - 1;
+#else
+  if (n == 1) return 0;
+  const int period = 2 * n - 2;
+  if (i < 0 && i > -n) return -i;               // usual case: within one frame of the edge
+  if (i >= n && i < period) return period - i;
+  i %= period;
+  if (i < 0) i += period;
+  return i >= n ? period - i : i;
+#endif
+}
+
+// Source byte offset within a row for frame column b (any integer), or -1 for a zero byte.
+__device__ __forceinline__ int map_column(int b, int row_bytes, int width) {
+  if ((unsigned)b < (unsigned)row_bytes) return b;
+  const int p = b >= 0 ? b / CHANNELS : -((CHANNELS - 1 - b) / CHANNELS);  // floor division
+  const int q = map_index(p, width);
+  return q < 0 ? -1 : q * CHANNELS + (b - p * CHANNELS);
+}
+
+// Byte `sel` (0..3) of w as float: the byte becomes the low mantissa of 2^23, 2^23 is then
+// subtracted exactly.
+__device__ __forceinline__ float byte_to_float(unsigned int w, int sel) {
+  return __int_as_float((int)__byte_perm(w, 0x4B000000u, 0x7440u | (unsigned)sel)) - 8388608.0f;
+}
+
+// Round half to even and saturate to 0..255 in one conversion.
+__device__ __forceinline__ unsigned int to_u8(float v) {
+  unsigned int r;
+  asm("cvt.rni.sat.u8.f32 %0, %1;" : "=r"(r) : "f"(v));
+  return r;
+}
+
+__device__ __forceinline__ float finish(float a0, float a1) {
+#if COMBINE == 1
+  // Explicit roundings: no FMA contraction, matching CPU float32 gx*gx + gy*gy.
+  return sqrtf(__fadd_rn(__fmul_rn(a0, a0), __fmul_rn(a1, a1)));
+#else
+  (void)a1;
+  return a0;
+#endif
+}
+
+__device__ __forceinline__ unsigned int pack4(unsigned int b0, unsigned int b1, unsigned int b2,
+                                              unsigned int b3) {
+  return __byte_perm(__byte_perm(b0, b1, 0x0040u), __byte_perm(b2, b3, 0x0040u), 0x5410u);
+}
+
+// Stores OUT_X output bytes (packed in w) of one row: vector stores when the run lies inside
+// the row, byte stores up to W*C otherwise (last block column only).
+__device__ __forceinline__ void store_run(unsigned char* __restrict__ d, const unsigned int* w,
+                                          bool full, int valid) {
+  if (full) {
+    if (kVW == 16) {
+#pragma unroll
+      for (int q = 0; q < OUT_X / 16; ++q)
+        reinterpret_cast<uint4*>(d)[q] = make_uint4(w[4 * q], w[4 * q + 1], w[4 * q + 2], w[4 * q + 3]);
+    } else if (kVW == 8) {
+#pragma unroll
+      for (int q = 0; q < OUT_X / 8; ++q)
+        reinterpret_cast<uint2*>(d)[q] = make_uint2(w[2 * q], w[2 * q + 1]);
+    } else {
+#pragma unroll
+      for (int q = 0; q < OUT_X / 4; ++q) reinterpret_cast<unsigned int*>(d)[q] = w[q];
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < OUT_X; ++e)
+      if (e < valid) d[e] = (unsigned char)(w[e >> 2] >> (8 * (e & 3)));
+  }
+}
+
+// Window of one input row by aligned vector loads (p: first byte read); zeros when !ok.
+__device__ __forceinline__ void load_window(unsigned int* w, const unsigned char* __restrict__ p,
+                                            bool ok) {
+#pragma unroll
+  for (int v = 0; v < kNVec; ++v) {
+    if (kVW == 16) {
+      const uint4 t = ok ? __ldg(reinterpret_cast<const uint4*>(p) + v) : make_uint4(0u, 0u, 0u, 0u);
+      w[4 * v] = t.x; w[4 * v + 1] = t.y; w[4 * v + 2] = t.z; w[4 * v + 3] = t.w;
+    } else if (kVW == 8) {
+      const uint2 t = ok ? __ldg(reinterpret_cast<const uint2*>(p) + v) : make_uint2(0u, 0u);
+      w[2 * v] = t.x; w[2 * v + 1] = t.y;
+    } else {
+      w[v] = ok ? __ldg(reinterpret_cast<const unsigned int*>(p) + v) : 0u;
+    }
+  }
+}
+
+// Window of one input row for a lane at the frame's left/right edge: byte by byte through the
+// block's column map (cmap: this lane's entries; srow: the mapped source row).
+__device__ __forceinline__ void gather_window(unsigned int* w, const unsigned char* __restrict__ srow,
+                                              const int* cmap) {
+#pragma unroll
+  for (int q = 0; q < kNWords; ++q) {
+    unsigned int b[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = 4 * q + e;
+      b[e] = 0u;
+      if (i >= kLead && i < kSpan) {
+        const int c = cmap[i];
+#if BORDER == 0
+        b[e] = c < 0 ? 0u : (unsigned int)srow[c];
+#else
+        b[e] = srow[c];
+#endif
+      }
+    }
+    w[q] = pack4(b[0], b[1], b[2], b[3]);
+  }
+}
+
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(BLOCK_X * BLOCK_Y)
+conv2d_u8(const unsigned char* __restrict__ src, unsigned char* __restrict__ dst, int width,
+          int height, int src_pitch, int dst_pitch) {
+  const int row_bytes = width * CHANNELS;
+  const int x0 = blockIdx.x * kTileW;  // first output byte of the block
+  const int tid = threadIdx.y * BLOCK_X + threadIdx.x;
+
+  // Shared set-up comes before any thread leaves, since it ends in a barrier.
+  // Blocks whose windows reach past either side of the row map those columns once.
+  __shared__ int s_cmap[kMapW];
+  const bool edge_block = x0 - kHaloB < 0 || x0 + kTileW + kHaloB > row_bytes;
+  if (edge_block) {
+    for (int j = tid; j < kMapW; j += kNT) s_cmap[j] = map_column(x0 - kHaloB - kLead + j, row_bytes, width);
+  }
+#if CONV_LOOPED
+  // Zero-padded tap copy: row q holds tap row q - (OUT_Y - 1), zero outside 0..K-1.
+  __shared__ __align__(16) float s_taps[BANKS * kTapRows * kKP];
+  for (int i = tid; i < BANKS * kTapRows * kKP; i += kNT) {
+    const int b = i / (kTapRows * kKP);
+    const int q = (i / kKP) % kTapRows;
+    const int n = i % kKP;
+    const int m = q - (OUT_Y - 1);
+    s_taps[i] = (m >= 0 && m < kK && n < kK) ? c_taps[b * kKK + m * kK + n] : 0.0f;
+  }
+  __syncthreads();
+#else
+  if (edge_block) __syncthreads();  // block-uniform condition
+#endif
+
+  // Index and bounds guard: runs wholly outside the frame have nothing to store.
+  const int ox = x0 + threadIdx.x * OUT_X;                // first output byte of this thread
+  const int oy = blockIdx.y * kTileH + threadIdx.y * OUT_Y;  // first output row of this thread
+  if (ox >= row_bytes || oy >= height) return;
+
+  const int ws = ox - kHaloB;  // frame column of window byte 0
+  const bool edge = ws < 0 || ws + kWin > row_bytes;
+  const int col = edge ? 0 : ws - kLead;  // first byte read (vector aligned) when !edge
+  const int* cmap = s_cmap + threadIdx.x * OUT_X;
+  const bool x_full = ox + OUT_X <= row_bytes;
+  const int x_valid = row_bytes - ox;
+  unsigned char* d_run = dst + (size_t)oy * dst_pitch + ox;
+  const int y_top = oy - RADIUS;  // frame row of input row 0
+
+#if !CONV_LOOPED
+  // Accumulator ring: output row o lives in slot o % K from its first input row (o) to its last
+  // (o + 2R). The chunk loop stays rolled (bounded code); inside a chunk (a multiple of K rows)
+  // every slot index is a compile-time constant.
+  float acc[BANKS][kK][OUT_X];
+#pragma unroll 1
+  for (int rc = 0; rc < kInRows; rc += kChunkRows) {
+    // All loads of the chunk first, so they are in flight together. Rows past the last input
+    // row (last chunk only) re-read a valid row; they feed only output rows >= OUT_Y.
+    unsigned int w[kChunkRows][kNWords];
+    int sy[kChunkRows];
+#pragma unroll
+    for (int u = 0; u < kChunkRows; ++u) {
+      const int r = (kInRows % kChunkRows == 0) ? rc + u : min(rc + u, kInRows - 1);
+      sy[u] = map_index(y_top + r, height);
+      load_window(w[u], src + (size_t)max(sy[u], 0) * src_pitch + col, !edge && sy[u] >= 0);
+    }
+    if (edge) {
+#pragma unroll
+      for (int u = 0; u < kChunkRows; ++u)
+        if (sy[u] >= 0) gather_window(w[u], src + (size_t)sy[u] * src_pitch, cmap);
+    }
+#pragma unroll
+    for (int u = 0; u < kChunkRows; ++u) {
+      float f[kSpan];
+#pragma unroll
+      for (int i = 0; i < kSpan; ++i) f[i] = byte_to_float(w[u][i >> 2], i & 3);
+#pragma unroll
+      for (int m = 0; m < kK; ++m) {
+        const int slot = (u - m + kChunkRows) % kK;  // output row (rc + u) - m
+#pragma unroll
+        for (int b = 0; b < BANKS; ++b)
+#pragma unroll
+          for (int n = 0; n < kK; ++n) {
+            const float t = c_taps[b * kKK + m * kK + n];
+#pragma unroll
+            for (int j = 0; j < OUT_X; ++j) {
+              const float x = f[kLead + j + n * CHANNELS];
+              acc[b][slot][j] = (m == 0 && n == 0) ? t * x : fmaf(t, x, acc[b][slot][j]);
+            }
+          }
+      }
+      // Output row (rc + u) - 2R has seen its last input row: round, pack, store.
+      const int o = rc + u - 2 * RADIUS;
+      const int slot = (u + 1) % kK;
+      if (o >= 0 && o < OUT_Y && oy + o < height) {
+        unsigned int pw[OUT_X / 4];
+#pragma unroll
+        for (int q = 0; q < OUT_X / 4; ++q) {
+          unsigned int v[4];
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            v[e] = to_u8(finish(acc[0][slot][4 * q + e], acc[BANKS - 1][slot][4 * q + e]));
+          pw[q] = pack4(v[0], v[1], v[2], v[3]);
+        }
+        store_run(d_run + (size_t)o * dst_pitch, pw, x_full, x_valid);
+      }
+    }
+  }
+#else
+  float acc[BANKS][OUT_Y][OUT_X];
+#pragma unroll
+  for (int b = 0; b < BANKS; ++b)
+#pragma unroll
+    for (int o = 0; o < OUT_Y; ++o)
+#pragma unroll
+      for (int j = 0; j < OUT_X; ++j) acc[b][o][j] = 0.0f;
+
+#pragma unroll 1
+  for (int r = 0; r < kInRows; ++r) {
+    unsigned int w[kNWords];
+    const int sy = map_index(y_top + r, height);
+    load_window(w, src + (size_t)max(sy, 0) * src_pitch + col, !edge && sy >= 0);
+    if (edge && sy >= 0) gather_window(w, src + (size_t)sy * src_pitch, cmap);
+    // Tap row for output row o is r - o; padded row index r - o + OUT_Y - 1.
+    const float* t_row = s_taps + (r + OUT_Y - 1) * kKP;
+#pragma unroll
+    for (int g = 0; g < kKP / 4; ++g) {
+#pragma unroll
+      for (int o = 0; o < OUT_Y; ++o) {
+#pragma unroll
+        for (int b = 0; b < BANKS; ++b) {
+          const float4 t4 = *reinterpret_cast<const float4*>(t_row + b * kTapRows * kKP - o * kKP + 4 * g);
+          const float t[4] = {t4.x, t4.y, t4.z, t4.w};
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int n = 4 * g + e;
+            if (n >= kK) continue;
+#pragma unroll
+            for (int j = 0; j < OUT_X; ++j) {
+              const int i = kLead + j + n * CHANNELS;
+              acc[b][o][j] = fmaf(t[e], byte_to_float(w[i >> 2], i & 3), acc[b][o][j]);
+            }
+          }
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int o = 0; o < OUT_Y; ++o) {
+    if (oy + o >= height) break;
+    unsigned int pw[OUT_X / 4];
+#pragma unroll
+    for (int q = 0; q < OUT_X / 4; ++q) {
+      unsigned int v[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        v[e] = to_u8(finish(acc[0][o][4 * q + e], acc[BANKS - 1][o][4 * q + e]));
+      pw[q] = pack4(v[0], v[1], v[2], v[3]);
+    }
+    store_run(d_run + (size_t)o * dst_pitch, pw, x_full, x_valid);
+  }
+#endif
+}
