@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -135,11 +136,13 @@ def gpu_stage_throughput(stage: Filter, shape, ring: int, pinned: bool, frames: 
 
 def environment(driver) -> dict:
     device = driver.Device(0)
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=Path(__file__).parent).stdout.strip() or "unknown"
-    except OSError:
-        commit = "unknown"
+    commit = os.environ.get("STREAMCONV_COMMIT", "")  # set where the tree travels without .git
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                    cwd=Path(__file__).parent).stdout.strip() or "unknown"
+        except OSError:
+            commit = "unknown"
     import pycuda
 
     version = driver.get_driver_version()
@@ -180,7 +183,7 @@ def main() -> None:
                 with backend.activated():
                     for slot in slots:
                         slot.host_in[:] = rng.integers(0, 256, shape, dtype=np.uint8)
-                        slot.device.upload()
+                        slot.device.upload(False)  # synchronous 2-D copy
                     seconds = time_kernel(backend, slots, driver, repeats)
             cv2_seconds = time_cv2(frame, stage.taps[0], max(3, repeats // 5))
             gbs = 2 * frame_bytes / seconds / 1e9

@@ -122,11 +122,11 @@ constexpr int kInRows = OUT_Y + 2 * RADIUS;  // input rows a thread walks
 // Column map of edge blocks: source column of every window byte of every lane in the block.
 constexpr int kMapW = (BLOCK_X - 1) * OUT_X + kSpan;
 // Unrolled form: input rows per rolled chunk, a multiple of K, at least 4 rows for ILP.
-constexpr int kChunkRows = kK * ((kK >= 4) ? 1 : (4 + kK - 1) / kK);
+[[maybe_unused]] constexpr int kChunkRows = kK * ((kK >= 4) ? 1 : (4 + kK - 1) / kK);
 // Looped form: zero-padded tap rows so row q = (input row) - (output row) + OUT_Y - 1 is valid
 // for every pair; tap columns padded to a multiple of 4 for 16-byte broadcast reads.
-constexpr int kTapRows = kK + 2 * (OUT_Y - 1);
-constexpr int kKP = (kK + 3) & ~3;
+[[maybe_unused]] constexpr int kTapRows = kK + 2 * (OUT_Y - 1);
+[[maybe_unused]] constexpr int kKP = (kK + 3) & ~3;
 
 static_assert(kMapW * 4 + (CONV_LOOPED ? BANKS * kTapRows * kKP * 4 : 0) <= 48 * 1024,
               "static shared memory over 48 KB: use a smaller tile for this radius");

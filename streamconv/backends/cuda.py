@@ -120,7 +120,7 @@ class CudaBackend:
         driver = self._driver
         stages = []
         for stage in self.filters:
-            geometry = kernels.conv2d_geometry(stage.radius, channels)
+            geometry = kernels.conv2d_geometry(stage.radius, channels, len(stage.taps))
             defines = kernels.conv2d_defines(stage.radius, channels, BORDER_CODES[self.border],
                                              len(stage.taps))
             module = kernels.load_module(_KERNEL_FILE, defines, self.arch)

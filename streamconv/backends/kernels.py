@@ -48,7 +48,7 @@ class LaunchGeometry:
         return {"BLOCK_X": self.block_x, "BLOCK_Y": self.block_y, "OUT_X": self.out_x, "OUT_Y": self.out_y}
 
 
-def conv2d_geometry(radius: int, channels: int) -> LaunchGeometry:
+def conv2d_geometry(radius: int, channels: int, banks: int = 1) -> LaunchGeometry:
     """Launch geometry for conv2d.cu by filter radius and channel count, tuned on an H100.
 
     Radii 0-3 run fully unrolled with rolling row accumulators, so more rows per thread
@@ -58,8 +58,8 @@ def conv2d_geometry(radius: int, channels: int) -> LaunchGeometry:
     """
     if radius == 0:
         return LaunchGeometry(32, 8, 16, 4)
-    if radius == 1:
-        return LaunchGeometry(32, 4, 8, 4)
+    if radius == 1:  # a bank (edge) keeps the narrower tile: twice the accumulators
+        return LaunchGeometry(32, 4, 16 if banks == 1 else 8, 4)
     if radius == 2:
         return LaunchGeometry(32, 4, 8, 16)
     if radius == 3:
@@ -135,7 +135,7 @@ def load_module(name: str, defines: Mapping[str, object], arch: str):
 def conv2d_defines(radius: int, channels: int, border_code: int, banks: int) -> dict[str, int]:
     """The #defines of one conv2d.cu specialisation, geometry included."""
     return {"RADIUS": radius, "CHANNELS": channels, "BORDER": border_code, "BANKS": banks,
-            "COMBINE": int(banks == 2), **conv2d_geometry(radius, channels).defines()}
+            "COMBINE": int(banks == 2), **conv2d_geometry(radius, channels, banks).defines()}
 
 
 def precompile(specialisations: list[Mapping[str, object]], arch: str, *, name: str = "conv2d",
