@@ -156,6 +156,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", default="kernels.json", help="where to write the results")
     parser.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run)")
+    parser.add_argument("--stage-only", action="store_true", help="skip the kernel timings")
+    parser.add_argument("--stage-repeats", type=int, default=3,
+                        help="throughput runs per configuration; the median is reported (default 3)")
     args = parser.parse_args()
     import pycuda.driver as driver
     from streamconv.backends import kernels
@@ -171,7 +174,7 @@ def main() -> None:
         copy_gbs = copy_bandwidth(driver)
     result["copy_GBps"] = copy_gbs
 
-    for label, (height, width) in SIZES.items():
+    for label, (height, width) in SIZES.items() if not args.stage_only else ():
         shape = (height, width, 3)
         frame = rng.integers(0, 256, shape, dtype=np.uint8)
         frame_bytes = frame.nbytes
@@ -195,27 +198,37 @@ def main() -> None:
     for label, (height, width) in SIZES.items():
         for pinned in (True, False):
             for ring in (1, 3):
-                fps, up, down = gpu_stage_throughput(stage, (height, width, 3), ring, pinned,
-                                                     60 if args.quick else 300, rng)
+                runs = [gpu_stage_throughput(stage, (height, width, 3), ring, pinned,
+                                             60 if args.quick else 300, rng)
+                        for _ in range(args.stage_repeats)]
+                fps, up, down = (statistics.median(values) for values in zip(*runs))
                 result["stage"].append({"size": label, "ring": ring, "pinned": pinned, "fps": fps,
+                                        "fps_runs": [run[0] for run in runs],
                                         "upload_GBps": up, "download_GBps": down})
 
     Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
     env = result["environment"]
     print(f"\n{env['gpu']} (sm {env['compute_capability']}, CUDA {env['driver_cuda']}), commit {env['commit']}")
     print(f"device-to-device copy: {copy_gbs:.0f} GB/s (read + write)\n")
-    print(f"{'size':<6}{'K':>4}{'kernel ms':>11}{'GB/s':>8}{'of copy':>9}{'cv2 ms':>9}{'LSB':>5}")
-    for row in result["kernels"]:
-        print(f"{row['size']:<6}{row['K']:>4}{row['ms']:>11.4f}{row['GBps']:>8.0f}"
-              f"{100 * row['copy_fraction']:>8.0f}%{row['cv2_ms']:>9.2f}{row['max_lsb_vs_cpu']:>5}")
-    print(f"\n{'size':<6}{'host':<10}{'ring':>5}{'frames/s':>10}{'H2D GB/s':>10}{'D2H GB/s':>10}")
+    if not args.stage_only:
+        print_kernel_table(result)
+    print(f"\n{'size':<6}{'host':<10}{'ring':>5}{'frames/s':>10}{'min..max':>14}{'H2D GB/s':>10}{'D2H GB/s':>10}")
     for row in result["stage"]:
         host = "pinned" if row["pinned"] else "pageable"
-        print(f"{row['size']:<6}{host:<10}{row['ring']:>5}{row['fps']:>10.0f}"
+        spread = f"{min(row['fps_runs']):.0f}..{max(row['fps_runs']):.0f}"
+        print(f"{row['size']:<6}{host:<10}{row['ring']:>5}{row['fps']:>10.0f}{spread:>14}"
               f"{row['upload_GBps']:>10.1f}{row['download_GBps']:>10.1f}")
     for label in SIZES:
         rows = {(r["pinned"], r["ring"]): r["fps"] for r in result["stage"] if r["size"] == label}
         print(f"{label}: ring 3 / ring 1 (pinned) = {rows[(True, 3)] / rows[(True, 1)]:.2f}x")
+    print("(copy GB/s are event-timed per frame; with ring 3 they include waiting behind other frames' copies)")
+
+
+def print_kernel_table(result: dict) -> None:
+    print(f"{'size':<6}{'K':>4}{'kernel ms':>11}{'GB/s':>8}{'of copy':>9}{'cv2 ms':>9}{'LSB':>5}")
+    for row in result["kernels"]:
+        print(f"{row['size']:<6}{row['K']:>4}{row['ms']:>11.4f}{row['GBps']:>8.0f}"
+              f"{100 * row['copy_fraction']:>8.0f}%{row['cv2_ms']:>9.2f}{row['max_lsb_vs_cpu']:>5}")
 
 
 if __name__ == "__main__":
