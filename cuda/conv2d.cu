@@ -209,6 +209,21 @@ __device__ __forceinline__ void store_run(unsigned char* __restrict__ d, const u
   }
 }
 
+// Rounds, saturates and packs one finished output row (bank accumulators a0 and a1; a1 is read
+// only for a magnitude bank) and stores its OUT_X bytes.
+__device__ __forceinline__ void store_row(const float (&a0)[OUT_X], const float (&a1)[OUT_X],
+                                          unsigned char* __restrict__ d, bool full, int valid) {
+  unsigned int pw[OUT_X / 4];
+#pragma unroll
+  for (int q = 0; q < OUT_X / 4; ++q) {
+    unsigned int v[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) v[e] = to_u8(finish(a0[4 * q + e], a1[4 * q + e]));
+    pw[q] = pack4(v[0], v[1], v[2], v[3]);
+  }
+  store_run(d, pw, full, valid);
+}
+
 // Window of one input row by aligned vector loads (p: first byte read); zeros when !ok.
 __device__ __forceinline__ void load_window(unsigned int* w, const unsigned char* __restrict__ p,
                                             bool ok) {
@@ -340,18 +355,8 @@ conv2d_u8(const unsigned char* __restrict__ src, unsigned char* __restrict__ dst
       // Output row (rc + u) - 2R has seen its last input row: round, pack, store.
       const int o = rc + u - 2 * RADIUS;
       const int slot = (u + 1) % kK;
-      if (o >= 0 && o < OUT_Y && oy + o < height) {
-        unsigned int pw[OUT_X / 4];
-#pragma unroll
-        for (int q = 0; q < OUT_X / 4; ++q) {
-          unsigned int v[4];
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            v[e] = to_u8(finish(acc[0][slot][4 * q + e], acc[BANKS - 1][slot][4 * q + e]));
-          pw[q] = pack4(v[0], v[1], v[2], v[3]);
-        }
-        store_run(d_run + (size_t)o * dst_pitch, pw, x_full, x_valid);
-      }
+      if (o >= 0 && o < OUT_Y && oy + o < height)
+        store_row(acc[0][slot], acc[BANKS - 1][slot], d_run + (size_t)o * dst_pitch, x_full, x_valid);
     }
   }
 #else
@@ -396,16 +401,7 @@ conv2d_u8(const unsigned char* __restrict__ src, unsigned char* __restrict__ dst
 #pragma unroll
   for (int o = 0; o < OUT_Y; ++o) {
     if (oy + o >= height) break;
-    unsigned int pw[OUT_X / 4];
-#pragma unroll
-    for (int q = 0; q < OUT_X / 4; ++q) {
-      unsigned int v[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        v[e] = to_u8(finish(acc[0][o][4 * q + e], acc[BANKS - 1][o][4 * q + e]));
-      pw[q] = pack4(v[0], v[1], v[2], v[3]);
-    }
-    store_run(d_run + (size_t)o * dst_pitch, pw, x_full, x_valid);
+    store_row(acc[0][o], acc[BANKS - 1][o], d_run + (size_t)o * dst_pitch, x_full, x_valid);
   }
 #endif
 }
