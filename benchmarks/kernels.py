@@ -32,20 +32,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import streamconv  # noqa: E402
 from streamconv.backends.cpu import CpuBackend  # noqa: E402
 from streamconv.backends.cuda import CudaBackend  # noqa: E402
-from streamconv.filters import Filter, validate_taps  # noqa: E402
+from streamconv.filters import FilterStage, validate_taps  # noqa: E402
 
 SIZES = {"1080p": (1080, 1920), "4K": (2160, 3840)}
 KS = (3, 5, 9, 15, 31)
 ROTATE = 4
 
 
-def random_stage(rng: np.random.Generator, size: int) -> Filter:
+def random_stage(rng: np.random.Generator, size: int) -> FilterStage:
     taps = rng.normal(0, 1, (size, size)) / size
     taps[size // 2, size // 2] += 1
-    return Filter("custom", {}, (validate_taps(taps),))
+    return FilterStage("custom", {}, (validate_taps(taps),))
 
 
-def check(backend: CudaBackend, stage: Filter, frame: np.ndarray) -> int:
+def check(backend: CudaBackend, stage: FilterStage, frame: np.ndarray) -> int:
     """Max |GPU - CPU| on one frame; raises if above 1 LSB."""
     got = backend.apply(frame)
     expected = CpuBackend([stage]).apply(frame)
@@ -99,7 +99,7 @@ def time_cv2(frame: np.ndarray, taps: np.ndarray, repeats: int) -> float:
     return statistics.median(samples)
 
 
-def gpu_stage_throughput(stage: Filter, shape, ring: int, pinned: bool, frames: int, rng):
+def gpu_stage_throughput(stage: FilterStage, shape, ring: int, pinned: bool, frames: int, rng):
     """Frames/s of upload + kernel + download with ``ring`` slots in flight, and mean copy GB/s."""
     with CudaBackend([stage], pinned=pinned) as backend:
         slots = backend.allocate_slots(shape, ring)

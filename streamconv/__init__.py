@@ -23,7 +23,7 @@ from .errors import (  # noqa: E402
     StreamconvError,
     StreamError,
 )
-from .filters import Filter, build_filter, parse_chain, parse_filter  # noqa: E402
+from .filters import FilterStage, build_filter, parse_chain, parse_filter  # noqa: E402
 from .pipeline import Pipeline  # noqa: E402
 from .presets import list_presets, load_preset  # noqa: E402
 from .sinks import CallbackSink, FileSink, NullSink, open_sink  # noqa: E402
@@ -33,7 +33,7 @@ from .stats import RunStats  # noqa: E402
 
 __all__ = [
     "ArraySource", "BORDER_MODES", "BackendUnavailableError", "CallbackSink", "DEFAULT_BORDER",
-    "FileSink", "FileSource", "Filter", "FilterSpecError", "FrameFormatError", "FrameMeta",
+    "FileSink", "FileSource", "FilterStage", "FilterSpecError", "FrameFormatError", "FrameMeta",
     "FrameTypeError", "InputError", "KernelCompileError", "NoVideoStreamError", "NullSink",
     "OutputError", "Pipeline", "PresetError", "RunStats", "StreamError", "StreamconvError",
     "TestPattern", "build_filter", "list_presets", "load_preset", "open_sink", "open_source",

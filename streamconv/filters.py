@@ -34,7 +34,7 @@ COMBINE_MAGNITUDE = "magnitude"
 
 
 @dataclass(frozen=True)
-class Filter:
+class FilterStage:
     """One filter stage: K x K float32 taps, or a bank of them combined per pixel.
 
     Attributes:
@@ -78,11 +78,11 @@ class Param:
 
 @dataclass(frozen=True)
 class FilterType:
-    """A registry entry: how to build a Filter from parameters."""
+    """A registry entry: how to build a FilterStage from parameters."""
 
     name: str
     summary: str
-    build: Callable[..., Filter]
+    build: Callable[..., FilterStage]
     params: Mapping[str, Param] = field(default_factory=dict)
 
 
@@ -134,15 +134,15 @@ def _odd_size(value: int, what: str) -> int:
     return value
 
 
-def _single(name: str, params: Mapping[str, Any], taps: Any) -> Filter:
-    return Filter(name=name, params=dict(params), taps=(validate_taps(taps, what=name),))
+def _single(name: str, params: Mapping[str, Any], taps: Any) -> FilterStage:
+    return FilterStage(name=name, params=dict(params), taps=(validate_taps(taps, what=name),))
 
 
-def _identity() -> Filter:
+def _identity() -> FilterStage:
     return _single("identity", {}, [[1.0]])
 
 
-def _box(size: int) -> Filter:
+def _box(size: int) -> FilterStage:
     _odd_size(size, "box")
     return _single("box", {"size": size}, np.full((size, size), 1.0 / (size * size)))
 
@@ -154,7 +154,7 @@ def gaussian_taps_1d(sigma: float, size: int) -> np.ndarray:
     return weights / weights.sum()
 
 
-def _gaussian(sigma: float, size: int) -> Filter:
+def _gaussian(sigma: float, size: int) -> FilterStage:
     if not (sigma > 0 and math.isfinite(sigma)):
         raise FilterSpecError(f"gaussian: sigma must be a positive number, got {sigma:g}")
     if size == 0:
@@ -169,7 +169,7 @@ def _gaussian(sigma: float, size: int) -> Filter:
     return _single("gaussian", {"sigma": sigma, "size": size}, np.outer(weights, weights))
 
 
-def _sharpen(amount: float) -> Filter:
+def _sharpen(amount: float) -> FilterStage:
     if not math.isfinite(amount):
         raise FilterSpecError(f"sharpen: amount must be finite, got {amount}")
     a = amount
@@ -180,9 +180,9 @@ SOBEL_X = np.array([[-1, 0, 1], [-2, 0, 2], [-1, 0, 1]], dtype=np.float32)
 SOBEL_Y = SOBEL_X.T.copy()
 
 
-def _edge() -> Filter:
+def _edge() -> FilterStage:
     taps = (validate_taps(SOBEL_X, what="edge"), validate_taps(SOBEL_Y, what="edge"))
-    return Filter(name="edge", params={}, taps=taps, combine=COMBINE_MAGNITUDE)
+    return FilterStage(name="edge", params={}, taps=taps, combine=COMBINE_MAGNITUDE)
 
 
 def parse_inline_taps(text: str) -> np.ndarray:
@@ -244,7 +244,7 @@ def load_taps_file(path: str | Path) -> np.ndarray:
     return parse_inline_taps(";".join(ln for ln in lines if ln))
 
 
-def _custom(taps: str, file: str, normalize: bool) -> Filter:
+def _custom(taps: str, file: str, normalize: bool) -> FilterStage:
     if bool(taps) == bool(file):
         raise FilterSpecError("custom: give exactly one of taps=... or file=PATH")
     matrix = parse_inline_taps(taps) if taps else load_taps_file(file)
@@ -256,10 +256,10 @@ def _custom(taps: str, file: str, normalize: bool) -> Filter:
     params: dict[str, Any] = {"file": file} if file else {}
     if normalize:
         params["normalize"] = True
-    return Filter(name="custom", params=params, taps=(validate_taps(matrix, what="custom taps"),))
+    return FilterStage(name="custom", params=params, taps=(validate_taps(matrix, what="custom taps"),))
 
 
-def _fixed(name: str, taps: Any) -> Callable[[], Filter]:
+def _fixed(name: str, taps: Any) -> Callable[[], FilterStage]:
     return lambda: _single(name, {}, taps)
 
 
@@ -325,7 +325,7 @@ def _coerce(filter_name: str, key: str, param: Param, value: Any) -> Any:
     return value
 
 
-def build_filter(name: str, params: Mapping[str, Any] | None = None) -> Filter:
+def build_filter(name: str, params: Mapping[str, Any] | None = None) -> FilterStage:
     """Build a registered filter from its name and parameters (strings or typed values).
 
     Raises:
@@ -372,15 +372,15 @@ def split_spec(spec: str) -> tuple[str, dict[str, str]]:
     return name, params
 
 
-def parse_filter(spec: str | Filter) -> Filter:
-    """Parse one spec string (``name[:key=value,...]``) into a Filter; a Filter passes through."""
-    if isinstance(spec, Filter):
+def parse_filter(spec: str | FilterStage) -> FilterStage:
+    """Parse one spec string (``name[:key=value,...]``) into a FilterStage; a FilterStage passes through."""
+    if isinstance(spec, FilterStage):
         return spec
     name, params = split_spec(spec)
     return build_filter(name, params)
 
 
-def parse_chain(specs: Sequence[str | Filter]) -> list[Filter]:
+def parse_chain(specs: Sequence[str | FilterStage]) -> list[FilterStage]:
     """Parse several specs; they run in order, each stage rounding to uint8."""
     return [parse_filter(spec) for spec in specs]
 

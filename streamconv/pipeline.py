@@ -25,7 +25,7 @@ import numpy as np
 from .backends import create_backend, resolve_backend
 from .borders import DEFAULT_BORDER, check_border
 from .errors import FrameFormatError
-from .filters import Filter, parse_chain
+from .filters import FilterStage, parse_chain
 from .progress import ProgressBar
 from .sinks import Sink, open_sink
 from .slots import FrameMeta, Slot
@@ -42,7 +42,7 @@ class Pipeline:
 
     Args:
         source: a Source, or a SOURCE spec (``test:1280x720@30``, a path or URL).
-        filters: filter specs (``"gaussian:sigma=2"``) or Filter objects, applied in order.
+        filters: filter specs (``"gaussian:sigma=2"``) or FilterStage objects, applied in order.
         sink: a Sink, an output path, or None to discard frames.
         backend: ``"auto"``, ``"cpu"``, ``"cuda"``.
         border: border mode for every stage (default reflect101).
@@ -57,7 +57,7 @@ class Pipeline:
     ``run()`` owns the source and sink from then on and closes both.
     """
 
-    def __init__(self, source: Source | str | Path, filters: Sequence[str | Filter] = (),
+    def __init__(self, source: Source | str | Path, filters: Sequence[str | FilterStage] = (),
                  sink: Sink | str | Path | None = None, *, backend: str = "auto",
                  border: str = DEFAULT_BORDER, ring: int = 3, max_frames: int | None = None,
                  device: int = 0, progress: bool = False,

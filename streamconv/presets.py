@@ -27,7 +27,7 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 from .borders import check_border
 from .errors import FilterSpecError, PresetError
-from .filters import Filter, build_filter
+from .filters import FilterStage, build_filter
 from .resources import data_dir
 
 MAX_PRESET_BYTES = 64 * 1024
@@ -41,7 +41,7 @@ class Preset:
     name: str
     description: str
     border: str | None
-    filters: tuple[Filter, ...]
+    filters: tuple[FilterStage, ...]
 
 
 def preset_dir() -> Path:

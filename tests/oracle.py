@@ -45,7 +45,7 @@ def reference_sums(frame: np.ndarray, taps: np.ndarray, border: str) -> np.ndarr
 
 
 def reference_filter(frame: np.ndarray, stage, border: str) -> np.ndarray:
-    """One streamconv Filter stage on an (H, W[, C]) uint8 frame, in float64, rounded half to even."""
+    """One streamconv FilterStage stage on an (H, W[, C]) uint8 frame, in float64, rounded half to even."""
     sums = [reference_sums(frame, np.asarray(t, np.float64), border) for t in stage.taps]
     if stage.combine == "magnitude":
         acc = np.sqrt(sums[0] ** 2 + sums[1] ** 2)

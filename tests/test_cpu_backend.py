@@ -8,7 +8,7 @@ import pytest
 from streamconv.backends.cpu import CpuBackend
 from streamconv.borders import BORDER_MODES, pad_frame
 from streamconv.errors import FrameFormatError, FrameTypeError
-from streamconv.filters import REGISTRY, build_filter, parse_filter, validate_taps, Filter
+from streamconv.filters import REGISTRY, build_filter, parse_filter, validate_taps, FilterStage
 
 from oracle import random_taps, reference_chain, reference_filter
 
@@ -42,7 +42,7 @@ def test_named_filter_matches_reference(rng, spec, border, height, width):
 @pytest.mark.parametrize("border", BORDER_MODES)
 def test_random_taps_exact_multiples_of_1_256(rng, size, border):
     taps = random_taps(rng, size, exact=True)
-    stage = Filter("custom", {}, (validate_taps(taps),))
+    stage = FilterStage("custom", {}, (validate_taps(taps),))
     frame = rng.integers(0, 256, (23, 37, 3), dtype=np.uint8)
     out = _poisoned_output(frame)
     CpuBackend([stage], border=border).apply_into(out, frame)
@@ -51,7 +51,7 @@ def test_random_taps_exact_multiples_of_1_256(rng, size, border):
 
 @pytest.mark.parametrize("size", [3, 9, 15, 31])
 def test_random_float_taps_within_one_lsb(rng, size):
-    stage = Filter("custom", {}, (validate_taps(random_taps(rng, size, exact=False)),))
+    stage = FilterStage("custom", {}, (validate_taps(random_taps(rng, size, exact=False)),))
     frame = rng.integers(0, 256, (40, 33, 3), dtype=np.uint8)
     for border in BORDER_MODES:
         out = CpuBackend([stage], border=border).apply(frame)

@@ -17,7 +17,7 @@ import streamconv
 from streamconv.backends.cpu import CpuBackend
 from streamconv.borders import BORDER_MODES
 from streamconv.errors import KernelCompileError
-from streamconv.filters import REGISTRY, Filter, build_filter, parse_filter, validate_taps
+from streamconv.filters import REGISTRY, FilterStage, build_filter, parse_filter, validate_taps
 from streamconv.sinks import CallbackSink
 from streamconv.sources import ArraySource
 
@@ -61,7 +61,7 @@ def gpu_filter(stages, frame, border, driver):
         return slot.host_out.copy()
 
 
-def exact_taps(stage: Filter) -> bool:
+def exact_taps(stage: FilterStage) -> bool:
     return all(np.array_equal(t * 256, np.round(t * 256)) for t in stage.taps)
 
 
@@ -96,7 +96,7 @@ def test_named_filters_full_frames(rng, driver, spec, height, width):
 @pytest.mark.parametrize("size", list(range(1, 32, 2)))
 @pytest.mark.parametrize("exact", [True, False])
 def test_random_taps_every_size_and_border(rng, driver, size, exact):
-    stage = Filter("custom", {}, (validate_taps(random_taps(rng, size, exact=exact)),))
+    stage = FilterStage("custom", {}, (validate_taps(random_taps(rng, size, exact=exact)),))
     for border in BORDER_MODES:
         for height, width in SMALL_SIZES:
             frame = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)

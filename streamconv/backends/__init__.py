@@ -14,7 +14,7 @@ from typing import Sequence
 
 from ..borders import DEFAULT_BORDER
 from ..errors import BackendUnavailableError, FilterSpecError
-from ..filters import Filter
+from ..filters import FilterStage
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def resolve_backend(name: str, *, device: int = 0) -> str:
     return "cpu"
 
 
-def create_backend(name: str, filters: Sequence[Filter], *, border: str = DEFAULT_BORDER,
+def create_backend(name: str, filters: Sequence[FilterStage], *, border: str = DEFAULT_BORDER,
                    device: int = 0):
     """Create a backend for a filter chain, in the calling thread (CUDA contexts are per thread)."""
     resolved = resolve_backend(name, device=device)

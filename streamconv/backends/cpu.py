@@ -14,7 +14,7 @@ import cv2
 import numpy as np
 
 from ..borders import DEFAULT_BORDER, check_border, pad_frame
-from ..filters import COMBINE_MAGNITUDE, Filter
+from ..filters import COMBINE_MAGNITUDE, FilterStage
 from ..frames import as_hwc, check_same_shape
 from ..slots import Slot
 
@@ -52,7 +52,7 @@ def correlate(padded: np.ndarray, taps: np.ndarray, height: int, width: int) -> 
     return result.reshape(height, width, channels)
 
 
-def apply_filter_into(dst: np.ndarray, src: np.ndarray, stage: Filter, border: str) -> None:
+def apply_filter_into(dst: np.ndarray, src: np.ndarray, stage: FilterStage, border: str) -> None:
     """Run one filter stage on the CPU: dst = round(correlate(src)), saturated to uint8.
 
     Args:
@@ -84,7 +84,7 @@ class CpuBackend:
 
     name = "cpu"
 
-    def __init__(self, filters: Sequence[Filter], *, border: str = DEFAULT_BORDER) -> None:
+    def __init__(self, filters: Sequence[FilterStage], *, border: str = DEFAULT_BORDER) -> None:
         self.filters = list(filters)
         self.border = check_border(border)
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..borders import BORDER_CODES, DEFAULT_BORDER, check_border
 from ..errors import BackendUnavailableError, StreamError
-from ..filters import Filter
+from ..filters import FilterStage
 from ..frames import as_hwc, check_same_shape
 from ..slots import Slot
 from . import kernels
@@ -74,7 +74,7 @@ class CudaBackend:
 
     name = "cuda"
 
-    def __init__(self, filters: Sequence[Filter], *, border: str = DEFAULT_BORDER,
+    def __init__(self, filters: Sequence[FilterStage], *, border: str = DEFAULT_BORDER,
                  device: int = 0, pinned: bool = True) -> None:
         try:
             import pycuda.driver as driver
