@@ -1,14 +1,17 @@
 """streamconv: 2D convolution filters over video on an NVIDIA GPU, with a CPU reference backend.
 
-The public API::
+The public API is what this module exports::
 
     import streamconv
+    edges = streamconv.Filter("edge")(frame)                 # one frame, H x W x 3 uint8
+    with streamconv.StreamFilter("edge", ring=3) as sf:      # overlapped with your loop
+        for out in sf.map(frames): ...
     stats = streamconv.Pipeline("in.mp4", ["gaussian:sigma=2", "edge"], "out.mp4").run()
-    print(stats.format_table())
 """
 
 __version__ = "0.1.0"
 
+from .api import Filter, StreamFilter  # noqa: E402
 from .borders import BORDER_MODES, DEFAULT_BORDER  # noqa: E402
 from .errors import (  # noqa: E402
     BackendUnavailableError,
@@ -33,9 +36,9 @@ from .stats import RunStats  # noqa: E402
 
 __all__ = [
     "ArraySource", "BORDER_MODES", "BackendUnavailableError", "CallbackSink", "DEFAULT_BORDER",
-    "FileSink", "FileSource", "FilterStage", "FilterSpecError", "FrameFormatError", "FrameMeta",
+    "FileSink", "FileSource", "Filter", "FilterStage", "FilterSpecError", "FrameFormatError", "FrameMeta",
     "FrameTypeError", "InputError", "KernelCompileError", "NoVideoStreamError", "NullSink",
-    "OutputError", "Pipeline", "PresetError", "RunStats", "StreamError", "StreamconvError",
+    "OutputError", "Pipeline", "PresetError", "RunStats", "StreamError", "StreamFilter", "StreamconvError",
     "TestPattern", "build_filter", "list_presets", "load_preset", "open_sink", "open_source",
     "parse_chain", "parse_filter", "__version__",
 ]

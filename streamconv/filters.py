@@ -373,7 +373,15 @@ def split_spec(spec: str) -> tuple[str, dict[str, str]]:
 
 
 def parse_filter(spec: str | FilterStage) -> FilterStage:
-    """Parse one spec string (``name[:key=value,...]``) into a FilterStage; a FilterStage passes through."""
+    """Parse one spec string (``name[:key=value,...]``) into a FilterStage; a FilterStage passes through.
+
+    Example:
+        >>> stage = parse_filter("gaussian:sigma=1.5")
+        >>> stage.size, stage.taps[0].dtype.name
+        (11, 'float32')
+        >>> parse_filter("custom:taps=0,-1,0;-1,5,-1;0,-1,0").taps[0][1].tolist()
+        [-1.0, 5.0, -1.0]
+    """
     if isinstance(spec, FilterStage):
         return spec
     name, params = split_spec(spec)

@@ -55,6 +55,16 @@ class Pipeline:
         sink_options: FileSink options when ``sink`` is a path (codec, crf, preset, overwrite...).
 
     ``run()`` owns the source and sink from then on and closes both.
+
+    Example:
+        >>> import os, tempfile, streamconv
+        >>> out = os.path.join(tempfile.mkdtemp(), "edges.mp4")
+        >>> stats = streamconv.Pipeline("test:320x240,frames=10", ["edge"], out, backend="cpu").run()
+        >>> stats.frames, sorted(stats.summary())
+        (10, ['kernel', 'latency', 'read', 'write'])
+        >>> with streamconv.FileSource(out) as video:
+        ...     video.shape, video.frame_count
+        ((240, 320, 3), 10)
     """
 
     def __init__(self, source: Source | str | Path, filters: Sequence[str | FilterStage] = (),

@@ -73,6 +73,10 @@ def load_preset(name_or_path: str | Path) -> Preset:
     Raises:
         PresetError: missing file, bad TOML, unknown keys, wrong types, or a stage the
             filter registry rejects (the message names the stage).
+
+    Example:
+        >>> [stage.name for stage in load_preset("edge").filters]
+        ['gaussian', 'edge']
     """
     path = _locate(name_or_path)
     if path.stat().st_size > MAX_PRESET_BYTES:

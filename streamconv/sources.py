@@ -197,6 +197,11 @@ class TestPattern(Source):
         frames: how many frames to produce (None = endless).
 
     Frames are (H, W, 3) uint8 RGB host arrays with pts = frame number, time base 1/fps.
+
+    Example:
+        >>> frames = list(TestPattern(64, 48, fps=25, frames=3))
+        >>> len(frames), frames[0].shape, frames[0].dtype.name
+        (3, (48, 64, 3), 'uint8')
     """
 
     name = "test"
@@ -247,6 +252,12 @@ class ArraySource(Source):
         frames: an iterable of (H, W, C) or (H, W) uint8 arrays, all of one shape.
         fps: nominal frame rate; pts = frame number, time base 1/fps.
         shape: (H, W, C) if ``frames`` is a lazy iterable; otherwise taken from the first frame.
+
+    Example:
+        >>> import numpy as np
+        >>> source = ArraySource([np.zeros((4, 6, 3), np.uint8)] * 2, fps=50)
+        >>> source.shape, source.frame_count, float(source.time_base)
+        ((4, 6, 3), 2, 0.02)
     """
 
     name = "arrays"

@@ -120,6 +120,9 @@ class CpuBackend:
             for i in range(count)
         ]
 
+    def release_slots(self, slots: Sequence[Slot]) -> None:
+        """Nothing to free early: host arrays go with their last reference."""
+
     def submit(self, slot: Slot) -> None:
         """Process the slot now (the CPU has no queue); records the 'kernel' time."""
         begin = time.perf_counter()

@@ -278,22 +278,33 @@ class CudaBackend:
         try:
             with self.activated():
                 for slot in self._slots:
-                    state: _DeviceSlot = slot.device
-                    with contextlib.suppress(self._driver.Error):
-                        state.stream.synchronize()
-                    for allocation in state.buffers:
-                        allocation.free()
-                    for host in (slot.host_in, slot.host_out):
-                        base = getattr(host, "base", None)
-                        if base is not None and hasattr(base, "free"):
-                            base.free()
-                    slot.device = None
+                    self._free_slot(slot)
                 self._slots.clear()
                 self._single.clear()
                 self._stages.clear()
         finally:
             context, self._context = self._context, None
             context.detach()
+
+    def release_slots(self, slots: Sequence[Slot]) -> None:
+        """Free the host and device buffers of slots no longer used (after their frames finished)."""
+        with self.activated():
+            for slot in slots:
+                self._free_slot(slot)
+                self._slots.remove(slot)
+
+    def _free_slot(self, slot: Slot) -> None:
+        """Wait for the slot's stream, then free its buffers; the context must be current."""
+        state: _DeviceSlot = slot.device
+        with contextlib.suppress(self._driver.Error):
+            state.stream.synchronize()
+        for allocation in state.buffers:
+            allocation.free()
+        for host in (slot.host_in, slot.host_out):
+            base = getattr(host, "base", None)
+            if base is not None and hasattr(base, "free"):
+                base.free()
+        slot.device = None
 
     def __enter__(self) -> "CudaBackend":
         return self

@@ -1,0 +1,249 @@
+"""Filtering your own frames: ``Filter`` (one call per frame) and ``StreamFilter`` (overlapped).
+
+Frames are host NumPy arrays of dtype uint8: (H, W, 3) colour, (H, W) grey or (H, W, 4).
+Per-channel filters do not care about channel order, so OpenCV's BGR frames and RGB
+frames give the same result. Any strides are accepted (views, crops).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Iterable, Iterator, Sequence, Union
+
+import numpy as np
+
+from .backends import create_backend, resolve_backend
+from .borders import DEFAULT_BORDER, check_border
+from .errors import FilterSpecError, StreamconvError
+from .filters import FilterStage, parse_chain, validate_taps
+from .frames import as_hwc, check_same_shape
+
+Spec = Union[str, FilterStage, np.ndarray, Sequence[Union[str, FilterStage]]]
+"""What names a filter chain: a spec string, a FilterStage, a list of either, or a 2-D taps array."""
+
+
+def to_stages(spec: Spec) -> list[FilterStage]:
+    """Turn any accepted filter description into the list of stages it means.
+
+    Args:
+        spec: ``"edge"``, ``"gaussian:sigma=2"``, a list of specs (a chain, applied in
+            order), a FilterStage, or a (K, K) array of taps (host, any numeric dtype).
+
+    Raises:
+        FilterSpecError: a malformed spec or taps, or an unsupported type.
+    """
+    if isinstance(spec, np.ndarray):
+        return [FilterStage("custom", {}, (validate_taps(spec, what="taps array"),))]
+    if isinstance(spec, (str, FilterStage)):
+        return parse_chain([spec])
+    if isinstance(spec, (list, tuple)) and all(isinstance(s, (str, FilterStage)) for s in spec):
+        return parse_chain(spec)
+    raise FilterSpecError(
+        f"expected a filter spec string, a list of specs, a FilterStage or a 2-D taps array, "
+        f"got {type(spec).__name__}")
+
+
+class Filter:
+    """A filter chain bound to a backend, called on one frame at a time.
+
+    Args:
+        spec: a spec string (``"edge"``), a list of specs (a chain), a FilterStage, or a
+            (K, K) numeric array of taps.
+        border: ``"reflect101"`` (default), ``"replicate"`` or ``"zero"``.
+        backend: ``"auto"`` (CUDA when available, else the CPU with a notice), ``"cpu"``, ``"cuda"``.
+        device: CUDA device number.
+
+    Call it from one thread at a time; on the CUDA backend it owns page-locked staging
+    buffers and device buffers per frame shape, released by ``close()`` (or ``with``).
+
+    Example:
+        >>> import numpy as np, streamconv
+        >>> blur = streamconv.Filter("box:size=3", backend="cpu")
+        >>> frame = np.full((4, 5, 3), 90, np.uint8)     # H x W x 3 uint8, host memory
+        >>> blur(frame)[0, 0].tolist()
+        [90, 90, 90]
+        >>> out = np.empty_like(frame)
+        >>> blur.apply_into(out, frame)
+        >>> blur.close()
+    """
+
+    def __init__(self, spec: Spec, *, border: str = DEFAULT_BORDER, backend: str = "auto",
+                 device: int = 0) -> None:
+        self.stages = to_stages(spec)
+        self.border = check_border(border)
+        self.backend = resolve_backend(backend, device=device)
+        self._engine = create_backend(self.backend, self.stages, border=self.border, device=device)
+
+    def __call__(self, frame: np.ndarray) -> np.ndarray:
+        """Filter one frame into a new array.
+
+        Args:
+            frame: (H, W), (H, W, 3) or (H, W, 4) uint8 host array, any strides.
+
+        Returns:
+            A new C-contiguous uint8 host array of the same shape.
+
+        Raises:
+            FrameTypeError: not a uint8 NumPy array (a TypeError).
+            FrameFormatError: an unsupported shape (a ValueError).
+        """
+        out = np.empty(np.shape(frame), np.uint8) if isinstance(frame, np.ndarray) else None
+        self.apply_into(out, frame)
+        return out
+
+    def apply_into(self, dst: np.ndarray, src: np.ndarray) -> None:
+        """Filter ``src`` into ``dst`` (both uint8 host arrays of one shape; dst may be a view)."""
+        if not isinstance(dst, np.ndarray) or not isinstance(src, np.ndarray):
+            as_hwc(src, what="input frame")
+            as_hwc(dst, what="output frame")
+        self._engine.apply_into(dst, src)
+
+    def close(self) -> None:
+        """Release the backend's buffers and GPU context; idempotent."""
+        self._engine.close()
+
+    def __enter__(self) -> "Filter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        chain = " -> ".join(stage.describe() for stage in self.stages) or "identity"
+        return f"streamconv.Filter({chain}, border={self.border}, backend={self.backend})"
+
+
+class StreamFilter:
+    """Overlaps your loop with the GPU: up to ``ring`` frames in flight, results in order.
+
+    ``submit(frame)`` copies the frame into a page-locked slot and queues its upload,
+    kernels and download on the slot's CUDA stream, then returns; ``result()`` waits for
+    the oldest submitted frame and returns its output. While the GPU works, your thread
+    captures, draws or encodes. ``map(frames)`` does both for an iterable. On the CPU
+    backend the same calls work, without the overlap.
+
+    Args:
+        spec: as for :class:`Filter`.
+        ring: frames in flight (>= 1); 3 overlaps the upload of one frame with the kernel
+            of the previous one and the download of the one before.
+        border, backend, device: as for :class:`Filter`.
+
+    Use it from one thread. Buffers are allocated at the first frame and re-allocated
+    when the frame shape changes.
+
+    Example:
+        >>> import numpy as np, streamconv
+        >>> frames = [np.full((8, 8, 3), v, np.uint8) for v in (10, 20, 30)]
+        >>> with streamconv.StreamFilter("identity", ring=2, backend="cpu") as sf:
+        ...     [int(out[0, 0, 0]) for out in sf.map(frames)]
+        [10, 20, 30]
+    """
+
+    def __init__(self, spec: Spec, *, ring: int = 3, border: str = DEFAULT_BORDER,
+                 backend: str = "auto", device: int = 0) -> None:
+        if not isinstance(ring, int) or ring < 1:
+            raise FilterSpecError(f"ring must be an integer >= 1, got {ring!r}")
+        self.ring = ring
+        self.stages = to_stages(spec)
+        self.border = check_border(border)
+        self.backend = resolve_backend(backend, device=device)
+        self._engine = create_backend(self.backend, self.stages, border=self.border, device=device)
+        self._shape: tuple[int, int, int] | None = None
+        self._free: list = []
+        self._pending: deque = deque()  # (slot, output shape) in submission order
+        self._ready: deque = deque()  # outputs finished early because the ring was full
+
+    @property
+    def pending(self) -> int:
+        """Frames submitted whose result() has not been taken yet."""
+        return len(self._pending) + len(self._ready)
+
+    def submit(self, frame: np.ndarray) -> None:
+        """Queue one frame: (H, W), (H, W, 3) or (H, W, 4) uint8 host array, any strides.
+
+        Returns at once while a slot is free; when all ``ring`` slots hold frames, it first
+        finishes the oldest (its output is kept for ``result()``).
+        """
+        image = as_hwc(frame, what="input frame")
+        if image.shape != self._shape:
+            self._reshape(image.shape)
+        if not self._free:
+            slot, shape = self._pending.popleft()
+            self._ready.append(self._collect(slot, shape, None))
+        slot = self._free.pop()
+        slot.reset()
+        np.copyto(slot.host_in, image)
+        self._engine.submit(slot)
+        self._pending.append((slot, np.shape(frame)))
+
+    def result(self, out: np.ndarray | None = None) -> np.ndarray:
+        """The output of the oldest submitted frame, waiting for it if needed.
+
+        Args:
+            out: optional uint8 host array of the frame's shape to write into (no allocation).
+
+        Returns:
+            ``out``, or a new uint8 host array of the submitted frame's shape.
+
+        Raises:
+            StreamconvError: nothing was submitted.
+        """
+        if self._ready:
+            ready = self._ready.popleft()
+            if out is None:
+                return ready
+            check_same_shape(out, ready)
+            np.copyto(out, ready)
+            return out
+        if not self._pending:
+            raise StreamconvError("result() called with no frame submitted")
+        slot, shape = self._pending.popleft()
+        return self._collect(slot, shape, out)
+
+    def map(self, frames: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
+        """Filter an iterable of frames, keeping ``ring`` in flight; yields outputs in order.
+
+        The next input is fetched (your capture code runs) while earlier frames are on the GPU.
+        """
+        for frame in frames:
+            if self.pending >= self.ring:
+                yield self.result()
+            self.submit(frame)
+        while self.pending:
+            yield self.result()
+
+    def _collect(self, slot, shape, out: np.ndarray | None) -> np.ndarray:
+        self._engine.wait(slot)
+        result = slot.host_out.reshape(shape)
+        if out is None:
+            out = result.copy()
+        else:
+            check_same_shape(out, result)
+            np.copyto(out, result)
+        self._free.append(slot)
+        return out
+
+    def _reshape(self, shape: tuple[int, int, int]) -> None:
+        """New frame shape: finish what is in flight, then make slots of the new shape."""
+        while self._pending:
+            slot, old_shape = self._pending.popleft()
+            self._ready.append(self._collect(slot, old_shape, None))
+        if self._free:
+            self._engine.release_slots(self._free)
+        self._free = self._engine.allocate_slots(shape, self.ring)
+        self._shape = shape
+
+    def close(self) -> None:
+        """Wait for frames in flight, drop untaken results, release buffers; idempotent."""
+        while self._pending:
+            slot, _ = self._pending.popleft()
+            self._engine.wait(slot)
+        self._ready.clear()
+        self._free = []
+        self._engine.close()
+
+    def __enter__(self) -> "StreamFilter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
