@@ -17,6 +17,7 @@ from .borders import DEFAULT_BORDER, check_border
 from .errors import FilterSpecError, StreamconvError
 from .filters import FilterStage, parse_chain, validate_taps
 from .frames import as_hwc, check_same_shape
+from .hostcopy import ParallelCopier
 
 Spec = Union[str, FilterStage, np.ndarray, Sequence[Union[str, FilterStage]]]
 """What names a filter chain: a spec string, a FilterStage, a list of either, or a 2-D taps array."""
@@ -147,11 +148,14 @@ class StreamFilter:
         self.stages = to_stages(spec)
         self.border = check_border(border)
         self.backend = resolve_backend(backend, device=device)
-        self._engine = create_backend(self.backend, self.stages, border=self.border, device=device)
+        # An application waits for its own results: spin rather than sleep, for latency.
+        self._engine = create_backend(self.backend, self.stages, border=self.border, device=device,
+                                      blocking_sync=False)
         self._shape: tuple[int, int, int] | None = None
         self._free: list = []
         self._pending: deque = deque()  # (slot, output shape) in submission order
         self._ready: deque = deque()  # outputs finished early because the ring was full
+        self._copier = ParallelCopier()
 
     @property
     def pending(self) -> int:
@@ -172,7 +176,7 @@ class StreamFilter:
             self._ready.append(self._collect(slot, shape, None))
         slot = self._free.pop()
         slot.reset()
-        np.copyto(slot.host_in, image)
+        self._copier.copy(slot.host_in, image)
         self._engine.submit(slot)
         self._pending.append((slot, np.shape(frame)))
 
@@ -200,17 +204,34 @@ class StreamFilter:
         slot, shape = self._pending.popleft()
         return self._collect(slot, shape, out)
 
-    def map(self, frames: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
+    def map(self, frames: Iterable[np.ndarray], *, copy: bool = True) -> Iterator[np.ndarray]:
         """Filter an iterable of frames, keeping ``ring`` in flight; yields outputs in order.
 
         The next input is fetched (your capture code runs) while earlier frames are on the GPU.
+
+        Args:
+            frames: uint8 host arrays, as for :meth:`submit`.
+            copy: yield new arrays (True, safe to keep), or read-only views of the page-locked
+                output buffers (False: no copy, but each is valid only until the next
+                iteration; show, encode or copy it before asking for the next one).
         """
         for frame in frames:
             if self.pending >= self.ring:
-                yield self.result()
+                yield self.result() if copy else self._result_view()
             self.submit(frame)
         while self.pending:
-            yield self.result()
+            yield self.result() if copy else self._result_view()
+
+    def _result_view(self) -> np.ndarray:
+        """The oldest output as a read-only view of its slot, which is reused by a later submit."""
+        if self._ready or not self._pending:
+            return self.result()
+        slot, shape = self._pending.popleft()
+        self._engine.wait(slot)
+        self._free.append(slot)
+        view = slot.host_out.reshape(shape)
+        view.flags.writeable = False
+        return view
 
     def _collect(self, slot, shape, out: np.ndarray | None) -> np.ndarray:
         self._engine.wait(slot)
@@ -240,6 +261,7 @@ class StreamFilter:
             self._engine.wait(slot)
         self._ready.clear()
         self._free = []
+        self._copier.close()
         self._engine.close()
 
     def __enter__(self) -> "StreamFilter":

@@ -85,6 +85,16 @@ def test_stream_filter_map_keeps_order_and_matches_filter(rng, backend, ring):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_stream_filter_map_without_copies_yields_read_only_views(rng, backend):
+    frames = [rng.integers(0, 256, (36, 52, 3), dtype=np.uint8) for _ in range(7)]
+    cpu = streamconv.Filter("sharpen", backend="cpu")
+    with streamconv.StreamFilter("sharpen", ring=3, backend=backend) as sf:
+        for frame, view in zip(frames, sf.map(frames, copy=False)):
+            assert not view.flags.writeable
+            np.testing.assert_array_equal(view, cpu(frame))  # checked before the next iteration
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_stream_filter_submit_past_the_ring_and_shape_changes(rng, backend):
     frames = [rng.integers(0, 256, shape, dtype=np.uint8)
               for shape in [(20, 30, 3)] * 4 + [(21, 17)] * 2 + [(20, 30, 3)]]

@@ -71,13 +71,16 @@ def resolve_backend(name: str, *, device: int = 0) -> str:
 
 
 def create_backend(name: str, filters: Sequence[FilterStage], *, border: str = DEFAULT_BORDER,
-                   device: int = 0):
-    """Create a backend for a filter chain, in the calling thread (CUDA contexts are per thread)."""
+                   device: int = 0, **cuda_options):
+    """Create a backend for a filter chain, in the calling thread (CUDA contexts are per thread).
+
+    ``cuda_options`` (``pinned``, ``blocking_sync``) go to the CUDA backend only.
+    """
     resolved = resolve_backend(name, device=device)
     if resolved == "cuda":
         from .cuda import CudaBackend
 
-        return CudaBackend(filters, border=border, device=device)
+        return CudaBackend(filters, border=border, device=device, **cuda_options)
     from .cpu import CpuBackend
 
     return CpuBackend(filters, border=border)

@@ -66,6 +66,8 @@ class CudaBackend:
         border: border mode for every stage.
         device: CUDA device number.
         pinned: page-locked host buffers (True, the fast path) or pageable ones (benchmarks).
+        blocking_sync: waiting for a frame sleeps (True: frees a CPU core for decoders and
+            encoders) or spins (False: lower latency in an application's own loop).
 
     Raises:
         BackendUnavailableError: PyCUDA, the driver, the device or nvcc is missing.
@@ -75,7 +77,7 @@ class CudaBackend:
     name = "cuda"
 
     def __init__(self, filters: Sequence[FilterStage], *, border: str = DEFAULT_BORDER,
-                 device: int = 0, pinned: bool = True) -> None:
+                 device: int = 0, pinned: bool = True, blocking_sync: bool = True) -> None:
         try:
             import pycuda.driver as driver
         except ImportError:
@@ -84,6 +86,7 @@ class CudaBackend:
         self.filters = list(filters)
         self.border = check_border(border)
         self.pinned = pinned
+        self.blocking_sync = blocking_sync
         self._context = None
         self._slots: list[Slot] = []
         self._single: dict[tuple[int, int, int], Slot] = {}
@@ -174,7 +177,7 @@ class CudaBackend:
         download = self._copy(row_bytes, height, src_device=source, src_pitch=pitch,
                               dst_host=host_out, dst_pitch=row_bytes)
         events = {name: driver.Event() for name in ("start", "uploaded", "computed")}
-        events["done"] = driver.Event(driver.event_flags.BLOCKING_SYNC)  # frees a core while waiting
+        events["done"] = driver.Event(driver.event_flags.BLOCKING_SYNC if self.blocking_sync else 0)
         device = _DeviceSlot(stream=driver.Stream(), buffers=buffers, pitch=pitch, upload=upload,
                              download=download, events=events)
         return Slot(index=index, host_in=host_in, host_out=host_out, device=device)
