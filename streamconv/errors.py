@@ -72,4 +72,22 @@ class StreamError(StreamconvError, RuntimeError):
     exit_code = 8
 
 
+class CameraError(InputError):
+    """A camera cannot be opened or delivers no first frame; the message says what was tried."""
+
+    exit_code = 9
+
+
+class CameraLostError(StreamError):
+    """A camera stopped delivering frames and reopening it failed every time."""
+
+    exit_code = 10
+
+
+class DisplayError(StreamconvError, RuntimeError):
+    """No window can be shown: no display server, or an OpenCV build without a GUI."""
+
+    exit_code = 11
+
+
 EXIT_INTERRUPTED = 130

@@ -17,11 +17,14 @@ class FrameMeta:
         index: 0-based frame number in the run.
         pts: presentation timestamp in ``time_base`` units, or None if the source has none.
         time_base: seconds per pts unit.
+        captured: ``time.perf_counter()`` when the frame was captured (live sources) or
+            when reading it began (files); the origin of the ``latency`` stage.
     """
 
     index: int
     pts: int | None
     time_base: Fraction | None
+    captured: float | None = None
 
 
 @dataclass

@@ -293,22 +293,31 @@ class ArraySource(Source):
         return FrameMeta(index, index, self.time_base)
 
 
-_TEST_SPEC = re.compile(r"^test(?::(?P<w>\d+)x(?P<h>\d+))?(?:@(?P<fps>[\d.]+))?(?:,frames=(?P<n>\d+))?$")
+_TEST_SPEC = re.compile(r"^test(?::(?P<w>\d+)x(?P<h>\d+))?(?:@(?P<fps>[\d.]+))?(?:,frames=(?P<n>\d+))?"
+                        r"(?P<live>,live)?$")
 
 
-def parse_test_spec(spec: str) -> TestPattern:
-    """Build a TestPattern from ``test``, ``test:1280x720@30,frames=300`` or parts of it."""
+def parse_test_spec(spec: str) -> Source:
+    """Build a TestPattern from ``test``, ``test:1280x720@30,frames=300`` or parts of it.
+
+    A trailing ``,live`` gives a LivePattern instead: frames delivered in real time at FPS,
+    stamped at capture, the newest kept (endless unless ``frames=N``).
+    """
     text = spec.strip().lower()
     if text.startswith("test,"):
         text = "test" + text[4:]
     match = _TEST_SPEC.match(text)
     if not match:
-        raise InputError(f"bad test source {spec!r}; expected test[:WxH][@FPS][,frames=N]")
+        raise InputError(f"bad test source {spec!r}; expected test[:WxH][@FPS][,frames=N][,live]")
     width = int(match["w"] or 1280)
     height = int(match["h"] or 720)
     fps = Fraction(match["fps"]) if match["fps"] else Fraction(30)
-    frames = int(match["n"]) if match["n"] else 300
     try:
+        if match["live"]:
+            from .live import LivePattern
+
+            return LivePattern(width, height, fps=fps, frames=int(match["n"]) if match["n"] else None)
+        frames = int(match["n"]) if match["n"] else 300
         return TestPattern(width, height, fps=fps, frames=frames)
     except FrameFormatError as exc:
         raise InputError(str(exc)) from None
@@ -319,17 +328,23 @@ SOURCES = {"file": FileSource, "test": TestPattern, "arrays": ArraySource}
 
 
 def open_source(spec: str | Path | Source, **options) -> Source:
-    """Open a source from a spec: ``test[...]`` for the pattern, else a path or URL for FileSource.
+    """Open a source from a spec: ``test[...]`` for the pattern, ``webcam[:N]`` or ``/dev/videoN``
+    for a camera, else a path or URL for FileSource.
 
     Args:
         spec: the SOURCE argument of ``streamconv run``, or a Source (returned as is).
-        options: keyword options passed to FileSource (``video_stream``, ``threads``).
+        options: keyword options passed to FileSource (``video_stream``, ``threads``) or,
+            for a camera, to WebcamSource (``width``, ``height``, ``fps``, ...).
     """
     if isinstance(spec, Source):
         return spec
     text = str(spec)
     if text == "test" or text.startswith(("test:", "test@", "test,")):
         return parse_test_spec(text)
+    from .webcam import is_webcam_spec, open_webcam  # imports this module: import late
+
+    if is_webcam_spec(text):
+        return open_webcam(text, **options)
     started = time.perf_counter()
     source = FileSource(text, **options)
     log.debug("opened %s in %.1f ms", text, 1e3 * (time.perf_counter() - started))

@@ -1,0 +1,272 @@
+"""Live sources: frames that arrive on their own clock and are never queued.
+
+A producer thread (a camera, or the synthetic clock of LivePattern) writes each new frame
+into a back buffer, stamps it with ``time.perf_counter()`` and swaps it with the newest
+frame. ``read_into`` copies the newest frame into the pipeline's slot. A frame replaced
+before the pipeline took it is dropped and counted, so a pipeline that falls behind gets
+fresh frames, not a backlog, and latency stays bounded by the ring.
+
+RealtimeSource paces a file (or any non-live source) at its frame rate, for watching.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from fractions import Fraction
+
+import numpy as np
+
+from .errors import FrameFormatError, StreamError
+from .slots import FrameMeta
+from .sources import Source, TestPattern
+
+log = logging.getLogger(__name__)
+
+LIVE_TIME_BASE = Fraction(1, 1000)
+"""Live frames carry pts in milliseconds since the first frame taken, so recordings keep real timing."""
+
+
+class LiveSource(Source):
+    """Base of sources that produce frames on their own thread with the newest-frame policy.
+
+    Subclasses set ``width``, ``height``, ``frame_rate``, call :meth:`_start` at the end of
+    their constructor, and implement :meth:`_produce`, which loops until :attr:`stopping`:
+    write a frame into :attr:`_back` ((H, W, 3) uint8 RGB host array), then call
+    :meth:`_publish` with its capture time. Returning ends the stream; raising ends it
+    with that error, raised by the next ``read_into`` once the frames before it are taken.
+
+    Attributes:
+        dropped: frames replaced by a newer one before the pipeline took them (counted from
+            the first frame taken, so start-up time is not a drop).
+        delivered: frames handed to the pipeline.
+        hang_timeout: seconds ``read_into`` waits while the producer makes no progress at
+            all (a driver call that never returns) before raising.
+    """
+
+    is_live = True
+    time_base = LIVE_TIME_BASE
+    hang_timeout = 10.0
+
+    def _start(self) -> None:
+        shape = self.shape
+        self._back = np.zeros(shape, np.uint8)
+        self._front = np.zeros(shape, np.uint8)
+        self._front_time = 0.0
+        self._lock = threading.Condition()
+        self._sequence = 0       # frames published
+        self._taken = 0          # sequence number of the last frame taken
+        self._first_taken: float | None = None
+        self._ended = False
+        self._error: BaseException | None = None
+        self._stop = threading.Event()
+        self._interrupt = threading.Event()
+        self._heartbeat = time.perf_counter()
+        self.dropped = 0
+        self.delivered = 0
+        self._thread = threading.Thread(target=self._run, name=f"streamconv-{self.name}", daemon=True)
+        self._thread.start()
+
+    @property
+    def stopping(self) -> bool:
+        """True once close() was called: the producer should return."""
+        stop = getattr(self, "_stop", None)  # None while a subclass constructor is still opening
+        return stop is not None and stop.is_set()
+
+    def _produce(self) -> None:
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        try:
+            self._produce()
+        except BaseException as exc:  # handed to the reader thread, which raises it
+            self._error = exc
+        finally:
+            with self._lock:
+                self._ended = True
+                self._lock.notify_all()
+
+    def _beat(self) -> None:
+        """Tell the watchdog the producer is alive (call after every device read, good or bad)."""
+        self._heartbeat = time.perf_counter()
+
+    def _publish(self, captured: float) -> None:
+        """Make the back buffer the newest frame, captured at ``captured`` (perf_counter seconds)."""
+        with self._lock:
+            if self._sequence > self._taken and self._first_taken is not None:
+                self.dropped += 1  # the previous frame was never taken: it is stale now
+            self._back, self._front = self._front, self._back
+            self._front_time = captured
+            self._sequence += 1
+            self._heartbeat = time.perf_counter()
+            self._lock.notify_all()
+
+    def _sleep(self, seconds: float) -> bool:
+        """Sleep unless closed meanwhile; returns False if the source is closing."""
+        return not self._stop.wait(max(0.0, seconds))
+
+    def read_into(self, buffer: np.ndarray) -> FrameMeta | None:
+        """Wait for a frame newer than the last one taken and copy it into ``buffer``.
+
+        Args:
+            buffer: (H, W, 3) uint8 host array.
+
+        Returns:
+            FrameMeta with ``captured`` set, pts in ms since the first frame taken; None
+            once the stream ended or :meth:`interrupt` was called.
+
+        Raises:
+            The producer's error (e.g. CameraLostError) after the frames before it;
+            StreamError if the producer made no progress for ``hang_timeout`` seconds.
+        """
+        if buffer.shape != self.shape:
+            raise FrameFormatError(f"unexpected buffer shape: {buffer.shape} != {self.shape}")
+        with self._lock:
+            while self._sequence == self._taken:
+                if self._interrupt.is_set():
+                    return None
+                if self._ended:
+                    if self._error is not None:
+                        raise self._error
+                    return None
+                silent = time.perf_counter() - self._heartbeat
+                if silent > self.hang_timeout:
+                    raise self._hang_error(silent)
+                self._lock.wait(0.1)
+            if self._interrupt.is_set():
+                return None
+            np.copyto(buffer, self._front)
+            captured = self._front_time
+            self._taken = self._sequence
+            if self._first_taken is None:
+                self._first_taken = captured
+        index = self.delivered
+        self.delivered += 1
+        pts = round((captured - self._first_taken) / float(self.time_base))
+        return FrameMeta(index, pts, self.time_base, captured)
+
+    def _hang_error(self, seconds: float) -> BaseException:
+        return StreamError(f"{self.describe()}: no progress for {seconds:.1f} s")
+
+    def interrupt(self) -> None:
+        """Make a waiting (and every later) ``read_into`` return None; safe from any thread."""
+        self._interrupt.set()
+
+    def close(self) -> None:
+        """Stop the producer thread and release the device; safe to call more than once."""
+        if not hasattr(self, "_stop"):
+            self._release()
+            return
+        self._stop.set()
+        self._interrupt.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=3.0)
+            if self._thread.is_alive():
+                log.warning("%s: the capture thread did not stop within 3 s", self.name)
+        self._release()
+
+    def _release(self) -> None:
+        """Free the device (subclasses); called once the producer stopped."""
+
+
+class LivePattern(LiveSource):
+    """TestPattern frames delivered in real time at ``fps``, stamped as they become due.
+
+    Args:
+        width, height: frame size in pixels.
+        fps: frames per second of the clock.
+        frames: frames to produce before the stream ends (None: endless).
+
+    Frames are (H, W, 3) uint8 RGB host arrays; frame ``k`` of the clock shows
+    TestPattern frame ``k`` (dropped frames are skipped, as a camera's would be).
+    """
+
+    name = "live-test"
+
+    def __init__(self, width: int = 1280, height: int = 720, *, fps: float | Fraction = 30,
+                 frames: int | None = None) -> None:
+        self._pattern = TestPattern(width, height, fps=fps, frames=frames)
+        self.width, self.height = self._pattern.width, self._pattern.height
+        self.frame_rate = self._pattern.frame_rate
+        self._start()
+
+    def _produce(self) -> None:
+        period = 1.0 / float(self.frame_rate)
+        due = time.perf_counter()
+        while not self.stopping:
+            # Draw half a period ahead, while the previous frame is long through the
+            # pipeline, so drawing does not compete with it for the GIL and memory.
+            if not self._sleep(due - period / 2 - time.perf_counter()):
+                return
+            if self._pattern.read_into(self._back) is None:
+                return
+            # The frame exists from its due time on, like a sensor read out on a clock.
+            if not self._sleep(due - time.perf_counter()):
+                return
+            self._publish(time.perf_counter())
+            due += period
+            now = time.perf_counter()
+            if now - due > period:  # fell behind (a stalled machine): skip, do not burst
+                due = now
+
+    def describe(self) -> str:
+        return f"live test pattern {self.width}x{self.height} @ {float(self.frame_rate):g} fps"
+
+
+class RealtimeSource(Source):
+    """Delivers another source's frames no faster than its timestamps, as if they were live.
+
+    Args:
+        inner: a non-live Source (a file, a test pattern); closed with this one.
+
+    Frames are the inner source's, unchanged; each FrameMeta gets ``captured`` = the time
+    the frame became due, so latency excludes the wait. Other attributes (``path``,
+    ``decode_errors``, ``other_streams``) are the inner source's.
+    """
+
+    name = "realtime"
+
+    def __init__(self, inner: Source) -> None:
+        self.inner = inner
+        self.width, self.height, self.channels = inner.width, inner.height, inner.channels
+        self.frame_rate, self.time_base = inner.frame_rate, inner.time_base
+        self.frame_count = inner.frame_count
+        self._start: float | None = None
+        self._first_seconds = 0.0
+        self._interrupt = threading.Event()
+
+    def __getattr__(self, name: str):
+        if name == "inner":  # not set yet: avoid recursing during construction
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def read_into(self, buffer: np.ndarray) -> FrameMeta | None:
+        """Read the next inner frame into ``buffer`` ((H, W, C) uint8 host), then wait until it is due."""
+        if self._interrupt.is_set():
+            return None
+        meta = self.inner.read_into(buffer)
+        if meta is None:
+            return None
+        if meta.pts is not None and meta.time_base is not None:
+            seconds = float(meta.pts * meta.time_base)
+        else:
+            seconds = meta.index / float(self.frame_rate)
+        now = time.perf_counter()
+        if self._start is None:
+            self._start, self._first_seconds = now, seconds
+        due = self._start + (seconds - self._first_seconds)
+        if self._interrupt.wait(max(0.0, due - now)):
+            return None
+        meta.captured = time.perf_counter()
+        return meta
+
+    def interrupt(self) -> None:
+        """Make a waiting (and every later) ``read_into`` return None; safe from any thread."""
+        self._interrupt.set()
+
+    def describe(self) -> str:
+        return f"{self.inner.describe()} (real time)"
+
+    def close(self) -> None:
+        self.inner.close()
