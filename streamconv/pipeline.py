@@ -5,8 +5,14 @@
     in flight --backend says done--> done --writer: sink.send(slot.host_out)--> free
 
 The ring bounds memory: at most ``ring`` frames exist at once. A file source blocks when
-no slot is free and never drops a frame. Ctrl-C or SIGTERM stops reading, drains the
-frames in flight through the sink, and finishes the output.
+no slot is free and never drops a frame; a live source keeps only its newest frame, and
+when several filled slots wait, the compute thread takes the newest and recycles the
+older ones (counted as dropped), so latency does not grow with the backlog. Ctrl-C or
+SIGTERM stops reading, drains the frames in flight through the sink, and finishes the output.
+
+``set_filters()`` swaps the chain while running: the ring drains (every frame read is
+still filtered and written, with the old chain), the compute thread replaces the backend,
+and reading resumes; the source stays open.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from .backends import create_backend, resolve_backend
 from .borders import DEFAULT_BORDER, check_border
 from .errors import FrameFormatError
 from .filters import FilterStage, parse_chain
-from .progress import ProgressBar
+from .progress import ProgressBar, StatusLine
 from .sinks import Sink, open_sink
 from .slots import FrameMeta, Slot
 from .sources import Source, open_source
@@ -49,7 +55,9 @@ class Pipeline:
         ring: number of slots (>= 1); 3 lets read, GPU work and write overlap.
         max_frames: stop after this many frames (None: the whole source).
         device: CUDA device number.
-        progress: draw a progress bar on stderr if it is a terminal.
+        progress: draw a progress bar (or the status line) on stderr if it is a terminal.
+        status: draw a live status line instead of the bar (fps, drops, per-stage p50/p95,
+            once a second).
         on_frame: called as ``on_frame(frame, meta)`` in the writer thread after each
             frame is sent; ``frame`` is an (H, W, C) uint8 host array valid only during the call.
         sink_options: FileSink options when ``sink`` is a path (codec, crf, preset, overwrite...).
@@ -70,7 +78,7 @@ class Pipeline:
     def __init__(self, source: Source | str | Path, filters: Sequence[str | FilterStage] = (),
                  sink: Sink | str | Path | None = None, *, backend: str = "auto",
                  border: str = DEFAULT_BORDER, ring: int = 3, max_frames: int | None = None,
-                 device: int = 0, progress: bool = False,
+                 device: int = 0, progress: bool = False, status: bool = False,
                  on_frame: Callable[[np.ndarray, FrameMeta], None] | None = None,
                  sink_options: dict[str, Any] | None = None) -> None:
         if ring < 1:
@@ -84,6 +92,7 @@ class Pipeline:
         self.max_frames = max_frames
         self.device = device
         self.progress = progress
+        self.status = status
         self.on_frame = on_frame
         self.source = open_source(source)
         try:
@@ -93,12 +102,57 @@ class Pipeline:
             raise
         self._stop = threading.Event()
         self.stop_signal: int | None = None
+        self.filter_label: str | None = None
+        self.stats: RunStats | None = None
+        self._swap = threading.Event()
+        self._swap_lock = threading.Lock()
+        self._pending: tuple[list[FilterStage], str | None] | None = None
+        self._read_count = 0
+        self._exhausted = False
+        self._skipped = 0
 
     def stop(self, signum: int | None = None) -> None:
         """Ask a running pipeline to stop reading and finish; safe from signal handlers and threads."""
         if signum is not None and self.stop_signal is None:
             self.stop_signal = signum
         self._stop.set()
+        interrupt = getattr(self.source, "interrupt", None)
+        if interrupt is not None:
+            interrupt()  # a live source may be waiting for its next frame
+
+    def set_filters(self, filters: Sequence[str | FilterStage], *, label: str | None = None) -> None:
+        """Replace the filter chain between frames; safe from any thread, running or not.
+
+        Frames already read are finished with the old chain; the compute thread then builds
+        a new backend for ``filters`` (on the GPU, in its own CUDA context) and reading resumes.
+
+        Args:
+            filters: the new chain, as for the constructor ([] passes frames through).
+            label: a name for the chain (shown by a display); becomes ``filter_label``.
+
+        Raises:
+            FilterSpecError: a spec is malformed (checked here, in the caller's thread).
+        """
+        chain = parse_chain(filters)
+        with self._swap_lock:
+            self._pending = (chain, label)
+        self._swap.set()
+
+    def _take_pending(self) -> tuple[list[FilterStage], str | None] | None:
+        with self._swap_lock:
+            pending, self._pending = self._pending, None
+            self._swap.clear()
+        return pending
+
+    @property
+    def stopping(self) -> bool:
+        """True once stop() was called (a key, a signal, an error)."""
+        return self._stop.is_set()
+
+    @property
+    def dropped(self) -> int:
+        """Frames dropped so far: by a live source, and stale slots the compute thread skipped."""
+        return getattr(self.source, "dropped", 0) + self._skipped
 
     def run(self) -> RunStats:
         """Process every frame (or max_frames), close the source and sink, and return the timings.
@@ -108,26 +162,60 @@ class Pipeline:
             the frames finished before a failure are written and the output finalized.
         """
         stats = RunStats()
+        self.stats = stats
         restore = self._install_signal_handlers()
         try:
             with self.source:
+                attach = getattr(self.sink, "attach", None)
+                if attach is not None:
+                    attach(self)
+                self._apply_pending()
+                self._run_epochs(stats)
+        except BaseException:
+            stats.dropped = self.dropped
+            self._finish_sink_after_error()
+            raise
+        finally:
+            restore()
+        stats.dropped = self.dropped
+        self.sink.close()
+        stats.interrupted = self._stop.is_set()
+        return stats
+
+    def _apply_pending(self) -> bool:
+        pending = self._take_pending()
+        if pending is None:
+            return False
+        self.filters, self.filter_label = pending
+        return True
+
+    def _run_epochs(self, stats: RunStats) -> None:
+        """Run the ring with one backend per filter chain, swapping when set_filters() asks."""
+        total = self.source.frame_count
+        if self.max_frames is not None:
+            total = self.max_frames if total is None else min(total, self.max_frames)
+        enabled = None if self.progress else False
+        bar = StatusLine(stats, enabled=enabled) if self.status else ProgressBar(total, enabled=enabled)
+        clock = {"first": None, "last": None}
+        try:
+            while True:
                 backend = create_backend(self.backend_name, self.filters, border=self.border,
                                          device=self.device)
                 try:
                     stats.backend = backend.describe()
                     log.info("%s -> %s on %s", self.source.describe(), self.sink.describe(), stats.backend)
                     slots = backend.allocate_slots(self.source.shape, self.ring)
-                    self._run_ring(backend, slots, stats)
+                    self._run_ring(backend, slots, stats, bar, clock)
                 finally:
                     backend.close()
-        except BaseException:
-            self._finish_sink_after_error()
-            raise
+                if self._stop.is_set() or self._exhausted or not self._apply_pending():
+                    break
+                log.info("filters now: %s", self.filter_label or
+                         (" -> ".join(f.describe() for f in self.filters) or "none"))
         finally:
-            restore()
-        self.sink.close()
-        stats.interrupted = self._stop.is_set()
-        return stats
+            bar.close()
+            if clock["first"] is not None and clock["last"] is not None:
+                stats.wall_seconds = clock["last"] - clock["first"]
 
     def _finish_sink_after_error(self) -> None:
         """Keep the frames already written (finalized), or leave nothing if there are none."""
@@ -156,37 +244,42 @@ class Pipeline:
             previous[signum] = signal.signal(signum, handle)
         return lambda: [signal.signal(s, h) for s, h in previous.items()]
 
-    def _run_ring(self, backend, slots: list[Slot], stats: RunStats) -> None:
+    def _run_ring(self, backend, slots: list[Slot], stats: RunStats, bar, clock: dict) -> None:
+        """One epoch: read, filter and write until the source ends, stop(), or a filter swap."""
         free: queue.Queue = queue.Queue()
         filled: queue.Queue = queue.Queue()
         done: queue.Queue = queue.Queue()
         for slot in slots:
             free.put(slot)
         errors: list[BaseException] = []
-        total = self.source.frame_count
-        if self.max_frames is not None:
-            total = self.max_frames if total is None else min(total, self.max_frames)
-        bar = ProgressBar(total, enabled=None if self.progress else False)
-        clock = {"first": None, "last": None}
+        with_input = getattr(self.sink, "send_with_input", None)
 
         def read_loop() -> None:
-            count = 0
             try:
-                while not self._stop.is_set() and (self.max_frames is None or count < self.max_frames):
+                while not self._stop.is_set() and not self._swap.is_set():
+                    if self.max_frames is not None and self._read_count >= self.max_frames:
+                        self._exhausted = True
+                        break
                     slot = free.get()
-                    if slot is None or self._stop.is_set():
+                    if slot is None or self._stop.is_set() or self._swap.is_set():
                         break
                     slot.reset()
-                    slot.started = time.perf_counter()
+                    started = time.perf_counter()
                     meta = self.source.read_into(slot.host_in)
+                    ready = time.perf_counter()
                     if meta is None:
+                        self._exhausted = not self._stop.is_set()
                         break
-                    slot.times["read"] = time.perf_counter() - slot.started
+                    # Latency counts from capture for live frames, from the start of the read otherwise.
+                    if meta.captured is None:
+                        meta.captured = started
+                    slot.started = meta.captured
+                    slot.times["read"] = ready - meta.captured
                     slot.meta = meta
                     if clock["first"] is None:
                         clock["first"] = slot.started
                     filled.put(slot)
-                    count += 1
+                    self._read_count += 1
             except BaseException as exc:
                 errors.append(exc)
                 self._stop.set()
@@ -202,7 +295,10 @@ class Pipeline:
                 if not failed:
                     try:
                         begin = time.perf_counter()
-                        self.sink.send(slot.host_out, slot.meta)
+                        if with_input is not None:
+                            with_input(slot.host_out, slot.host_in, slot.meta)
+                        else:
+                            self.sink.send(slot.host_out, slot.meta)
                         if self.on_frame is not None:
                             self.on_frame(slot.host_out, slot.meta)
                         end = time.perf_counter()
@@ -210,6 +306,7 @@ class Pipeline:
                         slot.times["latency"] = end - slot.started
                         clock["last"] = end
                         stats.record(slot.times)
+                        stats.dropped = self.dropped
                         bar.update(stats.frames)
                     except BaseException as exc:
                         errors.append(exc)
@@ -222,7 +319,7 @@ class Pipeline:
         reader.start()
         writer.start()
         try:
-            self._compute_loop(backend, filled, done)
+            self._compute_loop(backend, filled, done, free if self.source.is_live else None)
         except BaseException as exc:
             errors.insert(0, exc)
             self._stop.set()
@@ -231,15 +328,16 @@ class Pipeline:
             free.put(None)  # wakes a reader waiting for a slot
             writer.join()
             reader.join()
-            bar.close()
-        if clock["first"] is not None and clock["last"] is not None:
-            stats.wall_seconds = clock["last"] - clock["first"]
         if errors:
             raise errors[0]
 
-    @staticmethod
-    def _compute_loop(backend, filled: queue.Queue, done: queue.Queue) -> None:
-        """Submit filled slots; retire them in order once the backend reports them done."""
+    def _compute_loop(self, backend, filled: queue.Queue, done: queue.Queue,
+                      recycle: queue.Queue | None) -> None:
+        """Submit filled slots; retire them in order once the backend reports them done.
+
+        With ``recycle`` (live sources), only the newest of several waiting slots is
+        submitted; the older ones go back to ``recycle`` (the free queue) as dropped.
+        """
         in_flight: deque[Slot] = deque()
 
         def retire() -> None:
@@ -247,7 +345,8 @@ class Pipeline:
             backend.wait(slot)
             done.put(slot)
 
-        while True:
+        ended = False
+        while not ended:
             try:
                 slot = filled.get_nowait()
             except queue.Empty:
@@ -257,6 +356,17 @@ class Pipeline:
                 slot = filled.get()
             if slot is _END:
                 break
+            while recycle is not None:
+                try:
+                    newer = filled.get_nowait()
+                except queue.Empty:
+                    break
+                if newer is _END:
+                    ended = True
+                    break
+                recycle.put(slot)
+                self._skipped += 1
+                slot = newer
             backend.submit(slot)
             in_flight.append(slot)
             while in_flight and backend.is_done(in_flight[0]):

@@ -1,4 +1,4 @@
-"""Frame sinks: encode to a file (PyAV), discard (null), or hand frames to a callback.
+"""Frame sinks: encode to a file (PyAV), discard (null), hand frames to a callback, or fan out.
 
 Every sink is a context manager with an idempotent ``close()`` and takes frames with
 ``send(frame, meta)``. ``frame`` is an (H, W, C) uint8 host array that the sink must
@@ -31,6 +31,15 @@ class Sink:
     def send(self, frame: np.ndarray, meta: FrameMeta) -> None:
         """Consume one (H, W, C) uint8 host frame; do not keep a reference to it."""
         raise NotImplementedError
+
+    def send_with_input(self, frame: np.ndarray, source_frame: np.ndarray, meta: FrameMeta) -> None:
+        """Consume a filtered frame with the input it was made from; both (H, W, C) uint8 host
+        arrays valid only during the call. The default ignores the input (see DisplaySink)."""
+        self.send(frame, meta)
+
+    def attach(self, pipeline) -> None:
+        """Called by Pipeline.run() before the first frame; interactive sinks keep it to control
+        the run (stop it, swap its filters). The default does nothing."""
 
     def close(self) -> None:
         """Finish and release; safe to call more than once."""
@@ -73,6 +82,61 @@ class CallbackSink(Sink):
     def send(self, frame: np.ndarray, meta: FrameMeta) -> None:
         self._callback(frame, meta)
         self.frames_written += 1
+
+
+class FanoutSink(Sink):
+    """Sends every frame to several sinks in turn (record while watching: a display and a file).
+
+    Args:
+        sinks: the sinks, called in this order for each frame; closing closes all of them
+            and then raises the first error any of them raised.
+    """
+
+    name = "fanout"
+
+    def __init__(self, sinks) -> None:
+        self.sinks = list(sinks)
+        if not self.sinks:
+            raise ValueError("FanoutSink needs at least one sink")
+
+    def attach(self, pipeline) -> None:
+        for sink in self.sinks:
+            attach = getattr(sink, "attach", None)
+            if attach is not None:
+                attach(pipeline)
+
+    def send(self, frame: np.ndarray, meta: FrameMeta) -> None:
+        for sink in self.sinks:
+            sink.send(frame, meta)
+        self.frames_written += 1
+
+    def send_with_input(self, frame: np.ndarray, source_frame: np.ndarray, meta: FrameMeta) -> None:
+        for sink in self.sinks:
+            with_input = getattr(sink, "send_with_input", None)
+            if with_input is not None:
+                with_input(frame, source_frame, meta)
+            else:
+                sink.send(frame, meta)
+        self.frames_written += 1
+
+    def close(self) -> None:
+        self._each("close")
+
+    def abort(self) -> None:
+        self._each("abort")
+
+    def _each(self, method: str) -> None:
+        first: BaseException | None = None
+        for sink in self.sinks:
+            try:
+                getattr(sink, method)()
+            except Exception as exc:  # finish the others first; a file must still be finalized
+                first = first or exc
+        if first is not None:
+            raise first
+
+    def describe(self) -> str:
+        return " + ".join(sink.describe() for sink in self.sinks)
 
 
 def check_output_path(output: str | Path, *, overwrite: bool, inputs: tuple[str, ...] = ()) -> Path:
@@ -264,7 +328,7 @@ def _remove_quietly(path: Path) -> None:
         pass
 
 
-SINKS = {"file": FileSink, "null": NullSink, "callback": CallbackSink}
+SINKS = {"file": FileSink, "null": NullSink, "callback": CallbackSink, "fanout": FanoutSink}
 """Sinks by name."""
 
 
