@@ -1,8 +1,10 @@
 """The ``streamconv`` command: argument parsing, building a Pipeline, mapping errors to exit codes.
 
-Exit codes: 0 success; 1 internal error; 2 usage; 3 bad filter spec, preset or frame;
-4 input missing or undecodable; 5 no video stream; 6 output refused; 7 backend
-unavailable; 8 decode/encode failure during the run; 130 Ctrl-C (SIGINT); 143 SIGTERM.
+Exit codes: 0 success (also after q, Esc or closing the window); 1 internal error; 2 usage;
+3 bad filter spec, preset or frame; 4 input missing or undecodable; 5 no video stream;
+6 output refused; 7 backend unavailable; 8 decode/encode failure during the run; 9 camera
+cannot be opened; 10 camera stopped delivering and could not be reopened; 11 no display
+for --display; 130 Ctrl-C (SIGINT); 143 SIGTERM.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import platform
+import re
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -17,12 +20,15 @@ from typing import Sequence
 from . import __version__
 from .backends import BACKENDS, cuda_status
 from .borders import BORDER_MODES, DEFAULT_BORDER
-from .errors import EXIT_INTERRUPTED, OutputError, StreamconvError
-from .filters import describe_registry, parse_chain
+from .display import KEYS_HELP, DisplaySink, check_display
+from .errors import EXIT_INTERRUPTED, CameraLostError, OutputError, StreamconvError
+from .filters import FilterStage, describe_registry, parse_chain
+from .live import RealtimeSource
 from .pipeline import Pipeline
 from .presets import list_presets, load_preset
-from .sinks import check_output_path
-from .sources import open_source
+from .sinks import FanoutSink, Sink, check_output_path, open_sink
+from .sources import Source, open_source
+from .webcam import is_webcam_spec
 
 log = logging.getLogger("streamconv")
 
@@ -41,6 +47,20 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
+def _frame_size(text: str) -> tuple[int, int]:
+    match = re.fullmatch(r"(\d+)[xX](\d+)", text.strip())
+    if not match or int(match[1]) < 1 or int(match[2]) < 1:
+        raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT such as 1280x720, got {text!r}")
+    return int(match[1]), int(match[2])
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(
@@ -55,10 +75,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Filter SOURCE through a chain of filters into OUTPUT (or nowhere, to measure).",
         epilog="Examples:\n  streamconv run media/sample.mp4 -o edges.mp4 --pipeline edge\n"
                "  streamconv run in.mkv -o out.mp4 --filter gaussian:sigma=2 --filter sharpen\n"
-               "  streamconv run test:1920x1080@60,frames=600 --filter box:size=5 --backend cuda",
+               "  streamconv run test:1920x1080@60,frames=600 --filter box:size=5 --backend cuda\n"
+               "  streamconv run webcam --filter edge --display\n"
+               f"\nWindow keys: {KEYS_HELP}.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("source", metavar="SOURCE",
-                     help="a video file or URL, or test[:WxH][@FPS][,frames=N] for a synthetic pattern")
+                     help="a video file or URL; webcam, webcam:N or /dev/videoN for a camera; "
+                          "or test[:WxH][@FPS][,frames=N][,live] for a synthetic pattern")
     run.add_argument("-o", "--output", metavar="OUTPUT",
                      help="output video file (container from its extension); omit to discard frames")
     run.add_argument("--filter", "-f", dest="filters", action="append", default=[], metavar="SPEC",
@@ -82,6 +105,17 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--preset", dest="codec_preset", metavar="PRESET",
                      help="encoder speed preset, e.g. ultrafast..veryslow (codec default if omitted)")
     run.add_argument("--stats-json", metavar="PATH", help="write per-stage timings as JSON")
+    live = run.add_argument_group("live video and display")
+    live.add_argument("--display", action="store_true",
+                      help="show the filtered video in a window (with -o: record while watching)")
+    live.add_argument("--side-by-side", action="store_true",
+                      help="show input and output side by side (implies --display)")
+    live.add_argument("--no-overlay", action="store_true",
+                      help="start with the fps/latency overlay hidden (key o toggles it)")
+    live.add_argument("--realtime", action="store_true",
+                      help="deliver a file's frames at its frame rate (default: as fast as possible)")
+    live.add_argument("--size", type=_frame_size, metavar="WxH", help="camera capture size to request")
+    live.add_argument("--fps", type=_positive_float, metavar="FPS", help="camera frame rate to request")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--quiet", "-q", action="store_true", help="no summary table")
     run.add_argument("--verbose", "-v", action="store_true", help="log what is opened and compiled")
@@ -103,20 +137,102 @@ def cmd_run(args: argparse.Namespace) -> int:
     border = border or DEFAULT_BORDER
     if not stages:
         log.warning("no --filter or --pipeline given: frames pass through unchanged")
+    display = args.display or args.side_by_side
+    if display:
+        check_display()  # before a camera or file is opened
     if args.output is not None:
         check_output_path(args.output, overwrite=args.overwrite, inputs=(args.source,))
     if args.stats_json is not None:
         _check_stats_path(args.stats_json)
     sink_options = {"codec": args.codec, "pix_fmt": args.pix_fmt, "crf": args.crf,
                     "preset": args.codec_preset, "overwrite": args.overwrite}
-    source = open_source(args.source, video_stream=args.video_stream)
-    skipped = [s.type for s in getattr(source, "other_streams", []) if s.type in ("audio", "subtitle")]
-    if skipped and args.output is not None:
-        log.warning("the input's %s stream(s) are not copied to the output", " and ".join(sorted(set(skipped))))
-    pipeline = Pipeline(source, stages, args.output, backend=args.backend, border=border,
-                        ring=args.ring, max_frames=args.max_frames, device=args.device,
-                        progress=not args.no_progress, sink_options=sink_options)
-    stats = pipeline.run()
+    source = _open_run_source(args)
+    try:
+        skipped = [s.type for s in getattr(source, "other_streams", []) if s.type in ("audio", "subtitle")]
+        if skipped and args.output is not None:
+            log.warning("the input's %s stream(s) are not copied to the output",
+                        " and ".join(sorted(set(skipped))))
+        label = _chain_label(args)
+        sink = _open_run_sink(args, source, display, _filter_cycle(args, label, stages), sink_options)
+        try:
+            pipeline = Pipeline(source, stages, sink, backend=args.backend, border=border,
+                                ring=args.ring, max_frames=args.max_frames, device=args.device,
+                                progress=not args.no_progress, status=display or source.is_live)
+        except BaseException:
+            sink.abort()
+            raise
+    except BaseException:
+        source.close()
+        raise
+    pipeline.filter_label = label
+    try:
+        stats = pipeline.run()
+    except CameraLostError:
+        if pipeline.stats is not None and pipeline.stats.frames:
+            _report(args, pipeline.stats)  # what was recorded before the camera went away
+        raise
+    _report(args, stats)
+    decode_errors = getattr(pipeline.source, "decode_errors", 0)
+    if decode_errors:
+        log.warning("%d packet(s) could not be decoded and were skipped", decode_errors)
+    if pipeline.stop_signal is not None:
+        return 128 + pipeline.stop_signal
+    return 0
+
+
+def _open_run_source(args: argparse.Namespace) -> Source:
+    """The SOURCE with its options: camera settings for a webcam, the stream index for a file."""
+    if is_webcam_spec(args.source):
+        width, height = args.size or (None, None)
+        source = open_source(args.source, width=width, height=height, fps=args.fps)
+    else:
+        source = open_source(args.source, video_stream=args.video_stream)
+    if args.realtime and not source.is_live:
+        source = RealtimeSource(source)
+    return source
+
+
+def _open_run_sink(args: argparse.Namespace, source: Source, display: bool,
+                   cycle: list[tuple[str, list[FilterStage]]], sink_options: dict) -> Sink:
+    """The window, the file, both (display first, so recording adds no display latency), or null."""
+    sinks: list[Sink] = []
+    try:
+        if display:
+            title = f"streamconv: {args.source}"
+            sinks.append(DisplaySink(title=title, side_by_side=args.side_by_side,
+                                     overlay=not args.no_overlay, filter_cycle=cycle))
+        if args.output is not None:
+            sinks.append(open_sink(args.output, like=source, **sink_options))
+    except BaseException:
+        for sink in sinks:
+            sink.abort()
+        raise
+    if not sinks:
+        return open_sink(None)
+    return sinks[0] if len(sinks) == 1 else FanoutSink(sinks)
+
+
+def _chain_label(args: argparse.Namespace) -> str:
+    """A short name of the chain asked for: the preset and the --filter specs."""
+    parts = [Path(args.pipeline).stem] if args.pipeline else []
+    parts += [spec if isinstance(spec, str) else spec.describe() for spec in args.filters]
+    return " + ".join(parts) or "none"
+
+
+def _filter_cycle(args: argparse.Namespace, label: str,
+                  stages: list[FilterStage]) -> list[tuple[str, list[FilterStage]]]:
+    """What the window's f key steps through: the chain asked for, every preset, then no filter."""
+    cycle = [(label, list(stages))]
+    for name in list_presets():
+        if name != label:
+            cycle.append((name, list(load_preset(name).filters)))
+    if stages:
+        cycle.append(("none", []))
+    return cycle
+
+
+def _report(args: argparse.Namespace, stats) -> None:
+    """Write --stats-json and print the summary table (unless --quiet)."""
     if args.stats_json:
         try:
             stats.write_json(args.stats_json)
@@ -125,12 +241,13 @@ def cmd_run(args: argparse.Namespace) -> int:
                               f"{exc.strerror or exc}") from None
     if not args.quiet:
         print(stats.format_table(), file=sys.stderr)
-    decode_errors = getattr(pipeline.source, "decode_errors", 0)
-    if decode_errors:
-        log.warning("%d packet(s) could not be decoded and were skipped", decode_errors)
-    if pipeline.stop_signal is not None:
-        return 128 + pipeline.stop_signal
-    return 0
+
+
+def _check_run_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Usage errors argparse cannot express (exit 2)."""
+    if (args.size or args.fps) and not is_webcam_spec(args.source):
+        parser.error(f"--size and --fps apply to cameras (webcam, webcam:N, /dev/videoN), "
+                     f"not to {args.source!r}")
 
 
 def _check_stats_path(path: str) -> None:
@@ -184,6 +301,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "run":
+        _check_run_args(parser, args)
     verbose = getattr(args, "verbose", False)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="streamconv: %(message)s", stream=sys.stderr, force=True)

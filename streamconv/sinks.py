@@ -13,6 +13,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Callable
 
+import cv2  # noqa: F401  (before av: see streamconv.display.check_import_order)
 import av
 import numpy as np
 

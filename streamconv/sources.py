@@ -14,6 +14,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Iterable, Iterator
 
+import cv2  # noqa: F401  (before av: see streamconv.display.check_import_order)
 import av
 import numpy as np
 

@@ -9,13 +9,14 @@ ends with CameraLostError.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import logging
 import re
 import sys
 import time
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import cv2
 import numpy as np
@@ -143,7 +144,8 @@ class WebcamSource(LiveSource):
     def _open(self):
         """Open and configure a capture; None if it does not open."""
         try:
-            cap = self._factory(self.device)
+            with _quiet_opencv():
+                cap = self._factory(self.device)
         except (cv2.error, OSError, RuntimeError) as exc:
             log.debug("opening %s raised %s", self._label(), exc)
             return None
@@ -270,6 +272,21 @@ class WebcamSource(LiveSource):
     def describe(self) -> str:
         return (f"camera {self._label()} ({self._backend_name}) {self.width}x{self.height} "
                 f"@ {float(self.frame_rate):g} fps")
+
+
+@contextlib.contextmanager
+def _quiet_opencv() -> Iterator[None]:
+    """Silence OpenCV's own log while probing a device (our error says what failed), unless -v."""
+    logging_api = getattr(getattr(cv2, "utils", None), "logging", None)
+    if logging_api is None or log.isEnabledFor(logging.INFO):
+        yield
+        return
+    previous = logging_api.getLogLevel()
+    logging_api.setLogLevel(logging_api.LOG_LEVEL_SILENT)
+    try:
+        yield
+    finally:
+        logging_api.setLogLevel(previous)
 
 
 def _release(cap) -> None:
