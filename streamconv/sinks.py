@@ -237,6 +237,10 @@ class FileSink(Sink):
             stream.width, stream.height = self._size
             stream.pix_fmt = self._pix_fmt
             stream.time_base = self._time_base
+            if self._time_base != 1 / self._frame_rate:
+                # Frames not on a 1/rate grid (a live camera's millisecond pts) would collide
+                # once the encoder rounds them to 1/rate; let it count in the frames' own unit.
+                stream.codec_context.time_base = self._time_base
             stream.options = self._codec_options
             stream.thread_type = "AUTO"
             self._stream = stream
