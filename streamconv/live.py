@@ -19,6 +19,7 @@ from fractions import Fraction
 import numpy as np
 
 from .errors import FrameFormatError, StreamError
+from .hostcopy import ParallelCopier
 from .slots import FrameMeta
 from .sources import Source, TestPattern
 
@@ -48,6 +49,7 @@ class LiveSource(Source):
     is_live = True
     time_base = LIVE_TIME_BASE
     hang_timeout = 10.0
+    copy_workers: int | None = None  # threads copying a frame into the slot (None: ParallelCopier's choice)
 
     def _start(self) -> None:
         shape = self.shape
@@ -65,6 +67,8 @@ class LiveSource(Source):
         self._heartbeat = time.perf_counter()
         self.dropped = 0
         self.delivered = 0
+        # The copy into the slot is on every frame's latency path: large frames go in bands.
+        self._copier = ParallelCopier(self.copy_workers) if self.copy_workers != 1 else None
         self._thread = threading.Thread(target=self._run, name=f"streamconv-{self.name}", daemon=True)
         self._thread.start()
 
@@ -136,7 +140,10 @@ class LiveSource(Source):
                 self._lock.wait(0.1)
             if self._interrupt.is_set():
                 return None
-            np.copyto(buffer, self._front)
+            if self._copier is not None:
+                self._copier.copy(buffer, self._front)
+            else:
+                np.copyto(buffer, self._front)
             captured = self._front_time
             self._taken = self._sequence
             if self._first_taken is None:
@@ -164,6 +171,8 @@ class LiveSource(Source):
             self._thread.join(timeout=3.0)
             if self._thread.is_alive():
                 log.warning("%s: the capture thread did not stop within 3 s", self.name)
+        if self._copier is not None:
+            self._copier.close()
         self._release()
 
     def _release(self) -> None:
@@ -177,6 +186,7 @@ class LivePattern(LiveSource):
         width, height: frame size in pixels.
         fps: frames per second of the clock.
         frames: frames to produce before the stream ends (None: endless).
+        copy_workers: threads for the copy into the pipeline's slot (1: a plain copy).
 
     Frames are (H, W, 3) uint8 RGB host arrays; frame ``k`` of the clock shows
     TestPattern frame ``k`` (dropped frames are skipped, as a camera's would be).
@@ -185,7 +195,8 @@ class LivePattern(LiveSource):
     name = "live-test"
 
     def __init__(self, width: int = 1280, height: int = 720, *, fps: float | Fraction = 30,
-                 frames: int | None = None) -> None:
+                 frames: int | None = None, copy_workers: int | None = None) -> None:
+        self.copy_workers = copy_workers
         self._pattern = TestPattern(width, height, fps=fps, frames=frames)
         self.width, self.height = self._pattern.width, self._pattern.height
         self.frame_rate = self._pattern.frame_rate

@@ -257,7 +257,8 @@ class Pipeline:
         def read_loop() -> None:
             try:
                 while not self._stop.is_set() and not self._swap.is_set():
-                    if self.max_frames is not None and self._read_count >= self.max_frames:
+                    # Stale live frames skipped by the compute thread do not count as read.
+                    if self.max_frames is not None and self._read_count - self._skipped >= self.max_frames:
                         self._exhausted = True
                         break
                     slot = free.get()
@@ -336,7 +337,8 @@ class Pipeline:
         """Submit filled slots; retire them in order once the backend reports them done.
 
         With ``recycle`` (live sources), only the newest of several waiting slots is
-        submitted; the older ones go back to ``recycle`` (the free queue) as dropped.
+        submitted; the older ones go back to ``recycle`` (the free queue) as dropped. Once
+        the reader has finished, the last slots are all filtered: none is stale any more.
         """
         in_flight: deque[Slot] = deque()
 
@@ -356,20 +358,24 @@ class Pipeline:
                 slot = filled.get()
             if slot is _END:
                 break
+            batch = [slot]
             while recycle is not None:
                 try:
-                    newer = filled.get_nowait()
+                    batch.append(filled.get_nowait())
                 except queue.Empty:
                     break
-                if newer is _END:
-                    ended = True
-                    break
-                recycle.put(slot)
-                self._skipped += 1
-                slot = newer
-            backend.submit(slot)
-            in_flight.append(slot)
-            while in_flight and backend.is_done(in_flight[0]):
-                retire()
+            if batch[-1] is _END:
+                ended = True
+                batch.pop()
+            elif len(batch) > 1:
+                for stale in batch[:-1]:
+                    self._skipped += 1  # before the slot is free: the reader reads a replacement
+                    recycle.put(stale)
+                batch = batch[-1:]
+            for slot in batch:
+                backend.submit(slot)
+                in_flight.append(slot)
+                while in_flight and backend.is_done(in_flight[0]):
+                    retire()
         while in_flight:
             retire()

@@ -153,3 +153,10 @@ def test_status_line_shows_fps_drops_and_recent_percentiles():
     line.close()
     assert stream.getvalue().endswith("\n")
     assert StatusLine(stats, stream=io.StringIO()).enabled is False  # not a terminal
+
+
+def test_max_frames_counts_frames_filtered_not_stale_ones_skipped(rng):
+    frames = [rng.integers(0, 256, (96, 96, 3), dtype=np.uint8) for _ in range(80)]
+    stats = streamconv.Pipeline(_EagerLive(frames), ["box:size=31"], None, backend="cpu",
+                                max_frames=20).run()
+    assert stats.frames == 20 and stats.dropped > 0
