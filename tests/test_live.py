@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import io
+import json
+import subprocess
+import sys
 import threading
 import time
 
@@ -18,6 +21,8 @@ from streamconv.progress import StatusLine
 from streamconv.sinks import CallbackSink, FanoutSink, Sink
 from streamconv.sources import ArraySource, TestPattern, open_source
 from streamconv.stats import RunStats
+
+from conftest import REPO
 
 
 def test_live_pattern_runs_on_its_clock_and_stamps_frames():
@@ -160,3 +165,15 @@ def test_max_frames_counts_frames_filtered_not_stale_ones_skipped(rng):
     stats = streamconv.Pipeline(_EagerLive(frames), ["box:size=31"], None, backend="cpu",
                                 max_frames=20).run()
     assert stats.frames == 20 and stats.dropped > 0
+
+
+def test_live_benchmark_runs_on_the_cpu(tmp_path):
+    out = tmp_path / "live.json"
+    result = subprocess.run([sys.executable, str(REPO / "benchmarks" / "live.py"), "--backend", "cpu",
+                             "--size", "64x48", "--fps", "100", "--frames", "20", "--warmup", "5",
+                             "--json", str(out)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(out.read_text())
+    assert data["frames"] == 20 and data["max_lsb_vs_cpu"] == 0
+    assert set(data["stages_ms"]) >= {"read", "kernel", "write", "latency"}
+    assert "target latency p99 <= 2 ms" in result.stdout.splitlines()[-1]
