@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 
 import av
@@ -13,6 +16,7 @@ from streamconv.errors import CameraError, CameraLostError, InputError
 from streamconv.sinks import CallbackSink, FileSink
 from streamconv.webcam import WebcamSource, is_webcam_spec, parse_webcam_spec
 
+from conftest import REPO
 from fakecam import FAIL, REPEAT, SHAPE, FakeCameraFactory, FakeCapture, count_from, number_of
 
 FAST = dict(stall_timeout=0.1, backoff=0.01, max_backoff=0.02, first_frame_timeout=0.2)
@@ -203,3 +207,10 @@ def test_cli_reports_a_camera_that_is_not_there(cli):
 def test_cli_refuses_camera_options_for_files(cli):
     result = cli("run", "test:64x48,frames=2", "--size", "640x480")
     assert result.returncode == 2 and "--size and --fps apply to cameras" in result.stderr
+
+
+def test_webcam_example_names_a_missing_camera(tmp_path):
+    result = subprocess.run([sys.executable, str(REPO / "examples" / "webcam_edge.py"), "--camera", "63"],
+                            capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                            env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert result.returncode == 9 and "cannot open camera webcam:63" in result.stderr
