@@ -62,7 +62,7 @@ def check_backend(name: str, chain, shape: tuple[int, int, int]) -> int:
     return worst
 
 
-def measure(args, chain) -> dict:
+def measure(args, chain, backend: str) -> dict:
     """Run the live pipeline; per-stage percentiles (ms) and drops over the measured frames."""
     width, height = args.size
     total = args.warmup + args.frames
@@ -76,7 +76,7 @@ def measure(args, chain) -> dict:
             marks["dropped"] = pipeline.dropped
             marks["start"] = marks["last"]
 
-    pipeline = streamconv.Pipeline(source, chain, NullSink(), backend=args.backend, ring=args.ring,
+    pipeline = streamconv.Pipeline(source, chain, NullSink(), backend=backend, ring=args.ring,
                                    max_frames=total, on_frame=on_frame)
     stats = pipeline.run()
     measured = {stage: np.asarray(values[args.warmup:]) * 1e3
@@ -151,11 +151,12 @@ def main() -> int:
     backend = resolve_backend(args.backend)
     width, height = args.size
     worst = check_backend(backend, chain, (height, width, 3))
-    result = measure(args, chain)
+    result = measure(args, chain, backend)
     latency = result["stages_ms"]["latency"]
     passed = {"p99": latency["p99"] <= TARGET_P99_MS, "drops": result["dropped"] == 0}
     result.update({"environment": environment(backend), "size": f"{width}x{height}", "fps_target": args.fps,
-                   "ring": args.ring, "copy_workers": source_copy_workers(args), "chain": label, "max_lsb_vs_cpu": worst,
+                   "ring": args.ring, "copy_workers": source_copy_workers(args), "chain": label,
+                   "max_lsb_vs_cpu": worst,
                    "targets": {"latency_p99_ms": TARGET_P99_MS, "dropped": 0, "passed": passed}})
     Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
 

@@ -101,17 +101,20 @@ class FanoutSink(Sink):
             raise ValueError("FanoutSink needs at least one sink")
 
     def attach(self, pipeline) -> None:
+        """Attach every sink that takes a pipeline (a display) to it."""
         for sink in self.sinks:
             attach = getattr(sink, "attach", None)
             if attach is not None:
                 attach(pipeline)
 
     def send(self, frame: np.ndarray, meta: FrameMeta) -> None:
+        """Send one (H, W, C) uint8 host frame to each sink in order."""
         for sink in self.sinks:
             sink.send(frame, meta)
         self.frames_written += 1
 
     def send_with_input(self, frame: np.ndarray, source_frame: np.ndarray, meta: FrameMeta) -> None:
+        """Send the filtered frame and its input ((H, W, C) uint8 host arrays) to each sink in order."""
         for sink in self.sinks:
             with_input = getattr(sink, "send_with_input", None)
             if with_input is not None:
@@ -121,9 +124,11 @@ class FanoutSink(Sink):
         self.frames_written += 1
 
     def close(self) -> None:
+        """Close every sink (a file is finalized), then raise the first error any raised."""
         self._each("close")
 
     def abort(self) -> None:
+        """Abort every sink, then raise the first error any raised."""
         self._each("abort")
 
     def _each(self, method: str) -> None:

@@ -115,7 +115,8 @@ def test_window_shows_input_and_output_and_keys_drive_it(xserver, tmp_path):
     k = match_frame(with_overlay[:, :WIDTH], frames, skip_overlay=True)
     np.testing.assert_array_equal(with_overlay[:, WIDTH:, ::-1], edge.apply(frames[k]))
     x, y, width, height = overlay_box(WIDTH)
-    assert not np.array_equal(with_overlay[y:y + height, x:x + width, ::-1], frames[k][y:y + height, x:x + width])
+    box = (slice(y, y + height), slice(x, x + width))
+    assert not np.array_equal(with_overlay[box][..., ::-1], frames[k][box])
 
     # Overlay off, paused: the whole window is exactly input | output, and it holds still.
     k = match_frame(paused[:, :WIDTH], frames, skip_overlay=False)
@@ -191,7 +192,8 @@ def test_an_opencv_without_gui_is_named(monkeypatch):
 
 def test_importing_av_before_opencv_is_refused_rather_than_hanging():
     code = ("import av, cv2\nfrom streamconv.display import check_import_order\n"
-            "try:\n    check_import_order('QT5')\nexcept Exception as exc:\n    print(type(exc).__name__, exc)")
+            "try:\n    check_import_order('QT5')\n"
+            "except Exception as exc:\n    print(type(exc).__name__, exc)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                             env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
     if not sys.platform.startswith("linux"):

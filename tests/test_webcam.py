@@ -115,7 +115,7 @@ def test_gives_up_after_the_last_attempt_with_its_own_exit_code():
 
 
 def test_a_read_that_never_returns_is_reported():
-    source, _ = webcam(FakeCapture([0, 1, ("hang", 1.5)], period=0.005))
+    source, _ = webcam(FakeCapture([0, 1, ("hang", 0.8)], period=0.005))
     source.hang_timeout = 0.3
     buffer = np.empty(source.shape, np.uint8)
     with pytest.raises(CameraLostError, match="a read has not returned"):
