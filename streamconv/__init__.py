@@ -13,8 +13,12 @@ __version__ = "0.1.0"
 
 from .api import Filter, StreamFilter  # noqa: E402
 from .borders import BORDER_MODES, DEFAULT_BORDER  # noqa: E402
+from .display import DisplaySink  # noqa: E402
 from .errors import (  # noqa: E402
     BackendUnavailableError,
+    CameraError,
+    CameraLostError,
+    DisplayError,
     FilterSpecError,
     FrameFormatError,
     FrameTypeError,
@@ -29,16 +33,54 @@ from .errors import (  # noqa: E402
 from .filters import FilterStage, build_filter, parse_chain, parse_filter  # noqa: E402
 from .pipeline import Pipeline  # noqa: E402
 from .presets import list_presets, load_preset  # noqa: E402
-from .sinks import CallbackSink, FileSink, NullSink, open_sink  # noqa: E402
+from .live import LivePattern, LiveSource, RealtimeSource  # noqa: E402
+from .sinks import CallbackSink, FanoutSink, FileSink, NullSink, open_sink  # noqa: E402
 from .slots import FrameMeta  # noqa: E402
 from .sources import ArraySource, FileSource, TestPattern, open_source  # noqa: E402
 from .stats import RunStats  # noqa: E402
+from .webcam import WebcamSource  # noqa: E402
 
 __all__ = [
-    "ArraySource", "BORDER_MODES", "BackendUnavailableError", "CallbackSink", "DEFAULT_BORDER",
-    "FileSink", "FileSource", "Filter", "FilterStage", "FilterSpecError", "FrameFormatError", "FrameMeta",
-    "FrameTypeError", "InputError", "KernelCompileError", "NoVideoStreamError", "NullSink",
-    "OutputError", "Pipeline", "PresetError", "RunStats", "StreamError", "StreamFilter", "StreamconvError",
-    "TestPattern", "build_filter", "list_presets", "load_preset", "open_sink", "open_source",
-    "parse_chain", "parse_filter", "__version__",
+    "ArraySource",
+    "BackendUnavailableError",
+    "BORDER_MODES",
+    "build_filter",
+    "CallbackSink",
+    "CameraError",
+    "CameraLostError",
+    "DEFAULT_BORDER",
+    "DisplayError",
+    "DisplaySink",
+    "FanoutSink",
+    "FileSink",
+    "FileSource",
+    "Filter",
+    "FilterSpecError",
+    "FilterStage",
+    "FrameFormatError",
+    "FrameMeta",
+    "FrameTypeError",
+    "InputError",
+    "KernelCompileError",
+    "list_presets",
+    "LivePattern",
+    "LiveSource",
+    "load_preset",
+    "NoVideoStreamError",
+    "NullSink",
+    "open_sink",
+    "open_source",
+    "OutputError",
+    "parse_chain",
+    "parse_filter",
+    "Pipeline",
+    "PresetError",
+    "RealtimeSource",
+    "RunStats",
+    "StreamconvError",
+    "StreamError",
+    "StreamFilter",
+    "TestPattern",
+    "WebcamSource",
+    "__version__",
 ]

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from streamconv.backends.cpu import CpuBackend
-from streamconv.display import overlay_box
+from streamconv.display import gui_backend, overlay_box
 from streamconv.errors import DisplayError
 from streamconv.filters import parse_chain
 from streamconv.presets import load_preset
@@ -30,9 +30,15 @@ from xdisplay import VirtualDisplay, close_window, find_window, missing_tools, p
 
 WIDTH, HEIGHT = 320, 240
 
+needs_gui = pytest.mark.skipif(
+    gui_backend() == "NONE",
+    reason="this OpenCV has no GUI (opencv-python-headless); the window tests need opencv-python")
+
 
 @pytest.fixture(scope="module")
 def xserver():
+    if gui_backend() == "NONE":
+        pytest.skip("this OpenCV has no GUI (opencv-python-headless); the window tests need opencv-python")
     missing = missing_tools()
     if missing:
         pytest.skip(f"{' and '.join(missing)} not installed (Debian: apt-get install xvfb xdotool)")
@@ -167,6 +173,7 @@ def _free_display_number() -> int:
                 and not Path(f"/tmp/.X11-unix/X{n}").exists())
 
 
+@needs_gui
 @pytest.mark.parametrize("display, message", [
     (None, "neither DISPLAY nor WAYLAND_DISPLAY is set"),
     ("unused", "cannot connect to the X display"),
