@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,6 +28,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import streamconv  # noqa: E402
+
+import benchinfo  # noqa: E402
 from streamconv.backends.cpu import CpuBackend  # noqa: E402
 from streamconv.backends.cuda import CudaBackend  # noqa: E402
 from streamconv.filters import FilterStage, validate_taps  # noqa: E402
@@ -136,13 +136,7 @@ def gpu_stage_throughput(stage: FilterStage, shape, ring: int, pinned: bool, fra
 
 def environment(driver) -> dict:
     device = driver.Device(0)
-    commit = os.environ.get("STREAMCONV_COMMIT", "")  # set where the tree travels without .git
-    if not commit:
-        try:
-            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                    cwd=Path(__file__).parent).stdout.strip() or "unknown"
-        except OSError:
-            commit = "unknown"
+    commit = benchinfo.commit()
     import pycuda
 
     version = driver.get_driver_version()

@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -36,6 +35,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import streamconv  # noqa: E402
+
+import benchinfo  # noqa: E402
 from streamconv.backends import create_backend, resolve_backend  # noqa: E402
 from streamconv.backends.cpu import CpuBackend  # noqa: E402
 from streamconv.filters import parse_chain  # noqa: E402
@@ -103,13 +104,7 @@ def source_copy_workers(args) -> int:
 
 
 def environment(backend: str) -> dict:
-    commit = os.environ.get("STREAMCONV_COMMIT", "")  # set where the tree travels without .git
-    if not commit:
-        try:
-            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                    cwd=Path(__file__).parent).stdout.strip() or "unknown"
-        except OSError:
-            commit = "unknown"
+    commit = benchinfo.commit()
     info = {"python": platform.python_version(), "numpy": np.__version__,
             "streamconv": streamconv.__version__, "cpu": platform.processor() or platform.machine(),
             "cores": os.cpu_count(), "commit": commit, "switch_interval_s": sys.getswitchinterval()}
