@@ -66,7 +66,7 @@ def resolve_backend(name: str, *, device: int = 0) -> str:
         return "cuda"
     if name == "cuda":
         raise BackendUnavailableError(f"cuda backend unavailable: {reason}")
-    log.warning("cuda unavailable (%s); using the cpu backend", reason)
+    log.warning("cuda unavailable: %s; using the cpu backend", reason)
     return "cpu"
 
 
