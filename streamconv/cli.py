@@ -98,6 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-frames", type=_non_negative_int, metavar="N", help="stop after N frames")
     run.add_argument("--video-stream", type=_non_negative_int, default=0, metavar="N",
                      help="which video stream of the input (default 0, the first)")
+    run.add_argument("--no-audio", action="store_true",
+                     help="leave out the input's audio and subtitle streams (copied unchanged by default)")
     run.add_argument("--overwrite", "-y", action="store_true", help="replace OUTPUT if it exists")
     run.add_argument("--codec", default="libx264", help="encoder (default libx264)")
     run.add_argument("--pix-fmt", default="yuv420p", help="encoder pixel format (default yuv420p)")
@@ -148,10 +150,6 @@ def cmd_run(args: argparse.Namespace) -> int:
                     "preset": args.codec_preset, "overwrite": args.overwrite}
     source = _open_run_source(args)
     try:
-        skipped = [s.type for s in getattr(source, "other_streams", []) if s.type in ("audio", "subtitle")]
-        if skipped and args.output is not None:
-            log.warning("the input's %s stream(s) are not copied to the output",
-                        " and ".join(sorted(set(skipped))))
         label = _chain_label(args)
         sink = _open_run_sink(args, source, display, _filter_cycle(args, label, stages), sink_options)
         try:
@@ -186,7 +184,8 @@ def _open_run_source(args: argparse.Namespace) -> Source:
         width, height = args.size or (None, None)
         source = open_source(args.source, width=width, height=height, fps=args.fps)
     else:
-        source = open_source(args.source, video_stream=args.video_stream)
+        copy = args.output is not None and not args.no_audio
+        source = open_source(args.source, video_stream=args.video_stream, copy_streams=copy)
     if args.realtime and not source.is_live:
         source = RealtimeSource(source)
     return source

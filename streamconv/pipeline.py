@@ -171,6 +171,8 @@ class Pipeline:
                     attach(self)
                 self._apply_pending()
                 self._run_epochs(stats)
+                if self._exhausted and not self._stop.is_set():
+                    self._copy_trailing_packets()
         except BaseException:
             stats.dropped = self.dropped
             self._finish_sink_after_error()
@@ -216,6 +218,15 @@ class Pipeline:
             bar.close()
             if clock["first"] is not None and clock["last"] is not None:
                 stats.wall_seconds = clock["last"] - clock["first"]
+
+    def _copy_trailing_packets(self) -> None:
+        """Audio and subtitle packets after the last frame go to the sink before it closes."""
+        take = getattr(self.source, "take_packets", None)
+        mux = getattr(self.sink, "mux_packets", None)
+        if take is not None and mux is not None:
+            packets = take()
+            if packets:
+                mux(packets)
 
     def _finish_sink_after_error(self) -> None:
         """Keep the frames already written (finalized), or leave nothing if there are none."""

@@ -11,7 +11,7 @@ import logging
 import os
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import cv2  # noqa: F401  (before av: see streamconv.display.check_import_order)
 import av
@@ -123,6 +123,13 @@ class FanoutSink(Sink):
                 sink.send(frame, meta)
         self.frames_written += 1
 
+    def mux_packets(self, packets) -> None:
+        """Hand copied-stream packets to the sinks that store them (a file)."""
+        for sink in self.sinks:
+            mux = getattr(sink, "mux_packets", None)
+            if mux is not None:
+                mux(packets)
+
     def close(self) -> None:
         """Close every sink (a file is finalized), then raise the first error any raised."""
         self._each("close")
@@ -185,6 +192,8 @@ class FileSink(Sink):
         crf, preset: quality and speed options for x264/x265-style encoders (None: codec default).
         overwrite: replace an existing file.
         options: extra encoder options.
+        copy_streams: input streams (PyAV) whose packets arrive in ``FrameMeta.packets`` and
+            are copied unchanged; one the container cannot hold is left out with a warning.
     """
 
     name = "file"
@@ -192,8 +201,11 @@ class FileSink(Sink):
     def __init__(self, path: str | Path, *, width: int, height: int, frame_rate: Fraction,
                  time_base: Fraction | None = None, codec: str = "libx264",
                  pix_fmt: str = "yuv420p", crf: float | None = None, preset: str | None = None,
-                 overwrite: bool = False, options: dict[str, str] | None = None) -> None:
+                 overwrite: bool = False, options: dict[str, str] | None = None,
+                 copy_streams: Sequence = ()) -> None:
         self.path = check_output_path(path, overwrite=overwrite)
+        self._copy_streams = list(copy_streams)
+        self._copies: dict[int, object] = {}  # input stream index -> output stream
         self._temp = self.path.with_name(f".{self.path.stem}.partial{self.path.suffix}")
         self.width, self.height = width, height
         self.codec_name = codec
@@ -253,11 +265,45 @@ class FileSink(Sink):
             self.abort()
             raise OutputError(f"cannot set up encoder {self.codec_name} ({self._pix_fmt}) "
                               f"for {self.path}: {exc}") from None
+        self._add_copied_streams()
 
-    def send(self, frame: np.ndarray, meta: FrameMeta) -> None:
-        """Encode one (H, W, 3) uint8 RGB host frame; its pts is kept."""
+    def _add_copied_streams(self) -> None:
+        """Output streams for the input's audio/subtitles, from their templates (no re-encoding)."""
+        storable = self._container.supported_codecs
+        for source in self._copy_streams:
+            codec = source.codec_context.name
+            if codec not in storable:
+                log.warning("%s stream %d (%s) cannot be stored in %s; not copied (try .mkv)",
+                            source.type, source.index, codec, self.path.suffix or "this container")
+                continue
+            try:
+                self._copies[source.index] = self._container.add_stream_from_template(source)
+            except (av.FFmpegError, ValueError) as exc:
+                log.warning("%s stream %d (%s) not copied: %s", source.type, source.index, codec, exc)
+
+    def mux_packets(self, packets: Sequence) -> None:
+        """Write packets of the copied input streams unchanged (their timestamps rescaled only)."""
         if self._container is None:
             self._open()
+        for packet in packets:
+            target = self._copies.get(packet.stream.index)
+            if target is None:
+                continue
+            packet.stream = target
+            try:
+                self._container.mux(packet)
+            except (av.FFmpegError, OSError) as exc:
+                raise StreamError(f"copying a {target.type} packet to {self.path} failed: {exc}") from None
+
+    def send(self, frame: np.ndarray, meta: FrameMeta) -> None:
+        """Encode one (H, W, 3) uint8 RGB host frame; its pts is kept.
+
+        Packets of copied streams that travel with the frame are written first.
+        """
+        if self._container is None:
+            self._open()
+        if meta.packets:
+            self.mux_packets(meta.packets)
         if self._pad is not None:
             pad = self._pad
             pad[: self.height, : self.width] = frame
@@ -356,5 +402,6 @@ def open_sink(output: str | Path | Sink | None, *, like=None, **options) -> Sink
         return NullSink()
     if like is None:
         raise ValueError("open_sink needs the source (like=...) to size a file output")
+    options.setdefault("copy_streams", getattr(like, "copied_streams", ()))
     return FileSink(output, width=like.width, height=like.height, frame_rate=like.frame_rate,
                     time_base=like.time_base, **options)

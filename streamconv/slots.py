@@ -19,12 +19,15 @@ class FrameMeta:
         time_base: seconds per pts unit.
         captured: ``time.perf_counter()`` when the frame was captured (live sources) or
             when reading it began (files); the origin of the ``latency`` stage.
+        packets: compressed packets of the input's other streams (audio, subtitles) read
+            since the previous frame, for a file sink to copy unchanged before this frame.
     """
 
     index: int
     pts: int | None
     time_base: Fraction | None
     captured: float | None = None
+    packets: list = field(default_factory=list)
 
 
 @dataclass

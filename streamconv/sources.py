@@ -86,6 +86,8 @@ class FileSource(Source):
         path: anything FFmpeg opens (a file path or URL).
         video_stream: index among the input's video streams (0 = the first).
         threads: decoder threading ("AUTO", "FRAME", "SLICE" or "NONE").
+        copy_streams: pass the input's audio and subtitle packets along with the frames
+            (``FrameMeta.packets``), for a file output to copy them unchanged.
 
     Frames are (H, W, 3) uint8 RGB in host memory; each carries the decoder's pts and
     the stream's time base. Packets that fail to decode are skipped and counted in
@@ -94,7 +96,8 @@ class FileSource(Source):
 
     name = "file"
 
-    def __init__(self, path: str | Path, *, video_stream: int = 0, threads: str = "AUTO") -> None:
+    def __init__(self, path: str | Path, *, video_stream: int = 0, threads: str = "AUTO",
+                 copy_streams: bool = True) -> None:
         self.path = str(path)
         self.decode_errors = 0
         self._container = None
@@ -130,12 +133,22 @@ class FileSource(Source):
         self.time_base = Fraction(self._stream.time_base or Fraction(1, 1000))
         self.frame_count = _frame_count(self._stream, self.frame_rate)
         self.other_streams = [s for s in self._container.streams if s is not self._stream]
+        self.copied_streams = [s for s in self.other_streams
+                               if copy_streams and s.type in ("audio", "subtitle")]
+        self._packets: list = []  # copied-stream packets read since the last frame
         self._frames = self._decode()
         self._index = 0
 
     def _decode(self) -> Iterator[av.VideoFrame]:
-        """Demux and decode packet by packet, so one bad packet does not end the stream."""
-        for packet in self._container.demux(self._stream):
+        """Demux and decode packet by packet, so one bad packet does not end the stream.
+
+        Packets of the copied streams are kept, undecoded, for the next frame's metadata.
+        """
+        for packet in self._container.demux([self._stream, *self.copied_streams]):
+            if packet.stream is not self._stream:
+                if packet.size:  # demuxing ends each stream with an empty flush packet
+                    self._packets.append(packet)
+                continue
             try:
                 frames = packet.decode()
             except av.InvalidDataError:
@@ -160,9 +173,15 @@ class FileSource(Source):
         rows = np.frombuffer(plane, np.uint8).reshape(self.height, plane.line_size)
         np.copyto(buffer, rows[:, : self.width * 3].reshape(self.height, self.width, 3))
         pts = frame.pts
-        meta = FrameMeta(self._index, pts, self.time_base if pts is not None else None)
+        meta = FrameMeta(self._index, pts, self.time_base if pts is not None else None,
+                         packets=self.take_packets())
         self._index += 1
         return meta
+
+    def take_packets(self) -> list:
+        """The copied-stream packets read and not yet handed on (after the end: the rest)."""
+        packets, self._packets = self._packets, []
+        return packets
 
     def describe(self) -> str:
         codec = self._stream.codec_context.name
@@ -334,7 +353,8 @@ def open_source(spec: str | Path | Source, **options) -> Source:
 
     Args:
         spec: the SOURCE argument of ``streamconv run``, or a Source (returned as is).
-        options: keyword options passed to FileSource (``video_stream``, ``threads``) or,
+        options: keyword options passed to FileSource (``video_stream``, ``threads``,
+            ``copy_streams``) or,
             for a camera, to WebcamSource (``width``, ``height``, ``fps``, ...).
     """
     if isinstance(spec, Source):

@@ -1,0 +1,111 @@
+"""The input's audio is copied to the output packet for packet; --no-audio leaves it out."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import av
+import numpy as np
+import pytest
+
+import streamconv
+
+FPS, SAMPLE_RATE, SAMPLES = 30, 48000, 1024
+
+
+def make_clip(path, *, frames: int = 30, audio_codec: str = "aac") -> None:
+    """An H.264 clip of ``frames`` 64x48 frames with a stereo sine track of the same length."""
+    with av.open(str(path), "w") as container:
+        video = container.add_stream("libx264", rate=FPS)
+        video.width, video.height, video.pix_fmt = 64, 48, "yuv420p"
+        audio = container.add_stream(audio_codec, rate=SAMPLE_RATE)
+        audio.codec_context.layout = "stereo"
+        for index in range(frames):
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 8 * index, np.uint8), format="rgb24")
+            frame.pts = index
+            for packet in video.encode(frame):
+                container.mux(packet)
+        total = frames * SAMPLE_RATE // FPS
+        for start in range(0, total, SAMPLES):
+            t = (np.arange(SAMPLES) + start) / SAMPLE_RATE
+            wave = (0.3 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)
+            chunk = av.AudioFrame.from_ndarray(np.stack([wave, wave]), format="fltp", layout="stereo")
+            chunk.sample_rate, chunk.pts, chunk.time_base = SAMPLE_RATE, start, Fraction(1, SAMPLE_RATE)
+            for packet in audio.encode(chunk):
+                container.mux(packet)
+        for stream in (video, audio):
+            for packet in stream.encode(None):
+                container.mux(packet)
+
+
+def audio_packets(path) -> list[tuple[float, bytes]]:
+    """(pts in seconds, payload) of every audio packet, in file order."""
+    with av.open(str(path)) as container:
+        if not container.streams.audio:
+            return []
+        stream = container.streams.audio[0]
+        return [(float(p.pts * p.time_base), bytes(p)) for p in container.demux(stream) if p.size]
+
+
+def video_frame_count(path) -> int:
+    with av.open(str(path)) as container:
+        return sum(1 for _ in container.decode(video=0))
+
+
+@pytest.fixture
+def clip(tmp_path):
+    path = tmp_path / "with_audio.mp4"
+    make_clip(path)
+    return path
+
+
+def test_audio_is_copied_packet_for_packet(cli, clip, tmp_path):
+    out = tmp_path / "out.mp4"
+    result = cli("run", str(clip), "-o", str(out), "--filter", "box:size=3", "--no-progress", "-q")
+    assert result.returncode == 0, result.stderr
+    source = audio_packets(clip)
+    assert len(source) >= 28 and audio_packets(out) == source
+    assert video_frame_count(out) == 30
+
+
+def test_no_audio_leaves_it_out(cli, clip, tmp_path):
+    out = tmp_path / "silent.mp4"
+    result = cli("run", str(clip), "-o", str(out), "--no-audio", "-q")
+    assert result.returncode == 0, result.stderr
+    with av.open(str(out)) as container:
+        assert [s.type for s in container.streams] == ["video"]
+
+
+def test_a_stream_the_container_cannot_hold_is_left_out_with_a_warning(cli, clip, tmp_path):
+    out = tmp_path / "out.webm"
+    result = cli("run", str(clip), "-o", str(out), "--codec", "libvpx-vp9", "--pix-fmt", "yuv420p", "-q")
+    assert result.returncode == 0, result.stderr
+    assert "audio stream 1 (aac) cannot be stored in .webm; not copied" in result.stderr
+    assert audio_packets(out) == [] and video_frame_count(out) == 30
+
+
+def test_max_frames_keeps_the_audio_up_to_the_last_frame(cli, clip, tmp_path):
+    out = tmp_path / "short.mp4"
+    result = cli("run", str(clip), "-o", str(out), "--max-frames", "10", "-q")
+    assert result.returncode == 0, result.stderr
+    copied, source = audio_packets(out), audio_packets(clip)
+    assert 0 < len(copied) < len(source) and copied == source[: len(copied)]
+    assert copied[-1][0] <= 10 / FPS + 2 * SAMPLES / SAMPLE_RATE  # nothing far past the last frame
+
+
+def first_video_time(path) -> float:
+    with av.open(str(path)) as container:
+        return float(next(container.decode(video=0)).time)
+
+
+def test_pipeline_from_python_copies_audio_into_matroska(clip, tmp_path):
+    out = tmp_path / "api.mkv"
+    stats = streamconv.Pipeline(streamconv.FileSource(clip), ["edge"], str(out), backend="cpu").run()
+    assert stats.frames == 30
+    copied, source = audio_packets(out), audio_packets(clip)
+    assert [data for _, data in copied] == [data for _, data in source]
+    # Matroska keeps 1 ms timestamps and shifts every stream so none starts below 0 (the AAC
+    # priming packet): spacing and audio/video offset stay within that millisecond.
+    shift = copied[0][0] - source[0][0]
+    assert all(abs(c - s - shift) <= 0.001 for (c, _), (s, _) in zip(copied, source))
+    assert abs(first_video_time(out) - first_video_time(clip) - shift) <= 0.001
