@@ -1,0 +1,213 @@
+"""End-to-end throughput: is a transcode through streamconv as fast as the codec allows?
+
+    python benchmarks/pipeline.py [--sizes 1080p,4K] [--frames N] [--backend cuda] [--json PATH]
+
+For each size, one generated H.264 clip (a moving test pattern with noise, so the codec
+has real work), then frames per second of:
+  decode            PyAV decoding alone (the clip's yuv420p frames, decoder threads on)
+  decode+rgb        decoding and converting each frame to RGB, as streamconv's reader does
+  encode            libx264 ultrafast encoding alone, from yuv420p frames already in memory
+  naive loop        the obvious serial PyAV + cv2.filter2D loop: decode, to RGB, 5x5 box,
+                    from RGB, encode, one frame at a time
+  streamconv null   streamconv file -> 5x5 box -> nothing (decode and filter only)
+  streamconv file   streamconv file -> 5x5 box -> libx264 ultrafast file
+Targets (on the GPU machine, CUDA backend): file >= 0.95 x encode, null >= 0.9 x decode,
+file >= 1.8 x the naive loop at 1080p. The streamconv outputs are checked against the CPU
+backend on a few frames first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import tempfile
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import av  # noqa: E402  (after cv2: see streamconv.display.check_import_order)
+
+import streamconv  # noqa: E402
+
+import benchinfo  # noqa: E402
+from streamconv.backends.cpu import CpuBackend  # noqa: E402
+from streamconv.filters import parse_chain  # noqa: E402
+
+SIZES = {"360p": (640, 360), "720p": (1280, 720), "1080p": (1920, 1080), "4K": (3840, 2160)}
+SPEC = "box:size=5"
+ENCODE_OPTIONS = {"preset": "ultrafast"}
+FPS = 30
+
+
+def make_clip(path: Path, width: int, height: int, frames: int) -> None:
+    """An H.264 clip of a moving pattern with light noise (the noise keeps the codec busy)."""
+    pattern = streamconv.TestPattern(width, height, fps=FPS, frames=frames)
+    noise = np.random.default_rng(1).integers(0, 24, (4, height, width, 3), dtype=np.uint8)
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=FPS)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        stream.options = {"preset": "veryfast", "crf": "23"}
+        stream.thread_type = "AUTO"
+        for index, frame in enumerate(pattern):
+            frame += noise[index % len(noise)]
+            video = av.VideoFrame.from_ndarray(frame, format="rgb24")
+            video.pts = index
+            for packet in stream.encode(video):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+
+
+def fps_of(run, frames: int) -> float:
+    begin = time.perf_counter()
+    counted = run()
+    elapsed = time.perf_counter() - begin
+    if counted != frames:
+        raise SystemExit(f"expected {frames} frames, got {counted}")
+    return frames / elapsed
+
+
+def decode_only(clip: Path, *, rgb: bool) -> int:
+    count = 0
+    with av.open(str(clip)) as container:
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        for frame in container.decode(stream):
+            if rgb:
+                frame.to_ndarray(format="rgb24")
+            count += 1
+    return count
+
+
+def yuv_frames(clip: Path, count: int) -> list:
+    """Up to ``count`` decoded yuv420p frames of the clip, kept in memory."""
+    frames = []
+    with av.open(str(clip)) as container:
+        for frame in container.decode(video=0):
+            frames.append(frame)
+            if len(frames) == count:
+                break
+    return frames
+
+
+def encode_only(frames: list, total: int, out: Path, width: int, height: int) -> int:
+    with av.open(str(out), "w") as container:
+        stream = container.add_stream("libx264", rate=FPS)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        stream.options = dict(ENCODE_OPTIONS)
+        stream.thread_type = "AUTO"
+        for index in range(total):
+            frame = frames[index % len(frames)]
+            frame.pts = index
+            frame.time_base = Fraction(1, FPS)
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    return total
+
+
+def naive_loop(clip: Path, out: Path) -> int:
+    """The serial loop streamconv must beat: every step waits for the one before."""
+    kernel = np.full((5, 5), 1 / 25, np.float32)
+    count = 0
+    with av.open(str(clip)) as source, av.open(str(out), "w") as target:
+        video_in = source.streams.video[0]
+        video_in.thread_type = "AUTO"
+        stream = target.add_stream("libx264", rate=FPS)
+        stream.width, stream.height, stream.pix_fmt = video_in.width, video_in.height, "yuv420p"
+        stream.options = dict(ENCODE_OPTIONS)
+        stream.thread_type = "AUTO"
+        for frame in source.decode(video_in):
+            rgb = frame.to_ndarray(format="rgb24")
+            filtered = cv2.filter2D(rgb, -1, kernel, borderType=cv2.BORDER_REFLECT_101)
+            video = av.VideoFrame.from_ndarray(filtered, format="rgb24")
+            video.pts = count
+            for packet in stream.encode(video):
+                target.mux(packet)
+            count += 1
+        for packet in stream.encode(None):
+            target.mux(packet)
+    return count
+
+
+def streamconv_run(clip: Path, out: Path | None, backend: str) -> int:
+    sink_options = {"preset": "ultrafast", "overwrite": True} if out is not None else None
+    stats = streamconv.Pipeline(streamconv.FileSource(clip), [SPEC], str(out) if out else None,
+                                backend=backend, sink_options=sink_options).run()
+    return stats.frames
+
+
+def check(clip: Path, backend: str) -> int:
+    """Max |streamconv - CPU backend| over the clip's first frames."""
+    got = []
+    streamconv.Pipeline(streamconv.FileSource(clip), [SPEC],
+                        streamconv.CallbackSink(lambda frame, meta: got.append(frame.copy())),
+                        backend=backend, max_frames=3).run()
+    cpu = CpuBackend(parse_chain([SPEC]))
+    with streamconv.FileSource(clip) as source:
+        expected = [cpu.apply(frame) for frame, _ in zip(source, range(3))]
+    worst = max(int(np.abs(a.astype(int) - b.astype(int)).max()) for a, b in zip(got, expected))
+    if worst > 1:
+        raise SystemExit(f"{backend} output differs from the CPU backend by {worst} LSB")
+    return worst
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1080p,4K", help=f"comma-separated, of {', '.join(SIZES)}")
+    parser.add_argument("--frames", type=int, default=300, help="frames per clip (default 300)")
+    parser.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument("--json", default="pipeline.json")
+    args = parser.parse_args()
+    backend = streamconv.backends.resolve_backend(args.backend)
+    result = {"environment": {"python": platform.python_version(), "av": av.__version__,
+                              "opencv": cv2.__version__, "streamconv": streamconv.__version__,
+                              "cores": __import__("os").cpu_count(), "commit": benchinfo.commit(),
+                              "backend": backend},
+              "filter": SPEC, "encoder": {"codec": "libx264", **ENCODE_OPTIONS}, "sizes": []}
+    with tempfile.TemporaryDirectory() as folder:
+        work = Path(folder)
+        for label in args.sizes.split(","):
+            width, height = SIZES[label.strip()]
+            clip = work / f"{label}.mp4"
+            make_clip(clip, width, height, args.frames)
+            worst = check(clip, backend)
+            frames = yuv_frames(clip, 30)
+            row = {
+                "size": label, "frames": args.frames, "max_lsb_vs_cpu": worst,
+                "decode": fps_of(lambda: decode_only(clip, rgb=False), args.frames),
+                "decode_rgb": fps_of(lambda: decode_only(clip, rgb=True), args.frames),
+                "encode": fps_of(lambda: encode_only(frames, args.frames, work / "enc.mp4", width, height),
+                                 args.frames),
+                "naive": fps_of(lambda: naive_loop(clip, work / "naive.mp4"), args.frames),
+                "streamconv_null": fps_of(lambda: streamconv_run(clip, None, backend), args.frames),
+                "streamconv_file": fps_of(lambda: streamconv_run(clip, work / "sc.mp4", backend), args.frames),
+            }
+            row["file_over_encode"] = row["streamconv_file"] / row["encode"]
+            row["null_over_decode"] = row["streamconv_null"] / row["decode"]
+            row["file_over_naive"] = row["streamconv_file"] / row["naive"]
+            result["sizes"].append(row)
+    Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+
+    env = result["environment"]
+    print(f"\nstreamconv {SPEC} on {backend}, libx264 ultrafast, {env['cores']} cores, commit {env['commit']}")
+    columns = ("decode", "decode_rgb", "encode", "naive", "streamconv_null", "streamconv_file")
+    print(f"{'size':<7}" + "".join(f"{c:>16}" for c in columns) + "   (frames/s)")
+    for row in result["sizes"]:
+        print(f"{row['size']:<7}" + "".join(f"{row[c]:>16.1f}" for c in columns))
+    print(f"\n{'size':<7}{'file/encode':>13}{'null/decode':>13}{'file/naive':>12}   targets 0.95, 0.9, 1.8 (1080p)")
+    for row in result["sizes"]:
+        print(f"{row['size']:<7}{row['file_over_encode']:>13.2f}{row['null_over_decode']:>13.2f}"
+              f"{row['file_over_naive']:>12.2f}")
+
+
+if __name__ == "__main__":
+    main()
