@@ -17,6 +17,7 @@ import cv2  # noqa: F401  (before av: see streamconv.display.check_import_order)
 import av
 import numpy as np
 
+from .colour import ColourTags, rgb_to_frame
 from .errors import OutputError, StreamError
 from .slots import FrameMeta
 
@@ -194,6 +195,8 @@ class FileSink(Sink):
         options: extra encoder options.
         copy_streams: input streams (PyAV) whose packets arrive in ``FrameMeta.packets`` and
             are copied unchanged; one the container cannot hold is left out with a warning.
+        colour: the input's colour tags: RGB is converted back to YUV with its matrix and
+            range, and the output is tagged alike (None: FFmpeg's defaults, untagged).
     """
 
     name = "file"
@@ -202,10 +205,11 @@ class FileSink(Sink):
                  time_base: Fraction | None = None, codec: str = "libx264",
                  pix_fmt: str = "yuv420p", crf: float | None = None, preset: str | None = None,
                  overwrite: bool = False, options: dict[str, str] | None = None,
-                 copy_streams: Sequence = ()) -> None:
+                 copy_streams: Sequence = (), colour: ColourTags | None = None) -> None:
         self.path = check_output_path(path, overwrite=overwrite)
         self._copy_streams = list(copy_streams)
         self._copies: dict[int, object] = {}  # input stream index -> output stream
+        self._colour = colour
         self._temp = self.path.with_name(f".{self.path.stem}.partial{self.path.suffix}")
         self.width, self.height = width, height
         self.codec_name = codec
@@ -260,6 +264,8 @@ class FileSink(Sink):
                 stream.codec_context.time_base = self._time_base
             stream.options = self._codec_options
             stream.thread_type = "AUTO"
+            if self._colour is not None:
+                self._colour.tag(stream.codec_context)
             self._stream = stream
         except (av.FFmpegError, ValueError, TypeError) as exc:
             self.abort()
@@ -310,7 +316,7 @@ class FileSink(Sink):
             pad[self.height:, : self.width] = frame[-1:]
             pad[:, self.width:] = pad[:, self.width - 1: self.width]
             frame = pad
-        video = av.VideoFrame.from_numpy_buffer(np.ascontiguousarray(frame), format="rgb24")
+        video = rgb_to_frame(np.ascontiguousarray(frame), self._pix_fmt, self._colour)
         video.pts = self._pts(meta)
         video.time_base = self._time_base
         try:
@@ -403,5 +409,6 @@ def open_sink(output: str | Path | Sink | None, *, like=None, **options) -> Sink
     if like is None:
         raise ValueError("open_sink needs the source (like=...) to size a file output")
     options.setdefault("copy_streams", getattr(like, "copied_streams", ()))
+    options.setdefault("colour", getattr(like, "colour", None))
     return FileSink(output, width=like.width, height=like.height, frame_rate=like.frame_rate,
                     time_base=like.time_base, **options)

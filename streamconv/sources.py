@@ -18,6 +18,7 @@ import cv2  # noqa: F401  (before av: see streamconv.display.check_import_order)
 import av
 import numpy as np
 
+from .colour import ColourTags, frame_to_rgb
 from .errors import FrameFormatError, InputError, NoVideoStreamError, StreamError
 from .frames import as_hwc
 from .slots import FrameMeta
@@ -132,6 +133,7 @@ class FileSource(Source):
         self.frame_rate = Fraction(rate)
         self.time_base = Fraction(self._stream.time_base or Fraction(1, 1000))
         self.frame_count = _frame_count(self._stream, self.frame_rate)
+        self.colour = ColourTags.of(context)
         self.other_streams = [s for s in self._container.streams if s is not self._stream]
         self.copied_streams = [s for s in self.other_streams
                                if copy_streams and s.type in ("audio", "subtitle")]
@@ -168,7 +170,7 @@ class FileSource(Source):
                 f"frame size changed mid-stream: {self.width}x{self.height} -> "
                 f"{frame.width}x{frame.height} at frame {self._index} (not supported)"
             )
-        rgb = frame.reformat(format="rgb24")
+        rgb = frame_to_rgb(frame)
         plane = rgb.planes[0]
         rows = np.frombuffer(plane, np.uint8).reshape(self.height, plane.line_size)
         np.copyto(buffer, rows[:, : self.width * 3].reshape(self.height, self.width, 3))

@@ -1,0 +1,77 @@
+"""Colour between a file's YUV and the RGB frames the filters see: matrix and range honoured.
+
+A decoded frame says how its YUV maps to RGB (BT.601 or BT.709 matrix, limited or full
+range). Converting with the wrong one shifts every colour (a BT.709 clip read as BT.601
+moves Y by up to 20 levels), so the reader converts with the frame's own, and the writer
+converts back with the same and tags the output alike. Untagged video gets FFmpeg's
+defaults both ways (BT.601, limited range), which round-trips too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import av
+import numpy as np
+from av.video.reformatter import ColorRange, Colorspace
+
+# FFmpeg's AVColorSpace numbers -> the matrices its scaler knows.
+_MATRICES = {1: Colorspace.ITU709, 4: Colorspace.FCC, 5: Colorspace.ITU601, 6: Colorspace.ITU601,
+             7: Colorspace.SMPTE240M, 9: Colorspace.BT2020, 10: Colorspace.BT2020}
+_FULL_RANGE = 2  # AVCOL_RANGE_JPEG
+UNSPECIFIED = 2  # AVCOL_SPC_UNSPECIFIED, AVCOL_PRI_UNSPECIFIED, AVCOL_TRC_UNSPECIFIED
+
+
+@dataclass(frozen=True)
+class ColourTags:
+    """A stream's colour description, in FFmpeg's numbering (AVColorSpace, AVColorRange, ...).
+
+    Attributes:
+        space: matrix (1 BT.709, 5/6 BT.601, 9 BT.2020, 2 unspecified).
+        range: 1 limited (16..235), 2 full (0..255), 0 unspecified (read as limited).
+        primaries, trc: carried to the output's tags unchanged.
+    """
+
+    space: int = UNSPECIFIED
+    range: int = 0
+    primaries: int = UNSPECIFIED
+    trc: int = UNSPECIFIED
+
+    @classmethod
+    def of(cls, described) -> "ColourTags":
+        """The tags of a decoded frame or a codec context."""
+        return cls(int(described.colorspace), int(described.color_range),
+                   int(described.color_primaries), int(described.color_trc))
+
+    @property
+    def matrix(self) -> Colorspace | None:
+        """The scaler's matrix, or None for its default (BT.601)."""
+        return _MATRICES.get(self.space)
+
+    @property
+    def scaler_range(self) -> ColorRange:
+        return ColorRange.JPEG if self.range == _FULL_RANGE else ColorRange.MPEG
+
+    def tag(self, codec_context) -> None:
+        """Write these tags into an encoder's codec context."""
+        codec_context.colorspace = self.space
+        codec_context.color_range = self.range
+        codec_context.color_primaries = self.primaries
+        codec_context.color_trc = self.trc
+
+
+def frame_to_rgb(frame: av.VideoFrame) -> av.VideoFrame:
+    """The frame as rgb24 (host memory), converted with its own matrix and range."""
+    tags = ColourTags.of(frame)
+    return frame.reformat(format="rgb24", src_colorspace=tags.matrix, src_color_range=tags.scaler_range)
+
+
+def rgb_to_frame(rgb: np.ndarray, pix_fmt: str, tags: ColourTags | None) -> av.VideoFrame:
+    """An (H, W, 3) uint8 RGB host array as a frame of ``pix_fmt``, with ``tags``' matrix and range.
+
+    RGB pixel formats are left to the encoder's own conversion (no matrix involved).
+    """
+    frame = av.VideoFrame.from_numpy_buffer(rgb, format="rgb24")
+    if tags is None or av.VideoFormat(pix_fmt).is_rgb:
+        return frame
+    return frame.reformat(format=pix_fmt, dst_colorspace=tags.matrix, dst_color_range=tags.scaler_range)
