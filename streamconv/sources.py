@@ -134,6 +134,10 @@ class FileSource(Source):
         self.time_base = Fraction(self._stream.time_base or Fraction(1, 1000))
         self.frame_count = _frame_count(self._stream, self.frame_rate)
         self.colour = ColourTags.of(context)
+        depth = max((c.bits for c in context.format.components), default=8) if context.format else 8
+        if depth > 8:
+            log.warning("%s is %d-bit %s: frames are filtered and written with 8 bits per channel",
+                        self.path, depth, context.format.name)
         self.other_streams = [s for s in self._container.streams if s is not self._stream]
         self.copied_streams = [s for s in self.other_streams
                                if copy_streams and s.type in ("audio", "subtitle")]
