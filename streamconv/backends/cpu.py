@@ -1,19 +1,36 @@
 """The CPU reference backend: NumPy/OpenCV, float32 accumulation, the test oracle for every other backend.
 
-Semantics (DESIGN.md): correlation with the same taps on every channel, the border
-padded explicitly by :func:`streamconv.borders.pad_frame`, float32 accumulation,
-round half to even, saturation to 0..255. A bank (``edge``) is sqrt(gx^2 + gy^2).
+Semantics (DESIGN.md): correlation with the same taps on every channel, the border as
+:func:`streamconv.borders.pad_frame` pads it, float32 accumulation, round half to even,
+saturation to 0..255. A bank (``edge``) is sqrt(gx^2 + gy^2).
+
+The output is defined by the straightforward computation: pad the frame to float32,
+``cv2.filter2D`` it (area <= 49) or add up ``cv2.filter2D`` of its 1 x K rows in row order
+(larger kernels: filter2D turns to an inexact DFT from area 50 on some builds), then
+``np.rint`` and ``np.clip``. Each faster path below gives the same bytes, for one of
+two reasons:
+
+- It runs the same float32 operations on the same values. OpenCV's float32 filter
+  rounds alike wherever the same padded row width is filtered: its SIMD part uses FMA
+  and the scalar end of each row does not, so the width is kept, but the rows are
+  independent, and a band of rows gives what the whole frame gives on those rows.
+- Its arithmetic cannot round (exact taps, :func:`_is_exact`), so neither the order
+  of the additions nor FMA can change a sum.
 """
 
 from __future__ import annotations
 
+import os
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Sequence
 
 import cv2
 import numpy as np
 
-from ..borders import DEFAULT_BORDER, check_border, pad_frame
+from ..borders import CV_BORDERS, DEFAULT_BORDER, check_border, pad_frame
 from ..filters import COMBINE_MAGNITUDE, FilterStage
 from ..frames import as_hwc, check_same_shape
 from ..slots import Slot
@@ -22,37 +39,216 @@ from ..slots import Slot
 # larger kernels are summed from 1 x K rows, each well under that.
 _DIRECT_MAX_AREA = 49
 
+# float32 holds every multiple of 1/256 up to 2^16 in magnitude exactly.
+_EXACT_LIMIT = 1 << 16
 
-def correlate(padded: np.ndarray, taps: np.ndarray, height: int, width: int) -> np.ndarray:
+# cv2's float -> uint8 conversion rounds half to even (cvRound) and saturates, but passes
+# through int32 (2^31 and beyond would come out as 0): used only below this bound.
+_CV_ROUND_LIMIT = float(1 << 30)
+
+# Rows per band of the float32 path: small enough that a band's buffers stay in cache,
+# large enough that the Python calls per band do not matter.
+_BAND_ROWS = 64
+
+_pool: tuple[int, ThreadPoolExecutor] | None = None  # (pid that made it, pool)
+_pool_lock = threading.Lock()
+
+
+def _run_bands(function, starts: Sequence[int]) -> None:
+    """Call ``function(start)`` for each band, on a shared pool of as many threads as OpenCV uses.
+
+    OpenCV and NumPy release the GIL, so the bands run in parallel (OpenCV's own threads
+    split a single filter call only on frames of about a megapixel and more).
+    """
+    global _pool
+    threads = cv2.getNumThreads()
+    if len(starts) == 1 or threads <= 1:
+        for start in starts:
+            function(start)
+        return
+    with _pool_lock:
+        if _pool is None or _pool[0] != os.getpid():  # a forked child has none of the threads
+            _pool = (os.getpid(), ThreadPoolExecutor(threads, thread_name_prefix="streamconv-cpu"))
+    for _ in _pool[1].map(function, starts):
+        pass
+
+
+def _is_exact(taps: np.ndarray) -> bool:
+    """Every tap a multiple of 1/256 and 255 * sum|taps| <= 2^16: then every product and every
+    partial sum over uint8 pixels, in any order, is a multiple of 1/256 within 2^16, exact in float32."""
+    scaled = taps.astype(np.float64) * 256
+    return bool(np.array_equal(scaled, np.round(scaled)) and 255 * np.abs(taps).sum() <= _EXACT_LIMIT)
+
+
+def _first_equal_rows(taps: np.ndarray) -> tuple[int, ...]:
+    """For each row of ``taps``, the first row it can share a filter pass with, else itself.
+
+    A row that occurs three times or more (a box kernel, zero rows) is filtered once, over
+    the padded rows all its uses read. A row that occurs twice (a symmetric kernel) is not:
+    the shared pass would grow by the distance between the two and be kept in memory that
+    long, for about no gain (measured on a Gaussian 31x31).
+    """
+    rows = [bytes(row) for row in taps]
+    return tuple(rows.index(row) if rows.count(row) >= 3 else number for number, row in enumerate(rows))
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """How one stage runs, decided once per stage.
+
+    Attributes:
+        table: for 1 x 1 taps, the whole stage as a 256-entry uint8 table, computed with the
+            reference's own float32 operations (so equal by construction); else None.
+        identity: ``table`` maps every value to itself (a copy is enough).
+        direct: a single exact tap matrix of area <= 49: ``cv2.filter2D`` from uint8 straight
+            to uint8 with OpenCV's border; it rounds half to even and saturates like ``np.rint``
+            and ``np.clip``, and exact sums leave nothing to round differently.
+        cv_round: |result| < 2^30, so ``cv2.add(acc, 0.0, dtype=CV_8U)`` rounds and saturates.
+        first_rows: per tap matrix of area > 49, ``_first_equal_rows`` (rows filtered together).
+    """
+
+    table: np.ndarray | None
+    identity: bool
+    direct: bool
+    cv_round: bool
+    first_rows: tuple[tuple[int, ...], ...]
+
+
+def _round_numpy(dst: np.ndarray, acc: np.ndarray) -> None:
+    """dst = clip(rint(acc), 0, 255): the reference rounding, for any magnitude (acc is overwritten)."""
+    np.rint(acc, out=acc)
+    np.clip(acc, 0, 255, out=acc)
+    np.copyto(dst, acc, casting="unsafe")
+
+
+def _magnitude_numpy(gx: np.ndarray, gy: np.ndarray) -> np.ndarray:
+    """sqrt(gx*gx + gy*gy) in float32, rounded as the reference rounds it; overwrites both, returns gx."""
+    np.multiply(gx, gx, out=gx)
+    np.multiply(gy, gy, out=gy)
+    np.add(gx, gy, out=gx)
+    return np.sqrt(gx, out=gx)
+
+
+def make_plan(stage: FilterStage) -> StagePlan:
+    """Decide how ``stage`` runs (see :class:`StagePlan`)."""
+    taps = stage.taps
+    magnitude = stage.combine == COMBINE_MAGNITUDE
+    reach = 255 * sum(float(np.abs(t).sum()) for t in taps)  # bounds |sum| and the magnitude
+    table = None
+    if stage.size == 1:
+        values = np.arange(256, dtype=np.float32)
+        sums = [values * np.float32(t[0, 0]) for t in taps]
+        acc = _magnitude_numpy(*sums) if magnitude else sums[0]
+        table = np.empty(256, np.uint8)
+        _round_numpy(table, acc)
+    exact = all(_is_exact(t) for t in taps)
+    large = stage.size ** 2 > _DIRECT_MAX_AREA
+    return StagePlan(
+        table=table,
+        identity=table is not None and np.array_equal(table, np.arange(256)),
+        direct=exact and not magnitude and not large,
+        cv_round=reach < _CV_ROUND_LIMIT,
+        first_rows=tuple(_first_equal_rows(t) for t in taps) if large else (),
+    )
+
+
+class _Scratch(threading.local):
+    """Per-thread buffers kept between calls, one per name; a request for fewer rows gets a view."""
+
+    def get(self, name: str, shape: tuple[int, ...], dtype=np.float32) -> np.ndarray:
+        array = self.__dict__.get(name)
+        if array is None or array.shape[1:] != shape[1:] or array.shape[0] < shape[0] or array.dtype != dtype:
+            array = self.__dict__[name] = np.empty(shape, dtype)
+        return array[:shape[0]]
+
+
+def _plane(array: np.ndarray) -> np.ndarray:
+    """OpenCV's view of an (H, W, C) array: (H, W) for one channel, else the array."""
+    return array[:, :, 0] if array.shape[2] == 1 else array
+
+
+def _into(dst: np.ndarray, result: np.ndarray) -> None:
+    """OpenCV writes into ``dst=`` when it can, else returns a new array: copy that one."""
+    if result is not dst:
+        np.copyto(dst, result.reshape(dst.shape))
+
+
+def _filter_into(dst: np.ndarray, src: np.ndarray, taps: np.ndarray,
+                 border: int = cv2.BORDER_CONSTANT) -> None:
+    """dst = cv2.filter2D(src, taps) for (H, W, C) arrays, in dst's depth."""
+    depth = cv2.CV_8U if dst.dtype == np.uint8 else cv2.CV_32F
+    plane = _plane(dst)
+    _into(plane, cv2.filter2D(_plane(src), depth, taps, dst=plane, borderType=border))
+
+
+def correlate(padded: np.ndarray, taps: np.ndarray, height: int, width: int, *,
+              first_rows: Sequence[int] | None = None, scratch: _Scratch | None = None,
+              name: str = "sum") -> np.ndarray:
     """Valid-mode correlation of a padded frame with one tap matrix, in float32.
 
     Args:
         padded: (H + 2R, W + 2R, C) float32 host array.
         taps: (K, K) float32 host array, K = 2R + 1.
         height, width: H and W of the result.
+        first_rows: ``_first_equal_rows(taps)`` (kernels of area > 49), computed if not given.
+        scratch, name: where the result and work buffers live (new arrays if no scratch).
 
     Returns:
-        (H, W, C) float32 host array of unrounded sums.
+        (H, W, C) float32 host array of unrounded sums, a view into ``scratch``.
     """
+    scratch = scratch or _Scratch()
     size = taps.shape[0]
     radius = size // 2
-    channels = padded.shape[2]
-    image = padded[:, :, 0] if channels == 1 else padded
     if size == 1:
-        result = image[:height, :width] * np.float32(taps[0, 0])
-    elif size * size <= _DIRECT_MAX_AREA:
-        full = cv2.filter2D(image, cv2.CV_32F, taps, borderType=cv2.BORDER_CONSTANT)
-        result = full[radius:radius + height, radius:radius + width]
+        return np.multiply(padded, np.float32(taps[0, 0]), out=scratch.get(name, padded.shape))
+    if size * size <= _DIRECT_MAX_AREA:
+        full = scratch.get(name, padded.shape)
+        _filter_into(full, padded, taps)
+        return full[radius:radius + height, radius:radius + width]
+    # The reference adds the 1 x K row correlations in row order (those float32 additions are
+    # part of its rounding) and so does this; rows that share a pass (``_first_equal_rows``)
+    # are filtered once over the padded rows they all read, and sliced for each.
+    first_rows = first_rows or _first_equal_rows(taps)
+    last_use = {first: row for row, first in enumerate(first_rows)}
+    result = scratch.get(name, (height, width, padded.shape[2]))
+    filtered: dict[int, np.ndarray] = {}  # first row -> its taps over padded rows first..last_use + H
+    for row, first in enumerate(first_rows):
+        if first == row:
+            shared = last_use[row] > row
+            filtered[row] = scratch.get(f"{name}.row{row}" if shared else f"{name}.row",
+                                        (last_use[row] - row + height,) + padded.shape[1:])
+            _filter_into(filtered[row], padded[row:last_use[row] + height], taps[row:row + 1])
+        line = filtered[first][row - first:row - first + height, radius:radius + width]
+        if row == 0:
+            np.copyto(result, line)
+        else:
+            np.add(result, line, out=result)
+    return result
+
+
+def _float_band(dst: np.ndarray, padded: np.ndarray, stage: FilterStage, plan: StagePlan,
+                start: int, stop: int, scratch: _Scratch) -> None:
+    """Rows start..stop of one stage the reference's way: float32 sums of the padded frame, rounded."""
+    radius = stage.radius
+    height = stop - start
+    width = dst.shape[1]
+    band = scratch.get("band", (height + 2 * radius,) + padded.shape[1:])
+    np.copyto(band, padded[start:stop + 2 * radius])  # uint8 -> float32, exact
+    sums = [correlate(band, taps, height, width, scratch=scratch, name=f"sum{i}",
+                      first_rows=plan.first_rows[i] if plan.first_rows else None)
+            for i, taps in enumerate(stage.taps)]
+    # Not cv2.magnitude: its square root is not correctly rounded (sqrt(49) = 7.0000005).
+    acc = _magnitude_numpy(*sums) if stage.combine == COMBINE_MAGNITUDE else sums[0]
+    out = dst[start:stop]
+    if plan.cv_round:
+        # saturate_cast<uchar>(x + 0.0): cvRound (half to even), then clamped to 0..255.
+        _into(_plane(out), cv2.add(_plane(acc), 0.0, dst=_plane(out), dtype=cv2.CV_8U))
     else:
-        result = np.zeros((height, width) + image.shape[2:], dtype=np.float32)
-        for row in range(size):
-            band = image[row:row + height]
-            line = cv2.filter2D(band, cv2.CV_32F, taps[row:row + 1], borderType=cv2.BORDER_CONSTANT)
-            result += line[:, radius:radius + width]
-    return result.reshape(height, width, channels)
+        _round_numpy(out, acc)
 
 
-def apply_filter_into(dst: np.ndarray, src: np.ndarray, stage: FilterStage, border: str) -> None:
+def apply_filter_into(dst: np.ndarray, src: np.ndarray, stage: FilterStage, border: str,
+                      plan: StagePlan | None = None, scratch: _Scratch | None = None) -> None:
     """Run one filter stage on the CPU: dst = round(correlate(src)), saturated to uint8.
 
     Args:
@@ -60,18 +256,27 @@ def apply_filter_into(dst: np.ndarray, src: np.ndarray, stage: FilterStage, bord
         src: (H, W, C) uint8 host array, read; may not alias dst.
         stage: the filter (single taps or a magnitude bank).
         border: one of streamconv.borders.BORDER_MODES.
+        plan: ``make_plan(stage)``, made here if not given.
+        scratch: buffers kept between calls, made here if not given.
     """
-    height, width = src.shape[:2]
-    padded = pad_frame(src, stage.radius, border)
-    sums = [correlate(padded, taps, height, width) for taps in stage.taps]
-    if stage.combine == COMBINE_MAGNITUDE:
-        gx, gy = sums
-        acc = np.sqrt(gx * gx + gy * gy)
+    plan = plan or make_plan(stage)
+    scratch = scratch or _Scratch()
+    if plan.identity:
+        np.copyto(dst, src)
+    elif plan.table is not None:
+        _into(_plane(dst), cv2.LUT(_plane(src), plan.table, dst=_plane(dst)))
+    elif plan.direct:
+        _filter_into(dst, src, stage.taps[0], CV_BORDERS[border])
     else:
-        (acc,) = sums
-    np.rint(acc, out=acc)
-    np.clip(acc, 0, 255, out=acc)
-    np.copyto(dst, acc, casting="unsafe")
+        # Pad once in uint8; bands of rows then run on the pool, each converting its own rows to
+        # float32 and finishing them while they are in cache.
+        padded = pad_frame(src, stage.radius, border, dtype=np.uint8)
+        height = src.shape[0]
+
+        def band(start: int) -> None:
+            _float_band(dst, padded, stage, plan, start, min(start + _BAND_ROWS, height), scratch)
+
+        _run_bands(band, range(0, height, _BAND_ROWS))
 
 
 class CpuBackend:
@@ -87,6 +292,9 @@ class CpuBackend:
     def __init__(self, filters: Sequence[FilterStage], *, border: str = DEFAULT_BORDER) -> None:
         self.filters = list(filters)
         self.border = check_border(border)
+        self._plans = [make_plan(stage) for stage in self.filters]
+        self._scratch = [_Scratch() for _ in self.filters]  # per stage: band buffers differ in shape
+        self._frames = _Scratch()  # the intermediate frames of a chain
 
     def describe(self) -> str:
         """One line naming the backend, for logs."""
@@ -100,9 +308,11 @@ class CpuBackend:
             np.copyto(dst3, src3)
             return
         current = src3
-        for number, stage in enumerate(self.filters):
-            target = dst3 if number == len(self.filters) - 1 else np.empty_like(src3)
-            apply_filter_into(target, current, stage, self.border)
+        last = len(self.filters) - 1
+        for number, (stage, plan, scratch) in enumerate(zip(self.filters, self._plans, self._scratch)):
+            # Intermediate frames alternate between two buffers kept for the next frame.
+            target = dst3 if number == last else self._frames.get(f"frame{number % 2}", src3.shape, np.uint8)
+            apply_filter_into(target, current, stage, self.border, plan, scratch)
             current = target
 
     def apply(self, src: np.ndarray) -> np.ndarray:
