@@ -69,9 +69,15 @@ def frame_to_rgb(frame: av.VideoFrame) -> av.VideoFrame:
 def rgb_to_frame(rgb: np.ndarray, pix_fmt: str, tags: ColourTags | None) -> av.VideoFrame:
     """An (H, W, 3) uint8 RGB host array as a frame of ``pix_fmt``, with ``tags``' matrix and range.
 
-    RGB pixel formats are left to the encoder's own conversion (no matrix involved).
+    ``tags`` None leaves the conversion to the encoder: FFmpeg's defaults for a YUV format,
+    and no matrix at all for an RGB one (see :func:`yuv_tags`).
     """
     frame = av.VideoFrame.from_numpy_buffer(rgb, format="rgb24")
-    if tags is None or av.VideoFormat(pix_fmt).is_rgb:
+    if tags is None:
         return frame
     return frame.reformat(format=pix_fmt, dst_colorspace=tags.matrix, dst_color_range=tags.scaler_range)
+
+
+def yuv_tags(pix_fmt: str, tags: ColourTags | None) -> ColourTags | None:
+    """``tags`` if converting RGB to ``pix_fmt`` needs a matrix (a YUV format), else None."""
+    return None if tags is None or av.VideoFormat(pix_fmt).is_rgb else tags

@@ -17,7 +17,7 @@ import cv2  # noqa: F401  (before av: see streamconv.display.check_import_order)
 import av
 import numpy as np
 
-from .colour import ColourTags, rgb_to_frame
+from .colour import ColourTags, rgb_to_frame, yuv_tags
 from .errors import OutputError, StreamError
 from .slots import FrameMeta
 
@@ -210,6 +210,7 @@ class FileSink(Sink):
         self._copy_streams = list(copy_streams)
         self._copies: dict[int, object] = {}  # input stream index -> output stream
         self._colour = colour
+        self._conversion = yuv_tags(pix_fmt, colour)  # fixed per sink: decided once, not per frame
         self._temp = self.path.with_name(f".{self.path.stem}.partial{self.path.suffix}")
         self.width, self.height = width, height
         self.codec_name = codec
@@ -316,7 +317,7 @@ class FileSink(Sink):
             pad[self.height:, : self.width] = frame[-1:]
             pad[:, self.width:] = pad[:, self.width - 1: self.width]
             frame = pad
-        video = rgb_to_frame(np.ascontiguousarray(frame), self._pix_fmt, self._colour)
+        video = rgb_to_frame(np.ascontiguousarray(frame), self._pix_fmt, self._conversion)
         video.pts = self._pts(meta)
         video.time_base = self._time_base
         try:
