@@ -31,6 +31,7 @@ import streamconv  # noqa: E402
 
 import benchinfo  # noqa: E402
 from streamconv.backends.cpu import CpuBackend  # noqa: E402
+from streamconv.bench import copy_bandwidth, time_launches  # noqa: E402
 from streamconv.backends.cuda import CudaBackend  # noqa: E402
 from streamconv.filters import FilterStage, validate_taps  # noqa: E402
 
@@ -53,41 +54,6 @@ def check(backend: CudaBackend, stage: FilterStage, frame: np.ndarray) -> int:
     if worst > 1:
         raise SystemExit(f"GPU result differs from the CPU oracle by {worst} LSB (K={stage.size})")
     return worst
-
-
-def copy_bandwidth(driver) -> float:
-    """Device-to-device copy GB/s, counting bytes read and written (median of 20)."""
-    nbytes = 512 * 2**20
-    src, dst = driver.mem_alloc(nbytes), driver.mem_alloc(nbytes)
-    driver.memset_d8(src, 7, nbytes)
-    start, end = driver.Event(), driver.Event()
-    times = []
-    for _ in range(25):
-        start.record()
-        driver.memcpy_dtod(dst, src, nbytes)
-        end.record()
-        end.synchronize()
-        times.append(end.time_since(start) / 1e3)
-    src.free()
-    dst.free()
-    return 2 * nbytes / statistics.median(times[5:]) / 1e9
-
-
-def time_kernel(backend: CudaBackend, slots, driver, repeats: int) -> float:
-    """Median seconds per launch of the chain, rotating over the slots' device buffers."""
-    stream = driver.Stream()
-    start, end = driver.Event(), driver.Event()
-    for slot in slots * 3:  # warm-up
-        backend.launch_kernels(slot, stream)
-    samples = []
-    for _ in range(repeats):
-        start.record(stream)
-        for slot in slots * 5:
-            backend.launch_kernels(slot, stream)
-        end.record(stream)
-        end.synchronize()
-        samples.append(end.time_since(start) / 1e3 / (5 * len(slots)))
-    return statistics.median(samples)
 
 
 def time_cv2(frame: np.ndarray, taps: np.ndarray, repeats: int) -> float:
@@ -162,7 +128,8 @@ def main() -> None:
     rng = np.random.default_rng()
     result = {"environment": environment(driver), "kernels": [], "stage": []}
     major, minor = driver.Device(0).compute_capability()
-    kernels.precompile([kernels.conv2d_defines(k // 2, 3, 2, 1) for k in KS], f"sm_{major}{minor}", workers=8)
+    kernels.precompile([("conv2d", kernels.conv2d_defines(k // 2, 3, 2, 1)) for k in KS], f"sm_{major}{minor}",
+                       workers=8)
 
     with CudaBackend([]) as probe, probe.activated():
         copy_gbs = copy_bandwidth(driver)
@@ -181,7 +148,7 @@ def main() -> None:
                     for slot in slots:
                         slot.host_in[:] = rng.integers(0, 256, shape, dtype=np.uint8)
                         slot.device.upload(False)  # synchronous 2-D copy
-                    seconds = time_kernel(backend, slots, driver, repeats)
+                    seconds = time_launches(backend, slots, driver, budget_s=repeats * 0.01)
             cv2_seconds = time_cv2(frame, stage.taps[0], max(3, repeats // 5))
             gbs = 2 * frame_bytes / seconds / 1e9
             result["kernels"].append({"size": label, "K": k, "ms": seconds * 1e3, "GBps": gbs,

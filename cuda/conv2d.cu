@@ -35,7 +35,7 @@
 //    bounded; taps come from a shared copy padded with zero rows, so every input row runs the
 //    same straight-line code for all OUT_Y output rows ((OUT_Y + 2R) / K of the minimal FMAs).
 //
-// Macros (the host defines them before this source; defaults below):
+// Macros (the host defines them before this source; defaults below and in conv_common.cuh):
 //   RADIUS 0..15 (K = 2R+1), CHANNELS 1..4, BORDER 0/1/2, BANKS 1 or 2, COMBINE 0 or 1
 //   (BANKS 2 requires COMBINE 1), BLOCK_X, BLOCK_Y (threads), OUT_X (bytes per thread, multiple
 //   of 4), OUT_Y (rows per thread). CONV_LOOPED (optional): 1 forces the looped form, 0 the
@@ -43,21 +43,8 @@
 // Buffers: base pointers aligned to 16 bytes (256 in practice), pitches multiples of 16 (128 in
 // practice) and >= W*C.
 
-#ifndef RADIUS
-#define RADIUS 1
-#endif
-#ifndef CHANNELS
-#define CHANNELS 3
-#endif
-#ifndef BORDER
-#define BORDER 2
-#endif
-#ifndef BANKS
-#define BANKS 1
-#endif
-#ifndef COMBINE
-#define COMBINE 0
-#endif
+#include "conv_common.cuh"
+
 #ifndef BLOCK_X
 #define BLOCK_X 32
 #endif
@@ -74,20 +61,6 @@
 #define CONV_LOOPED (RADIUS >= 4)
 #endif
 
-#define KSIZE (2 * RADIUS + 1)
-
-#if RADIUS < 0 || RADIUS > 15
-#error "RADIUS must be 0..15"
-#endif
-#if CHANNELS < 1 || CHANNELS > 4
-#error "CHANNELS must be 1..4"
-#endif
-#if BORDER < 0 || BORDER > 2
-#error "BORDER must be 0 (zero), 1 (replicate) or 2 (reflect101)"
-#endif
-#if !((BANKS == 1 && COMBINE == 0) || (BANKS == 2 && COMBINE == 1))
-#error "supported: BANKS 1 with COMBINE 0, BANKS 2 with COMBINE 1 (gradient magnitude)"
-#endif
 #if OUT_X < 4 || (OUT_X % 4) != 0
 #error "OUT_X must be a positive multiple of 4"
 #endif
@@ -103,8 +76,8 @@ __constant__ float c_taps[BANKS * KSIZE * KSIZE];
 
 namespace {
 
-constexpr int kK = KSIZE;
-constexpr int kKK = KSIZE * KSIZE;
+using namespace conv;
+
 constexpr int kNT = BLOCK_X * BLOCK_Y;
 constexpr int kTileW = BLOCK_X * OUT_X;    // output bytes per block row
 constexpr int kTileH = BLOCK_Y * OUT_Y;    // output rows per block
@@ -130,60 +103,6 @@ constexpr int kMapW = (BLOCK_X - 1) * OUT_X + kSpan;
 
 static_assert(kMapW * 4 + (CONV_LOOPED ? BANKS * kTapRows * kKP * 4 : 0) <= 48 * 1024,
               "static shared memory over 48 KB: use a smaller tile for this radius");
-
-// Border index mapping; -1 means "reads as zero" (BORDER 0 only).
-__device__ __forceinline__ int map_index(int i, int n) {
-  if ((unsigned)i < (unsigned)n) return i;
-#if BORDER == 0
-  return -1;
-#elif BORDER == 1
-  return i < 0 ? 0 : n - 1;
-#else
-  if (n == 1) return 0;
-  const int period = 2 * n - 2;
-  if (i < 0 && i > -n) return -i;               // usual case: within one frame of the edge
-  if (i >= n && i < period) return period - i;
-  i %= period;
-  if (i < 0) i += period;
-  return i >= n ? period - i : i;
-#endif
-}
-
-// Source byte offset within a row for frame column b (any integer), or -1 for a zero byte.
-__device__ __forceinline__ int map_column(int b, int row_bytes, int width) {
-  if ((unsigned)b < (unsigned)row_bytes) return b;
-  const int p = b >= 0 ? b / CHANNELS : -((CHANNELS - 1 - b) / CHANNELS);  // floor division
-  const int q = map_index(p, width);
-  return q < 0 ? -1 : q * CHANNELS + (b - p * CHANNELS);
-}
-
-// Byte `sel` (0..3) of w as float: the byte becomes the low mantissa of 2^23, 2^23 is then
-// subtracted exactly.
-__device__ __forceinline__ float byte_to_float(unsigned int w, int sel) {
-  return __int_as_float((int)__byte_perm(w, 0x4B000000u, 0x7440u | (unsigned)sel)) - 8388608.0f;
-}
-
-// Round half to even and saturate to 0..255 in one conversion.
-__device__ __forceinline__ unsigned int to_u8(float v) {
-  unsigned int r;
-  asm("cvt.rni.sat.u8.f32 %0, %1;" : "=r"(r) : "f"(v));
-  return r;
-}
-
-__device__ __forceinline__ float finish(float a0, float a1) {
-#if COMBINE == 1
-  // Explicit roundings: no FMA contraction, matching CPU float32 gx*gx + gy*gy.
-  return sqrtf(__fadd_rn(__fmul_rn(a0, a0), __fmul_rn(a1, a1)));
-#else
-  (void)a1;
-  return a0;
-#endif
-}
-
-__device__ __forceinline__ unsigned int pack4(unsigned int b0, unsigned int b1, unsigned int b2,
-                                              unsigned int b3) {
-  return __byte_perm(__byte_perm(b0, b1, 0x0040u), __byte_perm(b2, b3, 0x0040u), 0x5410u);
-}
 
 // Stores OUT_X output bytes (packed in w) of one row: vector stores when the run lies inside
 // the row, byte stores up to W*C otherwise (last block column only).

@@ -12,7 +12,7 @@ from typing import Iterable, Iterator, Sequence, Union
 
 import numpy as np
 
-from .backends import create_backend, resolve_backend
+from .backends import check_kernel_choice, create_backend, resolve_backend
 from .borders import DEFAULT_BORDER, check_border
 from .errors import FilterSpecError, StreamconvError
 from .filters import FilterStage, parse_chain, validate_taps
@@ -53,6 +53,8 @@ class Filter:
         border: ``"reflect101"`` (default), ``"replicate"`` or ``"zero"``.
         backend: ``"auto"`` (CUDA when available, else the CPU with a notice), ``"cpu"``, ``"cuda"``.
         device: CUDA device number.
+        kernel: CUDA kernel variant, ``"auto"`` (default) or a name from
+            ``streamconv.backends.variants.VARIANTS``; the CPU backend ignores it.
 
     Call it from one thread at a time; on the CUDA backend it owns page-locked staging
     buffers and device buffers per frame shape, released by ``close()`` (or ``with``).
@@ -69,11 +71,13 @@ class Filter:
     """
 
     def __init__(self, spec: Spec, *, border: str = DEFAULT_BORDER, backend: str = "auto",
-                 device: int = 0) -> None:
+                 device: int = 0, kernel: str = "auto") -> None:
         self.stages = to_stages(spec)
         self.border = check_border(border)
         self.backend = resolve_backend(backend, device=device)
-        self._engine = create_backend(self.backend, self.stages, border=self.border, device=device)
+        check_kernel_choice(kernel, self.stages, self.backend)
+        self._engine = create_backend(self.backend, self.stages, border=self.border, device=device,
+                                      kernel=kernel)
 
     def __call__(self, frame: np.ndarray) -> np.ndarray:
         """Filter one frame into a new array.
@@ -127,7 +131,7 @@ class StreamFilter:
         spec: as for :class:`Filter`.
         ring: frames in flight (>= 1); 3 overlaps the upload of one frame with the kernel
             of the previous one and the download of the one before.
-        border, backend, device: as for :class:`Filter`.
+        border, backend, device, kernel: as for :class:`Filter`.
 
     Use it from one thread. Buffers are allocated at the first frame and re-allocated
     when the frame shape changes.
@@ -141,16 +145,17 @@ class StreamFilter:
     """
 
     def __init__(self, spec: Spec, *, ring: int = 3, border: str = DEFAULT_BORDER,
-                 backend: str = "auto", device: int = 0) -> None:
+                 backend: str = "auto", device: int = 0, kernel: str = "auto") -> None:
         if not isinstance(ring, int) or ring < 1:
             raise FilterSpecError(f"ring must be an integer >= 1, got {ring!r}")
         self.ring = ring
         self.stages = to_stages(spec)
         self.border = check_border(border)
         self.backend = resolve_backend(backend, device=device)
+        check_kernel_choice(kernel, self.stages, self.backend)
         # An application waits for its own results: spin rather than sleep, for latency.
         self._engine = create_backend(self.backend, self.stages, border=self.border, device=device,
-                                      blocking_sync=False)
+                                      kernel=kernel, blocking_sync=False)
         self._shape: tuple[int, int, int] | None = None
         self._free: list = []
         self._pending: deque = deque()  # (slot, output shape) in submission order

@@ -19,6 +19,7 @@ from typing import Sequence
 
 from . import __version__
 from .backends import BACKENDS, cuda_status
+from .backends.variants import KERNEL_CHOICES
 from .borders import BORDER_MODES, DEFAULT_BORDER
 from .display import KEYS_HELP, DisplaySink, check_display
 from .errors import EXIT_INTERRUPTED, CameraLostError, OutputError, StreamconvError
@@ -93,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--backend", choices=BACKENDS, default="auto",
                      help="auto picks cuda when PyCUDA and a GPU are present (default auto)")
     run.add_argument("--device", type=_non_negative_int, default=0, metavar="N", help="CUDA device number")
+    run.add_argument("--kernel", choices=KERNEL_CHOICES, default="auto", metavar="NAME",
+                     help="CUDA kernel variant: auto (default: separable for rank-1 taps of 5x5 and "
+                          "up, else register-blocked), " + ", ".join(KERNEL_CHOICES[1:]))
     run.add_argument("--ring", type=_positive_int, default=3, metavar="N",
                      help="frames in flight between reader, GPU and writer (default 3)")
     run.add_argument("--max-frames", type=_non_negative_int, metavar="N", help="stop after N frames")
@@ -124,7 +128,46 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands.add_parser("filters", help="list filters, their parameters and the presets")
     commands.add_parser("info", help="versions, and which backends can run here and why not")
+    _add_bench_parser(commands)
     return parser
+
+
+def _argument_type(parse):
+    """An argparse type from a parser that raises ValueError with a message of its own."""
+    def convert(text: str):
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    convert.__name__ = parse.__name__
+    return convert
+
+
+def _add_bench_parser(commands) -> None:
+    from . import bench
+
+    parser = commands.add_parser(
+        "bench", help="time every CUDA kernel variant against K and frame size (needs a GPU)",
+        description="Check every CUDA kernel variant against the CPU backend, then time it with "
+                    "CUDA events for each K and frame size, beside cv2.filter2D and cv2.sepFilter2D "
+                    "on the host. 2D variants run random float taps; separable runs a Gaussian; "
+                    "auto runs both. Prints a table; --json and --chart save it.",
+        epilog="Examples:\n  streamconv bench\n  streamconv bench --sizes 4k --ks 3,5 --kernels auto,register-blocked\n"
+               "  streamconv bench --json bench.json --chart bench.png",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=_argument_type(bench.parse_sizes), default=list(bench.SIZES),
+                        metavar="LIST", help=f"frame sizes (default {','.join(bench.SIZES)})")
+    parser.add_argument("--ks", type=_argument_type(bench.parse_ks), default=list(bench.DEFAULT_KS),
+                        metavar="LIST", help=f"kernel sizes K (default {','.join(map(str, bench.DEFAULT_KS))})")
+    parser.add_argument("--kernels", type=_argument_type(bench.parse_kernels), default="all", metavar="LIST",
+                        help="kernels to time: all (default) or a list of " + ", ".join(KERNEL_CHOICES))
+    parser.add_argument("--border", choices=BORDER_MODES, default=DEFAULT_BORDER,
+                        help=f"border mode (default {DEFAULT_BORDER})")
+    parser.add_argument("--device", type=_non_negative_int, default=0, metavar="N", help="CUDA device number")
+    parser.add_argument("--no-host", action="store_true", help="skip the OpenCV host references")
+    parser.add_argument("--json", metavar="PATH", help="write the results as JSON")
+    parser.add_argument("--chart", metavar="PATH", help="draw ms against K as a PNG (needs streamconv[plot])")
+    parser.add_argument("--no-progress", action="store_true", help="no progress line")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -145,7 +188,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.output is not None:
         check_output_path(args.output, overwrite=args.overwrite, inputs=(args.source,))
     if args.stats_json is not None:
-        _check_stats_path(args.stats_json)
+        _check_report_path(args.stats_json, "--stats-json")
     sink_options = {"codec": args.codec, "pix_fmt": args.pix_fmt, "crf": args.crf,
                     "preset": args.codec_preset, "overwrite": args.overwrite}
     source = _open_run_source(args)
@@ -155,6 +198,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         try:
             pipeline = Pipeline(source, stages, sink, backend=args.backend, border=border,
                                 ring=args.ring, max_frames=args.max_frames, device=args.device,
+                                kernel=args.kernel,
                                 progress=not args.no_progress, status=display or source.is_live)
         except BaseException:
             sink.abort()
@@ -249,13 +293,13 @@ def _check_run_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -
                      f"not to {args.source!r}")
 
 
-def _check_stats_path(path: str) -> None:
-    """Refuse a --stats-json path that cannot be written, before the run rather than after it."""
+def _check_report_path(path: str, option: str) -> None:
+    """Refuse a report path (``option``'s) that cannot be written, before the work rather than after it."""
     target = Path(path)
     if not target.parent.is_dir():
-        raise OutputError(f"--stats-json folder does not exist: {target.parent}")
+        raise OutputError(f"{option} folder does not exist: {target.parent}")
     if target.is_dir():
-        raise OutputError(f"--stats-json is a folder: {path}")
+        raise OutputError(f"{option} is a folder: {path}")
 
 
 def cmd_filters(_args: argparse.Namespace) -> int:
@@ -293,7 +337,34 @@ def cmd_info(_args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "filters": cmd_filters, "info": cmd_info}
+def cmd_bench(args: argparse.Namespace) -> int:
+    """``streamconv bench``: check and time the kernel variants; table, JSON, chart."""
+    import json
+
+    from . import bench, benchplot
+    from .backends import resolve_backend
+
+    if args.chart:
+        benchplot.check_matplotlib()
+    for path, option in ((args.json, "--json"), (args.chart, "--chart")):
+        if path:
+            _check_report_path(path, option)
+    resolve_backend("cuda", device=args.device)  # a clear error without a usable GPU
+    progress = bench.progress_printer(not args.no_progress and sys.stderr.isatty())
+    result = bench.run_bench(sizes=args.sizes, ks=args.ks, kernels=args.kernels, border=args.border,
+                             device_number=args.device, host=not args.no_host, progress=progress)
+    if progress:
+        sys.stderr.write("\n")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    if args.chart:
+        benchplot.write_chart(result, args.chart)
+    print(bench.format_table(result))
+    bench.report_failures(result)
+    return 0
+
+
+COMMANDS = {"run": cmd_run, "filters": cmd_filters, "info": cmd_info, "bench": cmd_bench}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .backends import create_backend, resolve_backend
+from .backends import check_kernel_choice, create_backend, resolve_backend
 from .borders import DEFAULT_BORDER, check_border
 from .errors import FrameFormatError
 from .filters import FilterStage, parse_chain
@@ -55,6 +55,8 @@ class Pipeline:
         ring: number of slots (>= 1); 3 lets read, GPU work and write overlap.
         max_frames: stop after this many frames (None: the whole source).
         device: CUDA device number.
+        kernel: CUDA kernel variant, ``"auto"`` or a name from
+            ``streamconv.backends.variants.VARIANTS`` (the cpu backend ignores it).
         progress: draw a progress bar (or the status line) on stderr if it is a terminal.
         status: draw a live status line instead of the bar (fps, drops, per-stage p50/p95,
             once a second).
@@ -78,7 +80,7 @@ class Pipeline:
     def __init__(self, source: Source | str | Path, filters: Sequence[str | FilterStage] = (),
                  sink: Sink | str | Path | None = None, *, backend: str = "auto",
                  border: str = DEFAULT_BORDER, ring: int = 3, max_frames: int | None = None,
-                 device: int = 0, progress: bool = False, status: bool = False,
+                 device: int = 0, kernel: str = "auto", progress: bool = False, status: bool = False,
                  on_frame: Callable[[np.ndarray, FrameMeta], None] | None = None,
                  sink_options: dict[str, Any] | None = None) -> None:
         if ring < 1:
@@ -88,6 +90,8 @@ class Pipeline:
         self.filters = parse_chain(filters)
         self.border = check_border(border)
         self.backend_name = resolve_backend(backend, device=device)  # fail before any decoding
+        check_kernel_choice(kernel, self.filters, self.backend_name)
+        self.kernel = kernel
         self.ring = ring
         self.max_frames = max_frames
         self.device = device
@@ -131,9 +135,12 @@ class Pipeline:
             label: a name for the chain (shown by a display); becomes ``filter_label``.
 
         Raises:
-            FilterSpecError: a spec is malformed (checked here, in the caller's thread).
+            FilterSpecError: a spec is malformed, or the chosen kernel cannot run it (checked
+                here, in the caller's thread).
         """
         chain = parse_chain(filters)
+        if self.backend_name == "cuda":
+            check_kernel_choice(self.kernel, chain, self.backend_name)
         with self._swap_lock:
             self._pending = (chain, label)
         self._swap.set()
@@ -202,7 +209,7 @@ class Pipeline:
         try:
             while True:
                 backend = create_backend(self.backend_name, self.filters, border=self.border,
-                                         device=self.device)
+                                         device=self.device, kernel=self.kernel)
                 try:
                     stats.backend = backend.describe()
                     log.info("%s -> %s on %s", self.source.describe(), self.sink.describe(), stats.backend)

@@ -21,11 +21,11 @@ from streamconv.filters import REGISTRY, FilterStage, build_filter, parse_filter
 from streamconv.sinks import CallbackSink
 from streamconv.sources import ArraySource
 
+from gpu_check import POISON, check_against_cpu, precompile_plans
 from oracle import random_taps
 
 pytestmark = pytest.mark.cuda
 
-POISON = 0xA5
 SMALL_SIZES = [(1, 1), (1, 37), (37, 1), (49, 65)]
 NAMED = [name for name in REGISTRY if name != "custom"]
 
@@ -33,46 +33,17 @@ NAMED = [name for name in REGISTRY if name != "custom"]
 @pytest.fixture(scope="module")
 def driver():
     """pycuda.driver, after compiling every specialisation these tests use, in parallel."""
-    import pycuda.driver as driver
-    from streamconv.backends import kernels
-
-    driver.init()
-    major, minor = driver.Device(0).compute_capability()
-    wanted = [kernels.conv2d_defines(r, 3, b, 1) for r in range(16) for b in range(3)]
-    wanted += [kernels.conv2d_defines(1, c, b, 2) for c in (1, 3, 4) for b in range(3)]
-    wanted += [kernels.conv2d_defines(r, c, b, 1) for r in (1, 6) for c in (1, 4) for b in range(3)]
-    kernels.precompile(wanted, f"sm_{major}{minor}", workers=16)
-    return driver
+    stages = [random_stage(r) for r in range(16)] + [parse_filter(f"box:size={2 * r + 1}") for r in range(16)]
+    wanted = [(stage, (64, 64, 3), border) for stage in stages for border in range(3)]
+    wanted += [(build_filter("edge"), (64, 64, c), b) for c in (1, 3, 4) for b in range(3)]
+    wanted += [(random_stage(r), (64, 64, c), b) for r in (1, 6) for c in (1, 4) for b in range(3)]
+    return precompile_plans(wanted)
 
 
-def gpu_filter(stages, frame, border, driver):
-    """Run ``stages`` on ``frame`` through a slot whose host and device outputs are poisoned."""
-    from streamconv.backends.cuda import CudaBackend
-
-    with CudaBackend(stages, border=border) as backend:
-        slot = backend.allocate_slots(frame.shape, 1)[0]
-        with backend.activated():
-            for buffer in slot.device.buffers[1:]:
-                driver.memset_d8(int(buffer), POISON, slot.device.pitch * frame.shape[0])
-        slot.host_out.fill(POISON)
-        np.copyto(slot.host_in, frame)
-        backend.submit(slot)
-        backend.wait(slot)
-        return slot.host_out.copy()
-
-
-def exact_taps(stage: FilterStage) -> bool:
-    return all(np.array_equal(t * 256, np.round(t * 256)) for t in stage.taps)
-
-
-def check_against_cpu(stages, frame, border, driver):
-    got = gpu_filter(stages, frame, border, driver)
-    expected = CpuBackend(stages, border=border).apply(frame)
-    difference = np.abs(got.astype(int) - expected.astype(int))
-    assert difference.max() <= 1, f"max difference {difference.max()} at {np.unravel_index(difference.argmax(), difference.shape)}"
-    if all(exact_taps(s) for s in stages):
-        np.testing.assert_array_equal(got, expected)
-    return got
+def random_stage(radius: int) -> FilterStage:
+    """Full-rank taps of radius ``radius`` (values do not matter for compiling)."""
+    return FilterStage("custom", {}, (validate_taps(random_taps(np.random.default_rng(radius), 2 * radius + 1,
+                                                                exact=False)),))
 
 
 @pytest.mark.parametrize("border", BORDER_MODES)

@@ -14,6 +14,7 @@ import textwrap
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -131,25 +132,42 @@ def test_installed_wheel_finds_its_data(wheel, tmp_path):
 NVCC = shutil.which("nvcc")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH (the CUDA toolkit is not installed)")
 
-SPECIALISATIONS = {
-    "r1-c3-reflect101": {"RADIUS": 1, "CHANNELS": 3, "BORDER": 2},
-    "r15-c4-zero-magnitude": {"RADIUS": 15, "CHANNELS": 4, "BORDER": 0, "BANKS": 2, "COMBINE": 1},
+def _stage(name: str):
+    from streamconv.filters import COMBINE_MAGNITUDE, FilterStage, parse_filter, validate_taps
+
+    if name == "bank31":  # edge's combination on the largest taps
+        taps = validate_taps(np.arange(31 * 31, dtype=np.float64).reshape(31, 31) / 1e5)
+        return FilterStage("bank", {}, (taps, taps.T.copy()), combine=COMBINE_MAGNITUDE)
+    return parse_filter(name)
+
+
+SPECIALISATIONS = {  # filter, frame channels, border code
+    "r1-c3-reflect101": ("box:size=3", 3, 2),
+    "r15-c4-zero-magnitude": ("bank31", 4, 0),
+    "r7-c1-replicate-separable": ("gaussian:sigma=2,size=15", 1, 1),
 }
+
+
+def _specialisations(name: str) -> list[tuple[Path, dict]]:
+    """Every (kernel file, defines) the CUDA backend would compile for this case, any variant."""
+    from streamconv.backends import variants
+
+    spec, channels, border = SPECIALISATIONS[name]
+    stage = _stage(spec)
+    found = {}
+    for variant in variants.VARIANTS:
+        try:
+            plan = variants.plan_stage(stage, (64, 64, channels), border, variant)
+        except ValueError:  # separable for taps that are not rank 1
+            continue
+        found[(plan.source, tuple(sorted(plan.defines.items())))] = None
+    return [(REPO / "cuda" / f"{source}.cu", dict(items)) for source, items in found]
 
 
 def _nvcc(source: Path, defines: dict[str, int], *extra: str) -> subprocess.CompletedProcess:
     command = [NVCC, "-arch=sm_90", "-std=c++17", "-O3", *extra,
                *(f"-D{key}={value}" for key, value in defines.items()), "-c", "-o", os.devnull, str(source)]
     return subprocess.run(command, capture_output=True, text=True, timeout=300)
-
-
-def _host_geometry(source: Path, defines: dict[str, int]) -> dict[str, int]:
-    """The launch-geometry macros the CUDA backend passes with these (conv2d.cu only)."""
-    if source.name != "conv2d.cu":
-        return {}
-    from streamconv.backends import kernels
-
-    return kernels.conv2d_geometry(defines["RADIUS"], defines["CHANNELS"]).defines()
 
 
 def test_kernel_sources_exist():
@@ -159,11 +177,14 @@ def test_kernel_sources_exist():
 @needs_nvcc
 @pytest.mark.parametrize("name", list(SPECIALISATIONS))
 def test_kernels_compile_with_nvcc(name):
-    assert CUDA_SOURCES, "no cuda/*.cu to compile"
-    for source in CUDA_SOURCES:
-        defines = {**SPECIALISATIONS[name], **_host_geometry(source, SPECIALISATIONS[name])}
+    for source, defines in _specialisations(name):
         result = _nvcc(source, defines)
         assert result.returncode == 0, f"{source.name} {defines}:\n{result.stdout}{result.stderr}"
+
+
+def test_every_kernel_file_is_used_by_a_variant():
+    used = {source for name in SPECIALISATIONS for source, _ in _specialisations(name)}
+    assert used == set(CUDA_SOURCES)
 
 
 @needs_nvcc

@@ -70,17 +70,35 @@ def resolve_backend(name: str, *, device: int = 0) -> str:
     return "cpu"
 
 
+def check_kernel_choice(kernel: str, filters: Sequence[FilterStage], backend: str) -> None:
+    """Refuse an unknown ``--kernel`` or one that cannot run a stage, before any work; on the
+    cpu backend, a kernel other than ``auto`` is ignored with a notice.
+
+    Raises:
+        FilterSpecError: unknown kernel, or ``separable`` for taps that are not rank 1.
+    """
+    from . import variants
+
+    variants.check_kernel(kernel)
+    if backend == "cuda":
+        for stage in filters:
+            variants.choose_variant(stage, kernel)
+    elif kernel != variants.AUTO:
+        log.warning("--kernel %s applies to the cuda backend; the cpu backend ignores it", kernel)
+
+
 def create_backend(name: str, filters: Sequence[FilterStage], *, border: str = DEFAULT_BORDER,
-                   device: int = 0, **cuda_options):
+                   device: int = 0, kernel: str = "auto", **cuda_options):
     """Create a backend for a filter chain, in the calling thread (CUDA contexts are per thread).
 
+    ``kernel`` (``auto`` or a variant name, see :mod:`streamconv.backends.variants`) and
     ``cuda_options`` (``pinned``, ``blocking_sync``) go to the CUDA backend only.
     """
     resolved = resolve_backend(name, device=device)
     if resolved == "cuda":
         from .cuda import CudaBackend
 
-        return CudaBackend(filters, border=border, device=device, **cuda_options)
+        return CudaBackend(filters, border=border, device=device, kernel=kernel, **cuda_options)
     from .cpu import CpuBackend
 
     return CpuBackend(filters, border=border)

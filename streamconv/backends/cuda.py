@@ -27,22 +27,20 @@ from ..errors import BackendUnavailableError, StreamError
 from ..filters import FilterStage
 from ..frames import as_hwc, check_same_shape
 from ..slots import Slot
-from . import kernels
+from . import kernels, variants
 
 log = logging.getLogger(__name__)
-
-_KERNEL_FILE = "conv2d"
-_ENTRY = "conv2d_u8"
 
 
 @dataclass
 class _Stage:
-    """One filter stage on the GPU: its module (holding the taps), function and geometry."""
+    """One filter stage on the GPU: its plan, module (holding the taps) and function."""
 
-    label: str
+    plan: variants.KernelPlan
     module: Any
     function: Any
-    geometry: kernels.LaunchGeometry
+    extra_args: tuple = ()  # after (src, dst, width, height, pitches): a textbook kernel's taps pointer
+    allocations: list = field(default_factory=list)  # device memory the stage owns
 
 
 @dataclass
@@ -55,7 +53,6 @@ class _DeviceSlot:
     upload: Any
     download: Any
     events: dict = field(default_factory=dict)
-    submitted: bool = False
 
 
 class CudaBackend:
@@ -68,16 +65,20 @@ class CudaBackend:
         pinned: page-locked host buffers (True, the fast path) or pageable ones (benchmarks).
         blocking_sync: waiting for a frame sleeps (True: frees a CPU core for decoders and
             encoders) or spins (False: lower latency in an application's own loop).
+        kernel: ``auto`` or a variant of :mod:`streamconv.backends.variants` (``--kernel``).
 
     Raises:
         BackendUnavailableError: PyCUDA, the driver, the device or nvcc is missing.
         KernelCompileError: nvcc rejected a kernel.
+        FilterSpecError: an unknown kernel, or one that cannot run a stage (``separable``
+            for taps that are not rank 1).
     """
 
     name = "cuda"
 
     def __init__(self, filters: Sequence[FilterStage], *, border: str = DEFAULT_BORDER,
-                 device: int = 0, pinned: bool = True, blocking_sync: bool = True) -> None:
+                 device: int = 0, pinned: bool = True, blocking_sync: bool = True,
+                 kernel: str = variants.AUTO) -> None:
         try:
             import pycuda.driver as driver
         except ImportError:
@@ -87,10 +88,13 @@ class CudaBackend:
         self.border = check_border(border)
         self.pinned = pinned
         self.blocking_sync = blocking_sync
+        self.kernel = variants.check_kernel(kernel)
+        for stage in self.filters:  # refuse a kernel that cannot run a stage before any GPU work
+            variants.choose_variant(stage, kernel)
         self._context = None
         self._slots: list[Slot] = []
         self._single: dict[tuple[int, int, int], Slot] = {}
-        self._stages: dict[int, list[_Stage]] = {}
+        self._stages: dict[tuple[int, int, int], list[_Stage]] = {}
         try:
             driver.init()
             self._device = driver.Device(device)
@@ -100,7 +104,6 @@ class CudaBackend:
         major, minor = self._device.compute_capability()
         self.arch = f"sm_{major}{minor}"
         self.device_name = self._device.name()
-        self.device_index = device
 
     @contextlib.contextmanager
     def activated(self) -> Iterator[None]:
@@ -116,29 +119,40 @@ class CudaBackend:
         memory = "pinned" if self.pinned else "pageable"
         return f"cuda {self.device_name} ({self.arch}, {memory} host buffers)"
 
-    def _stages_for(self, channels: int) -> list[_Stage]:
-        """Compile (memoized) and load one module per stage for frames of ``channels`` channels."""
-        if channels in self._stages:
-            return self._stages[channels]
+    def _stages_for(self, shape: tuple[int, int, int]) -> list[_Stage]:
+        """Compile (memoized) and load one module per stage for (H, W, C) frames."""
+        if shape in self._stages:
+            return self._stages[shape]
         driver = self._driver
         stages = []
         for stage in self.filters:
-            geometry = kernels.conv2d_geometry(stage.radius, channels, len(stage.taps))
-            defines = kernels.conv2d_defines(stage.radius, channels, BORDER_CODES[self.border],
-                                             len(stage.taps))
-            module = kernels.load_module(_KERNEL_FILE, defines, self.arch)
-            taps = np.ascontiguousarray(np.concatenate([t.ravel() for t in stage.taps]), np.float32)
-            address, size = module.get_global("c_taps")
-            if size != taps.nbytes:
-                raise StreamError(f"c_taps holds {size} bytes, stage {stage.describe()} needs {taps.nbytes}")
-            driver.memcpy_htod(address, taps)
-            function = module.get_function(_ENTRY)
-            function.prepare("PPiiii")
-            label = kernels.specialisation_name(_KERNEL_FILE, defines)
-            log.info("stage %s runs as %s", stage.describe(), label)
-            stages.append(_Stage(label, module, function, geometry))
-        self._stages[channels] = stages
+            plan = variants.plan_stage(stage, shape, BORDER_CODES[self.border], self.kernel)
+            module = kernels.load_module(plan.source, plan.defines, self.arch)
+            for symbol, values in plan.constants.items():
+                address, size = module.get_global(symbol)
+                if size != values.nbytes:
+                    raise StreamError(f"{symbol} holds {size} bytes, stage {stage.describe()} "
+                                      f"needs {values.nbytes}")
+                driver.memcpy_htod(address, values)
+            function = module.get_function(plan.entry)
+            function.prepare(variants.plan_arguments(plan))
+            gpu_stage = _Stage(plan, module, function)
+            if variants.plan_arguments(plan).endswith("P"):  # textbook entries: a taps pointer
+                gpu_stage.extra_args = (0,)  # unread unless the taps live in global memory
+                if plan.global_taps is not None:
+                    taps = driver.to_device(plan.global_taps)
+                    gpu_stage.allocations.append(taps)
+                    gpu_stage.extra_args = (int(taps),)
+            log.info("stage %s runs as %s", stage.describe(), plan.label)
+            stages.append(gpu_stage)
+        self._stages[shape] = stages
         return stages
+
+    def compiled_stages(self, shape: tuple[int, int, int]) -> list[tuple[variants.KernelPlan, Any]]:
+        """(plan, PyCUDA function) of each stage for (H, W, C) frames, compiling them if needed;
+        benchmarks read registers and shared memory from the functions."""
+        with self.activated():
+            return [(stage.plan, stage.function) for stage in self._stages_for(tuple(shape))]
 
     def allocate_slots(self, shape: tuple[int, int, int], count: int) -> list[Slot]:
         """Make ``count`` slots for (H, W, C) uint8 frames; compiles the kernels first.
@@ -147,7 +161,7 @@ class CudaBackend:
             BackendUnavailableError: not enough pinned host or device memory, before any frame.
         """
         with self.activated():
-            self._stages_for(shape[2])
+            self._stages_for(tuple(shape))
             slots = [self._new_slot(index, shape) for index in range(count)]
         self._slots.extend(slots)
         return slots
@@ -210,7 +224,6 @@ class CudaBackend:
                 events["computed"].record(stream)
                 state.download(stream)
                 events["done"].record(stream)
-                state.submitted = True
         except self._driver.Error as exc:
             raise StreamError(f"GPU failed on frame {_frame_number(slot)}: {exc}") from None
 
@@ -221,14 +234,13 @@ class CudaBackend:
         """
         state: _DeviceSlot = slot.device
         height, width, channels = slot.host_in.shape
-        stages = self._stages_for(channels)
+        stages = self._stages_for((height, width, channels))
         source = int(state.buffers[0])
         for number, stage in enumerate(stages):
             # Ping-pong so that the last stage always lands in buffers[1].
             target = int(state.buffers[1 if (len(stages) - 1 - number) % 2 == 0 else 2])
-            grid = stage.geometry.grid(width * channels, height)
-            stage.function.prepared_async_call(grid, stage.geometry.block, stream, source, target,
-                                               width, height, state.pitch, state.pitch)
+            stage.function.prepared_async_call(stage.plan.grid, stage.plan.block, stream, source, target,
+                                               width, height, state.pitch, state.pitch, *stage.extra_args)
             source = target
 
     def is_done(self, slot: Slot) -> bool:
@@ -248,8 +260,6 @@ class CudaBackend:
                 slot.times["download"] = events["done"].time_since(events["computed"]) / 1e3
         except self._driver.Error as exc:
             raise StreamError(f"GPU failed on frame {_frame_number(slot)}: {exc}") from None
-        finally:
-            state.submitted = False
 
     def apply_into(self, dst: np.ndarray, src: np.ndarray) -> None:
         """Filter ``src`` into ``dst`` synchronously: (H, W, C) or (H, W) uint8 host arrays.
@@ -284,6 +294,10 @@ class CudaBackend:
                     self._free_slot(slot)
                 self._slots.clear()
                 self._single.clear()
+                for stages in self._stages.values():
+                    for stage in stages:
+                        for allocation in stage.allocations:
+                            allocation.free()
                 self._stages.clear()
         finally:
             context, self._context = self._context, None

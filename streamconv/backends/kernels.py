@@ -106,7 +106,8 @@ def _compile_cached(name: str, define_items: tuple[tuple[str, object], ...], arc
     source = with_defines(kernel_source(name), defines)
     started = time.perf_counter()
     try:
-        cubin = compiler.compile(source, options=list(NVCC_OPTIONS), no_extern_c=True, arch=arch)
+        cubin = compiler.compile(source, options=list(NVCC_OPTIONS), no_extern_c=True, arch=arch,
+                                 include_dirs=[str(data_dir("cuda"))])
     except CompileError as exc:
         output = "\n".join(part for part in (exc.stdout, exc.stderr) if part) or str(exc)
         raise KernelCompileError(f"nvcc failed to compile {label} for {arch}:\n{output.strip()}") from None
@@ -138,10 +139,11 @@ def conv2d_defines(radius: int, channels: int, border_code: int, banks: int) -> 
             "COMBINE": int(banks == 2), **conv2d_geometry(radius, channels, banks).defines()}
 
 
-def precompile(specialisations: list[Mapping[str, object]], arch: str, *, name: str = "conv2d",
+def precompile(specialisations: list[tuple[str, Mapping[str, object]]], arch: str, *,
                workers: int = 8) -> None:
-    """Compile many specialisations in parallel (nvcc runs as separate processes), filling the caches."""
+    """Compile many (kernel file, defines) specialisations in parallel (nvcc runs as separate
+    processes), filling the caches."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        list(pool.map(lambda defines: compile_kernel(name, defines, arch), specialisations))
+        list(pool.map(lambda item: compile_kernel(item[0], item[1], arch), specialisations))

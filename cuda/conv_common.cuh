@@ -1,0 +1,104 @@
+// conv_common.cuh: what every streamconv convolution kernel shares: the filter macros and their
+// checks, border index mapping, byte <-> float conversion and the output rounding.
+//
+// Macros (each with a default): RADIUS 0..15 (K = 2R+1), CHANNELS 1..4 (interleaved bytes per
+// pixel), BORDER 0 zero / 1 replicate / 2 reflect101, BANKS 1 or 2 with COMBINE 0 or 1 (a bank of
+// two taps combined as sqrt(a^2 + b^2)).
+// Output semantics (streamconv's CPU backend): float32 accumulation, round half to even,
+// saturate to 0..255. No fast-math anywhere: the square root is the IEEE one.
+#pragma once
+
+#ifndef RADIUS
+#define RADIUS 1
+#endif
+#ifndef CHANNELS
+#define CHANNELS 3
+#endif
+#ifndef BORDER
+#define BORDER 2
+#endif
+#ifndef BANKS
+#define BANKS 1
+#endif
+#ifndef COMBINE
+#define COMBINE 0
+#endif
+
+#define KSIZE (2 * RADIUS + 1)
+
+#if RADIUS < 0 || RADIUS > 15
+#error "RADIUS must be 0..15"
+#endif
+#if CHANNELS < 1 || CHANNELS > 4
+#error "CHANNELS must be 1..4"
+#endif
+#if BORDER < 0 || BORDER > 2
+#error "BORDER must be 0 (zero), 1 (replicate) or 2 (reflect101)"
+#endif
+#if !((BANKS == 1 && COMBINE == 0) || (BANKS == 2 && COMBINE == 1))
+#error "supported: BANKS 1 with COMBINE 0, BANKS 2 with COMBINE 1 (gradient magnitude)"
+#endif
+
+namespace conv {
+
+constexpr int kK = KSIZE;
+constexpr int kKK = KSIZE * KSIZE;
+
+// Border index mapping of i into 0..n-1; -1 means "reads as zero" (BORDER 0 only).
+// reflect101 is gfedcb|abcdefgh|gfedcba at any distance from the frame, 0 when n == 1.
+__device__ __forceinline__ int map_index(int i, int n) {
+  if ((unsigned)i < (unsigned)n) return i;
+#if BORDER == 0
+  return -1;
+#elif BORDER == 1
+  return i < 0 ? 0 : n - 1;
+#else
+  if (n == 1) return 0;
+  const int period = 2 * n - 2;
+  if (i < 0 && i > -n) return -i;               // usual case: within one frame of the edge
+  if (i >= n && i < period) return period - i;
+  i %= period;
+  if (i < 0) i += period;
+  return i >= n ? period - i : i;
+#endif
+}
+
+// Source byte offset within a row of `width` pixels (row_bytes = width * CHANNELS) for byte
+// column b (any integer), or -1 for a zero byte. The channel of b is kept.
+__device__ __forceinline__ int map_column(int b, int row_bytes, int width) {
+  if ((unsigned)b < (unsigned)row_bytes) return b;
+  const int p = b >= 0 ? b / CHANNELS : -((CHANNELS - 1 - b) / CHANNELS);  // floor division
+  const int q = map_index(p, width);
+  return q < 0 ? -1 : q * CHANNELS + (b - p * CHANNELS);
+}
+
+// Byte `sel` (0..3) of w as float: the byte becomes the low mantissa of 2^23, 2^23 is then
+// subtracted exactly (one PRMT and one FADD instead of a slower I2F).
+__device__ __forceinline__ float byte_to_float(unsigned int w, int sel) {
+  return __int_as_float((int)__byte_perm(w, 0x4B000000u, 0x7440u | (unsigned)sel)) - 8388608.0f;
+}
+
+// Round half to even and saturate to 0..255 in one conversion (NaN goes to 0).
+__device__ __forceinline__ unsigned int to_u8(float v) {
+  unsigned int r;
+  asm("cvt.rni.sat.u8.f32 %0, %1;" : "=r"(r) : "f"(v));
+  return r;
+}
+
+// The value a pixel's accumulators stand for: the single sum, or the bank's magnitude.
+__device__ __forceinline__ float finish(float a0, float a1) {
+#if COMBINE == 1
+  // Explicit roundings: no FMA contraction, matching CPU float32 gx*gx + gy*gy.
+  return sqrtf(__fadd_rn(__fmul_rn(a0, a0), __fmul_rn(a1, a1)));
+#else
+  (void)a1;
+  return a0;
+#endif
+}
+
+__device__ __forceinline__ unsigned int pack4(unsigned int b0, unsigned int b1, unsigned int b2,
+                                              unsigned int b3) {
+  return __byte_perm(__byte_perm(b0, b1, 0x0040u), __byte_perm(b2, b3, 0x0040u), 0x5410u);
+}
+
+}  // namespace conv

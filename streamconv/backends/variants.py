@@ -1,0 +1,168 @@
+"""The CUDA kernel variants a filter stage can run as, and the ``auto`` choice among them.
+
+Variants (``--kernel NAME``):
+
+========================  ===================================================================
+``register-blocked``      cuda/conv2d.cu: several outputs per thread, 4-16-byte loads, rows
+                          through L1, accumulators in registers (the fast 2D kernel)
+``separable``             cuda/sepconv.cu: row pass then column pass in one kernel, the
+                          intermediate in shared memory; only for rank-1 taps
+``cached-halo``           textbook: output-tile blocks, own pixels in shared memory, halo via L2
+``tiled``                 textbook: input-tile-sized blocks, tile + halo in shared memory
+``coarsened``             textbook: several vertically adjacent outputs per thread
+``constant``              textbook: one thread per pixel, taps in constant memory
+``naive``                 textbook: one thread per pixel, taps in global memory
+========================  ===================================================================
+
+``auto`` (the default) takes ``separable`` for rank-1 taps from :data:`SEPARABLE_FROM_K` on,
+and ``register-blocked`` otherwise: a built-in table from benchmarks on an H100
+(``streamconv bench``), where the separable kernel wins from that size on at 1080p and 4K.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+import numpy as np
+
+from ..errors import FilterSpecError
+from ..filters import FilterStage
+from . import kernels
+from .separable import factor_separable
+
+AUTO = "auto"
+REGISTER_BLOCKED = "register-blocked"
+SEPARABLE = "separable"
+TEXTBOOK = {  # variant -> entry point in cuda/conv2d_textbook.cu
+    "cached-halo": "conv2d_cached",
+    "tiled": "conv2d_tiled",
+    "coarsened": "conv2d_coarsened",
+    "constant": "conv2d_constant",
+    "naive": "conv2d_naive",
+}
+VARIANTS = (REGISTER_BLOCKED, SEPARABLE, *TEXTBOOK)
+KERNEL_CHOICES = (AUTO, *VARIANTS)
+
+# auto: rank-1 taps of this size and larger run separable (measured on an H100; see the module doc).
+SEPARABLE_FROM_K = 5
+
+# Textbook launch shapes (cuda/conv2d_textbook.cu).
+_DIRECT_BLOCK = (32, 8)
+_COARSEN = 4
+_IN_TILE = 32
+_TILE = 32
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    """How one filter stage runs on frames of one shape.
+
+    Attributes:
+        variant: the variant name (one of :data:`VARIANTS`).
+        source: kernel file stem in cuda/, e.g. ``"conv2d"``.
+        entry: the ``extern "C"`` entry point.
+        defines: the specialisation's macros.
+        block: threads per block (x, y, z).
+        grid: blocks (x, y, z) covering the frame.
+        constants: ``__constant__`` symbol -> float32 host array to copy into the module.
+        global_taps: float32 host array the kernel reads from device memory (``naive``), or None.
+    """
+
+    variant: str
+    source: str
+    entry: str
+    defines: dict[str, int]
+    block: tuple[int, int, int]
+    grid: tuple[int, int, int]
+    constants: dict[str, np.ndarray] = field(default_factory=dict)
+    global_taps: np.ndarray | None = None
+
+    @property
+    def label(self) -> str:
+        """The specialisation's log label, with the variant first."""
+        return f"{self.variant} {kernels.specialisation_name(self.source, self.defines)}"
+
+
+def check_kernel(name: str) -> str:
+    """``name`` if it is a known kernel choice; else a FilterSpecError listing them."""
+    if name not in KERNEL_CHOICES:
+        raise FilterSpecError(f"unknown kernel {name!r}; known: {', '.join(KERNEL_CHOICES)}")
+    return name
+
+
+def choose_variant(stage: FilterStage, kernel: str = AUTO) -> str:
+    """The variant a stage runs as under ``kernel`` (``auto`` or a variant name).
+
+    Raises:
+        FilterSpecError: ``separable`` asked for taps that are not rank 1, or a bank.
+    """
+    check_kernel(kernel)
+    separable = len(stage.taps) == 1 and factor_separable(stage.taps[0]) is not None
+    if kernel == AUTO:
+        return SEPARABLE if separable and stage.size >= SEPARABLE_FROM_K else REGISTER_BLOCKED
+    if kernel == SEPARABLE and not separable:
+        why = "a bank of taps" if len(stage.taps) > 1 else "taps that are not rank 1"
+        raise FilterSpecError(f"--kernel separable: {stage.describe()} has {why}; "
+                              f"use --kernel auto or a 2D variant")
+    return kernel
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _sepconv_geometry(radius: int) -> dict[str, int]:
+    """sepconv.cu tile by radius, from a sweep on an H100 at 4K (tile 64-256 bytes x 32-128
+    rows, runs of 16/32, 8/16 rows per column item): 8 rows per column item always won (fewer
+    registers); wide taps want tall tiles, where the halo rows cost less."""
+    if radius <= 2:
+        return {"TILE_X": 128, "TILE_Y": 32, "ROW_RUN": 16, "COL_RUN": 8, "THREADS": 128}
+    if radius == 3:
+        return {"TILE_X": 64, "TILE_Y": 64, "ROW_RUN": 16, "COL_RUN": 8, "THREADS": 128}
+    return {"TILE_X": 64, "TILE_Y": 128, "ROW_RUN": 16, "COL_RUN": 8, "THREADS": 256}
+
+
+def plan_stage(stage: FilterStage, shape: tuple[int, int, int], border_code: int,
+               kernel: str = AUTO) -> KernelPlan:
+    """The kernel plan of ``stage`` for (H, W, C) uint8 frames under ``kernel``.
+
+    Raises:
+        FilterSpecError: an unknown kernel, or ``separable`` for taps it cannot run.
+    """
+    height, width, channels = shape
+    variant = choose_variant(stage, kernel)
+    banks = len(stage.taps)
+    base = {"RADIUS": stage.radius, "CHANNELS": channels, "BORDER": border_code, "BANKS": banks,
+            "COMBINE": int(banks == 2)}
+    taps = np.ascontiguousarray(np.concatenate([t.ravel() for t in stage.taps]), np.float32)
+    if variant == REGISTER_BLOCKED:
+        geometry = kernels.conv2d_geometry(stage.radius, channels, banks)
+        defines = kernels.conv2d_defines(stage.radius, channels, border_code, banks)
+        return KernelPlan(variant, "conv2d", "conv2d_u8", defines, geometry.block,
+                          geometry.grid(width * channels, height), {"c_taps": taps})
+    if variant == SEPARABLE:
+        factors = factor_separable(stage.taps[0])
+        assert factors is not None  # choose_variant checked
+        tile = _sepconv_geometry(stage.radius)
+        grid = (_cdiv(width * channels, tile["TILE_X"]), _cdiv(height, tile["TILE_Y"]), 1)
+        return KernelPlan(variant, "sepconv", "sepconv_u8", {**base, **tile}, (tile["THREADS"], 1, 1), grid,
+                          {"c_row": factors.row, "c_col": factors.column})
+    entry = TEXTBOOK[variant]
+    # Every textbook variant gets the same macros, so one compiled module serves all five.
+    bx, by = _DIRECT_BLOCK
+    defines = {**base, "BLOCK_X": bx, "BLOCK_Y": by, "COARSEN": _COARSEN, "IN_TILE": _IN_TILE, "TILE": _TILE}
+    if variant == "tiled":
+        out_tile = _IN_TILE - 2 * stage.radius
+        block, grid = (_IN_TILE, _IN_TILE, 1), (_cdiv(width, out_tile), _cdiv(height, out_tile), 1)
+    elif variant == "cached-halo":
+        block, grid = (_TILE, _TILE, 1), (_cdiv(width, _TILE), _cdiv(height, _TILE), 1)
+    else:
+        rows = by * (_COARSEN if variant == "coarsened" else 1)
+        block, grid = (bx, by, 1), (_cdiv(width, bx), _cdiv(height, rows), 1)
+    constants = {} if variant == "naive" else {"c_taps": taps}
+    return KernelPlan(variant, "conv2d_textbook", entry, defines, block, grid, constants,
+                      taps if variant == "naive" else None)
+
+
+def plan_arguments(plan: KernelPlan) -> str:
+    """The PyCUDA ``prepare`` signature of the plan's entry point."""
+    return "PPiiii" if plan.source in ("conv2d", "sepconv") else "PPiiiiP"

@@ -1,0 +1,372 @@
+"""``streamconv bench``: every CUDA kernel variant x K x frame size, beside OpenCV on the host.
+
+For each frame size and K it makes random RGB frames and two filters: random float taps
+(what the 2D variants are timed on) and a Gaussian (rank 1, what ``separable`` is timed on;
+``auto`` is timed on both). Each variant is first checked against the CPU backend on a
+fresh random frame with its output buffers poisoned, then timed with CUDA events after a
+warm-up, rotating over four device frames so 4K frames do not sit in L2. Host references
+are ``cv2.filter2D`` (random taps) and ``cv2.sepFilter2D`` (the Gaussian) on the same frame.
+"""
+
+from __future__ import annotations
+
+import platform
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+import cv2
+import numpy as np
+
+from . import __version__
+from .backends import variants
+from .borders import CV_BORDERS, DEFAULT_BORDER
+from .errors import StreamError
+from .filters import FilterStage, gaussian_taps_1d, validate_taps
+
+SIZES = {"1080p": (1080, 1920), "4k": (2160, 3840)}
+DEFAULT_KS = (3, 5, 7, 9, 15, 31)
+ROTATE = 4  # device frames cycled through while timing (4 x 25 MB at 4K > the H100's 50 MB L2)
+TIME_BUDGET_S = 0.25  # GPU time spent timing one configuration (slow textbook kernels: fewer runs)
+POISON = 0xA5
+
+# FP32 lanes per SM by compute capability major version (8.0 has 64; 8.6 and later 128).
+_FP32_LANES = {7: 64, 8: 128, 9: 128, 10: 128, 12: 128}
+
+
+@dataclass
+class BenchRow:
+    """One timed configuration; times in ms, bandwidth in GB/s (bytes read + written)."""
+
+    size: str
+    k: int
+    variant: str      # a variant name, "auto", or a host reference "cv2.filter2D" / "cv2.sepFilter2D"
+    taps: str         # "random" or "gaussian"
+    ms: float
+    gbps: float
+    copy_fraction: float  # of the device-to-device copy bandwidth
+    fma_fraction: float   # useful FMAs per second over the FP32 peak (0 for host rows)
+    max_lsb: int | None   # largest |GPU - CPU backend| on a fresh frame (None for host rows)
+    registers: int = 0
+    shared_bytes: int = 0
+    spill_bytes: int = 0
+    occupancy: float = 0.0
+    occupancy_limit: str = ""
+    chosen: str = ""      # for auto: the variant it ran as
+
+    @property
+    def limiter(self) -> str:
+        """The nearer roofline: ``memory`` or ``FP32``."""
+        return "memory" if self.copy_fraction >= self.fma_fraction else "FP32"
+
+
+def random_taps(rng: np.random.Generator, size: int) -> FilterStage:
+    """A K x K stage of random float taps around an identity (full rank)."""
+    taps = rng.normal(0, 1, (size, size)) / size
+    taps[size // 2, size // 2] += 1
+    return FilterStage("custom", {}, (validate_taps(taps),))
+
+
+def gaussian(size: int) -> FilterStage:
+    """A K x K Gaussian with sigma = K / 6 (rank 1)."""
+    weights = gaussian_taps_1d(size / 6.0, size)
+    return FilterStage("gaussian", {"size": size}, (validate_taps(np.outer(weights, weights)),))
+
+
+def copy_bandwidth(driver) -> float:
+    """Device-to-device copy GB/s, counting bytes read and written (median of 20); the context
+    must be current."""
+    nbytes = 512 * 2**20
+    src, dst = driver.mem_alloc(nbytes), driver.mem_alloc(nbytes)
+    try:
+        driver.memset_d8(src, 7, nbytes)
+        start, end = driver.Event(), driver.Event()
+        times = []
+        for _ in range(25):
+            start.record()
+            driver.memcpy_dtod(dst, src, nbytes)
+            end.record()
+            end.synchronize()
+            times.append(end.time_since(start) / 1e3)
+    finally:
+        src.free()
+        dst.free()
+    return 2 * nbytes / statistics.median(times[5:]) / 1e9
+
+
+def time_launches(backend, slots, driver, *, budget_s: float = TIME_BUDGET_S, max_runs: int = 30) -> float:
+    """Median seconds per launch of the backend's chain, rotating over ``slots``' device buffers.
+
+    Kernels only (``launch_kernels``), on one stream, after a warm-up; each sample is a batch
+    of launches timed with CUDA events. The context must be current.
+    """
+    stream = driver.Stream()
+    start, end = driver.Event(), driver.Event()
+    start.record(stream)
+    for slot in slots:  # warm-up, and a first estimate of the time per launch
+        backend.launch_kernels(slot, stream)
+    end.record(stream)
+    end.synchronize()
+    first = end.time_since(start) / 1e3 / len(slots)
+    per_batch = max(1, min(5, int(budget_s / 4 / max(first, 1e-7) / len(slots))))
+    runs = max(3, min(max_runs, int(budget_s / max(first * per_batch * len(slots), 1e-7))))
+    samples = []
+    for _ in range(runs):
+        start.record(stream)
+        for slot in slots * per_batch:
+            backend.launch_kernels(slot, stream)
+        end.record(stream)
+        end.synchronize()
+        samples.append(end.time_since(start) / 1e3 / (per_batch * len(slots)))
+    return statistics.median(samples)
+
+
+def time_host(function, repeats: int = 3) -> float:
+    """Median wall seconds of ``function()`` over ``repeats`` calls, after one warm-up call."""
+    function()
+    samples = []
+    for _ in range(repeats):
+        begin = time.perf_counter()
+        function()
+        samples.append(time.perf_counter() - begin)
+    return statistics.median(samples)
+
+
+def fp32_fma_peak(device, driver) -> float:
+    """FP32 fused multiply-adds per second at the boost clock: SMs x lanes x clock."""
+    attribute = driver.device_attribute
+    sms = device.get_attribute(attribute.MULTIPROCESSOR_COUNT)
+    clock_hz = device.get_attribute(attribute.CLOCK_RATE) * 1e3
+    major, minor = device.compute_capability()
+    lanes = 64 if (major, minor) == (8, 0) else _FP32_LANES.get(major, 128)
+    return sms * lanes * clock_hz
+
+
+def occupancy(device, driver, function, threads: int) -> tuple[float, str]:
+    """Resident warps per SM over the maximum, and what limits it (warps, registers, shared)."""
+    attribute = driver.device_attribute
+    max_threads = device.get_attribute(attribute.MAX_THREADS_PER_MULTIPROCESSOR)
+    warps = -(-threads // 32)
+    limits = {"blocks": device.get_attribute(attribute.MAX_BLOCKS_PER_MULTIPROCESSOR),
+              "warps": max_threads // 32 // warps}
+    registers = function.num_regs
+    if registers:
+        per_warp = -(-registers * 32 // 256) * 256  # registers are allocated per warp in 256s
+        limits["registers"] = device.get_attribute(attribute.MAX_REGISTERS_PER_MULTIPROCESSOR) // (per_warp * warps)
+    shared = function.shared_size_bytes
+    if shared:
+        per_block = shared + 1024  # the driver reserves 1 KB per block
+        limits["shared"] = device.get_attribute(attribute.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR) // per_block
+    limit = min(limits, key=limits.get)
+    return limits[limit] * warps * 32 / max_threads, limit
+
+
+def poisoned_run(backend, slot, frame: np.ndarray) -> np.ndarray:
+    """The backend's output for ``frame`` through ``slot``, with its output buffers poisoned first."""
+    import pycuda.driver as driver
+
+    height = frame.shape[0]
+    with backend.activated():
+        for buffer in slot.device.buffers[1:]:
+            driver.memset_d8(buffer, POISON, slot.device.pitch * height)
+    slot.host_out.fill(POISON ^ 0xFF)
+    np.copyto(slot.host_in, frame)
+    slot.reset()
+    backend.submit(slot)
+    backend.wait(slot)
+    return slot.host_out.copy()
+
+
+def _measure_variant(stage: FilterStage, kernel: str, shape, frame, expected, rng, env) -> BenchRow:
+    from .backends.cuda import CudaBackend
+
+    driver = env["driver"]
+    with CudaBackend([stage], border=env["border"], kernel=kernel) as backend:
+        slots = backend.allocate_slots(shape, ROTATE)
+        got = poisoned_run(backend, slots[0], frame)
+        worst = int(np.abs(got.astype(np.int16) - expected.astype(np.int16)).max())
+        with backend.activated():
+            for slot in slots:
+                slot.host_in[:] = rng.integers(0, 256, shape, dtype=np.uint8)
+                slot.device.upload(False)
+            seconds = time_launches(backend, slots, driver)
+            plan, function = backend.compiled_stages(shape)[0]
+            threads = plan.block[0] * plan.block[1] * plan.block[2]
+            occ, limit = occupancy(env["device"], driver, function, threads)
+            registers, shared, spill = function.num_regs, function.shared_size_bytes, function.local_size_bytes
+    frame_bytes = frame.nbytes
+    fmas = frame_bytes * (2 * stage.size if plan.variant == variants.SEPARABLE else stage.size**2) * len(stage.taps)
+    gbps = 2 * frame_bytes / seconds / 1e9
+    return BenchRow(size="", k=stage.size, variant=kernel, taps="", ms=seconds * 1e3, gbps=gbps,
+                    copy_fraction=gbps / env["copy_gbps"], fma_fraction=fmas / seconds / env["fma_peak"],
+                    max_lsb=worst, registers=registers, shared_bytes=shared, spill_bytes=spill,
+                    occupancy=occ, occupancy_limit=limit, chosen=plan.variant)
+
+
+def _host_row(size: str, k: int, name: str, taps: str, seconds: float, frame_bytes: int, copy_gbps: float) -> BenchRow:
+    gbps = 2 * frame_bytes / seconds / 1e9
+    return BenchRow(size=size, k=k, variant=name, taps=taps, ms=seconds * 1e3, gbps=gbps,
+                    copy_fraction=gbps / copy_gbps, fma_fraction=0.0, max_lsb=None)
+
+
+def run_bench(*, sizes: Sequence[str], ks: Sequence[int], kernels: Sequence[str], border: str = DEFAULT_BORDER,
+              device_number: int = 0, host: bool = True, progress=None) -> dict:
+    """Check and time every (size, K, kernel); returns a JSON-ready dict (environment, rows).
+
+    ``progress(text)`` is called before each configuration. Raises StreamError when a
+    variant's output differs from the CPU backend by more than 1 LSB (after timing the rest).
+    """
+    import pycuda.driver as driver
+
+    from .backends import kernels as kernel_loader
+    from .backends.cpu import CpuBackend
+    from .backends.cuda import CudaBackend
+
+    driver.init()
+    device = driver.Device(device_number)
+    major, minor = device.compute_capability()
+    arch = f"sm_{major}{minor}"
+    rng = np.random.default_rng()
+    border_code = {"zero": 0, "replicate": 1, "reflect101": 2}[border]
+    stages = {k: {"random": random_taps(rng, k), "gaussian": gaussian(k)} for k in ks}
+    jobs = []  # (size, k, taps name, kernel)
+    for size in sizes:
+        for k in ks:
+            for kernel in kernels:
+                for taps in ("random", "gaussian"):
+                    if kernel == variants.SEPARABLE and taps == "random":
+                        continue
+                    if kernel not in (variants.SEPARABLE, variants.AUTO) and taps == "gaussian":
+                        continue
+                    jobs.append((size, k, taps, kernel))
+    wanted = {(p.source, tuple(sorted(p.defines.items())))
+              for size, k, taps, kernel in jobs
+              for p in [variants.plan_stage(stages[k][taps], (*SIZES[size], 3), border_code, kernel)]}
+    kernel_loader.precompile([(source, dict(items)) for source, items in sorted(wanted)], arch, workers=16)
+
+    with CudaBackend([], device=device_number) as probe, probe.activated():
+        copy_gbps = copy_bandwidth(driver)
+    env = {"driver": driver, "device": device, "border": border, "copy_gbps": copy_gbps,
+           "fma_peak": fp32_fma_peak(device, driver)}
+    rows: list[BenchRow] = []
+    for size in sizes:
+        shape = (*SIZES[size], 3)
+        frame = rng.integers(0, 256, shape, dtype=np.uint8)
+        for k in ks:
+            expected = {}
+            for taps in ("random", "gaussian"):
+                with CpuBackend([stages[k][taps]], border=border) as reference:
+                    expected[taps] = reference.apply(frame)
+            for job_size, job_k, taps, kernel in jobs:
+                if (job_size, job_k) != (size, k):
+                    continue
+                if progress:
+                    progress(f"{size} K={k} {kernel} ({taps} taps)")
+                row = _measure_variant(stages[k][taps], kernel, shape, frame, expected[taps], rng, env)
+                row.size, row.taps = size, taps
+                rows.append(row)
+            if host:
+                cv_border = CV_BORDERS[border]
+                random32 = stages[k]["random"].taps[0]
+                weights = gaussian_taps_1d(k / 6.0, k).astype(np.float32)
+                seconds = time_host(lambda: cv2.filter2D(frame, -1, random32, borderType=cv_border))
+                rows.append(_host_row(size, k, "cv2.filter2D", "random", seconds, frame.nbytes, copy_gbps))
+                seconds = time_host(lambda: cv2.sepFilter2D(frame, -1, weights, weights, borderType=cv_border))
+                rows.append(_host_row(size, k, "cv2.sepFilter2D", "gaussian", seconds, frame.nbytes, copy_gbps))
+    version = driver.get_driver_version()
+    import pycuda
+
+    environment = {"gpu": device.name(), "compute_capability": f"{major}.{minor}",
+                   "driver_cuda": f"{version // 1000}.{version % 1000 // 10}", "pycuda": pycuda.VERSION_TEXT,
+                   "opencv": cv2.__version__, "numpy": np.__version__, "streamconv": __version__,
+                   "python": platform.python_version(), "border": border,
+                   "copy_GBps": copy_gbps, "fp32_fma_per_s": env["fma_peak"]}
+    result = {"environment": environment, "rows": [{**asdict(r), "limiter": r.limiter} for r in rows]}
+    bad = [r for r in rows if r.max_lsb is not None and r.max_lsb > 1]
+    if bad:
+        worst = ", ".join(f"{r.variant} {r.size} K={r.k}: {r.max_lsb} LSB" for r in bad)
+        result["failed"] = worst
+    return result
+
+
+def format_table(result: dict) -> str:
+    """Kernel ms per variant (rows) and K (columns), one block per frame size; then the details."""
+    rows = result["rows"]
+    ks = sorted({r["k"] for r in rows})
+    lines = []
+    env = result["environment"]
+    lines.append(f"{env['gpu']} (sm {env['compute_capability']}, CUDA {env['driver_cuda']}); "
+                 f"copy {env['copy_GBps']:.0f} GB/s; FP32 peak {env['fp32_fma_per_s'] / 1e12:.1f} T FMA/s; "
+                 f"border {env['border']}")
+    for size in dict.fromkeys(r["size"] for r in rows):
+        lines.append("")
+        lines.append(f"{size} RGB, ms per frame" + "".join(f"{'K=' + str(k):>10}" for k in ks))
+        for name, taps in dict.fromkeys((r["variant"], r["taps"]) for r in rows if r["size"] == size):
+            cells = {r["k"]: r["ms"] for r in rows if (r["size"], r["variant"], r["taps"]) == (size, name, taps)}
+            label = f"{name} ({taps})"
+            lines.append(f"{label:<26}" + "".join(f"{cells[k]:>10.4f}" if k in cells else f"{'-':>10}" for k in ks))
+    lines.append("")
+    lines.append(f"{'size':<6}{'K':>3} {'kernel':<18}{'taps':<9}{'ms':>9}{'GB/s':>7}{'copy':>6}{'FP32':>6}"
+                 f"  {'bound':<7}{'regs':>5}{'smem':>7}{'spill':>6}{'occ':>5} {'occ limit':<10}{'LSB':>4}  ran as")
+    for r in rows:
+        if r["max_lsb"] is None:
+            continue
+        lines.append(f"{r['size']:<6}{r['k']:>3} {r['variant']:<18}{r['taps']:<9}{r['ms']:>9.4f}{r['gbps']:>7.0f}"
+                     f"{100 * r['copy_fraction']:>5.0f}%{100 * r['fma_fraction']:>5.0f}%  {r['limiter']:<7}"
+                     f"{r['registers']:>5}{r['shared_bytes']:>7}{r['spill_bytes']:>6}"
+                     f"{100 * r['occupancy']:>4.0f}% {r['occupancy_limit']:<10}{r['max_lsb']:>4}  {r['chosen']}")
+    return "\n".join(lines)
+
+
+def parse_sizes(text: str) -> list[str]:
+    """``"1080p,4k"`` -> ["1080p", "4k"]; unknown names raise ValueError listing the known ones."""
+    names = [part.strip().lower() for part in text.split(",") if part.strip()]
+    unknown = [n for n in names if n not in SIZES]
+    if unknown or not names:
+        raise ValueError(f"unknown size {', '.join(unknown) or text!r}; known: {', '.join(SIZES)}")
+    return names
+
+
+def parse_ks(text: str) -> list[int]:
+    """``"3,5,31"`` -> [3, 5, 31]; each an odd number 1..31."""
+    try:
+        ks = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ValueError(f"K values must be odd integers 1..31, got {text!r}") from None
+    if not ks or any(k < 1 or k > 31 or k % 2 == 0 for k in ks):
+        raise ValueError(f"K values must be odd integers 1..31, got {text!r}")
+    return ks
+
+
+def parse_kernels(text: str) -> list[str]:
+    """``"all"`` or a comma list of kernel choices (``auto`` included)."""
+    if text.strip() == "all":
+        return list(variants.KERNEL_CHOICES)
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [n for n in names if n not in variants.KERNEL_CHOICES]
+    if unknown or not names:
+        raise ValueError(f"unknown kernel {', '.join(unknown) or text!r}; known: all, "
+                         f"{', '.join(variants.KERNEL_CHOICES)}")
+    return names
+
+
+def report_failures(result: dict) -> None:
+    """Raise StreamError if any variant missed the CPU backend by more than 1 LSB."""
+    if "failed" in result:
+        raise StreamError(f"kernel output differs from the CPU backend: {result['failed']}")
+
+
+def progress_printer(enabled: bool):
+    """A ``progress(text)`` callback drawing one updating line on stderr, or None."""
+    if not enabled:
+        return None
+    started = time.perf_counter()
+
+    def show(text: str) -> None:
+        elapsed = time.perf_counter() - started
+        sys.stderr.write(f"\r\x1b[2K[{elapsed:6.1f} s] {text}")
+        sys.stderr.flush()
+
+    return show

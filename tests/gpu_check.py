@@ -1,0 +1,66 @@
+"""GPU test helpers: run a chain on the GPU with poisoned outputs and hold it against the CPU oracle."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from streamconv.backends.cpu import CpuBackend
+from streamconv.filters import FilterStage
+
+POISON = 0xA5
+
+
+def precompile_plans(wanted, kernel: str = "auto"):
+    """Compile, in parallel, the specialisations of (stage, (H, W, C), border code) items under
+    ``kernel`` (a name, or "all" for every variant that can run each stage); returns pycuda.driver."""
+    import pycuda.driver as driver
+
+    from streamconv.backends import kernels, variants
+
+    driver.init()
+    major, minor = driver.Device(0).compute_capability()
+    names = variants.VARIANTS if kernel == "all" else (kernel,)
+    specialisations = set()
+    for stage, shape, border in wanted:
+        for name in names:
+            try:
+                plan = variants.plan_stage(stage, shape, border, name)
+            except ValueError:  # separable for taps that are not rank 1
+                continue
+            specialisations.add((plan.source, tuple(sorted(plan.defines.items()))))
+    kernels.precompile([(source, dict(items)) for source, items in sorted(specialisations)],
+                       f"sm_{major}{minor}", workers=16)
+    return driver
+
+
+def gpu_filter(stages, frame, border, driver, kernel: str = "auto"):
+    """Run ``stages`` on ``frame`` through a slot whose host and device outputs are poisoned."""
+    from streamconv.backends.cuda import CudaBackend
+
+    with CudaBackend(stages, border=border, kernel=kernel) as backend:
+        slot = backend.allocate_slots(frame.shape, 1)[0]
+        with backend.activated():
+            for buffer in slot.device.buffers[1:]:
+                driver.memset_d8(int(buffer), POISON, slot.device.pitch * frame.shape[0])
+        slot.host_out.fill(POISON)
+        np.copyto(slot.host_in, frame)
+        backend.submit(slot)
+        backend.wait(slot)
+        return slot.host_out.copy()
+
+
+def exact_taps(stage: FilterStage) -> bool:
+    """Every tap a multiple of 1/256 (the GPU must then equal the CPU byte for byte)."""
+    return all(np.array_equal(t * 256, np.round(t * 256)) for t in stage.taps)
+
+
+def check_against_cpu(stages, frame, border, driver, kernel: str = "auto"):
+    """The GPU output, after asserting it is within 1 LSB of the CPU backend (equal for exact taps)."""
+    got = gpu_filter(stages, frame, border, driver, kernel)
+    expected = CpuBackend(stages, border=border).apply(frame)
+    difference = np.abs(got.astype(int) - expected.astype(int))
+    assert difference.max() <= 1, (f"{kernel}: max difference {difference.max()} at "
+                                   f"{np.unravel_index(difference.argmax(), difference.shape)}")
+    if all(exact_taps(s) for s in stages):
+        np.testing.assert_array_equal(got, expected, err_msg=f"{kernel}: exact taps must match exactly")
+    return got

@@ -1,0 +1,126 @@
+"""Every CUDA kernel variant against the CPU oracle, and the separable path against the 2D one.
+
+Fresh random frames, outputs poisoned on the device and the host first (gpu_check.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from streamconv.backends import variants
+from streamconv.borders import BORDER_MODES
+from streamconv.errors import FilterSpecError
+from streamconv.filters import FilterStage, build_filter, parse_filter, validate_taps
+
+from gpu_check import check_against_cpu, gpu_filter, precompile_plans
+from oracle import random_taps
+
+pytestmark = pytest.mark.cuda
+
+TWO_D = [v for v in variants.VARIANTS if v != variants.SEPARABLE]
+KS = [1, 3, 5, 15, 31]
+FRAMES = [(1, 1), (1, 37), (29, 1), (23, 37)]
+
+
+def full_rank_stage(rng, size: int, exact: bool) -> FilterStage:
+    return FilterStage("custom", {}, (validate_taps(random_taps(rng, size, exact=exact)),))
+
+
+def exact_rank_one_stage(rng, size: int) -> FilterStage:
+    """outer(u, v) / 256 for small random integers u, v (negatives too): exact, rank 1."""
+    u, v = rng.integers(-2, 3, size), rng.integers(-2, 3, size)
+    u[size // 2], v[size // 2] = 3, 3  # never all zero
+    return FilterStage("custom", {}, (validate_taps(np.outer(u, v) / 256.0),))
+
+
+def gaussian_stage(size: int) -> FilterStage:
+    return parse_filter(f"gaussian:sigma={size / 6},size={size}")
+
+
+@pytest.fixture(scope="module")
+def driver():
+    rng = np.random.default_rng(0)
+    wanted = [(full_rank_stage(rng, k, False), (64, 64, 3), b) for k in KS for b in range(3)]
+    wanted += [(build_filter("edge"), (64, 64, c), b) for c in (1, 4) for b in range(3)]
+    wanted += [(gaussian_stage(k), (64, 64, c), b) for k in KS for c in (1, 3, 4) for b in range(3)]
+    return precompile_plans(wanted, "all")
+
+
+@pytest.mark.parametrize("border", BORDER_MODES)
+@pytest.mark.parametrize("size", KS)
+@pytest.mark.parametrize("variant", TWO_D)
+def test_2d_variants_on_random_taps(rng, driver, variant, size, border):
+    for exact in (True, False):
+        stage = full_rank_stage(rng, size, exact)
+        for height, width in FRAMES:
+            frame = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+            check_against_cpu([stage], frame, border, driver, variant)
+
+
+@pytest.mark.parametrize("channels", [1, 3, 4])
+@pytest.mark.parametrize("variant", TWO_D)
+def test_2d_variants_on_a_bank_and_channel_counts(rng, driver, variant, channels):
+    frame = rng.integers(0, 256, (45, 71, channels), dtype=np.uint8)
+    for border in BORDER_MODES:
+        check_against_cpu([build_filter("edge")], frame, border, driver, variant)
+        check_against_cpu([gaussian_stage(5)], frame, border, driver, variant)
+
+
+@pytest.mark.parametrize("variant", TWO_D)
+def test_2d_variants_at_1080p(rng, driver, variant):
+    frame = rng.integers(0, 256, (1080, 1920, 3), dtype=np.uint8)
+    check_against_cpu([full_rank_stage(rng, 5, False)], frame, "reflect101", driver, variant)
+
+
+@pytest.mark.parametrize("border", BORDER_MODES)
+@pytest.mark.parametrize("size", KS)
+def test_separable_matches_the_oracle_and_the_2d_kernel(rng, driver, size, border):
+    for stage in (gaussian_stage(size), exact_rank_one_stage(rng, size)):
+        for height, width in [*FRAMES, (67, 93)]:
+            frame = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+            separable = check_against_cpu([stage], frame, border, driver, variants.SEPARABLE)
+            two_d = gpu_filter([stage], frame, border, driver, variants.REGISTER_BLOCKED)
+            difference = np.abs(separable.astype(int) - two_d.astype(int))
+            assert difference.max() <= 1
+            if stage.name == "custom":  # exact factors: byte for byte
+                np.testing.assert_array_equal(separable, two_d)
+
+
+@pytest.mark.parametrize("channels", [1, 4])
+@pytest.mark.parametrize("size", [3, 15])
+def test_separable_one_and_four_channels(rng, driver, size, channels):
+    frame = rng.integers(0, 256, (61, 83, channels), dtype=np.uint8)
+    for border in BORDER_MODES:
+        check_against_cpu([gaussian_stage(size)], frame, border, driver, variants.SEPARABLE)
+
+
+@pytest.mark.parametrize("height, width", [(1080, 1920), (2160, 3840)])
+def test_separable_full_frames(rng, driver, height, width):
+    frame = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+    for size in (5, 31):
+        check_against_cpu([gaussian_stage(size)], frame, "reflect101", driver, variants.SEPARABLE)
+    check_against_cpu([exact_rank_one_stage(rng, 9)], frame, "zero", driver, variants.SEPARABLE)
+
+
+def test_auto_runs_rank_one_taps_separable(driver):
+    from streamconv.backends.cuda import CudaBackend
+
+    chain = [gaussian_stage(9), build_filter("edge"), gaussian_stage(3)]
+    with CudaBackend(chain) as backend:
+        ran = [plan.variant for plan, _ in backend.compiled_stages((64, 80, 3))]
+    assert ran == [variants.SEPARABLE, variants.REGISTER_BLOCKED, variants.REGISTER_BLOCKED]
+
+
+def test_separable_is_refused_before_any_gpu_work(driver):
+    from streamconv.backends.cuda import CudaBackend
+
+    with pytest.raises(FilterSpecError, match="not rank 1"):
+        CudaBackend([parse_filter("sharpen")], kernel=variants.SEPARABLE)
+
+
+def test_a_chain_mixing_variants(rng, driver):
+    chain = [gaussian_stage(7), build_filter("edge"), parse_filter("sharpen")]
+    frame = rng.integers(0, 256, (123, 211, 3), dtype=np.uint8)
+    for variant in ("naive", "tiled", "auto"):
+        check_against_cpu(chain, frame, "replicate", driver, variant)

@@ -1,0 +1,104 @@
+"""Kernel variants: which one a stage runs as, and the launch each plans (no GPU needed)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import streamconv
+from streamconv.backends import check_kernel_choice, variants
+from streamconv.errors import FilterSpecError
+from streamconv.filters import FilterStage, parse_filter, validate_taps
+
+from oracle import random_taps
+
+SHAPES = [(1, 1, 3), (37, 1, 1), (1, 37, 4), (1080, 1920, 3), (2160, 3840, 3), (49, 65, 3)]
+
+
+def random_stage(rng, size: int) -> FilterStage:
+    return FilterStage("custom", {}, (validate_taps(random_taps(rng, size, exact=False)),))
+
+
+@pytest.mark.parametrize("spec, expected", [
+    ("gaussian:sigma=1", variants.SEPARABLE),       # 7x7, rank 1
+    ("box:size=5", variants.SEPARABLE),
+    ("box:size=3", variants.REGISTER_BLOCKED),      # below SEPARABLE_FROM_K
+    ("edge", variants.REGISTER_BLOCKED),            # a bank
+    ("sharpen", variants.REGISTER_BLOCKED),         # rank 2
+    ("identity", variants.REGISTER_BLOCKED),
+])
+def test_auto_choice(spec, expected):
+    assert variants.choose_variant(parse_filter(spec), variants.AUTO) == expected
+
+
+def test_auto_keeps_full_rank_taps_2d(rng):
+    assert variants.choose_variant(random_stage(rng, 15)) == variants.REGISTER_BLOCKED
+
+
+@pytest.mark.parametrize("variant", variants.VARIANTS)
+def test_an_explicit_variant_is_kept(variant):
+    assert variants.choose_variant(parse_filter("gaussian:sigma=2"), variant) == variant
+
+
+@pytest.mark.parametrize("spec", ["edge", "sharpen"])
+def test_separable_is_refused_for_what_it_cannot_run(spec):
+    with pytest.raises(FilterSpecError, match="--kernel separable"):
+        variants.choose_variant(parse_filter(spec), variants.SEPARABLE)
+    with pytest.raises(FilterSpecError, match="--kernel separable"):
+        check_kernel_choice("separable", [parse_filter(spec)], "cuda")
+
+
+def test_unknown_kernel_lists_the_known_ones():
+    with pytest.raises(FilterSpecError, match="known: auto, register-blocked, separable"):
+        variants.check_kernel("fastest")
+
+
+def test_cpu_backend_ignores_a_kernel_with_a_notice(caplog):
+    check_kernel_choice("naive", [parse_filter("edge")], "cpu")
+    assert "ignores it" in caplog.text
+    with pytest.raises(FilterSpecError):
+        check_kernel_choice("bogus", [parse_filter("edge")], "cpu")
+
+
+def test_api_takes_a_kernel(rng):
+    frame = rng.integers(0, 256, (6, 7, 3), dtype=np.uint8)
+    with streamconv.Filter("box:size=3", backend="cpu", kernel="tiled") as blur:
+        assert blur(frame).shape == frame.shape
+    with pytest.raises(FilterSpecError):
+        streamconv.StreamFilter("edge", backend="cpu", kernel="bogus")
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("variant", variants.VARIANTS)
+@pytest.mark.parametrize("size", [1, 3, 31])
+def test_every_plan_covers_the_frame(variant, shape, size):
+    height, width, channels = shape
+    stage = parse_filter(f"box:size={size}")
+    plan = variants.plan_stage(stage, shape, 2, variant)
+    assert plan.variant == variant
+    defines = plan.defines
+    assert (defines["RADIUS"], defines["CHANNELS"], defines["BORDER"]) == (size // 2, channels, 2)
+    threads = plan.block[0] * plan.block[1] * plan.block[2]
+    assert 32 <= threads <= 1024
+    gx, gy, _ = plan.grid
+    if variant == variants.REGISTER_BLOCKED:
+        covered = (gx * plan.block[0] * defines["OUT_X"], gy * plan.block[1] * defines["OUT_Y"])
+        assert covered[0] >= width * channels and covered[1] >= height
+    elif variant == variants.SEPARABLE:
+        assert gx * defines["TILE_X"] >= width * channels and gy * defines["TILE_Y"] >= height
+        assert set(plan.constants) == {"c_row", "c_col"}
+    else:
+        per_block = {"tiled": defines["IN_TILE"] - 2 * defines["RADIUS"], "cached-halo": defines["TILE"]}
+        tile_x = per_block.get(variant, defines["BLOCK_X"])
+        tile_y = per_block.get(variant, defines["BLOCK_Y"] * (defines["COARSEN"] if variant == "coarsened" else 1))
+        assert gx * tile_x >= width and gy * tile_y >= height
+        # a grid no larger than needed: one block less would not cover the frame
+        assert (gx - 1) * tile_x < width and (gy - 1) * tile_y < height
+    assert (plan.global_taps is not None) == (variant == "naive")
+    assert variants.plan_arguments(plan) in ("PPiiii", "PPiiiiP")
+
+
+def test_textbook_variants_share_one_specialisation():
+    stage = parse_filter("gaussian:sigma=1")
+    defines = {variants.plan_stage(stage, (64, 64, 3), 0, v).label.split(" ", 1)[1] for v in variants.TEXTBOOK}
+    assert len(defines) == 1
