@@ -31,10 +31,12 @@ def write_chart(result: dict, path: str | Path) -> None:
     figure, axes = plt.subplots(1, len(sizes), figsize=(6.5 * len(sizes), 5), squeeze=False, sharey=True)
     for axis, size in zip(axes[0], sizes):
         series = dict.fromkeys((r["variant"], r["taps"]) for r in rows if r["size"] == size)
-        for name, taps in series:
+        colours = plt.cm.tab20.colors  # more distinct colours than series, so none repeats
+        for number, (name, taps) in enumerate(series):
             points = sorted((r["k"], r["ms"]) for r in rows if (r["size"], r["variant"], r["taps"]) == (size, name, taps))
             host = name.startswith("cv2.")
             axis.plot([k for k, _ in points], [ms for _, ms in points], marker="o", markersize=3,
+                      color=colours[(2 * number) % 20 + (number * 2 // 20) % 2],
                       linestyle="--" if host else "-", label=f"{name} ({taps})")
         axis.set_yscale("log")
         axis.set_xlabel("K (taps per side)")
