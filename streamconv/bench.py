@@ -22,7 +22,7 @@ import numpy as np
 
 from . import __version__
 from .backends import variants
-from .borders import CV_BORDERS, DEFAULT_BORDER
+from .borders import BORDER_CODES, CV_BORDERS, DEFAULT_BORDER
 from .errors import StreamError
 from .filters import FilterStage, gaussian_taps_1d, validate_taps
 
@@ -229,7 +229,7 @@ def run_bench(*, sizes: Sequence[str], ks: Sequence[int], kernels: Sequence[str]
     major, minor = device.compute_capability()
     arch = f"sm_{major}{minor}"
     rng = np.random.default_rng()
-    border_code = {"zero": 0, "replicate": 1, "reflect101": 2}[border]
+    border_code = BORDER_CODES[border]
     stages = {k: {"random": random_taps(rng, k), "gaussian": gaussian(k)} for k in ks}
     jobs = []  # (size, k, taps name, kernel)
     for size in sizes:
