@@ -31,19 +31,13 @@ import streamconv  # noqa: E402
 
 import benchinfo  # noqa: E402
 from streamconv.backends.cpu import CpuBackend  # noqa: E402
-from streamconv.bench import copy_bandwidth, time_launches  # noqa: E402
+from streamconv.bench import copy_bandwidth, random_taps, time_host, time_launches  # noqa: E402
 from streamconv.backends.cuda import CudaBackend  # noqa: E402
-from streamconv.filters import FilterStage, validate_taps  # noqa: E402
+from streamconv.filters import FilterStage  # noqa: E402
 
 SIZES = {"1080p": (1080, 1920), "4K": (2160, 3840)}
 KS = (3, 5, 9, 15, 31)
 ROTATE = 4
-
-
-def random_stage(rng: np.random.Generator, size: int) -> FilterStage:
-    taps = rng.normal(0, 1, (size, size)) / size
-    taps[size // 2, size // 2] += 1
-    return FilterStage("custom", {}, (validate_taps(taps),))
 
 
 def check(backend: CudaBackend, stage: FilterStage, frame: np.ndarray) -> int:
@@ -54,15 +48,6 @@ def check(backend: CudaBackend, stage: FilterStage, frame: np.ndarray) -> int:
     if worst > 1:
         raise SystemExit(f"GPU result differs from the CPU oracle by {worst} LSB (K={stage.size})")
     return worst
-
-
-def time_cv2(frame: np.ndarray, taps: np.ndarray, repeats: int) -> float:
-    samples = []
-    for _ in range(repeats):
-        begin = time.perf_counter()
-        cv2.filter2D(frame, -1, taps, borderType=cv2.BORDER_REFLECT_101)
-        samples.append(time.perf_counter() - begin)
-    return statistics.median(samples)
 
 
 def gpu_stage_throughput(stage: FilterStage, shape, ring: int, pinned: bool, frames: int, rng):
@@ -140,7 +125,7 @@ def main() -> None:
         frame = rng.integers(0, 256, shape, dtype=np.uint8)
         frame_bytes = frame.nbytes
         for k in KS:
-            stage = random_stage(rng, k)
+            stage = random_taps(rng, k)
             with CudaBackend([stage]) as backend:
                 worst = check(backend, stage, frame)
                 slots = backend.allocate_slots(shape, ROTATE)
@@ -149,13 +134,14 @@ def main() -> None:
                         slot.host_in[:] = rng.integers(0, 256, shape, dtype=np.uint8)
                         slot.device.upload(False)  # synchronous 2-D copy
                     seconds = time_launches(backend, slots, driver, budget_s=repeats * 0.01)
-            cv2_seconds = time_cv2(frame, stage.taps[0], max(3, repeats // 5))
+            cv2_seconds = time_host(lambda: cv2.filter2D(frame, -1, stage.taps[0], borderType=cv2.BORDER_REFLECT_101),
+                                    max(3, repeats // 5))
             gbs = 2 * frame_bytes / seconds / 1e9
             result["kernels"].append({"size": label, "K": k, "ms": seconds * 1e3, "GBps": gbs,
                                       "copy_fraction": gbs / copy_gbs, "cv2_ms": cv2_seconds * 1e3,
                                       "max_lsb_vs_cpu": worst})
 
-    stage = random_stage(rng, 5)
+    stage = random_taps(rng, 5)
     for label, (height, width) in SIZES.items():
         for pinned in (True, False):
             for ring in (1, 3):

@@ -36,17 +36,10 @@ def precompile_plans(wanted, kernel: str = "auto"):
 def gpu_filter(stages, frame, border, driver, kernel: str = "auto"):
     """Run ``stages`` on ``frame`` through a slot whose host and device outputs are poisoned."""
     from streamconv.backends.cuda import CudaBackend
+    from streamconv.bench import poisoned_run
 
     with CudaBackend(stages, border=border, kernel=kernel) as backend:
-        slot = backend.allocate_slots(frame.shape, 1)[0]
-        with backend.activated():
-            for buffer in slot.device.buffers[1:]:
-                driver.memset_d8(int(buffer), POISON, slot.device.pitch * frame.shape[0])
-        slot.host_out.fill(POISON)
-        np.copyto(slot.host_in, frame)
-        backend.submit(slot)
-        backend.wait(slot)
-        return slot.host_out.copy()
+        return poisoned_run(backend, backend.allocate_slots(frame.shape, 1)[0], frame)
 
 
 def exact_taps(stage: FilterStage) -> bool:

@@ -134,10 +134,11 @@ class CudaBackend:
                     raise StreamError(f"{symbol} holds {size} bytes, stage {stage.describe()} "
                                       f"needs {values.nbytes}")
                 driver.memcpy_htod(address, values)
+            arguments = variants.plan_arguments(plan)
             function = module.get_function(plan.entry)
-            function.prepare(variants.plan_arguments(plan))
+            function.prepare(arguments)
             gpu_stage = _Stage(plan, module, function)
-            if variants.plan_arguments(plan).endswith("P"):  # textbook entries: a taps pointer
+            if arguments.endswith("P"):  # textbook entries: a taps pointer
                 gpu_stage.extra_args = (0,)  # unread unless the taps live in global memory
                 if plan.global_taps is not None:
                     taps = driver.to_device(plan.global_taps)
