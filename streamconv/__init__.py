@@ -27,6 +27,7 @@ from .errors import (  # noqa: E402
     NoVideoStreamError,
     OutputError,
     PresetError,
+    ShapeError,
     StreamconvError,
     StreamError,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "PresetError",
     "RealtimeSource",
     "RunStats",
+    "ShapeError",
     "StreamconvError",
     "StreamError",
     "StreamFilter",

@@ -32,6 +32,12 @@ class FrameFormatError(StreamconvError, ValueError):
     exit_code = 3
 
 
+class ShapeError(StreamconvError, ValueError):
+    """A tensor given to a :mod:`streamconv.nn` layer has the wrong shape or dtype for it."""
+
+    exit_code = 3
+
+
 class FrameTypeError(StreamconvError, TypeError):
     """A frame has the wrong dtype or is not an array."""
 

@@ -1,0 +1,204 @@
+"""Convolution-layer benchmark of streamconv.nn on the GPU: checks correctness, then times.
+
+    python benchmarks/nn.py [--json PATH] [--quick] [--methods direct,tiled,im2col]
+
+For C in {3, 16, 64} input channels, M in {8, 64} output channels, K in {3, 5, 7}, batch N in
+{1, 8}, at 1080p (stride 1, padding K // 2, so the output is 1080p too), each conv2d method is:
+1. checked: the output is poisoned (NaN) first, then 4096 random outputs are held against the
+   float64 definition computed for just those outputs (relative error, at most 1e-4), on fresh
+   uniform random inputs in [-1, 1);
+2. timed with CUDA events after a warm-up (median of several runs), the taps already in the
+   kernels' layout (a once-per-model cost, like any library's weight transform);
+3. reported as ms, GFLOP/s (2 N M Ho Wo C K K per call) and the fraction of the FP32 peak
+   (SMs x FP32 lanes x boost clock x 2). im2col also shows its expansion ratio (K^2 Ho Wo / H W).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import streamconv  # noqa: E402
+
+import benchinfo  # noqa: E402
+from streamconv.backends import cuda_status, kernels  # noqa: E402
+from streamconv.bench import fp32_fma_peak, occupancy  # noqa: E402
+from streamconv.nn import conv2d_shape, im2col_expansion  # noqa: E402
+from streamconv.nn.gpu import METHODS, engine, gemm_defines, tiled_defines  # noqa: E402
+
+HEIGHT, WIDTH = 1080, 1920
+CHANNELS = (3, 16, 64)
+OUTPUTS = (8, 64)
+KS = (3, 5, 7)
+BATCHES = (1, 8)
+CHECK_POINTS = 4096
+TOLERANCE = 1e-4
+TIME_BUDGET_S = 1.0
+
+
+def reference_at(x: np.ndarray, w: np.ndarray, bias: np.ndarray, shape, picks) -> np.ndarray:
+    """The float64 definition at output positions ``picks`` = (n, m, i, j) index arrays."""
+    n, m, i, j = picks
+    offsets = np.arange(shape.k)
+    rows = i[:, None] * shape.stride - shape.padding + offsets  # P x K
+    cols = j[:, None] * shape.stride - shape.padding + offsets
+    inside = ((rows >= 0) & (rows < shape.h))[:, :, None] & ((cols >= 0) & (cols < shape.w))[:, None, :]
+    windows = x[n[:, None, None, None], np.arange(shape.c)[None, :, None, None],
+                np.clip(rows, 0, shape.h - 1)[:, None, :, None], np.clip(cols, 0, shape.w - 1)[:, None, None, :]]
+    windows = windows.astype(np.float64) * inside[:, None]
+    return np.einsum("pckl,pckl->p", windows, w[m].astype(np.float64)) + bias[m]
+
+
+def check(y_host: np.ndarray, x: np.ndarray, w: np.ndarray, bias: np.ndarray, shape, rng) -> float:
+    """Relative error of sampled outputs against the definition; raises if NaN or above tolerance."""
+    if np.isnan(y_host).any():
+        raise SystemExit("outputs left unwritten (NaN poison survived)")
+    picks = tuple(rng.integers(0, size, CHECK_POINTS) for size in shape.out_shape)
+    expected = reference_at(x, w, bias, shape, picks)
+    error = float(np.max(np.abs(y_host[picks] - expected)) / np.max(np.abs(expected)))
+    if error > TOLERANCE:
+        raise SystemExit(f"relative error {error:.2e} > {TOLERANCE:g}")
+    return error
+
+
+def time_call(function, driver, *, budget_s: float = TIME_BUDGET_S) -> float:
+    """Median seconds of ``function()`` (queued GPU work) over event-timed runs, after a warm-up."""
+    start, end = driver.Event(), driver.Event()
+    start.record()
+    function()
+    end.record()
+    end.synchronize()
+    first = end.time_since(start) / 1e3
+    samples = []
+    for _ in range(max(3, min(20, int(budget_s / max(first, 1e-6))))):
+        start.record()
+        function()
+        end.record()
+        end.synchronize()
+        samples.append(end.time_since(start) / 1e3)
+    return statistics.median(samples)
+
+
+def kernel_facts(gpu, method: str, shape, device, driver) -> dict:
+    """Registers, shared memory and occupancy of the method's main kernel."""
+    if method == "direct":
+        function, threads = gpu.function("nn_conv", "conv_direct", {"DIRECT_TILE": 16}), 256
+    elif method == "tiled" and tiled_defines(shape) is not None:
+        d = tiled_defines(shape)
+        function = gpu.function("nn_conv", "conv_tiled", d)
+        threads = d["TILE_H"] * d["TILE_W"] // d["PX"] * (d["MB"] // d["MT"])
+    else:
+        d = gemm_defines(shape.m)
+        function = gpu.function("gemm", "sgemm_bias", d)
+        threads = (d["BM"] // d["TM"]) * (d["BN"] // d["TN"])
+    fraction, limit = occupancy(device, driver, function, threads)
+    return {"registers": function.num_regs, "shared_bytes": function.shared_size_bytes,
+            "occupancy": fraction, "occupancy_limit": limit}
+
+
+def precompile(shapes, arch: str) -> None:
+    wanted = {("nn_conv", (("DIRECT_TILE", 16),)), ("nn_conv", ()), ("nn_ops", ())}
+    for shape in shapes:
+        defines = tiled_defines(shape)
+        if defines:
+            wanted.add(("nn_conv", tuple(sorted(defines.items()))))
+        wanted.add(("gemm", tuple(sorted(gemm_defines(shape.m).items()))))
+    kernels.precompile([(name, dict(items)) for name, items in sorted(wanted)], arch, workers=16)
+
+
+def measure(gpu, shape, methods, rng, device, peak_flops: float) -> list[dict]:
+    """Check, then time, every method on one shape; fresh random inputs."""
+    import pycuda.driver as driver
+    from pycuda import curandom, gpuarray
+
+    x = curandom.rand((shape.n, shape.c, shape.h, shape.w), np.float32) * 2 - 1
+    x_host = x.get()
+    w_host = rng.uniform(-1, 1, (shape.m, shape.c, shape.k, shape.k)).astype(np.float32)
+    bias_host = rng.uniform(-1, 1, shape.m).astype(np.float32)
+    w, bias = gpuarray.to_gpu(w_host), gpuarray.to_gpu(bias_host)
+    w_t = gpu.transpose_taps(w)
+    y = gpuarray.empty(shape.out_shape, np.float32)
+    rows = []
+    for method in methods:
+        driver.memset_d32(y.gpudata, 0x7FC00000, y.size)  # NaN
+
+        def call(method=method):
+            gpu.conv2d_into(y, x, w, bias, shape, method=method, w_t=w_t)
+
+        call()
+        error = check(y.get(), x_host, w_host, bias_host, shape, rng)
+        seconds = time_call(call, driver)
+        row = {"n": shape.n, "c": shape.c, "m": shape.m, "k": shape.k, "method": method,
+               "ms": seconds * 1e3, "gflops": shape.flops / seconds / 1e9,
+               "peak_fraction": shape.flops / seconds / peak_flops, "max_rel_error": error,
+               "expansion": im2col_expansion(shape) if method == "im2col" else None,
+               **kernel_facts(gpu, method, shape, device, driver)}
+        rows.append(row)
+        print(format_row(row), flush=True)
+    return rows
+
+
+def run(methods, channels, outputs, ks, batches) -> dict:
+    import pycuda.driver as driver
+
+    rng = np.random.default_rng()
+    gpu = engine(0)
+    rows = []
+    with gpu.activated():
+        device = driver.Context.get_device()
+        peak_flops = 2 * fp32_fma_peak(device, driver)
+        shapes = [conv2d_shape((n, c, HEIGHT, WIDTH), (m, c, k, k), (m,), 1, k // 2)
+                  for n in batches for c in channels for m in outputs for k in ks]
+        precompile(shapes, gpu.arch)
+        for shape in shapes:
+            rows += measure(gpu, shape, methods, rng, device, peak_flops)
+        version = driver.get_driver_version()
+        return {"gpu": device.name(), "driver_cuda": f"{version // 1000}.{version % 1000 // 10}",
+                "fp32_peak_gflops": peak_flops / 1e9, "size": f"{WIDTH}x{HEIGHT}", "stride": 1,
+                "padding": "K // 2", "streamconv": streamconv.__version__, "commit": benchinfo.commit(),
+                "python": platform.python_version(), "numpy": np.__version__, "rows": rows}
+
+
+HEADER = f"{'N':>2} {'C':>3} {'M':>3} {'K':>2} {'method':<7} {'ms':>9} {'GFLOP/s':>9} {'peak':>6} " \
+         f"{'regs':>4} {'occ':>5} {'expand':>6} {'rel err':>8}"
+
+
+def format_row(row: dict) -> str:
+    expansion = f"{row['expansion']:.1f}x" if row["expansion"] else "-"
+    return (f"{row['n']:>2} {row['c']:>3} {row['m']:>3} {row['k']:>2} {row['method']:<7} {row['ms']:>9.3f} "
+            f"{row['gflops']:>9.0f} {row['peak_fraction']:>6.1%} {row['registers']:>4} "
+            f"{row['occupancy']:>5.0%} {expansion:>6} {row['max_rel_error']:>8.1e}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("--quick", action="store_true", help="only C = M = 64, K = 3, batch 1")
+    parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of "
+                        + ", ".join(METHODS))
+    args = parser.parse_args()
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown:
+        parser.error(f"unknown method {unknown[0]!r}; known: {', '.join(METHODS)}")
+    usable, reason = cuda_status(0)
+    if not usable:
+        raise SystemExit(f"no GPU to benchmark: {reason}")
+    grid = ((64,), (64,), (3,), (1,)) if args.quick else (CHANNELS, OUTPUTS, KS, BATCHES)
+    print(HEADER)
+    result = run(methods, *grid)
+    print(f"{result['gpu']}, FP32 peak {result['fp32_peak_gflops']:.0f} GFLOP/s, commit {result['commit']}")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+"""Convolution-layer operators on float32 NCHW tensors: conv2d, relu, max_pool2d.
+
+The GPU runs them when PyCUDA and a device are present (``backend="auto"``), the CPU otherwise::
+
+    from streamconv import nn
+    y = nn.conv2d(x, w, bias, stride=1, padding=1)      # x: N x C x H x W, w: M x C x K x K
+    y = nn.max_pool2d(nn.relu(y), 2)
+
+NumPy arrays in give NumPy arrays out (copied to the GPU and back); PyCUDA ``GPUArray``s in give
+``GPUArray``s out, with no copies (in the caller's current CUDA context). ``conv2d`` has three GPU
+implementations (``method``): ``direct``, ``tiled`` and ``im2col``; ``auto`` picks ``tiled``.
+The float64 references (``conv2d_reference`` ...) are the oracle the tests and benchmarks use.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from ..errors import FilterSpecError, ShapeError
+from . import cpu
+from .gpu import DEFAULT_METHOD, METHODS, im2col_expansion
+from .reference import conv2d_reference, max_pool2d_reference, relu_reference
+from .shapes import ConvShape, conv2d_shape, pool_shape
+
+__all__ = ["conv2d", "relu", "max_pool2d", "conv2d_reference", "relu_reference", "max_pool2d_reference",
+           "conv2d_shape", "pool_shape", "ConvShape", "METHODS", "im2col_expansion"]
+
+log = logging.getLogger(__name__)
+
+_BACKENDS = ("auto", "cpu", "cuda")
+_fallback_noted = False
+
+
+def _is_device_array(value: Any) -> bool:
+    return hasattr(value, "gpudata")
+
+
+def _use_gpu(tensors: tuple, backend: str, device: int) -> bool:
+    """Where to run: GPUArrays stay on the GPU; host arrays go where ``backend`` says."""
+    global _fallback_noted
+    if backend not in _BACKENDS:
+        raise FilterSpecError(f"unknown backend {backend!r}; known: {', '.join(_BACKENDS)}")
+    if any(_is_device_array(t) for t in tensors):
+        if backend == "cpu":
+            raise ShapeError("backend='cpu' was given GPUArrays; pass NumPy arrays (array.get())")
+        return True
+    if backend == "cpu":
+        return False
+    from ..backends import resolve_backend
+
+    if backend == "cuda":
+        resolve_backend("cuda", device=device)  # raises with the reason
+        return True
+    from ..backends import cuda_status
+
+    usable, reason = cuda_status(device)
+    if not usable and not _fallback_noted:
+        log.warning("streamconv.nn: cuda unavailable (%s); running on the cpu", reason)
+        _fallback_noted = True
+    return usable
+
+
+def _host_float32(value: Any, what: str) -> np.ndarray:
+    array = np.asarray(value)
+    if array.dtype.kind not in "fiu":
+        raise ShapeError(f"{what}: dtype {array.dtype} is not a real number type")
+    return np.ascontiguousarray(array, dtype=np.float32)
+
+
+def _device_float32(value: Any, what: str):
+    """A float32 contiguous GPUArray: GPUArrays are checked, host arrays uploaded."""
+    if _is_device_array(value):
+        if value.dtype != np.float32 or not value.flags.c_contiguous:
+            raise ShapeError(f"{what}: expected a C-contiguous float32 GPUArray, got {value.dtype}")
+        return value
+    from pycuda import gpuarray
+
+    return gpuarray.to_gpu(_host_float32(value, what))
+
+
+def _check_method(method: str) -> str:
+    if method != "auto" and method not in METHODS:
+        raise ShapeError(f"conv2d: unknown method {method!r}; known: auto, {', '.join(METHODS)}")
+    return DEFAULT_METHOD if method == "auto" else method
+
+
+def conv2d(x: Any, w: Any, bias: Any = None, *, stride: int = 1, padding: int = 0, method: str = "auto",
+           backend: str = "auto", device: int = 0):
+    """Convolution layer (cross-correlation): y[n,m] = bias[m] + sum_c x[n,c] (*) w[m,c].
+
+    Args:
+        x: N x C x H x W, a host array (any real dtype, computed in float32) or a float32 GPUArray.
+        w: M x C x K x K taps, host or GPUArray. bias: (M,) or None.
+        stride: output step in pixels (>= 1). padding: zero rows/columns added on every side.
+        method: ``auto`` (``tiled``), ``direct``, ``tiled`` or ``im2col`` (GPU only; the CPU
+            runs im2col with BLAS whatever is asked).
+        backend: ``auto`` (GPU if usable), ``cuda`` or ``cpu``. device: CUDA device number.
+
+    Returns:
+        N x M x Ho x Wo float32, Ho = (H + 2 padding - K) // stride + 1: a NumPy array for host
+        input, a GPUArray (in the caller's context) when any input is a GPUArray.
+
+    Raises:
+        ShapeError: mismatched shapes (actual and expected shown), bad stride, padding or method.
+        BackendUnavailableError: ``backend="cuda"`` without a usable GPU.
+    """
+    shape = conv2d_shape(np.shape(x) if not _is_device_array(x) else x.shape,
+                         np.shape(w) if not _is_device_array(w) else w.shape,
+                         None if bias is None else (bias.shape if _is_device_array(bias) else np.shape(bias)),
+                         stride, padding)
+    chosen = _check_method(method)
+    if not _use_gpu((x, w, bias), backend, device):
+        return cpu.conv2d_cpu(_host_float32(x, "conv2d: x"), _host_float32(w, "conv2d: w"),
+                              None if bias is None else _host_float32(bias, "conv2d: bias"), shape)
+    from pycuda import gpuarray
+
+    from .gpu import engine
+
+    gpu = engine(device)
+    with gpu.activated():
+        x_d, w_d = _device_float32(x, "conv2d: x"), _device_float32(w, "conv2d: w")
+        bias_d = None if bias is None else _device_float32(bias, "conv2d: bias")
+        y = gpuarray.empty(shape.out_shape, np.float32)
+        gpu.conv2d_into(y, x_d, w_d, bias_d, shape, method=chosen)
+        return y if _is_device_array(x) else y.get()
+
+
+def relu(x: Any, *, backend: str = "auto", device: int = 0):
+    """max(x, 0) element-wise.
+
+    Args:
+        x: any shape; a host array (computed in float32) or a float32 GPUArray.
+
+    Returns:
+        float32 of x's shape, on the host for host input, else a GPUArray.
+    """
+    if not _use_gpu((x,), backend, device):
+        return cpu.relu_cpu(_host_float32(x, "relu: x"))
+    from pycuda import gpuarray
+
+    from .gpu import engine
+
+    gpu = engine(device)
+    with gpu.activated():
+        x_d = _device_float32(x, "relu: x")
+        y = gpuarray.empty(x_d.shape, np.float32)
+        gpu.relu_into(y, x_d)
+        return y if _is_device_array(x) else y.get()
+
+
+def max_pool2d(x: Any, kernel: int, stride: int | None = None, *, backend: str = "auto", device: int = 0):
+    """The maximum over each kernel x kernel window, windows ``stride`` apart (default ``kernel``).
+
+    Args:
+        x: N x C x H x W, a host array or a float32 GPUArray.
+
+    Returns:
+        N x C x Ho x Wo float32 with Ho = (H - kernel) // stride + 1 (floor: windows lie inside x),
+        on the host for host input, else a GPUArray.
+    """
+    stride = kernel if stride is None else stride
+    out_shape = pool_shape(x.shape if _is_device_array(x) else np.shape(x), kernel, stride)
+    if not _use_gpu((x,), backend, device):
+        return cpu.max_pool2d_cpu(_host_float32(x, "max_pool2d: x"), kernel, stride)
+    from pycuda import gpuarray
+
+    from .gpu import engine
+
+    gpu = engine(device)
+    with gpu.activated():
+        x_d = _device_float32(x, "max_pool2d: x")
+        y = gpuarray.empty(out_shape, np.float32)
+        gpu.max_pool2d_into(y, x_d, int(kernel), int(stride))
+        return y if _is_device_array(x) else y.get()

@@ -1,0 +1,269 @@
+"""The layers on the GPU through PyCUDA: kernel choice, launch geometry and launches.
+
+Tensors here are PyCUDA ``GPUArray``s (float32, C-contiguous, device memory) in the context
+the :class:`GpuEngine` holds. Work is queued on ``stream`` (the default stream if None);
+nothing here waits for the GPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any, Iterator
+
+import numpy as np
+
+from ..backends import kernels
+from ..errors import BackendUnavailableError, ShapeError
+from .shapes import ConvShape
+
+log = logging.getLogger(__name__)
+
+METHODS = ("direct", "tiled", "im2col")
+"""conv2d implementations: the textbook's one-thread-per-output kernel, the shared-memory tiled
+kernel with register blocking, and im2col unrolling followed by a tiled GEMM."""
+
+DEFAULT_METHOD = "tiled"
+"""What ``method="auto"`` runs on the GPU: the fastest in ``benchmarks/nn.py`` on the H100."""
+
+DEFAULT_WORKSPACE_BYTES = 64 << 20
+"""im2col columns are unrolled at most this many bytes at a time, then multiplied."""
+
+_DIRECT_TILE = 16
+_IM2COL_THREADS = 256
+_ELEMENTWISE_THREADS = 256
+_SHARED_BUDGET = 46 * 1024  # static shared memory per block is capped at 48 KB
+_MAX_CHUNK_CHANNELS = 8
+
+
+def tiled_defines(shape: ConvShape) -> dict[str, int] | None:
+    """The #defines of nn_conv.cu's conv_tiled for a call, or None when even a 4-channel block's
+    input tile and taps for one input channel overflow shared memory (then ``im2col`` runs).
+
+    Threads take 4 adjacent outputs of a row for MT output channels; a block has 256 threads
+    and MB output channels (the smallest power of two >= M, at most 64), shrunk until one input
+    channel fits in the shared-memory budget; it then stages CB input channels at a time.
+    """
+    k, s = shape.k, shape.stride
+    mt = 4 if shape.m <= 4 else 8 if shape.m <= 8 else 16
+    mb = mt if mt < 16 else min(64, 1 << (shape.m - 1).bit_length())
+    tile_w, px = 32, 4
+    while True:
+        tile_h = 256 // (mb // mt) * px // tile_w
+        in_h, in_w = (tile_h - 1) * s + k, (tile_w - 1) * s + k
+        per_channel = (in_h * in_w + k * k * mb) * 4
+        if per_channel <= _SHARED_BUDGET:
+            break
+        if mb == 4:
+            return None
+        mb //= 2
+        mt = min(mt, mb)
+    chunk = max(1, min(_MAX_CHUNK_CHANNELS, shape.c, _SHARED_BUDGET // per_channel))
+    return {"KSIZE": k, "STRIDE": s, "TILE_W": tile_w, "TILE_H": tile_h, "PX": px, "MT": mt, "MB": mb,
+            "CB": chunk, "MIN_BLOCKS": 1}
+
+
+def gemm_defines(rows: int) -> dict[str, int]:
+    """The #defines of gemm.cu for an output of ``rows`` rows (M): the row tile grows with M."""
+    for bm, tm in ((8, 1), (16, 2), (32, 4), (64, 8)):
+        if rows <= bm:
+            return {"BM": bm, "TM": tm, "BN": 128, "TN": 8, "BK": 16}
+    return {"BM": 128, "TM": 8, "BN": 128, "TN": 8, "BK": 16}
+
+
+def im2col_expansion(shape: ConvShape) -> float:
+    """Elements of the unrolled matrix (C K K x Ho Wo per image) over elements of the input."""
+    return shape.k * shape.k * shape.out_h * shape.out_w / (shape.h * shape.w)
+
+
+def _pointer(array: Any, offset_elements: int = 0) -> np.uintp:
+    return np.uintp(int(array.gpudata) + 4 * offset_elements)
+
+
+class GpuEngine:
+    """Compiled layer kernels in one CUDA context, and the calls that launch them.
+
+    Use :func:`engine` to get one: it takes the calling thread's current context if there is
+    one (so GPUArrays the caller made are valid here), else the device's primary context,
+    which it pushes around each call.
+    """
+
+    def __init__(self, driver, context, *, push: bool) -> None:
+        self._driver = driver
+        self.context = context
+        self._push = push
+        with self.activated():
+            device = driver.Context.get_device()
+            major, minor = device.compute_capability()
+        self.arch = f"sm_{major}{minor}"
+        self.device_name = device.name()
+        self._functions: dict[tuple, Any] = {}
+        self._workspaces: dict[int, Any] = {}  # per stream: kernels on two streams must not share one
+
+    @contextlib.contextmanager
+    def activated(self) -> Iterator[None]:
+        """Make the engine's context current for the block (a no-op when it already is)."""
+        if not self._push:
+            yield
+            return
+        self.context.push()
+        try:
+            yield
+        finally:
+            self._driver.Context.pop()
+
+    def function(self, source: str, name: str, defines: dict[str, int] | None = None):
+        """Kernel ``name`` of ``cuda/<source>.cu`` compiled with ``defines``, loaded once per engine."""
+        key = (source, name, tuple(sorted((defines or {}).items())))
+        if key not in self._functions:
+            module = kernels.load_module(source, defines or {}, self.arch)
+            self._functions[key] = (module, module.get_function(name))
+        return self._functions[key][1]
+
+    # -- launches; every tensor argument is a float32 GPUArray in this engine's context --
+
+    def transpose_taps(self, w, stream=None):
+        """w (M x C x K x K) -> a new C x K x K x M GPUArray."""
+        from pycuda import gpuarray
+
+        m, c, k, _ = w.shape
+        w_t = gpuarray.empty((c, k, k, m), np.float32)
+        total = w.size
+        self.function("nn_conv", "transpose_taps")(
+            w.gpudata, w_t.gpudata, np.int32(m), np.int32(c), np.int32(k * k),
+            block=(_ELEMENTWISE_THREADS, 1, 1), grid=(-(-total // _ELEMENTWISE_THREADS), 1), stream=stream)
+        return w_t
+
+    def conv2d_into(self, y, x, w, bias, shape: ConvShape, *, method: str = DEFAULT_METHOD, stream=None,
+                    workspace_bytes: int = DEFAULT_WORKSPACE_BYTES, w_t=None) -> None:
+        """Queue y = conv2d(x, w) + bias with ``method`` (one of :data:`METHODS`).
+
+        Args:
+            y: N x M x Ho x Wo output. x: N x C x H x W. w: M x C x K x K. bias: (M,) or None.
+            w_t: the taps already transposed by :meth:`transpose_taps` (tiled, im2col), if at hand.
+        """
+        if method == "direct":
+            self._direct(y, x, w, bias, shape, stream)
+            return
+        if method not in METHODS:
+            raise ShapeError(f"conv2d: unknown method {method!r}; known: auto, {', '.join(METHODS)}")
+        w_t = self.transpose_taps(w, stream) if w_t is None else w_t
+        defines = tiled_defines(shape) if method == "tiled" else None
+        if method == "tiled" and defines is not None:
+            self._tiled(y, x, w_t, bias, shape, defines, stream)
+        else:
+            if method == "tiled":
+                log.info("conv2d: K=%d, stride %d overflow the tiled kernel's shared memory; using im2col",
+                         shape.k, shape.stride)
+            self._im2col_gemm(y, x, w_t, bias, shape, stream, workspace_bytes)
+
+    def _direct(self, y, x, w, bias, shape: ConvShape, stream) -> None:
+        tiles_x = -(-shape.out_w // _DIRECT_TILE)
+        tiles = tiles_x * -(-shape.out_h // _DIRECT_TILE)
+        self.function("nn_conv", "conv_direct", {"DIRECT_TILE": _DIRECT_TILE})(
+            x.gpudata, w.gpudata, _bias_pointer(bias), y.gpudata,
+            *_ints(shape.c, shape.h, shape.w, shape.m, shape.out_h, shape.out_w, shape.k, shape.stride,
+                   shape.padding, tiles_x),
+            block=(_DIRECT_TILE, _DIRECT_TILE, 1), grid=(tiles, shape.m, shape.n), stream=stream)
+
+    def _tiled(self, y, x, w_t, bias, shape: ConvShape, defines: dict[str, int], stream) -> None:
+        threads = defines["TILE_H"] * defines["TILE_W"] // defines["PX"] * (defines["MB"] // defines["MT"])
+        m_blocks = -(-shape.m // defines["MB"])
+        grid = (-(-shape.out_w // defines["TILE_W"]), -(-shape.out_h // defines["TILE_H"]), shape.n * m_blocks)
+        self.function("nn_conv", "conv_tiled", defines)(
+            x.gpudata, w_t.gpudata, _bias_pointer(bias), y.gpudata,
+            *_ints(shape.c, shape.h, shape.w, shape.m, shape.out_h, shape.out_w, shape.padding, m_blocks),
+            block=(threads, 1, 1), grid=grid, stream=stream)
+
+    def _im2col_gemm(self, y, x, w_t, bias, shape: ConvShape, stream, workspace_bytes: int) -> None:
+        pixels = shape.out_h * shape.out_w
+        depth = shape.c * shape.k * shape.k
+        gemm = gemm_defines(shape.m)
+        columns = min(pixels, max(gemm["BN"], workspace_bytes // (4 * depth) // gemm["BN"] * gemm["BN"]))
+        workspace = self._workspace(depth * columns, stream)
+        unroll = self.function("nn_conv", "im2col")
+        multiply = self.function("gemm", "sgemm_bias", gemm)
+        threads = (gemm["BM"] // gemm["TM"]) * (gemm["BN"] // gemm["TN"])
+        for n in range(shape.n):
+            image = _pointer(x, n * shape.c * shape.h * shape.w)
+            for first in range(0, pixels, columns):
+                count = min(columns, pixels - first)
+                unroll(image, workspace.gpudata,
+                       *_ints(shape.c, shape.h, shape.w, shape.out_w, shape.k, shape.stride, shape.padding),
+                       np.int64(first), np.int32(count),
+                       block=(_IM2COL_THREADS, 1, 1), grid=(-(-count // _IM2COL_THREADS), shape.c * shape.k),
+                       stream=stream)
+                multiply(w_t.gpudata, workspace.gpudata, _bias_pointer(bias),
+                         _pointer(y, n * shape.m * pixels + first),
+                         *_ints(shape.m, count, depth, count, pixels),
+                         block=(threads, 1, 1), grid=(-(-count // gemm["BN"]), -(-shape.m // gemm["BM"])),
+                         stream=stream)
+
+    def _workspace(self, elements: int, stream):
+        """A float32 scratch buffer of at least ``elements``, kept per stream and grown when short."""
+        from pycuda import gpuarray
+
+        key = 0 if stream is None else int(stream.handle)
+        found = self._workspaces.get(key)
+        if found is None or found.size < elements:
+            if found is not None and stream is not None:
+                stream.synchronize()  # queued kernels may still read the old buffer
+            elif found is not None:
+                self._driver.Context.synchronize()
+            found = self._workspaces[key] = gpuarray.empty(elements, np.float32)
+        return found
+
+    def relu_into(self, y, x, stream=None) -> None:
+        """Queue y = max(x, 0); y may be x."""
+        count = x.size
+        self.function("nn_ops", "relu")(
+            x.gpudata, y.gpudata, np.int64(count),
+            block=(_ELEMENTWISE_THREADS, 1, 1), grid=(-(-count // _ELEMENTWISE_THREADS), 1), stream=stream)
+
+    def max_pool2d_into(self, y, x, kernel: int, stride: int, stream=None) -> None:
+        """Queue y (N x C x Ho x Wo) = the window maxima of x (N x C x H x W)."""
+        n, c, h, w = x.shape
+        out_h, out_w = y.shape[2], y.shape[3]
+        self.function("nn_ops", "max_pool2d")(
+            x.gpudata, y.gpudata, *_ints(h, w, out_h, out_w, kernel, stride),
+            block=(_ELEMENTWISE_THREADS, 1, 1), grid=(-(-(out_h * out_w) // _ELEMENTWISE_THREADS), n * c),
+            stream=stream)
+
+
+def _ints(*values: int) -> list[np.int32]:
+    return [np.int32(v) for v in values]
+
+
+def _bias_pointer(bias) -> Any:
+    return np.uintp(0) if bias is None else bias.gpudata
+
+
+_engines: dict[int, GpuEngine] = {}
+
+
+def engine(device: int = 0) -> GpuEngine:
+    """The engine of the calling thread's current CUDA context, else of ``device``'s primary context.
+
+    Raises:
+        BackendUnavailableError: PyCUDA, the driver or the device is missing.
+    """
+    from ..backends import cuda_status
+
+    try:
+        import pycuda.driver as driver
+    except ImportError:
+        raise BackendUnavailableError("streamconv.nn on the GPU needs pycuda (pip install 'streamconv[cuda]')") from None
+    driver.init()
+    current = driver.Context.get_current()
+    if current is not None:
+        context, push = current, False
+    else:
+        usable, reason = cuda_status(device)
+        if not usable:
+            raise BackendUnavailableError(f"streamconv.nn: cuda unavailable: {reason}")
+        context, push = driver.Device(device).retain_primary_context(), True
+    key = int(context.handle)
+    found = _engines.get(key)
+    if found is None or found._push != push:
+        found = _engines[key] = GpuEngine(driver, context, push=push)
+    return found
