@@ -182,8 +182,35 @@ def test_kernels_compile_with_nvcc(name):
         assert result.returncode == 0, f"{source.name} {defines}:\n{result.stdout}{result.stderr}"
 
 
-def test_every_kernel_file_is_used_by_a_variant():
+NN_CASES = {  # (N, C, H, W), (M, C, K, K), stride, padding
+    "c64-m64-k3": ((1, 64, 1080, 1920), (64, 64, 3, 3), 1, 1),
+    "c3-m8-k7-s2": ((1, 3, 64, 64), (8, 3, 7, 7), 2, 3),
+    "c2-m4-k31": ((1, 2, 64, 64), (4, 2, 31, 31), 1, 15),
+}
+
+
+def _nn_specialisations(name: str) -> list[tuple[Path, dict]]:
+    """Every (kernel file, defines) streamconv.nn would compile for this conv2d call."""
+    from streamconv.nn.gpu import gemm_defines, tiled_defines
+    from streamconv.nn.shapes import conv2d_shape
+
+    x_shape, w_shape, stride, padding = NN_CASES[name]
+    shape = conv2d_shape(x_shape, w_shape, None, stride, padding)
+    return [(REPO / "cuda" / "nn_conv.cu", tiled_defines(shape)), (REPO / "cuda" / "nn_conv.cu", {"DIRECT_TILE": 16}),
+            (REPO / "cuda" / "gemm.cu", gemm_defines(shape.m)), (REPO / "cuda" / "nn_ops.cu", {})]
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", list(NN_CASES))
+def test_nn_kernels_compile_with_nvcc(name):
+    for source, defines in _nn_specialisations(name):
+        result = _nvcc(source, defines)
+        assert result.returncode == 0, f"{source.name} {defines}:\n{result.stdout}{result.stderr}"
+
+
+def test_every_kernel_file_is_used():
     used = {source for name in SPECIALISATIONS for source, _ in _specialisations(name)}
+    used |= {source for name in NN_CASES for source, _ in _nn_specialisations(name)}
     assert used == set(CUDA_SOURCES)
 
 
