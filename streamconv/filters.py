@@ -42,17 +42,20 @@ class FilterStage:
         params: the parameters it was built from, after defaults.
         taps: one (K, K) float32 C-contiguous read-only host array per bank member.
         combine: ``"none"`` for a single matrix, ``"magnitude"`` for sqrt(a^2 + b^2) of two.
+        layer: for ``bank``, a :class:`streamconv.nn.bank.LayerBank` (a convolution layer whose
+            maps make the frame); ``taps`` is then empty.
     """
 
     name: str
     params: Mapping[str, Any]
     taps: tuple[np.ndarray, ...]
     combine: str = COMBINE_NONE
+    layer: Any = None
 
     @property
     def size(self) -> int:
         """Side K of the tap matrices."""
-        return int(self.taps[0].shape[0])
+        return self.layer.size if self.layer is not None else int(self.taps[0].shape[0])
 
     @property
     def radius(self) -> int:
@@ -64,6 +67,9 @@ class FilterStage:
         shown = ",".join(f"{k}={_format_value(v)}" for k, v in self.params.items() if k != "taps")
         label = f"{self.name}:{shown}" if shown else self.name
         bank = f" x{len(self.taps)} {self.combine}" if len(self.taps) > 1 else ""
+        if self.layer is not None:
+            m, c = self.layer.weights.shape[:2]
+            bank = f", {c} -> {m} maps"
         return f"{label} ({self.size}x{self.size}{bank})"
 
 
@@ -259,6 +265,16 @@ def _custom(taps: str, file: str, normalize: bool) -> FilterStage:
     return FilterStage(name="custom", params=params, taps=(validate_taps(matrix, what="custom taps"),))
 
 
+def _bank(file: str, relu: bool, pool: int) -> FilterStage:
+    from .nn.bank import load_bank
+
+    if not file:
+        raise FilterSpecError("bank: give the weights as file=PATH.npy (M x C x K x K)")
+    layer = load_bank(file, relu=relu, pool=pool)
+    params: dict[str, Any] = {"file": file, "relu": relu, "pool": pool}
+    return FilterStage(name="bank", params=params, taps=(), layer=layer)
+
+
 def _fixed(name: str, taps: Any) -> Callable[[], FilterStage]:
     return lambda: _single(name, {}, taps)
 
@@ -287,6 +303,11 @@ REGISTRY: dict[str, FilterType] = {
                    {"taps": Param(str, "", "rows split by ';', values by ',': 0,-1,0;-1,5,-1;0,-1,0"),
                     "file": Param(str, "", "path of a .npy or text file of taps"),
                     "normalize": Param(bool, False, "divide the taps by their sum")}),
+        FilterType("bank", "a convolution layer: M maps of C x K x K weights, shown as grey (M=1), "
+                   "colour (M=C) or a mosaic", _bank,
+                   {"file": Param(str, "", "a .npy of M x C x K x K weights (K odd; zero padding K//2)"),
+                    "relu": Param(bool, False, "clip negative map values to 0 before pooling"),
+                    "pool": Param(int, 1, "max-pool the maps over pool x pool windows")}),
     )
 }
 

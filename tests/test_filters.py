@@ -20,9 +20,13 @@ from streamconv.errors import FilterSpecError
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))
-def test_every_filter_builds_with_defaults(name):
+def test_every_filter_builds_with_defaults(name, tmp_path):
     if name == "custom":
         stage = parse_filter("custom:taps=1")
+    elif name == "bank":
+        np.save(tmp_path / "w.npy", np.ones((2, 3, 3, 3)))
+        stage = parse_filter(f"bank:file={tmp_path / 'w.npy'}")
+        assert stage.taps == () and stage.size == 3 and stage.layer.weights.dtype == np.float32
     else:
         stage = build_filter(name)
     for taps in stage.taps:

@@ -82,7 +82,8 @@ def check_kernel_choice(kernel: str, filters: Sequence[FilterStage], backend: st
     variants.check_kernel(kernel)
     if backend == "cuda":
         for stage in filters:
-            variants.choose_variant(stage, kernel)
+            if stage.layer is None:  # a bank runs streamconv.nn's kernels, whatever --kernel says
+                variants.choose_variant(stage, kernel)
     elif kernel != variants.AUTO:
         log.warning("--kernel %s applies to the cuda backend; the cpu backend ignores it", kernel)
 

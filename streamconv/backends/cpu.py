@@ -33,6 +33,7 @@ import numpy as np
 from ..borders import CV_BORDERS, DEFAULT_BORDER, check_border, pad_frame
 from ..filters import COMBINE_MAGNITUDE, FilterStage
 from ..frames import as_hwc, check_same_shape
+from ..nn.bank import bank_cpu
 from ..slots import Slot
 
 # cv2.filter2D switches to a DFT (inexact) once the kernel area reaches 50 on some builds;
@@ -292,7 +293,7 @@ class CpuBackend:
     def __init__(self, filters: Sequence[FilterStage], *, border: str = DEFAULT_BORDER) -> None:
         self.filters = list(filters)
         self.border = check_border(border)
-        self._plans = [make_plan(stage) for stage in self.filters]
+        self._plans = [None if stage.layer is not None else make_plan(stage) for stage in self.filters]
         self._scratch = [_Scratch() for _ in self.filters]  # per stage: band buffers differ in shape
         self._frames = _Scratch()  # the intermediate frames of a chain
 
@@ -312,7 +313,10 @@ class CpuBackend:
         for number, (stage, plan, scratch) in enumerate(zip(self.filters, self._plans, self._scratch)):
             # Intermediate frames alternate between two buffers kept for the next frame.
             target = dst3 if number == last else self._frames.get(f"frame{number % 2}", src3.shape, np.uint8)
-            apply_filter_into(target, current, stage, self.border, plan, scratch)
+            if stage.layer is not None:
+                np.copyto(target, bank_cpu(current, stage.layer))
+            else:
+                apply_filter_into(target, current, stage, self.border, plan, scratch)
             current = target
 
     def apply(self, src: np.ndarray) -> np.ndarray:

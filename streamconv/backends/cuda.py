@@ -41,6 +41,7 @@ class _Stage:
     function: Any
     extra_args: tuple = ()  # after (src, dst, width, height, pitches): a textbook kernel's taps pointer
     allocations: list = field(default_factory=list)  # device memory the stage owns
+    bank: Any = None  # a bank stage: its cuda_bank.GpuBank (plan, module and function are None)
 
 
 @dataclass
@@ -53,6 +54,7 @@ class _DeviceSlot:
     upload: Any
     download: Any
     events: dict = field(default_factory=dict)
+    bank_buffers: dict = field(default_factory=dict)  # per bank stage number: its float tensors
 
 
 class CudaBackend:
@@ -90,7 +92,8 @@ class CudaBackend:
         self.blocking_sync = blocking_sync
         self.kernel = variants.check_kernel(kernel)
         for stage in self.filters:  # refuse a kernel that cannot run a stage before any GPU work
-            variants.choose_variant(stage, kernel)
+            if stage.layer is None:
+                variants.choose_variant(stage, kernel)
         self._context = None
         self._slots: list[Slot] = []
         self._single: dict[tuple[int, int, int], Slot] = {}
@@ -126,6 +129,13 @@ class CudaBackend:
         driver = self._driver
         stages = []
         for stage in self.filters:
+            if stage.layer is not None:
+                from ..nn.gpu import engine
+                from .cuda_bank import GpuBank
+
+                stages.append(_Stage(None, None, None, bank=GpuBank(stage.layer, shape, engine())))
+                log.info("stage %s runs streamconv.nn's conv2d", stage.describe())
+                continue
             plan = variants.plan_stage(stage, shape, BORDER_CODES[self.border], self.kernel)
             module = kernels.load_module(plan.source, plan.defines, self.arch)
             for symbol, values in plan.constants.items():
@@ -153,7 +163,7 @@ class CudaBackend:
         """(plan, PyCUDA function) of each stage for (H, W, C) frames, compiling them if needed;
         benchmarks read registers and shared memory from the functions."""
         with self.activated():
-            return [(stage.plan, stage.function) for stage in self._stages_for(tuple(shape))]
+            return [(stage.plan, stage.function) for stage in self._stages_for(tuple(shape)) if stage.bank is None]
 
     def allocate_slots(self, shape: tuple[int, int, int], count: int) -> list[Slot]:
         """Make ``count`` slots for (H, W, C) uint8 frames; compiles the kernels first.
@@ -191,10 +201,12 @@ class CudaBackend:
         source = buffers[1] if self.filters else buffers[0]
         download = self._copy(row_bytes, height, src_device=source, src_pitch=pitch,
                               dst_host=host_out, dst_pitch=row_bytes)
+        bank_buffers = {number: stage.bank.allocate()
+                        for number, stage in enumerate(self._stages_for(tuple(shape))) if stage.bank is not None}
         events = {name: driver.Event() for name in ("start", "uploaded", "computed")}
         events["done"] = driver.Event(driver.event_flags.BLOCKING_SYNC if self.blocking_sync else 0)
         device = _DeviceSlot(stream=driver.Stream(), buffers=buffers, pitch=pitch, upload=upload,
-                             download=download, events=events)
+                             download=download, events=events, bank_buffers=bank_buffers)
         return Slot(index=index, host_in=host_in, host_out=host_out, device=device)
 
     def _copy(self, width_bytes: int, height: int, *, src_pitch: int, dst_pitch: int,
@@ -240,6 +252,10 @@ class CudaBackend:
         for number, stage in enumerate(stages):
             # Ping-pong so that the last stage always lands in buffers[1].
             target = int(state.buffers[1 if (len(stages) - 1 - number) % 2 == 0 else 2])
+            if stage.bank is not None:
+                stage.bank.launch(state.bank_buffers[number], source, target, state.pitch, stream)
+                source = target
+                continue
             stage.function.prepared_async_call(stage.plan.grid, stage.plan.block, stream, source, target,
                                                width, height, state.pitch, state.pitch, *stage.extra_args)
             source = target
@@ -299,6 +315,8 @@ class CudaBackend:
                     for stage in stages:
                         for allocation in stage.allocations:
                             allocation.free()
+                        if stage.bank is not None:
+                            stage.bank.free()
                 self._stages.clear()
         finally:
             context, self._context = self._context, None
@@ -318,6 +336,10 @@ class CudaBackend:
             state.stream.synchronize()
         for allocation in state.buffers:
             allocation.free()
+        for buffers in state.bank_buffers.values():
+            for tensor in {id(t): t for t in (buffers.planes, buffers.maps, buffers.pooled)}.values():
+                tensor.gpudata.free()
+        state.bank_buffers.clear()
         for host in (slot.host_in, slot.host_out):
             base = getattr(host, "base", None)
             if base is not None and hasattr(base, "free"):

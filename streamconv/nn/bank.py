@@ -1,0 +1,159 @@
+"""A convolution layer as a video filter (``--filter bank:file=W.npy[,relu=1,pool=2]``).
+
+Each frame (H x W x C uint8, values 0..255 as floats) goes through conv2d with the M x C x K x K
+weights (zero padding K // 2, stride 1, so the maps are H x W), then ReLU and max-pooling if
+asked, and the M maps are shown in a frame of the input's size, rounded half to even and
+saturated to 0..255:
+
+- M = 1: the map in grey (every channel);
+- M = C (3 on RGB): map c in channel c, a colour mix;
+- other M: a mosaic, ceil(sqrt(M)) cells across, each map in grey in its cell, read nearest;
+  pixels of no cell are black.
+
+Pooled maps (H // pool x W // pool) are read nearest too, so the frame size never changes and
+the rest of the pipeline (ring buffers, encoder) is untouched.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import FilterSpecError, FrameFormatError
+
+MAX_MAPS = 256
+MAX_BANK_FILE_BYTES = 16 << 20
+
+
+@dataclass(frozen=True)
+class LayerBank:
+    """A bank of M output maps over C input channels: weights M x C x K x K float32 (host, read-only)."""
+
+    weights: np.ndarray
+    relu: bool = False
+    pool: int = 1
+
+    @property
+    def maps(self) -> int:
+        return int(self.weights.shape[0])
+
+    @property
+    def channels(self) -> int:
+        return int(self.weights.shape[1])
+
+    @property
+    def size(self) -> int:
+        return int(self.weights.shape[2])
+
+
+@dataclass(frozen=True)
+class Mosaic:
+    """Where the maps go in the frame: ``cols`` cells across, each ``cell_h`` x ``cell_w``;
+    ``colour``: map c fills channel c of a single cell."""
+
+    cols: int
+    cell_h: int
+    cell_w: int
+    colour: bool
+
+
+def load_bank(path: str | Path, *, relu: bool = False, pool: int = 1) -> LayerBank:
+    """Read M x C x K x K weights from a .npy file and check them.
+
+    Raises:
+        FilterSpecError: missing or oversized file, not 4-D, K even or over 31, M over 256,
+            non-finite or huge values, or pool < 1.
+    """
+    from ..filters import MAX_ABS_TAP, MAX_SIZE
+
+    path = Path(path)
+    if not path.is_file():
+        raise FilterSpecError(f"bank: weights file not found: {path}")
+    if path.stat().st_size > MAX_BANK_FILE_BYTES:
+        raise FilterSpecError(f"bank: weights file is too large: {path} ({path.stat().st_size} bytes)")
+    try:
+        array = np.load(path, allow_pickle=False)
+    except (ValueError, OSError) as exc:
+        raise FilterSpecError(f"bank: {path} is not a readable .npy ({exc})") from None
+    if array.dtype.kind not in "biuf":
+        raise FilterSpecError(f"bank: weights dtype {array.dtype} is not numeric")
+    if array.ndim != 4 or array.shape[2] != array.shape[3] or min(array.shape) < 1:
+        raise FilterSpecError(f"bank: weights have shape {array.shape}, expected (M, C, K, K)")
+    maps, _, k, _ = array.shape
+    if k % 2 == 0 or k > MAX_SIZE:
+        raise FilterSpecError(f"bank: K = {k}; it must be odd and at most {MAX_SIZE} (maps keep the frame size)")
+    if maps > MAX_MAPS:
+        raise FilterSpecError(f"bank: {maps} maps; at most {MAX_MAPS}")
+    weights = np.asarray(array, np.float64)
+    if not np.all(np.isfinite(weights)):
+        raise FilterSpecError("bank: weights contain NaN or infinity")
+    if np.abs(weights).max() > MAX_ABS_TAP:
+        raise FilterSpecError(f"bank: |weight| = {np.abs(weights).max():g} exceeds {MAX_ABS_TAP:g}")
+    if pool < 1:
+        raise FilterSpecError(f"bank: pool must be >= 1, got {pool}")
+    result = np.ascontiguousarray(weights, np.float32)
+    result.setflags(write=False)
+    return LayerBank(result, relu=relu, pool=pool)
+
+
+def check_frame(bank: LayerBank, shape: tuple[int, int, int]) -> tuple[int, int]:
+    """The map size (Hm, Wm) for (H, W, C) frames.
+
+    Raises:
+        FrameFormatError: C differs from the weights' C, or the frame is smaller than the pool.
+    """
+    height, width, channels = shape
+    if channels != bank.channels:
+        raise FrameFormatError(f"bank: frames have {channels} channels, the weights expect {bank.channels} "
+                               f"(weights {tuple(bank.weights.shape)})")
+    if height < bank.pool or width < bank.pool:
+        raise FrameFormatError(f"bank: frame {width}x{height} is smaller than pool={bank.pool}")
+    return height // bank.pool, width // bank.pool
+
+
+def mosaic(maps: int, shape: tuple[int, int, int]) -> Mosaic:
+    """How ``maps`` maps fill an (H, W, C) frame (see the module docstring)."""
+    height, width, channels = shape
+    if maps == 1 or maps == channels:
+        return Mosaic(1, height, width, colour=maps == channels and channels > 1)
+    cols = math.ceil(math.sqrt(maps))
+    rows = math.ceil(maps / cols)
+    return Mosaic(cols, max(1, height // rows), max(1, width // cols), colour=False)
+
+
+def compose_frame(maps: np.ndarray, shape: tuple[int, int, int], layout: Mosaic) -> np.ndarray:
+    """M x Hm x Wm float32 maps (host) -> an (H, W, C) uint8 frame, as maps_to_frame in nn_ops.cu."""
+    height, width, channels = shape
+    count, map_h, map_w = maps.shape
+    rows_index, cols_index = np.arange(height), np.arange(width)
+    r, q = rows_index // layout.cell_h, cols_index // layout.cell_w
+    sy = (rows_index - r * layout.cell_h) * map_h // layout.cell_h
+    sx = (cols_index - q * layout.cell_w) * map_w // layout.cell_w
+    which = r[:, None] * layout.cols + q[None, :]
+    shown = (q[None, :] < layout.cols) & (which < count)
+    values = np.rint(maps[np.where(shown, which, 0), sy[:, None], sx[None, :]])
+    frame = np.clip(values, 0, 255).astype(np.uint8)
+    frame[~shown] = 0
+    if layout.colour:
+        planes = np.rint(maps[:, sy[:, None], sx[None, :]])
+        return np.ascontiguousarray(np.clip(planes, 0, 255).astype(np.uint8).transpose(1, 2, 0))
+    return np.repeat(frame[:, :, None], channels, axis=2)
+
+
+def bank_cpu(frame: np.ndarray, bank: LayerBank) -> np.ndarray:
+    """One frame through the bank on the CPU: (H, W, C) uint8 host -> (H, W, C) uint8 host."""
+    from .cpu import conv2d_cpu, max_pool2d_cpu
+    from .shapes import conv2d_shape
+
+    check_frame(bank, frame.shape)
+    x = np.ascontiguousarray(frame.transpose(2, 0, 1), np.float32)[None]
+    shape = conv2d_shape(x.shape, bank.weights.shape, None, 1, bank.size // 2)
+    maps = conv2d_cpu(x, bank.weights, None, shape)
+    if bank.relu:
+        np.maximum(maps, 0, out=maps)
+    if bank.pool > 1:
+        maps = max_pool2d_cpu(maps, bank.pool, bank.pool)
+    return compose_frame(maps[0], frame.shape, mosaic(bank.maps, frame.shape))
