@@ -130,10 +130,11 @@ class CudaBackend:
         stages = []
         for stage in self.filters:
             if stage.layer is not None:
-                from ..nn.gpu import engine
+                from ..nn.gpu import GpuEngine
                 from .cuda_bank import GpuBank
 
-                stages.append(_Stage(None, None, None, bank=GpuBank(stage.layer, shape, engine())))
+                layers = GpuEngine(driver, self._context, push=False)  # this backend's context, current here
+                stages.append(_Stage(None, None, None, bank=GpuBank(stage.layer, shape, layers)))
                 log.info("stage %s runs streamconv.nn's conv2d", stage.describe())
                 continue
             plan = variants.plan_stage(stage, shape, BORDER_CODES[self.border], self.kernel)

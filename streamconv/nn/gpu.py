@@ -94,7 +94,7 @@ class GpuEngine:
 
     Use :func:`engine` to get one: it takes the calling thread's current context if there is
     one (so GPUArrays the caller made are valid here), else the device's primary context,
-    which it pushes around each call.
+    which it pushes around each call. ``context`` must outlive the engine.
     """
 
     def __init__(self, driver, context, *, push: bool) -> None:
@@ -265,14 +265,12 @@ def engine(device: int = 0) -> GpuEngine:
     driver.init()
     current = driver.Context.get_current()
     if current is not None:
-        context, push = current, False
-    else:
-        usable, reason = cuda_status(device)
-        if not usable:
-            raise BackendUnavailableError(f"streamconv.nn: cuda unavailable: {reason}")
-        context, push = driver.Device(device).retain_primary_context(), True
-    key = int(context.handle)
-    found = _engines.get(key)
-    if found is None or found._push != push:
-        found = _engines[key] = GpuEngine(driver, context, push=push)
+        # Not cached: a context the caller made may be destroyed, and a later one reuse its handle.
+        return GpuEngine(driver, current, push=False)
+    usable, reason = cuda_status(device)
+    if not usable:
+        raise BackendUnavailableError(f"streamconv.nn: cuda unavailable: {reason}")
+    found = _engines.get(device)
+    if found is None:  # the engine keeps its retain of the primary context, so it stays valid
+        found = _engines[device] = GpuEngine(driver, driver.Device(device).retain_primary_context(), push=True)
     return found
