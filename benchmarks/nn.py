@@ -32,7 +32,7 @@ import benchinfo  # noqa: E402
 from streamconv.backends import cuda_status, kernels  # noqa: E402
 from streamconv.bench import fp32_fma_peak, occupancy  # noqa: E402
 from streamconv.nn import conv2d_shape, im2col_expansion  # noqa: E402
-from streamconv.nn.gpu import METHODS, engine, gemm_defines, tiled_defines  # noqa: E402
+from streamconv.nn.gpu import METHODS, engine, gemm_defines, gemm_threads, tiled_defines, tiled_threads  # noqa: E402
 
 HEIGHT, WIDTH = 1080, 1920
 CHANNELS = (3, 16, 64)
@@ -93,12 +93,10 @@ def kernel_facts(gpu, method: str, shape, device, driver) -> dict:
         function, threads = gpu.function("nn_conv", "conv_direct", {"DIRECT_TILE": 16}), 256
     elif method == "tiled" and tiled_defines(shape) is not None:
         d = tiled_defines(shape)
-        function = gpu.function("nn_conv", "conv_tiled", d)
-        threads = d["TILE_H"] * d["TILE_W"] // d["PX"] * (d["MB"] // d["MT"])
+        function, threads = gpu.function("nn_conv", "conv_tiled", d), tiled_threads(d)
     else:
         d = gemm_defines(shape.m)
-        function = gpu.function("gemm", "sgemm_bias", d)
-        threads = (d["BM"] // d["TM"]) * (d["BN"] // d["TN"])
+        function, threads = gpu.function("gemm", "sgemm_bias", d), gemm_threads(d)
     fraction, limit = occupancy(device, driver, function, threads)
     return {"registers": function.num_regs, "shared_bytes": function.shared_size_bytes,
             "occupancy": fraction, "occupancy_limit": limit}

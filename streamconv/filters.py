@@ -223,6 +223,28 @@ def _is_float(text: str) -> bool:
     return True
 
 
+def load_npy(path: Path, *, what: str, max_bytes: int) -> np.ndarray:
+    """Read a numeric .npy file (no pickles) no larger than ``max_bytes``.
+
+    Returns:
+        The array as float64 (host).
+
+    Raises:
+        FilterSpecError: missing, too large, unreadable or not numeric; the message starts with ``what``.
+    """
+    if not path.is_file():
+        raise FilterSpecError(f"{what} not found: {path}")
+    if path.stat().st_size > max_bytes:
+        raise FilterSpecError(f"{what} is too large: {path} ({path.stat().st_size} bytes)")
+    try:
+        array = np.load(path, allow_pickle=False)
+    except (ValueError, OSError) as exc:
+        raise FilterSpecError(f"{what} {path}: not a readable .npy ({exc})") from None
+    if array.dtype.kind not in "biuf":
+        raise FilterSpecError(f"{what} {path}: dtype {array.dtype} is not numeric")
+    return np.asarray(array, dtype=np.float64)
+
+
 def load_taps_file(path: str | Path) -> np.ndarray:
     """Read taps from a .npy file or a text file (rows of numbers; ';' or newlines between rows).
 
@@ -230,18 +252,12 @@ def load_taps_file(path: str | Path) -> np.ndarray:
         2-D float64 host array (not yet validated for size).
     """
     path = Path(path)
+    if path.suffix.lower() == ".npy":
+        return load_npy(path, what="custom taps file", max_bytes=MAX_TAPS_FILE_BYTES)
     if not path.is_file():
         raise FilterSpecError(f"custom taps file not found: {path}")
     if path.stat().st_size > MAX_TAPS_FILE_BYTES:
         raise FilterSpecError(f"custom taps file is too large: {path} ({path.stat().st_size} bytes)")
-    if path.suffix.lower() == ".npy":
-        try:
-            array = np.load(path, allow_pickle=False)
-        except (ValueError, OSError) as exc:
-            raise FilterSpecError(f"custom taps file {path}: not a readable .npy ({exc})") from None
-        if array.dtype.kind not in "biuf":
-            raise FilterSpecError(f"custom taps file {path}: dtype {array.dtype} is not numeric")
-        return np.asarray(array, dtype=np.float64)
     try:
         text = path.read_text(encoding="utf-8")
     except (UnicodeDecodeError, OSError) as exc:

@@ -178,7 +178,11 @@ def test_kernel_sources_exist():
 @needs_nvcc
 @pytest.mark.parametrize("name", list(SPECIALISATIONS))
 def test_kernels_compile_with_nvcc(name):
-    for source, defines in _specialisations(name):
+    _assert_compiles(_specialisations(name))
+
+
+def _assert_compiles(specialisations: list[tuple[Path, dict]]) -> None:
+    for source, defines in specialisations:
         result = _nvcc(source, defines)
         assert result.returncode == 0, f"{source.name} {defines}:\n{result.stdout}{result.stderr}"
 
@@ -204,9 +208,7 @@ def _nn_specialisations(name: str) -> list[tuple[Path, dict]]:
 @needs_nvcc
 @pytest.mark.parametrize("name", list(NN_CASES))
 def test_nn_kernels_compile_with_nvcc(name):
-    for source, defines in _nn_specialisations(name):
-        result = _nvcc(source, defines)
-        assert result.returncode == 0, f"{source.name} {defines}:\n{result.stdout}{result.stderr}"
+    _assert_compiles(_nn_specialisations(name))
 
 
 def test_every_kernel_file_is_used():

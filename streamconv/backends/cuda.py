@@ -338,8 +338,7 @@ class CudaBackend:
         for allocation in state.buffers:
             allocation.free()
         for buffers in state.bank_buffers.values():
-            for tensor in {id(t): t for t in (buffers.planes, buffers.maps, buffers.pooled)}.values():
-                tensor.gpudata.free()
+            buffers.free()
         state.bank_buffers.clear()
         for host in (slot.host_in, slot.host_out):
             base = getattr(host, "base", None)

@@ -25,7 +25,12 @@ class BankBuffers:
 
     planes: Any
     maps: Any
-    pooled: Any
+    pooled: Any  # ``maps`` itself when there is no pooling
+
+    def free(self) -> None:
+        """Free the device memory now (the context must be current)."""
+        for tensor in {id(t): t for t in (self.planes, self.maps, self.pooled)}.values():
+            tensor.gpudata.free()
 
 
 class GpuBank:

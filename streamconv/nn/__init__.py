@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import FilterSpecError, ShapeError
 from . import cpu
-from .gpu import DEFAULT_METHOD, METHODS, im2col_expansion
+from .gpu import METHODS, check_method, im2col_expansion
 from .reference import conv2d_reference, max_pool2d_reference, relu_reference
 from .shapes import ConvShape, conv2d_shape, pool_shape
 
@@ -81,10 +81,19 @@ def _device_float32(value: Any, what: str):
     return gpuarray.to_gpu(_host_float32(value, what))
 
 
-def _check_method(method: str) -> str:
-    if method != "auto" and method not in METHODS:
-        raise ShapeError(f"conv2d: unknown method {method!r}; known: auto, {', '.join(METHODS)}")
-    return DEFAULT_METHOD if method == "auto" else method
+def _run_on_gpu(device: int, inputs: tuple, names: tuple, out_shape: tuple, launch):
+    """Upload host inputs (GPUArrays pass), allocate the output, queue ``launch(gpu, y, *inputs)``;
+    a GPUArray result when the first input was one, else the result copied to the host."""
+    from pycuda import gpuarray
+
+    from .gpu import engine
+
+    gpu = engine(device)
+    with gpu.activated():
+        tensors = [None if t is None else _device_float32(t, name) for t, name in zip(inputs, names)]
+        y = gpuarray.empty(out_shape, np.float32)
+        launch(gpu, y, *tensors)
+        return y if _is_device_array(inputs[0]) else y.get()
 
 
 def conv2d(x: Any, w: Any, bias: Any = None, *, stride: int = 1, padding: int = 0, method: str = "auto",
@@ -107,25 +116,14 @@ def conv2d(x: Any, w: Any, bias: Any = None, *, stride: int = 1, padding: int = 
         ShapeError: mismatched shapes (actual and expected shown), bad stride, padding or method.
         BackendUnavailableError: ``backend="cuda"`` without a usable GPU.
     """
-    shape = conv2d_shape(np.shape(x) if not _is_device_array(x) else x.shape,
-                         np.shape(w) if not _is_device_array(w) else w.shape,
-                         None if bias is None else (bias.shape if _is_device_array(bias) else np.shape(bias)),
-                         stride, padding)
-    chosen = _check_method(method)
+    # np.shape reads a GPUArray's .shape too
+    shape = conv2d_shape(np.shape(x), np.shape(w), None if bias is None else np.shape(bias), stride, padding)
+    chosen = check_method(method)
     if not _use_gpu((x, w, bias), backend, device):
         return cpu.conv2d_cpu(_host_float32(x, "conv2d: x"), _host_float32(w, "conv2d: w"),
                               None if bias is None else _host_float32(bias, "conv2d: bias"), shape)
-    from pycuda import gpuarray
-
-    from .gpu import engine
-
-    gpu = engine(device)
-    with gpu.activated():
-        x_d, w_d = _device_float32(x, "conv2d: x"), _device_float32(w, "conv2d: w")
-        bias_d = None if bias is None else _device_float32(bias, "conv2d: bias")
-        y = gpuarray.empty(shape.out_shape, np.float32)
-        gpu.conv2d_into(y, x_d, w_d, bias_d, shape, method=chosen)
-        return y if _is_device_array(x) else y.get()
+    return _run_on_gpu(device, (x, w, bias), ("conv2d: x", "conv2d: w", "conv2d: bias"), shape.out_shape,
+                       lambda gpu, y, x_d, w_d, bias_d: gpu.conv2d_into(y, x_d, w_d, bias_d, shape, method=chosen))
 
 
 def relu(x: Any, *, backend: str = "auto", device: int = 0):
@@ -139,16 +137,7 @@ def relu(x: Any, *, backend: str = "auto", device: int = 0):
     """
     if not _use_gpu((x,), backend, device):
         return cpu.relu_cpu(_host_float32(x, "relu: x"))
-    from pycuda import gpuarray
-
-    from .gpu import engine
-
-    gpu = engine(device)
-    with gpu.activated():
-        x_d = _device_float32(x, "relu: x")
-        y = gpuarray.empty(x_d.shape, np.float32)
-        gpu.relu_into(y, x_d)
-        return y if _is_device_array(x) else y.get()
+    return _run_on_gpu(device, (x,), ("relu: x",), np.shape(x), lambda gpu, y, x_d: gpu.relu_into(y, x_d))
 
 
 def max_pool2d(x: Any, kernel: int, stride: int | None = None, *, backend: str = "auto", device: int = 0):
@@ -162,16 +151,8 @@ def max_pool2d(x: Any, kernel: int, stride: int | None = None, *, backend: str =
         on the host for host input, else a GPUArray.
     """
     stride = kernel if stride is None else stride
-    out_shape = pool_shape(x.shape if _is_device_array(x) else np.shape(x), kernel, stride)
+    out_shape = pool_shape(np.shape(x), kernel, stride)
     if not _use_gpu((x,), backend, device):
         return cpu.max_pool2d_cpu(_host_float32(x, "max_pool2d: x"), kernel, stride)
-    from pycuda import gpuarray
-
-    from .gpu import engine
-
-    gpu = engine(device)
-    with gpu.activated():
-        x_d = _device_float32(x, "max_pool2d: x")
-        y = gpuarray.empty(out_shape, np.float32)
-        gpu.max_pool2d_into(y, x_d, int(kernel), int(stride))
-        return y if _is_device_array(x) else y.get()
+    return _run_on_gpu(device, (x,), ("max_pool2d: x",), out_shape,
+                       lambda gpu, y, x_d: gpu.max_pool2d_into(y, x_d, int(kernel), int(stride)))

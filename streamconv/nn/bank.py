@@ -67,19 +67,9 @@ def load_bank(path: str | Path, *, relu: bool = False, pool: int = 1) -> LayerBa
         FilterSpecError: missing or oversized file, not 4-D, K even or over 31, M over 256,
             non-finite or huge values, or pool < 1.
     """
-    from ..filters import MAX_ABS_TAP, MAX_SIZE
+    from ..filters import MAX_ABS_TAP, MAX_SIZE, load_npy
 
-    path = Path(path)
-    if not path.is_file():
-        raise FilterSpecError(f"bank: weights file not found: {path}")
-    if path.stat().st_size > MAX_BANK_FILE_BYTES:
-        raise FilterSpecError(f"bank: weights file is too large: {path} ({path.stat().st_size} bytes)")
-    try:
-        array = np.load(path, allow_pickle=False)
-    except (ValueError, OSError) as exc:
-        raise FilterSpecError(f"bank: {path} is not a readable .npy ({exc})") from None
-    if array.dtype.kind not in "biuf":
-        raise FilterSpecError(f"bank: weights dtype {array.dtype} is not numeric")
+    array = load_npy(Path(path), what="bank: weights file", max_bytes=MAX_BANK_FILE_BYTES)
     if array.ndim != 4 or array.shape[2] != array.shape[3] or min(array.shape) < 1:
         raise FilterSpecError(f"bank: weights have shape {array.shape}, expected (M, C, K, K)")
     maps, _, k, _ = array.shape
@@ -87,14 +77,13 @@ def load_bank(path: str | Path, *, relu: bool = False, pool: int = 1) -> LayerBa
         raise FilterSpecError(f"bank: K = {k}; it must be odd and at most {MAX_SIZE} (maps keep the frame size)")
     if maps > MAX_MAPS:
         raise FilterSpecError(f"bank: {maps} maps; at most {MAX_MAPS}")
-    weights = np.asarray(array, np.float64)
-    if not np.all(np.isfinite(weights)):
+    if not np.all(np.isfinite(array)):
         raise FilterSpecError("bank: weights contain NaN or infinity")
-    if np.abs(weights).max() > MAX_ABS_TAP:
-        raise FilterSpecError(f"bank: |weight| = {np.abs(weights).max():g} exceeds {MAX_ABS_TAP:g}")
+    if np.abs(array).max() > MAX_ABS_TAP:
+        raise FilterSpecError(f"bank: |weight| = {np.abs(array).max():g} exceeds {MAX_ABS_TAP:g}")
     if pool < 1:
         raise FilterSpecError(f"bank: pool must be >= 1, got {pool}")
-    result = np.ascontiguousarray(weights, np.float32)
+    result = np.ascontiguousarray(array, np.float32)
     result.setflags(write=False)
     return LayerBank(result, relu=relu, pool=pool)
 
@@ -132,14 +121,13 @@ def compose_frame(maps: np.ndarray, shape: tuple[int, int, int], layout: Mosaic)
     r, q = rows_index // layout.cell_h, cols_index // layout.cell_w
     sy = (rows_index - r * layout.cell_h) * map_h // layout.cell_h
     sx = (cols_index - q * layout.cell_w) * map_w // layout.cell_w
+    if layout.colour:
+        planes = np.clip(np.rint(maps[:, sy[:, None], sx[None, :]]), 0, 255).astype(np.uint8)
+        return np.ascontiguousarray(planes.transpose(1, 2, 0))
     which = r[:, None] * layout.cols + q[None, :]
     shown = (q[None, :] < layout.cols) & (which < count)
-    values = np.rint(maps[np.where(shown, which, 0), sy[:, None], sx[None, :]])
-    frame = np.clip(values, 0, 255).astype(np.uint8)
+    frame = np.clip(np.rint(maps[np.where(shown, which, 0), sy[:, None], sx[None, :]]), 0, 255).astype(np.uint8)
     frame[~shown] = 0
-    if layout.colour:
-        planes = np.rint(maps[:, sy[:, None], sx[None, :]])
-        return np.ascontiguousarray(np.clip(planes, 0, 255).astype(np.uint8).transpose(1, 2, 0))
     return np.repeat(frame[:, :, None], channels, axis=2)
 
 

@@ -67,6 +67,27 @@ def tiled_defines(shape: ConvShape) -> dict[str, int] | None:
             "CB": chunk, "MIN_BLOCKS": 2 if mt == 16 else 3}
 
 
+def check_method(method: str) -> str:
+    """``method`` ("auto" or one of :data:`METHODS`) resolved to the implementation that runs.
+
+    Raises:
+        ShapeError: an unknown method.
+    """
+    if method != "auto" and method not in METHODS:
+        raise ShapeError(f"conv2d: unknown method {method!r}; known: auto, {', '.join(METHODS)}")
+    return DEFAULT_METHOD if method == "auto" else method
+
+
+def tiled_threads(defines: dict[str, int]) -> int:
+    """Threads per block of conv_tiled under ``defines`` (THREADS in nn_conv.cu)."""
+    return defines["TILE_H"] * defines["TILE_W"] // defines["PX"] * (defines["MB"] // defines["MT"])
+
+
+def gemm_threads(defines: dict[str, int]) -> int:
+    """Threads per block of sgemm_bias under ``defines`` (THREADS in gemm.cu)."""
+    return (defines["BM"] // defines["TM"]) * (defines["BN"] // defines["TN"])
+
+
 def gemm_defines(rows: int) -> dict[str, int]:
     """The #defines of gemm.cu for an output of ``rows`` rows (M): the row tile grows with M.
 
@@ -151,20 +172,19 @@ class GpuEngine:
             y: N x M x Ho x Wo output. x: N x C x H x W. w: M x C x K x K. bias: (M,) or None.
             w_t: the taps already transposed by :meth:`transpose_taps` (tiled, im2col), if at hand.
         """
+        method = check_method(method)
         if method == "direct":
             self._direct(y, x, w, bias, shape, stream)
             return
-        if method not in METHODS:
-            raise ShapeError(f"conv2d: unknown method {method!r}; known: auto, {', '.join(METHODS)}")
         w_t = self.transpose_taps(w, stream) if w_t is None else w_t
         defines = tiled_defines(shape) if method == "tiled" else None
-        if method == "tiled" and defines is not None:
+        if defines is not None:
             self._tiled(y, x, w_t, bias, shape, defines, stream)
-        else:
-            if method == "tiled":
-                log.info("conv2d: K=%d, stride %d overflow the tiled kernel's shared memory; using im2col",
-                         shape.k, shape.stride)
-            self._im2col_gemm(y, x, w_t, bias, shape, stream, workspace_bytes)
+            return
+        if method == "tiled":
+            log.info("conv2d: K=%d, stride %d overflow the tiled kernel's shared memory; using im2col",
+                     shape.k, shape.stride)
+        self._im2col_gemm(y, x, w_t, bias, shape, stream, workspace_bytes)
 
     def _direct(self, y, x, w, bias, shape: ConvShape, stream) -> None:
         tiles_x = -(-shape.out_w // _DIRECT_TILE)
@@ -176,7 +196,7 @@ class GpuEngine:
             block=(_DIRECT_TILE, _DIRECT_TILE, 1), grid=(tiles, shape.m, shape.n), stream=stream)
 
     def _tiled(self, y, x, w_t, bias, shape: ConvShape, defines: dict[str, int], stream) -> None:
-        threads = defines["TILE_H"] * defines["TILE_W"] // defines["PX"] * (defines["MB"] // defines["MT"])
+        threads = tiled_threads(defines)
         m_blocks = -(-shape.m // defines["MB"])
         grid = (-(-shape.out_w // defines["TILE_W"]), -(-shape.out_h // defines["TILE_H"]), shape.n * m_blocks)
         self.function("nn_conv", "conv_tiled", defines)(
@@ -192,7 +212,7 @@ class GpuEngine:
         workspace = self._workspace(depth * columns, stream)
         unroll = self.function("nn_conv", "im2col")
         multiply = self.function("gemm", "sgemm_bias", gemm)
-        threads = (gemm["BM"] // gemm["TM"]) * (gemm["BN"] // gemm["TN"])
+        threads = gemm_threads(gemm)
         for n in range(shape.n):
             image = _pointer(x, n * shape.c * shape.h * shape.w)
             for first in range(0, pixels, columns):
