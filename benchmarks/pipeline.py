@@ -11,6 +11,8 @@ has real work), then frames per second of:
                     from RGB, encode, one frame at a time
   streamconv null   streamconv file -> 5x5 box -> nothing (decode and filter only)
   streamconv file   streamconv file -> 5x5 box -> libx264 ultrafast file
+  host colour       the same file run with colour converted on the host (FFmpeg's scaler,
+                    RGB slots) instead of yuv420p planes converted by the backend
 Targets (on the GPU machine, CUDA backend): file >= 0.95 x encode, null >= 0.9 x decode,
 file >= 1.8 x the naive loop at 1080p. The streamconv outputs are checked against the CPU
 backend on a few frames first.
@@ -138,15 +140,51 @@ def naive_loop(clip: Path, out: Path) -> int:
     return count
 
 
-def streamconv_run(clip: Path, out: Path | None, backend: str) -> int:
+STAGE_MEANS: dict[str, dict[str, float]] = {}  # run label -> stage -> mean ms, for the JSON
+
+
+def streamconv_run(clip: Path, out: Path | None, backend: str, *, colour: str = "backend") -> int:
     sink_options = {"preset": "ultrafast", "overwrite": True} if out is not None else None
-    stats = streamconv.Pipeline(streamconv.FileSource(clip), [SPEC], str(out) if out else None,
-                                backend=backend, sink_options=sink_options).run()
+    pipeline = streamconv.Pipeline(streamconv.FileSource(clip), [SPEC], str(out) if out else None,
+                                   backend=backend, sink_options=sink_options, colour=colour)
+    if colour == "backend" and pipeline.planes is None:
+        raise SystemExit("expected the yuv420p planes path")
+    stats = pipeline.run()
+    label = f"{clip.stem} {'file' if out else 'null'}{'' if colour == 'backend' else ' host colour'}"
+    STAGE_MEANS[label] = {stage: round(row["mean"], 3) for stage, row in stats.summary().items()}
     return stats.frames
 
 
+def check_planes(clip: Path, backend: str) -> int:
+    """Max |planes through the backend - planes through the CPU backend| over the clip's first
+    frames, outputs poisoned first."""
+    from streamconv.backends import create_backend
+
+    worst = 0
+    with streamconv.FileSource(clip) as source:
+        layout = source.planes
+        engines = [create_backend(name, parse_chain([SPEC])) for name in (backend, "cpu")]
+        slots = [engine.allocate_slots(source.shape, 1, planes=layout)[0] for engine in engines]
+        for _ in range(3):
+            source.read_into(slots[0].host_in)
+            outputs = []
+            for engine, slot in zip(engines, slots):
+                slot.host_in[:] = slots[0].host_in
+                slot.host_out.fill(0xA5)
+                slot.reset()
+                engine.submit(slot)
+                engine.wait(slot)
+                outputs.append(slot.host_out.astype(np.int16))
+            worst = max(worst, int(np.abs(outputs[0] - outputs[1]).max()))
+        for engine in engines:
+            engine.close()
+    if worst > 1:
+        raise SystemExit(f"{backend} planes differ from the CPU backend by {worst} LSB")
+    return worst
+
+
 def check(clip: Path, backend: str) -> int:
-    """Max |streamconv - CPU backend| over the clip's first frames."""
+    """Max |streamconv - CPU backend| over the clip's first frames (RGB frames)."""
     got = []
     streamconv.Pipeline(streamconv.FileSource(clip), [SPEC],
                         streamconv.CallbackSink(lambda frame, meta: got.append(frame.copy())),
@@ -179,7 +217,7 @@ def main() -> None:
             width, height = SIZES[label.strip()]
             clip = work / f"{label}.mp4"
             make_clip(clip, width, height, args.frames)
-            worst = check(clip, backend)
+            worst = max(check(clip, backend), check_planes(clip, backend))
             frames = yuv_frames(clip, 30)
             row = {
                 "size": label, "frames": args.frames, "max_lsb_vs_cpu": worst,
@@ -190,19 +228,25 @@ def main() -> None:
                 "naive": fps_of(lambda: naive_loop(clip, work / "naive.mp4"), args.frames),
                 "streamconv_null": fps_of(lambda: streamconv_run(clip, None, backend), args.frames),
                 "streamconv_file": fps_of(lambda: streamconv_run(clip, work / "sc.mp4", backend), args.frames),
+                "host_colour_file": fps_of(lambda: streamconv_run(clip, work / "sc.mp4", backend, colour="host"),
+                                           args.frames),
             }
             row["file_over_encode"] = row["streamconv_file"] / row["encode"]
             row["null_over_decode"] = row["streamconv_null"] / row["decode"]
             row["file_over_naive"] = row["streamconv_file"] / row["naive"]
             result["sizes"].append(row)
+    result["stage_means_ms"] = STAGE_MEANS
     Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
 
     env = result["environment"]
     print(f"\nstreamconv {SPEC} on {backend}, libx264 ultrafast, {env['cores']} cores, commit {env['commit']}")
-    columns = ("decode", "decode_rgb", "encode", "naive", "streamconv_null", "streamconv_file")
+    columns = ("decode", "decode_rgb", "encode", "naive", "streamconv_null", "streamconv_file", "host_colour_file")
     print(f"{'size':<7}" + "".join(f"{c:>16}" for c in columns) + "   (frames/s)")
     for row in result["sizes"]:
         print(f"{row['size']:<7}" + "".join(f"{row[c]:>16.1f}" for c in columns))
+    print("\nmean ms per frame and stage (the last run of each):")
+    for label, stages in STAGE_MEANS.items():
+        print(f"  {label:<24}" + "  ".join(f"{stage} {ms:.2f}" for stage, ms in stages.items()))
     print(f"\n{'size':<7}{'file/encode':>13}{'null/decode':>13}{'file/naive':>12}   targets 0.95, 0.9, 1.8 (1080p)")
     for row in result["sizes"]:
         print(f"{row['size']:<7}{row['file_over_encode']:>13.2f}{row['null_over_decode']:>13.2f}"

@@ -164,13 +164,18 @@ def occupancy(device, driver, function, threads: int) -> tuple[float, str]:
 
 
 def poisoned_run(backend, slot, frame: np.ndarray) -> np.ndarray:
-    """The backend's output for ``frame`` through ``slot``, with its output buffers poisoned first."""
+    """The backend's output for ``frame`` through ``slot``, with its output buffers poisoned first.
+
+    ``frame`` is what the slot's ``host_in`` holds: (H, W, C) uint8, or flat yuv420p planes.
+    """
     import pycuda.driver as driver
 
-    height = frame.shape[0]
+    height = slot.frame_shape[0]
     with backend.activated():
         for buffer in slot.device.buffers[1:]:
             driver.memset_d8(buffer, POISON, slot.device.pitch * height)
+        for buffer in slot.device.planes[1:]:
+            driver.memset_d8(buffer, POISON, slot.planes.size)
     slot.host_out.fill(POISON ^ 0xFF)
     np.copyto(slot.host_in, frame)
     slot.reset()

@@ -25,7 +25,7 @@ from .display import KEYS_HELP, DisplaySink, check_display
 from .errors import EXIT_INTERRUPTED, CameraLostError, OutputError, StreamconvError
 from .filters import FilterStage, describe_registry, parse_chain
 from .live import RealtimeSource
-from .pipeline import Pipeline
+from .pipeline import COLOUR_PATHS, Pipeline
 from .presets import list_presets, load_preset
 from .sinks import FanoutSink, Sink, check_output_path, open_sink
 from .sources import Source, open_source
@@ -110,6 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--crf", type=float, help="constant rate factor for x264/x265 (codec default if omitted)")
     run.add_argument("--preset", dest="codec_preset", metavar="PRESET",
                      help="encoder speed preset, e.g. ultrafast..veryslow (codec default if omitted)")
+    run.add_argument("--colour", choices=COLOUR_PATHS, default="auto",
+                     help="where yuv420p video is converted to and from RGB: backend (the slots carry "
+                          "the planes; on the GPU for cuda), host (FFmpeg's scaler in the reader and "
+                          "writer), auto (default: backend on cuda, host on cpu)")
     run.add_argument("--stats-json", metavar="PATH", help="write per-stage timings as JSON")
     live = run.add_argument_group("live video and display")
     live.add_argument("--display", action="store_true",
@@ -198,7 +202,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         try:
             pipeline = Pipeline(source, stages, sink, backend=args.backend, border=border,
                                 ring=args.ring, max_frames=args.max_frames, device=args.device,
-                                kernel=args.kernel,
+                                kernel=args.kernel, colour=args.colour,
                                 progress=not args.no_progress, status=display or source.is_live)
         except BaseException:
             sink.abort()

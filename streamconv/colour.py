@@ -18,7 +18,7 @@ from av.video.reformatter import ColorRange, Colorspace
 # FFmpeg's AVColorSpace numbers -> the matrices its scaler knows.
 _MATRICES = {1: Colorspace.ITU709, 4: Colorspace.FCC, 5: Colorspace.ITU601, 6: Colorspace.ITU601,
              7: Colorspace.SMPTE240M, 9: Colorspace.BT2020, 10: Colorspace.BT2020}
-_FULL_RANGE = 2  # AVCOL_RANGE_JPEG
+FULL_RANGE = 2  # AVCOL_RANGE_JPEG
 UNSPECIFIED = 2  # AVCOL_SPC_UNSPECIFIED, AVCOL_PRI_UNSPECIFIED, AVCOL_TRC_UNSPECIFIED
 
 
@@ -50,7 +50,7 @@ class ColourTags:
 
     @property
     def scaler_range(self) -> ColorRange:
-        return ColorRange.JPEG if self.range == _FULL_RANGE else ColorRange.MPEG
+        return ColorRange.JPEG if self.range == FULL_RANGE else ColorRange.MPEG
 
     def tag(self, codec_context) -> None:
         """Write these tags into an encoder's codec context."""

@@ -30,17 +30,21 @@ import numpy as np
 
 from .backends import check_kernel_choice, create_backend, resolve_backend
 from .borders import DEFAULT_BORDER, check_border
-from .errors import FrameFormatError
+from .errors import FilterSpecError, FrameFormatError
 from .filters import FilterStage, parse_chain
 from .progress import ProgressBar, StatusLine
 from .sinks import Sink, open_sink
 from .slots import FrameMeta, Slot
 from .sources import Source, open_source
 from .stats import RunStats
+from .yuv import YuvLayout
 
 log = logging.getLogger(__name__)
 
 _END = object()  # marks the end of a queue's frames
+
+COLOUR_PATHS = ("auto", "backend", "host")
+"""Where yuv420p video is converted to and from RGB (``Pipeline(colour=...)``, ``--colour``)."""
 
 
 class Pipeline:
@@ -63,6 +67,12 @@ class Pipeline:
         on_frame: called as ``on_frame(frame, meta)`` in the writer thread after each
             frame is sent; ``frame`` is an (H, W, C) uint8 host array valid only during the call.
         sink_options: FileSink options when ``sink`` is a path (codec, crf, preset, overwrite...).
+        colour: where yuv420p video is converted to and from RGB. ``"backend"``: when the
+            source decodes yuv420p and the sink encodes it (and no ``on_frame`` wants RGB),
+            the slots carry the planes and the backend converts (cuda: on the GPU, so half the
+            bytes cross PCIe and no host scaler runs; cpu: with NumPy, exactly as the GPU).
+            ``"host"``: FFmpeg's scaler in the reader and writer threads, RGB slots.
+            ``"auto"``: backend on cuda, host on cpu (each the faster there).
 
     ``run()`` owns the source and sink from then on and closes both.
 
@@ -82,7 +92,7 @@ class Pipeline:
                  border: str = DEFAULT_BORDER, ring: int = 3, max_frames: int | None = None,
                  device: int = 0, kernel: str = "auto", progress: bool = False, status: bool = False,
                  on_frame: Callable[[np.ndarray, FrameMeta], None] | None = None,
-                 sink_options: dict[str, Any] | None = None) -> None:
+                 sink_options: dict[str, Any] | None = None, colour: str = "auto") -> None:
         if ring < 1:
             raise FrameFormatError(f"ring must be at least 1, got {ring}")
         if max_frames is not None and max_frames < 0:
@@ -98,6 +108,9 @@ class Pipeline:
         self.progress = progress
         self.status = status
         self.on_frame = on_frame
+        if colour not in COLOUR_PATHS:
+            raise FilterSpecError(f"unknown colour path {colour!r}; known: {', '.join(COLOUR_PATHS)}")
+        self.colour = colour
         self.source = open_source(source)
         try:
             self.sink = open_sink(sink, like=self.source, **(sink_options or {}))
@@ -114,6 +127,16 @@ class Pipeline:
         self._read_count = 0
         self._exhausted = False
         self._skipped = 0
+
+    @property
+    def planes(self) -> YuvLayout | None:
+        """The yuv420p layout the slots carry, or None when frames travel as RGB."""
+        layout = getattr(self.source, "planes", None)
+        wanted = self.colour == "backend" or (self.colour == "auto" and self.backend_name == "cuda")
+        if not wanted or layout is None or self.on_frame is not None:
+            return None
+        accepts = getattr(self.sink, "accepts_planes", None)
+        return layout if accepts is not None and accepts(layout) else None
 
     def stop(self, signum: int | None = None) -> None:
         """Ask a running pipeline to stop reading and finish; safe from signal handlers and threads."""
@@ -206,6 +229,9 @@ class Pipeline:
         enabled = None if self.progress else False
         bar = StatusLine(stats, enabled=enabled) if self.status else ProgressBar(total, enabled=enabled)
         clock = {"first": None, "last": None}
+        planes = self.planes
+        log.info("colour: %s", f"{planes.describe()} planes, converted by the backend" if planes
+                 else "RGB, converted on the host")
         try:
             while True:
                 backend = create_backend(self.backend_name, self.filters, border=self.border,
@@ -213,7 +239,7 @@ class Pipeline:
                 try:
                     stats.backend = backend.describe()
                     log.info("%s -> %s on %s", self.source.describe(), self.sink.describe(), stats.backend)
-                    slots = backend.allocate_slots(self.source.shape, self.ring)
+                    slots = backend.allocate_slots(self.source.shape, self.ring, planes=planes)
                     self._run_ring(backend, slots, stats, bar, clock)
                 finally:
                     backend.close()

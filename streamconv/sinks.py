@@ -20,6 +20,7 @@ import numpy as np
 from .colour import ColourTags, rgb_to_frame, yuv_tags
 from .errors import OutputError, StreamError
 from .slots import FrameMeta
+from .yuv import YuvLayout
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,11 @@ class Sink:
         """Consume a filtered frame with the input it was made from; both (H, W, C) uint8 host
         arrays valid only during the call. The default ignores the input (see DisplaySink)."""
         self.send(frame, meta)
+
+    def accepts_planes(self, layout: YuvLayout) -> bool:
+        """Whether ``send`` can take frames as the flat yuv420p buffers of ``layout`` instead of
+        RGB (then colour is converted by the backend, not on the host). The default: no."""
+        return False
 
     def attach(self, pipeline) -> None:
         """Called by Pipeline.run() before the first frame; interactive sinks keep it to control
@@ -71,6 +77,10 @@ class NullSink(Sink):
 
     def send(self, frame: np.ndarray, meta: FrameMeta) -> None:
         self.frames_written += 1
+
+    def accepts_planes(self, layout: YuvLayout) -> bool:
+        """Yes: nothing is looked at."""
+        return True
 
 
 class CallbackSink(Sink):
@@ -113,6 +123,10 @@ class FanoutSink(Sink):
         for sink in self.sinks:
             sink.send(frame, meta)
         self.frames_written += 1
+
+    def accepts_planes(self, layout: YuvLayout) -> bool:
+        """Only if every sink does."""
+        return all(sink.accepts_planes(layout) for sink in self.sinks)
 
     def send_with_input(self, frame: np.ndarray, source_frame: np.ndarray, meta: FrameMeta) -> None:
         """Send the filtered frame and its input ((H, W, C) uint8 host arrays) to each sink in order."""
@@ -302,8 +316,16 @@ class FileSink(Sink):
             except (av.FFmpegError, OSError) as exc:
                 raise StreamError(f"copying a {target.type} packet to {self.path} failed: {exc}") from None
 
+    def accepts_planes(self, layout: YuvLayout) -> bool:
+        """Yes when the encoder takes yuv420p at the frames' size (no padding), with the range
+        the planes have (a yuvj420p output wants full range)."""
+        if self._pad is not None or (layout.width, layout.height) != (self.width, self.height):
+            return False
+        return self._pix_fmt == "yuv420p" or (self._pix_fmt == "yuvj420p" and layout.full_range)
+
     def send(self, frame: np.ndarray, meta: FrameMeta) -> None:
-        """Encode one (H, W, 3) uint8 RGB host frame; its pts is kept.
+        """Encode one frame, host memory: (H, W, 3) uint8 RGB, or a flat (1.5 W H,) uint8 buffer
+        of yuv420p planes (see :meth:`accepts_planes`); its pts is kept.
 
         Packets of copied streams that travel with the frame are written first.
         """
@@ -311,13 +333,30 @@ class FileSink(Sink):
             self._open()
         if meta.packets:
             self.mux_packets(meta.packets)
+        if frame.ndim == 1:
+            self._encode(self._planes_frame(frame), meta)
+            return
         if self._pad is not None:
             pad = self._pad
             pad[: self.height, : self.width] = frame
             pad[self.height:, : self.width] = frame[-1:]
             pad[:, self.width:] = pad[:, self.width - 1: self.width]
             frame = pad
-        video = rgb_to_frame(np.ascontiguousarray(frame), self._pix_fmt, self._conversion)
+        self._encode(rgb_to_frame(np.ascontiguousarray(frame), self._pix_fmt, self._conversion), meta)
+
+    def _planes_frame(self, planes: np.ndarray) -> av.VideoFrame:
+        """A new yuv420p frame holding a copy of a flat planes buffer (the slot is reused at once,
+        and an encoder may keep the frame a while), tagged with the output's colour."""
+        video = av.VideoFrame(self.width, self.height, self._pix_fmt)
+        layout = YuvLayout(self.width, self.height)
+        for plane, source in zip(video.planes, layout.planes(planes)):
+            rows = np.frombuffer(plane, np.uint8).reshape(source.shape[0], plane.line_size)
+            np.copyto(rows[:, : source.shape[1]], source)
+        if self._colour is not None:
+            video.colorspace, video.color_range = self._colour.space, self._colour.range
+        return video
+
+    def _encode(self, video: av.VideoFrame, meta: FrameMeta) -> None:
         video.pts = self._pts(meta)
         video.time_base = self._time_base
         try:

@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from .yuv import YuvLayout
+
 
 @dataclass
 class FrameMeta:
@@ -36,12 +38,15 @@ class Slot:
 
     Attributes:
         index: position in the ring.
-        host_in: (H, W, C) uint8 host buffer the source fills (page-locked on the CUDA backend).
-        host_out: (H, W, C) uint8 host buffer the sink reads.
+        host_in: (H, W, C) uint8 host buffer the source fills (page-locked on the CUDA backend),
+            or with ``planes``, the frame's flat (1.5 W H,) uint8 yuv420p planes.
+        host_out: the same shape: the buffer the sink reads.
         device: backend-private state (device buffers, stream, events), None on the CPU.
         meta: the frame now in the slot.
         times: seconds spent per stage for the frame now in the slot.
         started: perf_counter() when reading of the frame began (latency origin).
+        planes: the YUV layout when the buffers hold planes (the backend converts colour),
+            None for RGB frames.
     """
 
     index: int
@@ -51,6 +56,12 @@ class Slot:
     meta: FrameMeta | None = None
     times: dict[str, float] = field(default_factory=dict)
     started: float = 0.0
+    planes: YuvLayout | None = None
+
+    @property
+    def frame_shape(self) -> tuple[int, int, int]:
+        """(H, W, C) of the frame the filters see (RGB for planes)."""
+        return self.planes.frame_shape if self.planes is not None else self.host_in.shape
 
     def reset(self) -> None:
         """Forget the previous frame before the slot is refilled."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -18,10 +19,11 @@ import cv2  # noqa: F401  (before av: see streamconv.display.check_import_order)
 import av
 import numpy as np
 
-from .colour import ColourTags, frame_to_rgb
+from .colour import FULL_RANGE, ColourTags, frame_to_rgb
 from .errors import FrameFormatError, InputError, NoVideoStreamError, StreamError
 from .frames import as_hwc
 from .slots import FrameMeta
+from .yuv import PLANE_FORMATS, YuvLayout
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +37,8 @@ class Source:
         time_base: seconds per pts unit of the frames' timestamps.
         frame_count: number of frames if known in advance, else None.
         is_live: True for sources that must not be blocked (they drop instead).
+        planes: the YuvLayout of the frames if ``read_into`` can also deliver them as
+            unconverted yuv420p planes, else None.
     """
 
     width: int
@@ -44,6 +48,7 @@ class Source:
     time_base: Fraction = Fraction(1, 30)
     frame_count: int | None = None
     is_live = False
+    planes: YuvLayout | None = None
     name = "source"
 
     @property
@@ -90,8 +95,9 @@ class FileSource(Source):
         copy_streams: pass the input's audio and subtitle packets along with the frames
             (``FrameMeta.packets``), for a file output to copy them unchanged.
 
-    Frames are (H, W, 3) uint8 RGB in host memory; each carries the decoder's pts and
-    the stream's time base. Packets that fail to decode are skipped and counted in
+    Frames are (H, W, 3) uint8 RGB in host memory, or for yuv420p video, on request, the
+    decoder's planes unconverted (``planes``, see :meth:`read_into`); each carries the
+    decoder's pts and the stream's time base. Packets that fail to decode are skipped and counted in
     ``decode_errors``.
     """
 
@@ -134,7 +140,11 @@ class FileSource(Source):
         self.time_base = Fraction(self._stream.time_base or Fraction(1, 1000))
         self.frame_count = _frame_count(self._stream, self.frame_rate)
         self.colour = ColourTags.of(context)
+        if context.format is not None and context.format.name.startswith("yuvj"):
+            self.colour = replace(self.colour, range=FULL_RANGE)  # yuvj formats are full range untagged
         depth = max((c.bits for c in context.format.components), default=8) if context.format else 8
+        self.planes = YuvLayout.of_stream(self.width, self.height, context.format.name if context.format else None,
+                                          self.colour)
         if depth > 8:
             log.warning("%s is %d-bit %s: frames are filtered and written with 8 bits per channel",
                         self.path, depth, context.format.name)
@@ -165,7 +175,9 @@ class FileSource(Source):
             yield from frames
 
     def read_into(self, buffer: np.ndarray) -> FrameMeta | None:
-        """Decode the next frame and convert it to RGB in ``buffer`` ((H, W, 3) uint8 host)."""
+        """Decode the next frame into ``buffer``, host memory: converted to RGB for an (H, W, 3)
+        uint8 buffer, or copied plane by plane, unconverted, into a flat (1.5 W H,) uint8 buffer
+        laid out as ``self.planes`` says (yuv420p input only)."""
         frame = next(self._frames, None)
         if frame is None:
             return None
@@ -174,15 +186,28 @@ class FileSource(Source):
                 f"frame size changed mid-stream: {self.width}x{self.height} -> "
                 f"{frame.width}x{frame.height} at frame {self._index} (not supported)"
             )
-        rgb = frame_to_rgb(frame)
-        plane = rgb.planes[0]
-        rows = np.frombuffer(plane, np.uint8).reshape(self.height, plane.line_size)
-        np.copyto(buffer, rows[:, : self.width * 3].reshape(self.height, self.width, 3))
+        if buffer.ndim == 1:
+            self._copy_planes(frame, buffer)
+        else:
+            rgb = frame_to_rgb(frame)
+            plane = rgb.planes[0]
+            rows = np.frombuffer(plane, np.uint8).reshape(self.height, plane.line_size)
+            np.copyto(buffer, rows[:, : self.width * 3].reshape(self.height, self.width, 3))
         pts = frame.pts
         meta = FrameMeta(self._index, pts, self.time_base if pts is not None else None,
                          packets=self.take_packets())
         self._index += 1
         return meta
+
+    def _copy_planes(self, frame: av.VideoFrame, buffer: np.ndarray) -> None:
+        """Copy a yuv420p frame's planes into a flat slot buffer (decoder rows may be padded)."""
+        if self.planes is None:
+            raise StreamError(f"{self.path} is not yuv420p video; its frames cannot be read as planes")
+        if frame.format.name not in PLANE_FORMATS:  # the decoder changed format mid-stream
+            frame = frame.reformat(format="yuv420p")
+        for plane, target in zip(frame.planes, self.planes.planes(buffer)):
+            rows = np.frombuffer(plane, np.uint8).reshape(target.shape[0], plane.line_size)
+            np.copyto(target, rows[:, : target.shape[1]])
 
     def take_packets(self) -> list:
         """The copied-stream packets read and not yet handed on (after the end: the rest)."""

@@ -1,7 +1,7 @@
 """Compute backends: ``cpu`` (the NumPy/OpenCV reference) and ``cuda`` (PyCUDA).
 
 Every backend offers the same slot protocol the pipeline drives:
-``allocate_slots(shape, count)``, ``submit(slot)``, ``is_done(slot)``, ``wait(slot)``,
+``allocate_slots(shape, count, planes=None)``, ``submit(slot)``, ``is_done(slot)``, ``wait(slot)``,
 ``close()``, plus ``apply(src)`` / ``apply_into(dst, src)`` for single frames.
 """
 

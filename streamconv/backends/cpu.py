@@ -35,6 +35,7 @@ from ..filters import COMBINE_MAGNITUDE, FilterStage
 from ..frames import as_hwc, check_same_shape
 from ..nn.bank import bank_cpu
 from ..slots import Slot
+from ..yuv import YuvLayout, planes_to_rgb, rgb_to_planes
 
 # cv2.filter2D switches to a DFT (inexact) once the kernel area reaches 50 on some builds;
 # larger kernels are summed from 1 x K rows, each well under that.
@@ -280,6 +281,22 @@ def apply_filter_into(dst: np.ndarray, src: np.ndarray, stage: FilterStage, bord
         _run_bands(band, range(0, height, _BAND_ROWS))
 
 
+def convert_colour(rgb: np.ndarray, planes: np.ndarray, layout: YuvLayout, *, to_rgb: bool) -> None:
+    """yuv420p planes -> RGB (``to_rgb``) or back, in bands of rows converted in parallel (NumPy
+    releases the GIL): ``rgb`` (H, W, 3) uint8 and ``planes`` (1.5 W H,) uint8, host."""
+    luma, u_plane, v_plane = layout.planes(planes)
+    coefficients = layout.coefficients
+
+    def band(start: int) -> None:
+        rows, half = slice(start, start + _BAND_ROWS), slice(start // 2, (start + _BAND_ROWS) // 2)
+        if to_rgb:
+            planes_to_rgb(rgb[rows], luma[rows], u_plane[half], v_plane[half], coefficients)
+        else:
+            rgb_to_planes(luma[rows], u_plane[half], v_plane[half], rgb[rows], coefficients)
+
+    _run_bands(band, range(0, layout.height, _BAND_ROWS))
+
+
 class CpuBackend:
     """Runs a filter chain on host frames with NumPy and OpenCV.
 
@@ -327,10 +344,14 @@ class CpuBackend:
 
     # The slot protocol the pipeline drives; the CUDA backend implements the same methods.
 
-    def allocate_slots(self, shape: tuple[int, int, int], count: int) -> list[Slot]:
-        """Make ``count`` slots with (H, W, C) uint8 host buffers."""
+    def allocate_slots(self, shape: tuple[int, int, int], count: int, *,
+                       planes: YuvLayout | None = None) -> list[Slot]:
+        """Make ``count`` slots with (H, W, C) uint8 host buffers, or with the flat yuv420p
+        buffers of ``planes`` (then each frame is converted to RGB, filtered and converted back)."""
+        buffer_shape = planes.shape if planes is not None else shape
         return [
-            Slot(index=i, host_in=np.empty(shape, np.uint8), host_out=np.empty(shape, np.uint8))
+            Slot(index=i, host_in=np.empty(buffer_shape, np.uint8), host_out=np.empty(buffer_shape, np.uint8),
+                 planes=planes)
             for i in range(count)
         ]
 
@@ -340,7 +361,16 @@ class CpuBackend:
     def submit(self, slot: Slot) -> None:
         """Process the slot now (the CPU has no queue); records the 'kernel' time."""
         begin = time.perf_counter()
-        self.apply_into(slot.host_out, slot.host_in)
+        if slot.planes is None:
+            self.apply_into(slot.host_out, slot.host_in)
+        elif not self.filters:
+            np.copyto(slot.host_out, slot.host_in)  # nothing to filter: the planes pass unchanged
+        else:
+            rgb_in = self._frames.get("rgb_in", slot.frame_shape, np.uint8)
+            rgb_out = self._frames.get("rgb_out", slot.frame_shape, np.uint8)
+            convert_colour(rgb_in, slot.host_in, slot.planes, to_rgb=True)
+            self.apply_into(rgb_out, rgb_in)
+            convert_colour(rgb_out, slot.host_out, slot.planes, to_rgb=False)
         slot.times["kernel"] = time.perf_counter() - begin
 
     def is_done(self, slot: Slot) -> bool:

@@ -9,13 +9,15 @@ is issued as one asynchronous sequence on its slot's stream:
     -> download (D2H) -> record done
 
 so with a ring of three, the upload of frame i+1 overlaps the kernel of frame i and the
-download of frame i-1. Every CUDA call happens in the thread that created the backend,
+download of frame i-1. Slots of yuv420p planes (``planes``) copy the flat planes up and
+down instead, and the kernels begin and end with colour.cu's conversions. Every CUDA call happens in the thread that created the backend,
 inside a balanced push/pop of the device's primary context.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
@@ -27,6 +29,7 @@ from ..errors import BackendUnavailableError, StreamError
 from ..filters import FilterStage
 from ..frames import as_hwc, check_same_shape
 from ..slots import Slot
+from ..yuv import FIXED_BITS, YuvLayout
 from . import kernels, variants
 
 log = logging.getLogger(__name__)
@@ -55,6 +58,7 @@ class _DeviceSlot:
     download: Any
     events: dict = field(default_factory=dict)
     bank_buffers: dict = field(default_factory=dict)  # per bank stage number: its float tensors
+    planes: list = field(default_factory=list)  # yuv420p frames: flat device planes, input and output
 
 
 class CudaBackend:
@@ -98,6 +102,7 @@ class CudaBackend:
         self._slots: list[Slot] = []
         self._single: dict[tuple[int, int, int], Slot] = {}
         self._stages: dict[tuple[int, int, int], list[_Stage]] = {}
+        self._colour: dict[tuple, tuple[Any, Any, Any]] = {}  # coefficients -> (module, to RGB, to YUV)
         try:
             driver.init()
             self._device = driver.Device(device)
@@ -166,49 +171,75 @@ class CudaBackend:
         with self.activated():
             return [(stage.plan, stage.function) for stage in self._stages_for(tuple(shape)) if stage.bank is None]
 
-    def allocate_slots(self, shape: tuple[int, int, int], count: int) -> list[Slot]:
+    def allocate_slots(self, shape: tuple[int, int, int], count: int, *,
+                       planes: YuvLayout | None = None) -> list[Slot]:
         """Make ``count`` slots for (H, W, C) uint8 frames; compiles the kernels first.
+
+        With ``planes``, the host buffers hold flat yuv420p planes (1.5 W H bytes): they are
+        uploaded as they are, converted to RGB on the GPU before the chain and back after it.
 
         Raises:
             BackendUnavailableError: not enough pinned host or device memory, before any frame.
         """
         with self.activated():
             self._stages_for(tuple(shape))
-            slots = [self._new_slot(index, shape) for index in range(count)]
+            if planes is not None:
+                self._colour_functions(planes)
+            slots = [self._new_slot(index, shape, planes) for index in range(count)]
         self._slots.extend(slots)
         return slots
 
-    def _new_slot(self, index: int, shape: tuple[int, int, int]) -> Slot:
+    def _colour_functions(self, layout: YuvLayout) -> tuple[Any, Any]:
+        """The (to RGB, to YUV) kernels of colour.cu for ``layout``'s matrix and range, compiled once."""
+        key = tuple(sorted(layout.coefficients.items()))
+        if key not in self._colour:
+            module = kernels.load_module("colour", {**layout.coefficients, "FIXED_BITS": FIXED_BITS}, self.arch)
+            to_rgb, to_yuv = module.get_function("yuv420_to_rgb"), module.get_function("rgb_to_yuv420")
+            to_rgb.prepare("PPiii")
+            to_yuv.prepare("PiPii")
+            self._colour[key] = (module, to_rgb, to_yuv)
+            log.info("colour %s converts on the GPU", layout.describe())
+        return self._colour[key][1:]
+
+    def _new_slot(self, index: int, shape: tuple[int, int, int], planes: YuvLayout | None = None) -> Slot:
         driver = self._driver
         height, width, channels = shape
         row_bytes = width * channels
+        host_shape = planes.shape if planes is not None else shape
         try:
             if self.pinned:
-                host_in = driver.pagelocked_empty(shape, np.uint8)
-                host_out = driver.pagelocked_empty(shape, np.uint8)
+                host_in = driver.pagelocked_empty(host_shape, np.uint8)
+                host_out = driver.pagelocked_empty(host_shape, np.uint8)
             else:
-                host_in, host_out = np.empty(shape, np.uint8), np.empty(shape, np.uint8)
+                host_in, host_out = np.empty(host_shape, np.uint8), np.empty(host_shape, np.uint8)
             buffers, pitch = [], 0
             for _ in range(3 if len(self.filters) > 1 else 2):
                 allocation, pitch = driver.mem_alloc_pitch(row_bytes, height, 16)
                 buffers.append(allocation)
+            device_planes = [driver.mem_alloc(planes.size) for _ in range(2)] if planes is not None else []
         except (driver.MemoryError, driver.Error) as exc:
             megabytes = 2 * height * row_bytes / 2**20
             raise BackendUnavailableError(
                 f"not enough GPU or pinned memory for a slot of {width}x{height}x{channels} "
                 f"({megabytes:.1f} MiB host + device): {exc}") from None
-        upload = self._copy(row_bytes, height, src_host=host_in, src_pitch=row_bytes,
-                            dst_device=buffers[0], dst_pitch=pitch)
-        source = buffers[1] if self.filters else buffers[0]
-        download = self._copy(row_bytes, height, src_device=source, src_pitch=pitch,
-                              dst_host=host_out, dst_pitch=row_bytes)
+        if planes is not None:
+            # Planes go up and down whole; the last stage's RGB is converted into device_planes[1].
+            planes_out = device_planes[1] if self.filters else device_planes[0]
+            upload = functools.partial(driver.memcpy_htod_async, device_planes[0], host_in)
+            download = functools.partial(driver.memcpy_dtoh_async, host_out, planes_out)
+        else:
+            upload = self._copy(row_bytes, height, src_host=host_in, src_pitch=row_bytes,
+                                dst_device=buffers[0], dst_pitch=pitch)
+            source = buffers[1] if self.filters else buffers[0]
+            download = self._copy(row_bytes, height, src_device=source, src_pitch=pitch,
+                                  dst_host=host_out, dst_pitch=row_bytes)
         bank_buffers = {number: stage.bank.allocate()
                         for number, stage in enumerate(self._stages_for(tuple(shape))) if stage.bank is not None}
         events = {name: driver.Event() for name in ("start", "uploaded", "computed")}
         events["done"] = driver.Event(driver.event_flags.BLOCKING_SYNC if self.blocking_sync else 0)
         device = _DeviceSlot(stream=driver.Stream(), buffers=buffers, pitch=pitch, upload=upload,
-                             download=download, events=events, bank_buffers=bank_buffers)
-        return Slot(index=index, host_in=host_in, host_out=host_out, device=device)
+                             download=download, events=events, bank_buffers=bank_buffers, planes=device_planes)
+        return Slot(index=index, host_in=host_in, host_out=host_out, device=device, planes=planes)
 
     def _copy(self, width_bytes: int, height: int, *, src_pitch: int, dst_pitch: int,
               src_host=None, src_device=None, dst_host=None, dst_device=None):
@@ -247,9 +278,15 @@ class CudaBackend:
         Call inside :meth:`activated`. Benchmarks use it to time the kernels alone.
         """
         state: _DeviceSlot = slot.device
-        height, width, channels = slot.host_in.shape
+        height, width, channels = slot.frame_shape
         stages = self._stages_for((height, width, channels))
         source = int(state.buffers[0])
+        converting = slot.planes is not None and stages
+        if converting:
+            to_rgb, to_yuv = self._colour_functions(slot.planes)
+            grid = ((width // 2 + 31) // 32, (height // 2 + 7) // 8)
+            to_rgb.prepared_async_call(grid, (32, 8, 1), stream, int(state.planes[0]), source,
+                                       width, height, state.pitch)
         for number, stage in enumerate(stages):
             # Ping-pong so that the last stage always lands in buffers[1].
             target = int(state.buffers[1 if (len(stages) - 1 - number) % 2 == 0 else 2])
@@ -260,6 +297,9 @@ class CudaBackend:
             stage.function.prepared_async_call(stage.plan.grid, stage.plan.block, stream, source, target,
                                                width, height, state.pitch, state.pitch, *stage.extra_args)
             source = target
+        if converting:
+            to_yuv.prepared_async_call(grid, (32, 8, 1), stream, source, state.pitch, int(state.planes[1]),
+                                       width, height)
 
     def is_done(self, slot: Slot) -> bool:
         """True once the slot's download has finished (non-blocking)."""
@@ -319,6 +359,7 @@ class CudaBackend:
                         if stage.bank is not None:
                             stage.bank.free()
                 self._stages.clear()
+                self._colour.clear()
         finally:
             context, self._context = self._context, None
             context.detach()
@@ -335,7 +376,7 @@ class CudaBackend:
         state: _DeviceSlot = slot.device
         with contextlib.suppress(self._driver.Error):
             state.stream.synchronize()
-        for allocation in state.buffers:
+        for allocation in (*state.buffers, *state.planes):
             allocation.free()
         for buffers in state.bank_buffers.values():
             buffers.free()

@@ -1,0 +1,116 @@
+"""The yuv420p path on the GPU: colour.cu's conversions around the chain equal the CPU backend's.
+
+Integer arithmetic on both sides, so the planes must match byte for byte wherever the chain
+itself does (exact taps); every output buffer, device and host, is poisoned first.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import av
+import numpy as np
+import pytest
+
+from streamconv.backends.cpu import CpuBackend
+from streamconv.backends.cuda import CudaBackend
+from streamconv.bench import poisoned_run
+from streamconv.colour import ColourTags
+from streamconv.filters import parse_chain
+from streamconv.yuv import YuvLayout
+
+from gpu_check import exact_taps
+
+pytestmark = pytest.mark.cuda
+
+CASES = [(1, False), (1, True), (5, False), (6, True), (9, False), (2, False)]
+CASE_IDS = ["bt709-limited", "bt709-full", "bt601-limited", "bt601-full", "bt2020-limited", "untagged"]
+SIZES = [(2, 2), (66, 34), (130, 2), (2, 98), (1920, 1080), (3840, 2160)]
+CHAINS = [["sharpen"], ["box:size=5"], ["edge"], ["gaussian:sigma=2", "sharpen"]]
+
+
+def layout_for(width: int, height: int, space: int, full: bool) -> YuvLayout:
+    return YuvLayout(width, height, ColourTags(space, 2 if full else 1), full)
+
+
+def check_planes(specs, layout: YuvLayout, planes: np.ndarray, got: np.ndarray) -> None:
+    chain = parse_chain(specs)
+    cpu = CpuBackend(chain)
+    slot = cpu.allocate_slots(layout.frame_shape, 1, planes=layout)[0]
+    slot.host_in[:] = planes
+    cpu.submit(slot)
+    difference = np.abs(got.astype(int) - slot.host_out.astype(int))
+    if all(exact_taps(stage) for stage in chain):
+        np.testing.assert_array_equal(got, slot.host_out)
+    else:
+        assert difference.max() <= 1, f"{specs}: max difference {difference.max()} at {difference.argmax()}"
+
+
+@pytest.mark.parametrize("space, full", CASES, ids=CASE_IDS)
+@pytest.mark.parametrize("width, height", SIZES[:4])
+@pytest.mark.parametrize("specs", CHAINS, ids=lambda specs: "+".join(specs))
+def test_planes_slot_equals_cpu(rng, space, full, width, height, specs):
+    layout = layout_for(width, height, space, full)
+    planes = rng.integers(0, 256, layout.shape, dtype=np.uint8)
+    with CudaBackend(parse_chain(specs)) as backend:
+        slot = backend.allocate_slots(layout.frame_shape, 1, planes=layout)[0]
+        got = poisoned_run(backend, slot, planes)
+    check_planes(specs, layout, planes, got)
+
+
+@pytest.mark.parametrize("width, height", SIZES[4:], ids=["1080p", "4K"])
+def test_full_frames(rng, width, height):
+    layout = layout_for(width, height, 1, False)
+    planes = rng.integers(0, 256, layout.shape, dtype=np.uint8)
+    for specs in (["sharpen"], ["edge"]):
+        with CudaBackend(parse_chain(specs)) as backend:
+            got = poisoned_run(backend, backend.allocate_slots(layout.frame_shape, 1, planes=layout)[0], planes)
+        check_planes(specs, layout, planes, got)
+
+
+def test_no_filters_pass_the_planes_through(rng):
+    layout = layout_for(64, 32, 1, False)
+    planes = rng.integers(0, 256, layout.shape, dtype=np.uint8)
+    with CudaBackend([]) as backend:
+        got = poisoned_run(backend, backend.allocate_slots(layout.frame_shape, 1, planes=layout)[0], planes)
+    np.testing.assert_array_equal(got, planes)
+
+
+@pytest.mark.parametrize("pinned", [True, False], ids=["pinned", "pageable"])
+def test_three_slots_in_flight(rng, pinned):
+    layout = layout_for(640, 360, 5, False)
+    frames = [rng.integers(0, 256, layout.shape, dtype=np.uint8) for _ in range(3)]
+    specs = ["sharpen", "emboss"]
+    with CudaBackend(parse_chain(specs), pinned=pinned) as backend:
+        slots = backend.allocate_slots(layout.frame_shape, 3, planes=layout)
+        for slot, frame in zip(slots, frames):
+            slot.host_out.fill(0xA5)
+            slot.host_in[:] = frame
+            slot.reset()
+            backend.submit(slot)
+        for slot in slots:
+            backend.wait(slot)
+            assert set(slot.times) == {"upload", "kernel", "download"}
+        results = [slot.host_out.copy() for slot in slots]
+    for frame, got in zip(frames, results):
+        check_planes(specs, layout, frame, got)
+
+
+def test_file_to_file_through_planes_gpu_equals_cpu(tmp_path, sample_clip):
+    """A yuv420p to yuv420p transcode with colour converted by the backend (the default on cuda):
+    the lossless output must hold the same planes from both backends."""
+    outputs = {}
+    for backend in ("cpu", "cuda"):
+        out = tmp_path / f"{backend}.mkv"
+        result = subprocess.run([sys.executable, "-m", "streamconv", "run", str(sample_clip), "-o", str(out),
+                                 "--filter", "sharpen", "--filter", "edge", "--backend", backend,
+                                 "--codec", "ffv1", "--colour", "backend", "--max-frames", "30", "-v"],
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr
+        assert "planes, converted by the backend" in result.stderr
+        with av.open(str(out)) as container:
+            outputs[backend] = [f.to_ndarray() for f in container.decode(video=0)]
+    assert len(outputs["cpu"]) == len(outputs["cuda"]) == 30
+    for cpu_frame, gpu_frame in zip(outputs["cpu"], outputs["cuda"]):
+        np.testing.assert_array_equal(gpu_frame, cpu_frame)

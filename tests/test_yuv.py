@@ -1,0 +1,283 @@
+"""The yuv420p path: the fixed-point colour conversion, the planes layout, and pipelines that use it."""
+
+from __future__ import annotations
+
+import av
+import numpy as np
+import pytest
+
+import streamconv
+from streamconv.backends.cpu import CpuBackend, convert_colour
+from streamconv.colour import ColourTags, frame_to_rgb
+from streamconv.filters import parse_chain
+from streamconv.sinks import CallbackSink, NullSink
+from streamconv.yuv import YuvLayout, conversion_coefficients, rgb_to_yuv, yuv_to_rgb
+
+# (AVColorSpace, full range) cases: BT.709, BT.601 (both numbers FFmpeg uses), BT.2020, untagged.
+CASES = [(1, False), (1, True), (5, False), (6, True), (9, False), (2, False)]
+CASE_IDS = ["bt709-limited", "bt709-full", "bt601-limited", "bt601-full", "bt2020-limited", "untagged"]
+WEIGHTS = {1: (0.2126, 0.0722), 5: (0.299, 0.114), 6: (0.299, 0.114), 9: (0.2627, 0.0593), 2: (0.299, 0.114)}
+
+
+def layout_for(width: int, height: int, space: int, full: bool) -> YuvLayout:
+    return YuvLayout(width, height, ColourTags(space, 2 if full else 1), full)
+
+
+def random_planes(rng, layout: YuvLayout) -> np.ndarray:
+    return rng.integers(0, 256, layout.shape, dtype=np.uint8)
+
+
+def reference_to_rgb(luma, u, v, space: int, full: bool) -> np.ndarray:
+    """The textbook float64 formulas, for comparison with the fixed-point conversion."""
+    kr, kb = WEIGHTS[space]
+    kg = 1 - kr - kb
+    y0, y_span, c_span = (0, 255, 255) if full else (16, 219, 224)
+    y = (luma - y0) * 255 / y_span
+    cb, cr = (u - 128) * 255 / c_span, (v - 128) * 255 / c_span
+    rgb = np.stack([y + 2 * (1 - kr) * cr, y - 2 * (1 - kb) * kb / kg * cb - 2 * (1 - kr) * kr / kg * cr,
+                    y + 2 * (1 - kb) * cb], axis=-1)
+    return np.clip(np.floor(rgb + 0.5), 0, 255)
+
+
+@pytest.mark.parametrize("space, full", CASES, ids=CASE_IDS)
+def test_to_rgb_matches_the_float_formulas_within_one_lsb(rng, space, full):
+    layout = layout_for(64, 32, space, full)
+    planes = random_planes(rng, layout)
+    rgb = np.full(layout.frame_shape, 0xA5, np.uint8)
+    yuv_to_rgb(rgb, planes, layout)
+    luma, u, v = (p.astype(np.float64) for p in layout.planes(planes))
+    nearest = lambda c: c.repeat(2, 0).repeat(2, 1)  # noqa: E731  (each chroma sample covers 2 x 2)
+    expected = reference_to_rgb(luma, nearest(u), nearest(v), space, full)
+    assert np.abs(rgb.astype(int) - expected).max() <= 1
+
+
+@pytest.mark.parametrize("space, full", CASES, ids=CASE_IDS)
+def test_to_rgb_is_close_to_ffmpegs_scaler(rng, space, full):
+    """A wrong matrix or range would differ by 10-40 levels; FFmpeg's scaler rounds its own way."""
+    layout = layout_for(64, 32, space, full)
+    planes = rng.integers(16, 236, layout.shape, dtype=np.uint8)
+    planes[layout.width * layout.height:] = rng.integers(120, 136, layout.size - layout.width * layout.height)
+    ours = np.empty(layout.frame_shape, np.uint8)
+    yuv_to_rgb(ours, planes, layout)
+    frame = av.VideoFrame.from_ndarray(planes.reshape(layout.height * 3 // 2, layout.width), format="yuv420p")
+    frame.colorspace, frame.color_range = space, 2 if full else 1
+    theirs = frame_to_rgb(frame).to_ndarray()
+    assert np.abs(ours.astype(int) - theirs).max() <= 3
+
+
+@pytest.mark.parametrize("space, full", CASES, ids=CASE_IDS)
+def test_every_in_gamut_flat_colour_round_trips_exactly(space, full):
+    """YUV -> RGB -> YUV for a grid of all YUV triples: those inside the RGB gamut come back unchanged."""
+    values = np.arange(0, 256, 5)
+    y, u, v = (a.ravel() for a in np.meshgrid(values, values, values, indexing="ij"))
+    layout = layout_for(2 * len(y), 2, space, full)
+    planes = np.empty(layout.shape, np.uint8)
+    luma, u_plane, v_plane = layout.planes(planes)
+    luma[:] = np.repeat(y, 2)
+    u_plane[0], v_plane[0] = u, v
+    rgb = np.empty(layout.frame_shape, np.uint8)
+    yuv_to_rgb(rgb, planes, layout)
+    back = np.empty_like(planes)
+    rgb_to_yuv(back, rgb, layout)
+    back_y, back_u, back_v = layout.planes(back)
+    exact_rgb = reference_to_rgb(y.astype(float), u.astype(float), v.astype(float), space, full)
+    in_gamut = _in_gamut(y, u, v, space, full)
+    assert in_gamut.sum() > 10_000  # the RGB cube fills about a sixth of the YUV cube
+    assert np.array_equal(back_y[0, ::2][in_gamut], y[in_gamut])
+    assert np.array_equal(back_u[0][in_gamut], u[in_gamut])
+    assert np.array_equal(back_v[0][in_gamut], v[in_gamut])
+    assert np.abs(rgb[0, ::2].astype(int) - exact_rgb).max() <= 1
+
+
+def _in_gamut(y, u, v, space: int, full: bool) -> np.ndarray:
+    """Triples whose exact RGB lies inside 0..255 (with a half-level margin) and, for limited
+    range, whose codes are inside the legal ranges."""
+    kr, kb = WEIGHTS[space]
+    kg = 1 - kr - kb
+    y0, y_span, c_span = (0, 255, 255) if full else (16, 219, 224)
+    yy = (y - y0) * 255 / y_span
+    cb, cr = (u - 128) * 255 / c_span, (v - 128) * 255 / c_span
+    channels = [yy + 2 * (1 - kr) * cr, yy - 2 * (1 - kb) * kb / kg * cb - 2 * (1 - kr) * kr / kg * cr,
+                yy + 2 * (1 - kb) * cb]
+    inside = np.all([(c >= 0.5) & (c <= 254.5) for c in channels], axis=0)
+    if not full:
+        inside &= (y >= 16) & (y <= 235) & (u >= 16) & (u <= 240) & (v >= 16) & (v <= 240)
+    return inside
+
+
+@pytest.mark.parametrize("space, full", CASES, ids=CASE_IDS)
+def test_white_black_and_greys_are_exact(space, full):
+    c = conversion_coefficients(space, full)
+    assert c["YR"] + c["YG"] + c["YB"] == round(65536 * (255 if full else 219) / 255)
+    assert c["UR"] + c["UG"] + c["UB"] == 0 and c["VR"] + c["VG"] + c["VB"] == 0
+    layout = layout_for(2, 2, space, full)
+    for grey in (0, 1, 77, 128, 254, 255):
+        rgb = np.full(layout.frame_shape, grey, np.uint8)
+        planes = np.empty(layout.shape, np.uint8)
+        rgb_to_yuv(planes, rgb, layout)
+        luma, u, v = layout.planes(planes)
+        assert u.item() == v.item() == 128
+        back = np.empty_like(rgb)
+        yuv_to_rgb(back, planes, layout)
+        assert np.array_equal(back, rgb), grey
+
+
+def test_chroma_is_the_mean_of_each_two_by_two_block():
+    layout = layout_for(4, 2, 5, True)
+    rgb = np.zeros(layout.frame_shape, np.uint8)
+    rgb[:, :2, 2] = [[255, 255], [0, 0]]  # left block: blue in half its pixels
+    planes = np.empty(layout.shape, np.uint8)
+    rgb_to_yuv(planes, rgb, layout)
+    _, u, v = layout.planes(planes)
+    # Cb of full blue is 128 + 127.5; half the block blue -> 128 + 63.75 -> 192; the right block is black.
+    assert u.tolist() == [[192, 128]]
+    assert v[0, 1] == 128
+
+
+def test_layout_views_and_errors():
+    layout = YuvLayout(6, 4)
+    buffer = np.arange(layout.size, dtype=np.uint8)
+    luma, u, v = layout.planes(buffer)
+    assert (luma.shape, u.shape, v.shape) == ((4, 6), (2, 3), (2, 3))
+    assert luma[3, 5] == 23 and u[0, 0] == 24 and v[0, 0] == 30
+    assert np.shares_memory(luma, buffer) and np.shares_memory(v, buffer)
+    with pytest.raises(ValueError, match="even sizes"):
+        YuvLayout(5, 4)
+    with pytest.raises(ValueError, match=r"uint8\(36,\)"):
+        layout.planes(np.zeros(35, np.uint8))
+    assert YuvLayout.of_stream(6, 4, "yuv420p10le", ColourTags()) is None
+    assert YuvLayout.of_stream(7, 4, "yuv420p", ColourTags()) is None
+    assert YuvLayout.of_stream(6, 4, "yuvj420p", ColourTags()).full_range
+    assert not YuvLayout.of_stream(6, 4, "yuv420p", ColourTags()).full_range
+
+
+def test_banded_conversion_equals_the_whole_frame(rng):
+    """The CPU backend converts in bands of rows on threads; the bytes must not change."""
+    layout = layout_for(130, 202, 1, False)  # more rows than one band, an odd number of chroma columns
+    planes = random_planes(rng, layout)
+    whole, banded = np.empty(layout.frame_shape, np.uint8), np.full(layout.frame_shape, 0xA5, np.uint8)
+    yuv_to_rgb(whole, planes, layout)
+    convert_colour(banded, planes, layout, to_rgb=True)
+    np.testing.assert_array_equal(banded, whole)
+    back_whole, back_banded = np.empty_like(planes), np.full_like(planes, 0xA5)
+    rgb_to_yuv(back_whole, whole, layout)
+    convert_colour(whole, back_banded, layout, to_rgb=False)
+    np.testing.assert_array_equal(back_banded, back_whole)
+
+
+def test_cpu_backend_planes_slot_is_convert_filter_convert(rng):
+    layout = layout_for(66, 34, 1, False)
+    chain = parse_chain(["gaussian:sigma=1.5", "sharpen"])
+    backend = CpuBackend(chain)
+    slot = backend.allocate_slots(layout.frame_shape, 1, planes=layout)[0]
+    assert slot.host_in.shape == layout.shape and slot.frame_shape == layout.frame_shape
+    slot.host_in[:] = random_planes(rng, layout)
+    slot.host_out.fill(0xA5)
+    backend.submit(slot)
+    rgb = np.empty(layout.frame_shape, np.uint8)
+    yuv_to_rgb(rgb, slot.host_in, layout)
+    expected = np.empty(layout.shape, np.uint8)
+    rgb_to_yuv(expected, CpuBackend(chain).apply(rgb), layout)
+    np.testing.assert_array_equal(slot.host_out, expected)
+
+
+def test_no_filters_pass_the_planes_through_unchanged(rng):
+    layout = YuvLayout(8, 6)
+    backend = CpuBackend([])
+    slot = backend.allocate_slots(layout.frame_shape, 1, planes=layout)[0]
+    slot.host_in[:] = random_planes(rng, layout)
+    backend.submit(slot)
+    np.testing.assert_array_equal(slot.host_out, slot.host_in)
+
+
+def make_clip(path, width: int, height: int, frames: int, *, pix_fmt: str = "yuv420p", space: int = 1,
+              colour_range: int = 1, rng=None) -> list[np.ndarray]:
+    """A lossless H.264 clip of random-ish frames; returns each frame's flat planes."""
+    rng = rng or np.random.default_rng(7)
+    written = []
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=25)
+        stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
+        stream.options = {"qp": "0", "preset": "ultrafast"}
+        stream.codec_context.colorspace, stream.codec_context.color_range = space, colour_range
+        for index in range(frames):
+            smooth = rng.integers(40, 200, (height * 3 // 2 // 2 + 1, width // 2 + 1)).astype(np.uint8)
+            planes = np.repeat(np.repeat(smooth, 2, 0), 2, 1)[: height * 3 // 2, :width].copy()
+            frame = av.VideoFrame.from_ndarray(planes, format=pix_fmt)
+            frame.colorspace, frame.color_range, frame.pts = space, colour_range, 3 * index + 1
+            for packet in stream.encode(frame):
+                container.mux(packet)
+            written.append(planes.ravel())
+        for packet in stream.encode(None):
+            container.mux(packet)
+    return written
+
+
+def decoded_planes(path) -> tuple[list[np.ndarray], list[int], tuple[int, int]]:
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        frames = list(container.decode(stream))
+        tags = (stream.codec_context.colorspace, stream.codec_context.color_range)
+    return [f.to_ndarray().ravel() for f in frames], [float(f.pts * f.time_base) for f in frames], tags
+
+
+@pytest.mark.parametrize("space, colour_range", [(1, 1), (5, 2)], ids=["bt709-limited", "bt601-full"])
+def test_transcode_through_planes_equals_the_reference(tmp_path, space, colour_range):
+    source, out = tmp_path / "in.mp4", tmp_path / "out.mp4"
+    written = make_clip(source, 64, 48, 4, space=space, colour_range=colour_range)
+    pipeline = streamconv.Pipeline(str(source), ["box:size=3"], str(out), backend="cpu", colour="backend",
+                                   sink_options={"options": {"qp": "0"}, "preset": "ultrafast"})
+    assert pipeline.planes is not None and pipeline.planes.full_range == (colour_range == 2)
+    assert pipeline.run().frames == 4
+    got, times, tags = decoded_planes(out)
+    assert tags == (space, colour_range)
+    assert times == decoded_planes(source)[1] == [0.04, 0.16, 0.28, 0.4]
+    layout = pipeline.planes
+    backend = CpuBackend(parse_chain(["box:size=3"]))
+    for planes_in, planes_out in zip(written, got):
+        rgb = np.empty(layout.frame_shape, np.uint8)
+        yuv_to_rgb(rgb, planes_in, layout)
+        expected = np.empty(layout.shape, np.uint8)
+        rgb_to_yuv(expected, backend.apply(rgb), layout)
+        np.testing.assert_array_equal(planes_out, expected)
+
+
+def test_rgb_path_where_planes_cannot_go(tmp_path):
+    source = tmp_path / "in.mp4"
+    make_clip(source, 64, 48, 2)
+    assert streamconv.Pipeline(str(source), ["edge"], None, backend="cpu", colour="backend").planes is not None
+    assert streamconv.Pipeline(str(source), ["edge"], None, backend="cpu", colour="host").planes is None
+    assert streamconv.Pipeline(str(source), ["edge"], None, backend="cpu").planes is None  # auto: host on cpu
+    with pytest.raises(ValueError, match="unknown colour path 'gpu'; known: auto, backend, host"):
+        streamconv.Pipeline(str(source), ["edge"], None, backend="cpu", colour="gpu")
+    seen = []
+    callback = streamconv.Pipeline(str(source), ["edge"], CallbackSink(lambda f, m: seen.append(f.shape)),
+                                   backend="cpu", colour="backend")
+    assert callback.planes is None
+    callback.run()
+    assert seen == [(48, 64, 3)] * 2
+    with_on_frame = streamconv.Pipeline(str(source), [], NullSink(), backend="cpu", colour="backend",
+                                        on_frame=lambda f, m: None)
+    assert with_on_frame.planes is None
+    rgb_out = streamconv.Pipeline(str(source), [], str(tmp_path / "o.mkv"), backend="cpu", colour="backend",
+                                  sink_options={"codec": "ffv1", "pix_fmt": "bgr0"})
+    assert rgb_out.planes is None
+    for pipeline in (with_on_frame, rgb_out):
+        pipeline.run()
+
+
+def test_odd_sized_input_takes_the_rgb_path(tmp_path):
+    odd = tmp_path / "odd.mkv"
+    with av.open(str(odd), "w") as container:
+        stream = container.add_stream("ffv1", rate=25)
+        stream.width, stream.height, stream.pix_fmt = 33, 17, "yuv420p"
+        for index in range(2):
+            frame = av.VideoFrame.from_ndarray(np.zeros((17, 33, 3), np.uint8), format="rgb24").reformat(
+                format="yuv420p")
+            frame.pts = index
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    with streamconv.FileSource(odd) as video:
+        assert video.planes is None
