@@ -10,6 +10,10 @@ when several filled slots wait, the compute thread takes the newest and recycles
 older ones (counted as dropped), so latency does not grow with the backlog. Ctrl-C or
 SIGTERM stops reading, drains the frames in flight through the sink, and finishes the output.
 
+Slots carry RGB frames, or, when the source decodes yuv420p and the sink encodes it
+(``colour``), the decoder's planes unconverted: the backend converts them to RGB and back
+around the chain, so the reader and writer only copy planes.
+
 ``set_filters()`` swaps the chain while running: the ring drains (every frame read is
 still filtered and written, with the old chain), the compute thread replaces the backend,
 and reading resumes; the source stays open.

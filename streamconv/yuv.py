@@ -103,6 +103,11 @@ class YuvLayout:
         """The fixed-point conversion constants (see the module docstring), by kernel macro name."""
         return conversion_coefficients(self.colour.space, self.full_range)
 
+    @property
+    def kernel_defines(self) -> dict[str, int]:
+        """The #defines of ``cuda/colour.cu`` for this matrix and range."""
+        return {**self.coefficients, "FIXED_BITS": FIXED_BITS}
+
     def describe(self) -> str:
         """E.g. ``yuv420p bt709 limited``."""
         matrix = {1: "bt709", 9: "bt2020", 10: "bt2020"}.get(self.colour.space, "bt601")

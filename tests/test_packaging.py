@@ -211,9 +211,24 @@ def test_nn_kernels_compile_with_nvcc(name):
     _assert_compiles(_nn_specialisations(name))
 
 
+def _colour_specialisations() -> list[tuple[Path, dict]]:
+    """colour.cu for every matrix and range a yuv420p stream can carry."""
+    from streamconv.colour import ColourTags
+    from streamconv.yuv import YuvLayout
+
+    layouts = {YuvLayout(2, 2, ColourTags(space), full) for space in (1, 2, 4, 5, 7, 9) for full in (False, True)}
+    return [(REPO / "cuda" / "colour.cu", layout.kernel_defines) for layout in layouts]
+
+
+@needs_nvcc
+def test_colour_kernels_compile_with_nvcc():
+    _assert_compiles(_colour_specialisations())
+
+
 def test_every_kernel_file_is_used():
     used = {source for name in SPECIALISATIONS for source, _ in _specialisations(name)}
     used |= {source for name in NN_CASES for source, _ in _nn_specialisations(name)}
+    used |= {source for source, _ in _colour_specialisations()}
     assert used == set(CUDA_SOURCES)
 
 

@@ -29,7 +29,7 @@ from ..errors import BackendUnavailableError, StreamError
 from ..filters import FilterStage
 from ..frames import as_hwc, check_same_shape
 from ..slots import Slot
-from ..yuv import FIXED_BITS, YuvLayout
+from ..yuv import YuvLayout
 from . import kernels, variants
 
 log = logging.getLogger(__name__)
@@ -193,7 +193,7 @@ class CudaBackend:
         """The (to RGB, to YUV) kernels of colour.cu for ``layout``'s matrix and range, compiled once."""
         key = tuple(sorted(layout.coefficients.items()))
         if key not in self._colour:
-            module = kernels.load_module("colour", {**layout.coefficients, "FIXED_BITS": FIXED_BITS}, self.arch)
+            module = kernels.load_module("colour", layout.kernel_defines, self.arch)
             to_rgb, to_yuv = module.get_function("yuv420_to_rgb"), module.get_function("rgb_to_yuv420")
             to_rgb.prepare("PPiii")
             to_yuv.prepare("PiPii")
