@@ -135,17 +135,23 @@ def test_compile_error_carries_nvcc_output():
     assert "error" in str(info.value)
 
 
-def test_file_to_file_gpu_equals_cpu(tmp_path, sample_clip):
+@pytest.mark.parametrize("colour_args, path_logged", [
+    (("--pix-fmt", "bgr0"), "RGB, converted on the host"),
+    (("--colour", "backend"), "planes, converted by the backend"),  # yuv420p out: colour.cu on the GPU
+], ids=["rgb-output", "yuv420p-planes"])
+def test_file_to_file_gpu_equals_cpu(tmp_path, sample_clip, colour_args, path_logged):
+    """A lossless file output holds the same frames from both backends, on either colour path."""
     outputs = {}
     for backend in ("cpu", "cuda"):
         out = tmp_path / f"{backend}.mkv"
         result = subprocess.run([sys.executable, "-m", "streamconv", "run", str(sample_clip), "-o", str(out),
                                  "--filter", "sharpen", "--filter", "edge", "--backend", backend,
-                                 "--codec", "ffv1", "--pix-fmt", "bgr0", "--max-frames", "30", "-q"],
+                                 "--codec", "ffv1", *colour_args, "--max-frames", "30", "-v", "--no-progress"],
                                 capture_output=True, text=True, timeout=300)
         assert result.returncode == 0, result.stderr
+        assert path_logged in result.stderr
         with av.open(str(out)) as container:
-            outputs[backend] = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+            outputs[backend] = [f.to_ndarray() for f in container.decode(video=0)]
     assert len(outputs["cpu"]) == len(outputs["cuda"]) == 30
     for cpu_frame, gpu_frame in zip(outputs["cpu"], outputs["cuda"]):
         np.testing.assert_array_equal(gpu_frame, cpu_frame)
