@@ -135,11 +135,11 @@ def test_compile_error_carries_nvcc_output():
     assert "error" in str(info.value)
 
 
-@pytest.mark.parametrize("colour_args, path_logged", [
-    (("--pix-fmt", "bgr0"), "RGB, converted on the host"),
-    (("--colour", "backend"), "planes, converted by the backend"),  # yuv420p out: colour.cu on the GPU
+@pytest.mark.parametrize("colour_args, path_logged, read_as", [
+    (("--pix-fmt", "bgr0"), "RGB, converted on the host", "rgb24"),
+    (("--colour", "backend"), "planes, converted by the backend", "yuv420p"),  # colour.cu on the GPU
 ], ids=["rgb-output", "yuv420p-planes"])
-def test_file_to_file_gpu_equals_cpu(tmp_path, sample_clip, colour_args, path_logged):
+def test_file_to_file_gpu_equals_cpu(tmp_path, sample_clip, colour_args, path_logged, read_as):
     """A lossless file output holds the same frames from both backends, on either colour path."""
     outputs = {}
     for backend in ("cpu", "cuda"):
@@ -151,7 +151,7 @@ def test_file_to_file_gpu_equals_cpu(tmp_path, sample_clip, colour_args, path_lo
         assert result.returncode == 0, result.stderr
         assert path_logged in result.stderr
         with av.open(str(out)) as container:
-            outputs[backend] = [f.to_ndarray() for f in container.decode(video=0)]
+            outputs[backend] = [f.to_ndarray(format=read_as) for f in container.decode(video=0)]
     assert len(outputs["cpu"]) == len(outputs["cuda"]) == 30
     for cpu_frame, gpu_frame in zip(outputs["cpu"], outputs["cuda"]):
         np.testing.assert_array_equal(gpu_frame, cpu_frame)
