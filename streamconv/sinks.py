@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 from fractions import Fraction
+from functools import cached_property
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -344,12 +345,16 @@ class FileSink(Sink):
             frame = pad
         self._encode(rgb_to_frame(np.ascontiguousarray(frame), self._pix_fmt, self._conversion), meta)
 
+    @cached_property
+    def _planes_layout(self) -> YuvLayout:
+        """Where a flat planes buffer of this output's size holds Y, U and V (made once)."""
+        return YuvLayout(self.width, self.height)
+
     def _planes_frame(self, planes: np.ndarray) -> av.VideoFrame:
         """A new yuv420p frame holding a copy of a flat planes buffer (the slot is reused at once,
         and an encoder may keep the frame a while), tagged with the output's colour."""
         video = av.VideoFrame(self.width, self.height, self._pix_fmt)
-        layout = YuvLayout(self.width, self.height)
-        for plane, source in zip(video.planes, layout.planes(planes)):
+        for plane, source in zip(video.planes, self._planes_layout.planes(planes)):
             rows = np.frombuffer(plane, np.uint8).reshape(source.shape[0], plane.line_size)
             np.copyto(rows[:, : source.shape[1]], source)
         if self._colour is not None:

@@ -102,7 +102,7 @@ class CudaBackend:
         self._slots: list[Slot] = []
         self._single: dict[tuple[int, int, int], Slot] = {}
         self._stages: dict[tuple[int, int, int], list[_Stage]] = {}
-        self._colour: dict[tuple, tuple[Any, Any, Any]] = {}  # coefficients -> (module, to RGB, to YUV)
+        self._colour: dict[YuvLayout, tuple[Any, Any, Any]] = {}  # layout -> (module, to RGB, to YUV)
         try:
             driver.init()
             self._device = driver.Device(device)
@@ -191,7 +191,7 @@ class CudaBackend:
 
     def _colour_functions(self, layout: YuvLayout) -> tuple[Any, Any]:
         """The (to RGB, to YUV) kernels of colour.cu for ``layout``'s matrix and range, compiled once."""
-        key = tuple(sorted(layout.coefficients.items()))
+        key = layout  # hashable; looked up per frame, so no key derivation here
         if key not in self._colour:
             module = kernels.load_module("colour", layout.kernel_defines, self.arch)
             to_rgb, to_yuv = module.get_function("yuv420_to_rgb"), module.get_function("rgb_to_yuv420")
