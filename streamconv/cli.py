@@ -25,6 +25,7 @@ from .display import KEYS_HELP, DisplaySink, check_display
 from .errors import EXIT_INTERRUPTED, CameraLostError, OutputError, StreamconvError
 from .filters import FilterStage, describe_registry, parse_chain
 from .live import RealtimeSource
+from .frames import DEFAULT_MAX_PIXELS, check_frame_size
 from .pipeline import COLOUR_PATHS, Pipeline
 from .presets import list_presets, load_preset
 from .sinks import FanoutSink, Sink, check_output_path, open_sink
@@ -60,6 +61,15 @@ def _positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
     return value
+
+
+def _pixel_limit(text: str) -> int | None:
+    """--max-pixels: a count (8294400), a size (3840x2160), or 0 for no limit."""
+    match = re.fullmatch(r"\s*(\d+)(?:[xX](\d+))?\s*", text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"expected a pixel count or WIDTHxHEIGHT, got {text!r}")
+    value = int(match[1]) * (int(match[2]) if match[2] else 1)
+    return value or None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -100,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--ring", type=_positive_int, default=3, metavar="N",
                      help="frames in flight between reader, GPU and writer (default 3)")
     run.add_argument("--max-frames", type=_non_negative_int, metavar="N", help="stop after N frames")
+    run.add_argument("--max-pixels", type=_pixel_limit, default=DEFAULT_MAX_PIXELS, metavar="N|WxH",
+                     help="refuse inputs with larger frames before allocating buffers "
+                          "(default 7680x4320; 0: no limit)")
     run.add_argument("--video-stream", type=_non_negative_int, default=0, metavar="N",
                      help="which video stream of the input (default 0, the first)")
     run.add_argument("--no-audio", action="store_true",
@@ -197,12 +210,13 @@ def cmd_run(args: argparse.Namespace) -> int:
                     "preset": args.codec_preset, "overwrite": args.overwrite}
     source = _open_run_source(args)
     try:
+        check_frame_size(source.width, source.height, args.max_pixels, args.source)
         label = _chain_label(args)
         sink = _open_run_sink(args, source, display, _filter_cycle(args, label, stages), sink_options)
         try:
             pipeline = Pipeline(source, stages, sink, backend=args.backend, border=border,
                                 ring=args.ring, max_frames=args.max_frames, device=args.device,
-                                kernel=args.kernel, colour=args.colour,
+                                kernel=args.kernel, colour=args.colour, max_pixels=args.max_pixels,
                                 progress=not args.no_progress, status=display or source.is_live)
         except BaseException:
             sink.abort()

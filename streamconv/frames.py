@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import FrameFormatError, FrameTypeError
+from .errors import FrameFormatError, FrameTypeError, InputError
 
 CHANNEL_COUNTS = (1, 3, 4)
 
@@ -35,3 +35,20 @@ def check_same_shape(dst: np.ndarray, src: np.ndarray) -> None:
     """Raise FrameFormatError unless dst and src have the same shape."""
     if dst.shape != src.shape:
         raise FrameFormatError(f"unexpected output shape: {dst.shape} != {src.shape}")
+
+
+DEFAULT_MAX_PIXELS = 7680 * 4320
+"""Largest frame (width x height) a run accepts unless told otherwise: 8K UHD."""
+
+
+def check_frame_size(width: int, height: int, max_pixels: int | None, what: str) -> None:
+    """Refuse a frame size over ``max_pixels`` (None: no limit), before any buffer is allocated.
+
+    Raises:
+        InputError: the frame is larger; the message gives both sizes and the memory it would take.
+    """
+    if max_pixels is not None and width * height > max_pixels:
+        raise InputError(
+            f"{what} has {width}x{height} frames ({width * height / 1e6:.1f} Mpixel, "
+            f"{3 * width * height / 2**20:.0f} MiB per RGB frame), over the limit of "
+            f"{max_pixels} pixels (--max-pixels)")

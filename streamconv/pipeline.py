@@ -36,9 +36,10 @@ from .backends import check_kernel_choice, create_backend, resolve_backend
 from .borders import DEFAULT_BORDER, check_border
 from .errors import FilterSpecError, FrameFormatError
 from .filters import FilterStage, parse_chain
+from .frames import DEFAULT_MAX_PIXELS, check_frame_size
 from .progress import ProgressBar, StatusLine
 from .sinks import Sink, open_sink
-from .slots import FrameMeta, Slot
+from .slots import RESIZED, FrameMeta, Slot
 from .sources import Source, open_source
 from .stats import RunStats
 from .yuv import YuvLayout
@@ -49,7 +50,6 @@ _END = object()  # marks the end of a queue's frames
 
 COLOUR_PATHS = ("auto", "backend", "host")
 """Where yuv420p video is converted to and from RGB (``Pipeline(colour=...)``, ``--colour``)."""
-
 
 class Pipeline:
     """A source, a filter chain and a sink, run with a ring of slots.
@@ -71,6 +71,9 @@ class Pipeline:
         on_frame: called as ``on_frame(frame, meta)`` in the writer thread after each
             frame is sent; ``frame`` is an (H, W, C) uint8 host array valid only during the call.
         sink_options: FileSink options when ``sink`` is a path (codec, crf, preset, overwrite...).
+        max_pixels: refuse a source whose frames have more pixels than this (None: no
+            limit), before any host or device buffer is allocated; checked again when the
+            frame size changes mid-stream.
         colour: where yuv420p video is converted to and from RGB. ``"backend"``: when the
             source decodes yuv420p and the sink encodes it (and no ``on_frame`` wants RGB),
             the slots carry the planes and the backend converts (cuda: on the GPU, so half the
@@ -96,7 +99,8 @@ class Pipeline:
                  border: str = DEFAULT_BORDER, ring: int = 3, max_frames: int | None = None,
                  device: int = 0, kernel: str = "auto", progress: bool = False, status: bool = False,
                  on_frame: Callable[[np.ndarray, FrameMeta], None] | None = None,
-                 sink_options: dict[str, Any] | None = None, colour: str = "auto") -> None:
+                 sink_options: dict[str, Any] | None = None, colour: str = "auto",
+                 max_pixels: int | None = DEFAULT_MAX_PIXELS) -> None:
         if ring < 1:
             raise FrameFormatError(f"ring must be at least 1, got {ring}")
         if max_frames is not None and max_frames < 0:
@@ -115,8 +119,12 @@ class Pipeline:
         if colour not in COLOUR_PATHS:
             raise FilterSpecError(f"unknown colour path {colour!r}; known: {', '.join(COLOUR_PATHS)}")
         self.colour = colour
+        if max_pixels is not None and max_pixels < 1:
+            raise FrameFormatError(f"max_pixels must be >= 1, got {max_pixels}")
+        self.max_pixels = max_pixels
         self.source = open_source(source)
         try:
+            check_frame_size(self.source.width, self.source.height, max_pixels, self.source.describe())
             self.sink = open_sink(sink, like=self.source, **(sink_options or {}))
         except BaseException:
             self.source.close()
@@ -129,6 +137,7 @@ class Pipeline:
         self._swap_lock = threading.Lock()
         self._pending: tuple[list[FilterStage], str | None] | None = None
         self._read_count = 0
+        self._resized = False
         self._exhausted = False
         self._skipped = 0
 
@@ -226,7 +235,8 @@ class Pipeline:
         return True
 
     def _run_epochs(self, stats: RunStats) -> None:
-        """Run the ring with one backend per filter chain, swapping when set_filters() asks."""
+        """Run the ring with one backend and one set of slots per epoch: a new epoch begins
+        when set_filters() swaps the chain or the source's frame size changes."""
         total = self.source.frame_count
         if self.max_frames is not None:
             total = self.max_frames if total is None else min(total, self.max_frames)
@@ -247,10 +257,22 @@ class Pipeline:
                     self._run_ring(backend, slots, stats, bar, clock)
                 finally:
                     backend.close()
-                if self._stop.is_set() or self._exhausted or not self._apply_pending():
+                if self._stop.is_set() or self._exhausted:
                     break
-                log.info("filters now: %s", self.filter_label or
-                         (" -> ".join(f.describe() for f in self.filters) or "none"))
+                resized, self._resized = self._resized, False
+                swapped = self._apply_pending()
+                if resized:
+                    check_frame_size(self.source.width, self.source.height, self.max_pixels,
+                                     self.source.describe())
+                    stats.resizes += 1
+                    planes = self.planes
+                    log.info("slots re-sized to %dx%d; colour: %s", self.source.width, self.source.height,
+                             "planes" if planes else "RGB")
+                elif not swapped:
+                    break
+                if swapped:
+                    log.info("filters now: %s", self.filter_label or
+                             (" -> ".join(f.describe() for f in self.filters) or "none"))
         finally:
             bar.close()
             if clock["first"] is not None and clock["last"] is not None:
@@ -267,7 +289,7 @@ class Pipeline:
 
     def _finish_sink_after_error(self) -> None:
         """Keep the frames already written (finalized), or leave nothing if there are none."""
-        if self.sink.frames_written == 0:
+        if self.sink.frames_written == 0 or self.sink.failed:
             self.sink.abort()
             return
         try:
@@ -316,6 +338,10 @@ class Pipeline:
                     started = time.perf_counter()
                     meta = self.source.read_into(slot.host_in)
                     ready = time.perf_counter()
+                    if meta is RESIZED:  # a new epoch re-sizes the slots; this one drains
+                        self._resized = True
+                        free.put(slot)
+                        break
                     if meta is None:
                         self._exhausted = not self._stop.is_set()
                         break

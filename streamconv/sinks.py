@@ -14,7 +14,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable, Sequence
 
-import cv2  # noqa: F401  (before av: see streamconv.display.check_import_order)
+import cv2  # (before av: see streamconv.display.check_import_order)
 import av
 import numpy as np
 
@@ -31,6 +31,8 @@ class Sink:
 
     name = "sink"
     frames_written = 0
+    failed = False
+    """True once a write failed for good: nothing more can be finished (see FileSink)."""
 
     def send(self, frame: np.ndarray, meta: FrameMeta) -> None:
         """Consume one (H, W, C) uint8 host frame; do not keep a reference to it."""
@@ -138,6 +140,11 @@ class FanoutSink(Sink):
             else:
                 sink.send(frame, meta)
         self.frames_written += 1
+
+    @property
+    def failed(self) -> bool:
+        """True if any of the sinks failed for good."""
+        return any(sink.failed for sink in self.sinks)
 
     def mux_packets(self, packets) -> None:
         """Hand copied-stream packets to the sinks that store them (a file)."""
@@ -262,6 +269,7 @@ class FileSink(Sink):
             self._codec_options["preset"] = preset
         self._closed = False
         self._last_pts: int | None = None
+        self._scaled_sizes: set[tuple[int, int]] = set()
 
     def _open(self) -> None:
         """Create the temporary file and the encoder, at the first frame: nothing exists before."""
@@ -315,7 +323,7 @@ class FileSink(Sink):
             try:
                 self._container.mux(packet)
             except (av.FFmpegError, OSError) as exc:
-                raise StreamError(f"copying a {target.type} packet to {self.path} failed: {exc}") from None
+                self._raise_write_error(exc, f"copying a {target.type} packet")
 
     def accepts_planes(self, layout: YuvLayout) -> bool:
         """Yes when the encoder takes yuv420p at the frames' size (no padding), with the range
@@ -337,6 +345,8 @@ class FileSink(Sink):
         if frame.ndim == 1:
             self._encode(self._planes_frame(frame), meta)
             return
+        if frame.shape[:2] != (self.height, self.width):
+            frame = self._fit(frame)
         if self._pad is not None:
             pad = self._pad
             pad[: self.height, : self.width] = frame
@@ -344,6 +354,18 @@ class FileSink(Sink):
             pad[:, self.width:] = pad[:, self.width - 1: self.width]
             frame = pad
         self._encode(rgb_to_frame(np.ascontiguousarray(frame), self._pix_fmt, self._conversion), meta)
+
+    def _fit(self, frame: np.ndarray) -> np.ndarray:
+        """Scale an (h, w, 3) uint8 host frame of another size (the input's size changed
+        mid-stream) to the output's size: a stream keeps one size from start to end."""
+        height, width = frame.shape[:2]
+        if (width, height) not in self._scaled_sizes:
+            self._scaled_sizes.add((width, height))
+            log.warning("%s: %dx%d frames are scaled to the output's %dx%d", self.path, width, height,
+                        self.width, self.height)
+        shrink = width * height > self.width * self.height
+        return cv2.resize(frame, (self.width, self.height),
+                          interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
 
     @cached_property
     def _planes_layout(self) -> YuvLayout:
@@ -368,8 +390,26 @@ class FileSink(Sink):
             for packet in self._stream.encode(video):
                 self._container.mux(packet)
         except (av.FFmpegError, OSError) as exc:
-            raise StreamError(f"encoding frame {meta.index} to {self.path} failed: {exc}") from None
+            self._raise_write_error(exc, f"encoding frame {meta.index}")
         self.frames_written += 1
+
+    def _raise_write_error(self, exc: BaseException, doing: str) -> None:
+        """Raise the error of a failed encode or write. A full disk (any OS-level write error)
+        is an OutputError saying how much was written; the incomplete file is removed at once,
+        to give the space back, and the sink is marked ``failed``."""
+        if not isinstance(exc, OSError) or exc.errno is None:
+            raise StreamError(f"{doing} to {self.path} failed: {exc}") from None
+        try:
+            written = self._temp.stat().st_size
+        except OSError:
+            written = 0
+        self.failed = True
+        self.abort()
+        raise OutputError(
+            f"writing {self.path} failed after {self.frames_written} frames "
+            f"({written / 2**20:.1f} MiB written): {exc.strerror or exc}; the incomplete file "
+            f"was removed{'' if not self.path.exists() else ' and the existing output left as it was'}"
+        ) from None
 
     def _pts(self, meta: FrameMeta) -> int:
         if meta.pts is None or meta.time_base is None:
@@ -387,21 +427,24 @@ class FileSink(Sink):
         """Flush the encoder, finish the container and move the file into place.
 
         Raises:
-            StreamError: finishing failed, or no frame was ever sent (no file is created).
+            OutputError: the file could not be written (a full disk); nothing is published.
+            StreamError: finishing failed otherwise, or no frame was ever sent (no file is created).
         """
         if self._closed:
             return
         self._closed = True
         if self._container is None:
             raise StreamError(f"no frames were written; {self.path} not created")
-        container, self._container = self._container, None
         try:
             for packet in self._stream.encode(None):
-                container.mux(packet)
-            container.close()
+                self._container.mux(packet)
+            self._container.close()
         except (av.FFmpegError, OSError) as exc:
-            _remove_quietly(self._temp)
-            raise StreamError(f"finishing {self.path} failed: {exc}") from None
+            try:
+                self._raise_write_error(exc, "finishing the file")
+            finally:
+                self.abort()  # an unfinished file is not published
+        self._container = None
         if self.frames_written == 0:
             _remove_quietly(self._temp)
             raise StreamError(f"no frames were written; {self.path} not created")

@@ -32,6 +32,19 @@ class FrameMeta:
     packets: list = field(default_factory=list)
 
 
+class _Resized:
+    """The type of RESIZED."""
+
+    def __repr__(self) -> str:
+        return "RESIZED"
+
+
+RESIZED = _Resized()
+"""What ``Source.read_into`` returns, instead of a FrameMeta, when the next frame has another
+size: the source's ``shape`` (and ``planes``) already describe it and the next call delivers it
+into a buffer of that shape."""
+
+
 @dataclass
 class Slot:
     """One ring entry: input and output host buffers plus backend-owned device state.

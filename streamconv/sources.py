@@ -21,8 +21,8 @@ import numpy as np
 
 from .colour import FULL_RANGE, ColourTags, frame_to_rgb
 from .errors import FrameFormatError, InputError, NoVideoStreamError, StreamError
-from .frames import as_hwc
-from .slots import FrameMeta
+from .frames import DEFAULT_MAX_PIXELS, as_hwc, check_frame_size
+from .slots import RESIZED, FrameMeta
 from .yuv import PLANE_FORMATS, YuvLayout
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,9 @@ class Source:
         """Write the next frame into ``buffer`` ((H, W, C) uint8 host) and return its metadata.
 
         Returns:
-            The frame's FrameMeta, or None when the source is exhausted.
+            The frame's FrameMeta, or None when the source is exhausted, or (sources whose
+            frame size can change) ``slots.RESIZED``: nothing was written, ``shape`` now gives
+            the next frame's size, and the next call delivers that frame.
         """
         raise NotImplementedError
 
@@ -78,11 +80,14 @@ class Source:
         self.close()
 
     def __iter__(self) -> Iterator[np.ndarray]:
+        """New (H, W, C) uint8 host arrays, one per frame (the shape follows a size change)."""
         while True:
             frame = np.empty(self.shape, np.uint8)
-            if self.read_into(frame) is None:
+            meta = self.read_into(frame)
+            if meta is None:
                 return
-            yield frame
+            if meta is not RESIZED:
+                yield frame
 
 
 class FileSource(Source):
@@ -94,17 +99,20 @@ class FileSource(Source):
         threads: decoder threading ("AUTO", "FRAME", "SLICE" or "NONE").
         copy_streams: pass the input's audio and subtitle packets along with the frames
             (``FrameMeta.packets``), for a file output to copy them unchanged.
+        max_pixels: refuse frames larger than this (None: no limit): the declared size
+            before anything is decoded, then the first frame's.
 
     Frames are (H, W, 3) uint8 RGB in host memory, or for yuv420p video, on request, the
     decoder's planes unconverted (``planes``, see :meth:`read_into`); each carries the
     decoder's pts and the stream's time base. Packets that fail to decode are skipped and counted in
-    ``decode_errors``.
+    ``decode_errors``. The first frame is decoded on opening: its size is the source's; a later
+    frame of another size makes ``read_into`` return ``RESIZED`` first.
     """
 
     name = "file"
 
     def __init__(self, path: str | Path, *, video_stream: int = 0, threads: str = "AUTO",
-                 copy_streams: bool = True) -> None:
+                 copy_streams: bool = True, max_pixels: int | None = DEFAULT_MAX_PIXELS) -> None:
         self.path = str(path)
         self.decode_errors = 0
         self._container = None
@@ -131,29 +139,50 @@ class FileSource(Source):
         self._stream = videos[video_stream]
         self._stream.thread_type = threads
         context = self._stream.codec_context
-        self.width, self.height = int(context.width), int(context.height)
-        if self.width <= 0 or self.height <= 0:
+        try:
+            check_frame_size(int(context.width), int(context.height), max_pixels, self.path)
+            self.other_streams = [s for s in self._container.streams if s is not self._stream]
+            self.copied_streams = [s for s in self.other_streams
+                                   if copy_streams and s.type in ("audio", "subtitle")]
+            self._packets: list = []  # copied-stream packets read since the last frame
+            self._frames = self._decode()
+            # The first frame, not the header, gives the size: headers can be missing or name
+            # a later size, and a file with nothing decodable is refused before any output exists.
+            self._held: av.VideoFrame | None = self._first_frame()
+            self.width, self.height = self._held.width, self._held.height
+            check_frame_size(self.width, self.height, max_pixels, self.path)
+        except BaseException:
             self.close()
-            raise InputError(f"video stream has no frame size: {self.path}")
+            raise
         rate = self._stream.average_rate or self._stream.guessed_rate or Fraction(30)
         self.frame_rate = Fraction(rate)
         self.time_base = Fraction(self._stream.time_base or Fraction(1, 1000))
         self.frame_count = _frame_count(self._stream, self.frame_rate)
         self.colour = ColourTags.of(context)
-        if context.format is not None and context.format.name.startswith("yuvj"):
+        if self._held.format.name.startswith("yuvj"):
             self.colour = replace(self.colour, range=FULL_RANGE)  # yuvj formats are full range untagged
-        depth = max((c.bits for c in context.format.components), default=8) if context.format else 8
-        self.planes = YuvLayout.of_stream(self.width, self.height, context.format.name if context.format else None,
-                                          self.colour)
+        pixel_format = self._held.format
+        depth = max((c.bits for c in pixel_format.components), default=8)
+        self.planes = YuvLayout.of_stream(self.width, self.height, pixel_format.name, self.colour)
         if depth > 8:
             log.warning("%s is %d-bit %s: frames are filtered and written with 8 bits per channel",
-                        self.path, depth, context.format.name)
-        self.other_streams = [s for s in self._container.streams if s is not self._stream]
-        self.copied_streams = [s for s in self.other_streams
-                               if copy_streams and s.type in ("audio", "subtitle")]
-        self._packets: list = []  # copied-stream packets read since the last frame
-        self._frames = self._decode()
+                        self.path, depth, pixel_format.name)
         self._index = 0
+
+    def _first_frame(self) -> av.VideoFrame:
+        """Decode up to the first frame (kept for the first read).
+
+        Raises:
+            InputError: the stream ends, or fails, before any frame decodes.
+        """
+        try:
+            frame = next(self._frames, None)
+        except StreamError as exc:
+            raise InputError(str(exc)) from None
+        if frame is None:
+            damaged = f" ({self.decode_errors} damaged packet(s))" if self.decode_errors else ""
+            raise InputError(f"no frame could be decoded from {self.path}{damaged}")
+        return frame
 
     def _decode(self) -> Iterator[av.VideoFrame]:
         """Demux and decode packet by packet, so one bad packet does not end the stream.
@@ -178,14 +207,18 @@ class FileSource(Source):
         """Decode the next frame into ``buffer``, host memory: converted to RGB for an (H, W, 3)
         uint8 buffer, or copied plane by plane, unconverted, into a flat (1.5 W H,) uint8 buffer
         laid out as ``self.planes`` says (yuv420p input only)."""
-        frame = next(self._frames, None)
+        frame, self._held = (self._held if self._held is not None else next(self._frames, None)), None
         if frame is None:
             return None
         if frame.width != self.width or frame.height != self.height:
-            raise StreamError(
-                f"frame size changed mid-stream: {self.width}x{self.height} -> "
-                f"{frame.width}x{frame.height} at frame {self._index} (not supported)"
-            )
+            log.warning("%s: frame size changed at frame %d: %dx%d -> %dx%d", self.path, self._index,
+                        self.width, self.height, frame.width, frame.height)
+            self.width, self.height = frame.width, frame.height
+            self.planes = YuvLayout.of_stream(self.width, self.height, frame.format.name, self.colour)
+            self._held = frame
+            return RESIZED
+        if buffer.shape not in (self.shape, self.planes.shape if self.planes else None):
+            raise FrameFormatError(f"buffer of shape {buffer.shape} for {self.width}x{self.height} frames")
         if buffer.ndim == 1:
             self._copy_planes(frame, buffer)
         else:

@@ -30,6 +30,8 @@ class RunStats:
         wall_seconds: from the first read to the last write.
         samples: stage name -> list of per-frame seconds.
         interrupted: True if the run was stopped (Ctrl-C, SIGTERM) before the source ended.
+        resizes: times the frame size changed mid-stream (the slots were re-allocated).
+        decode_errors: damaged packets or frames of the input that were skipped.
     """
 
     backend: str = ""
@@ -38,6 +40,8 @@ class RunStats:
     wall_seconds: float = 0.0
     samples: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in STAGES})
     interrupted: bool = False
+    resizes: int = 0
+    decode_errors: int = 0
 
     def record(self, times: dict[str, float]) -> None:
         """Add one frame's stage times (seconds)."""
@@ -71,6 +75,8 @@ class RunStats:
             "frames": self.frames,
             "dropped": self.dropped,
             "interrupted": self.interrupted,
+            "resizes": self.resizes,
+            "decode_errors": self.decode_errors,
             "wall_seconds": self.wall_seconds,
             "fps": self.fps,
             "stages_ms": self.summary(),
@@ -90,6 +96,8 @@ class RunStats:
         tail = f"{self.frames} frames in {self.wall_seconds:.2f} s = {self.fps:.1f} fps"
         if self.dropped:
             tail += f", {self.dropped} dropped"
+        if self.decode_errors:
+            tail += f", {self.decode_errors} damaged input packet(s) skipped"
         if self.interrupted:
             tail += " (interrupted)"
         lines.append(tail + f" [{self.backend}]")

