@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from .errors import FilterSpecError
+from .resources import is_file
 
 MAX_SIZE = 31
 """Largest tap matrix side (radius 15); the CUDA kernels are built for radius <= 15."""
@@ -156,6 +157,10 @@ def _box(size: int) -> FilterStage:
 def gaussian_taps_1d(sigma: float, size: int) -> np.ndarray:
     """Normalized 1-D Gaussian weights, shape (size,), float64 (host)."""
     offsets = np.arange(size, dtype=np.float64) - (size - 1) / 2
+    if sigma < 0.01:
+        # Every off-centre weight is exp(-5000) or less, i.e. exactly 0: return that delta
+        # directly, as 2 * sigma**2 underflows to 0 for tiny sigma (0 / 0 = NaN at the centre).
+        return (offsets == 0).astype(np.float64)
     weights = np.exp(-(offsets**2) / (2.0 * sigma * sigma))
     return weights / weights.sum()
 
@@ -164,7 +169,8 @@ def _gaussian(sigma: float, size: int) -> FilterStage:
     if not (sigma > 0 and math.isfinite(sigma)):
         raise FilterSpecError(f"gaussian: sigma must be a positive number, got {sigma:g}")
     if size == 0:
-        size = 2 * math.ceil(3 * sigma) + 1
+        # 3 * sigma is inf for sigma near 1e308, which math.ceil cannot take.
+        size = 2 * math.ceil(3 * sigma) + 1 if math.isfinite(3 * sigma) else math.inf
         if size > MAX_SIZE:
             raise FilterSpecError(
                 f"gaussian: sigma={sigma:g} needs size {size} > {MAX_SIZE}; "
@@ -232,14 +238,18 @@ def load_npy(path: Path, *, what: str, max_bytes: int) -> np.ndarray:
     Raises:
         FilterSpecError: missing, too large, unreadable or not numeric; the message starts with ``what``.
     """
-    if not path.is_file():
+    if not is_file(path):
         raise FilterSpecError(f"{what} not found: {path}")
     if path.stat().st_size > max_bytes:
         raise FilterSpecError(f"{what} is too large: {path} ({path.stat().st_size} bytes)")
     try:
+        # EOFError: an empty file; MemoryError: a header claiming a shape far larger than the file.
         array = np.load(path, allow_pickle=False)
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError, EOFError, MemoryError) as exc:
         raise FilterSpecError(f"{what} {path}: not a readable .npy ({exc})") from None
+    if not isinstance(array, np.ndarray):  # np.load opens a zip as an .npz archive, whatever the suffix
+        array.close()
+        raise FilterSpecError(f"{what} {path}: an .npz archive, not a .npy array")
     if array.dtype.kind not in "biuf":
         raise FilterSpecError(f"{what} {path}: dtype {array.dtype} is not numeric")
     return np.asarray(array, dtype=np.float64)
@@ -254,7 +264,7 @@ def load_taps_file(path: str | Path) -> np.ndarray:
     path = Path(path)
     if path.suffix.lower() == ".npy":
         return load_npy(path, what="custom taps file", max_bytes=MAX_TAPS_FILE_BYTES)
-    if not path.is_file():
+    if not is_file(path):
         raise FilterSpecError(f"custom taps file not found: {path}")
     if path.stat().st_size > MAX_TAPS_FILE_BYTES:
         raise FilterSpecError(f"custom taps file is too large: {path} ({path.stat().st_size} bytes)")
@@ -328,37 +338,50 @@ REGISTRY: dict[str, FilterType] = {
 }
 
 
+def _show(value: Any) -> str:
+    """repr(value) for an error message; repr of an int (even nested) over 4300 digits raises ValueError."""
+    try:
+        return repr(value)
+    except ValueError:
+        return f"<a {type(value).__name__} too large to show>"
+
+
 def _coerce(filter_name: str, key: str, param: Param, value: Any) -> Any:
     """Turn a spec string or a TOML value into the parameter's type."""
     what = f"{filter_name}: {key}"
+    if isinstance(value, int) and not isinstance(value, bool) and not -(1 << 63) <= value < 1 << 63:
+        # TOML integers are 64-bit, but tomllib reads 0x... of any length: such an int overflows
+        # float() and str() below, and no parameter has a use for it.
+        raise FilterSpecError(f"{what}: integer out of range ({value.bit_length()} bits)")
     if param.kind is bool:
         if isinstance(value, bool):
             return value
-        text = str(value).strip().lower()
+        # Only scalars: str() of a list holding a huge int raises ValueError.
+        text = str(value).strip().lower() if isinstance(value, (str, int, float)) else None
         if text in ("1", "true", "yes", "on"):
             return True
         if text in ("0", "false", "no", "off"):
             return False
-        raise FilterSpecError(f"{what}: expected a boolean (1/0/true/false), got {value!r}")
+        raise FilterSpecError(f"{what}: expected a boolean (1/0/true/false), got {_show(value)}")
     if param.kind is int:
         if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-            raise FilterSpecError(f"{what}: expected an integer, got {value!r}")
+            raise FilterSpecError(f"{what}: expected an integer, got {_show(value)}")
         try:
             return int(value) if not isinstance(value, str) else int(value.strip(), 10)
         except (TypeError, ValueError):
-            raise FilterSpecError(f"{what}: expected an integer, got {value!r}") from None
+            raise FilterSpecError(f"{what}: expected an integer, got {_show(value)}") from None
     if param.kind is float:
         if isinstance(value, bool):
-            raise FilterSpecError(f"{what}: expected a number, got {value!r}")
+            raise FilterSpecError(f"{what}: expected a number, got {_show(value)}")
         try:
             number = float(value)
         except (TypeError, ValueError):
-            raise FilterSpecError(f"{what}: expected a number, got {value!r}") from None
+            raise FilterSpecError(f"{what}: expected a number, got {_show(value)}") from None
         if not math.isfinite(number):
-            raise FilterSpecError(f"{what}: expected a finite number, got {value!r}")
+            raise FilterSpecError(f"{what}: expected a finite number, got {_show(value)}")
         return number
     if not isinstance(value, str):
-        raise FilterSpecError(f"{what}: expected a string, got {value!r}")
+        raise FilterSpecError(f"{what}: expected a string, got {_show(value)}")
     return value
 
 

@@ -28,7 +28,7 @@ else:  # pragma: no cover - exercised on 3.10 only
 from .borders import check_border
 from .errors import FilterSpecError, PresetError
 from .filters import FilterStage, build_filter
-from .resources import data_dir
+from .resources import data_dir, is_file
 
 MAX_PRESET_BYTES = 64 * 1024
 _TOP_KEYS = {"description", "border", "filter"}
@@ -58,11 +58,11 @@ def _locate(name_or_path: str | Path) -> Path:
     text = str(name_or_path)
     if text.endswith(".toml") or "/" in text or "\\" in text:
         path = Path(text)
-        if not path.is_file():
+        if not is_file(path):
             raise PresetError(f"preset file not found: {text}")
         return path
     path = preset_dir() / f"{text}.toml"
-    if not path.is_file():
+    if not is_file(path):
         raise PresetError(f"unknown preset {text!r}; known presets: {', '.join(list_presets())}")
     return path
 
@@ -83,8 +83,15 @@ def load_preset(name_or_path: str | Path) -> Preset:
         raise PresetError(f"preset {path} is too large ({path.stat().st_size} bytes)")
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    except OSError as exc:
+        raise PresetError(f"preset {path}: cannot read it ({exc})") from None
+    except ValueError as exc:
+        # TOMLDecodeError and UnicodeDecodeError, but also the plain ValueError of tomllib's
+        # int() on an integer literal over 4300 digits.
         raise PresetError(f"preset {path}: not valid TOML ({exc})") from None
+    except RecursionError:
+        # tomllib recurses once per level of nested arrays or inline tables.
+        raise PresetError(f"preset {path}: not valid TOML (arrays or tables nested too deeply)") from None
     unknown = sorted(set(data) - _TOP_KEYS)
     if unknown:
         raise PresetError(f"preset {path}: unknown key {unknown[0]!r} (keys: {', '.join(sorted(_TOP_KEYS))})")

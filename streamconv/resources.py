@@ -3,6 +3,7 @@
 An installed wheel carries them as ``streamconv/cuda`` and ``streamconv/pipelines``;
 a source checkout keeps them at the top of the repository, beside ``streamconv/``.
 Both are found from this file's location, never from the working directory.
+Also: a file test that does not raise for names the OS refuses.
 """
 
 from __future__ import annotations
@@ -22,3 +23,11 @@ def data_dir(name: str) -> Path:
         if candidate.is_dir():
             return candidate
     raise FileNotFoundError(f"streamconv data folder {name!r} not found beside {_PACKAGE}")
+
+
+def is_file(path: Path) -> bool:
+    """``path.is_file()``, but False (not OSError) for a name the OS refuses, e.g. too long."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
