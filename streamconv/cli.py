@@ -22,7 +22,7 @@ from .backends import BACKENDS, cuda_status
 from .backends.variants import KERNEL_CHOICES
 from .borders import BORDER_MODES, DEFAULT_BORDER
 from .display import KEYS_HELP, DisplaySink, check_display
-from .errors import EXIT_INTERRUPTED, CameraLostError, OutputError, StreamconvError
+from .errors import EXIT_DAMAGED_INPUT, EXIT_INTERRUPTED, CameraLostError, OutputError, StreamconvError
 from .filters import FilterStage, describe_registry, parse_chain
 from .live import RealtimeSource
 from .frames import DEFAULT_MAX_PIXELS, check_frame_size
@@ -232,12 +232,15 @@ def cmd_run(args: argparse.Namespace) -> int:
             _report(args, pipeline.stats)  # what was recorded before the camera went away
         raise
     _report(args, stats)
-    decode_errors = getattr(pipeline.source, "decode_errors", 0)
-    if decode_errors:
-        log.warning("%d packet(s) could not be decoded and were skipped", decode_errors)
+    damage = pipeline.source.damage() if hasattr(pipeline.source, "damage") else []
+    if pipeline.sink.packets_refused:
+        damage.append(f"{pipeline.sink.packets_refused} audio/subtitle packet(s) could not be copied")
+    if damage:
+        log.warning("input damaged: %s; every frame that decoded was processed (%d)",
+                    "; ".join(damage), stats.frames)
     if pipeline.stop_signal is not None:
         return 128 + pipeline.stop_signal
-    return 0
+    return EXIT_DAMAGED_INPUT if damage else 0
 
 
 def _open_run_source(args: argparse.Namespace) -> Source:
@@ -247,7 +250,8 @@ def _open_run_source(args: argparse.Namespace) -> Source:
         source = open_source(args.source, width=width, height=height, fps=args.fps)
     else:
         copy = args.output is not None and not args.no_audio
-        source = open_source(args.source, video_stream=args.video_stream, copy_streams=copy)
+        source = open_source(args.source, video_stream=args.video_stream, copy_streams=copy,
+                             max_pixels=args.max_pixels)
     if args.realtime and not source.is_live:
         source = RealtimeSource(source)
     return source

@@ -78,6 +78,12 @@ class StreamError(StreamconvError, RuntimeError):
     exit_code = 8
 
 
+class GpuFaultError(StreamError):
+    """The GPU failed part-way through a run (a kernel launch or a copy); the message names the frame."""
+
+    exit_code = 12
+
+
 class CameraError(InputError):
     """A camera cannot be opened or delivers no first frame; the message says what was tried."""
 
@@ -95,5 +101,8 @@ class DisplayError(StreamconvError, RuntimeError):
 
     exit_code = 11
 
+
+EXIT_DAMAGED_INPUT = 13
+"""A run that finished, output written, but skipped damaged parts of its input."""
 
 EXIT_INTERRUPTED = 130

@@ -338,7 +338,7 @@ REGISTRY: dict[str, FilterType] = {
 }
 
 
-def _show(value: Any) -> str:
+def show_value(value: Any) -> str:
     """repr(value) for an error message; repr of an int (even nested) over 4300 digits raises ValueError."""
     try:
         return repr(value)
@@ -362,26 +362,26 @@ def _coerce(filter_name: str, key: str, param: Param, value: Any) -> Any:
             return True
         if text in ("0", "false", "no", "off"):
             return False
-        raise FilterSpecError(f"{what}: expected a boolean (1/0/true/false), got {_show(value)}")
+        raise FilterSpecError(f"{what}: expected a boolean (1/0/true/false), got {show_value(value)}")
     if param.kind is int:
         if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-            raise FilterSpecError(f"{what}: expected an integer, got {_show(value)}")
+            raise FilterSpecError(f"{what}: expected an integer, got {show_value(value)}")
         try:
             return int(value) if not isinstance(value, str) else int(value.strip(), 10)
         except (TypeError, ValueError):
-            raise FilterSpecError(f"{what}: expected an integer, got {_show(value)}") from None
+            raise FilterSpecError(f"{what}: expected an integer, got {show_value(value)}") from None
     if param.kind is float:
         if isinstance(value, bool):
-            raise FilterSpecError(f"{what}: expected a number, got {_show(value)}")
+            raise FilterSpecError(f"{what}: expected a number, got {show_value(value)}")
         try:
             number = float(value)
         except (TypeError, ValueError):
-            raise FilterSpecError(f"{what}: expected a number, got {_show(value)}") from None
+            raise FilterSpecError(f"{what}: expected a number, got {show_value(value)}") from None
         if not math.isfinite(number):
-            raise FilterSpecError(f"{what}: expected a finite number, got {_show(value)}")
+            raise FilterSpecError(f"{what}: expected a finite number, got {show_value(value)}")
         return number
     if not isinstance(value, str):
-        raise FilterSpecError(f"{what}: expected a string, got {_show(value)}")
+        raise FilterSpecError(f"{what}: expected a string, got {show_value(value)}")
     return value
 
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from .errors import FrameFormatError, StreamError
 from .hostcopy import ParallelCopier
-from .slots import FrameMeta
+from .slots import RESIZED, FrameMeta
 from .sources import Source, TestPattern
 
 log = logging.getLogger(__name__)
@@ -259,6 +259,9 @@ class RealtimeSource(Source):
         meta = self.inner.read_into(buffer)
         if meta is None:
             return None
+        if meta is RESIZED:
+            self.width, self.height = self.inner.width, self.inner.height
+            return meta
         if meta.pts is not None and meta.time_base is not None:
             seconds = float(meta.pts * meta.time_base)
         else:

@@ -217,15 +217,20 @@ class Pipeline:
                 if self._exhausted and not self._stop.is_set():
                     self._copy_trailing_packets()
         except BaseException:
-            stats.dropped = self.dropped
+            self._count_losses(stats)
             self._finish_sink_after_error()
             raise
         finally:
             restore()
-        stats.dropped = self.dropped
+        self._count_losses(stats)
         self.sink.close()
         stats.interrupted = self._stop.is_set()
         return stats
+
+    def _count_losses(self, stats: RunStats) -> None:
+        """Frames dropped (live), and damaged input packets or frames skipped or concealed."""
+        stats.dropped = self.dropped
+        stats.decode_errors = getattr(self.source, "decode_errors", 0) + getattr(self.source, "concealed", 0)
 
     def _apply_pending(self) -> bool:
         pending = self._take_pending()
@@ -447,9 +452,23 @@ class Pipeline:
                     recycle.put(stale)
                 batch = batch[-1:]
             for slot in batch:
-                backend.submit(slot)
+                try:
+                    backend.submit(slot)
+                except BaseException:
+                    _salvage(in_flight, retire)  # the frames before this one are still good
+                    raise
                 in_flight.append(slot)
                 while in_flight and backend.is_done(in_flight[0]):
                     retire()
         while in_flight:
             retire()
+
+
+def _salvage(in_flight: deque, retire: Callable[[], None]) -> None:
+    """After a failed submit, finish the frames already in flight, oldest first, while the
+    backend still can (a GPU whose context failed cannot: those frames are lost)."""
+    while in_flight:
+        try:
+            retire()
+        except Exception:
+            return

@@ -27,7 +27,7 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 from .borders import check_border
 from .errors import FilterSpecError, PresetError
-from .filters import FilterStage, build_filter
+from .filters import FilterStage, build_filter, show_value
 from .resources import data_dir, is_file
 
 MAX_PRESET_BYTES = 64 * 1024
@@ -101,7 +101,7 @@ def load_preset(name_or_path: str | Path) -> Preset:
     border = data.get("border")
     if border is not None:
         if not isinstance(border, str):
-            raise PresetError(f"preset {path}: border must be a string, got {border!r}")
+            raise PresetError(f"preset {path}: border must be a string, got {show_value(border)}")
         try:
             check_border(border)
         except FilterSpecError as exc:

@@ -33,6 +33,8 @@ class Sink:
     frames_written = 0
     failed = False
     """True once a write failed for good: nothing more can be finished (see FileSink)."""
+    packets_refused = 0
+    """Copied audio/subtitle packets the output refused (damaged input) and left out."""
 
     def send(self, frame: np.ndarray, meta: FrameMeta) -> None:
         """Consume one (H, W, C) uint8 host frame; do not keep a reference to it."""
@@ -145,6 +147,11 @@ class FanoutSink(Sink):
     def failed(self) -> bool:
         """True if any of the sinks failed for good."""
         return any(sink.failed for sink in self.sinks)
+
+    @property
+    def packets_refused(self) -> int:
+        """Copied packets left out, over all the sinks."""
+        return sum(sink.packets_refused for sink in self.sinks)
 
     def mux_packets(self, packets) -> None:
         """Hand copied-stream packets to the sinks that store them (a file)."""
@@ -323,7 +330,13 @@ class FileSink(Sink):
             try:
                 self._container.mux(packet)
             except (av.FFmpegError, OSError) as exc:
-                self._raise_write_error(exc, f"copying a {target.type} packet")
+                if isinstance(exc, OSError) and exc.errno is not None:
+                    self._raise_write_error(exc, f"copying a {target.type} packet")
+                # A damaged packet the muxer refuses (no or bad timestamps) is left out, not the run.
+                if not self.packets_refused:
+                    log.warning("%s: a %s packet the muxer refused was left out: %s", self.path, target.type,
+                                _ffmpeg_reason(exc))
+                self.packets_refused += 1
 
     def accepts_planes(self, layout: YuvLayout) -> bool:
         """Yes when the encoder takes yuv420p at the frames' size (no padding), with the range
@@ -469,6 +482,11 @@ def _format_for(path: Path) -> str | None:
     """Container by extension; None lets FFmpeg guess (and fail clearly) for unusual ones."""
     return {".mp4": "mp4", ".m4v": "mp4", ".mov": "mov", ".mkv": "matroska", ".webm": "webm",
             ".avi": "avi", ".ts": "mpegts", ".nut": "nut"}.get(path.suffix.lower())
+
+
+def _ffmpeg_reason(exc: BaseException) -> str:
+    """FFmpeg's reason without the file name and error number."""
+    return str(getattr(exc, "strerror", None) or exc).strip() or type(exc).__name__
 
 
 def _remove_quietly(path: Path) -> None:

@@ -21,6 +21,7 @@ import numpy as np
 
 from .colour import FULL_RANGE, ColourTags, frame_to_rgb
 from .errors import FrameFormatError, InputError, NoVideoStreamError, StreamError
+from .ffmpeglog import DamageLog
 from .frames import DEFAULT_MAX_PIXELS, as_hwc, check_frame_size
 from .slots import RESIZED, FrameMeta
 from .yuv import PLANE_FORMATS, YuvLayout
@@ -115,6 +116,9 @@ class FileSource(Source):
                  copy_streams: bool = True, max_pixels: int | None = DEFAULT_MAX_PIXELS) -> None:
         self.path = str(path)
         self.decode_errors = 0
+        self.concealed = 0
+        self._last_time: float | None = None  # seconds: the last frame delivered
+        self._ended = False
         self._container = None
         if "://" not in self.path:
             file = Path(self.path)
@@ -145,6 +149,9 @@ class FileSource(Source):
             self.copied_streams = [s for s in self.other_streams
                                    if copy_streams and s.type in ("audio", "subtitle")]
             self._packets: list = []  # copied-stream packets read since the last frame
+            components = {self._container.format.name, *self._container.format.name.split(","),
+                          self._stream.codec_context.name, *(s.codec_context.name for s in self.copied_streams)}
+            self._damage_log = DamageLog(components).start()
             self._frames = self._decode()
             # The first frame, not the header, gives the size: headers can be missing or name
             # a later size, and a file with nothing decodable is refused before any output exists.
@@ -158,6 +165,10 @@ class FileSource(Source):
         self.frame_rate = Fraction(rate)
         self.time_base = Fraction(self._stream.time_base or Fraction(1, 1000))
         self.frame_count = _frame_count(self._stream, self.frame_rate)
+        # Kept as numbers: damage() is asked after close(), when the stream is gone.
+        self._declared_seconds = _declared_seconds(self._stream)
+        start = self._stream.start_time
+        self._start_seconds = float(start * self.time_base) if start else 0.0
         self.colour = ColourTags.of(context)
         if self._held.format.name.startswith("yuvj"):
             self.colour = replace(self.colour, range=FULL_RANGE)  # yuvj formats are full range untagged
@@ -190,6 +201,7 @@ class FileSource(Source):
         Packets of the copied streams are kept, undecoded, for the next frame's metadata.
         """
         for packet in self._container.demux([self._stream, *self.copied_streams]):
+            self.concealed += packet.is_corrupt  # the demuxer saw damage; the packet is still used
             if packet.stream is not self._stream:
                 if packet.size:  # demuxing ends each stream with an empty flush packet
                     self._packets.append(packet)
@@ -201,7 +213,32 @@ class FileSource(Source):
                 continue
             except av.FFmpegError as exc:
                 raise StreamError(f"decoding {self.path} failed: {_ffmpeg_reason(exc)}") from None
-            yield from frames
+            for frame in frames:
+                self.concealed += frame.is_corrupt  # decoded with errors hidden by concealment
+                yield frame
+
+    def damage(self) -> list[str]:
+        """What was found wrong with the input so far, one phrase per kind (empty: nothing).
+
+        Counts packets that failed to decode (skipped), packets or frames FFmpeg flagged as
+        damaged (concealed, still used), and, once the source has ended, a video that stops
+        short of the duration its header declares (a truncated file). Damage FFmpeg hides
+        without flagging it cannot be seen here.
+        """
+        found = []
+        if self.decode_errors:
+            found.append(f"{self.decode_errors} packet(s) could not be decoded and were skipped")
+        if self.concealed:
+            found.append(f"{self.concealed} damaged packet(s) or frame(s) were concealed by the decoder")
+        if self.reported:
+            found.append(f"FFmpeg reported damage {self.reported} time(s) while reading")
+        declared = self._declared_seconds
+        if self._ended and declared is not None and self._last_time is not None:
+            lasted = self._last_time - self._start_seconds + 1 / float(self.frame_rate)
+            if declared - lasted > max(0.1, 2 / float(self.frame_rate)):
+                found.append(f"the video stops at {lasted:.2f} s of the {declared:.2f} s its header "
+                             f"declares (truncated)")
+        return found
 
     def read_into(self, buffer: np.ndarray) -> FrameMeta | None:
         """Decode the next frame into ``buffer``, host memory: converted to RGB for an (H, W, 3)
@@ -209,6 +246,7 @@ class FileSource(Source):
         laid out as ``self.planes`` says (yuv420p input only)."""
         frame, self._held = (self._held if self._held is not None else next(self._frames, None)), None
         if frame is None:
+            self._ended = True
             return None
         if frame.width != self.width or frame.height != self.height:
             log.warning("%s: frame size changed at frame %d: %dx%d -> %dx%d", self.path, self._index,
@@ -227,6 +265,8 @@ class FileSource(Source):
             rows = np.frombuffer(plane, np.uint8).reshape(self.height, plane.line_size)
             np.copyto(buffer, rows[:, : self.width * 3].reshape(self.height, self.width, 3))
         pts = frame.pts
+        if frame.time is not None:
+            self._last_time = frame.time
         meta = FrameMeta(self._index, pts, self.time_base if pts is not None else None,
                          packets=self.take_packets())
         self._index += 1
@@ -252,7 +292,16 @@ class FileSource(Source):
         count = f", {self.frame_count} frames" if self.frame_count else ""
         return f"{self.path}: {codec} {self.width}x{self.height} @ {float(self.frame_rate):.3g} fps{count}"
 
+    @property
+    def reported(self) -> int:
+        """FFmpeg log lines about damage in this input so far (see streamconv.ffmpeglog)."""
+        log_ = getattr(self, "_damage_log", None)
+        return log_.count if log_ is not None else 0
+
     def close(self) -> None:
+        damage_log = getattr(self, "_damage_log", None)
+        if damage_log is not None:
+            damage_log.stop()
         if self._container is not None:
             self._container.close()
             self._container = None
@@ -263,6 +312,17 @@ def _frame_count(stream, rate: Fraction) -> int | None:
         return int(stream.frames)
     if stream.duration and stream.time_base:
         return max(1, round(float(stream.duration * stream.time_base * rate)))
+    return None
+
+
+def _declared_seconds(stream) -> float | None:
+    """The video stream's duration as its header declares it (MP4, TS: the stream's duration;
+    Matroska: its DURATION tag), or None where none is declared."""
+    if stream.duration and stream.time_base:
+        return float(stream.duration * stream.time_base)
+    tag = re.fullmatch(r"(\d+):(\d\d):(\d\d(?:\.\d+)?)", (stream.metadata or {}).get("DURATION", ""))
+    if tag:
+        return int(tag[1]) * 3600 + int(tag[2]) * 60 + float(tag[3])
     return None
 
 
@@ -381,11 +441,12 @@ _TEST_SPEC = re.compile(r"^test(?::(?P<w>\d+)x(?P<h>\d+))?(?:@(?P<fps>[\d.]+))?(
                         r"(?P<live>,live)?$")
 
 
-def parse_test_spec(spec: str) -> Source:
+def parse_test_spec(spec: str, *, max_pixels: int | None = None) -> Source:
     """Build a TestPattern from ``test``, ``test:1280x720@30,frames=300`` or parts of it.
 
     A trailing ``,live`` gives a LivePattern instead: frames delivered in real time at FPS,
-    stamped at capture, the newest kept (endless unless ``frames=N``).
+    stamped at capture, the newest kept (endless unless ``frames=N``). A size over
+    ``max_pixels`` is refused before the pattern is drawn.
     """
     text = spec.strip().lower()
     if text.startswith("test,"):
@@ -395,6 +456,7 @@ def parse_test_spec(spec: str) -> Source:
         raise InputError(f"bad test source {spec!r}; expected test[:WxH][@FPS][,frames=N][,live]")
     width = int(match["w"] or 1280)
     height = int(match["h"] or 720)
+    check_frame_size(width, height, max_pixels, spec)
     fps = Fraction(match["fps"]) if match["fps"] else Fraction(30)
     try:
         if match["live"]:
@@ -418,17 +480,18 @@ def open_source(spec: str | Path | Source, **options) -> Source:
     Args:
         spec: the SOURCE argument of ``streamconv run``, or a Source (returned as is).
         options: keyword options passed to FileSource (``video_stream``, ``threads``,
-            ``copy_streams``) or,
+            ``copy_streams``, ``max_pixels``, ``timeout``) or,
             for a camera, to WebcamSource (``width``, ``height``, ``fps``, ...).
     """
     if isinstance(spec, Source):
         return spec
     text = str(spec)
     if text == "test" or text.startswith(("test:", "test@", "test,")):
-        return parse_test_spec(text)
+        return parse_test_spec(text, max_pixels=options.get("max_pixels"))
     from .webcam import is_webcam_spec, open_webcam  # imports this module: import late
 
     if is_webcam_spec(text):
+        options.pop("max_pixels", None)  # a camera delivers the size it is asked for
         return open_webcam(text, **options)
     started = time.perf_counter()
     source = FileSource(text, **options)

@@ -97,7 +97,7 @@ class RunStats:
         if self.dropped:
             tail += f", {self.dropped} dropped"
         if self.decode_errors:
-            tail += f", {self.decode_errors} damaged input packet(s) skipped"
+            tail += f", {self.decode_errors} damaged input packet(s) or frame(s)"
         if self.interrupted:
             tail += " (interrupted)"
         lines.append(tail + f" [{self.backend}]")

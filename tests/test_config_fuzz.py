@@ -655,6 +655,7 @@ def mutated_presets(draw) -> bytes:
 @example(content=b"a = " + b"[" * 20000 + b"]" * 20000)  # regression: RecursionError from tomllib
 @example(content=b"a = " + b"9" * 5000)  # regression: tomllib's plain ValueError (int digits limit)
 @example(content=b"[[filter]]\nname = \"box\"\nsize = 0x" + b"f" * 5000)  # regression: str(int) raised
+@example(content=b"border = 0x" + b"f" * 5000 + b"\n[[filter]]\nname = \"box\"")  # regression: repr(int) raised
 @example(content=b"\xff\xfe")
 def test_random_bytes_as_preset(workdir, content):
     """Random bytes and mutated shipped presets: loaded and valid, or a PresetError naming the file."""

@@ -160,3 +160,137 @@ def test_a_file_output_keeps_its_size_and_scales_frames_of_a_new_size(resizing_c
         if index >= 6:
             want = cv2.resize(want, (64, 48), interpolation=cv2.INTER_AREA)
         np.testing.assert_array_equal(got.to_ndarray(format="rgb24"), want, err_msg=f"frame {index}")
+
+
+# ---------------------------------------------------------------- damaged input
+
+CLIP_FRAMES = 48
+
+
+def write_clip(path: Path, options: dict | None = None) -> Path:
+    """48 frames of 160x120 H.264 at 24 fps (a keyframe every 12) with an AAC track."""
+    from fractions import Fraction
+
+    with av.open(str(path), "w", options=options or {}) as container:
+        video = container.add_stream("libx264", rate=24)
+        video.width, video.height, video.pix_fmt = 160, 120, "yuv420p"
+        video.options = {"preset": "veryfast", "g": "12"}
+        audio = container.add_stream("aac", rate=48000)
+        audio.layout = "stereo"
+        ys, xs = np.mgrid[0:120, 0:160]
+        samples = 0
+        for index in range(CLIP_FRAMES):
+            image = np.stack([(xs * 2 + 5 * index) % 256, (ys * 3 + 7 * index) % 256,
+                              (xs + ys + 11 * index) % 256], axis=-1).astype(np.uint8)
+            frame = av.VideoFrame.from_ndarray(image, format="rgb24")
+            frame.pts, frame.time_base = index, Fraction(1, 24)
+            for packet in video.encode(frame):
+                container.mux(packet)
+            while samples < (index + 1) * 2000:
+                tone = (0.2 * np.sin(2 * np.pi * 440 * (np.arange(1024) + samples) / 48000)).astype(np.float32)
+                chunk = av.AudioFrame.from_ndarray(np.stack([tone, tone]), format="fltp", layout="stereo")
+                chunk.sample_rate, chunk.pts = 48000, samples
+                for packet in audio.encode(chunk):
+                    container.mux(packet)
+                samples += 1024
+        for stream in (video, audio):
+            for packet in stream.encode(None):
+                container.mux(packet)
+    return path
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory) -> dict[str, bytes]:
+    """The clip's bytes as MP4 (index at the end), MP4 faststart, MKV and MPEG-TS."""
+    folder = tmp_path_factory.mktemp("clips")
+    made = {"mp4": write_clip(folder / "clip.mp4"),
+            "faststart.mp4": write_clip(folder / "faststart.mp4", {"movflags": "faststart"}),
+            "mkv": write_clip(folder / "clip.mkv"), "ts": write_clip(folder / "clip.ts")}
+    return {name: path.read_bytes() for name, path in made.items()}
+
+
+def decodable_frames(path: Path) -> int:
+    """Frames PyAV decodes from ``path``, skipping packets that fail, as the pipeline must."""
+    count = 0
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        for packet in container.demux(stream):
+            try:
+                count += len(packet.decode())
+            except av.InvalidDataError:
+                pass
+    return count
+
+
+def flip_bytes(data: bytes, places: int = 4, length: int = 300) -> bytes:
+    """XOR 0xFF over ``places`` runs of ``length`` bytes spread through the middle of the file."""
+    damaged = bytearray(data)
+    for number in range(places):
+        start = len(data) * (number + 2) // (places + 3)
+        damaged[start:start + length] = bytes(b ^ 0xFF for b in damaged[start:start + length])
+    return bytes(damaged)
+
+
+def run_file(cli, tmp_path: Path, name: str, data: bytes):
+    """Write ``data`` as input ``name`` and run it through a box filter into out.mkv."""
+    source = tmp_path / name
+    source.write_bytes(data)
+    return source, cli("run", str(source), "-o", str(tmp_path / "out.mkv"), "--filter", "box",
+                       "--backend", "cpu", "--no-progress", "-q")
+
+
+@pytest.mark.parametrize("name, data", [
+    ("empty.mp4", b""),
+    ("random.mp4", np.random.default_rng(1).bytes(10_000)),
+    ("random.ts", np.random.default_rng(2).bytes(10_000)),
+], ids=["empty", "random-mp4", "random-ts"])
+def test_unreadable_input_exits_4_and_writes_nothing(cli, tmp_path, name, data):
+    _, result = run_file(cli, tmp_path, name, data)
+    assert_error(result, 4, "cannot open input")
+    assert not (tmp_path / "out.mkv").exists()
+
+
+def test_truncated_mp4_with_its_index_at_the_end_is_unreadable(cli, tmp_path, clips):
+    _, result = run_file(cli, tmp_path, "cut.mp4", clips["mp4"][: len(clips["mp4"]) // 2])
+    assert_error(result, 4, "cannot open input")
+    assert not (tmp_path / "out.mkv").exists()
+
+
+def test_a_file_with_no_decodable_frame_exits_4_and_leaves_no_output(cli, tmp_path, clips):
+    data = clips["faststart.mp4"]
+    mdat = data.index(b"mdat") + 4
+    _, result = run_file(cli, tmp_path, "headers-only.mp4", data[: mdat + 64])
+    assert_error(result, 4, "no frame could be decoded")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["headers-only.mp4"]
+
+
+@pytest.mark.parametrize("kind, damage, expected", [
+    ("faststart.mp4", "cut", "(truncated)"),
+    ("mkv", "cut", "(truncated)"),
+    ("ts", "cut", "FFmpeg reported damage"),
+    ("mp4", "flip", "could not be decoded and were skipped"),
+    ("ts", "flip", "concealed by the decoder"),
+])
+def test_partly_damaged_input_keeps_every_decodable_frame_and_exits_13(cli, tmp_path, clips, kind, damage,
+                                                                        expected):
+    data = clips[kind]
+    data = data[: len(data) // 2] if damage == "cut" else flip_bytes(data)
+    source, result = run_file(cli, tmp_path, f"damaged.{kind}", data)
+    assert result.returncode == 13, result.stderr
+    assert "Traceback" not in result.stderr and "streamconv: error:" not in result.stderr, result.stderr
+    warning = next(line for line in result.stderr.splitlines() if "input damaged:" in line)
+    assert expected in warning, warning
+    frames = decodable_frames(source)
+    assert 0 < frames <= CLIP_FRAMES
+    assert f"every frame that decoded was processed ({frames})" in warning
+    with av.open(str(tmp_path / "out.mkv")) as container:
+        assert sum(1 for _ in container.decode(video=0)) == frames
+        assert len(container.streams.audio) == 1  # the audio that survived is copied too
+
+
+@pytest.mark.parametrize("kind", ["mp4", "faststart.mp4", "mkv", "ts"])
+def test_intact_input_reports_no_damage(cli, tmp_path, clips, kind):
+    _, result = run_file(cli, tmp_path, f"clip.{kind}", clips[kind])
+    assert_ok(result)
+    assert "damaged" not in result.stderr

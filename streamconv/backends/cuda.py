@@ -25,7 +25,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from ..borders import BORDER_CODES, DEFAULT_BORDER, check_border
-from ..errors import BackendUnavailableError, StreamError
+from ..errors import BackendUnavailableError, GpuFaultError, StreamError
 from ..filters import FilterStage
 from ..frames import as_hwc, check_same_shape
 from ..slots import Slot
@@ -185,9 +185,23 @@ class CudaBackend:
             self._stages_for(tuple(shape))
             if planes is not None:
                 self._colour_functions(planes)
+            self._check_device_memory(shape, count, planes)
             slots = [self._new_slot(index, shape, planes) for index in range(count)]
         self._slots.extend(slots)
         return slots
+
+    def _check_device_memory(self, shape: tuple[int, int, int], count: int, planes: YuvLayout | None) -> None:
+        """Refuse slots that cannot fit in the free device memory, with the figures, before
+        allocating any (a pitch of up to 512 bytes per row is allowed for)."""
+        height, width, channels = shape
+        frame_buffers = 3 if len(self.filters) > 1 else 2
+        per_slot = frame_buffers * height * (width * channels + 512) + (2 * planes.size if planes else 0)
+        free, total = self._driver.mem_get_info()
+        if count * per_slot > free:
+            raise BackendUnavailableError(
+                f"not enough GPU memory for {count} slot(s) of {width}x{height}x{channels}: "
+                f"they need {count * per_slot / 2**20:.0f} MiB, {free / 2**20:.0f} MiB of "
+                f"{total / 2**20:.0f} MiB are free on {self.device_name} (try a smaller --ring)")
 
     def _colour_functions(self, layout: YuvLayout) -> tuple[Any, Any]:
         """The (to RGB, to YUV) kernels of colour.cu for ``layout``'s matrix and range, compiled once."""
@@ -270,7 +284,7 @@ class CudaBackend:
                 state.download(stream)
                 events["done"].record(stream)
         except self._driver.Error as exc:
-            raise StreamError(f"GPU failed on frame {_frame_number(slot)}: {exc}") from None
+            raise GpuFaultError(f"GPU failed on frame {_frame_number(slot)}: {exc}") from None
 
     def launch_kernels(self, slot: Slot, stream) -> None:
         """Queue the chain's kernels (no copies) on ``stream``: device input buffer -> output buffer.
@@ -303,8 +317,12 @@ class CudaBackend:
 
     def is_done(self, slot: Slot) -> bool:
         """True once the slot's download has finished (non-blocking)."""
-        with self.activated():
-            return slot.device.events["done"].query()
+        try:
+            with self.activated():
+                return slot.device.events["done"].query()
+        except self._driver.Error as exc:
+            raise GpuFaultError(f"GPU failed at frame {_frame_number(slot)}: {exc} (an asynchronous fault is "
+                                f"reported at the next wait: its cause may be up to --ring frames later)") from None
 
     def wait(self, slot: Slot) -> None:
         """Block until the slot's frame is in ``host_out``; record upload/kernel/download times."""
@@ -317,7 +335,8 @@ class CudaBackend:
                 slot.times["kernel"] = events["computed"].time_since(events["uploaded"]) / 1e3
                 slot.times["download"] = events["done"].time_since(events["computed"]) / 1e3
         except self._driver.Error as exc:
-            raise StreamError(f"GPU failed on frame {_frame_number(slot)}: {exc}") from None
+            raise GpuFaultError(f"GPU failed at frame {_frame_number(slot)}: {exc} (an asynchronous fault is "
+                                f"reported at the next wait: its cause may be up to --ring frames later)") from None
 
     def apply_into(self, dst: np.ndarray, src: np.ndarray) -> None:
         """Filter ``src`` into ``dst`` synchronously: (H, W, C) or (H, W) uint8 host arrays.
@@ -348,16 +367,21 @@ class CudaBackend:
             return
         try:
             with self.activated():
-                for slot in self._slots:
-                    self._free_slot(slot)
+                try:
+                    for slot in self._slots:
+                        self._free_slot(slot)
+                    for stages in self._stages.values():
+                        for stage in stages:
+                            for allocation in stage.allocations:
+                                allocation.free()
+                            if stage.bank is not None:
+                                stage.bank.free()
+                except self._driver.Error as exc:
+                    # After a fault the context refuses every call; closing must not hide the
+                    # first error. The memory goes when the process releases the context.
+                    log.warning("GPU buffers not freed (the context failed earlier): %s", exc)
                 self._slots.clear()
                 self._single.clear()
-                for stages in self._stages.values():
-                    for stage in stages:
-                        for allocation in stage.allocations:
-                            allocation.free()
-                        if stage.bank is not None:
-                            stage.bank.free()
                 self._stages.clear()
                 self._colour.clear()
         finally:
