@@ -49,9 +49,8 @@ def break_launch_of_frame(monkeypatch, frame: int, how: str) -> None:
                                                int(slot.device.buffers[1]), width, height, pitch, pitch,
                                                *stage.extra_args)
         else:
-            stage.function.prepared_async_call(stage.plan.grid, stage.plan.block, stream, 1 << 40,
-                                               int(slot.device.buffers[1]), width, height, pitch, pitch,
-                                               *stage.extra_args)
+            stage.function.prepared_async_call(stage.plan.grid, stage.plan.block, stream, 0, 0,  # null pointers
+                                               width, height, pitch, pitch, *stage.extra_args)
 
     monkeypatch.setattr(CudaBackend, "launch_kernels", launch)
 
