@@ -29,7 +29,7 @@ from .frames import DEFAULT_MAX_PIXELS, check_frame_size
 from .pipeline import COLOUR_PATHS, Pipeline
 from .presets import list_presets, load_preset
 from .sinks import FanoutSink, Sink, check_output_path, open_sink
-from .sources import Source, open_source
+from .sources import NETWORK_TIMEOUT, Source, open_source
 from .webcam import is_webcam_spec
 
 log = logging.getLogger("streamconv")
@@ -54,6 +54,13 @@ def _frame_size(text: str) -> tuple[int, int]:
     if not match or int(match[1]) < 1 or int(match[2]) < 1:
         raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT such as 1280x720, got {text!r}")
     return int(match[1]), int(match[2])
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
+    return value
 
 
 def _positive_float(text: str) -> float:
@@ -113,6 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-pixels", type=_pixel_limit, default=DEFAULT_MAX_PIXELS, metavar="N|WxH",
                      help="refuse inputs with larger frames before allocating buffers "
                           "(default 7680x4320; 0: no limit)")
+    run.add_argument("--timeout", type=_non_negative_float, metavar="SECONDS",
+                     help="give up on a network input that sends nothing for this long "
+                          f"(default {NETWORK_TIMEOUT:g} s for URLs, none for files; 0: wait forever)")
     run.add_argument("--video-stream", type=_non_negative_int, default=0, metavar="N",
                      help="which video stream of the input (default 0, the first)")
     run.add_argument("--no-audio", action="store_true",
@@ -251,7 +261,7 @@ def _open_run_source(args: argparse.Namespace) -> Source:
     else:
         copy = args.output is not None and not args.no_audio
         source = open_source(args.source, video_stream=args.video_stream, copy_streams=copy,
-                             max_pixels=args.max_pixels)
+                             max_pixels=args.max_pixels, timeout=args.timeout)
     if args.realtime and not source.is_live:
         source = RealtimeSource(source)
     return source

@@ -226,6 +226,12 @@ class FileSink(Sink):
             are copied unchanged; one the container cannot hold is left out with a warning.
         colour: the input's colour tags: RGB is converted back to YUV with its matrix and
             range, and the output is tagged alike (None: FFmpeg's defaults, untagged).
+        display_matrix: the input's display rotation/mirroring (9 ints, FFmpeg's layout), stored
+            in the output where the container can hold it (MP4, MOV, Matroska); frames are
+            written as they are stored, so players show them as they showed the input.
+
+    Frames of another size than width x height (the input's size changed mid-stream) are
+    scaled to it.
     """
 
     name = "file"
@@ -234,11 +240,13 @@ class FileSink(Sink):
                  time_base: Fraction | None = None, codec: str = "libx264",
                  pix_fmt: str = "yuv420p", crf: float | None = None, preset: str | None = None,
                  overwrite: bool = False, options: dict[str, str] | None = None,
-                 copy_streams: Sequence = (), colour: ColourTags | None = None) -> None:
+                 copy_streams: Sequence = (), colour: ColourTags | None = None,
+                 display_matrix: Sequence[int] | None = None) -> None:
         self.path = check_output_path(path, overwrite=overwrite)
         self._copy_streams = list(copy_streams)
         self._copies: dict[int, object] = {}  # input stream index -> output stream
         self._colour = colour
+        self._display_matrix = display_matrix
         self._conversion = yuv_tags(pix_fmt, colour)  # fixed per sink: decided once, not per frame
         self._temp = self.path.with_name(f".{self.path.stem}.partial{self.path.suffix}")
         self.width, self.height = width, height
@@ -276,6 +284,7 @@ class FileSink(Sink):
             self._codec_options["preset"] = preset
         self._closed = False
         self._last_pts: int | None = None
+        self.retimed = 0  # frames whose pts was not after the previous one's, moved a tick later
         self._scaled_sizes: set[tuple[int, int]] = set()
 
     def _open(self) -> None:
@@ -297,12 +306,23 @@ class FileSink(Sink):
             stream.thread_type = "AUTO"
             if self._colour is not None:
                 self._colour.tag(stream.codec_context)
+            if self._display_matrix is not None:
+                self._keep_display_matrix(stream)
             self._stream = stream
         except (av.FFmpegError, ValueError, TypeError) as exc:
             self.abort()
             raise OutputError(f"cannot set up encoder {self.codec_name} ({self._pix_fmt}) "
                               f"for {self.path}: {exc}") from None
         self._add_copied_streams()
+
+    def _keep_display_matrix(self, stream) -> None:
+        """Store the input's display rotation on the new stream (before its first packet)."""
+        if _format_for(self.path) not in ("mp4", "mov", "matroska", "webm") or \
+                not hasattr(stream, "set_display_matrix"):
+            log.warning("%s cannot store the input's display rotation: players will show the frames "
+                        "as stored (try .mp4 or .mkv)", self.path)
+            return
+        stream.set_display_matrix(list(self._display_matrix))
 
     def _add_copied_streams(self) -> None:
         """Output streams for the input's audio/subtitles, from their templates (no re-encoding)."""
@@ -432,7 +452,8 @@ class FileSink(Sink):
         else:
             pts = round(meta.pts * meta.time_base / self._time_base)
         if self._last_pts is not None and pts <= self._last_pts:
-            pts = self._last_pts + 1  # encoders refuse non-increasing pts
+            pts = self._last_pts + 1  # encoders and muxers refuse non-increasing pts
+            self.retimed += 1
         self._last_pts = pts
         return pts
 
@@ -448,6 +469,10 @@ class FileSink(Sink):
         self._closed = True
         if self._container is None:
             raise StreamError(f"no frames were written; {self.path} not created")
+        if self.retimed:
+            log.warning("%s: %d frame(s) had a timestamp not after the one before (duplicate or going "
+                        "back) and were moved one tick (%s s) after it", self.path, self.retimed,
+                        self._time_base)
         try:
             for packet in self._stream.encode(None):
                 self._container.mux(packet)
@@ -516,5 +541,6 @@ def open_sink(output: str | Path | Sink | None, *, like=None, **options) -> Sink
         raise ValueError("open_sink needs the source (like=...) to size a file output")
     options.setdefault("copy_streams", getattr(like, "copied_streams", ()))
     options.setdefault("colour", getattr(like, "colour", None))
+    options.setdefault("display_matrix", getattr(like, "display_matrix", None))
     return FileSink(output, width=like.width, height=like.height, frame_rate=like.frame_rate,
                     time_base=like.time_base, **options)

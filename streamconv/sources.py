@@ -7,8 +7,10 @@ and returns its FrameMeta, or None at the end. Iterating a source yields new arr
 
 from __future__ import annotations
 
+import errno
 import logging
 import re
+import struct
 import time
 from dataclasses import replace
 from fractions import Fraction
@@ -91,6 +93,10 @@ class Source:
                 yield frame
 
 
+NETWORK_TIMEOUT = 10.0
+"""Seconds a network input may send nothing before the run gives up (``--timeout``)."""
+
+
 class FileSource(Source):
     """Decodes a video file or stream with PyAV into RGB frames.
 
@@ -102,18 +108,22 @@ class FileSource(Source):
             (``FrameMeta.packets``), for a file output to copy them unchanged.
         max_pixels: refuse frames larger than this (None: no limit): the declared size
             before anything is decoded, then the first frame's.
+        timeout: seconds to wait for data from a network input (a URL) before giving up
+            (None: NETWORK_TIMEOUT for URLs, no limit for files; 0: no limit).
 
     Frames are (H, W, 3) uint8 RGB in host memory, or for yuv420p video, on request, the
     decoder's planes unconverted (``planes``, see :meth:`read_into`); each carries the
     decoder's pts and the stream's time base. Packets that fail to decode are skipped and counted in
     ``decode_errors``. The first frame is decoded on opening: its size is the source's; a later
-    frame of another size makes ``read_into`` return ``RESIZED`` first.
+    frame of another size makes ``read_into`` return ``RESIZED`` first. Frames are delivered as
+    stored; a rotation or mirroring for display is in ``display_matrix``, for a file sink to keep.
     """
 
     name = "file"
 
     def __init__(self, path: str | Path, *, video_stream: int = 0, threads: str = "AUTO",
-                 copy_streams: bool = True, max_pixels: int | None = DEFAULT_MAX_PIXELS) -> None:
+                 copy_streams: bool = True, max_pixels: int | None = DEFAULT_MAX_PIXELS,
+                 timeout: float | None = None) -> None:
         self.path = str(path)
         self.decode_errors = 0
         self.concealed = 0
@@ -126,12 +136,21 @@ class FileSource(Source):
                 raise InputError(f"input not found: {self.path}")
             if file.is_dir():
                 raise InputError(f"input is a directory, not a video: {self.path}")
+        if timeout is None:
+            timeout = NETWORK_TIMEOUT if "://" in self.path else 0
+        self.timeout = timeout or None
+        options = {}
+        if self.timeout:
+            # rw_timeout ends a stalled read with the data so far; PyAV's own timeout also covers
+            # the opening probe, which rw_timeout does not bound on every protocol.
+            options["rw_timeout"] = str(int(self.timeout * 1e6))
         try:
-            self._container = av.open(self.path, mode="r")
+            self._container = av.open(self.path, mode="r", options=options,
+                                      timeout=(self.timeout, 2 * self.timeout) if self.timeout else None)
         except PermissionError:
             raise InputError(f"input not readable (permission denied): {self.path}") from None
         except (av.FFmpegError, OSError, ValueError) as exc:
-            raise InputError(f"cannot open input {self.path}: {_ffmpeg_reason(exc)}") from None
+            raise InputError(f"cannot open input {self.path}: {self._reason(exc)}") from None
         videos = self._container.streams.video
         if not videos:
             self.close()
@@ -172,6 +191,7 @@ class FileSource(Source):
         self.colour = ColourTags.of(context)
         if self._held.format.name.startswith("yuvj"):
             self.colour = replace(self.colour, range=FULL_RANGE)  # yuvj formats are full range untagged
+        self.display_matrix = _display_matrix(self._held)
         pixel_format = self._held.format
         depth = max((c.bits for c in pixel_format.components), default=8)
         self.planes = YuvLayout.of_stream(self.width, self.height, pixel_format.name, self.colour)
@@ -200,7 +220,20 @@ class FileSource(Source):
 
         Packets of the copied streams are kept, undecoded, for the next frame's metadata.
         """
-        for packet in self._container.demux([self._stream, *self.copied_streams]):
+        packets = self._container.demux([self._stream, *self.copied_streams])
+        while True:
+            try:
+                packet = next(packets)
+            except StopIteration:
+                return
+            except av.InvalidDataError:
+                self.decode_errors += 1  # the container is unreadable from here on: end the video
+                yield from self._flush()
+                return
+            except (av.FFmpegError, OSError) as exc:
+                yield from self._flush()  # the frames the decoder still holds come first
+                raise StreamError(f"reading {self.path} failed after {self._index} frames: "
+                                  f"{self._reason(exc)}") from None
             self.concealed += packet.is_corrupt  # the demuxer saw damage; the packet is still used
             if packet.stream is not self._stream:
                 if packet.size:  # demuxing ends each stream with an empty flush packet
@@ -216,6 +249,21 @@ class FileSource(Source):
             for frame in frames:
                 self.concealed += frame.is_corrupt  # decoded with errors hidden by concealment
                 yield frame
+
+    def _flush(self) -> Iterator[av.VideoFrame]:
+        """The frames a decoder still holds after its input stopped early (none if it cannot say)."""
+        try:
+            yield from self._stream.codec_context.decode(None)
+        except (av.FFmpegError, OSError):
+            return
+
+    def _reason(self, exc: BaseException) -> str:
+        """FFmpeg's reason, naming the timeout when the input stalled."""
+        reason = _ffmpeg_reason(exc)
+        stalled = isinstance(exc, (av.ExitError, TimeoutError)) or getattr(exc, "errno", None) == errno.EIO
+        if self.timeout and stalled:
+            reason += f" (no data within the {self.timeout:g} s timeout)"
+        return reason
 
     def damage(self) -> list[str]:
         """What was found wrong with the input so far, one phrase per kind (empty: nothing).
@@ -313,6 +361,18 @@ def _frame_count(stream, rate: Fraction) -> int | None:
     if stream.duration and stream.time_base:
         return max(1, round(float(stream.duration * stream.time_base * rate)))
     return None
+
+
+def _display_matrix(frame: av.VideoFrame) -> tuple[int, ...] | None:
+    """The 3x3 display matrix (9 ints, FFmpeg's fixed point) a frame carries, or None: how a
+    player should rotate or mirror it. streamconv filters frames as stored and passes it on."""
+    from av.sidedata.sidedata import Type
+
+    data = frame.side_data.get(Type.DISPLAYMATRIX)
+    if data is None or len(bytes(data)) < 36:
+        return None
+    matrix = struct.unpack("<9i", bytes(data)[:36])
+    return None if matrix == (65536, 0, 0, 0, 65536, 0, 0, 0, 1 << 30) else matrix
 
 
 def _declared_seconds(stream) -> float | None:

@@ -294,3 +294,268 @@ def test_intact_input_reports_no_damage(cli, tmp_path, clips, kind):
     _, result = run_file(cli, tmp_path, f"clip.{kind}", clips[kind])
     assert_ok(result)
     assert "damaged" not in result.stderr
+
+
+# ---------------------------------------------------------------- network stall
+
+
+class StallingServer:
+    """A loopback HTTP server that sends the first ``sent`` bytes of ``data`` (with headers
+    announcing all of it, as a live stream would) and then goes silent, connection open."""
+
+    def __init__(self, data: bytes, sent: int | None) -> None:
+        import socket
+        import threading
+
+        self.data, self.sent = data, sent
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._connections: list = []
+        self._closed = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}/live.ts"
+
+    def _serve(self) -> None:
+        import threading
+
+        while not self._closed.is_set():
+            try:
+                connection, _ = self._listener.accept()
+            except OSError:
+                return
+            self._connections.append(connection)
+            threading.Thread(target=self._answer, args=(connection,), daemon=True).start()
+
+    def _answer(self, connection) -> None:
+        try:
+            request = b""
+            while b"\r\n\r\n" not in request:
+                chunk = connection.recv(4096)
+                if not chunk:
+                    return
+                request += chunk
+            if self.sent is None:
+                return  # never answers
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: video/mp2t\r\n\r\n" + self.data[: self.sent])
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self._closed.set()
+        self._listener.close()
+        for connection in self._connections:
+            connection.close()
+
+
+def test_a_network_source_that_stalls_times_out_and_keeps_what_it_sent(cli, tmp_path, clips):
+    import time
+
+    server = StallingServer(clips["ts"], len(clips["ts"]) // 2)
+    try:
+        started = time.monotonic()
+        result = cli("run", server.url, "-o", str(tmp_path / "out.mkv"), "--filter", "box", "--timeout", "1",
+                     "--backend", "cpu", "--no-progress", "-q", timeout=60)
+        elapsed = time.monotonic() - started
+    finally:
+        server.close()
+    message = assert_error(result, 8, "reading http://127.0.0.1", "no data within the 1 s timeout")
+    frames = int(message.split("failed after ")[1].split()[0])
+    assert 0 < frames < CLIP_FRAMES and elapsed < 30, (message, elapsed)
+    with av.open(str(tmp_path / "out.mkv")) as container:
+        assert sum(1 for _ in container.decode(video=0)) >= frames  # frames so far are kept
+
+
+def test_a_network_source_that_never_answers_exits_4(cli, tmp_path):
+    server = StallingServer(b"", None)
+    try:
+        result = cli("run", server.url, "-o", str(tmp_path / "out.mkv"), "--timeout", "1",
+                     "--backend", "cpu", "--no-progress", "-q", timeout=60)
+    finally:
+        server.close()
+    assert_error(result, 4, "cannot open input", "no data within the 1 s timeout")
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------- timestamps, rotation, streams
+
+
+def write_intra_mkv(path: Path, pts: list[int], rng: np.random.Generator) -> list[np.ndarray]:
+    """An MKV of lossless intra-only frames (FFV1, 1 ms time base) with exactly these pts."""
+    from fractions import Fraction
+
+    images = [rng.integers(0, 256, (48, 64, 3), np.uint8) for _ in pts]
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("ffv1", rate=30)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "bgr0"
+        stream.codec_context.time_base = Fraction(1, 1000)
+        for image, stamp in zip(images, pts):
+            frame = av.VideoFrame.from_ndarray(image, format="rgb24").reformat(format="bgr0")
+            frame.pts, frame.time_base = stamp, Fraction(1, 1000)
+            for packet in stream.encode(frame):
+                packet.pts = packet.dts = stamp  # as given, even a duplicate
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    return images
+
+
+def output_pts(path: Path) -> list[float]:
+    """Each video frame's time in seconds."""
+    with av.open(str(path)) as container:
+        return [float(frame.time) for frame in container.decode(video=0)]
+
+
+def test_variable_frame_rate_timestamps_are_kept(tmp_path, rng):
+    stamps = [0, 33, 50, 120, 121, 300, 310, 700, 701, 702]
+    source = tmp_path / "vfr.mkv"
+    images = write_intra_mkv(source, stamps, rng)
+    output = tmp_path / "out.mkv"
+    streamconv.Pipeline(source, ["box"], output, backend="cpu",
+                        sink_options={"codec": "ffv1", "pix_fmt": "bgr0"}).run()
+    assert output_pts(output) == [s / 1000 for s in stamps]
+    with av.open(str(output)) as container:
+        for image, frame in zip(images, container.decode(video=0), strict=True):
+            np.testing.assert_array_equal(frame.to_ndarray(format="rgb24"),
+                                          reference_chain(image, parse_chain(["box"]), "reflect101"))
+
+
+def test_duplicate_and_backward_timestamps_are_moved_after_the_previous_frame(cli, tmp_path, rng):
+    duplicates = tmp_path / "duplicates.mkv"
+    write_intra_mkv(duplicates, [0, 40, 40, 40, 80], rng)
+    result = cli("run", str(duplicates), "-o", str(tmp_path / "out1.mkv"), "--backend", "cpu", "-q")
+    assert_ok(result)
+    assert "2 frame(s) had a timestamp not after the one before" in result.stderr
+    assert output_pts(tmp_path / "out1.mkv") == [0, 0.04, 0.041, 0.042, 0.08]
+    backwards = tmp_path / "backwards.ts"  # two segments end to end, both starting at pts 0
+    backwards.write_bytes(encode_ts(64, 48, 4, 0, rng) + encode_ts(64, 48, 4, 0, rng))
+    result = cli("run", str(backwards), "-o", str(tmp_path / "out2.mp4"), "--backend", "cpu", "-q")
+    assert result.returncode in (0, 13), result.stderr  # the join may be reported as damage
+    assert "4 frame(s) had a timestamp not after the one before" in result.stderr
+    times = output_pts(tmp_path / "out2.mp4")
+    assert len(times) == 8 and times == sorted(set(times))
+
+
+@pytest.mark.parametrize("suffix, kept", [("mp4", True), ("mkv", True), ("ts", False)])
+@pytest.mark.parametrize("hflip", [False, True], ids=["rotated", "rotated-mirrored"])
+def test_display_rotation_is_passed_on_and_frames_stay_as_stored(tmp_path, rng, suffix, kept, hflip):
+    from fractions import Fraction
+
+    source = tmp_path / "rotated.mp4"
+    images = [rng.integers(0, 256, (48, 64, 3), np.uint8) for _ in range(3)]
+    with av.open(str(source), "w") as container:
+        stream = container.add_stream("ffv1", rate=30)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "bgr0"
+        stream.set_display_rotation(90, hflip=hflip)
+        for index, image in enumerate(images):
+            frame = av.VideoFrame.from_ndarray(image, format="rgb24").reformat(format="bgr0")
+            frame.pts, frame.time_base = index, Fraction(1, 30)
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    with av.open(str(source)) as container:
+        wanted = next(container.decode(video=0))
+        wanted_rotation, wanted_matrix = wanted.rotation, display_matrix(wanted)
+    assert wanted_rotation == 90 and wanted_matrix is not None
+    output = tmp_path / f"out.{suffix}"
+    codec = {"codec": "ffv1", "pix_fmt": "bgr0"} if suffix != "ts" else {}
+    streamconv.Pipeline(source, ["box"], output, backend="cpu", sink_options=codec).run()
+    with av.open(str(output)) as container:
+        first = next(container.decode(video=0))
+        assert (first.width, first.height) == (64, 48)  # not rotated: as stored
+        if suffix != "ts":
+            np.testing.assert_array_equal(first.to_ndarray(format="rgb24"),
+                                          reference_chain(images[0], parse_chain(["box"]), "reflect101"))
+        assert (display_matrix(first) == wanted_matrix) == kept
+
+
+def display_matrix(frame: av.VideoFrame):
+    from av.sidedata.sidedata import Type
+
+    data = frame.side_data.get(Type.DISPLAYMATRIX)
+    return None if data is None else bytes(data)[:36]
+
+
+def test_video_stream_picks_among_several_and_other_streams_are_copied(cli, tmp_path, rng):
+    from fractions import Fraction
+
+    source = tmp_path / "many.mkv"
+    with av.open(str(source), "w") as container:
+        small = container.add_stream("ffv1", rate=30)
+        small.width, small.height, small.pix_fmt = 32, 24, "bgr0"
+        large = container.add_stream("ffv1", rate=30)
+        large.width, large.height, large.pix_fmt = 64, 48, "bgr0"
+        audio = container.add_stream("pcm_s16le", rate=8000)
+        audio.layout = "mono"
+        subtitle = container.add_stream("ass")
+        for index in range(3):
+            for stream in (small, large):
+                image = rng.integers(0, 256, (stream.height, stream.width, 3), np.uint8)
+                frame = av.VideoFrame.from_ndarray(image, format="rgb24").reformat(format="bgr0")
+                frame.pts, frame.time_base = index, Fraction(1, 30)
+                for packet in stream.encode(frame):
+                    container.mux(packet)
+            tone = av.AudioFrame.from_ndarray(np.zeros((1, 266), np.int16), format="s16", layout="mono")
+            tone.sample_rate, tone.pts = 8000, index * 266
+            for packet in audio.encode(tone):
+                container.mux(packet)
+        for stream in (small, large, audio):
+            for packet in stream.encode(None):
+                container.mux(packet)
+        del subtitle  # an empty subtitle track: present, no packets
+    result = cli("run", str(source), "-o", str(tmp_path / "out.mkv"), "--video-stream", "1",
+                 "--backend", "cpu", "-q")
+    assert_ok(result)
+    with av.open(str(tmp_path / "out.mkv")) as container:
+        video = container.streams.video
+        assert len(video) == 1 and (video[0].codec_context.width, video[0].codec_context.height) == (64, 48)
+        assert len(container.streams.audio) == 1
+    assert_error(cli("run", str(source), "--video-stream", "2", "--backend", "cpu"), 4,
+                 "video stream 2 requested, input has 2")
+
+
+@pytest.mark.parametrize("pix_fmt, width, height", [("yuv444p", 65, 49), ("yuv420p10le", 64, 48),
+                                                    ("gray", 33, 17), ("yuv422p", 30, 20)])
+def test_other_pixel_formats_and_odd_sizes_travel_as_rgb_and_are_filtered_exactly(tmp_path, rng, pix_fmt,
+                                                                                   width, height):
+    from fractions import Fraction
+
+    source = tmp_path / "input.mkv"
+    with av.open(str(source), "w") as container:
+        stream = container.add_stream("ffv1", rate=30)
+        stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
+        for index in range(3):
+            image = rng.integers(0, 256, (height, width, 3), np.uint8)
+            frame = av.VideoFrame.from_ndarray(image, format="rgb24").reformat(format=pix_fmt)
+            frame.pts, frame.time_base = index, Fraction(1, 30)
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    with streamconv.FileSource(source) as video:
+        assert video.planes is None  # only yuv420p travels as planes; the rest as RGB
+        frames = list(video)
+    output = tmp_path / "out.mkv"
+    pipeline = streamconv.Pipeline(source, ["sharpen"], output, backend="cpu", colour="backend",
+                                   sink_options={"codec": "ffv1", "pix_fmt": "bgr0"})
+    assert pipeline.run().frames == 3
+    with av.open(str(output)) as container:
+        written = [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]
+    chain = parse_chain(["sharpen"])
+    assert [w.shape for w in written] == [(height, width, 3)] * 3
+    for got, frame in zip(written, frames, strict=True):
+        np.testing.assert_array_equal(got, reference_chain(frame, chain, "reflect101"))
+
+
+def test_host_memory_stays_steady_over_five_runs_of_500_frames():
+    resident = []
+    for _ in range(5):
+        stats = streamconv.Pipeline("test:160x120,frames=500", ["box"], backend="cpu").run()
+        assert stats.frames == 500
+        resident.append(resident_bytes())
+    assert resident[-1] - resident[1] <= 16 << 20, resident
+
+
+def resident_bytes() -> int:
+    """This process's resident set size, from /proc (Linux)."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
