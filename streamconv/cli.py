@@ -2,9 +2,10 @@
 
 Exit codes: 0 success (also after q, Esc or closing the window); 1 internal error; 2 usage;
 3 bad filter spec, preset or frame; 4 input missing or undecodable; 5 no video stream;
-6 output refused; 7 backend unavailable; 8 decode/encode failure during the run; 9 camera
-cannot be opened; 10 camera stopped delivering and could not be reopened; 11 no display
-for --display; 130 Ctrl-C (SIGINT); 143 SIGTERM.
+6 output refused or not writable; 7 backend unavailable; 8 decode/encode failure during the
+run; 9 camera cannot be opened; 10 camera stopped delivering and could not be reopened;
+11 no display for --display; 12 GPU fault during the run; 13 finished, but the input was
+damaged; 130 Ctrl-C (SIGINT); 143 SIGTERM. docs/reliability.md has the table of cases.
 """
 
 from __future__ import annotations

@@ -559,3 +559,17 @@ def resident_bytes() -> int:
     """This process's resident set size, from /proc (Linux)."""
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_the_docs_table_names_only_tests_that_exist():
+    import re
+
+    table = (REPO / "docs" / "reliability.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"(test_[a-z0-9_]+)(\*)?", table))
+    assert len(named) > 20
+    sources = "\n".join(path.read_text(encoding="utf-8") for path in (REPO / "tests").glob("test_*.py"))
+    defined = set(re.findall(r"^def (test_\w+)", sources, re.MULTILINE))
+    modules = {path.stem for path in (REPO / "tests").glob("test_*.py")}
+    for name, star in named:
+        found = name in modules or (any(d.startswith(name) for d in defined) if star else name in defined)
+        assert found, f"docs/reliability.md names {name}{star}, which is not a test"
