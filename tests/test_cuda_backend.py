@@ -155,3 +155,27 @@ def test_file_to_file_gpu_equals_cpu(tmp_path, sample_clip, colour_args, path_lo
     assert len(outputs["cpu"]) == len(outputs["cuda"]) == 30
     for cpu_frame, gpu_frame in zip(outputs["cpu"], outputs["cuda"]):
         np.testing.assert_array_equal(gpu_frame, cpu_frame)
+
+
+@pytest.mark.parametrize("colour", ["host", "backend"])
+def test_a_size_change_mid_stream_gives_the_cpu_backends_frames(tmp_path, colour):
+    """Slots re-allocated at the new size on the GPU; with ``backend`` colour the first size travels
+    as yuv420p planes (colour.cu), the second as RGB (the file keeps the first size)."""
+    from test_reliability import encode_ts
+
+    rng = np.random.default_rng(7)
+    clip = tmp_path / "resizing.ts"
+    clip.write_bytes(encode_ts(64, 48, 5, 0, rng) + encode_ts(96, 64, 5, 5, rng))
+    decoded = {}
+    for backend in ("cpu", "cuda"):
+        output = tmp_path / f"{backend}.mkv"
+        pipeline = streamconv.Pipeline(clip, ["gaussian:sigma=1"], output, backend=backend, colour=colour,
+                                       sink_options={"codec": "ffv1", "pix_fmt": "yuv420p"})
+        assert (pipeline.planes is not None) == (colour == "backend")
+        stats = pipeline.run()
+        assert stats.frames == 10 and stats.resizes == 1
+        with av.open(str(output)) as container:
+            decoded[backend] = [frame.to_ndarray() for frame in container.decode(video=0)]  # I420 planes
+    assert [f.shape for f in decoded["cuda"]] == [(72, 64)] * 10  # 64x48 luma + chroma rows
+    for cpu, gpu in zip(decoded["cpu"], decoded["cuda"], strict=True):
+        assert np.abs(cpu.astype(int) - gpu).max() <= 1  # the filters' 1 LSB, through the same conversion
