@@ -316,7 +316,8 @@ class FileSource(Source):
         if frame.time is not None:
             self._last_time = frame.time
         meta = FrameMeta(self._index, pts, self.time_base if pts is not None else None,
-                         packets=self.take_packets())
+                         packets=self.take_packets(
+                             until=frame.time + 1 / float(self.frame_rate) if frame.time is not None else None))
         self._index += 1
         return meta
 
@@ -330,10 +331,24 @@ class FileSource(Source):
             rows = np.frombuffer(plane, np.uint8).reshape(target.shape[0], plane.line_size)
             np.copyto(target, rows[:, : target.shape[1]])
 
-    def take_packets(self) -> list:
-        """The copied-stream packets read and not yet handed on (after the end: the rest)."""
-        packets, self._packets = self._packets, []
-        return packets
+    def take_packets(self, until: float | None = None) -> list:
+        """The copied-stream packets read and not yet handed on that start before ``until``
+        seconds (None: all of them, as after the last frame).
+
+        A decoder holds several packets before its first frame comes out (one per thread with
+        frame threading), so the demuxer runs ahead of the frames: packets later than the
+        frame wait for a later one, and a run stopped early copies nothing past its end.
+        """
+        if until is None:
+            packets, self._packets = self._packets, []
+            return packets
+        due, waiting = [], []
+        for packet in self._packets:
+            stamp = packet.pts if packet.pts is not None else packet.dts
+            late = stamp is not None and packet.time_base is not None and stamp * packet.time_base >= until
+            (waiting if late else due).append(packet)
+        self._packets = waiting
+        return due
 
     def describe(self) -> str:
         codec = self._stream.codec_context.name
