@@ -138,7 +138,8 @@ class Pipeline:
         self._pending: tuple[list[FilterStage], str | None] | None = None
         self._read_count = 0
         self._resized = False
-        self._exhausted = False
+        self._exhausted = False  # no more frames wanted: the source ended, or max_frames read
+        self._source_ended = False
         self._skipped = 0
 
     @property
@@ -214,7 +215,7 @@ class Pipeline:
                     attach(self)
                 self._apply_pending()
                 self._run_epochs(stats)
-                if self._exhausted and not self._stop.is_set():
+                if self._source_ended and not self._stop.is_set():  # not after --max-frames
                     self._copy_trailing_packets()
         except BaseException:
             self._count_losses(stats)
@@ -348,7 +349,7 @@ class Pipeline:
                         free.put(slot)
                         break
                     if meta is None:
-                        self._exhausted = not self._stop.is_set()
+                        self._exhausted = self._source_ended = not self._stop.is_set()
                         break
                     # Latency counts from capture for live frames, from the start of the read otherwise.
                     if meta.captured is None:
