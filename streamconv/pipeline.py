@@ -51,6 +51,7 @@ _END = object()  # marks the end of a queue's frames
 COLOUR_PATHS = ("auto", "backend", "host")
 """Where yuv420p video is converted to and from RGB (``Pipeline(colour=...)``, ``--colour``)."""
 
+
 class Pipeline:
     """A source, a filter chain and a sink, run with a ring of slots.
 

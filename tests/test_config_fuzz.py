@@ -587,16 +587,20 @@ def test_taps_files_of_random_content(workdir, content, suffix):
     _check_spec_outcome(spec, stage, error)
 
 
+def _padded_file(path: Path, body: str, size: int) -> Path:
+    """``body`` padded with a comment to exactly ``size`` bytes (both formats take # comments)."""
+    path.write_text(body + "#" * (size - len(body)))
+    return path
+
+
 @settings(FUZZ, max_examples=6, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(extra=st.integers(min_value=-3, max_value=3))
 @example(extra=0)
 @example(extra=1)
 def test_taps_file_size_limit(workdir, extra):
     """A taps file of up to MAX_TAPS_FILE_BYTES is read; one byte more is refused unread."""
-    path = workdir / "big.txt"
     size = MAX_TAPS_FILE_BYTES + extra
-    body = "1 2 1\n2 4 2\n1 2 1\n"
-    path.write_text(body + "#" * (size - len(body)))
+    path = _padded_file(workdir / "big.txt", "1 2 1\n2 4 2\n1 2 1\n", size)
     stage, error = _attempt(parse_filter, f"custom:file={path}")
     if size > MAX_TAPS_FILE_BYTES:
         assert "too large" in _check_message(error, FilterSpecError)
@@ -670,10 +674,8 @@ def test_random_bytes_as_preset(workdir, content):
 @example(extra=1)
 def test_preset_size_limit(workdir, extra):
     """A preset of up to MAX_PRESET_BYTES loads; a byte more is refused before it is parsed."""
-    path = workdir / "sized.toml"
     size = MAX_PRESET_BYTES + extra
-    body = '[[filter]]\nname = "box"\n'
-    path.write_text(body + "#" * (size - len(body)))
+    path = _padded_file(workdir / "sized.toml", '[[filter]]\nname = "box"\n', size)
     preset, error = _load(path)
     if size > MAX_PRESET_BYTES:
         assert "too large" in str(error)

@@ -26,6 +26,7 @@ from streamconv.sources import ArraySource
 
 from oracle import reference_chain
 from test_cli import assert_error
+from test_reliability import resident_bytes
 
 pytestmark = pytest.mark.cuda
 
@@ -150,9 +151,3 @@ def test_device_and_host_memory_stay_steady_over_five_runs_of_500_frames():
         context.detach()
     assert max(device_free[1:]) - min(device_free[1:]) <= 2 << 20, device_free
     assert resident[-1] - resident[1] <= 24 << 20, resident
-
-
-def resident_bytes() -> int:
-    """This process's resident set size, from /proc (Linux)."""
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
