@@ -26,7 +26,7 @@ from .display import KEYS_HELP, DisplaySink, check_display
 from .errors import EXIT_DAMAGED_INPUT, EXIT_INTERRUPTED, CameraLostError, OutputError, StreamconvError
 from .filters import FilterStage, describe_registry, parse_chain
 from .live import RealtimeSource
-from .frames import DEFAULT_MAX_PIXELS, check_frame_size
+from .frames import DEFAULT_MAX_PIXELS
 from .pipeline import COLOUR_PATHS, Pipeline
 from .presets import list_presets, load_preset
 from .sinks import FanoutSink, Sink, check_output_path, open_sink
@@ -221,7 +221,6 @@ def cmd_run(args: argparse.Namespace) -> int:
                     "preset": args.codec_preset, "overwrite": args.overwrite}
     source = _open_run_source(args)
     try:
-        check_frame_size(source.width, source.height, args.max_pixels, args.source)
         label = _chain_label(args)
         sink = _open_run_sink(args, source, display, _filter_cycle(args, label, stages), sink_options)
         try:

@@ -1,4 +1,4 @@
-"""Counting FFmpeg's reports of damaged input.
+"""FFmpeg's messages: the reason of an error, and counting its reports of damaged input.
 
 Some damage reaches Python only as FFmpeg log lines: a Matroska file that ends early, an
 MPEG-TS packet cut short, a slice the H.264 decoder concealed. PyAV forwards FFmpeg's log
@@ -12,6 +12,12 @@ from __future__ import annotations
 import logging
 
 import av.logging
+
+def ffmpeg_reason(exc: BaseException) -> str:
+    """The reason of a PyAV error (its strerror), without the file name and error number it repeats."""
+    text = getattr(exc, "strerror", None) or str(exc)
+    return str(text).strip() or type(exc).__name__
+
 
 _WORDS = ("corrupt", "truncat", "prematurely", "invalid", "missing", "error")
 

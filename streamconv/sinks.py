@@ -20,6 +20,7 @@ import numpy as np
 
 from .colour import ColourTags, rgb_to_frame, yuv_tags
 from .errors import OutputError, StreamError
+from .ffmpeglog import ffmpeg_reason
 from .slots import FrameMeta
 from .yuv import YuvLayout
 
@@ -355,7 +356,7 @@ class FileSink(Sink):
                 # A damaged packet the muxer refuses (no or bad timestamps) is left out, not the run.
                 if not self.packets_refused:
                     log.warning("%s: a %s packet the muxer refused was left out: %s", self.path, target.type,
-                                _ffmpeg_reason(exc))
+                                ffmpeg_reason(exc))
                 self.packets_refused += 1
 
     def accepts_planes(self, layout: YuvLayout) -> bool:
@@ -507,11 +508,6 @@ def _format_for(path: Path) -> str | None:
     """Container by extension; None lets FFmpeg guess (and fail clearly) for unusual ones."""
     return {".mp4": "mp4", ".m4v": "mp4", ".mov": "mov", ".mkv": "matroska", ".webm": "webm",
             ".avi": "avi", ".ts": "mpegts", ".nut": "nut"}.get(path.suffix.lower())
-
-
-def _ffmpeg_reason(exc: BaseException) -> str:
-    """FFmpeg's reason without the file name and error number."""
-    return str(getattr(exc, "strerror", None) or exc).strip() or type(exc).__name__
 
 
 def _remove_quietly(path: Path) -> None:

@@ -23,7 +23,7 @@ import numpy as np
 
 from .colour import FULL_RANGE, ColourTags, frame_to_rgb
 from .errors import FrameFormatError, InputError, NoVideoStreamError, StreamError
-from .ffmpeglog import DamageLog
+from .ffmpeglog import DamageLog, ffmpeg_reason
 from .frames import DEFAULT_MAX_PIXELS, as_hwc, check_frame_size
 from .slots import RESIZED, FrameMeta
 from .yuv import PLANE_FORMATS, YuvLayout
@@ -245,7 +245,7 @@ class FileSource(Source):
                 self.decode_errors += 1
                 continue
             except av.FFmpegError as exc:
-                raise StreamError(f"decoding {self.path} failed: {_ffmpeg_reason(exc)}") from None
+                raise StreamError(f"decoding {self.path} failed: {ffmpeg_reason(exc)}") from None
             for frame in frames:
                 self.concealed += frame.is_corrupt  # decoded with errors hidden by concealment
                 yield frame
@@ -259,7 +259,7 @@ class FileSource(Source):
 
     def _reason(self, exc: BaseException) -> str:
         """FFmpeg's reason, naming the timeout when the input stalled."""
-        reason = _ffmpeg_reason(exc)
+        reason = ffmpeg_reason(exc)
         stalled = isinstance(exc, (av.ExitError, TimeoutError)) or getattr(exc, "errno", None) == errno.EIO
         if self.timeout and stalled:
             reason += f" (no data within the {self.timeout:g} s timeout)"
@@ -399,12 +399,6 @@ def _declared_seconds(stream) -> float | None:
     if tag:
         return int(tag[1]) * 3600 + int(tag[2]) * 60 + float(tag[3])
     return None
-
-
-def _ffmpeg_reason(exc: BaseException) -> str:
-    """FFmpeg's reason without the repeated file name."""
-    text = getattr(exc, "strerror", None) or str(exc)
-    return str(text).strip() or type(exc).__name__
 
 
 class TestPattern(Source):
