@@ -38,7 +38,8 @@ from .presets import list_presets, load_preset  # noqa: E402
 from .live import LivePattern, LiveSource, RealtimeSource  # noqa: E402
 from .sinks import CallbackSink, FanoutSink, FileSink, NullSink, open_sink  # noqa: E402
 from .slots import FrameMeta  # noqa: E402
-from .sources import ArraySource, FileSource, TestPattern, open_source  # noqa: E402
+from .filesource import FileSource  # noqa: E402
+from .sources import ArraySource, TestPattern, open_source  # noqa: E402
 from .stats import RunStats  # noqa: E402
 from .webcam import WebcamSource  # noqa: E402
 

@@ -30,7 +30,8 @@ from .frames import DEFAULT_MAX_PIXELS
 from .pipeline import COLOUR_PATHS, Pipeline
 from .presets import list_presets, load_preset
 from .sinks import FanoutSink, Sink, check_output_path, open_sink
-from .sources import NETWORK_TIMEOUT, Source, open_source
+from .filesource import NETWORK_TIMEOUT
+from .sources import Source, open_source
 from .webcam import is_webcam_spec
 
 log = logging.getLogger("streamconv")

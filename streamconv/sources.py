@@ -1,4 +1,6 @@
-"""Frame sources: a video file or stream (PyAV), a synthetic test pattern, or NumPy arrays.
+"""Frame sources: the Source interface, a synthetic test pattern, NumPy arrays, and
+``open_source``, which also opens files and streams (streamconv.filesource) and cameras
+(streamconv.webcam).
 
 Every source is a context manager with an idempotent ``close()``. The pipeline calls
 ``read_into(buffer)``, which writes the next frame straight into a slot's host buffer
@@ -7,26 +9,19 @@ and returns its FrameMeta, or None at the end. Iterating a source yields new arr
 
 from __future__ import annotations
 
-import errno
 import logging
 import re
-import struct
 import time
-from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Iterable, Iterator
 
-import cv2  # noqa: F401  (before av: see streamconv.display.check_import_order)
-import av
 import numpy as np
 
-from .colour import FULL_RANGE, ColourTags, frame_to_rgb
-from .errors import FrameFormatError, InputError, NoVideoStreamError, StreamError
-from .ffmpeglog import DamageLog, ffmpeg_reason
-from .frames import DEFAULT_MAX_PIXELS, as_hwc, check_frame_size
+from .errors import FrameFormatError, InputError
+from .frames import as_hwc, check_frame_size
 from .slots import RESIZED, FrameMeta
-from .yuv import PLANE_FORMATS, YuvLayout
+from .yuv import YuvLayout
 
 log = logging.getLogger(__name__)
 
@@ -91,314 +86,6 @@ class Source:
                 return
             if meta is not RESIZED:
                 yield frame
-
-
-NETWORK_TIMEOUT = 10.0
-"""Seconds a network input may send nothing before the run gives up (``--timeout``)."""
-
-
-class FileSource(Source):
-    """Decodes a video file or stream with PyAV into RGB frames.
-
-    Args:
-        path: anything FFmpeg opens (a file path or URL).
-        video_stream: index among the input's video streams (0 = the first).
-        threads: decoder threading ("AUTO", "FRAME", "SLICE" or "NONE").
-        copy_streams: pass the input's audio and subtitle packets along with the frames
-            (``FrameMeta.packets``), for a file output to copy them unchanged.
-        max_pixels: refuse frames larger than this (None: no limit): the declared size
-            before anything is decoded, then the first frame's.
-        timeout: seconds to wait for data from a network input (a URL) before giving up
-            (None: NETWORK_TIMEOUT for URLs, no limit for files; 0: no limit).
-
-    Frames are (H, W, 3) uint8 RGB in host memory, or for yuv420p video, on request, the
-    decoder's planes unconverted (``planes``, see :meth:`read_into`); each carries the
-    decoder's pts and the stream's time base. Packets that fail to decode are skipped and counted in
-    ``decode_errors``. The first frame is decoded on opening: its size is the source's; a later
-    frame of another size makes ``read_into`` return ``RESIZED`` first. Frames are delivered as
-    stored; a rotation or mirroring for display is in ``display_matrix``, for a file sink to keep.
-    """
-
-    name = "file"
-
-    def __init__(self, path: str | Path, *, video_stream: int = 0, threads: str = "AUTO",
-                 copy_streams: bool = True, max_pixels: int | None = DEFAULT_MAX_PIXELS,
-                 timeout: float | None = None) -> None:
-        self.path = str(path)
-        self.decode_errors = 0
-        self.concealed = 0
-        self._last_time: float | None = None  # seconds: the last frame delivered
-        self._ended = False
-        self._container = None
-        if "://" not in self.path:
-            file = Path(self.path)
-            if not file.exists():
-                raise InputError(f"input not found: {self.path}")
-            if file.is_dir():
-                raise InputError(f"input is a directory, not a video: {self.path}")
-        if timeout is None:
-            timeout = NETWORK_TIMEOUT if "://" in self.path else 0
-        self.timeout = timeout or None
-        options = {}
-        if self.timeout:
-            # rw_timeout ends a stalled read with the data so far; PyAV's own timeout also covers
-            # the opening probe, which rw_timeout does not bound on every protocol.
-            options["rw_timeout"] = str(int(self.timeout * 1e6))
-        try:
-            self._container = av.open(self.path, mode="r", options=options,
-                                      timeout=(self.timeout, 2 * self.timeout) if self.timeout else None)
-        except PermissionError:
-            raise InputError(f"input not readable (permission denied): {self.path}") from None
-        except (av.FFmpegError, OSError, ValueError) as exc:
-            raise InputError(f"cannot open input {self.path}: {self._reason(exc)}") from None
-        videos = self._container.streams.video
-        if not videos:
-            self.close()
-            raise NoVideoStreamError(f"no video stream in input: {self.path}")
-        if not 0 <= video_stream < len(videos):
-            count = len(videos)
-            self.close()
-            raise InputError(f"video stream {video_stream} requested, input has {count}: {self.path}")
-        self._stream = videos[video_stream]
-        self._stream.thread_type = threads
-        context = self._stream.codec_context
-        try:
-            check_frame_size(int(context.width), int(context.height), max_pixels, self.path)
-            self.other_streams = [s for s in self._container.streams if s is not self._stream]
-            self.copied_streams = [s for s in self.other_streams
-                                   if copy_streams and s.type in ("audio", "subtitle")]
-            self._packets: list = []  # copied-stream packets read since the last frame
-            components = {self._container.format.name, *self._container.format.name.split(","),
-                          self._stream.codec_context.name, *(s.codec_context.name for s in self.copied_streams)}
-            self._damage_log = DamageLog(components).start()
-            self._frames = self._decode()
-            # The first frame, not the header, gives the size: headers can be missing or name
-            # a later size, and a file with nothing decodable is refused before any output exists.
-            self._held: av.VideoFrame | None = self._first_frame()
-            self.width, self.height = self._held.width, self._held.height
-            check_frame_size(self.width, self.height, max_pixels, self.path)
-        except BaseException:
-            self.close()
-            raise
-        rate = self._stream.average_rate or self._stream.guessed_rate or Fraction(30)
-        self.frame_rate = Fraction(rate)
-        self.time_base = Fraction(self._stream.time_base or Fraction(1, 1000))
-        self.frame_count = _frame_count(self._stream, self.frame_rate)
-        # Kept as numbers: damage() is asked after close(), when the stream is gone.
-        self._declared_seconds = _declared_seconds(self._stream)
-        start = self._stream.start_time
-        self._start_seconds = float(start * self.time_base) if start else 0.0
-        self.colour = ColourTags.of(context)
-        if self._held.format.name.startswith("yuvj"):
-            self.colour = replace(self.colour, range=FULL_RANGE)  # yuvj formats are full range untagged
-        self.display_matrix = _display_matrix(self._held)
-        pixel_format = self._held.format
-        depth = max((c.bits for c in pixel_format.components), default=8)
-        self.planes = YuvLayout.of_stream(self.width, self.height, pixel_format.name, self.colour)
-        if depth > 8:
-            log.warning("%s is %d-bit %s: frames are filtered and written with 8 bits per channel",
-                        self.path, depth, pixel_format.name)
-        self._index = 0
-
-    def _first_frame(self) -> av.VideoFrame:
-        """Decode up to the first frame (kept for the first read).
-
-        Raises:
-            InputError: the stream ends, or fails, before any frame decodes.
-        """
-        try:
-            frame = next(self._frames, None)
-        except StreamError as exc:
-            raise InputError(str(exc)) from None
-        if frame is None:
-            damaged = f" ({self.decode_errors} damaged packet(s))" if self.decode_errors else ""
-            raise InputError(f"no frame could be decoded from {self.path}{damaged}")
-        return frame
-
-    def _decode(self) -> Iterator[av.VideoFrame]:
-        """Demux and decode packet by packet, so one bad packet does not end the stream.
-
-        Packets of the copied streams are kept, undecoded, for the next frame's metadata.
-        """
-        packets = self._container.demux([self._stream, *self.copied_streams])
-        while True:
-            try:
-                packet = next(packets)
-            except StopIteration:
-                return
-            except av.InvalidDataError:
-                self.decode_errors += 1  # the container is unreadable from here on: end the video
-                yield from self._flush()
-                return
-            except (av.FFmpegError, OSError) as exc:
-                yield from self._flush()  # the frames the decoder still holds come first
-                raise StreamError(f"reading {self.path} failed after {self._index} frames: "
-                                  f"{self._reason(exc)}") from None
-            self.concealed += packet.is_corrupt  # the demuxer saw damage; the packet is still used
-            if packet.stream is not self._stream:
-                if packet.size:  # demuxing ends each stream with an empty flush packet
-                    self._packets.append(packet)
-                continue
-            try:
-                frames = packet.decode()
-            except av.InvalidDataError:
-                self.decode_errors += 1
-                continue
-            except av.FFmpegError as exc:
-                raise StreamError(f"decoding {self.path} failed: {ffmpeg_reason(exc)}") from None
-            for frame in frames:
-                self.concealed += frame.is_corrupt  # decoded with errors hidden by concealment
-                yield frame
-
-    def _flush(self) -> Iterator[av.VideoFrame]:
-        """The frames a decoder still holds after its input stopped early (none if it cannot say)."""
-        try:
-            yield from self._stream.codec_context.decode(None)
-        except (av.FFmpegError, OSError):
-            return
-
-    def _reason(self, exc: BaseException) -> str:
-        """FFmpeg's reason, naming the timeout when the input stalled."""
-        reason = ffmpeg_reason(exc)
-        stalled = isinstance(exc, (av.ExitError, TimeoutError)) or getattr(exc, "errno", None) == errno.EIO
-        if self.timeout and stalled:
-            reason += f" (no data within the {self.timeout:g} s timeout)"
-        return reason
-
-    def damage(self) -> list[str]:
-        """What was found wrong with the input so far, one phrase per kind (empty: nothing).
-
-        Counts packets that failed to decode (skipped), packets or frames FFmpeg flagged as
-        damaged (concealed, still used), and, once the source has ended, a video that stops
-        short of the duration its header declares (a truncated file). Damage FFmpeg hides
-        without flagging it cannot be seen here.
-        """
-        found = []
-        if self.decode_errors:
-            found.append(f"{self.decode_errors} packet(s) could not be decoded and were skipped")
-        if self.concealed:
-            found.append(f"{self.concealed} damaged packet(s) or frame(s) were concealed by the decoder")
-        if self.reported:
-            found.append(f"FFmpeg reported damage {self.reported} time(s) while reading")
-        declared = self._declared_seconds
-        if self._ended and declared is not None and self._last_time is not None:
-            lasted = self._last_time - self._start_seconds + 1 / float(self.frame_rate)
-            if declared - lasted > max(0.1, 2 / float(self.frame_rate)):
-                found.append(f"the video stops at {lasted:.2f} s of the {declared:.2f} s its header "
-                             f"declares (truncated)")
-        return found
-
-    def read_into(self, buffer: np.ndarray) -> FrameMeta | None:
-        """Decode the next frame into ``buffer``, host memory: converted to RGB for an (H, W, 3)
-        uint8 buffer, or copied plane by plane, unconverted, into a flat (1.5 W H,) uint8 buffer
-        laid out as ``self.planes`` says (yuv420p input only)."""
-        frame, self._held = (self._held if self._held is not None else next(self._frames, None)), None
-        if frame is None:
-            self._ended = True
-            return None
-        if frame.width != self.width or frame.height != self.height:
-            log.warning("%s: frame size changed at frame %d: %dx%d -> %dx%d", self.path, self._index,
-                        self.width, self.height, frame.width, frame.height)
-            self.width, self.height = frame.width, frame.height
-            self.planes = YuvLayout.of_stream(self.width, self.height, frame.format.name, self.colour)
-            self._held = frame
-            return RESIZED
-        if buffer.shape not in (self.shape, self.planes.shape if self.planes else None):
-            raise FrameFormatError(f"buffer of shape {buffer.shape} for {self.width}x{self.height} frames")
-        if buffer.ndim == 1:
-            self._copy_planes(frame, buffer)
-        else:
-            rgb = frame_to_rgb(frame)
-            plane = rgb.planes[0]
-            rows = np.frombuffer(plane, np.uint8).reshape(self.height, plane.line_size)
-            np.copyto(buffer, rows[:, : self.width * 3].reshape(self.height, self.width, 3))
-        pts = frame.pts
-        if frame.time is not None:
-            self._last_time = frame.time
-        meta = FrameMeta(self._index, pts, self.time_base if pts is not None else None,
-                         packets=self.take_packets(
-                             until=frame.time + 1 / float(self.frame_rate) if frame.time is not None else None))
-        self._index += 1
-        return meta
-
-    def _copy_planes(self, frame: av.VideoFrame, buffer: np.ndarray) -> None:
-        """Copy a yuv420p frame's planes into a flat slot buffer (decoder rows may be padded)."""
-        if self.planes is None:
-            raise StreamError(f"{self.path} is not yuv420p video; its frames cannot be read as planes")
-        if frame.format.name not in PLANE_FORMATS:  # the decoder changed format mid-stream
-            frame = frame.reformat(format="yuv420p")
-        for plane, target in zip(frame.planes, self.planes.planes(buffer)):
-            rows = np.frombuffer(plane, np.uint8).reshape(target.shape[0], plane.line_size)
-            np.copyto(target, rows[:, : target.shape[1]])
-
-    def take_packets(self, until: float | None = None) -> list:
-        """The copied-stream packets read and not yet handed on that start before ``until``
-        seconds (None: all of them, as after the last frame).
-
-        A decoder holds several packets before its first frame comes out (one per thread with
-        frame threading), so the demuxer runs ahead of the frames: packets later than the
-        frame wait for a later one, and a run stopped early copies nothing past its end.
-        """
-        if until is None:
-            packets, self._packets = self._packets, []
-            return packets
-        due, waiting = [], []
-        for packet in self._packets:
-            stamp = packet.pts if packet.pts is not None else packet.dts
-            late = stamp is not None and packet.time_base is not None and stamp * packet.time_base >= until
-            (waiting if late else due).append(packet)
-        self._packets = waiting
-        return due
-
-    def describe(self) -> str:
-        codec = self._stream.codec_context.name
-        count = f", {self.frame_count} frames" if self.frame_count else ""
-        return f"{self.path}: {codec} {self.width}x{self.height} @ {float(self.frame_rate):.3g} fps{count}"
-
-    @property
-    def reported(self) -> int:
-        """FFmpeg log lines about damage in this input so far (see streamconv.ffmpeglog)."""
-        log_ = getattr(self, "_damage_log", None)
-        return log_.count if log_ is not None else 0
-
-    def close(self) -> None:
-        damage_log = getattr(self, "_damage_log", None)
-        if damage_log is not None:
-            damage_log.stop()
-        if self._container is not None:
-            self._container.close()
-            self._container = None
-
-
-def _frame_count(stream, rate: Fraction) -> int | None:
-    if stream.frames:
-        return int(stream.frames)
-    if stream.duration and stream.time_base:
-        return max(1, round(float(stream.duration * stream.time_base * rate)))
-    return None
-
-
-def _display_matrix(frame: av.VideoFrame) -> tuple[int, ...] | None:
-    """The 3x3 display matrix (9 ints, FFmpeg's fixed point) a frame carries, or None: how a
-    player should rotate or mirror it. streamconv filters frames as stored and passes it on."""
-    from av.sidedata.sidedata import Type
-
-    data = frame.side_data.get(Type.DISPLAYMATRIX)
-    if data is None or len(bytes(data)) < 36:
-        return None
-    matrix = struct.unpack("<9i", bytes(data)[:36])
-    return None if matrix == (65536, 0, 0, 0, 65536, 0, 0, 0, 1 << 30) else matrix
-
-
-def _declared_seconds(stream) -> float | None:
-    """The video stream's duration as its header declares it (MP4, TS: the stream's duration;
-    Matroska: its DURATION tag), or None where none is declared."""
-    if stream.duration and stream.time_base:
-        return float(stream.duration * stream.time_base)
-    tag = re.fullmatch(r"(\d+):(\d\d):(\d\d(?:\.\d+)?)", (stream.metadata or {}).get("DURATION", ""))
-    if tag:
-        return int(tag[1]) * 3600 + int(tag[2]) * 60 + float(tag[3])
-    return None
 
 
 class TestPattern(Source):
@@ -538,10 +225,6 @@ def parse_test_spec(spec: str, *, max_pixels: int | None = None) -> Source:
         raise InputError(str(exc)) from None
 
 
-SOURCES = {"file": FileSource, "test": TestPattern, "arrays": ArraySource}
-"""Sources by name."""
-
-
 def open_source(spec: str | Path | Source, **options) -> Source:
     """Open a source from a spec: ``test[...]`` for the pattern, ``webcam[:N]`` or ``/dev/videoN``
     for a camera, else a path or URL for FileSource.
@@ -562,6 +245,8 @@ def open_source(spec: str | Path | Source, **options) -> Source:
     if is_webcam_spec(text):
         options.pop("max_pixels", None)  # a camera delivers the size it is asked for
         return open_webcam(text, **options)
+    from .filesource import FileSource  # imports this module: import late
+
     started = time.perf_counter()
     source = FileSource(text, **options)
     log.debug("opened %s in %.1f ms", text, 1e3 * (time.perf_counter() - started))
