@@ -4,12 +4,13 @@ Some damage reaches Python only as FFmpeg log lines: a Matroska file that ends e
 MPEG-TS packet cut short, a slice the H.264 decoder concealed. PyAV forwards FFmpeg's log
 to the ``libav.<component>`` loggers once a level is set; a DamageLog counts the lines from
 one input's demuxer and decoders. If the application has not set PyAV's level itself, the
-watch sets it for its duration and keeps the lines out of the application's log.
+watches set it while any is open and keep the lines out of the application's log.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 
 import av.logging
 
@@ -18,6 +19,12 @@ def ffmpeg_reason(exc: BaseException) -> str:
     text = getattr(exc, "strerror", None) or str(exc)
     return str(text).strip() or type(exc).__name__
 
+
+# Watches open now, and the libav logger's propagation to restore once none is (set if the
+# first watch had to set PyAV's level): sources can overlap, in threads or one after another.
+_lock = threading.Lock()
+_watches = 0
+_restore: bool | None = None
 
 _WORDS = ("corrupt", "truncat", "prematurely", "invalid", "missing", "error")
 
@@ -31,6 +38,9 @@ class DamageLog(logging.Handler):
 
     Attributes:
         count: lines counted: errors, and warnings that speak of damage.
+
+    FFmpeg's lines name the component, not the file: two inputs of the same format read at
+    once in one process count each other's reports.
     """
 
     def __init__(self, components: set[str]) -> None:
@@ -38,7 +48,6 @@ class DamageLog(logging.Handler):
         self.components = set(components)
         self.count = 0
         self._logger = logging.getLogger("libav")
-        self._restore: tuple | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
         if record.name.partition(".")[2] not in self.components:
@@ -47,19 +56,27 @@ class DamageLog(logging.Handler):
             self.count += 1
 
     def start(self) -> "DamageLog":
-        """Install the handler (and PyAV's log level, if none is set)."""
-        if av.logging.get_level() is None:
-            self._restore = (None, self._logger.propagate)
-            av.logging.set_level(av.logging.WARNING)
-            self._logger.propagate = False  # FFmpeg's wording stays out of streamconv's output
+        """Install the handler (and PyAV's log level, if none is set, until the last watch stops)."""
+        global _watches, _restore
+        with _lock:
+            if _watches == 0 and av.logging.get_level() is None:
+                _restore = self._logger.propagate
+                av.logging.set_level(av.logging.WARNING)
+                self._logger.propagate = False  # FFmpeg's wording stays out of streamconv's output
+            _watches += 1
         self._logger.addHandler(self)
+        self._started = True
         return self
 
     def stop(self) -> None:
-        """Remove the handler and put PyAV's level back; safe to call more than once."""
+        """Remove the handler; the last watch to stop puts PyAV's level back. Idempotent."""
+        global _watches, _restore
+        if not getattr(self, "_started", False):
+            return
+        self._started = False
         self._logger.removeHandler(self)
-        if self._restore is not None:
-            level, propagate = self._restore
-            self._restore = None
-            av.logging.set_level(level)
-            self._logger.propagate = propagate
+        with _lock:
+            _watches -= 1
+            if _watches == 0 and _restore is not None:
+                av.logging.set_level(None)
+                self._logger.propagate, _restore = _restore, None

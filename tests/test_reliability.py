@@ -573,3 +573,21 @@ def test_the_docs_table_names_only_tests_that_exist():
     for name, star in named:
         found = name in modules or (any(d.startswith(name) for d in defined) if star else name in defined)
         assert found, f"docs/reliability.md names {name}{star}, which is not a test"
+
+
+def test_overlapping_sources_each_count_their_own_damage_and_leave_pyav_logging_as_it_was(tmp_path, clips):
+    import av.logging
+
+    damaged = tmp_path / "damaged.ts"
+    damaged.write_bytes(clips["ts"][: len(clips["ts"]) // 2])
+    intact = tmp_path / "intact.mkv"  # another demuxer: FFmpeg's lines name the component, not the file
+    intact.write_bytes(clips["mkv"])
+    assert av.logging.get_level() is None
+    first = streamconv.FileSource(intact)
+    second = streamconv.FileSource(damaged)
+    first.close()  # the first watch ends while the second still reads
+    assert av.logging.get_level() is not None
+    list(second)
+    second.close()
+    assert second.damage() and not first.damage()
+    assert av.logging.get_level() is None
