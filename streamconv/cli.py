@@ -24,13 +24,13 @@ from .backends.variants import KERNEL_CHOICES
 from .borders import BORDER_MODES, DEFAULT_BORDER
 from .display import KEYS_HELP, DisplaySink, check_display
 from .errors import EXIT_DAMAGED_INPUT, EXIT_INTERRUPTED, CameraLostError, OutputError, StreamconvError
+from .filesource import NETWORK_TIMEOUT
 from .filters import FilterStage, describe_registry, parse_chain
-from .live import RealtimeSource
 from .frames import DEFAULT_MAX_PIXELS
+from .live import RealtimeSource
 from .pipeline import COLOUR_PATHS, Pipeline
 from .presets import list_presets, load_preset
 from .sinks import FanoutSink, Sink, check_output_path, open_sink
-from .filesource import NETWORK_TIMEOUT
 from .sources import Source, open_source
 from .webcam import is_webcam_spec
 
@@ -243,15 +243,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             _report(args, pipeline.stats)  # what was recorded before the camera went away
         raise
     _report(args, stats)
-    damage = pipeline.source.damage() if hasattr(pipeline.source, "damage") else []
-    if pipeline.sink.packets_refused:
-        damage.append(f"{pipeline.sink.packets_refused} audio/subtitle packet(s) could not be copied")
-    if damage:
-        log.warning("input damaged: %s; every frame that decoded was processed (%d)",
-                    "; ".join(damage), stats.frames)
     if pipeline.stop_signal is not None:
         return 128 + pipeline.stop_signal
-    return EXIT_DAMAGED_INPUT if damage else 0
+    return EXIT_DAMAGED_INPUT if stats.damage else 0
 
 
 def _open_run_source(args: argparse.Namespace) -> Source:

@@ -202,6 +202,8 @@ class Pipeline:
     def run(self) -> RunStats:
         """Process every frame (or max_frames), close the source and sink, and return the timings.
 
+        Damage found in the input (``stats.damage``) is logged as one warning.
+
         Raises:
             StreamconvError subclasses for input, output, backend and stream failures;
             the frames finished before a failure are written and the output finalized.
@@ -227,12 +229,19 @@ class Pipeline:
         self._count_losses(stats)
         self.sink.close()
         stats.interrupted = self._stop.is_set()
+        if stats.damage:
+            log.warning("input damaged: %s; every frame that decoded was processed (%d)",
+                        "; ".join(stats.damage), stats.frames)
         return stats
 
     def _count_losses(self, stats: RunStats) -> None:
-        """Frames dropped (live), and damaged input packets or frames skipped or concealed."""
+        """Frames dropped (live), and what was found wrong with the input."""
         stats.dropped = self.dropped
         stats.decode_errors = getattr(self.source, "decode_errors", 0) + getattr(self.source, "concealed", 0)
+        damage = getattr(self.source, "damage", None)
+        stats.damage = damage() if damage is not None else []
+        if self.sink.packets_refused:
+            stats.damage.append(f"{self.sink.packets_refused} audio/subtitle packet(s) could not be copied")
 
     def _apply_pending(self) -> bool:
         pending = self._take_pending()

@@ -31,7 +31,8 @@ class RunStats:
         samples: stage name -> list of per-frame seconds.
         interrupted: True if the run was stopped (Ctrl-C, SIGTERM) before the source ended.
         resizes: times the frame size changed mid-stream (the slots were re-allocated).
-        decode_errors: damaged packets or frames of the input that were skipped.
+        decode_errors: damaged packets or frames of the input that were skipped or concealed.
+        damage: what was found wrong with the input, one phrase per kind (empty: nothing).
     """
 
     backend: str = ""
@@ -42,6 +43,7 @@ class RunStats:
     interrupted: bool = False
     resizes: int = 0
     decode_errors: int = 0
+    damage: list[str] = field(default_factory=list)
 
     def record(self, times: dict[str, float]) -> None:
         """Add one frame's stage times (seconds)."""
@@ -77,6 +79,7 @@ class RunStats:
             "interrupted": self.interrupted,
             "resizes": self.resizes,
             "decode_errors": self.decode_errors,
+            "damage": self.damage,
             "wall_seconds": self.wall_seconds,
             "fps": self.fps,
             "stages_ms": self.summary(),

@@ -321,8 +321,7 @@ class CudaBackend:
             with self.activated():
                 return slot.device.events["done"].query()
         except self._driver.Error as exc:
-            raise GpuFaultError(f"GPU failed at frame {_frame_number(slot)}: {exc} (an asynchronous fault is "
-                                f"reported at the next wait: its cause may be up to --ring frames later)") from None
+            raise _async_fault(slot, exc) from None
 
     def wait(self, slot: Slot) -> None:
         """Block until the slot's frame is in ``host_out``; record upload/kernel/download times."""
@@ -335,8 +334,7 @@ class CudaBackend:
                 slot.times["kernel"] = events["computed"].time_since(events["uploaded"]) / 1e3
                 slot.times["download"] = events["done"].time_since(events["computed"]) / 1e3
         except self._driver.Error as exc:
-            raise GpuFaultError(f"GPU failed at frame {_frame_number(slot)}: {exc} (an asynchronous fault is "
-                                f"reported at the next wait: its cause may be up to --ring frames later)") from None
+            raise _async_fault(slot, exc) from None
 
     def apply_into(self, dst: np.ndarray, src: np.ndarray) -> None:
         """Filter ``src`` into ``dst`` synchronously: (H, W, C) or (H, W) uint8 host arrays.
@@ -420,3 +418,9 @@ class CudaBackend:
 
 def _frame_number(slot: Slot) -> str:
     return str(slot.meta.index) if slot.meta is not None else "(single frame)"
+
+
+def _async_fault(slot: Slot, exc: BaseException) -> GpuFaultError:
+    """The error for a fault found while waiting on ``slot``: reported there, caused maybe later."""
+    return GpuFaultError(f"GPU failed at frame {_frame_number(slot)}: {exc} (an asynchronous fault is "
+                         f"reported at the next wait: its cause may be up to --ring frames later)")
