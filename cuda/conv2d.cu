@@ -1,16 +1,19 @@
-// conv2d.cu: K x K correlation of interleaved uint8 frames, one filter stage of streamconv.
+// conv2d.cu: K x K correlation of interleaved uint8 or uint16 frames, one filter stage of streamconv.
 //
-// What it computes, for every byte (y, x, c) of an H x W x C frame, rows `pitch` bytes apart:
+// What it computes, for every sample (y, x, c) of an H x W x C frame, rows `pitch` bytes apart:
 //   acc_b(y,x,c) = sum_{m,n = -R..R} T_b[m+R][n+R] * in(by(y+m), bx(x+n), c)     (float32)
-//   BANKS == 1:               out = sat_u8(rint(acc_0))
-//   BANKS == 2, COMBINE == 1: out = sat_u8(rint(sqrtf(acc_0*acc_0 + acc_1*acc_1)))
-// rint rounds half to even, sat_u8 clamps to 0..255 (cvt.rni to u8, which also sends NaN to 0).
+//   BANKS == 1:               out = sat(rint(acc_0))
+//   BANKS == 2, COMBINE == 1: out = sat(rint(sqrtf(acc_0*acc_0 + acc_1*acc_1)))
+// rint rounds half to even, sat clamps to 0..255 for uint8 samples (ELEM_BYTES 1, entry
+// conv2d_u8) or 0..65535 for uint16 (ELEM_BYTES 2, entry conv2d_u16), in one cvt.rni.sat,
+// which also sends NaN to 0. Everything below says "byte" for a sample of ELEM_BYTES bytes.
 // by/bx map an out-of-frame index per BORDER: 0 zero (pixel reads as 0), 1 replicate (clamp),
 // 2 reflect101 (gfedcb|abcdefgh|gfedcba, any distance from the frame, index 0 when n == 1).
 // Taps T live in c_taps (row-major K x K, bank 0 first); the host writes them through
 // cuModuleGetGlobal("c_taps"). No fast-math: the square root is the IEEE one and the magnitude
 // is formed without contraction, so the output is bit-exact against float32 CPU math whenever
-// every tap is a multiple of 1/256 (all products and sums exact) and within 1 LSB otherwise.
+// every tap is a multiple of 1/256 and the sums stay below 2^16 (all products and sums exact),
+// and within 1 LSB otherwise.
 //
 // Thread mapping. A row is handled as W*C bytes: the neighbour of byte b at tap column n is byte
 // b + n*C, so channels never need separating except when mapping a border pixel. Each thread
@@ -37,11 +40,11 @@
 //
 // Macros (the host defines them before this source; defaults below and in conv_common.cuh):
 //   RADIUS 0..15 (K = 2R+1), CHANNELS 1..4, BORDER 0/1/2, BANKS 1 or 2, COMBINE 0 or 1
-//   (BANKS 2 requires COMBINE 1), BLOCK_X, BLOCK_Y (threads), OUT_X (bytes per thread, multiple
-//   of 4), OUT_Y (rows per thread). CONV_LOOPED (optional): 1 forces the looped form, 0 the
-//   unrolled one.
-// Buffers: base pointers aligned to 16 bytes (256 in practice), pitches multiples of 16 (128 in
-// practice) and >= W*C.
+//   (BANKS 2 requires COMBINE 1), ELEM_BYTES 1 or 2, BLOCK_X, BLOCK_Y (threads), OUT_X (samples
+//   per thread, multiple of 4), OUT_Y (rows per thread). CONV_LOOPED (optional): 1 forces the
+//   looped form, 0 the unrolled one.
+// Buffers: base pointers aligned to 16 bytes (256 in practice), pitches in bytes, multiples of 16
+// (128 in practice) and >= W*C*ELEM_BYTES.
 
 #include "conv_common.cuh"
 
@@ -79,17 +82,20 @@ namespace {
 using namespace conv;
 
 constexpr int kNT = BLOCK_X * BLOCK_Y;
-constexpr int kTileW = BLOCK_X * OUT_X;    // output bytes per block row
+constexpr int kTileW = BLOCK_X * OUT_X;    // output samples per block row
 constexpr int kTileH = BLOCK_Y * OUT_Y;    // output rows per block
-constexpr int kHaloB = RADIUS * CHANNELS;  // window bytes needed on each side of a run
-// Window reads use the widest vector that divides OUT_X, so they stay aligned. A thread's
-// window starts kHaloB bytes before its first output byte; it is read from kLead bytes earlier
-// (a vector boundary), so window byte i is byte kLead + i of what was read.
-constexpr int kVW = (OUT_X % 16 == 0) ? 16 : (OUT_X % 8 == 0) ? 8 : 4;
-constexpr int kLead = (kVW - kHaloB % kVW) % kVW;
-constexpr int kWin = OUT_X + 2 * kHaloB;   // window bytes actually used
+constexpr int kHaloB = RADIUS * CHANNELS;  // window samples needed on each side of a run
+// Window reads use the widest vector (kVW bytes, kVE samples) that divides a run, so they stay
+// aligned. A thread's window starts kHaloB samples before its first output sample; it is read
+// from kLead samples earlier (a vector boundary), so window sample i is sample kLead + i of
+// what was read.
+constexpr int kRunBytes = OUT_X * kES;
+constexpr int kVW = (kRunBytes % 16 == 0) ? 16 : (kRunBytes % 8 == 0) ? 8 : 4;
+constexpr int kVE = kVW / kES;
+constexpr int kLead = (kVE - kHaloB % kVE) % kVE;
+constexpr int kWin = OUT_X + 2 * kHaloB;   // window samples actually used
 constexpr int kSpan = kLead + kWin;
-constexpr int kNVec = (kSpan + kVW - 1) / kVW;
+constexpr int kNVec = (kSpan + kVE - 1) / kVE;
 constexpr int kNWords = kNVec * (kVW / 4);
 constexpr int kInRows = OUT_Y + 2 * RADIUS;  // input rows a thread walks
 // Column map of edge blocks: source column of every window byte of every lane in the block.
@@ -104,47 +110,47 @@ constexpr int kMapW = (BLOCK_X - 1) * OUT_X + kSpan;
 static_assert(kMapW * 4 + (CONV_LOOPED ? BANKS * kTapRows * kKP * 4 : 0) <= 48 * 1024,
               "static shared memory over 48 KB: use a smaller tile for this radius");
 
-// Stores OUT_X output bytes (packed in w) of one row: vector stores when the run lies inside
-// the row, byte stores up to W*C otherwise (last block column only).
-__device__ __forceinline__ void store_run(unsigned char* __restrict__ d, const unsigned int* w,
+// Stores OUT_X output samples (packed in w) of one row: vector stores when the run lies inside
+// the row, sample stores up to W*C otherwise (last block column only).
+__device__ __forceinline__ void store_run(elem_t* __restrict__ d, const unsigned int* w,
                                           bool full, int valid) {
   if (full) {
     if (kVW == 16) {
 #pragma unroll
-      for (int q = 0; q < OUT_X / 16; ++q)
+      for (int q = 0; q < kRunBytes / 16; ++q)
         reinterpret_cast<uint4*>(d)[q] = make_uint4(w[4 * q], w[4 * q + 1], w[4 * q + 2], w[4 * q + 3]);
     } else if (kVW == 8) {
 #pragma unroll
-      for (int q = 0; q < OUT_X / 8; ++q)
+      for (int q = 0; q < kRunBytes / 8; ++q)
         reinterpret_cast<uint2*>(d)[q] = make_uint2(w[2 * q], w[2 * q + 1]);
     } else {
 #pragma unroll
-      for (int q = 0; q < OUT_X / 4; ++q) reinterpret_cast<unsigned int*>(d)[q] = w[q];
+      for (int q = 0; q < kRunBytes / 4; ++q) reinterpret_cast<unsigned int*>(d)[q] = w[q];
     }
   } else {
 #pragma unroll
     for (int e = 0; e < OUT_X; ++e)
-      if (e < valid) d[e] = (unsigned char)(w[e >> 2] >> (8 * (e & 3)));
+      if (e < valid) d[e] = (elem_t)(w[e / kEPW] >> (8 * kES * (e % kEPW)));
   }
 }
 
 // Rounds, saturates and packs one finished output row (bank accumulators a0 and a1; a1 is read
-// only for a magnitude bank) and stores its OUT_X bytes.
+// only for a magnitude bank) and stores its OUT_X samples.
 __device__ __forceinline__ void store_row(const float (&a0)[OUT_X], const float (&a1)[OUT_X],
-                                          unsigned char* __restrict__ d, bool full, int valid) {
-  unsigned int pw[OUT_X / 4];
+                                          elem_t* __restrict__ d, bool full, int valid) {
+  unsigned int pw[OUT_X / kEPW];
 #pragma unroll
-  for (int q = 0; q < OUT_X / 4; ++q) {
-    unsigned int v[4];
+  for (int q = 0; q < OUT_X / kEPW; ++q) {
+    unsigned int v[kEPW];
 #pragma unroll
-    for (int e = 0; e < 4; ++e) v[e] = to_u8(finish(a0[4 * q + e], a1[4 * q + e]));
-    pw[q] = pack4(v[0], v[1], v[2], v[3]);
+    for (int e = 0; e < kEPW; ++e) v[e] = to_elem(finish(a0[kEPW * q + e], a1[kEPW * q + e]));
+    pw[q] = pack_word(v);
   }
   store_run(d, pw, full, valid);
 }
 
 // Window of one input row by aligned vector loads (p: first byte read); zeros when !ok.
-__device__ __forceinline__ void load_window(unsigned int* w, const unsigned char* __restrict__ p,
+__device__ __forceinline__ void load_window(unsigned int* w, const elem_t* __restrict__ p,
                                             bool ok) {
 #pragma unroll
   for (int v = 0; v < kNVec; ++v) {
@@ -160,16 +166,16 @@ __device__ __forceinline__ void load_window(unsigned int* w, const unsigned char
   }
 }
 
-// Window of one input row for a lane at the frame's left/right edge: byte by byte through the
-// block's column map (cmap: this lane's entries; srow: the mapped source row).
-__device__ __forceinline__ void gather_window(unsigned int* w, const unsigned char* __restrict__ srow,
+// Window of one input row for a lane at the frame's left/right edge: sample by sample through
+// the block's column map (cmap: this lane's entries; srow: the mapped source row).
+__device__ __forceinline__ void gather_window(unsigned int* w, const elem_t* __restrict__ srow,
                                               const int* cmap) {
 #pragma unroll
   for (int q = 0; q < kNWords; ++q) {
-    unsigned int b[4];
+    unsigned int b[kEPW];
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int i = 4 * q + e;
+    for (int e = 0; e < kEPW; ++e) {
+      const int i = kEPW * q + e;
       b[e] = 0u;
       if (i >= kLead && i < kSpan) {
         const int c = cmap[i];
@@ -180,15 +186,23 @@ __device__ __forceinline__ void gather_window(unsigned int* w, const unsigned ch
 #endif
       }
     }
-    w[q] = pack4(b[0], b[1], b[2], b[3]);
+    w[q] = pack_word(b);
   }
 }
 
 }  // namespace
 
+#if ELEM_BYTES == 1
+#define CONV2D_ENTRY conv2d_u8
+#else
+#define CONV2D_ENTRY conv2d_u16
+#endif
+
 extern "C" __global__ void __launch_bounds__(BLOCK_X * BLOCK_Y)
-conv2d_u8(const unsigned char* __restrict__ src, unsigned char* __restrict__ dst, int width,
-          int height, int src_pitch, int dst_pitch) {
+CONV2D_ENTRY(const elem_t* __restrict__ src, elem_t* __restrict__ dst, int width, int height,
+             int src_pitch_bytes, int dst_pitch_bytes) {
+  const int src_pitch = src_pitch_bytes / kES;  // in samples: pitches are multiples of 16 bytes
+  const int dst_pitch = dst_pitch_bytes / kES;
   const int row_bytes = width * CHANNELS;
   const int x0 = blockIdx.x * kTileW;  // first output byte of the block
   const int tid = threadIdx.y * BLOCK_X + threadIdx.x;
@@ -226,7 +240,7 @@ conv2d_u8(const unsigned char* __restrict__ src, unsigned char* __restrict__ dst
   const int* cmap = s_cmap + threadIdx.x * OUT_X;
   const bool x_full = ox + OUT_X <= row_bytes;
   const int x_valid = row_bytes - ox;
-  unsigned char* d_run = dst + (size_t)oy * dst_pitch + ox;
+  elem_t* d_run = dst + (size_t)oy * dst_pitch + ox;
   const int y_top = oy - RADIUS;  // frame row of input row 0
 
 #if !CONV_LOOPED
@@ -255,7 +269,7 @@ conv2d_u8(const unsigned char* __restrict__ src, unsigned char* __restrict__ dst
     for (int u = 0; u < kChunkRows; ++u) {
       float f[kSpan];
 #pragma unroll
-      for (int i = 0; i < kSpan; ++i) f[i] = byte_to_float(w[u][i >> 2], i & 3);
+      for (int i = 0; i < kSpan; ++i) f[i] = elem_to_float(w[u][i / kEPW], i % kEPW);
 #pragma unroll
       for (int m = 0; m < kK; ++m) {
         const int slot = (u - m + kChunkRows) % kK;  // output row (rc + u) - m
@@ -310,7 +324,7 @@ conv2d_u8(const unsigned char* __restrict__ src, unsigned char* __restrict__ dst
 #pragma unroll
             for (int j = 0; j < OUT_X; ++j) {
               const int i = kLead + j + n * CHANNELS;
-              acc[b][o][j] = fmaf(t[e], byte_to_float(w[i >> 2], i & 3), acc[b][o][j]);
+              acc[b][o][j] = fmaf(t[e], elem_to_float(w[i / kEPW], i % kEPW), acc[b][o][j]);
             }
           }
         }

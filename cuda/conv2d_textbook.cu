@@ -28,6 +28,10 @@
 
 #include "conv_common.cuh"
 
+#if ELEM_BYTES != 1
+#error "this kernel takes uint8 samples only (ELEM_BYTES 1)"
+#endif
+
 #ifndef BLOCK_X
 #define BLOCK_X 32
 #endif

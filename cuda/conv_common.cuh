@@ -1,11 +1,12 @@
 // conv_common.cuh: what every streamconv convolution kernel shares: the filter macros and their
 // checks, border index mapping, byte <-> float conversion and the output rounding.
 //
-// Macros (each with a default): RADIUS 0..15 (K = 2R+1), CHANNELS 1..4 (interleaved bytes per
+// Macros (each with a default): RADIUS 0..15 (K = 2R+1), CHANNELS 1..4 (interleaved samples per
 // pixel), BORDER 0 zero / 1 replicate / 2 reflect101, BANKS 1 or 2 with COMBINE 0 or 1 (a bank of
-// two taps combined as sqrt(a^2 + b^2)).
+// two taps combined as sqrt(a^2 + b^2)), ELEM_BYTES 1 (uint8 samples) or 2 (uint16 samples).
 // Output semantics (streamconv's CPU backend): float32 accumulation, round half to even,
-// saturate to 0..255. No fast-math anywhere: the square root is the IEEE one.
+// saturate to 0..255 (uint8) or 0..65535 (uint16). No fast-math anywhere: the square root is
+// the IEEE one.
 #pragma once
 
 #ifndef RADIUS
@@ -23,6 +24,9 @@
 #ifndef COMBINE
 #define COMBINE 0
 #endif
+#ifndef ELEM_BYTES
+#define ELEM_BYTES 1
+#endif
 
 #define KSIZE (2 * RADIUS + 1)
 
@@ -37,6 +41,9 @@
 #endif
 #if !((BANKS == 1 && COMBINE == 0) || (BANKS == 2 && COMBINE == 1))
 #error "supported: BANKS 1 with COMBINE 0, BANKS 2 with COMBINE 1 (gradient magnitude)"
+#endif
+#if ELEM_BYTES != 1 && ELEM_BYTES != 2
+#error "ELEM_BYTES must be 1 (uint8) or 2 (uint16)"
 #endif
 
 namespace conv {
@@ -99,6 +106,46 @@ __device__ __forceinline__ float finish(float a0, float a1) {
 __device__ __forceinline__ unsigned int pack4(unsigned int b0, unsigned int b1, unsigned int b2,
                                               unsigned int b3) {
   return __byte_perm(__byte_perm(b0, b1, 0x0040u), __byte_perm(b2, b3, 0x0040u), 0x5410u);
+}
+
+// Samples of ELEM_BYTES each, kEPW to a 32-bit word (little-endian, sample 0 in the low bits).
+#if ELEM_BYTES == 1
+typedef unsigned char elem_t;
+#else
+typedef unsigned short elem_t;
+#endif
+constexpr int kES = ELEM_BYTES;
+constexpr int kEPW = 4 / ELEM_BYTES;
+
+// Sample `sel` (0..kEPW-1) of w as float, by the same exponent trick as byte_to_float: the
+// sample (< 2^16) becomes the low mantissa of 2^23, which is exact.
+__device__ __forceinline__ float elem_to_float(unsigned int w, int sel) {
+#if ELEM_BYTES == 1
+  return byte_to_float(w, sel);
+#else
+  const unsigned int s = 0x7400u | ((unsigned)(2 * sel + 1) << 4) | (unsigned)(2 * sel);
+  return __int_as_float((int)__byte_perm(w, 0x4B000000u, s)) - 8388608.0f;
+#endif
+}
+
+// Round half to even and saturate to the sample's range in one conversion (NaN goes to 0).
+__device__ __forceinline__ unsigned int to_elem(float v) {
+#if ELEM_BYTES == 1
+  return to_u8(v);
+#else
+  unsigned int r;
+  asm("cvt.rni.sat.u16.f32 %0, %1;" : "=r"(r) : "f"(v));
+  return r;
+#endif
+}
+
+// kEPW rounded samples (each in the low bits of v[i]) packed into one word.
+__device__ __forceinline__ unsigned int pack_word(const unsigned int* v) {
+#if ELEM_BYTES == 1
+  return pack4(v[0], v[1], v[2], v[3]);
+#else
+  return __byte_perm(v[0], v[1], 0x5410u);
+#endif
 }
 
 }  // namespace conv

@@ -27,6 +27,10 @@
 
 #include "conv_common.cuh"
 
+#if ELEM_BYTES != 1
+#error "this kernel takes uint8 samples only (ELEM_BYTES 1)"
+#endif
+
 #ifndef TILE_X
 #define TILE_X 64
 #endif

@@ -1,8 +1,10 @@
 """Filtering your own frames: ``Filter`` (one call per frame) and ``StreamFilter`` (overlapped).
 
-Frames are host NumPy arrays of dtype uint8: (H, W, 3) colour, (H, W) grey or (H, W, 4).
-Per-channel filters do not care about channel order, so OpenCV's BGR frames and RGB
-frames give the same result. Any strides are accepted (views, crops).
+Frames are host NumPy arrays of dtype uint8 or uint16: (H, W, 3) colour, (H, W) grey or
+(H, W, 4). Per-channel filters do not care about channel order, so OpenCV's BGR frames and
+RGB frames give the same result. Any strides are accepted (views, crops). A uint16 frame is
+filtered in 16 bits and saturates at 65535 (scale 10- or 12-bit data up to the full range
+first if a filter could push it past its own maximum).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from .backends import check_kernel_choice, create_backend, resolve_backend
 from .borders import DEFAULT_BORDER, check_border
 from .errors import FilterSpecError, StreamconvError
 from .filters import FilterStage, parse_chain, validate_taps
-from .frames import as_hwc, check_same_shape
+from .frames import as_hwc, check_same_frame
 from .hostcopy import ParallelCopier
 
 Spec = Union[str, FilterStage, np.ndarray, Sequence[Union[str, FilterStage]]]
@@ -83,21 +85,22 @@ class Filter:
         """Filter one frame into a new array.
 
         Args:
-            frame: (H, W), (H, W, 3) or (H, W, 4) uint8 host array, any strides.
+            frame: (H, W), (H, W, 3) or (H, W, 4) uint8 or uint16 host array, any strides.
 
         Returns:
-            A new C-contiguous uint8 host array of the same shape.
+            A new C-contiguous host array of the same shape and dtype.
 
         Raises:
-            FrameTypeError: not a uint8 NumPy array (a TypeError).
+            FrameTypeError: not a uint8 or uint16 NumPy array (a TypeError).
             FrameFormatError: an unsupported shape (a ValueError).
         """
-        out = np.empty(np.shape(frame), np.uint8) if isinstance(frame, np.ndarray) else None
+        out = np.empty(frame.shape, frame.dtype) if isinstance(frame, np.ndarray) else None
         self.apply_into(out, frame)
         return out
 
     def apply_into(self, dst: np.ndarray, src: np.ndarray) -> None:
-        """Filter ``src`` into ``dst`` (both uint8 host arrays of one shape; dst may be a view)."""
+        """Filter ``src`` into ``dst`` (host arrays of one shape and dtype, uint8 or uint16; dst
+        may be a view)."""
         if not isinstance(dst, np.ndarray) or not isinstance(src, np.ndarray):
             as_hwc(src, what="input frame")
             as_hwc(dst, what="output frame")
@@ -156,7 +159,7 @@ class StreamFilter:
         # An application waits for its own results: spin rather than sleep, for latency.
         self._engine = create_backend(self.backend, self.stages, border=self.border, device=device,
                                       kernel=kernel, blocking_sync=False)
-        self._shape: tuple[int, int, int] | None = None
+        self._frame_type: tuple | None = None  # (shape, dtype) the slots are made for
         self._free: list = []
         self._pending: deque = deque()  # (slot, output shape) in submission order
         self._ready: deque = deque()  # outputs finished early because the ring was full
@@ -168,14 +171,14 @@ class StreamFilter:
         return len(self._pending) + len(self._ready)
 
     def submit(self, frame: np.ndarray) -> None:
-        """Queue one frame: (H, W), (H, W, 3) or (H, W, 4) uint8 host array, any strides.
+        """Queue one frame: (H, W), (H, W, 3) or (H, W, 4) uint8 or uint16 host array, any strides.
 
         Returns at once while a slot is free; when all ``ring`` slots hold frames, it first
         finishes the oldest (its output is kept for ``result()``).
         """
         image = as_hwc(frame, what="input frame")
-        if image.shape != self._shape:
-            self._reshape(image.shape)
+        if (image.shape, image.dtype) != self._frame_type:
+            self._reshape(image.shape, image.dtype)
         if not self._free:
             slot, shape = self._pending.popleft()
             self._ready.append(self._collect(slot, shape, None))
@@ -189,10 +192,10 @@ class StreamFilter:
         """The output of the oldest submitted frame, waiting for it if needed.
 
         Args:
-            out: optional uint8 host array of the frame's shape to write into (no allocation).
+            out: optional host array of the frame's shape and dtype to write into (no allocation).
 
         Returns:
-            ``out``, or a new uint8 host array of the submitted frame's shape.
+            ``out``, or a new host array of the submitted frame's shape and dtype.
 
         Raises:
             StreamconvError: nothing was submitted.
@@ -201,7 +204,7 @@ class StreamFilter:
             ready = self._ready.popleft()
             if out is None:
                 return ready
-            check_same_shape(out, ready)
+            check_same_frame(out, ready)
             np.copyto(out, ready)
             return out
         if not self._pending:
@@ -215,7 +218,7 @@ class StreamFilter:
         The next input is fetched (your capture code runs) while earlier frames are on the GPU.
 
         Args:
-            frames: uint8 host arrays, as for :meth:`submit`.
+            frames: uint8 or uint16 host arrays, as for :meth:`submit`.
             copy: yield new arrays (True, safe to keep), or read-only views of the page-locked
                 output buffers (False: no copy, but each is valid only until the next
                 iteration; show, encode or copy it before asking for the next one).
@@ -244,20 +247,20 @@ class StreamFilter:
         if out is None:
             out = result.copy()
         else:
-            check_same_shape(out, result)
+            check_same_frame(out, result)
             np.copyto(out, result)
         self._free.append(slot)
         return out
 
-    def _reshape(self, shape: tuple[int, int, int]) -> None:
-        """New frame shape: finish what is in flight, then make slots of the new shape."""
+    def _reshape(self, shape: tuple[int, int, int], dtype: np.dtype) -> None:
+        """New frame shape or dtype: finish what is in flight, then make slots for the new one."""
         while self._pending:
             slot, old_shape = self._pending.popleft()
             self._ready.append(self._collect(slot, old_shape, None))
         if self._free:
             self._engine.release_slots(self._free)
-        self._free = self._engine.allocate_slots(shape, self.ring)
-        self._shape = shape
+        self._free = self._engine.allocate_slots(shape, self.ring, dtype=dtype)
+        self._frame_type = (shape, dtype)
 
     def close(self) -> None:
         """Wait for frames in flight, drop untaken results, release buffers; idempotent."""

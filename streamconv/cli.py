@@ -131,7 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="leave out the input's audio and subtitle streams (copied unchanged by default)")
     run.add_argument("--overwrite", "-y", action="store_true", help="replace OUTPUT if it exists")
     run.add_argument("--codec", default="libx264", help="encoder (default libx264)")
-    run.add_argument("--pix-fmt", default="yuv420p", help="encoder pixel format (default yuv420p)")
+    run.add_argument("--pix-fmt", default=None,
+                     help="encoder pixel format (default yuv420p; for 10-bit and deeper input the "
+                          "codec's 4:2:0 format of that depth, e.g. yuv420p10le)")
     run.add_argument("--crf", type=float, help="constant rate factor for x264/x265 (codec default if omitted)")
     run.add_argument("--preset", dest="codec_preset", metavar="PRESET",
                      help="encoder speed preset, e.g. ultrafast..veryslow (codec default if omitted)")
@@ -139,6 +141,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="where yuv420p video is converted to and from RGB: backend (the slots carry "
                           "the planes; on the GPU for cuda), host (FFmpeg's scaler in the reader and "
                           "writer), auto (default: backend on cuda, host on cpu)")
+    run.add_argument("--depth", choices=("auto", "8", "16"), default="auto",
+                     help="bits per sample the filters work in: 16 keeps 10-bit and deeper video "
+                          "without banding, 8 is faster; auto (default): 16 for input deeper than "
+                          "8 bits, else 8")
     run.add_argument("--stats-json", metavar="PATH", help="write per-stage timings as JSON")
     live = run.add_argument_group("live video and display")
     live.add_argument("--display", action="store_true",
@@ -256,7 +262,8 @@ def _open_run_source(args: argparse.Namespace) -> Source:
     else:
         copy = args.output is not None and not args.no_audio
         source = open_source(args.source, video_stream=args.video_stream, copy_streams=copy,
-                             max_pixels=args.max_pixels, timeout=args.timeout)
+                             max_pixels=args.max_pixels, timeout=args.timeout,
+                             depth=None if args.depth == "auto" else int(args.depth))
     if args.realtime and not source.is_live:
         source = RealtimeSource(source)
     return source

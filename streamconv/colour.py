@@ -60,19 +60,21 @@ class ColourTags:
         codec_context.color_trc = self.trc
 
 
-def frame_to_rgb(frame: av.VideoFrame) -> av.VideoFrame:
-    """The frame as rgb24 (host memory), converted with its own matrix and range."""
+def frame_to_rgb(frame: av.VideoFrame, rgb_format: str = "rgb24") -> av.VideoFrame:
+    """The frame as ``rgb_format`` (rgb24, or rgb48le for 16 bits; host memory), converted with
+    its own matrix and range."""
     tags = ColourTags.of(frame)
-    return frame.reformat(format="rgb24", src_colorspace=tags.matrix, src_color_range=tags.scaler_range)
+    return frame.reformat(format=rgb_format, src_colorspace=tags.matrix, src_color_range=tags.scaler_range)
 
 
 def rgb_to_frame(rgb: np.ndarray, pix_fmt: str, tags: ColourTags | None) -> av.VideoFrame:
-    """An (H, W, 3) uint8 RGB host array as a frame of ``pix_fmt``, with ``tags``' matrix and range.
+    """An (H, W, 3) uint8 or uint16 RGB host array (C-contiguous) as a frame of ``pix_fmt``,
+    with ``tags``' matrix and range.
 
     ``tags`` None leaves the conversion to the encoder: FFmpeg's defaults for a YUV format,
     and no matrix at all for an RGB one (see :func:`yuv_tags`).
     """
-    frame = av.VideoFrame.from_numpy_buffer(rgb, format="rgb24")
+    frame = av.VideoFrame.from_numpy_buffer(rgb, format="rgb48le" if rgb.dtype == np.uint16 else "rgb24")
     if tags is None:
         return frame
     return frame.reformat(format=pix_fmt, dst_colorspace=tags.matrix, dst_color_range=tags.scaler_range)

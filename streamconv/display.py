@@ -396,7 +396,10 @@ class DisplaySink(Sink):
 
 
 def _to_bgr(frame: np.ndarray, out: np.ndarray) -> None:
-    """Convert an (H, W, C) uint8 RGB/gray/RGBA host frame into ``out`` ((H, W, 3) uint8 BGR view)."""
+    """Convert an (H, W, C) uint8 or uint16 RGB/gray/RGBA host frame into ``out`` ((H, W, 3)
+    uint8 BGR view); 16-bit samples are shown by their high byte."""
+    if frame.dtype == np.uint16:
+        frame = (frame >> 8).astype(np.uint8)
     channels = 1 if frame.ndim == 2 else frame.shape[2]
     if channels == 1:
         out[...] = frame.reshape(frame.shape[0], frame.shape[1], 1)

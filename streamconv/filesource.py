@@ -21,7 +21,7 @@ import av
 import numpy as np
 
 from .colour import FULL_RANGE, ColourTags, frame_to_rgb
-from .errors import FrameFormatError, InputError, NoVideoStreamError, StreamError
+from .errors import FrameFormatError, FrameTypeError, InputError, NoVideoStreamError, StreamError
 from .ffmpeglog import DamageLog, ffmpeg_reason
 from .frames import DEFAULT_MAX_PIXELS, check_frame_size
 from .slots import RESIZED, FrameMeta
@@ -48,8 +48,11 @@ class FileSource(Source):
             before anything is decoded, then the first frame's.
         timeout: seconds to wait for data from a network input (a URL) before giving up
             (None: NETWORK_TIMEOUT for URLs, no limit for files; 0: no limit).
+        depth: bits per sample of the frames delivered: 16 (uint16, 0..65535), 8 (uint8), or
+            None: 16 for video of more than 8 bits per sample (10-bit and up), else 8.
 
-    Frames are (H, W, 3) uint8 RGB in host memory, or for yuv420p video, on request, the
+    Frames are (H, W, 3) RGB in host memory, uint8 or uint16 (``dtype``, see ``depth``;
+    ``bits`` is the input's own bits per sample), or for yuv420p video, on request, the
     decoder's planes unconverted (``planes``, see :meth:`read_into`); each carries the
     decoder's pts and the stream's time base. Packets that fail to decode are skipped and counted in
     ``decode_errors``. The first frame is decoded on opening: its size is the source's; a later
@@ -61,7 +64,9 @@ class FileSource(Source):
 
     def __init__(self, path: str | Path, *, video_stream: int = 0, threads: str = "AUTO",
                  copy_streams: bool = True, max_pixels: int | None = DEFAULT_MAX_PIXELS,
-                 timeout: float | None = None) -> None:
+                 timeout: float | None = None, depth: int | None = None) -> None:
+        if depth not in (None, 8, 16):
+            raise InputError(f"depth must be 8 or 16 bits per sample (or None: from the input), got {depth!r}")
         self.path = str(path)
         self.decode_errors = 0
         self.concealed = 0
@@ -131,12 +136,26 @@ class FileSource(Source):
             self.colour = replace(self.colour, range=FULL_RANGE)  # yuvj formats are full range untagged
         self.display_matrix = _display_matrix(self._held)
         pixel_format = self._held.format
-        depth = max((c.bits for c in pixel_format.components), default=8)
-        self.planes = YuvLayout.of_stream(self.width, self.height, pixel_format.name, self.colour)
-        if depth > 8:
-            log.warning("%s is %d-bit %s: frames are filtered and written with 8 bits per channel",
-                        self.path, depth, pixel_format.name)
+        self.bits = max((c.bits for c in pixel_format.components), default=8)
+        if depth is None:
+            depth = 16 if self.bits > 8 else 8
+        self.dtype = np.dtype(np.uint16 if depth == 16 else np.uint8)
+        self._rgb_format = "rgb48le" if depth == 16 else "rgb24"
+        self.planes = self._layout(pixel_format.name)
+        if self.bits > 8:
+            if depth == 8:
+                log.warning("%s is %d-bit %s: frames are filtered and written with 8 bits per channel "
+                            "(depth 8 asked for)", self.path, self.bits, pixel_format.name)
+            else:
+                log.info("%s is %d-bit %s: frames are filtered in 16 bits", self.path, self.bits,
+                         pixel_format.name)
         self._index = 0
+
+    def _layout(self, pixel_format: str) -> YuvLayout | None:
+        """The planes layout frames of ``pixel_format`` can be read in (8-bit frames only)."""
+        if self.dtype != np.uint8:
+            return None
+        return YuvLayout.of_stream(self.width, self.height, pixel_format, self.colour)
 
     def _first_frame(self) -> av.VideoFrame:
         """Decode up to the first frame (kept for the first read).
@@ -228,8 +247,8 @@ class FileSource(Source):
 
     def read_into(self, buffer: np.ndarray) -> FrameMeta | None:
         """Decode the next frame into ``buffer``, host memory: converted to RGB for an (H, W, 3)
-        uint8 buffer, or copied plane by plane, unconverted, into a flat (1.5 W H,) uint8 buffer
-        laid out as ``self.planes`` says (yuv420p input only)."""
+        buffer of ``dtype``, or copied plane by plane, unconverted, into a flat (1.5 W H,) uint8
+        buffer laid out as ``self.planes`` says (8-bit yuv420p input only)."""
         frame, self._held = (self._held if self._held is not None else next(self._frames, None)), None
         if frame is None:
             self._ended = True
@@ -238,7 +257,7 @@ class FileSource(Source):
             log.warning("%s: frame size changed at frame %d: %dx%d -> %dx%d", self.path, self._index,
                         self.width, self.height, frame.width, frame.height)
             self.width, self.height = frame.width, frame.height
-            self.planes = YuvLayout.of_stream(self.width, self.height, frame.format.name, self.colour)
+            self.planes = self._layout(frame.format.name)
             self._held = frame
             return RESIZED
         if buffer.shape not in (self.shape, self.planes.shape if self.planes else None):
@@ -246,9 +265,10 @@ class FileSource(Source):
         if buffer.ndim == 1:
             self._copy_planes(frame, buffer)
         else:
-            rgb = frame_to_rgb(frame)
-            plane = rgb.planes[0]
-            rows = np.frombuffer(plane, np.uint8).reshape(self.height, plane.line_size)
+            if buffer.dtype != self.dtype:
+                raise FrameTypeError(f"buffer of dtype {buffer.dtype} for {self.dtype} frames")
+            plane = frame_to_rgb(frame, self._rgb_format).planes[0]
+            rows = np.frombuffer(plane, self.dtype).reshape(self.height, -1)
             np.copyto(buffer, rows[:, : self.width * 3].reshape(self.height, self.width, 3))
         pts = frame.pts
         if frame.time is not None:

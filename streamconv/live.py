@@ -241,6 +241,7 @@ class RealtimeSource(Source):
     def __init__(self, inner: Source) -> None:
         self.inner = inner
         self.width, self.height, self.channels = inner.width, inner.height, inner.channels
+        self.dtype = inner.dtype
         self.frame_rate, self.time_base = inner.frame_rate, inner.time_base
         self.frame_count = inner.frame_count
         self._start: float | None = None
@@ -253,7 +254,8 @@ class RealtimeSource(Source):
         return getattr(self.inner, name)
 
     def read_into(self, buffer: np.ndarray) -> FrameMeta | None:
-        """Read the next inner frame into ``buffer`` ((H, W, C) uint8 host), then wait until it is due."""
+        """Read the next inner frame into ``buffer`` ((H, W, C) host array of ``dtype``), then
+        wait until it is due."""
         if self._interrupt.is_set():
             return None
         meta = self.inner.read_into(buffer)

@@ -70,7 +70,7 @@ class Pipeline:
         status: draw a live status line instead of the bar (fps, drops, per-stage p50/p95,
             once a second).
         on_frame: called as ``on_frame(frame, meta)`` in the writer thread after each
-            frame is sent; ``frame`` is an (H, W, C) uint8 host array valid only during the call.
+            frame is sent; ``frame`` is an (H, W, C) uint8 or uint16 host array valid only during the call.
         sink_options: FileSink options when ``sink`` is a path (codec, crf, preset, overwrite...).
         max_pixels: refuse a source whose frames have more pixels than this (None: no
             limit), before any host or device buffer is allocated; checked again when the
@@ -269,7 +269,8 @@ class Pipeline:
                 try:
                     stats.backend = backend.describe()
                     log.info("%s -> %s on %s", self.source.describe(), self.sink.describe(), stats.backend)
-                    slots = backend.allocate_slots(self.source.shape, self.ring, planes=planes)
+                    slots = backend.allocate_slots(self.source.shape, self.ring, planes=planes,
+                                                   dtype=self.source.dtype)
                     self._run_ring(backend, slots, stats, bar, clock)
                 finally:
                     backend.close()

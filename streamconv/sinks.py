@@ -1,7 +1,7 @@
 """Frame sinks: encode to a file (PyAV), discard (null), hand frames to a callback, or fan out.
 
 Every sink is a context manager with an idempotent ``close()`` and takes frames with
-``send(frame, meta)``. ``frame`` is an (H, W, C) uint8 host array that the sink must
+``send(frame, meta)``. ``frame`` is an (H, W, C) uint8 or uint16 host array that the sink must
 not keep after ``send`` returns (the pipeline reuses the buffer).
 """
 
@@ -38,11 +38,11 @@ class Sink:
     """Copied audio/subtitle packets the output refused (damaged input) and left out."""
 
     def send(self, frame: np.ndarray, meta: FrameMeta) -> None:
-        """Consume one (H, W, C) uint8 host frame; do not keep a reference to it."""
+        """Consume one (H, W, C) uint8 or uint16 host frame; do not keep a reference to it."""
         raise NotImplementedError
 
     def send_with_input(self, frame: np.ndarray, source_frame: np.ndarray, meta: FrameMeta) -> None:
-        """Consume a filtered frame with the input it was made from; both (H, W, C) uint8 host
+        """Consume a filtered frame with the input it was made from; both (H, W, C) uint8 or uint16 host
         arrays valid only during the call. The default ignores the input (see DisplaySink)."""
         self.send(frame, meta)
 
@@ -125,7 +125,7 @@ class FanoutSink(Sink):
                 attach(pipeline)
 
     def send(self, frame: np.ndarray, meta: FrameMeta) -> None:
-        """Send one (H, W, C) uint8 host frame to each sink in order."""
+        """Send one (H, W, C) uint8 or uint16 host frame to each sink in order."""
         for sink in self.sinks:
             sink.send(frame, meta)
         self.frames_written += 1
@@ -135,7 +135,7 @@ class FanoutSink(Sink):
         return all(sink.accepts_planes(layout) for sink in self.sinks)
 
     def send_with_input(self, frame: np.ndarray, source_frame: np.ndarray, meta: FrameMeta) -> None:
-        """Send the filtered frame and its input ((H, W, C) uint8 host arrays) to each sink in order."""
+        """Send the filtered frame and its input ((H, W, C) uint8 or uint16 host arrays) to each sink in order."""
         for sink in self.sinks:
             with_input = getattr(sink, "send_with_input", None)
             if with_input is not None:
@@ -219,7 +219,10 @@ class FileSink(Sink):
         frame_rate: nominal rate written to the stream.
         time_base: time base of the pts the frames carry.
         codec: FFmpeg encoder name (default libx264).
-        pix_fmt: encoder pixel format (default yuv420p).
+        pix_fmt: encoder pixel format; None picks yuv420p, or for input of more than 8 bits
+            per sample (``bits``) the encoder's 4:2:0 format of that depth or the nearest
+            deeper one (yuv420p10le, ...), with a warning where it has none.
+        bits: bits per sample of the input (10 for yuv420p10le video), for ``pix_fmt`` None.
         crf, preset: quality and speed options for x264/x265-style encoders (None: codec default).
         overwrite: replace an existing file.
         options: extra encoder options.
@@ -232,14 +235,15 @@ class FileSink(Sink):
             written as they are stored, so players show them as they showed the input.
 
     Frames of another size than width x height (the input's size changed mid-stream) are
-    scaled to it.
+    scaled to it. Frames are uint8 or uint16 (16-bit samples, kept as deep as ``pix_fmt`` is).
     """
 
     name = "file"
 
     def __init__(self, path: str | Path, *, width: int, height: int, frame_rate: Fraction,
                  time_base: Fraction | None = None, codec: str = "libx264",
-                 pix_fmt: str = "yuv420p", crf: float | None = None, preset: str | None = None,
+                 pix_fmt: str | None = None, bits: int = 8, crf: float | None = None,
+                 preset: str | None = None,
                  overwrite: bool = False, options: dict[str, str] | None = None,
                  copy_streams: Sequence = (), colour: ColourTags | None = None,
                  display_matrix: Sequence[int] | None = None) -> None:
@@ -248,23 +252,25 @@ class FileSink(Sink):
         self._copies: dict[int, object] = {}  # input stream index -> output stream
         self._colour = colour
         self._display_matrix = display_matrix
-        self._conversion = yuv_tags(pix_fmt, colour)  # fixed per sink: decided once, not per frame
         self._temp = self.path.with_name(f".{self.path.stem}.partial{self.path.suffix}")
         self.width, self.height = width, height
         self.codec_name = codec
         self._container = None
-        self._pad = None
-        subsampled = pix_fmt.startswith(("yuv420", "yuvj420", "nv12", "yuv422", "yuvj422"))
+        try:
+            encoder = av.codec.Codec(codec, "w")
+        except (av.FFmpegError, ValueError):
+            raise OutputError(f"unknown encoder {codec!r} (see `ffmpeg -encoders`)") from None
+        if pix_fmt is None:
+            pix_fmt = _default_pix_fmt(encoder, bits)
+        self._pad: np.ndarray | None = None  # made at the first frame, in its dtype
+        self._padded = False
+        subsampled = pix_fmt.startswith(("yuv420", "yuvj420", "nv12", "p010", "p016", "yuv422", "yuvj422"))
         enc_width, enc_height = width, height
         if subsampled and (width % 2 or height % 2):
             enc_width, enc_height = width + width % 2, height + height % 2
             log.warning("%s needs even sizes: padding %dx%d frames to %dx%d by repeating the last "
                         "row/column", pix_fmt, width, height, enc_width, enc_height)
-            self._pad = np.empty((enc_height, enc_width, 3), np.uint8)
-        try:
-            encoder = av.codec.Codec(codec, "w")
-        except (av.FFmpegError, ValueError):
-            raise OutputError(f"unknown encoder {codec!r} (see `ffmpeg -encoders`)") from None
+            self._padded = True
         # PyAV opens the encoder only at the first frame: refuse a pixel format it cannot take now.
         try:
             canonical = av.VideoFormat(pix_fmt).name  # aliases such as gbrp10 -> gbrp10le
@@ -278,6 +284,9 @@ class FileSink(Sink):
         self._time_base = time_base or 1 / self._frame_rate
         self._size = (enc_width, enc_height)
         self._pix_fmt = pix_fmt
+        self._conversion = yuv_tags(pix_fmt, colour)  # fixed per sink: decided once, not per frame
+        self._sample_bits = max((c.bits for c in av.VideoFormat(pix_fmt).components), default=8)
+        self._depth_warned = False
         self._codec_options = dict(options or {})
         if crf is not None:
             self._codec_options["crf"] = f"{crf:g}"
@@ -362,13 +371,13 @@ class FileSink(Sink):
     def accepts_planes(self, layout: YuvLayout) -> bool:
         """Yes when the encoder takes yuv420p at the frames' size (no padding), with the range
         the planes have (a yuvj420p output wants full range)."""
-        if self._pad is not None or (layout.width, layout.height) != (self.width, self.height):
+        if self._padded or (layout.width, layout.height) != (self.width, self.height):
             return False
         return self._pix_fmt == "yuv420p" or (self._pix_fmt == "yuvj420p" and layout.full_range)
 
     def send(self, frame: np.ndarray, meta: FrameMeta) -> None:
-        """Encode one frame, host memory: (H, W, 3) uint8 RGB, or a flat (1.5 W H,) uint8 buffer
-        of yuv420p planes (see :meth:`accepts_planes`); its pts is kept.
+        """Encode one frame, host memory: (H, W, 3) uint8 or uint16 RGB, or a flat (1.5 W H,)
+        uint8 buffer of yuv420p planes (see :meth:`accepts_planes`); its pts is kept.
 
         Packets of copied streams that travel with the frame are written first.
         """
@@ -379,9 +388,15 @@ class FileSink(Sink):
         if frame.ndim == 1:
             self._encode(self._planes_frame(frame), meta)
             return
+        if frame.dtype == np.uint16 and self._sample_bits <= 8 and not self._depth_warned:
+            self._depth_warned = True
+            log.warning("%s: 16-bit frames are written with 8 bits per sample (%s); pass a deeper "
+                        "--pix-fmt such as yuv420p10le, or a --codec that has one", self.path, self._pix_fmt)
         if frame.shape[:2] != (self.height, self.width):
             frame = self._fit(frame)
-        if self._pad is not None:
+        if self._padded:
+            if self._pad is None or self._pad.dtype != frame.dtype:
+                self._pad = np.empty((self._size[1], self._size[0], 3), frame.dtype)
             pad = self._pad
             pad[: self.height, : self.width] = frame
             pad[self.height:, : self.width] = frame[-1:]
@@ -390,7 +405,7 @@ class FileSink(Sink):
         self._encode(rgb_to_frame(np.ascontiguousarray(frame), self._pix_fmt, self._conversion), meta)
 
     def _fit(self, frame: np.ndarray) -> np.ndarray:
-        """Scale an (h, w, 3) uint8 host frame of another size (the input's size changed
+        """Scale an (h, w, 3) uint8 or uint16 host frame of another size (the input's size changed
         mid-stream) to the output's size: a stream keeps one size from start to end."""
         height, width = frame.shape[:2]
         if (width, height) not in self._scaled_sizes:
@@ -521,6 +536,28 @@ SINKS = {"file": FileSink, "null": NullSink, "callback": CallbackSink, "fanout":
 """Sinks by name."""
 
 
+_DEEP_420 = ("yuv420p10le", "yuv420p12le", "p010le", "yuv420p16le", "p016le")
+"""4:2:0 formats deeper than 8 bits, in order of preference for deep input."""
+
+
+def _default_pix_fmt(encoder, bits: int) -> str:
+    """yuv420p for 8-bit input; for deeper input the encoder's 4:2:0 format of at least ``bits``
+    bits (the shallowest such), else its deepest, else yuv420p with a warning."""
+    if bits <= 8:
+        return "yuv420p"
+    supported = [f.name for f in (encoder.video_formats or ())]
+    deep = [name for name in _DEEP_420 if name in supported]
+    depth = {name: max(c.bits for c in av.VideoFormat(name).components) for name in deep}
+    enough = [name for name in deep if depth[name] >= bits]
+    if enough:
+        return min(enough, key=lambda name: depth[name])
+    if deep:
+        return max(deep, key=lambda name: depth[name])
+    log.warning("encoder %s has no 4:2:0 format deeper than 8 bits: the %d-bit input is written with "
+                "8 bits per sample (choose a --codec such as libx264 or libx265 to keep it)", encoder.name, bits)
+    return "yuv420p"
+
+
 def open_sink(output: str | Path | Sink | None, *, like=None, **options) -> Sink:
     """Open a sink: None or "null" discards, a Sink passes through, a path makes a FileSink.
 
@@ -538,5 +575,7 @@ def open_sink(output: str | Path | Sink | None, *, like=None, **options) -> Sink
     options.setdefault("copy_streams", getattr(like, "copied_streams", ()))
     options.setdefault("colour", getattr(like, "colour", None))
     options.setdefault("display_matrix", getattr(like, "display_matrix", None))
+    deep = getattr(like, "dtype", None) == np.uint16  # a source read in 8 bits is written in 8
+    options.setdefault("bits", getattr(like, "bits", 8) if deep else 8)
     return FileSink(output, width=like.width, height=like.height, frame_rate=like.frame_rate,
                     time_base=like.time_base, **options)

@@ -18,7 +18,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from .errors import FrameFormatError, InputError
+from .errors import FrameFormatError, FrameTypeError, InputError
 from .frames import as_hwc, check_frame_size
 from .slots import RESIZED, FrameMeta
 from .yuv import YuvLayout
@@ -27,10 +27,12 @@ log = logging.getLogger(__name__)
 
 
 class Source:
-    """Base class: (H, W, C) uint8 frames of a fixed size.
+    """Base class: (H, W, C) frames of a fixed size and sample type.
 
     Attributes:
         width, height, channels: frame geometry.
+        dtype: the samples' type: uint8, or uint16 for deeper video (10-bit and up), whose
+            samples then span 0..65535.
         frame_rate: frames per second (nominal).
         time_base: seconds per pts unit of the frames' timestamps.
         frame_count: number of frames if known in advance, else None.
@@ -42,6 +44,7 @@ class Source:
     width: int
     height: int
     channels: int = 3
+    dtype: np.dtype = np.dtype(np.uint8)
     frame_rate: Fraction = Fraction(30)
     time_base: Fraction = Fraction(1, 30)
     frame_count: int | None = None
@@ -55,7 +58,8 @@ class Source:
         return (self.height, self.width, self.channels)
 
     def read_into(self, buffer: np.ndarray) -> FrameMeta | None:
-        """Write the next frame into ``buffer`` ((H, W, C) uint8 host) and return its metadata.
+        """Write the next frame into ``buffer`` ((H, W, C) host array of ``dtype``) and return
+        its metadata.
 
         Returns:
             The frame's FrameMeta, or None when the source is exhausted, or (sources whose
@@ -78,9 +82,9 @@ class Source:
         self.close()
 
     def __iter__(self) -> Iterator[np.ndarray]:
-        """New (H, W, C) uint8 host arrays, one per frame (the shape follows a size change)."""
+        """New (H, W, C) host arrays of ``dtype``, one per frame (the shape follows a size change)."""
         while True:
-            frame = np.empty(self.shape, np.uint8)
+            frame = np.empty(self.shape, self.dtype)
             meta = self.read_into(frame)
             if meta is None:
                 return
@@ -149,7 +153,8 @@ class ArraySource(Source):
     """Frames from NumPy arrays already in host memory (tests, the library API).
 
     Args:
-        frames: an iterable of (H, W, C) or (H, W) uint8 arrays, all of one shape.
+        frames: an iterable of (H, W, C) or (H, W) uint8 or uint16 arrays, all of one shape
+            and dtype (the first frame's; uint8 when ``shape`` is given).
         fps: nominal frame rate; pts = frame number, time base 1/fps.
         shape: (H, W, C) if ``frames`` is a lazy iterable; otherwise taken from the first frame.
 
@@ -172,6 +177,7 @@ class ArraySource(Source):
                 raise FrameFormatError("ArraySource: no frames given")
             self._first = as_hwc(first)
             shape = self._first.shape
+            self.dtype = self._first.dtype
         self.height, self.width, self.channels = shape
         self.frame_rate = Fraction(fps).limit_denominator(1001)
         self.time_base = 1 / self.frame_rate
@@ -187,6 +193,8 @@ class ArraySource(Source):
         frame = as_hwc(frame)
         if frame.shape != buffer.shape:
             raise FrameFormatError(f"unexpected frame shape: {frame.shape} != {buffer.shape}")
+        if frame.dtype != buffer.dtype:
+            raise FrameTypeError(f"unexpected frame dtype: {frame.dtype} != {buffer.dtype}")
         np.copyto(buffer, frame)
         index = self._index
         self._index += 1

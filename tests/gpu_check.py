@@ -7,12 +7,15 @@ import numpy as np
 from streamconv.backends.cpu import CpuBackend
 from streamconv.filters import FilterStage
 
+from oracle import exact_for
+
 POISON = 0xA5
 
 
-def precompile_plans(wanted, kernel: str = "auto"):
+def precompile_plans(wanted, kernel: str = "auto", dtype=np.uint8):
     """Compile, in parallel, the specialisations of (stage, (H, W, C), border code) items under
-    ``kernel`` (a name, or "all" for every variant that can run each stage); returns pycuda.driver."""
+    ``kernel`` (a name, or "all" for every variant that can run each stage) for frames of
+    ``dtype``; returns pycuda.driver."""
     import pycuda.driver as driver
 
     from streamconv.backends import kernels, variants
@@ -24,8 +27,8 @@ def precompile_plans(wanted, kernel: str = "auto"):
     for stage, shape, border in wanted:
         for name in names:
             try:
-                plan = variants.plan_stage(stage, shape, border, name)
-            except ValueError:  # separable for taps that are not rank 1
+                plan = variants.plan_stage(stage, shape, border, name, dtype)
+            except ValueError:  # separable for taps that are not rank 1, 16 bits on an 8-bit variant
                 continue
             specialisations.add((plan.source, tuple(sorted(plan.defines.items()))))
     kernels.precompile([(source, dict(items)) for source, items in sorted(specialisations)],
@@ -42,10 +45,11 @@ def gpu_filter(stages, frame, border, driver, kernel: str = "auto"):
         return poisoned_run(backend, backend.allocate_slots(frame.shape, 1)[0], frame)
 
 
-def exact_taps(stage: FilterStage) -> bool:
-    """Every tap a multiple of 1/256 (the GPU must then equal the CPU byte for byte); a bank's
-    float sums may round either way, so it never counts as exact."""
-    return stage.layer is None and all(np.array_equal(t * 256, np.round(t * 256)) for t in stage.taps)
+def exact_taps(stage: FilterStage, maximum: int = 255) -> bool:
+    """Every tap a multiple of 1/256, with sums over samples up to ``maximum`` below 2^16 (the GPU
+    must then equal the CPU sample for sample); a bank's float sums may round either way, so it
+    never counts as exact."""
+    return stage.layer is None and all(exact_for(t, maximum) for t in stage.taps)
 
 
 def check_against_cpu(stages, frame, border, driver, kernel: str = "auto"):
@@ -55,6 +59,6 @@ def check_against_cpu(stages, frame, border, driver, kernel: str = "auto"):
     difference = np.abs(got.astype(int) - expected.astype(int))
     assert difference.max() <= 1, (f"{kernel}: max difference {difference.max()} at "
                                    f"{np.unravel_index(difference.argmax(), difference.shape)}")
-    if all(exact_taps(s) for s in stages):
+    if all(exact_taps(s, np.iinfo(frame.dtype).max) for s in stages):
         np.testing.assert_array_equal(got, expected, err_msg=f"{kernel}: exact taps must match exactly")
     return got

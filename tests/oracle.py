@@ -45,18 +45,19 @@ def reference_sums(frame: np.ndarray, taps: np.ndarray, border: str) -> np.ndarr
 
 
 def reference_filter(frame: np.ndarray, stage, border: str) -> np.ndarray:
-    """One streamconv FilterStage stage on an (H, W[, C]) uint8 frame, in float64, rounded half to even."""
+    """One streamconv FilterStage stage on an (H, W[, C]) uint8 or uint16 frame, in float64,
+    rounded half to even and saturated to the frame's dtype."""
     sums = [reference_sums(frame, np.asarray(t, np.float64), border) for t in stage.taps]
     if stage.combine == "magnitude":
         acc = np.sqrt(sums[0] ** 2 + sums[1] ** 2)
     else:
         acc = sums[0]
-    out = np.clip(np.rint(acc), 0, 255).astype(np.uint8)
+    out = np.clip(np.rint(acc), 0, np.iinfo(frame.dtype).max).astype(frame.dtype)
     return out.reshape(frame.shape)
 
 
 def reference_chain(frame: np.ndarray, stages, border: str) -> np.ndarray:
-    """Several stages, each rounding to uint8, as the backends do."""
+    """Several stages, each rounding to the frame's dtype, as the backends do."""
     for stage in stages:
         frame = reference_filter(frame, stage, border)
     return frame
@@ -69,3 +70,10 @@ def random_taps(rng: np.random.Generator, size: int, *, exact: bool) -> np.ndarr
     if exact:
         taps = np.round(taps * 256) / 256
     return taps
+
+
+def exact_for(taps: np.ndarray, maximum: int) -> bool:
+    """Every tap a multiple of 1/256 and maximum * sum|taps| <= 2^16: float32 sums over samples
+    up to ``maximum`` are then exact in any order, so every backend must give the same samples."""
+    scaled = np.asarray(taps, np.float64) * 256
+    return bool(np.array_equal(scaled, np.round(scaled)) and maximum * np.abs(taps).sum() <= 1 << 16)

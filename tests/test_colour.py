@@ -63,23 +63,3 @@ def test_identity_transcode_keeps_colours_and_tags(cli, tmp_path, space, colour_
     assert patches_in == PATCHES
     worst = max(abs(a - b) for got, want in zip(patches_out, PATCHES) for a, b in zip(got, want))
     assert worst <= tolerance
-
-
-def test_ten_bit_input_is_converted_with_a_stated_warning(cli, tmp_path):
-    source, out = tmp_path / "ten.mkv", tmp_path / "out.mp4"
-    with av.open(str(source), "w") as container:
-        stream = container.add_stream("libx264", rate=30)
-        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p10le"
-        for index in range(3):
-            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 100, np.uint8), format="rgb24")
-            frame = frame.reformat(format="yuv420p10le")
-            frame.pts = index
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode(None):
-            container.mux(packet)
-    result = cli("run", str(source), "-o", str(out), "-q")
-    assert result.returncode == 0, result.stderr
-    assert "is 10-bit yuv420p10le: frames are filtered and written with 8 bits per channel" in result.stderr
-    with av.open(str(out)) as container:
-        assert container.streams.video[0].codec_context.pix_fmt == "yuv420p"

@@ -112,7 +112,7 @@ def test_pad_frame_modes():
 
 def test_bad_frames_raise_typed_errors():
     backend = CpuBackend([build_filter("identity")])
-    with pytest.raises(FrameTypeError, match="float32 != uint8"):
+    with pytest.raises(FrameTypeError, match="float32 != uint8 or uint16"):
         backend.apply(np.zeros((4, 4, 3), np.float32))
     with pytest.raises(FrameFormatError, match=r"\(4, 4, 2\)"):
         backend.apply(np.zeros((4, 4, 2), np.uint8))

@@ -531,12 +531,13 @@ def test_other_pixel_formats_and_odd_sizes_travel_as_rgb_and_are_filtered_exactl
                 container.mux(packet)
         for packet in stream.encode(None):
             container.mux(packet)
-    with streamconv.FileSource(source) as video:
-        assert video.planes is None  # only yuv420p travels as planes; the rest as RGB
+    # 8-bit frames here (10-bit video is filtered in 16 bits by default: tests/test_depth16.py).
+    with streamconv.FileSource(source, depth=8) as video:
+        assert video.planes is None  # only 8-bit yuv420p travels as planes; the rest as RGB
         frames = list(video)
     output = tmp_path / "out.mkv"
-    pipeline = streamconv.Pipeline(source, ["sharpen"], output, backend="cpu", colour="backend",
-                                   sink_options={"codec": "ffv1", "pix_fmt": "bgr0"})
+    pipeline = streamconv.Pipeline(streamconv.FileSource(source, depth=8), ["sharpen"], output, backend="cpu",
+                                   colour="backend", sink_options={"codec": "ffv1", "pix_fmt": "bgr0"})
     assert pipeline.run().frames == 3
     with av.open(str(output)) as container:
         written = [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]

@@ -2,7 +2,8 @@
 
 Semantics (DESIGN.md): correlation with the same taps on every channel, the border as
 :func:`streamconv.borders.pad_frame` pads it, float32 accumulation, round half to even,
-saturation to 0..255. A bank (``edge``) is sqrt(gx^2 + gy^2).
+saturation to 0..255 (uint8 frames) or 0..65535 (uint16 frames). A bank (``edge``) is
+sqrt(gx^2 + gy^2).
 
 The output is defined by the straightforward computation: pad the frame to float32,
 ``cv2.filter2D`` it (area <= 49) or add up ``cv2.filter2D`` of its 1 x K rows in row order
@@ -32,7 +33,8 @@ import numpy as np
 
 from ..borders import CV_BORDERS, DEFAULT_BORDER, check_border, pad_frame
 from ..filters import COMBINE_MAGNITUDE, FilterStage
-from ..frames import as_hwc, check_same_shape
+from ..errors import FrameTypeError
+from ..frames import as_hwc, check_same_frame, sample_maximum
 from ..nn.bank import bank_cpu
 from ..slots import Slot
 from ..yuv import YuvLayout, planes_to_rgb, rgb_to_planes
@@ -75,11 +77,12 @@ def _run_bands(function, starts: Sequence[int]) -> None:
         pass
 
 
-def _is_exact(taps: np.ndarray) -> bool:
-    """Every tap a multiple of 1/256 and 255 * sum|taps| <= 2^16: then every product and every
-    partial sum over uint8 pixels, in any order, is a multiple of 1/256 within 2^16, exact in float32."""
+def _is_exact(taps: np.ndarray, maximum: int = 255) -> bool:
+    """Every tap a multiple of 1/256 and maximum * sum|taps| <= 2^16: then every product and every
+    partial sum over samples up to ``maximum``, in any order, is a multiple of 1/256 within 2^16,
+    exact in float32."""
     scaled = taps.astype(np.float64) * 256
-    return bool(np.array_equal(scaled, np.round(scaled)) and 255 * np.abs(taps).sum() <= _EXACT_LIMIT)
+    return bool(np.array_equal(scaled, np.round(scaled)) and maximum * np.abs(taps).sum() <= _EXACT_LIMIT)
 
 
 def _first_equal_rows(taps: np.ndarray) -> tuple[int, ...]:
@@ -99,16 +102,20 @@ class StagePlan:
     """How one stage runs, decided once per stage.
 
     Attributes:
-        table: for 1 x 1 taps, the whole stage as a 256-entry uint8 table, computed with the
-            reference's own float32 operations (so equal by construction); else None.
+        dtype: the frames' sample type, uint8 or uint16.
+        table: for 1 x 1 taps, the whole stage as a table of every sample value (256 or 65536
+            entries of ``dtype``), computed with the reference's own float32 operations (so
+            equal by construction); else None.
         identity: ``table`` maps every value to itself (a copy is enough).
-        direct: a single exact tap matrix of area <= 49: ``cv2.filter2D`` from uint8 straight
-            to uint8 with OpenCV's border; it rounds half to even and saturates like ``np.rint``
-            and ``np.clip``, and exact sums leave nothing to round differently.
-        cv_round: |result| < 2^30, so ``cv2.add(acc, 0.0, dtype=CV_8U)`` rounds and saturates.
+        direct: a single exact tap matrix of area <= 49: ``cv2.filter2D`` from the frame's
+            depth straight to it with OpenCV's border; it rounds half to even and saturates like
+            ``np.rint`` and ``np.clip``, and exact sums leave nothing to round differently.
+        cv_round: |result| < 2^30, so ``cv2.add(acc, 0.0, dtype=CV_8U or CV_16U)`` rounds and
+            saturates.
         first_rows: per tap matrix of area > 49, ``_first_equal_rows`` (rows filtered together).
     """
 
+    dtype: np.dtype
     table: np.ndarray | None
     identity: bool
     direct: bool
@@ -117,9 +124,10 @@ class StagePlan:
 
 
 def _round_numpy(dst: np.ndarray, acc: np.ndarray) -> None:
-    """dst = clip(rint(acc), 0, 255): the reference rounding, for any magnitude (acc is overwritten)."""
+    """dst = clip(rint(acc), 0, max of dst's dtype): the reference rounding, for any magnitude
+    (acc is overwritten)."""
     np.rint(acc, out=acc)
-    np.clip(acc, 0, 255, out=acc)
+    np.clip(acc, 0, sample_maximum(dst.dtype), out=acc)
     np.copyto(dst, acc, casting="unsafe")
 
 
@@ -131,23 +139,26 @@ def _magnitude_numpy(gx: np.ndarray, gy: np.ndarray) -> np.ndarray:
     return np.sqrt(gx, out=gx)
 
 
-def make_plan(stage: FilterStage) -> StagePlan:
-    """Decide how ``stage`` runs (see :class:`StagePlan`)."""
+def make_plan(stage: FilterStage, dtype=np.uint8) -> StagePlan:
+    """Decide how ``stage`` runs on frames of ``dtype`` (uint8 or uint16; see :class:`StagePlan`)."""
+    dtype = np.dtype(dtype)
+    maximum = sample_maximum(dtype)
     taps = stage.taps
     magnitude = stage.combine == COMBINE_MAGNITUDE
-    reach = 255 * sum(float(np.abs(t).sum()) for t in taps)  # bounds |sum| and the magnitude
+    reach = maximum * sum(float(np.abs(t).sum()) for t in taps)  # bounds |sum| and the magnitude
     table = None
     if stage.size == 1:
-        values = np.arange(256, dtype=np.float32)
+        values = np.arange(maximum + 1, dtype=np.float32)
         sums = [values * np.float32(t[0, 0]) for t in taps]
         acc = _magnitude_numpy(*sums) if magnitude else sums[0]
-        table = np.empty(256, np.uint8)
+        table = np.empty(maximum + 1, dtype)
         _round_numpy(table, acc)
-    exact = all(_is_exact(t) for t in taps)
+    exact = all(_is_exact(t, maximum) for t in taps)
     large = stage.size ** 2 > _DIRECT_MAX_AREA
     return StagePlan(
+        dtype=dtype,
         table=table,
-        identity=table is not None and np.array_equal(table, np.arange(256)),
+        identity=table is not None and np.array_equal(table, np.arange(maximum + 1)),
         direct=exact and not magnitude and not large,
         cv_round=reach < _CV_ROUND_LIMIT,
         first_rows=tuple(_first_equal_rows(t) for t in taps) if large else (),
@@ -175,10 +186,13 @@ def _into(dst: np.ndarray, result: np.ndarray) -> None:
         np.copyto(dst, result.reshape(dst.shape))
 
 
+_CV_DEPTHS = {np.dtype(np.uint8): cv2.CV_8U, np.dtype(np.uint16): cv2.CV_16U, np.dtype(np.float32): cv2.CV_32F}
+
+
 def _filter_into(dst: np.ndarray, src: np.ndarray, taps: np.ndarray,
                  border: int = cv2.BORDER_CONSTANT) -> None:
     """dst = cv2.filter2D(src, taps) for (H, W, C) arrays, in dst's depth."""
-    depth = cv2.CV_8U if dst.dtype == np.uint8 else cv2.CV_32F
+    depth = _CV_DEPTHS[dst.dtype]
     plane = _plane(dst)
     _into(plane, cv2.filter2D(_plane(src), depth, taps, dst=plane, borderType=border))
 
@@ -235,7 +249,7 @@ def _float_band(dst: np.ndarray, padded: np.ndarray, stage: FilterStage, plan: S
     height = stop - start
     width = dst.shape[1]
     band = scratch.get("band", (height + 2 * radius,) + padded.shape[1:])
-    np.copyto(band, padded[start:stop + 2 * radius])  # uint8 -> float32, exact
+    np.copyto(band, padded[start:stop + 2 * radius])  # uint8 or uint16 -> float32, exact
     sums = [correlate(band, taps, height, width, scratch=scratch, name=f"sum{i}",
                       first_rows=plan.first_rows[i] if plan.first_rows else None)
             for i, taps in enumerate(stage.taps)]
@@ -243,36 +257,38 @@ def _float_band(dst: np.ndarray, padded: np.ndarray, stage: FilterStage, plan: S
     acc = _magnitude_numpy(*sums) if stage.combine == COMBINE_MAGNITUDE else sums[0]
     out = dst[start:stop]
     if plan.cv_round:
-        # saturate_cast<uchar>(x + 0.0): cvRound (half to even), then clamped to 0..255.
-        _into(_plane(out), cv2.add(_plane(acc), 0.0, dst=_plane(out), dtype=cv2.CV_8U))
+        # saturate_cast<uchar or ushort>(x + 0.0): cvRound (half to even), then clamped.
+        _into(_plane(out), cv2.add(_plane(acc), 0.0, dst=_plane(out), dtype=_CV_DEPTHS[out.dtype]))
     else:
         _round_numpy(out, acc)
 
 
 def apply_filter_into(dst: np.ndarray, src: np.ndarray, stage: FilterStage, border: str,
                       plan: StagePlan | None = None, scratch: _Scratch | None = None) -> None:
-    """Run one filter stage on the CPU: dst = round(correlate(src)), saturated to uint8.
+    """Run one filter stage on the CPU: dst = round(correlate(src)), saturated to src's dtype.
 
     Args:
-        dst: (H, W, C) uint8 host array, written.
-        src: (H, W, C) uint8 host array, read; may not alias dst.
+        dst: (H, W, C) uint8 or uint16 host array, written.
+        src: (H, W, C) host array of dst's dtype, read; may not alias dst.
         stage: the filter (single taps or a magnitude bank).
         border: one of streamconv.borders.BORDER_MODES.
-        plan: ``make_plan(stage)``, made here if not given.
+        plan: ``make_plan(stage, src.dtype)``, made here if not given.
         scratch: buffers kept between calls, made here if not given.
     """
-    plan = plan or make_plan(stage)
+    plan = plan or make_plan(stage, src.dtype)
     scratch = scratch or _Scratch()
     if plan.identity:
         np.copyto(dst, src)
-    elif plan.table is not None:
+    elif plan.table is not None and plan.dtype == np.uint8:
         _into(_plane(dst), cv2.LUT(_plane(src), plan.table, dst=_plane(dst)))
+    elif plan.table is not None:
+        np.take(plan.table, src, out=dst)  # cv2.LUT takes 8-bit input only
     elif plan.direct:
         _filter_into(dst, src, stage.taps[0], CV_BORDERS[border])
     else:
         # Pad once in uint8; bands of rows then run on the pool, each converting its own rows to
         # float32 and finishing them while they are in cache.
-        padded = pad_frame(src, stage.radius, border, dtype=np.uint8)
+        padded = pad_frame(src, stage.radius, border, dtype=src.dtype)
         height = src.shape[0]
 
         def band(start: int) -> None:
@@ -301,7 +317,8 @@ class CpuBackend:
     """Runs a filter chain on host frames with NumPy and OpenCV.
 
     Args:
-        filters: the stages, applied in order; each rounds to uint8.
+        filters: the stages, applied in order; each rounds to the frame's sample type (uint8
+            or uint16).
         border: border mode for every stage.
     """
 
@@ -310,7 +327,7 @@ class CpuBackend:
     def __init__(self, filters: Sequence[FilterStage], *, border: str = DEFAULT_BORDER) -> None:
         self.filters = list(filters)
         self.border = check_border(border)
-        self._plans = [None if stage.layer is not None else make_plan(stage) for stage in self.filters]
+        self._plans: dict[np.dtype, list[StagePlan | None]] = {}  # per sample type, made at first use
         self._scratch = [_Scratch() for _ in self.filters]  # per stage: band buffers differ in shape
         self._frames = _Scratch()  # the intermediate frames of a chain
 
@@ -318,18 +335,35 @@ class CpuBackend:
         """One line naming the backend, for logs."""
         return "cpu (NumPy + OpenCV reference)"
 
+    def _plans_for(self, dtype: np.dtype) -> list[StagePlan | None]:
+        """The stages' plans for frames of ``dtype`` (made once per dtype).
+
+        Raises:
+            FrameTypeError: a 16-bit frame for a chain with a convolution layer (8-bit only).
+        """
+        plans = self._plans.get(dtype)
+        if plans is None:
+            for stage in self.filters:
+                if stage.layer is not None and dtype != np.uint8:
+                    raise FrameTypeError(f"stage {stage.describe()} takes uint8 frames only, got {dtype}")
+            plans = self._plans[dtype] = [None if stage.layer is not None else make_plan(stage, dtype)
+                                          for stage in self.filters]
+        return plans
+
     def apply_into(self, dst: np.ndarray, src: np.ndarray) -> None:
-        """Filter ``src`` into ``dst``: both (H, W, C) or (H, W) uint8 host arrays of one shape."""
+        """Filter ``src`` into ``dst``: both (H, W, C) or (H, W) host arrays of one shape and
+        one dtype, uint8 or uint16."""
         src3, dst3 = as_hwc(src, what="input frame"), as_hwc(dst, what="output frame")
-        check_same_shape(dst3, src3)
+        check_same_frame(dst3, src3)
         if not self.filters:
             np.copyto(dst3, src3)
             return
         current = src3
         last = len(self.filters) - 1
-        for number, (stage, plan, scratch) in enumerate(zip(self.filters, self._plans, self._scratch)):
+        plans = self._plans_for(src3.dtype)
+        for number, (stage, plan, scratch) in enumerate(zip(self.filters, plans, self._scratch)):
             # Intermediate frames alternate between two buffers kept for the next frame.
-            target = dst3 if number == last else self._frames.get(f"frame{number % 2}", src3.shape, np.uint8)
+            target = dst3 if number == last else self._frames.get(f"frame{number % 2}", src3.shape, src3.dtype)
             if stage.layer is not None:
                 np.copyto(target, bank_cpu(current, stage.layer))
             else:
@@ -337,7 +371,7 @@ class CpuBackend:
             current = target
 
     def apply(self, src: np.ndarray) -> np.ndarray:
-        """Filter ``src`` into a new array of the same shape (host, uint8)."""
+        """Filter ``src`` into a new array of the same shape and dtype (host)."""
         dst = np.empty_like(src)
         self.apply_into(dst, src)
         return dst
@@ -345,12 +379,15 @@ class CpuBackend:
     # The slot protocol the pipeline drives; the CUDA backend implements the same methods.
 
     def allocate_slots(self, shape: tuple[int, int, int], count: int, *,
-                       planes: YuvLayout | None = None) -> list[Slot]:
-        """Make ``count`` slots with (H, W, C) uint8 host buffers, or with the flat yuv420p
-        buffers of ``planes`` (then each frame is converted to RGB, filtered and converted back)."""
+                       planes: YuvLayout | None = None, dtype=np.uint8) -> list[Slot]:
+        """Make ``count`` slots with (H, W, C) host buffers of ``dtype`` (uint8 or uint16), or
+        with the flat uint8 yuv420p buffers of ``planes`` (then each frame is converted to RGB,
+        filtered and converted back)."""
         buffer_shape = planes.shape if planes is not None else shape
+        dtype = np.uint8 if planes is not None else dtype
+        self._plans_for(np.dtype(dtype))  # refuse a chain that cannot take these frames now
         return [
-            Slot(index=i, host_in=np.empty(buffer_shape, np.uint8), host_out=np.empty(buffer_shape, np.uint8),
+            Slot(index=i, host_in=np.empty(buffer_shape, dtype), host_out=np.empty(buffer_shape, dtype),
                  planes=planes)
             for i in range(count)
         ]

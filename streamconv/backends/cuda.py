@@ -25,9 +25,9 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from ..borders import BORDER_CODES, DEFAULT_BORDER, check_border
-from ..errors import BackendUnavailableError, GpuFaultError, StreamError
+from ..errors import BackendUnavailableError, FrameTypeError, GpuFaultError, StreamError
 from ..filters import FilterStage
-from ..frames import as_hwc, check_same_shape
+from ..frames import as_hwc, check_same_frame
 from ..slots import Slot
 from ..yuv import YuvLayout
 from . import kernels, variants
@@ -62,10 +62,11 @@ class _DeviceSlot:
 
 
 class CudaBackend:
-    """Runs a filter chain with CUDA kernels on (H, W, C) uint8 frames.
+    """Runs a filter chain with CUDA kernels on (H, W, C) uint8 or uint16 frames.
 
     Args:
-        filters: the stages, applied in order; each rounds to uint8 like the CPU backend.
+        filters: the stages, applied in order; each rounds to the frame's sample type like
+            the CPU backend.
         border: border mode for every stage.
         device: CUDA device number.
         pinned: page-locked host buffers (True, the fast path) or pageable ones (benchmarks).
@@ -100,8 +101,8 @@ class CudaBackend:
                 variants.choose_variant(stage, kernel)
         self._context = None
         self._slots: list[Slot] = []
-        self._single: dict[tuple[int, int, int], Slot] = {}
-        self._stages: dict[tuple[int, int, int], list[_Stage]] = {}
+        self._single: dict[tuple, Slot] = {}  # (shape, dtype) -> apply_into's slot
+        self._stages: dict[tuple, list[_Stage]] = {}  # (shape, dtype) -> compiled stages
         self._colour: dict[YuvLayout, tuple[Any, Any, Any]] = {}  # layout -> (module, to RGB, to YUV)
         try:
             driver.init()
@@ -127,13 +128,22 @@ class CudaBackend:
         memory = "pinned" if self.pinned else "pageable"
         return f"cuda {self.device_name} ({self.arch}, {memory} host buffers)"
 
-    def _stages_for(self, shape: tuple[int, int, int]) -> list[_Stage]:
-        """Compile (memoized) and load one module per stage for (H, W, C) frames."""
-        if shape in self._stages:
-            return self._stages[shape]
+    def _stages_for(self, shape: tuple[int, int, int], dtype=np.uint8) -> list[_Stage]:
+        """Compile (memoized) and load one module per stage for (H, W, C) frames of ``dtype``.
+
+        Raises:
+            FrameTypeError: 16-bit frames for a chain with a convolution layer (8-bit only).
+            FilterSpecError: a ``--kernel`` variant that cannot take 16-bit frames.
+        """
+        dtype = np.dtype(dtype)
+        key = (shape, dtype)
+        if key in self._stages:
+            return self._stages[key]
         driver = self._driver
         stages = []
         for stage in self.filters:
+            if stage.layer is not None and dtype != np.uint8:
+                raise FrameTypeError(f"stage {stage.describe()} takes uint8 frames only, got {dtype}")
             if stage.layer is not None:
                 from ..nn.gpu import GpuEngine
                 from .cuda_bank import GpuBank
@@ -142,7 +152,7 @@ class CudaBackend:
                 stages.append(_Stage(None, None, None, bank=GpuBank(stage.layer, shape, layers)))
                 log.info("stage %s runs streamconv.nn's conv2d", stage.describe())
                 continue
-            plan = variants.plan_stage(stage, shape, BORDER_CODES[self.border], self.kernel)
+            plan = variants.plan_stage(stage, shape, BORDER_CODES[self.border], self.kernel, dtype)
             module = kernels.load_module(plan.source, plan.defines, self.arch)
             for symbol, values in plan.constants.items():
                 address, size = module.get_global(symbol)
@@ -162,40 +172,47 @@ class CudaBackend:
                     gpu_stage.extra_args = (int(taps),)
             log.info("stage %s runs as %s", stage.describe(), plan.label)
             stages.append(gpu_stage)
-        self._stages[shape] = stages
+        self._stages[key] = stages
         return stages
 
-    def compiled_stages(self, shape: tuple[int, int, int]) -> list[tuple[variants.KernelPlan, Any]]:
-        """(plan, PyCUDA function) of each stage for (H, W, C) frames, compiling them if needed;
-        benchmarks read registers and shared memory from the functions."""
+    def compiled_stages(self, shape: tuple[int, int, int],
+                        dtype=np.uint8) -> list[tuple[variants.KernelPlan, Any]]:
+        """(plan, PyCUDA function) of each stage for (H, W, C) frames of ``dtype``, compiling
+        them if needed; benchmarks read registers and shared memory from the functions."""
         with self.activated():
-            return [(stage.plan, stage.function) for stage in self._stages_for(tuple(shape)) if stage.bank is None]
+            return [(stage.plan, stage.function) for stage in self._stages_for(tuple(shape), dtype)
+                    if stage.bank is None]
 
     def allocate_slots(self, shape: tuple[int, int, int], count: int, *,
-                       planes: YuvLayout | None = None) -> list[Slot]:
-        """Make ``count`` slots for (H, W, C) uint8 frames; compiles the kernels first.
+                       planes: YuvLayout | None = None, dtype=np.uint8) -> list[Slot]:
+        """Make ``count`` slots for (H, W, C) frames of ``dtype`` (uint8 or uint16); compiles
+        the kernels first.
 
-        With ``planes``, the host buffers hold flat yuv420p planes (1.5 W H bytes): they are
-        uploaded as they are, converted to RGB on the GPU before the chain and back after it.
+        With ``planes``, the host buffers hold flat uint8 yuv420p planes (1.5 W H bytes): they
+        are uploaded as they are, converted to RGB on the GPU before the chain and back after it.
 
         Raises:
             BackendUnavailableError: not enough pinned host or device memory, before any frame.
+            FrameTypeError, FilterSpecError: a chain that cannot run on ``dtype`` frames.
         """
+        dtype = np.dtype(np.uint8 if planes is not None else dtype)
         with self.activated():
-            self._stages_for(tuple(shape))
+            self._stages_for(tuple(shape), dtype)
             if planes is not None:
                 self._colour_functions(planes)
-            self._check_device_memory(shape, count, planes)
-            slots = [self._new_slot(index, shape, planes) for index in range(count)]
+            self._check_device_memory(shape, count, planes, dtype.itemsize)
+            slots = [self._new_slot(index, shape, planes, dtype) for index in range(count)]
         self._slots.extend(slots)
         return slots
 
-    def _check_device_memory(self, shape: tuple[int, int, int], count: int, planes: YuvLayout | None) -> None:
+    def _check_device_memory(self, shape: tuple[int, int, int], count: int, planes: YuvLayout | None,
+                             sample_bytes: int) -> None:
         """Refuse slots that cannot fit in the free device memory, with the figures, before
         allocating any (a pitch of up to 512 bytes per row is allowed for)."""
         height, width, channels = shape
         frame_buffers = 3 if len(self.filters) > 1 else 2
-        per_slot = frame_buffers * height * (width * channels + 512) + (2 * planes.size if planes else 0)
+        per_slot = (frame_buffers * height * (width * channels * sample_bytes + 512)
+                    + (2 * planes.size if planes else 0))
         free, total = self._driver.mem_get_info()
         if count * per_slot > free:
             raise BackendUnavailableError(
@@ -215,17 +232,18 @@ class CudaBackend:
             log.info("colour %s converts on the GPU", layout.describe())
         return self._colour[key][1:]
 
-    def _new_slot(self, index: int, shape: tuple[int, int, int], planes: YuvLayout | None = None) -> Slot:
+    def _new_slot(self, index: int, shape: tuple[int, int, int], planes: YuvLayout | None,
+                  dtype: np.dtype) -> Slot:
         driver = self._driver
         height, width, channels = shape
-        row_bytes = width * channels
+        row_bytes = width * channels * dtype.itemsize
         host_shape = planes.shape if planes is not None else shape
         try:
             if self.pinned:
-                host_in = driver.pagelocked_empty(host_shape, np.uint8)
-                host_out = driver.pagelocked_empty(host_shape, np.uint8)
+                host_in = driver.pagelocked_empty(host_shape, dtype)
+                host_out = driver.pagelocked_empty(host_shape, dtype)
             else:
-                host_in, host_out = np.empty(host_shape, np.uint8), np.empty(host_shape, np.uint8)
+                host_in, host_out = np.empty(host_shape, dtype), np.empty(host_shape, dtype)
             buffers, pitch = [], 0
             for _ in range(3 if len(self.filters) > 1 else 2):
                 allocation, pitch = driver.mem_alloc_pitch(row_bytes, height, 16)
@@ -248,7 +266,7 @@ class CudaBackend:
             download = self._copy(row_bytes, height, src_device=source, src_pitch=pitch,
                                   dst_host=host_out, dst_pitch=row_bytes)
         bank_buffers = {number: stage.bank.allocate()
-                        for number, stage in enumerate(self._stages_for(tuple(shape))) if stage.bank is not None}
+                        for number, stage in enumerate(self._stages_for(tuple(shape), dtype)) if stage.bank is not None}
         events = {name: driver.Event() for name in ("start", "uploaded", "computed")}
         events["done"] = driver.Event(driver.event_flags.BLOCKING_SYNC if self.blocking_sync else 0)
         device = _DeviceSlot(stream=driver.Stream(), buffers=buffers, pitch=pitch, upload=upload,
@@ -293,7 +311,7 @@ class CudaBackend:
         """
         state: _DeviceSlot = slot.device
         height, width, channels = slot.frame_shape
-        stages = self._stages_for((height, width, channels))
+        stages = self._stages_for((height, width, channels), slot.host_in.dtype if slot.planes is None else np.uint8)
         source = int(state.buffers[0])
         converting = slot.planes is not None and stages
         if converting:
@@ -337,16 +355,18 @@ class CudaBackend:
             raise _async_fault(slot, exc) from None
 
     def apply_into(self, dst: np.ndarray, src: np.ndarray) -> None:
-        """Filter ``src`` into ``dst`` synchronously: (H, W, C) or (H, W) uint8 host arrays.
+        """Filter ``src`` into ``dst`` synchronously: (H, W, C) or (H, W) host arrays of one
+        shape and dtype, uint8 or uint16.
 
-        Uses a private slot per frame shape, kept for reuse; any strides are accepted.
+        Uses a private slot per frame shape and dtype, kept for reuse; any strides are accepted.
         """
         src3, dst3 = as_hwc(src, what="input frame"), as_hwc(dst, what="output frame")
-        check_same_shape(dst3, src3)
-        slot = self._single.get(src3.shape)
+        check_same_frame(dst3, src3)
+        key = (src3.shape, src3.dtype)
+        slot = self._single.get(key)
         if slot is None:
-            slot = self.allocate_slots(src3.shape, 1)[0]
-            self._single[src3.shape] = slot
+            slot = self.allocate_slots(src3.shape, 1, dtype=src3.dtype)[0]
+            self._single[key] = slot
         np.copyto(slot.host_in, src3)
         slot.reset()
         self.submit(slot)
@@ -354,7 +374,7 @@ class CudaBackend:
         np.copyto(dst3, slot.host_out)
 
     def apply(self, src: np.ndarray) -> np.ndarray:
-        """Filter ``src`` into a new host array of the same shape (uint8)."""
+        """Filter ``src`` into a new host array of the same shape and dtype."""
         dst = np.empty_like(src)
         self.apply_into(dst, src)
         return dst

@@ -27,18 +27,18 @@ NVCC_OPTIONS = ("-O3", "-std=c++17")
 
 @dataclass(frozen=True)
 class LaunchGeometry:
-    """Threads per block (block_x, block_y) and outputs per thread (out_x bytes, out_y rows)."""
+    """Threads per block (block_x, block_y) and outputs per thread (out_x samples, out_y rows)."""
 
     block_x: int
     block_y: int
     out_x: int
     out_y: int
 
-    def grid(self, row_bytes: int, height: int) -> tuple[int, int, int]:
-        """Blocks needed to cover ``height`` rows of ``row_bytes`` bytes."""
+    def grid(self, row_samples: int, height: int) -> tuple[int, int, int]:
+        """Blocks needed to cover ``height`` rows of ``row_samples`` samples (W x C)."""
         per_block_x = self.block_x * self.out_x
         per_block_y = self.block_y * self.out_y
-        return (-(-row_bytes // per_block_x), -(-height // per_block_y), 1)
+        return (-(-row_samples // per_block_x), -(-height // per_block_y), 1)
 
     @property
     def block(self) -> tuple[int, int, int]:
@@ -48,14 +48,25 @@ class LaunchGeometry:
         return {"BLOCK_X": self.block_x, "BLOCK_Y": self.block_y, "OUT_X": self.out_x, "OUT_Y": self.out_y}
 
 
-def conv2d_geometry(radius: int, channels: int, banks: int = 1) -> LaunchGeometry:
-    """Launch geometry for conv2d.cu by filter radius and channel count, tuned on an H100.
+def conv2d_geometry(radius: int, channels: int, banks: int = 1, elem_bytes: int = 1) -> LaunchGeometry:
+    """Launch geometry for conv2d.cu by filter radius and channel count, tuned on an H100
+    for uint8 samples (``elem_bytes`` 1).
 
     Radii 0-3 run fully unrolled with rolling row accumulators, so more rows per thread
     (OUT_Y) means each loaded input row feeds more outputs; larger radii are bound by FMA
-    issue and use a small tile. Every entry compiles without register spills under
+    issue and use a small tile. Every uint8 entry compiles without register spills under
     nvcc 13 for sm_90 (R=5 with one channel spills at the general (32, 4, 8, 4)).
+    uint16 samples (``elem_bytes`` 2) keep the same rows and half the samples per thread
+    (at least 4), so a thread's window stays the same number of bytes and registers; only
+    R=3 with four channels spills (8 bytes).
     """
+    geometry = _conv2d_geometry_u8(radius, channels, banks)
+    if elem_bytes == 2:
+        geometry = LaunchGeometry(geometry.block_x, geometry.block_y, max(4, geometry.out_x // 2), geometry.out_y)
+    return geometry
+
+
+def _conv2d_geometry_u8(radius: int, channels: int, banks: int) -> LaunchGeometry:
     if radius == 0:
         return LaunchGeometry(32, 8, 16, 4)
     if radius == 1:  # a bank (edge) keeps the narrower tile: twice the accumulators
@@ -133,10 +144,15 @@ def load_module(name: str, defines: Mapping[str, object], arch: str):
     return driver.module_from_buffer(compile_kernel(name, defines, arch))
 
 
-def conv2d_defines(radius: int, channels: int, border_code: int, banks: int) -> dict[str, int]:
-    """The #defines of one conv2d.cu specialisation, geometry included."""
-    return {"RADIUS": radius, "CHANNELS": channels, "BORDER": border_code, "BANKS": banks,
-            "COMBINE": int(banks == 2), **conv2d_geometry(radius, channels, banks).defines()}
+def conv2d_defines(radius: int, channels: int, border_code: int, banks: int,
+                   elem_bytes: int = 1) -> dict[str, int]:
+    """The #defines of one conv2d.cu specialisation, geometry included (ELEM_BYTES only for
+    uint16 samples, so uint8 specialisations keep their names and cache entries)."""
+    defines = {"RADIUS": radius, "CHANNELS": channels, "BORDER": border_code, "BANKS": banks,
+               "COMBINE": int(banks == 2), **conv2d_geometry(radius, channels, banks, elem_bytes).defines()}
+    if elem_bytes != 1:
+        defines["ELEM_BYTES"] = elem_bytes
+    return defines
 
 
 def precompile(specialisations: list[tuple[str, Mapping[str, object]]], arch: str, *,

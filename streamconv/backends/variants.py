@@ -17,6 +17,8 @@ Variants (``--kernel NAME``):
 ``auto`` (the default) takes ``separable`` for rank-1 taps from :data:`SEPARABLE_FROM_K` on,
 and ``register-blocked`` otherwise: a built-in table from benchmarks on an H100
 (``streamconv bench``), where the separable kernel wins from that size on at 1080p and 4K.
+16-bit frames (uint16 samples) run as ``register-blocked`` only: the other variants take
+8-bit samples.
 """
 
 from __future__ import annotations
@@ -89,13 +91,20 @@ def check_kernel(name: str) -> str:
     return name
 
 
-def choose_variant(stage: FilterStage, kernel: str = AUTO) -> str:
-    """The variant a stage runs as under ``kernel`` (``auto`` or a variant name).
+def choose_variant(stage: FilterStage, kernel: str = AUTO, dtype=np.uint8) -> str:
+    """The variant a stage runs as under ``kernel`` (``auto`` or a variant name) on frames of
+    ``dtype`` (uint8 or uint16).
 
     Raises:
-        FilterSpecError: ``separable`` asked for taps that are not rank 1, or a bank.
+        FilterSpecError: ``separable`` asked for taps that are not rank 1, or a bank; a variant
+            other than ``register-blocked`` asked for 16-bit frames.
     """
     check_kernel(kernel)
+    if np.dtype(dtype) != np.uint8:
+        if kernel not in (AUTO, REGISTER_BLOCKED):
+            raise FilterSpecError(f"--kernel {kernel} takes 8-bit frames only; 16-bit frames run as "
+                                  f"{REGISTER_BLOCKED} (--kernel auto)")
+        return REGISTER_BLOCKED
     separable = len(stage.taps) == 1 and factor_separable(stage.taps[0]) is not None
     if kernel == AUTO:
         return SEPARABLE if separable and stage.size >= SEPARABLE_FROM_K else REGISTER_BLOCKED
@@ -122,22 +131,25 @@ def _sepconv_geometry(radius: int) -> dict[str, int]:
 
 
 def plan_stage(stage: FilterStage, shape: tuple[int, int, int], border_code: int,
-               kernel: str = AUTO) -> KernelPlan:
-    """The kernel plan of ``stage`` for (H, W, C) uint8 frames under ``kernel``.
+               kernel: str = AUTO, dtype=np.uint8) -> KernelPlan:
+    """The kernel plan of ``stage`` for (H, W, C) frames of ``dtype`` (uint8 or uint16) under
+    ``kernel``.
 
     Raises:
-        FilterSpecError: an unknown kernel, or ``separable`` for taps it cannot run.
+        FilterSpecError: an unknown kernel, or a variant that cannot run the stage or the dtype.
     """
     height, width, channels = shape
-    variant = choose_variant(stage, kernel)
+    variant = choose_variant(stage, kernel, dtype)
+    elem_bytes = np.dtype(dtype).itemsize
     banks = len(stage.taps)
     base = {"RADIUS": stage.radius, "CHANNELS": channels, "BORDER": border_code, "BANKS": banks,
             "COMBINE": int(banks == 2)}
     taps = np.ascontiguousarray(np.concatenate([t.ravel() for t in stage.taps]), np.float32)
     if variant == REGISTER_BLOCKED:
-        geometry = kernels.conv2d_geometry(stage.radius, channels, banks)
-        defines = kernels.conv2d_defines(stage.radius, channels, border_code, banks)
-        return KernelPlan(variant, "conv2d", "conv2d_u8", defines, geometry.block,
+        geometry = kernels.conv2d_geometry(stage.radius, channels, banks, elem_bytes)
+        defines = kernels.conv2d_defines(stage.radius, channels, border_code, banks, elem_bytes)
+        entry = "conv2d_u8" if elem_bytes == 1 else "conv2d_u16"
+        return KernelPlan(variant, "conv2d", entry, defines, geometry.block,
                           geometry.grid(width * channels, height), {"c_taps": taps})
     if variant == SEPARABLE:
         factors = factor_separable(stage.taps[0])
