@@ -166,9 +166,13 @@ def occupancy(device, driver, function, threads: int) -> tuple[float, str]:
 def poisoned_run(backend, slot, frame: np.ndarray) -> np.ndarray:
     """The backend's output for ``frame`` through ``slot``, with its output buffers poisoned first.
 
-    ``frame`` is what the slot's ``host_in`` holds: (H, W, C) uint8, or flat yuv420p planes.
+    ``frame`` is what the slot's ``host_in`` holds: (H, W, C) uint8 or uint16, or flat yuv420p
+    planes (uint8), of the slot's dtype.
     """
     import pycuda.driver as driver
+
+    if frame.dtype != slot.host_in.dtype:
+        raise ValueError(f"frame dtype {frame.dtype} != slot dtype {slot.host_in.dtype}")
 
     height = slot.frame_shape[0]
     with backend.activated():

@@ -42,7 +42,7 @@ def gpu_filter(stages, frame, border, driver, kernel: str = "auto"):
     from streamconv.bench import poisoned_run
 
     with CudaBackend(stages, border=border, kernel=kernel) as backend:
-        return poisoned_run(backend, backend.allocate_slots(frame.shape, 1)[0], frame)
+        return poisoned_run(backend, backend.allocate_slots(frame.shape, 1, dtype=frame.dtype)[0], frame)
 
 
 def exact_taps(stage: FilterStage, maximum: int = 255) -> bool:
