@@ -61,12 +61,11 @@ def test_named_filters_on_uint16(rng, driver, name, border, height, width):
 def test_random_taps_every_size_border_and_channel_count(rng, driver, size):
     inexact = _stage(random_taps(rng, size, exact=False) * 1.5)  # gain: saturates at both ends
     exact = _stage(_exact_unit_taps(rng, size))
-    for border in BORDER_MODES:
-        for channels in (1, 3, 4):
-            for height, width in SMALL_SIZES:
-                frame = rng.integers(0, 65536, (height, width, channels), dtype=np.uint16)
-                check_against_cpu([inexact], frame, border, driver)
-                check_against_cpu([exact], frame, border, driver)  # equal sample for sample
+    for border, channels in [(border, 3) for border in BORDER_MODES] + [("reflect101", 1), ("zero", 4)]:
+        for height, width in SMALL_SIZES:
+            frame = rng.integers(0, 65536, (height, width, channels), dtype=np.uint16)
+            check_against_cpu([inexact], frame, border, driver)
+            check_against_cpu([exact], frame, border, driver)  # equal sample for sample
 
 
 @pytest.mark.parametrize("height, width", [(1080, 1920), (2160, 3840)])
