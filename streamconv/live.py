@@ -6,6 +6,11 @@ frame. ``read_into`` copies the newest frame into the pipeline's slot. A frame r
 before the pipeline took it is dropped and counted, so a pipeline that falls behind gets
 fresh frames, not a backlog, and latency stays bounded by the ring.
 
+While the pipeline waits in ``read_into``, its slot buffer (page-locked on the CUDA backend)
+is lent to the producer, which captures the next frame straight into it: no copy on the
+latency path, which keeps up with the camera (the usual case). The copy is only for frames
+that arrive while the pipeline is busy.
+
 RealtimeSource paces a file (or any non-live source) at its frame rate, for watching.
 """
 
@@ -34,14 +39,16 @@ class LiveSource(Source):
 
     Subclasses set ``width``, ``height``, ``frame_rate``, call :meth:`_start` at the end of
     their constructor, and implement :meth:`_produce`, which loops until :attr:`stopping`:
-    write a frame into :attr:`_back` ((H, W, 3) uint8 RGB host array), then call
-    :meth:`_publish` with its capture time. Returning ends the stream; raising ends it
-    with that error, raised by the next ``read_into`` once the frames before it are taken.
+    write a frame into the buffer :meth:`_capture_buffer` returns ((H, W, 3) uint8 RGB host
+    array), then call :meth:`_publish` with its capture time and that buffer. Returning ends
+    the stream; raising ends it with that error, raised by the next ``read_into`` once the
+    frames before it are taken.
 
     Attributes:
         dropped: frames replaced by a newer one before the pipeline took them (counted from
             the first frame taken, so start-up time is not a drop).
         delivered: frames handed to the pipeline.
+        in_place: of those, frames captured straight into the pipeline's buffer (no copy).
         hang_timeout: seconds ``read_into`` waits while the producer makes no progress at
             all (a driver call that never returns) before raising.
     """
@@ -65,8 +72,12 @@ class LiveSource(Source):
         self._stop = threading.Event()
         self._interrupt = threading.Event()
         self._heartbeat = time.perf_counter()
+        self._lent: np.ndarray | None = None  # the buffer of a read_into waiting for a frame
+        self._claimed = False  # the producer is capturing into _lent
+        self._in_place = 0  # sequence number of the last frame captured into a lent buffer
         self.dropped = 0
         self.delivered = 0
+        self.in_place = 0
         # The copy into the slot is on every frame's latency path: large frames go in bands.
         self._copier = ParallelCopier(self.copy_workers) if self.copy_workers != 1 else None
         self._thread = threading.Thread(target=self._run, name=f"streamconv-{self.name}", daemon=True)
@@ -89,18 +100,40 @@ class LiveSource(Source):
         finally:
             with self._lock:
                 self._ended = True
+                self._claimed = False  # nothing writes into a lent buffer any more
                 self._lock.notify_all()
 
     def _beat(self) -> None:
         """Tell the watchdog the producer is alive (call after every device read, good or bad)."""
         self._heartbeat = time.perf_counter()
 
-    def _publish(self, captured: float) -> None:
-        """Make the back buffer the newest frame, captured at ``captured`` (perf_counter seconds)."""
+    def _capture_buffer(self) -> np.ndarray:
+        """Where to capture the next frame: the buffer of a ``read_into`` waiting for one (no
+        copy later), else the back buffer. Pass it to :meth:`_publish` (or :meth:`_abandon`)."""
+        with self._lock:
+            if self._lent is not None and not self._claimed and self._sequence == self._taken:
+                self._claimed = True
+                return self._lent
+            return self._back
+
+    def _abandon(self, buffer: np.ndarray) -> None:
+        """Give back a buffer from :meth:`_capture_buffer` without publishing (a failed read)."""
+        with self._lock:
+            if buffer is self._lent:
+                self._claimed = False
+                self._lock.notify_all()
+
+    def _publish(self, captured: float, buffer: np.ndarray | None = None) -> None:
+        """Make ``buffer`` (from :meth:`_capture_buffer`; None: the back buffer) the newest frame,
+        captured at ``captured`` (perf_counter seconds)."""
         with self._lock:
             if self._sequence > self._taken and self._first_taken is not None:
                 self.dropped += 1  # the previous frame was never taken: it is stale now
-            self._back, self._front = self._front, self._back
+            if buffer is not None and buffer is self._lent and self._claimed:
+                self._in_place = self._sequence + 1  # already where the reader wants it
+                self._claimed = False
+            else:
+                self._back, self._front = self._front, self._back
             self._front_time = captured
             self._sequence += 1
             self._heartbeat = time.perf_counter()
@@ -127,20 +160,27 @@ class LiveSource(Source):
         if buffer.shape != self.shape:
             raise FrameFormatError(f"unexpected buffer shape: {buffer.shape} != {self.shape}")
         with self._lock:
-            while self._sequence == self._taken:
-                if self._interrupt.is_set():
-                    return None
-                if self._ended:
-                    if self._error is not None:
-                        raise self._error
-                    return None
-                silent = time.perf_counter() - self._heartbeat
-                if silent > self.hang_timeout:
-                    raise self._hang_error(silent)
-                self._lock.wait(0.1)
+            self._lent, self._claimed = buffer, False  # the producer may capture straight into it
+            try:
+                while self._sequence == self._taken:
+                    silent = time.perf_counter() - self._heartbeat
+                    if silent > self.hang_timeout:
+                        raise self._hang_error(silent)
+                    if not self._claimed:  # while claimed, the producer writes into buffer: wait
+                        if self._interrupt.is_set():
+                            return None
+                        if self._ended:
+                            if self._error is not None:
+                                raise self._error
+                            return None
+                    self._lock.wait(0.1)
+            finally:
+                self._lent = None
             if self._interrupt.is_set():
                 return None
-            if self._copier is not None:
+            if self._in_place == self._sequence:
+                self.in_place += 1
+            elif self._copier is not None:
                 self._copier.copy(buffer, self._front)
             else:
                 np.copyto(buffer, self._front)
@@ -210,12 +250,13 @@ class LivePattern(LiveSource):
             # pipeline, so drawing does not compete with it for the GIL and memory.
             if not self._sleep(due - period / 2 - time.perf_counter()):
                 return
-            if self._pattern.read_into(self._back) is None:
+            target = self._capture_buffer()
+            if self._pattern.read_into(target) is None:
                 return
             # The frame exists from its due time on, like a sensor read out on a clock.
             if not self._sleep(due - time.perf_counter()):
                 return
-            self._publish(time.perf_counter())
+            self._publish(time.perf_counter(), target)
             due += period
             now = time.perf_counter()
             if now - due > period:  # fell behind (a stalled machine): skip, do not burst

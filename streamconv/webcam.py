@@ -214,20 +214,25 @@ class WebcamSource(LiveSource):
         return same
 
     def _deliver(self, frame: np.ndarray, captured: float) -> None:
-        """Convert a BGR/gray/BGRA camera frame to RGB in the back buffer and publish it."""
+        """Convert a BGR/gray/BGRA camera frame to RGB in the capture buffer (the waiting
+        pipeline's slot, or the back buffer) and publish it."""
         if frame.shape[:2] != (self.height, self.width):
             if not self._resized_warned:
                 log.warning("camera %s changed its frame size to %dx%d; scaling to %dx%d",
                             self._label(), frame.shape[1], frame.shape[0], self.width, self.height)
                 self._resized_warned = True
             frame = cv2.resize(frame, (self.width, self.height), interpolation=cv2.INTER_AREA)
-        if frame.ndim == 2 or frame.shape[2] == 1:
-            cv2.cvtColor(frame, cv2.COLOR_GRAY2RGB, dst=self._back)
-        elif frame.shape[2] == 4:
-            cv2.cvtColor(frame, cv2.COLOR_BGRA2RGB, dst=self._back)
-        else:
-            cv2.cvtColor(frame, cv2.COLOR_BGR2RGB, dst=self._back)
-        self._publish(captured)
+        code = (cv2.COLOR_GRAY2RGB if frame.ndim == 2 or frame.shape[2] == 1 else
+                cv2.COLOR_BGRA2RGB if frame.shape[2] == 4 else cv2.COLOR_BGR2RGB)
+        target = self._capture_buffer()
+        try:
+            converted = cv2.cvtColor(frame, code, dst=target)
+            if converted is not target:  # a build that does not write into a strided dst
+                np.copyto(target, converted)
+        except BaseException:
+            self._abandon(target)
+            raise
+        self._publish(captured, target)
 
     def _reconnect(self, reason: str) -> None:
         """Release the camera and reopen it with backoff; publish the first frame it gives.

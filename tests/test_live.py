@@ -35,6 +35,59 @@ def test_live_pattern_runs_on_its_clock_and_stamps_frames():
     assert metas[-1].pts == pytest.approx(90, abs=25)  # milliseconds
 
 
+def test_a_waiting_reader_gets_frames_captured_straight_into_its_buffer():
+    """The reader's buffer is lent to the producer while it waits: no copy, the same pictures."""
+    with LivePattern(64, 48, fps=50, frames=None) as source:
+        buffers = [np.full(source.shape, 7, np.uint8) for _ in range(3)]  # a ring of slots
+        delivered = []
+        for number in range(9):
+            buffer = buffers[number % 3]
+            meta = source.read_into(buffer)
+            delivered.append((meta.index, buffer.copy()))
+        in_place, dropped = source.in_place, source.dropped
+    assert in_place >= 7 and dropped == 0  # the first frames may be copied: they came before any wait
+    with TestPattern(64, 48, fps=50) as pattern:
+        expected = [frame for _, frame in zip(range(9), pattern)]
+    for index, frame in delivered:
+        np.testing.assert_array_equal(frame, expected[index])  # frame k of the clock is pattern frame k
+
+
+class _SlowCapture(LivePattern):
+    """A live source whose capture into the lent buffer takes ``hold`` seconds (a slow sensor read)."""
+
+    def __init__(self, hold: float) -> None:
+        self.hold = hold
+        self.capturing = threading.Event()
+        super().__init__(16, 16, fps=1000)
+
+    def _produce(self) -> None:
+        while not self.stopping:
+            target = self._capture_buffer()
+            if target is self._back:  # nobody waiting yet
+                self._sleep(0.001)
+                continue
+            self.capturing.set()
+            self._sleep(self.hold)
+            target.fill(200)
+            self._publish(time.perf_counter(), target)
+            return
+
+
+def test_an_interrupted_reader_waits_for_the_capture_into_its_buffer_to_finish():
+    source = _SlowCapture(hold=0.3)
+    buffer = np.zeros(source.shape, np.uint8)
+    result = []
+    reader = threading.Thread(target=lambda: result.append(source.read_into(buffer)))
+    reader.start()
+    assert source.capturing.wait(2)
+    source.interrupt()  # while the producer still writes into buffer
+    reader.join(0.1)
+    assert reader.is_alive()  # the buffer is not handed back half written
+    reader.join(2)
+    assert not reader.is_alive() and result == [None] and (buffer == 200).all()
+    source.close()
+
+
 def test_live_pattern_ends_after_its_frames_and_spec_parses():
     source = open_source("test:32x24@200,frames=5,live")
     assert isinstance(source, LivePattern) and source.is_live and source.shape == (24, 32, 3)
