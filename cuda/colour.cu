@@ -1,24 +1,43 @@
-// colour.cu: yuv420p planes <-> interleaved RGB uint8 frames, in the fixed-point arithmetic of
-// streamconv/yuv.py (integers only, so the GPU gives the CPU backend's bytes exactly).
+// colour.cu: 4:2:0 planes <-> interleaved RGB frames, in the fixed-point arithmetic of
+// streamconv/yuv.py (integers only, so the GPU gives the CPU backend's samples exactly).
 //
 // The planes lie in one flat buffer (I420): Y (H x W), then U, then V (H/2 x W/2 each), rows packed;
-// W and H are even. The RGB frame is H x W x 3 in a pitched device buffer.
+// W and H are even. The RGB frame is H x W x 3 in a pitched device buffer (pitch in bytes). Samples
+// are uint8 (SAMPLE_BYTES 1: yuv420p <-> 8-bit RGB) or uint16 (SAMPLE_BYTES 2: yuv420p10le code
+// values <-> 16-bit RGB, 0..65535).
 //
-// yuv420_to_rgb: each chroma sample serves its 2 x 2 block; R = (CY (Y - Y0) + CRV (V - 128) + 2^15)
-//                >> 16, G and B alike, clamped to 0..255.
-// rgb_to_yuv420: Y per pixel; U and V from the sums of R, G, B over the 2 x 2 block (>> 18).
+// yuv420_to_rgb: each chroma sample serves its 2 x 2 block; R = (CY (Y - Y0) + CRV (V - CMID)
+//                + 2^(TO_RGB_BITS-1)) >> TO_RGB_BITS, G and B alike, clamped to 0..RGB_MAX.
+// rgb_to_yuv420: Y per pixel (>> TO_YUV_BITS); U and V from the sums of R, G, B over the 2 x 2
+//                block (>> TO_YUV_BITS + 2, then + CMID), clamped to 0..CODE_MAX.
 //
 // Thread mapping (both): one thread per 2 x 2 block, i.e. per chroma sample; block (32, 8),
 // grid (ceil(W/2 / 32), ceil(H/2 / 8)).
 //
-// Macros (defaults: BT.601, limited range): Y0, CY, CRV, CGU, CGV, CBU (to RGB), YR, YG, YB, UR, UG,
-// UB, VR, VG, VB (to YUV), FIXED_BITS.
+// Macros (defaults: 8 bits, BT.601, limited range): SAMPLE_BYTES, Y0, CMID, CODE_MAX, RGB_MAX,
+// TO_RGB_BITS, TO_YUV_BITS, CY, CRV, CGU, CGV, CBU (to RGB), YR, YG, YB, UR, UG, UB, VR, VG, VB
+// (to YUV).
 
-#ifndef FIXED_BITS
-#define FIXED_BITS 16
+#ifndef SAMPLE_BYTES
+#define SAMPLE_BYTES 1
+#endif
+#ifndef TO_RGB_BITS
+#define TO_RGB_BITS 16
+#endif
+#ifndef TO_YUV_BITS
+#define TO_YUV_BITS 16
 #endif
 #ifndef Y0
 #define Y0 16
+#endif
+#ifndef CMID
+#define CMID 128
+#endif
+#ifndef CODE_MAX
+#define CODE_MAX 255
+#endif
+#ifndef RGB_MAX
+#define RGB_MAX 255
 #endif
 #ifndef CY
 #define CY 76309
@@ -63,70 +82,91 @@
 #define VB (-4681)
 #endif
 
-__device__ __forceinline__ unsigned char clamp_byte(int value)
+#if SAMPLE_BYTES == 1
+typedef unsigned char sample_t;
+typedef uchar2 sample2_t;
+#define MAKE_SAMPLE2 make_uchar2
+#elif SAMPLE_BYTES == 2
+typedef unsigned short sample_t;
+typedef ushort2 sample2_t;
+#define MAKE_SAMPLE2 make_ushort2
+#else
+#error "SAMPLE_BYTES must be 1 or 2"
+#endif
+
+__device__ __forceinline__ sample_t clamp_rgb(int value)
 {
-    return (unsigned char)min(max(value, 0), 255);
+    return (sample_t)min(max(value, 0), RGB_MAX);
+}
+
+__device__ __forceinline__ sample_t clamp_code(int value)
+{
+    return (sample_t)min(max(value, 0), CODE_MAX);
 }
 
 extern "C" {
 
-__global__ void yuv420_to_rgb(const unsigned char* __restrict__ yuv, unsigned char* __restrict__ rgb,
-                              int width, int height, int rgb_pitch)
+__global__ void yuv420_to_rgb(const sample_t* __restrict__ yuv, sample_t* __restrict__ rgb,
+                              int width, int height, int rgb_pitch_bytes)
 {
     const int cx = blockIdx.x * blockDim.x + threadIdx.x;
     const int cy = blockIdx.y * blockDim.y + threadIdx.y;
     const int chroma_width = width >> 1;
     if (cx >= chroma_width || cy >= (height >> 1)) return;
 
+    const int rgb_pitch = rgb_pitch_bytes / SAMPLE_BYTES;  // pitches are multiples of 16 bytes
     const size_t chroma_plane = (size_t)chroma_width * (height >> 1);
     const size_t chroma_at = (size_t)width * height + (size_t)cy * chroma_width + cx;
-    const int u = yuv[chroma_at] - 128;
-    const int v = yuv[chroma_at + chroma_plane] - 128;
+    const int u = yuv[chroma_at] - CMID;
+    const int v = yuv[chroma_at + chroma_plane] - CMID;
     const int red = CRV * v, green = -(CGU * u + CGV * v), blue = CBU * u;
 
 #pragma unroll
     for (int dy = 0; dy < 2; ++dy) {
         const int row = 2 * cy + dy;
-        const uchar2 luma = *reinterpret_cast<const uchar2*>(yuv + (size_t)row * width + 2 * cx);
-        const int y0 = (luma.x - Y0) * CY + (1 << (FIXED_BITS - 1));
-        const int y1 = (luma.y - Y0) * CY + (1 << (FIXED_BITS - 1));
-        // 6 bytes at an even offset: three aligned 2-byte stores.
-        uchar2* out = reinterpret_cast<uchar2*>(rgb + (size_t)row * rgb_pitch + 6 * cx);
-        out[0] = make_uchar2(clamp_byte((y0 + red) >> FIXED_BITS), clamp_byte((y0 + green) >> FIXED_BITS));
-        out[1] = make_uchar2(clamp_byte((y0 + blue) >> FIXED_BITS), clamp_byte((y1 + red) >> FIXED_BITS));
-        out[2] = make_uchar2(clamp_byte((y1 + green) >> FIXED_BITS), clamp_byte((y1 + blue) >> FIXED_BITS));
+        const sample2_t luma = *reinterpret_cast<const sample2_t*>(yuv + (size_t)row * width + 2 * cx);
+        const int y0 = (luma.x - Y0) * CY + (1 << (TO_RGB_BITS - 1));
+        const int y1 = (luma.y - Y0) * CY + (1 << (TO_RGB_BITS - 1));
+        // 6 samples at an even offset: three aligned 2-sample stores.
+        sample2_t* out = reinterpret_cast<sample2_t*>(rgb + (size_t)row * rgb_pitch + 6 * cx);
+        out[0] = MAKE_SAMPLE2(clamp_rgb((y0 + red) >> TO_RGB_BITS), clamp_rgb((y0 + green) >> TO_RGB_BITS));
+        out[1] = MAKE_SAMPLE2(clamp_rgb((y0 + blue) >> TO_RGB_BITS), clamp_rgb((y1 + red) >> TO_RGB_BITS));
+        out[2] = MAKE_SAMPLE2(clamp_rgb((y1 + green) >> TO_RGB_BITS), clamp_rgb((y1 + blue) >> TO_RGB_BITS));
     }
 }
 
-__global__ void rgb_to_yuv420(const unsigned char* __restrict__ rgb, int rgb_pitch,
-                              unsigned char* __restrict__ yuv, int width, int height)
+__global__ void rgb_to_yuv420(const sample_t* __restrict__ rgb, int rgb_pitch_bytes,
+                              sample_t* __restrict__ yuv, int width, int height)
 {
     const int cx = blockIdx.x * blockDim.x + threadIdx.x;
     const int cy = blockIdx.y * blockDim.y + threadIdx.y;
     const int chroma_width = width >> 1;
     if (cx >= chroma_width || cy >= (height >> 1)) return;
 
+    const int rgb_pitch = rgb_pitch_bytes / SAMPLE_BYTES;
     int red_sum = 0, green_sum = 0, blue_sum = 0;
 #pragma unroll
     for (int dy = 0; dy < 2; ++dy) {
         const int row = 2 * cy + dy;
-        const uchar2* in = reinterpret_cast<const uchar2*>(rgb + (size_t)row * rgb_pitch + 6 * cx);
-        const uchar2 a = in[0], b = in[1], c = in[2];  // r0 g0 | b0 r1 | g1 b1
-        const int half = 1 << (FIXED_BITS - 1), black = Y0 << FIXED_BITS;
-        const int luma0 = (YR * a.x + YG * a.y + YB * b.x + black + half) >> FIXED_BITS;
-        const int luma1 = (YR * b.y + YG * c.x + YB * c.y + black + half) >> FIXED_BITS;
-        *reinterpret_cast<uchar2*>(yuv + (size_t)row * width + 2 * cx) =
-            make_uchar2(clamp_byte(luma0), clamp_byte(luma1));
+        const sample2_t* in = reinterpret_cast<const sample2_t*>(rgb + (size_t)row * rgb_pitch + 6 * cx);
+        const sample2_t a = in[0], b = in[1], c = in[2];  // r0 g0 | b0 r1 | g1 b1
+        const int half = 1 << (TO_YUV_BITS - 1), black = Y0 << TO_YUV_BITS;
+        const int luma0 = (YR * a.x + YG * a.y + YB * b.x + black + half) >> TO_YUV_BITS;
+        const int luma1 = (YR * b.y + YG * c.x + YB * c.y + black + half) >> TO_YUV_BITS;
+        *reinterpret_cast<sample2_t*>(yuv + (size_t)row * width + 2 * cx) =
+            MAKE_SAMPLE2(clamp_code(luma0), clamp_code(luma1));
         red_sum += a.x + b.y;
         green_sum += a.y + c.x;
         blue_sum += b.x + c.y;
     }
-    const int offset = (128 << (FIXED_BITS + 2)) + (1 << (FIXED_BITS + 1));
+    // Zero chroma is added after the shift (a whole multiple of 2^(TO_YUV_BITS + 2) before it), so
+    // the sum stays within 32 bits for 16-bit RGB.
+    const int half = 1 << (TO_YUV_BITS + 1);
     const size_t chroma_plane = (size_t)chroma_width * (height >> 1);
     const size_t chroma_at = (size_t)width * height + (size_t)cy * chroma_width + cx;
-    yuv[chroma_at] = clamp_byte((UR * red_sum + UG * green_sum + UB * blue_sum + offset) >> (FIXED_BITS + 2));
+    yuv[chroma_at] = clamp_code(((UR * red_sum + UG * green_sum + UB * blue_sum + half) >> (TO_YUV_BITS + 2)) + CMID);
     yuv[chroma_at + chroma_plane] =
-        clamp_byte((VR * red_sum + VG * green_sum + VB * blue_sum + offset) >> (FIXED_BITS + 2));
+        clamp_code(((VR * red_sum + VG * green_sum + VB * blue_sum + half) >> (TO_YUV_BITS + 2)) + CMID);
 }
 
 }  // extern "C"

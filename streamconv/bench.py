@@ -166,8 +166,8 @@ def occupancy(device, driver, function, threads: int) -> tuple[float, str]:
 def poisoned_run(backend, slot, frame: np.ndarray) -> np.ndarray:
     """The backend's output for ``frame`` through ``slot``, with its output buffers poisoned first.
 
-    ``frame`` is what the slot's ``host_in`` holds: (H, W, C) uint8 or uint16, or flat yuv420p
-    planes (uint8), of the slot's dtype.
+    ``frame`` is what the slot's ``host_in`` holds: (H, W, C) uint8 or uint16, or flat 4:2:0
+    planes, of the slot's dtype.
     """
     import pycuda.driver as driver
 
@@ -179,7 +179,7 @@ def poisoned_run(backend, slot, frame: np.ndarray) -> np.ndarray:
         for buffer in slot.device.buffers[1:]:
             driver.memset_d8(buffer, POISON, slot.device.pitch * height)
         for buffer in slot.device.planes[1:]:
-            driver.memset_d8(buffer, POISON, slot.planes.size)
+            driver.memset_d8(buffer, POISON, slot.planes.nbytes)
     slot.host_out.fill(POISON ^ 0xFF)
     np.copyto(slot.host_in, frame)
     slot.reset()

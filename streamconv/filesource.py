@@ -152,10 +152,10 @@ class FileSource(Source):
         self._index = 0
 
     def _layout(self, pixel_format: str) -> YuvLayout | None:
-        """The planes layout frames of ``pixel_format`` can be read in (8-bit frames only)."""
-        if self.dtype != np.uint8:
-            return None
-        return YuvLayout.of_stream(self.width, self.height, pixel_format, self.colour)
+        """The planes layout frames of ``pixel_format`` can be read in: yuv420p for 8-bit frames,
+        yuv420p10le for 16-bit ones; None for other formats, sizes or depths."""
+        layout = YuvLayout.of_stream(self.width, self.height, pixel_format, self.colour)
+        return layout if layout is not None and layout.frame_dtype == self.dtype else None
 
     def _first_frame(self) -> av.VideoFrame:
         """Decode up to the first frame (kept for the first read).
@@ -247,8 +247,8 @@ class FileSource(Source):
 
     def read_into(self, buffer: np.ndarray) -> FrameMeta | None:
         """Decode the next frame into ``buffer``, host memory: converted to RGB for an (H, W, 3)
-        buffer of ``dtype``, or copied plane by plane, unconverted, into a flat (1.5 W H,) uint8
-        buffer laid out as ``self.planes`` says (8-bit yuv420p input only)."""
+        buffer of ``dtype``, or copied plane by plane, unconverted, into a flat (1.5 W H,) buffer
+        laid out as ``self.planes`` says (yuv420p or yuv420p10le input only)."""
         frame, self._held = (self._held if self._held is not None else next(self._frames, None)), None
         if frame is None:
             self._ended = True
@@ -280,13 +280,16 @@ class FileSource(Source):
         return meta
 
     def _copy_planes(self, frame: av.VideoFrame, buffer: np.ndarray) -> None:
-        """Copy a yuv420p frame's planes into a flat slot buffer (decoder rows may be padded)."""
-        if self.planes is None:
-            raise StreamError(f"{self.path} is not yuv420p video; its frames cannot be read as planes")
-        if frame.format.name not in PLANE_FORMATS:  # the decoder changed format mid-stream
-            frame = frame.reformat(format="yuv420p")
-        for plane, target in zip(frame.planes, self.planes.planes(buffer)):
-            rows = np.frombuffer(plane, np.uint8).reshape(target.shape[0], plane.line_size)
+        """Copy a 4:2:0 frame's planes into a flat slot buffer (decoder rows may be padded)."""
+        layout = self.planes
+        if layout is None:
+            raise StreamError(f"{self.path} is not yuv420p or yuv420p10le video; its frames cannot be "
+                              f"read as planes")
+        same = frame.format.name in PLANE_FORMATS if layout.bits == 8 else frame.format.name == layout.pix_fmt
+        if not same:  # the decoder changed format mid-stream
+            frame = frame.reformat(format=layout.pix_fmt)
+        for plane, target in zip(frame.planes, layout.planes(buffer)):
+            rows = np.frombuffer(plane, layout.dtype).reshape(target.shape[0], -1)
             np.copyto(target, rows[:, : target.shape[1]])
 
     def take_packets(self, until: float | None = None) -> list:

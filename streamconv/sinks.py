@@ -22,7 +22,7 @@ from .colour import ColourTags, rgb_to_frame, yuv_tags
 from .errors import OutputError, StreamError
 from .ffmpeglog import ffmpeg_reason
 from .slots import FrameMeta
-from .yuv import YuvLayout
+from .yuv import DEEP_PLANE_FORMATS, YuvLayout
 
 log = logging.getLogger(__name__)
 
@@ -369,15 +369,18 @@ class FileSink(Sink):
                 self.packets_refused += 1
 
     def accepts_planes(self, layout: YuvLayout) -> bool:
-        """Yes when the encoder takes yuv420p at the frames' size (no padding), with the range
-        the planes have (a yuvj420p output wants full range)."""
+        """Yes when the encoder takes the planes' format (yuv420p, yuv420p10le) at the frames'
+        size (no padding), with the range the planes have (a yuvj420p output wants full range)."""
         if self._padded or (layout.width, layout.height) != (self.width, self.height):
             return False
+        if layout.bits != 8:
+            return self._pix_fmt == layout.pix_fmt
         return self._pix_fmt == "yuv420p" or (self._pix_fmt == "yuvj420p" and layout.full_range)
 
     def send(self, frame: np.ndarray, meta: FrameMeta) -> None:
         """Encode one frame, host memory: (H, W, 3) uint8 or uint16 RGB, or a flat (1.5 W H,)
-        uint8 buffer of yuv420p planes (see :meth:`accepts_planes`); its pts is kept.
+        buffer of planes, uint8 yuv420p or uint16 yuv420p10le (see :meth:`accepts_planes`); its
+        pts is kept.
 
         Packets of copied streams that travel with the frame are written first.
         """
@@ -418,15 +421,15 @@ class FileSink(Sink):
 
     @cached_property
     def _planes_layout(self) -> YuvLayout:
-        """Where a flat planes buffer of this output's size holds Y, U and V (made once)."""
-        return YuvLayout(self.width, self.height)
+        """Where a flat planes buffer of this output's size and format holds Y, U and V (made once)."""
+        return YuvLayout(self.width, self.height, bits=DEEP_PLANE_FORMATS.get(self._pix_fmt, 8))
 
     def _planes_frame(self, planes: np.ndarray) -> av.VideoFrame:
-        """A new yuv420p frame holding a copy of a flat planes buffer (the slot is reused at once,
-        and an encoder may keep the frame a while), tagged with the output's colour."""
+        """A new frame of the output's format holding a copy of a flat planes buffer (the slot is
+        reused at once, and an encoder may keep the frame a while), tagged with the output's colour."""
         video = av.VideoFrame(self.width, self.height, self._pix_fmt)
         for plane, source in zip(video.planes, self._planes_layout.planes(planes)):
-            rows = np.frombuffer(plane, np.uint8).reshape(source.shape[0], plane.line_size)
+            rows = np.frombuffer(plane, source.dtype).reshape(source.shape[0], -1)
             np.copyto(rows[:, : source.shape[1]], source)
         if self._colour is not None:
             video.colorspace, video.color_range = self._colour.space, self._colour.range

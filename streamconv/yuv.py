@@ -18,6 +18,12 @@ CPU backend (NumPy) and the GPU kernels (``cuda/colour.cu``) give the same bytes
 
 A flat colour inside the RGB gamut comes back within 1 LSB of itself through an identity
 filter (the RGB in between holds 8 bits).
+
+Deeper video (yuv420p10le: 10-bit samples in uint16) converts to and from 16-bit RGB
+(uint16, 0..65535) by the same formulas, with the code values scaled to the depth (limited
+range: Y 64..940, chroma 64..960 at 10 bits; chroma centred on 512), 12 fractional bits
+towards RGB and 19 towards YUV, so that every product and sum fits in 32 bits. The 16-bit RGB in between is finer than
+the 10-bit code values, so every colour inside the gamut comes back exactly.
 """
 
 from __future__ import annotations
@@ -40,46 +46,86 @@ _BT601 = (0.299, 0.114)
 PLANE_FORMATS = ("yuv420p", "yuvj420p")
 """Decoder formats whose planes go into a slot unchanged (8-bit 4:2:0; yuvj is full range)."""
 
+DEEP_PLANE_FORMATS = {"yuv420p10le": 10}
+"""Deeper 4:2:0 formats whose planes go into a slot unchanged (uint16 samples), by bit depth."""
+
+DEEP_TO_RGB_BITS = 12
+"""Fractional bits of the YUV -> RGB coefficients for deep video (2^16 would overflow 32 bits)."""
+
+DEEP_TO_YUV_BITS = 19
+"""Fractional bits of the RGB -> YUV coefficients for deep video: enough that coefficient
+rounding moves a code value by at most 1/16, few enough that a 2 x 2 chroma sum fits in 32 bits."""
+
 
 @dataclass(frozen=True)
 class YuvLayout:
-    """Where the planes of one W x H yuv420p frame lie in a flat uint8 host buffer.
+    """Where the planes of one W x H 4:2:0 frame lie in a flat host buffer.
 
     The buffer holds Y (H x W), then U, then V (each H/2 x W/2), rows packed: the I420
-    layout, ``size`` = 1.5 W H bytes. Width and height are even.
+    layout, ``size`` = 1.5 W H samples, uint8 for 8-bit video (yuv420p), uint16 for deeper
+    (yuv420p10le). Width and height are even.
 
     Attributes:
         width, height: frame size in pixels.
         colour: the stream's matrix and range (and tags carried to the output).
-        full_range: True for 0..255 video (yuvj420p or full-range tags).
+        full_range: True for full-range video (yuvj420p or full-range tags).
+        bits: bits per sample (8, or 10 for yuv420p10le); the RGB frames are 8-bit for 8,
+            16-bit (0..65535) for more.
     """
 
     width: int
     height: int
     colour: ColourTags = ColourTags()
     full_range: bool = False
+    bits: int = 8
 
     def __post_init__(self) -> None:
         if self.width < 2 or self.height < 2 or self.width % 2 or self.height % 2:
-            raise ValueError(f"yuv420p planes need even sizes >= 2, got {self.width}x{self.height}")
+            raise ValueError(f"4:2:0 planes need even sizes >= 2, got {self.width}x{self.height}")
+        if self.bits != 8 and self.bits not in DEEP_PLANE_FORMATS.values():
+            raise ValueError(f"planes of {self.bits} bits per sample are not supported")
 
     @classmethod
     def of_stream(cls, width: int, height: int, pix_fmt: str | None, colour: ColourTags) -> "YuvLayout | None":
         """The layout for frames of ``pix_fmt`` at width x height, or None if they cannot travel as
         planes (another format or bit depth, or an odd size: those go through RGB on the host)."""
-        if pix_fmt not in PLANE_FORMATS or width % 2 or height % 2 or width < 2 or height < 2:
+        if pix_fmt not in PLANE_FORMATS and pix_fmt not in DEEP_PLANE_FORMATS:
+            return None
+        if width % 2 or height % 2 or width < 2 or height < 2:
             return None
         full = pix_fmt == "yuvj420p" or colour.range == FULL_RANGE
-        return cls(width, height, colour, full)
+        return cls(width, height, colour, full, DEEP_PLANE_FORMATS.get(pix_fmt, 8))
+
+    @property
+    def pix_fmt(self) -> str:
+        """The FFmpeg pixel format of these planes (yuv420p for 8 bits; yuvj420p reads the same)."""
+        if self.bits == 8:
+            return "yuv420p"
+        return next(name for name, bits in DEEP_PLANE_FORMATS.items() if bits == self.bits)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The samples' type: uint8 for 8 bits, uint16 for more."""
+        return np.dtype(np.uint8 if self.bits == 8 else np.uint16)
+
+    @property
+    def frame_dtype(self) -> np.dtype:
+        """The RGB frames' type: uint8 for 8-bit video, uint16 (0..65535) for deeper."""
+        return self.dtype
 
     @property
     def size(self) -> int:
-        """Bytes of one frame's planes."""
+        """Samples of one frame's planes."""
         return self.width * self.height * 3 // 2
 
     @property
+    def nbytes(self) -> int:
+        """Bytes of one frame's planes."""
+        return self.size * self.dtype.itemsize
+
+    @property
     def shape(self) -> tuple[int]:
-        """Shape of a slot's host buffer: (1.5 W H,) uint8."""
+        """Shape of a slot's host buffer: (1.5 W H,) of ``dtype``."""
         return (self.size,)
 
     @property
@@ -88,9 +134,10 @@ class YuvLayout:
         return (self.height, self.width, 3)
 
     def planes(self, buffer: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Views of Y (H, W), U and V (H/2, W/2) inside a flat (1.5 W H,) uint8 buffer (no copy)."""
-        if buffer.shape != self.shape or buffer.dtype != np.uint8:
-            raise ValueError(f"unexpected planes buffer: {buffer.dtype}{buffer.shape} != uint8{self.shape}")
+        """Views of Y (H, W), U and V (H/2, W/2) inside a flat (1.5 W H,) buffer of ``dtype``
+        (no copy)."""
+        if buffer.shape != self.shape or buffer.dtype != self.dtype:
+            raise ValueError(f"unexpected planes buffer: {buffer.dtype}{buffer.shape} != {self.dtype}{self.shape}")
         luma = self.width * self.height
         quarter = luma // 4
         chroma = (self.height // 2, self.width // 2)
@@ -101,32 +148,39 @@ class YuvLayout:
     @cached_property
     def coefficients(self) -> dict[str, int]:
         """The fixed-point conversion constants (see the module docstring), by kernel macro name."""
-        return conversion_coefficients(self.colour.space, self.full_range)
+        return conversion_coefficients(self.colour.space, self.full_range, self.bits)
 
     @property
     def kernel_defines(self) -> dict[str, int]:
-        """The #defines of ``cuda/colour.cu`` for this matrix and range."""
-        return {**self.coefficients, "FIXED_BITS": FIXED_BITS}
+        """The #defines of ``cuda/colour.cu`` for this matrix, range and depth."""
+        return {**self.coefficients, "SAMPLE_BYTES": self.dtype.itemsize}
 
     def describe(self) -> str:
         """E.g. ``yuv420p bt709 limited``."""
         matrix = {1: "bt709", 9: "bt2020", 10: "bt2020"}.get(self.colour.space, "bt601")
-        return f"yuv420p {matrix} {'full' if self.full_range else 'limited'}"
+        return f"{self.pix_fmt} {matrix} {'full' if self.full_range else 'limited'}"
 
 
-def conversion_coefficients(space: int, full_range: bool) -> dict[str, int]:
-    """Integer constants of the YUV <-> RGB conversion for AVColorSpace ``space`` and the range.
+def conversion_coefficients(space: int, full_range: bool, bits: int = 8) -> dict[str, int]:
+    """Integer constants of the YUV <-> RGB conversion for AVColorSpace ``space``, the range and
+    the bits per sample (8: RGB 0..255; deeper: RGB 0..65535).
 
     Returns:
-        ``Y0`` (black's Y), ``CY``, ``CRV``, ``CGU``, ``CGV``, ``CBU`` (YUV -> RGB, scaled by 2^16)
-        and ``YR``..``VB`` (RGB -> YUV, scaled by 2^16).
+        ``Y0`` (black's Y), ``CMID`` (zero chroma), ``CODE_MAX`` (largest code value),
+        ``RGB_MAX``, ``TO_RGB_BITS``, ``TO_YUV_BITS``; ``CY``, ``CRV``, ``CGU``, ``CGV``, ``CBU``
+        (YUV -> RGB, scaled by 2^TO_RGB_BITS) and ``YR``..``VB`` (RGB -> YUV, scaled by
+        2^TO_YUV_BITS). For 8 bits both scales are 2^16.
     """
     kr, kb = _LUMA_WEIGHTS.get(space, _BT601)
     kg = 1.0 - kr - kb
-    y0, y_span, c_span = (0, 255, 255) if full_range else (16, 219, 224)
-    one = 1 << FIXED_BITS
-    luma = 255 / y_span  # code value -> 0..255
-    chroma = 255 / c_span
+    scale = 1 << (bits - 8)
+    code_max = (1 << bits) - 1
+    y0, y_span, c_span = (0, code_max, code_max) if full_range else (16 * scale, 219 * scale, 224 * scale)
+    rgb_max = 255 if bits == 8 else 65535
+    to_rgb_bits = FIXED_BITS if bits == 8 else DEEP_TO_RGB_BITS
+    one = 1 << to_rgb_bits
+    luma = rgb_max / y_span  # code value -> 0..RGB_MAX
+    chroma = rgb_max / c_span
     to_rgb = {
         "CY": round(one * luma),
         "CRV": round(one * 2 * (1 - kr) * chroma),
@@ -134,7 +188,9 @@ def conversion_coefficients(space: int, full_range: bool) -> dict[str, int]:
         "CGV": round(one * 2 * (1 - kr) * kr / kg * chroma),
         "CBU": round(one * 2 * (1 - kb) * chroma),
     }
-    y_scale, c_scale = y_span / 255, c_span / 255
+    to_yuv_bits = FIXED_BITS if bits == 8 else DEEP_TO_YUV_BITS
+    one = 1 << to_yuv_bits
+    y_scale, c_scale = y_span / rgb_max, c_span / rgb_max
     yr, yb = round(one * kr * y_scale), round(one * kb * y_scale)
     ur, ub = round(-one * kr / (2 * (1 - kb)) * c_scale), round(one * 0.5 * c_scale)
     vr, vb = ub, round(-one * kb / (2 * (1 - kr)) * c_scale)
@@ -143,69 +199,80 @@ def conversion_coefficients(space: int, full_range: bool) -> dict[str, int]:
         "UR": ur, "UG": -ur - ub, "UB": ub,  # grey -> 128 exactly
         "VR": vr, "VG": -vr - vb, "VB": vb,
     }
-    return {"Y0": y0, **to_rgb, **to_yuv}
+    limits = {"Y0": y0, "CMID": 1 << (bits - 1), "CODE_MAX": code_max, "RGB_MAX": rgb_max,
+              "TO_RGB_BITS": to_rgb_bits, "TO_YUV_BITS": to_yuv_bits}
+    return {**limits, **to_rgb, **to_yuv}
 
 
 def yuv_to_rgb(rgb: np.ndarray, planes: np.ndarray, layout: YuvLayout) -> None:
-    """Convert a frame's planes to RGB: ``planes`` (1.5 W H,) uint8 -> ``rgb`` (H, W, 3) uint8, host."""
+    """Convert a frame's planes to RGB: ``planes`` (1.5 W H,) -> ``rgb`` (H, W, 3), host arrays of
+    the layout's ``dtype`` and ``frame_dtype``."""
     planes_to_rgb(rgb, *layout.planes(planes), layout.coefficients)
 
 
 def rgb_to_yuv(planes: np.ndarray, rgb: np.ndarray, layout: YuvLayout) -> None:
-    """Convert RGB to a frame's planes: ``rgb`` (H, W, 3) uint8 -> ``planes`` (1.5 W H,) uint8, host."""
+    """Convert RGB to a frame's planes: ``rgb`` (H, W, 3) -> ``planes`` (1.5 W H,), host arrays of
+    the layout's ``frame_dtype`` and ``dtype``."""
     rgb_to_planes(*layout.planes(planes), rgb, layout.coefficients)
 
 
 def planes_to_rgb(rgb: np.ndarray, luma: np.ndarray, u_plane: np.ndarray, v_plane: np.ndarray,
                   c: dict[str, int]) -> None:
-    """YUV -> RGB on host arrays: ``luma`` (h, w), ``u_plane``, ``v_plane`` (h/2, w/2) uint8 ->
-    ``rgb`` (h, w, 3) uint8, with the constants ``c`` of :func:`conversion_coefficients`.
+    """YUV -> RGB on host arrays: ``luma`` (h, w), ``u_plane``, ``v_plane`` (h/2, w/2) uint8 or
+    uint16 code values -> ``rgb`` (h, w, 3) uint8 or uint16, with the constants ``c`` of
+    :func:`conversion_coefficients`.
 
     Any band of an even number of rows converts alone (the CPU backend splits frames so).
     """
     height, width = luma.shape
+    shift = c["TO_RGB_BITS"]
     u = u_plane.astype(np.int32)
-    u -= 128
+    u -= c["CMID"]
     v = v_plane.astype(np.int32)
-    v -= 128
+    v -= c["CMID"]
     y = luma.astype(np.int32)
     y -= c["Y0"]
     y *= c["CY"]
-    y += 1 << (FIXED_BITS - 1)
+    y += 1 << (shift - 1)
     pairs = y.reshape(height // 2, 2, width)  # the two luma rows that share a chroma row
     red, green, blue = c["CRV"] * v, -(c["CGU"] * u + c["CGV"] * v), c["CBU"] * u
     value = np.empty_like(pairs)
     for channel, term in enumerate((red, green, blue)):
         # Each chroma sample covers a 2 x 2 block: repeat it along the row, broadcast over the pair.
         np.add(pairs, np.repeat(term, 2, axis=1)[:, None, :], out=value)
-        value >>= FIXED_BITS
-        np.clip(value, 0, 255, out=value)
+        value >>= shift
+        np.clip(value, 0, c["RGB_MAX"], out=value)
         rgb[..., channel] = value.reshape(height, width)
 
 
 def rgb_to_planes(luma: np.ndarray, u_plane: np.ndarray, v_plane: np.ndarray, rgb: np.ndarray,
                   c: dict[str, int]) -> None:
-    """RGB -> YUV on host arrays: ``rgb`` (h, w, 3) uint8 -> ``luma`` (h, w), ``u_plane``,
-    ``v_plane`` (h/2, w/2) uint8, with the constants ``c`` of :func:`conversion_coefficients`.
+    """RGB -> YUV on host arrays: ``rgb`` (h, w, 3) uint8 or uint16 -> ``luma`` (h, w),
+    ``u_plane``, ``v_plane`` (h/2, w/2) code values of the planes' dtype, with the constants
+    ``c`` of :func:`conversion_coefficients`.
 
     Any band of an even number of rows converts alone.
     """
     height, width = luma.shape
+    shift = c["TO_YUV_BITS"]
     wide = rgb.astype(np.int32)
     y = wide @ np.array([c["YR"], c["YG"], c["YB"]], np.int32)
-    y += (c["Y0"] << FIXED_BITS) + (1 << (FIXED_BITS - 1))
-    y >>= FIXED_BITS
-    np.clip(y, 0, 255, out=y)
+    y += (c["Y0"] << shift) + (1 << (shift - 1))
+    y >>= shift
+    np.clip(y, 0, c["CODE_MAX"], out=y)
     luma[...] = y
-    # Sums of each 2 x 2 block (0..1020 per channel): the row pair first, then the column pair.
+    # Sums of each 2 x 2 block (0..4 RGB_MAX per channel): the row pair first, then the column pair.
     rows = wide.reshape(height // 2, 2, width * 3)
     pair = rows[:, 0] + rows[:, 1]
     columns = pair.reshape(height // 2, width // 2, 2, 3)
     sums = columns[:, :, 0] + columns[:, :, 1]
     weights = np.array([[c["UR"], c["VR"]], [c["UG"], c["VG"]], [c["UB"], c["VB"]]], np.int32)
     chroma = sums @ weights  # (h/2, w/2, 2): U and V
-    chroma += (128 << (FIXED_BITS + 2)) + (1 << (FIXED_BITS + 1))
-    chroma >>= FIXED_BITS + 2
-    np.clip(chroma, 0, 255, out=chroma)
+    # Zero chroma is added after the shift (the same value, since it is a whole multiple of
+    # 2^(shift + 2)), so the sum before it stays within 32 bits at 10 bits.
+    chroma += 1 << (shift + 1)
+    chroma >>= shift + 2
+    chroma += c["CMID"]
+    np.clip(chroma, 0, c["CODE_MAX"], out=chroma)
     u_plane[...] = chroma[..., 0]
     v_plane[...] = chroma[..., 1]

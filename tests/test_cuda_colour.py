@@ -1,4 +1,5 @@
-"""The yuv420p path on the GPU: colour.cu's conversions around the chain equal the CPU backend's.
+"""The 4:2:0 planes path on the GPU (yuv420p with 8-bit RGB, yuv420p10le with 16-bit RGB):
+colour.cu's conversions around the chain equal the CPU backend's.
 
 Integer arithmetic on both sides, so the planes must match byte for byte wherever the chain
 itself does (exact taps); every output buffer, device and host, is poisoned first. The
@@ -28,8 +29,12 @@ SIZES = [(2, 2), (66, 34), (130, 2), (2, 98), (1920, 1080), (3840, 2160)]
 CHAINS = [["sharpen"], ["box:size=5"], ["gaussian:sigma=2"], ["edge"], ["emboss", "sharpen"]]
 
 
-def layout_for(width: int, height: int, space: int, full: bool) -> YuvLayout:
-    return YuvLayout(width, height, ColourTags(space, 2 if full else 1), full)
+def layout_for(width: int, height: int, space: int, full: bool, bits: int = 8) -> YuvLayout:
+    return YuvLayout(width, height, ColourTags(space, 2 if full else 1), full, bits)
+
+
+def random_planes(rng, layout: YuvLayout) -> np.ndarray:
+    return rng.integers(0, 1 << layout.bits, layout.shape, dtype=layout.dtype)
 
 
 def check_planes(specs, layout: YuvLayout, planes: np.ndarray, got: np.ndarray) -> None:
@@ -39,7 +44,7 @@ def check_planes(specs, layout: YuvLayout, planes: np.ndarray, got: np.ndarray) 
     slot.host_in[:] = planes
     cpu.submit(slot)
     difference = np.abs(got.astype(int) - slot.host_out.astype(int))
-    if all(exact_taps(stage) for stage in chain):
+    if all(exact_taps(stage, np.iinfo(layout.frame_dtype).max) for stage in chain):
         np.testing.assert_array_equal(got, slot.host_out)
     else:
         assert difference.max() <= 1, f"{specs}: max difference {difference.max()} at {difference.argmax()}"
@@ -57,10 +62,24 @@ def test_planes_slot_equals_cpu(rng, space, full, width, height, specs):
     check_planes(specs, layout, planes, got)
 
 
+@pytest.mark.parametrize("space, full", CASES, ids=CASE_IDS)
+@pytest.mark.parametrize("width, height", SIZES[:2])
+@pytest.mark.parametrize("specs", CHAINS, ids=lambda specs: "+".join(specs))
+def test_10_bit_planes_slot_equals_cpu(rng, space, full, width, height, specs):
+    layout = layout_for(width, height, space, full, 10)
+    planes = random_planes(rng, layout)
+    with CudaBackend(parse_chain(specs)) as backend:
+        slot = backend.allocate_slots(layout.frame_shape, 1, planes=layout)[0]
+        assert slot.host_in.dtype == np.uint16
+        got = poisoned_run(backend, slot, planes)
+    check_planes(specs, layout, planes, got)
+
+
+@pytest.mark.parametrize("bits", [8, 10])
 @pytest.mark.parametrize("width, height", SIZES[4:], ids=["1080p", "4K"])
-def test_full_frames(rng, width, height):
-    layout = layout_for(width, height, 1, False)
-    planes = rng.integers(0, 256, layout.shape, dtype=np.uint8)
+def test_full_frames(rng, width, height, bits):
+    layout = layout_for(width, height, 1, False, bits)
+    planes = random_planes(rng, layout)
     for specs in (["sharpen"], ["edge"]):
         with CudaBackend(parse_chain(specs)) as backend:
             got = poisoned_run(backend, backend.allocate_slots(layout.frame_shape, 1, planes=layout)[0], planes)

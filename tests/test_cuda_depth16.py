@@ -96,9 +96,10 @@ def test_8_bit_only_variants_refuse_16_bit_frames():
             backend.allocate_slots((16, 16, 3), 1, dtype=np.uint16)
 
 
-@pytest.mark.parametrize("ring", [1, 3])
-def test_10_bit_file_to_file_gpu_equals_cpu(tmp_path, ring):
-    """A 10-bit clip through the 16-bit path on both backends: the same 10-bit output."""
+@pytest.mark.parametrize("ring, colour", [(1, "host"), (3, "host"), (3, "backend")])
+def test_10_bit_file_to_file_gpu_equals_cpu(tmp_path, ring, colour):
+    """A 10-bit clip through the 16-bit path on both backends: the same 10-bit output, with the
+    colour converted by FFmpeg's scaler on the host or by the backend (colour.cu on the GPU)."""
     rng = np.random.default_rng(3)
     clip = tmp_path / "ten.mkv"
     with av.open(str(clip), "w") as container:
@@ -112,9 +113,10 @@ def test_10_bit_file_to_file_gpu_equals_cpu(tmp_path, ring):
     decoded = {}
     for backend in ("cpu", "cuda"):
         output = tmp_path / f"{backend}.mkv"
-        stats = streamconv.Pipeline(clip, [EXACT_BINOMIAL, "sharpen:amount=0.25"], output, backend=backend,
-                                    ring=ring, sink_options={"codec": "ffv1"}).run()
-        assert stats.frames == 8
+        pipeline = streamconv.Pipeline(clip, [EXACT_BINOMIAL, "sharpen:amount=0.25"], output, backend=backend,
+                                       ring=ring, colour=colour, sink_options={"codec": "ffv1"})
+        assert (pipeline.planes is not None) == (colour == "backend")
+        assert pipeline.run().frames == 8
         with av.open(str(output)) as container:
             assert container.streams.video[0].codec_context.pix_fmt == "yuv420p10le"
             decoded[backend] = [frame.to_ndarray() for frame in container.decode(video=0)]

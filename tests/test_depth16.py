@@ -140,17 +140,22 @@ def _planes10(path) -> list[list[np.ndarray]]:
                 for frame in container.decode(video=0)]
 
 
-@pytest.mark.parametrize("space, colour_range, tolerance", [
+@pytest.mark.parametrize("colour", ["host", "backend"])
+@pytest.mark.parametrize("space, colour_range, host_tolerance", [
     (1, 1, 1), (5, 1, 1),  # BT.709 and BT.601, limited range: within 1 LSB of 10 bits
     (1, 2, 3), (5, 2, 3),  # full range: FFmpeg's scaler loses up to 3 LSB near white (greys checked)
 ], ids=["bt709-limited", "bt601-limited", "bt709-full", "bt601-full"])
-def test_10_bit_flat_patches_come_back_through_identity(tmp_path, space, colour_range, tolerance):
+def test_10_bit_flat_patches_come_back_through_identity(tmp_path, space, colour_range, host_tolerance, colour):
+    """The host path (FFmpeg's scaler) within a few levels; the planes path (streamconv's own
+    fixed-point conversion, 16-bit RGB between) exactly."""
     low, high = (64, 940) if colour_range == 1 else (0, 1023)
     patches = [(500, 400, 600), (low + 10, 512, 512), (high - 10, 512, 512), (301, 601, 451)]
     clip = _ten_bit_clip(tmp_path / "flat.mkv", patches, space=space, colour_range=colour_range)
     output = tmp_path / "out.mkv"
-    stats = streamconv.Pipeline(clip, ["identity"], output, backend="cpu", sink_options=LOSSLESS).run()
-    assert stats.frames == 2
+    pipeline = streamconv.Pipeline(clip, ["identity"], output, backend="cpu", colour=colour, sink_options=LOSSLESS)
+    assert (pipeline.planes is not None) == (colour == "backend")
+    assert pipeline.run().frames == 2
+    tolerance = host_tolerance if colour == "host" else 0
     with av.open(str(output)) as container:
         context = container.streams.video[0].codec_context
         assert (int(context.colorspace), int(context.color_range)) == (space, colour_range)  # tagged alike
@@ -202,8 +207,8 @@ def test_16_bit_frames_into_an_8_bit_output_warn(tmp_path, caplog):
 def test_file_source_depth_option(tmp_path):
     clip = _ten_bit_clip(tmp_path / "in.mkv", [(500, 400, 600)], space=1, colour_range=1)
     with FileSource(clip) as deep, FileSource(clip, depth=8) as shallow:
-        assert (deep.dtype, deep.bits, deep.planes) == (np.uint16, 10, None)
-        assert shallow.dtype == np.uint8 and shallow.planes is None  # 10-bit planes are not slot planes
+        assert (deep.dtype, deep.bits, deep.planes.pix_fmt) == (np.uint16, 10, "yuv420p10le")
+        assert shallow.dtype == np.uint8 and shallow.planes is None  # 8-bit RGB from 10-bit planes
         wide, narrow = next(iter(deep)), next(iter(shallow))
     # The same picture; FFmpeg's scaler rounds the 10-bit -> 8-bit conversion within a few levels.
     assert np.abs(wide / 257 - narrow).max() <= 3

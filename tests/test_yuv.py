@@ -19,35 +19,43 @@ CASE_IDS = ["bt709-limited", "bt709-full", "bt601-limited", "bt601-full", "bt202
 WEIGHTS = {1: (0.2126, 0.0722), 5: (0.299, 0.114), 6: (0.299, 0.114), 9: (0.2627, 0.0593), 2: (0.299, 0.114)}
 
 
-def layout_for(width: int, height: int, space: int, full: bool) -> YuvLayout:
-    return YuvLayout(width, height, ColourTags(space, 2 if full else 1), full)
+def layout_for(width: int, height: int, space: int, full: bool, bits: int = 8) -> YuvLayout:
+    return YuvLayout(width, height, ColourTags(space, 2 if full else 1), full, bits)
 
 
 def random_planes(rng, layout: YuvLayout) -> np.ndarray:
-    return rng.integers(0, 256, layout.shape, dtype=np.uint8)
+    return rng.integers(0, 1 << layout.bits, layout.shape, dtype=layout.dtype)
 
 
-def reference_to_rgb(luma, u, v, space: int, full: bool) -> np.ndarray:
+def _ranges(full: bool, bits: int) -> tuple[int, int, int, int, int]:
+    """(Y0, Y span, chroma span, zero chroma, RGB maximum) of the code values at ``bits``."""
+    scale = 1 << (bits - 8)
+    spans = (0, (1 << bits) - 1, (1 << bits) - 1) if full else (16 * scale, 219 * scale, 224 * scale)
+    return (*spans, 1 << (bits - 1), 255 if bits == 8 else 65535)
+
+
+def reference_to_rgb(luma, u, v, space: int, full: bool, bits: int = 8) -> np.ndarray:
     """The textbook float64 formulas, for comparison with the fixed-point conversion."""
     kr, kb = WEIGHTS[space]
     kg = 1 - kr - kb
-    y0, y_span, c_span = (0, 255, 255) if full else (16, 219, 224)
-    y = (luma - y0) * 255 / y_span
-    cb, cr = (u - 128) * 255 / c_span, (v - 128) * 255 / c_span
+    y0, y_span, c_span, mid, top = _ranges(full, bits)
+    y = (luma - y0) * top / y_span
+    cb, cr = (u - mid) * top / c_span, (v - mid) * top / c_span
     rgb = np.stack([y + 2 * (1 - kr) * cr, y - 2 * (1 - kb) * kb / kg * cb - 2 * (1 - kr) * kr / kg * cr,
                     y + 2 * (1 - kb) * cb], axis=-1)
-    return np.clip(np.floor(rgb + 0.5), 0, 255)
+    return np.clip(np.floor(rgb + 0.5), 0, top)
 
 
+@pytest.mark.parametrize("bits", [8, 10])
 @pytest.mark.parametrize("space, full", CASES, ids=CASE_IDS)
-def test_to_rgb_matches_the_float_formulas_within_one_lsb(rng, space, full):
-    layout = layout_for(64, 32, space, full)
+def test_to_rgb_matches_the_float_formulas_within_one_lsb(rng, space, full, bits):
+    layout = layout_for(64, 32, space, full, bits)
     planes = random_planes(rng, layout)
-    rgb = np.full(layout.frame_shape, 0xA5, np.uint8)
+    rgb = np.full(layout.frame_shape, 0xA5, layout.frame_dtype)
     yuv_to_rgb(rgb, planes, layout)
     luma, u, v = (p.astype(np.float64) for p in layout.planes(planes))
     nearest = lambda c: c.repeat(2, 0).repeat(2, 1)  # noqa: E731  (each chroma sample covers 2 x 2)
-    expected = reference_to_rgb(luma, nearest(u), nearest(v), space, full)
+    expected = reference_to_rgb(luma, nearest(u), nearest(v), space, full, bits)
     assert np.abs(rgb.astype(int) - expected).max() <= 1
 
 
@@ -65,23 +73,25 @@ def test_to_rgb_is_close_to_ffmpegs_scaler(rng, space, full):
     assert np.abs(ours.astype(int) - theirs).max() <= 3
 
 
+@pytest.mark.parametrize("bits", [8, 10])
 @pytest.mark.parametrize("space, full", CASES, ids=CASE_IDS)
-def test_every_in_gamut_flat_colour_round_trips_exactly(space, full):
-    """YUV -> RGB -> YUV for a grid of all YUV triples: those inside the RGB gamut come back unchanged."""
-    values = np.arange(0, 256, 5)
+def test_every_in_gamut_flat_colour_round_trips_exactly(space, full, bits):
+    """YUV -> RGB -> YUV for a grid of all YUV triples: those inside the RGB gamut come back unchanged
+    (10-bit video through 16-bit RGB as 8-bit video through 8-bit RGB)."""
+    values = np.arange(0, 1 << bits, 5 << (bits - 8))
     y, u, v = (a.ravel() for a in np.meshgrid(values, values, values, indexing="ij"))
-    layout = layout_for(2 * len(y), 2, space, full)
-    planes = np.empty(layout.shape, np.uint8)
+    layout = layout_for(2 * len(y), 2, space, full, bits)
+    planes = np.empty(layout.shape, layout.dtype)
     luma, u_plane, v_plane = layout.planes(planes)
     luma[:] = np.repeat(y, 2)
     u_plane[0], v_plane[0] = u, v
-    rgb = np.empty(layout.frame_shape, np.uint8)
+    rgb = np.empty(layout.frame_shape, layout.frame_dtype)
     yuv_to_rgb(rgb, planes, layout)
     back = np.empty_like(planes)
     rgb_to_yuv(back, rgb, layout)
     back_y, back_u, back_v = layout.planes(back)
-    exact_rgb = reference_to_rgb(y.astype(float), u.astype(float), v.astype(float), space, full)
-    in_gamut = _in_gamut(y, u, v, space, full)
+    exact_rgb = reference_to_rgb(y.astype(float), u.astype(float), v.astype(float), space, full, bits)
+    in_gamut = _in_gamut(y, u, v, space, full, bits)
     assert in_gamut.sum() > 10_000  # the RGB cube fills about a sixth of the YUV cube
     assert np.array_equal(back_y[0, ::2][in_gamut], y[in_gamut])
     assert np.array_equal(back_u[0][in_gamut], u[in_gamut])
@@ -89,19 +99,20 @@ def test_every_in_gamut_flat_colour_round_trips_exactly(space, full):
     assert np.abs(rgb[0, ::2].astype(int) - exact_rgb).max() <= 1
 
 
-def _in_gamut(y, u, v, space: int, full: bool) -> np.ndarray:
-    """Triples whose exact RGB lies inside 0..255 (with a half-level margin) and, for limited
+def _in_gamut(y, u, v, space: int, full: bool, bits: int = 8) -> np.ndarray:
+    """Triples whose exact RGB lies inside 0..RGB max (with a half-level margin) and, for limited
     range, whose codes are inside the legal ranges."""
     kr, kb = WEIGHTS[space]
     kg = 1 - kr - kb
-    y0, y_span, c_span = (0, 255, 255) if full else (16, 219, 224)
-    yy = (y - y0) * 255 / y_span
-    cb, cr = (u - 128) * 255 / c_span, (v - 128) * 255 / c_span
+    y0, y_span, c_span, mid, top = _ranges(full, bits)
+    yy = (y - y0) * top / y_span
+    cb, cr = (u - mid) * top / c_span, (v - mid) * top / c_span
     channels = [yy + 2 * (1 - kr) * cr, yy - 2 * (1 - kb) * kb / kg * cb - 2 * (1 - kr) * kr / kg * cr,
                 yy + 2 * (1 - kb) * cb]
-    inside = np.all([(c >= 0.5) & (c <= 254.5) for c in channels], axis=0)
+    inside = np.all([(c >= 0.5) & (c <= top - 0.5) for c in channels], axis=0)
     if not full:
-        inside &= (y >= 16) & (y <= 235) & (u >= 16) & (u <= 240) & (v >= 16) & (v <= 240)
+        inside &= (y >= y0) & (y <= y0 + y_span) & (u >= mid - c_span // 2) & (u <= mid + c_span // 2)
+        inside &= (v >= mid - c_span // 2) & (v <= mid + c_span // 2)
     return inside
 
 
@@ -120,6 +131,23 @@ def test_white_black_and_greys_are_exact(space, full):
         back = np.empty_like(rgb)
         yuv_to_rgb(back, planes, layout)
         assert np.array_equal(back, rgb), grey
+
+
+@pytest.mark.parametrize("space, full", CASES, ids=CASE_IDS)
+def test_10_bit_white_black_and_greys_keep_neutral_chroma(space, full):
+    c = conversion_coefficients(space, full, 10)
+    assert c["YR"] + c["YG"] + c["YB"] == round(2**19 * (1023 if full else 876) / 65535)
+    assert c["UR"] + c["UG"] + c["UB"] == 0 and c["VR"] + c["VG"] + c["VB"] == 0
+    layout = layout_for(2, 2, space, full, 10)
+    y0, y_span = (0, 1023) if full else (64, 876)
+    for code in (y0, y0 + 1, y0 + 300, y0 + y_span - 1, y0 + y_span):  # black, greys, white
+        planes = np.array([code] * 4 + [512, 512], np.uint16)
+        rgb = np.empty(layout.frame_shape, np.uint16)
+        yuv_to_rgb(rgb, planes, layout)
+        assert len(np.unique(rgb)) == 1  # neutral
+        back = np.empty_like(planes)
+        rgb_to_yuv(back, rgb, layout)
+        assert back.tolist() == planes.tolist(), code
 
 
 def test_chroma_is_the_mean_of_each_two_by_two_block():
@@ -145,7 +173,11 @@ def test_layout_views_and_errors():
         YuvLayout(5, 4)
     with pytest.raises(ValueError, match=r"uint8\(36,\)"):
         layout.planes(np.zeros(35, np.uint8))
-    assert YuvLayout.of_stream(6, 4, "yuv420p10le", ColourTags()) is None
+    deep = YuvLayout.of_stream(6, 4, "yuv420p10le", ColourTags())
+    assert (deep.bits, deep.dtype, deep.nbytes, deep.pix_fmt) == (10, np.uint16, 72, "yuv420p10le")
+    assert YuvLayout.of_stream(6, 4, "yuv422p10le", ColourTags()) is None
+    with pytest.raises(ValueError, match=r"uint16\(36,\)"):
+        deep.planes(np.zeros(36, np.uint8))
     assert YuvLayout.of_stream(7, 4, "yuv420p", ColourTags()) is None
     assert YuvLayout.of_stream(6, 4, "yuvj420p", ColourTags()).full_range
     assert not YuvLayout.of_stream(6, 4, "yuv420p", ColourTags()).full_range

@@ -298,8 +298,9 @@ def apply_filter_into(dst: np.ndarray, src: np.ndarray, stage: FilterStage, bord
 
 
 def convert_colour(rgb: np.ndarray, planes: np.ndarray, layout: YuvLayout, *, to_rgb: bool) -> None:
-    """yuv420p planes -> RGB (``to_rgb``) or back, in bands of rows converted in parallel (NumPy
-    releases the GIL): ``rgb`` (H, W, 3) uint8 and ``planes`` (1.5 W H,) uint8, host."""
+    """4:2:0 planes -> RGB (``to_rgb``) or back, in bands of rows converted in parallel (NumPy
+    releases the GIL): ``rgb`` (H, W, 3) of ``layout.frame_dtype`` and ``planes`` (1.5 W H,) of
+    ``layout.dtype``, host."""
     luma, u_plane, v_plane = layout.planes(planes)
     coefficients = layout.coefficients
 
@@ -381,11 +382,11 @@ class CpuBackend:
     def allocate_slots(self, shape: tuple[int, int, int], count: int, *,
                        planes: YuvLayout | None = None, dtype=np.uint8) -> list[Slot]:
         """Make ``count`` slots with (H, W, C) host buffers of ``dtype`` (uint8 or uint16), or
-        with the flat uint8 yuv420p buffers of ``planes`` (then each frame is converted to RGB,
-        filtered and converted back)."""
+        with the flat 4:2:0 buffers of ``planes`` (of ``planes.dtype``; then each frame is
+        converted to RGB of ``planes.frame_dtype``, filtered and converted back)."""
         buffer_shape = planes.shape if planes is not None else shape
-        dtype = np.uint8 if planes is not None else dtype
-        self._plans_for(np.dtype(dtype))  # refuse a chain that cannot take these frames now
+        self._plans_for(np.dtype(planes.frame_dtype if planes is not None else dtype))  # refuse early
+        dtype = planes.dtype if planes is not None else dtype
         return [
             Slot(index=i, host_in=np.empty(buffer_shape, dtype), host_out=np.empty(buffer_shape, dtype),
                  planes=planes)
@@ -403,8 +404,8 @@ class CpuBackend:
         elif not self.filters:
             np.copyto(slot.host_out, slot.host_in)  # nothing to filter: the planes pass unchanged
         else:
-            rgb_in = self._frames.get("rgb_in", slot.frame_shape, np.uint8)
-            rgb_out = self._frames.get("rgb_out", slot.frame_shape, np.uint8)
+            rgb_in = self._frames.get("rgb_in", slot.frame_shape, slot.planes.frame_dtype)
+            rgb_out = self._frames.get("rgb_out", slot.frame_shape, slot.planes.frame_dtype)
             convert_colour(rgb_in, slot.host_in, slot.planes, to_rgb=True)
             self.apply_into(rgb_out, rgb_in)
             convert_colour(rgb_out, slot.host_out, slot.planes, to_rgb=False)

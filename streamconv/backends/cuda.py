@@ -10,7 +10,8 @@ is issued as one asynchronous sequence on its slot's stream:
 
 so with a ring of three, the upload of frame i+1 overlaps the kernel of frame i and the
 download of frame i-1. Slots of yuv420p planes (``planes``) copy the flat planes up and
-down instead, and the kernels begin and end with colour.cu's conversions. Every CUDA call happens in the thread that created the backend,
+down instead (uint8 yuv420p, or uint16 yuv420p10le with 16-bit RGB between), and the kernels
+begin and end with colour.cu's conversions. Every CUDA call happens in the thread that created the backend,
 inside a balanced push/pop of the device's primary context.
 """
 
@@ -188,14 +189,15 @@ class CudaBackend:
         """Make ``count`` slots for (H, W, C) frames of ``dtype`` (uint8 or uint16); compiles
         the kernels first.
 
-        With ``planes``, the host buffers hold flat uint8 yuv420p planes (1.5 W H bytes): they
-        are uploaded as they are, converted to RGB on the GPU before the chain and back after it.
+        With ``planes``, the host buffers hold flat 4:2:0 planes (1.5 W H samples of
+        ``planes.dtype``): they are uploaded as they are, converted to RGB (of
+        ``planes.frame_dtype``) on the GPU before the chain and back after it.
 
         Raises:
             BackendUnavailableError: not enough pinned host or device memory, before any frame.
             FrameTypeError, FilterSpecError: a chain that cannot run on ``dtype`` frames.
         """
-        dtype = np.dtype(np.uint8 if planes is not None else dtype)
+        dtype = np.dtype(planes.frame_dtype if planes is not None else dtype)  # the filters' frames
         with self.activated():
             self._stages_for(tuple(shape), dtype)
             if planes is not None:
@@ -212,7 +214,7 @@ class CudaBackend:
         height, width, channels = shape
         frame_buffers = 3 if len(self.filters) > 1 else 2
         per_slot = (frame_buffers * height * (width * channels * sample_bytes + 512)
-                    + (2 * planes.size if planes else 0))
+                    + (2 * planes.nbytes if planes else 0))
         free, total = self._driver.mem_get_info()
         if count * per_slot > free:
             raise BackendUnavailableError(
@@ -238,17 +240,18 @@ class CudaBackend:
         height, width, channels = shape
         row_bytes = width * channels * dtype.itemsize
         host_shape = planes.shape if planes is not None else shape
+        host_dtype = planes.dtype if planes is not None else dtype
         try:
             if self.pinned:
-                host_in = driver.pagelocked_empty(host_shape, dtype)
-                host_out = driver.pagelocked_empty(host_shape, dtype)
+                host_in = driver.pagelocked_empty(host_shape, host_dtype)
+                host_out = driver.pagelocked_empty(host_shape, host_dtype)
             else:
-                host_in, host_out = np.empty(host_shape, dtype), np.empty(host_shape, dtype)
+                host_in, host_out = np.empty(host_shape, host_dtype), np.empty(host_shape, host_dtype)
             buffers, pitch = [], 0
             for _ in range(3 if len(self.filters) > 1 else 2):
                 allocation, pitch = driver.mem_alloc_pitch(row_bytes, height, 16)
                 buffers.append(allocation)
-            device_planes = [driver.mem_alloc(planes.size) for _ in range(2)] if planes is not None else []
+            device_planes = [driver.mem_alloc(planes.nbytes) for _ in range(2)] if planes is not None else []
         except (driver.MemoryError, driver.Error) as exc:
             megabytes = 2 * height * row_bytes / 2**20
             raise BackendUnavailableError(
@@ -311,7 +314,8 @@ class CudaBackend:
         """
         state: _DeviceSlot = slot.device
         height, width, channels = slot.frame_shape
-        stages = self._stages_for((height, width, channels), slot.host_in.dtype if slot.planes is None else np.uint8)
+        stages = self._stages_for((height, width, channels),
+                                  slot.host_in.dtype if slot.planes is None else slot.planes.frame_dtype)
         source = int(state.buffers[0])
         converting = slot.planes is not None and stages
         if converting:
