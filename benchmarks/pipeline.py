@@ -1,9 +1,11 @@
 """End-to-end throughput: is a transcode through streamconv as fast as the codec allows?
 
-    python benchmarks/pipeline.py [--sizes 1080p,4K] [--frames N] [--backend cuda] [--json PATH]
+    python benchmarks/pipeline.py [--sizes 1080p,4K] [--frames N] [--backend cuda] [--bits 8|10]
+                                  [--json PATH]
 
 For each size, one generated H.264 clip (a moving test pattern with noise, so the codec
-has real work), then frames per second of:
+has real work; yuv420p, or yuv420p10le with ``--bits 10``, where every step below works in
+10 bits and 16-bit RGB instead), then frames per second of:
   decode            PyAV decoding alone (the clip's yuv420p frames, decoder threads on)
   decode+rgb        decoding and converting each frame to RGB, as streamconv's reader does
   encode            libx264 ultrafast encoding alone, from yuv420p frames already in memory
@@ -46,6 +48,7 @@ SIZES = {"360p": (640, 360), "720p": (1280, 720), "1080p": (1920, 1080), "4K": (
 SPEC = "box:size=5"
 ENCODE_OPTIONS = {"preset": "ultrafast"}
 FPS = 30
+PIX_FMT, RGB_FMT = "yuv420p", "rgb24"  # --bits 10: yuv420p10le, rgb48le
 
 
 def make_clip(path: Path, width: int, height: int, frames: int) -> None:
@@ -54,12 +57,14 @@ def make_clip(path: Path, width: int, height: int, frames: int) -> None:
     noise = np.random.default_rng(1).integers(0, 24, (4, height, width, 3), dtype=np.uint8)
     with av.open(str(path), "w") as container:
         stream = container.add_stream("libx264", rate=FPS)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        stream.width, stream.height, stream.pix_fmt = width, height, PIX_FMT
         stream.options = {"preset": "veryfast", "crf": "23"}
         stream.thread_type = "AUTO"
         for index, frame in enumerate(pattern):
             frame += noise[index % len(noise)]
-            video = av.VideoFrame.from_ndarray(frame, format="rgb24")
+            if RGB_FMT == "rgb48le":
+                frame = frame.astype(np.uint16) * 257
+            video = av.VideoFrame.from_ndarray(frame, format=RGB_FMT)
             video.pts = index
             for packet in stream.encode(video):
                 container.mux(packet)
@@ -83,13 +88,13 @@ def decode_only(clip: Path, *, rgb: bool) -> int:
         stream.thread_type = "AUTO"
         for frame in container.decode(stream):
             if rgb:
-                frame.to_ndarray(format="rgb24")
+                frame.to_ndarray(format=RGB_FMT)
             count += 1
     return count
 
 
 def yuv_frames(clip: Path, count: int) -> list:
-    """Up to ``count`` decoded yuv420p frames of the clip, kept in memory."""
+    """Up to ``count`` decoded frames of the clip (yuv420p or yuv420p10le), kept in memory."""
     frames = []
     with av.open(str(clip)) as container:
         for frame in container.decode(video=0):
@@ -102,7 +107,7 @@ def yuv_frames(clip: Path, count: int) -> list:
 def encode_only(frames: list, total: int, out: Path, width: int, height: int) -> int:
     with av.open(str(out), "w") as container:
         stream = container.add_stream("libx264", rate=FPS)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        stream.width, stream.height, stream.pix_fmt = width, height, PIX_FMT
         stream.options = dict(ENCODE_OPTIONS)
         stream.thread_type = "AUTO"
         for index in range(total):
@@ -124,13 +129,13 @@ def naive_loop(clip: Path, out: Path) -> int:
         video_in = source.streams.video[0]
         video_in.thread_type = "AUTO"
         stream = target.add_stream("libx264", rate=FPS)
-        stream.width, stream.height, stream.pix_fmt = video_in.width, video_in.height, "yuv420p"
+        stream.width, stream.height, stream.pix_fmt = video_in.width, video_in.height, PIX_FMT
         stream.options = dict(ENCODE_OPTIONS)
         stream.thread_type = "AUTO"
         for frame in source.decode(video_in):
-            rgb = frame.to_ndarray(format="rgb24")
+            rgb = frame.to_ndarray(format=RGB_FMT)
             filtered = cv2.filter2D(rgb, -1, kernel, borderType=cv2.BORDER_REFLECT_101)
-            video = av.VideoFrame.from_ndarray(filtered, format="rgb24")
+            video = av.VideoFrame.from_ndarray(filtered, format=RGB_FMT)
             video.pts = count
             for packet in stream.encode(video):
                 target.mux(packet)
@@ -148,7 +153,7 @@ def streamconv_run(clip: Path, out: Path | None, backend: str, *, colour: str = 
     pipeline = streamconv.Pipeline(streamconv.FileSource(clip), [SPEC], str(out) if out else None,
                                    backend=backend, sink_options=sink_options, colour=colour)
     if colour == "backend" and pipeline.planes is None:
-        raise SystemExit("expected the yuv420p planes path")
+        raise SystemExit(f"expected the {PIX_FMT} planes path")
     stats = pipeline.run()
     label = f"{clip.stem} {'file' if out else 'null'}{'' if colour == 'backend' else ' host colour'}"
     STAGE_MEANS[label] = {stage: round(row["mean"], 3) for stage, row in stats.summary().items()}
@@ -203,14 +208,20 @@ def main() -> None:
     parser.add_argument("--sizes", default="1080p,4K", help=f"comma-separated, of {', '.join(SIZES)}")
     parser.add_argument("--frames", type=int, default=300, help="frames per clip (default 300)")
     parser.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument("--bits", type=int, default=8, choices=(8, 10),
+                        help="the clip's bits per sample (10: yuv420p10le, filtered in 16 bits)")
     parser.add_argument("--json", default="pipeline.json")
     args = parser.parse_args()
+    global PIX_FMT, RGB_FMT
+    if args.bits == 10:
+        PIX_FMT, RGB_FMT = "yuv420p10le", "rgb48le"
     backend = streamconv.backends.resolve_backend(args.backend)
     result = {"environment": {"python": platform.python_version(), "av": av.__version__,
                               "opencv": cv2.__version__, "streamconv": streamconv.__version__,
                               "cores": __import__("os").cpu_count(), "commit": benchinfo.commit(),
                               "backend": backend},
-              "filter": SPEC, "encoder": {"codec": "libx264", **ENCODE_OPTIONS}, "sizes": []}
+              "filter": SPEC, "pix_fmt": PIX_FMT, "encoder": {"codec": "libx264", **ENCODE_OPTIONS},
+              "sizes": []}
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
         for label in args.sizes.split(","):
@@ -239,7 +250,8 @@ def main() -> None:
     Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
 
     env = result["environment"]
-    print(f"\nstreamconv {SPEC} on {backend}, libx264 ultrafast, {env['cores']} cores, commit {env['commit']}")
+    print(f"\nstreamconv {SPEC} on {backend}, {PIX_FMT}, libx264 ultrafast, {env['cores']} cores, "
+          f"commit {env['commit']}")
     columns = ("decode", "decode_rgb", "encode", "naive", "streamconv_null", "streamconv_file", "host_colour_file")
     print(f"{'size':<7}" + "".join(f"{c:>16}" for c in columns) + "   (frames/s)")
     for row in result["sizes"]:
