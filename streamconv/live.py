@@ -127,6 +127,9 @@ class LiveSource(Source):
         """Make ``buffer`` (from :meth:`_capture_buffer`; None: the back buffer) the newest frame,
         captured at ``captured`` (perf_counter seconds)."""
         with self._lock:
+            if buffer is not None and buffer is not self._back and buffer is not self._lent:
+                self._claimed = False
+                return  # its reader gave up waiting (a hang was reported): nobody wants the frame
             if self._sequence > self._taken and self._first_taken is not None:
                 self.dropped += 1  # the previous frame was never taken: it is stale now
             if buffer is not None and buffer is self._lent and self._claimed:
