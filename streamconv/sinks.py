@@ -222,7 +222,8 @@ class FileSink(Sink):
         pix_fmt: encoder pixel format; None picks yuv420p, or for input of more than 8 bits
             per sample (``bits``) the encoder's 4:2:0 format of that depth or the nearest
             deeper one (yuv420p10le, ...), with a warning where it has none.
-        bits: bits per sample of the input (10 for yuv420p10le video), for ``pix_fmt`` None.
+        bits: bits per sample of the input (10 for yuv420p10le video; None: not known), for
+            ``pix_fmt`` None and for the warning when 16-bit frames lose depth.
         crf, preset: quality and speed options for x264/x265-style encoders (None: codec default).
         overwrite: replace an existing file.
         options: extra encoder options.
@@ -242,7 +243,7 @@ class FileSink(Sink):
 
     def __init__(self, path: str | Path, *, width: int, height: int, frame_rate: Fraction,
                  time_base: Fraction | None = None, codec: str = "libx264",
-                 pix_fmt: str | None = None, bits: int = 8, crf: float | None = None,
+                 pix_fmt: str | None = None, bits: int | None = None, crf: float | None = None,
                  preset: str | None = None,
                  overwrite: bool = False, options: dict[str, str] | None = None,
                  copy_streams: Sequence = (), colour: ColourTags | None = None,
@@ -261,7 +262,8 @@ class FileSink(Sink):
         except (av.FFmpegError, ValueError):
             raise OutputError(f"unknown encoder {codec!r} (see `ffmpeg -encoders`)") from None
         if pix_fmt is None:
-            pix_fmt = _default_pix_fmt(encoder, bits)
+            pix_fmt = _default_pix_fmt(encoder, bits or 8)
+        self._input_bits = bits or 16  # not known: 16-bit frames may use all 16
         self._pad: np.ndarray | None = None  # made at the first frame, in its dtype
         self._padded = False
         subsampled = pix_fmt.startswith(("yuv420", "yuvj420", "nv12", "p010", "p016", "yuv422", "yuvj422"))
@@ -391,10 +393,11 @@ class FileSink(Sink):
         if frame.ndim == 1:
             self._encode(self._planes_frame(frame), meta)
             return
-        if frame.dtype == np.uint16 and self._sample_bits <= 8 and not self._depth_warned:
+        if frame.dtype == np.uint16 and self._sample_bits < self._input_bits and not self._depth_warned:
             self._depth_warned = True
-            log.warning("%s: 16-bit frames are written with 8 bits per sample (%s); pass a deeper "
-                        "--pix-fmt such as yuv420p10le, or a --codec that has one", self.path, self._pix_fmt)
+            log.warning("%s: 16-bit frames of %d-bit input are written with %d bits per sample (%s); pass "
+                        "a deeper --pix-fmt such as yuv420p10le, or a --codec that has one", self.path,
+                        self._input_bits, self._sample_bits, self._pix_fmt)
         if frame.shape[:2] != (self.height, self.width):
             frame = self._fit(frame)
         if self._padded:

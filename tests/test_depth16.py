@@ -195,7 +195,7 @@ def test_10_bit_cli_run_writes_10_bit_and_depth_8_writes_8(tmp_path):
 def test_16_bit_frames_into_an_8_bit_output_warn(tmp_path, caplog):
     clip = _ten_bit_clip(tmp_path / "in.mkv", [(500, 400, 600)], space=1, colour_range=1)
     for sink_options, said in (({"codec": "mpeg4"}, "has no 4:2:0 format deeper than 8 bits"),
-                               ({"pix_fmt": "yuv420p"}, "16-bit frames are written with 8 bits")):
+                               ({"pix_fmt": "yuv420p"}, "16-bit frames of 10-bit input are written with 8 bits")):
         caplog.clear()
         output = tmp_path / f"{sink_options.get('codec', 'x264')}.mkv"
         streamconv.Pipeline(clip, ["identity"], output, backend="cpu", sink_options=sink_options).run()
@@ -221,3 +221,13 @@ def test_display_shows_16_bit_frames_by_their_high_byte():
     out = np.zeros((1, 1, 3), np.uint8)
     _to_bgr(frame, out)
     assert out[0, 0].tolist() == [0xFF, 0xAB, 0x12]  # BGR
+
+
+def test_8_bit_input_filtered_in_16_bits_is_written_as_8_without_a_warning(tmp_path, sample_clip, caplog):
+    output = tmp_path / "out.mp4"
+    source = FileSource(sample_clip, depth=16)
+    assert source.dtype == np.uint16 and source.planes is None
+    stats = streamconv.Pipeline(source, ["gaussian:sigma=1"], output, backend="cpu", max_frames=3).run()
+    assert stats.frames == 3 and "written with" not in caplog.text
+    with av.open(str(output)) as container:
+        assert container.streams.video[0].codec_context.pix_fmt == "yuv420p"
