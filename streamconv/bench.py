@@ -193,20 +193,20 @@ def _measure_variant(stage: FilterStage, kernel: str, shape, frame, expected, rn
 
     driver = env["driver"]
     with CudaBackend([stage], border=env["border"], kernel=kernel) as backend:
-        slots = backend.allocate_slots(shape, ROTATE)
+        slots = backend.allocate_slots(shape, ROTATE, dtype=frame.dtype)
         got = poisoned_run(backend, slots[0], frame)
-        worst = int(np.abs(got.astype(np.int16) - expected.astype(np.int16)).max())
+        worst = int(np.abs(got.astype(np.int64) - expected.astype(np.int64)).max())
         with backend.activated():
             for slot in slots:
-                slot.host_in[:] = rng.integers(0, 256, shape, dtype=np.uint8)
+                slot.host_in[:] = rng.integers(0, np.iinfo(frame.dtype).max + 1, shape, dtype=frame.dtype)
                 slot.device.upload(False)
             seconds = time_launches(backend, slots, driver)
-            plan, function = backend.compiled_stages(shape)[0]
+            plan, function = backend.compiled_stages(shape, frame.dtype)[0]
             threads = plan.block[0] * plan.block[1] * plan.block[2]
             occ, limit = occupancy(env["device"], driver, function, threads)
             registers, shared, spill = function.num_regs, function.shared_size_bytes, function.local_size_bytes
     frame_bytes = frame.nbytes
-    fmas = frame_bytes * (2 * stage.size if plan.variant == variants.SEPARABLE else stage.size**2) * len(stage.taps)
+    fmas = frame.size * (2 * stage.size if plan.variant == variants.SEPARABLE else stage.size**2) * len(stage.taps)
     gbps = 2 * frame_bytes / seconds / 1e9
     return BenchRow(size="", k=stage.size, variant=kernel, taps="", ms=seconds * 1e3, gbps=gbps,
                     copy_fraction=gbps / env["copy_gbps"], fma_fraction=fmas / seconds / env["fma_peak"],
@@ -220,9 +220,18 @@ def _host_row(size: str, k: int, name: str, taps: str, seconds: float, frame_byt
                     copy_fraction=gbps / copy_gbps, fma_fraction=0.0, max_lsb=None)
 
 
+def kernels_for_depth(kernels: Sequence[str], depth: int) -> list[str]:
+    """The kernel choices among ``kernels`` that run frames of ``depth`` bits (16: auto and
+    register-blocked only)."""
+    if depth == 8:
+        return list(kernels)
+    return [k for k in kernels if k in (variants.AUTO, variants.REGISTER_BLOCKED)]
+
+
 def run_bench(*, sizes: Sequence[str], ks: Sequence[int], kernels: Sequence[str], border: str = DEFAULT_BORDER,
-              device_number: int = 0, host: bool = True, progress=None) -> dict:
-    """Check and time every (size, K, kernel); returns a JSON-ready dict (environment, rows).
+              device_number: int = 0, host: bool = True, progress=None, depth: int = 8) -> dict:
+    """Check and time every (size, K, kernel) on RGB frames of ``depth`` bits per sample (8:
+    uint8, 16: uint16); returns a JSON-ready dict (environment, rows).
 
     ``progress(text)`` is called before each configuration. Raises StreamError when a
     variant's output differs from the CPU backend by more than 1 LSB (after timing the rest).
@@ -238,6 +247,8 @@ def run_bench(*, sizes: Sequence[str], ks: Sequence[int], kernels: Sequence[str]
     major, minor = device.compute_capability()
     arch = f"sm_{major}{minor}"
     rng = np.random.default_rng()
+    dtype = np.dtype(np.uint8 if depth == 8 else np.uint16)
+    kernels = kernels_for_depth(kernels, depth)
     border_code = BORDER_CODES[border]
     stages = {k: {"random": random_taps(rng, k), "gaussian": gaussian(k)} for k in ks}
     jobs = []  # (size, k, taps name, kernel)
@@ -252,7 +263,7 @@ def run_bench(*, sizes: Sequence[str], ks: Sequence[int], kernels: Sequence[str]
                     jobs.append((size, k, taps, kernel))
     wanted = {(p.source, tuple(sorted(p.defines.items())))
               for size, k, taps, kernel in jobs
-              for p in [variants.plan_stage(stages[k][taps], (*SIZES[size], 3), border_code, kernel)]}
+              for p in [variants.plan_stage(stages[k][taps], (*SIZES[size], 3), border_code, kernel, dtype)]}
     kernel_loader.precompile([(source, dict(items)) for source, items in sorted(wanted)], arch, workers=16)
 
     with CudaBackend([], device=device_number) as probe, probe.activated():
@@ -262,7 +273,7 @@ def run_bench(*, sizes: Sequence[str], ks: Sequence[int], kernels: Sequence[str]
     rows: list[BenchRow] = []
     for size in sizes:
         shape = (*SIZES[size], 3)
-        frame = rng.integers(0, 256, shape, dtype=np.uint8)
+        frame = rng.integers(0, np.iinfo(dtype).max + 1, shape, dtype=dtype)
         for k in ks:
             expected = {}
             for taps in ("random", "gaussian"):
@@ -290,7 +301,7 @@ def run_bench(*, sizes: Sequence[str], ks: Sequence[int], kernels: Sequence[str]
     environment = {"gpu": device.name(), "compute_capability": f"{major}.{minor}",
                    "driver_cuda": f"{version // 1000}.{version % 1000 // 10}", "pycuda": pycuda.VERSION_TEXT,
                    "opencv": cv2.__version__, "numpy": np.__version__, "streamconv": __version__,
-                   "python": platform.python_version(), "border": border,
+                   "python": platform.python_version(), "border": border, "depth": depth,
                    "copy_GBps": copy_gbps, "fp32_fma_per_s": env["fma_peak"]}
     result = {"environment": environment, "rows": [{**asdict(r), "limiter": r.limiter} for r in rows]}
     bad = [r for r in rows if r.max_lsb is not None and r.max_lsb > 1]
@@ -311,7 +322,7 @@ def format_table(result: dict) -> str:
                  f"border {env['border']}")
     for size in dict.fromkeys(r["size"] for r in rows):
         lines.append("")
-        lines.append(f"{size} RGB, ms per frame" + "".join(f"{'K=' + str(k):>10}" for k in ks))
+        lines.append(f"{size} RGB {env.get('depth', 8)}-bit, ms per frame" + "".join(f"{'K=' + str(k):>10}" for k in ks))
         for name, taps in dict.fromkeys((r["variant"], r["taps"]) for r in rows if r["size"] == size):
             cells = {r["k"]: r["ms"] for r in rows if (r["size"], r["variant"], r["taps"]) == (size, name, taps)}
             label = f"{name} ({taps})"

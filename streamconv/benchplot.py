@@ -40,7 +40,7 @@ def write_chart(result: dict, path: str | Path) -> None:
                       linestyle="--" if host else "-", label=f"{name} ({taps})")
         axis.set_yscale("log")
         axis.set_xlabel("K (taps per side)")
-        axis.set_title(f"{size} RGB uint8")
+        axis.set_title(f"{size} RGB {'uint16' if result['environment'].get('depth') == 16 else 'uint8'}")
         axis.grid(True, which="both", alpha=0.3)
     axes[0][0].set_ylabel("ms per frame")
     axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))

@@ -23,7 +23,8 @@ from .backends import BACKENDS, cuda_status
 from .backends.variants import KERNEL_CHOICES
 from .borders import BORDER_MODES, DEFAULT_BORDER
 from .display import KEYS_HELP, DisplaySink, check_display
-from .errors import EXIT_DAMAGED_INPUT, EXIT_INTERRUPTED, CameraLostError, OutputError, StreamconvError
+from .errors import (EXIT_DAMAGED_INPUT, EXIT_INTERRUPTED, CameraLostError, FilterSpecError, OutputError,
+                     StreamconvError)
 from .filesource import NETWORK_TIMEOUT
 from .filters import FilterStage, describe_registry, parse_chain
 from .frames import DEFAULT_MAX_PIXELS
@@ -198,6 +199,9 @@ def _add_bench_parser(commands) -> None:
                         help="kernels to time: all (default) or a list of " + ", ".join(KERNEL_CHOICES))
     parser.add_argument("--border", choices=BORDER_MODES, default=DEFAULT_BORDER,
                         help=f"border mode (default {DEFAULT_BORDER})")
+    parser.add_argument("--depth", type=int, choices=(8, 16), default=8,
+                        help="bits per sample of the frames (default 8; 16 times the kernels that take "
+                             "uint16 frames: auto and register-blocked)")
     parser.add_argument("--device", type=_non_negative_int, default=0, metavar="N", help="CUDA device number")
     parser.add_argument("--no-host", action="store_true", help="skip the OpenCV host references")
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON")
@@ -383,10 +387,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
     for path, option in ((args.json, "--json"), (args.chart, "--chart")):
         if path:
             _check_report_path(path, option)
+    kernels = bench.kernels_for_depth(args.kernels, args.depth)
+    if not kernels:
+        raise FilterSpecError(f"--depth {args.depth}: none of {', '.join(args.kernels)} takes 16-bit frames "
+                              f"(auto and register-blocked do)")
+    if len(kernels) < len(args.kernels):
+        log.info("--depth %d: timing %s (the other kernels take 8-bit frames only)", args.depth, ", ".join(kernels))
     resolve_backend("cuda", device=args.device)  # a clear error without a usable GPU
     progress = bench.progress_printer(not args.no_progress and sys.stderr.isatty())
-    result = bench.run_bench(sizes=args.sizes, ks=args.ks, kernels=args.kernels, border=args.border,
-                             device_number=args.device, host=not args.no_host, progress=progress)
+    result = bench.run_bench(sizes=args.sizes, ks=args.ks, kernels=kernels, border=args.border,
+                             device_number=args.device, host=not args.no_host, progress=progress,
+                             depth=args.depth)
     if progress:
         sys.stderr.write("\n")
     if args.json:

@@ -32,11 +32,21 @@ def row(size, k, variant, taps, ms, lsb=0):
     ("--sizes=720p", "unknown size '720p'; known: 1080p, 4k"),
     ("--kernels=fastest", "unknown kernel 'fastest'"),
     ("--border=wrap", "invalid choice"),
+    ("--depth=10", "invalid choice"),
 ])
 def test_bad_options_are_usage_errors(cli, argument, message):
     result = cli("bench", argument)
     assert result.returncode == 2
     assert message in result.stderr
+
+
+def test_16_bit_frames_time_only_the_kernels_that_take_them(cli):
+    assert bench.kernels_for_depth(["auto", "naive", "register-blocked", "separable"], 16) == [
+        "auto", "register-blocked"]
+    assert bench.kernels_for_depth(["naive"], 8) == ["naive"]
+    result = cli("bench", "--depth", "16", "--kernels", "naive,separable")
+    assert result.returncode == 3
+    assert "none of naive, separable takes 16-bit frames" in result.stderr
 
 
 def test_parsers_accept_what_the_help_shows():
