@@ -69,7 +69,7 @@ class Sink:
     def __enter__(self):
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, exc_type, exc, _traceback) -> None:
         if exc_type is None:
             self.close()
         else:
