@@ -221,11 +221,11 @@ def _host_row(size: str, k: int, name: str, taps: str, seconds: float, frame_byt
 
 
 def kernels_for_depth(kernels: Sequence[str], depth: int) -> list[str]:
-    """The kernel choices among ``kernels`` that run frames of ``depth`` bits (16: auto and
-    register-blocked only)."""
+    """The kernel choices among ``kernels`` that run frames of ``depth`` bits (16: those of
+    ``variants.DEEP_KERNEL_CHOICES``)."""
     if depth == 8:
         return list(kernels)
-    return [k for k in kernels if k in (variants.AUTO, variants.REGISTER_BLOCKED)]
+    return [k for k in kernels if k in variants.DEEP_KERNEL_CHOICES]
 
 
 def run_bench(*, sizes: Sequence[str], ks: Sequence[int], kernels: Sequence[str], border: str = DEFAULT_BORDER,

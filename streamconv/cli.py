@@ -20,7 +20,7 @@ from typing import Sequence
 
 from . import __version__
 from .backends import BACKENDS, cuda_status
-from .backends.variants import KERNEL_CHOICES
+from .backends.variants import DEEP_KERNEL_CHOICES, KERNEL_CHOICES
 from .borders import BORDER_MODES, DEFAULT_BORDER
 from .display import KEYS_HELP, DisplaySink, check_display
 from .errors import (EXIT_DAMAGED_INPUT, EXIT_INTERRUPTED, CameraLostError, FilterSpecError, OutputError,
@@ -390,7 +390,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     kernels = bench.kernels_for_depth(args.kernels, args.depth)
     if not kernels:
         raise FilterSpecError(f"--depth {args.depth}: none of {', '.join(args.kernels)} takes 16-bit frames "
-                              f"(auto and register-blocked do)")
+                              f"({' and '.join(DEEP_KERNEL_CHOICES)} do)")
     if len(kernels) < len(args.kernels):
         log.info("--depth %d: timing %s (the other kernels take 8-bit frames only)", args.depth, ", ".join(kernels))
     resolve_backend("cuda", device=args.device)  # a clear error without a usable GPU

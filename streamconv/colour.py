@@ -60,6 +60,12 @@ class ColourTags:
         codec_context.color_trc = self.trc
 
 
+def format_bits(pix_fmt: str | av.VideoFormat) -> int:
+    """Bits per sample of an FFmpeg pixel format (8 for yuv420p, 10 for yuv420p10le)."""
+    video_format = pix_fmt if isinstance(pix_fmt, av.VideoFormat) else av.VideoFormat(pix_fmt)
+    return max((c.bits for c in video_format.components), default=8)
+
+
 def frame_to_rgb(frame: av.VideoFrame, rgb_format: str = "rgb24") -> av.VideoFrame:
     """The frame as ``rgb_format`` (rgb24, or rgb48le for 16 bits; host memory), converted with
     its own matrix and range."""

@@ -20,7 +20,7 @@ import cv2  # noqa: F401  (before av: see streamconv.display.check_import_order)
 import av
 import numpy as np
 
-from .colour import FULL_RANGE, ColourTags, frame_to_rgb
+from .colour import FULL_RANGE, ColourTags, format_bits, frame_to_rgb
 from .errors import FrameFormatError, FrameTypeError, InputError, NoVideoStreamError, StreamError
 from .ffmpeglog import DamageLog, ffmpeg_reason
 from .frames import DEFAULT_MAX_PIXELS, check_frame_size
@@ -136,7 +136,7 @@ class FileSource(Source):
             self.colour = replace(self.colour, range=FULL_RANGE)  # yuvj formats are full range untagged
         self.display_matrix = _display_matrix(self._held)
         pixel_format = self._held.format
-        self.bits = max((c.bits for c in pixel_format.components), default=8)
+        self.bits = format_bits(pixel_format)
         if depth is None:
             depth = 16 if self.bits > 8 else 8
         self.dtype = np.dtype(np.uint16 if depth == 16 else np.uint8)

@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from .errors import FilterSpecError
+from .errors import FilterSpecError, FrameTypeError
 from .resources import is_file
 
 MAX_SIZE = 31
@@ -466,3 +466,17 @@ def describe_registry() -> str:
     lines.append("")
     lines.append("Spec: NAME[:KEY=VALUE,...]; repeat --filter to chain stages in order.")
     return "\n".join(lines)
+
+
+def check_sample_type(stages: Sequence[FilterStage], dtype) -> None:
+    """Refuse frames of ``dtype`` (a NumPy dtype) that a stage cannot filter: convolution-layer
+    stages (``bank``) take uint8 frames only; the others take uint8 and uint16.
+
+    Raises:
+        FrameTypeError: naming the stage and the dtype.
+    """
+    if np.dtype(dtype) == np.uint8:
+        return
+    for stage in stages:
+        if stage.layer is not None:
+            raise FrameTypeError(f"stage {stage.describe()} takes uint8 frames only, got {np.dtype(dtype)}")

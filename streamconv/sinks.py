@@ -18,7 +18,7 @@ import cv2  # (before av: see streamconv.display.check_import_order)
 import av
 import numpy as np
 
-from .colour import ColourTags, rgb_to_frame, yuv_tags
+from .colour import ColourTags, format_bits, rgb_to_frame, yuv_tags
 from .errors import OutputError, StreamError
 from .ffmpeglog import ffmpeg_reason
 from .slots import FrameMeta
@@ -287,7 +287,7 @@ class FileSink(Sink):
         self._size = (enc_width, enc_height)
         self._pix_fmt = pix_fmt
         self._conversion = yuv_tags(pix_fmt, colour)  # fixed per sink: decided once, not per frame
-        self._sample_bits = max((c.bits for c in av.VideoFormat(pix_fmt).components), default=8)
+        self._sample_bits = format_bits(pix_fmt)
         self._depth_warned = False
         self._codec_options = dict(options or {})
         if crf is not None:
@@ -553,7 +553,7 @@ def _default_pix_fmt(encoder, bits: int) -> str:
         return "yuv420p"
     supported = [f.name for f in (encoder.video_formats or ())]
     deep = [name for name in _DEEP_420 if name in supported]
-    depth = {name: max(c.bits for c in av.VideoFormat(name).components) for name in deep}
+    depth = {name: format_bits(name) for name in deep}
     enough = [name for name in deep if depth[name] >= bits]
     if enough:
         return min(enough, key=lambda name: depth[name])

@@ -76,6 +76,11 @@ class Slot:
         """(H, W, C) of the frame the filters see (RGB for planes)."""
         return self.planes.frame_shape if self.planes is not None else self.host_in.shape
 
+    @property
+    def frame_dtype(self) -> np.dtype:
+        """Sample type of the frame the filters see: uint8 or uint16 (RGB for planes)."""
+        return self.planes.frame_dtype if self.planes is not None else self.host_in.dtype
+
     def reset(self) -> None:
         """Forget the previous frame before the slot is refilled."""
         self.meta = None

@@ -32,8 +32,7 @@ import cv2
 import numpy as np
 
 from ..borders import CV_BORDERS, DEFAULT_BORDER, check_border, pad_frame
-from ..filters import COMBINE_MAGNITUDE, FilterStage
-from ..errors import FrameTypeError
+from ..filters import COMBINE_MAGNITUDE, FilterStage, check_sample_type
 from ..frames import as_hwc, check_same_frame, sample_maximum
 from ..nn.bank import bank_cpu
 from ..slots import Slot
@@ -344,9 +343,7 @@ class CpuBackend:
         """
         plans = self._plans.get(dtype)
         if plans is None:
-            for stage in self.filters:
-                if stage.layer is not None and dtype != np.uint8:
-                    raise FrameTypeError(f"stage {stage.describe()} takes uint8 frames only, got {dtype}")
+            check_sample_type(self.filters, dtype)
             plans = self._plans[dtype] = [None if stage.layer is not None else make_plan(stage, dtype)
                                           for stage in self.filters]
         return plans
@@ -404,8 +401,8 @@ class CpuBackend:
         elif not self.filters:
             np.copyto(slot.host_out, slot.host_in)  # nothing to filter: the planes pass unchanged
         else:
-            rgb_in = self._frames.get("rgb_in", slot.frame_shape, slot.planes.frame_dtype)
-            rgb_out = self._frames.get("rgb_out", slot.frame_shape, slot.planes.frame_dtype)
+            rgb_in = self._frames.get("rgb_in", slot.frame_shape, slot.frame_dtype)
+            rgb_out = self._frames.get("rgb_out", slot.frame_shape, slot.frame_dtype)
             convert_colour(rgb_in, slot.host_in, slot.planes, to_rgb=True)
             self.apply_into(rgb_out, rgb_in)
             convert_colour(rgb_out, slot.host_out, slot.planes, to_rgb=False)

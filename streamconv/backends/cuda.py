@@ -26,8 +26,8 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from ..borders import BORDER_CODES, DEFAULT_BORDER, check_border
-from ..errors import BackendUnavailableError, FrameTypeError, GpuFaultError, StreamError
-from ..filters import FilterStage
+from ..errors import BackendUnavailableError, GpuFaultError, StreamError
+from ..filters import FilterStage, check_sample_type
 from ..frames import as_hwc, check_same_frame
 from ..slots import Slot
 from ..yuv import YuvLayout
@@ -140,11 +140,10 @@ class CudaBackend:
         key = (shape, dtype)
         if key in self._stages:
             return self._stages[key]
+        check_sample_type(self.filters, dtype)
         driver = self._driver
         stages = []
         for stage in self.filters:
-            if stage.layer is not None and dtype != np.uint8:
-                raise FrameTypeError(f"stage {stage.describe()} takes uint8 frames only, got {dtype}")
             if stage.layer is not None:
                 from ..nn.gpu import GpuEngine
                 from .cuda_bank import GpuBank
@@ -314,8 +313,7 @@ class CudaBackend:
         """
         state: _DeviceSlot = slot.device
         height, width, channels = slot.frame_shape
-        stages = self._stages_for((height, width, channels),
-                                  slot.host_in.dtype if slot.planes is None else slot.planes.frame_dtype)
+        stages = self._stages_for((height, width, channels), slot.frame_dtype)
         source = int(state.buffers[0])
         converting = slot.planes is not None and stages
         if converting:

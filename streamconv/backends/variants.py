@@ -43,6 +43,8 @@ TEXTBOOK = {  # variant -> entry point in cuda/conv2d_textbook.cu
 }
 VARIANTS = (REGISTER_BLOCKED, SEPARABLE, *TEXTBOOK)
 KERNEL_CHOICES = (AUTO, *VARIANTS)
+DEEP_KERNEL_CHOICES = (AUTO, REGISTER_BLOCKED)
+"""The kernel choices that take 16-bit frames (the others take 8-bit samples only)."""
 
 # auto: rank-1 taps of this size and larger run separable (measured on an H100; see the module doc).
 SEPARABLE_FROM_K = 5
@@ -101,7 +103,7 @@ def choose_variant(stage: FilterStage, kernel: str = AUTO, dtype=np.uint8) -> st
     """
     check_kernel(kernel)
     if np.dtype(dtype) != np.uint8:
-        if kernel not in (AUTO, REGISTER_BLOCKED):
+        if kernel not in DEEP_KERNEL_CHOICES:
             raise FilterSpecError(f"--kernel {kernel} takes 8-bit frames only; 16-bit frames run as "
                                   f"{REGISTER_BLOCKED} (--kernel auto)")
         return REGISTER_BLOCKED
