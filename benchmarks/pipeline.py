@@ -1,7 +1,7 @@
 """End-to-end throughput: is a transcode through streamconv as fast as the codec allows?
 
     python benchmarks/pipeline.py [--sizes 1080p,4K] [--frames N] [--backend cuda] [--bits 8|10]
-                                  [--json PATH]
+                                  [--hwaccel cuda] [--json PATH]
 
 For each size, one generated H.264 clip (a moving test pattern with noise, so the codec
 has real work; yuv420p, or yuv420p10le with ``--bits 10``, where every step below works in
@@ -15,6 +15,9 @@ has real work; yuv420p, or yuv420p10le with ``--bits 10``, where every step belo
   streamconv file   streamconv file -> 5x5 box -> libx264 ultrafast file
   host colour       the same file run with colour converted on the host (FFmpeg's scaler,
                     RGB slots) instead of yuv420p planes converted by the backend
+With ``--hwaccel KIND`` (e.g. cuda: NVDEC), decoding alone and both streamconv runs are also
+timed with the decoder on that hardware (frames come back to host memory as nv12 or p010le),
+after checking that it gives the software decoder's planes.
 Targets (on the GPU machine, CUDA backend): file >= 0.95 x encode, null >= 0.9 x decode,
 file >= 1.8 x the naive loop at 1080p. The streamconv outputs are checked against the CPU
 backend on a few frames first.
@@ -37,6 +40,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import av  # noqa: E402  (after cv2: see streamconv.display.check_import_order)
+from av.codec.hwaccel import HWAccel  # noqa: E402
 
 import streamconv  # noqa: E402
 
@@ -81,9 +85,10 @@ def fps_of(run, frames: int) -> float:
     return frames / elapsed
 
 
-def decode_only(clip: Path, *, rgb: bool) -> int:
+def decode_only(clip: Path, *, rgb: bool, hwaccel: str | None = None) -> int:
     count = 0
-    with av.open(str(clip)) as container:
+    hardware = HWAccel(device_type=hwaccel, allow_software_fallback=False) if hwaccel else None
+    with av.open(str(clip), hwaccel=hardware) as container:
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"
         for frame in container.decode(stream):
@@ -148,14 +153,16 @@ def naive_loop(clip: Path, out: Path) -> int:
 STAGE_MEANS: dict[str, dict[str, float]] = {}  # run label -> stage -> mean ms, for the JSON
 
 
-def streamconv_run(clip: Path, out: Path | None, backend: str, *, colour: str = "backend") -> int:
+def streamconv_run(clip: Path, out: Path | None, backend: str, *, colour: str = "backend",
+                   hwaccel: str | None = None) -> int:
     sink_options = {"preset": "ultrafast", "overwrite": True} if out is not None else None
-    pipeline = streamconv.Pipeline(streamconv.FileSource(clip), [SPEC], str(out) if out else None,
+    pipeline = streamconv.Pipeline(streamconv.FileSource(clip, hwaccel=hwaccel), [SPEC], str(out) if out else None,
                                    backend=backend, sink_options=sink_options, colour=colour)
     if colour == "backend" and pipeline.planes is None:
         raise SystemExit(f"expected the {PIX_FMT} planes path")
     stats = pipeline.run()
-    label = f"{clip.stem} {'file' if out else 'null'}{'' if colour == 'backend' else ' host colour'}"
+    label = (f"{clip.stem} {'file' if out else 'null'}{'' if colour == 'backend' else ' host colour'}"
+             f"{f' {hwaccel} decode' if hwaccel else ''}")
     STAGE_MEANS[label] = {stage: round(row["mean"], 3) for stage, row in stats.summary().items()}
     return stats.frames
 
@@ -203,6 +210,21 @@ def check(clip: Path, backend: str) -> int:
     return worst
 
 
+def hardware_planes_difference(clip: Path, hwaccel: str) -> int:
+    """Largest difference between the planes of the hardware-decoded and the software-decoded
+    clip (0: the hardware decoder gives the same frames)."""
+    worst = 0
+    with streamconv.FileSource(clip, hwaccel=hwaccel) as hardware, streamconv.FileSource(clip) as software:
+        if not hardware._stream.codec_context.is_hwaccel:
+            raise SystemExit(f"{hwaccel} does not decode {clip.name} here")
+        got, expected = np.empty(hardware.planes.shape, hardware.planes.dtype), np.empty(software.planes.shape,
+                                                                                          software.planes.dtype)
+        while hardware.read_into(got) is not None:
+            software.read_into(expected)
+            worst = max(worst, int(np.abs(got.astype(np.int64) - expected).max()))
+    return worst
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1080p,4K", help=f"comma-separated, of {', '.join(SIZES)}")
@@ -210,6 +232,8 @@ def main() -> None:
     parser.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
     parser.add_argument("--bits", type=int, default=8, choices=(8, 10),
                         help="the clip's bits per sample (10: yuv420p10le, filtered in 16 bits)")
+    parser.add_argument("--hwaccel", metavar="KIND",
+                        help="also time decoding on this hardware decoder (e.g. cuda) and streamconv with it")
     parser.add_argument("--json", default="pipeline.json")
     args = parser.parse_args()
     global PIX_FMT, RGB_FMT
@@ -242,6 +266,13 @@ def main() -> None:
                 "host_colour_file": fps_of(lambda: streamconv_run(clip, work / "sc.mp4", backend, colour="host"),
                                            args.frames),
             }
+            if args.hwaccel:
+                row["hw_planes_max_diff"] = hardware_planes_difference(clip, args.hwaccel)
+                row["decode_hw"] = fps_of(lambda: decode_only(clip, rgb=False, hwaccel=args.hwaccel), args.frames)
+                row["streamconv_null_hw"] = fps_of(lambda: streamconv_run(clip, None, backend, hwaccel=args.hwaccel),
+                                                   args.frames)
+                row["streamconv_file_hw"] = fps_of(
+                    lambda: streamconv_run(clip, work / "sc.mp4", backend, hwaccel=args.hwaccel), args.frames)
             row["file_over_encode"] = row["streamconv_file"] / row["encode"]
             row["null_over_decode"] = row["streamconv_null"] / row["decode"]
             row["file_over_naive"] = row["streamconv_file"] / row["naive"]
@@ -259,6 +290,13 @@ def main() -> None:
     print("\nmean ms per frame and stage (the last run of each):")
     for label, stages in STAGE_MEANS.items():
         print(f"  {label:<24}" + "  ".join(f"{stage} {ms:.2f}" for stage, ms in stages.items()))
+    if args.hwaccel:
+        print(f"\ndecoded on {args.hwaccel} (frames back in host memory; planes equal to software decoding "
+              f"within the max diff shown):")
+        columns = ("decode_hw", "streamconv_null_hw", "streamconv_file_hw", "hw_planes_max_diff")
+        print(f"{'size':<7}" + "".join(f"{c:>20}" for c in columns))
+        for row in result["sizes"]:
+            print(f"{row['size']:<7}" + "".join(f"{row[c]:>20.1f}" for c in columns))
     print(f"\n{'size':<7}{'file/encode':>13}{'null/decode':>13}{'file/naive':>12}   targets 0.95, 0.9, 1.8 (1080p)")
     for row in result["sizes"]:
         print(f"{row['size']:<7}{row['file_over_encode']:>13.2f}{row['null_over_decode']:>13.2f}"

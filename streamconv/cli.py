@@ -32,7 +32,7 @@ from .live import RealtimeSource
 from .pipeline import COLOUR_PATHS, Pipeline
 from .presets import list_presets, load_preset
 from .sinks import FanoutSink, Sink, check_output_path, open_sink
-from .sources import Source, open_source
+from .sources import Source, is_test_spec, open_source
 from .webcam import is_webcam_spec
 
 log = logging.getLogger("streamconv")
@@ -128,6 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
                           f"(default {NETWORK_TIMEOUT:g} s for URLs, none for files; 0: wait forever)")
     run.add_argument("--video-stream", type=_non_negative_int, default=0, metavar="N",
                      help="which video stream of the input (default 0, the first)")
+    run.add_argument("--hwaccel", metavar="KIND",
+                     help="decode the input on a hardware decoder, e.g. cuda (NVDEC); frames come back "
+                          "to host memory as nv12/p010 planes (default: software decoding)")
     run.add_argument("--no-audio", action="store_true",
                      help="leave out the input's audio and subtitle streams (copied unchanged by default)")
     run.add_argument("--overwrite", "-y", action="store_true", help="replace OUTPUT if it exists")
@@ -267,7 +270,7 @@ def _open_run_source(args: argparse.Namespace) -> Source:
         copy = args.output is not None and not args.no_audio
         source = open_source(args.source, video_stream=args.video_stream, copy_streams=copy,
                              max_pixels=args.max_pixels, timeout=args.timeout,
-                             depth=None if args.depth == "auto" else int(args.depth))
+                             depth=None if args.depth == "auto" else int(args.depth), hwaccel=args.hwaccel)
     if args.realtime and not source.is_live:
         source = RealtimeSource(source)
     return source
@@ -329,6 +332,8 @@ def _check_run_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     if (args.size or args.fps) and not is_webcam_spec(args.source):
         parser.error(f"--size and --fps apply to cameras (webcam, webcam:N, /dev/videoN), "
                      f"not to {args.source!r}")
+    if args.hwaccel and (is_webcam_spec(args.source) or is_test_spec(args.source)):
+        parser.error(f"--hwaccel applies to video files and streams, not to {args.source!r}")
 
 
 def _check_report_path(path: str, option: str) -> None:

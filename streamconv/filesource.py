@@ -26,7 +26,7 @@ from .ffmpeglog import DamageLog, ffmpeg_reason
 from .frames import DEFAULT_MAX_PIXELS, check_frame_size
 from .slots import RESIZED, FrameMeta
 from .sources import Source
-from .yuv import PLANE_FORMATS, YuvLayout
+from .yuv import PLANE_FORMATS, SEMI_PLANAR_FORMATS, YuvLayout, split_semi_planar
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,10 @@ class FileSource(Source):
             (None: NETWORK_TIMEOUT for URLs, no limit for files; 0: no limit).
         depth: bits per sample of the frames delivered: 16 (uint16, 0..65535), 8 (uint8), or
             None: 16 for video of more than 8 bits per sample (10-bit and up), else 8.
+        hwaccel: decode on this kind of hardware decoder (e.g. ``"cuda"``: NVDEC), one of
+            :func:`hardware_decoders`; None decodes in software. Frames come back to host
+            memory (nv12, or p010le for 10-bit) and travel as planes like software-decoded
+            ones. A codec the hardware cannot decode falls back to software, with a notice.
 
     Frames are (H, W, 3) RGB in host memory, uint8 or uint16 (``dtype``, see ``depth``;
     ``bits`` is the input's own bits per sample), or for yuv420p video, on request, the
@@ -64,7 +68,7 @@ class FileSource(Source):
 
     def __init__(self, path: str | Path, *, video_stream: int = 0, threads: str = "AUTO",
                  copy_streams: bool = True, max_pixels: int | None = DEFAULT_MAX_PIXELS,
-                 timeout: float | None = None, depth: int | None = None) -> None:
+                 timeout: float | None = None, depth: int | None = None, hwaccel: str | None = None) -> None:
         if depth not in (None, 8, 16):
             raise InputError(f"depth must be 8 or 16 bits per sample (or None: from the input), got {depth!r}")
         self.path = str(path)
@@ -87,9 +91,11 @@ class FileSource(Source):
             # rw_timeout ends a stalled read with the data so far; PyAV's own timeout also covers
             # the opening probe, which rw_timeout does not bound on every protocol.
             options["rw_timeout"] = str(int(self.timeout * 1e6))
+        self.hwaccel = hwaccel
         try:
-            self._container = av.open(self.path, mode="r", options=options,
-                                      timeout=(self.timeout, 2 * self.timeout) if self.timeout else None)
+            self._container = self._open(options, hwaccel)
+        except InputError:
+            raise
         except PermissionError:
             raise InputError(f"input not readable (permission denied): {self.path}") from None
         except (av.FFmpegError, OSError, ValueError) as exc:
@@ -142,6 +148,7 @@ class FileSource(Source):
         self.dtype = np.dtype(np.uint16 if depth == 16 else np.uint8)
         self._rgb_format = "rgb48le" if depth == 16 else "rgb24"
         self.planes = self._layout(pixel_format.name)
+        self._report_decoder()
         if self.bits > 8:
             if depth == 8:
                 log.warning("%s is %d-bit %s: frames are filtered and written with 8 bits per channel "
@@ -151,9 +158,42 @@ class FileSource(Source):
                          pixel_format.name)
         self._index = 0
 
+    def _open(self, options: dict, hwaccel: str | None):
+        """The input container, its video decoder on ``hwaccel`` hardware when asked."""
+        timeout = (self.timeout, 2 * self.timeout) if self.timeout else None
+        if hwaccel is None:
+            return av.open(self.path, mode="r", options=options, timeout=timeout)
+        if hwaccel not in hardware_decoders():
+            raise InputError(f"hardware decoder {hwaccel!r} is not in this FFmpeg build; it has: "
+                             f"{', '.join(hardware_decoders()) or 'none'}")
+        from av.codec.hwaccel import HWAccel
+
+        try:
+            return av.open(self.path, mode="r", options=options, timeout=timeout,
+                           hwaccel=HWAccel(device_type=hwaccel, allow_software_fallback=True))
+        except (av.FFmpegError, OSError, ValueError) as exc:
+            # The same open without the hardware tells a broken input from a missing device.
+            av.open(self.path, mode="r", options=options, timeout=timeout).close()
+            raise InputError(f"hardware decoding ({hwaccel}) could not start for {self.path}: "
+                             f"{self._reason(exc)} (no such device here?); leave out --hwaccel to "
+                             f"decode in software") from None
+
+    def _report_decoder(self) -> None:
+        """Log whether the hardware decoder asked for is the one decoding."""
+        if self.hwaccel is None:
+            return
+        context = self._stream.codec_context
+        if context.is_hwaccel:
+            log.info("%s: decoding %s on %s (frames come back as %s)", self.path, context.name, self.hwaccel,
+                     self._held.format.name)
+        else:
+            log.warning("%s: %s cannot decode %s here; decoding in software", self.path, self.hwaccel,
+                        context.name)
+
     def _layout(self, pixel_format: str) -> YuvLayout | None:
-        """The planes layout frames of ``pixel_format`` can be read in: yuv420p for 8-bit frames,
-        yuv420p10le for 16-bit ones; None for other formats, sizes or depths."""
+        """The planes layout frames of ``pixel_format`` can be read in: yuv420p for 8-bit frames
+        (from yuv420p or nv12), yuv420p10le for 16-bit ones (from yuv420p10le or p010le); None for
+        other formats, sizes or depths."""
         layout = YuvLayout.of_stream(self.width, self.height, pixel_format, self.colour)
         return layout if layout is not None and layout.frame_dtype == self.dtype else None
 
@@ -248,7 +288,8 @@ class FileSource(Source):
     def read_into(self, buffer: np.ndarray) -> FrameMeta | None:
         """Decode the next frame into ``buffer``, host memory: converted to RGB for an (H, W, 3)
         buffer of ``dtype``, or copied plane by plane, unconverted, into a flat (1.5 W H,) buffer
-        laid out as ``self.planes`` says (yuv420p or yuv420p10le input only)."""
+        laid out as ``self.planes`` says (4:2:0 input of 8 or 10 bits only; nv12 and p010le
+        chroma is split apart on the way)."""
         frame, self._held = (self._held if self._held is not None else next(self._frames, None)), None
         if frame is None:
             self._ended = True
@@ -283,9 +324,15 @@ class FileSource(Source):
         """Copy a 4:2:0 frame's planes into a flat slot buffer (decoder rows may be padded)."""
         layout = self.planes
         if layout is None:
-            raise StreamError(f"{self.path} is not yuv420p or yuv420p10le video; its frames cannot be "
-                              f"read as planes")
-        same = frame.format.name in PLANE_FORMATS if layout.bits == 8 else frame.format.name == layout.pix_fmt
+            raise StreamError(f"{self.path} is not 4:2:0 video of 8 or 10 bits (yuv420p, nv12, "
+                              f"yuv420p10le, p010le); its frames cannot be read as planes")
+        name = frame.format.name
+        if name in SEMI_PLANAR_FORMATS and SEMI_PLANAR_FORMATS[name][0] == layout.bits:
+            luma, chroma = (np.frombuffer(plane, layout.dtype).reshape(rows, -1)
+                            for plane, rows in zip(frame.planes, (self.height, self.height // 2)))
+            split_semi_planar(buffer, luma, chroma, layout, SEMI_PLANAR_FORMATS[name][1])
+            return
+        same = name in PLANE_FORMATS if layout.bits == 8 else name == layout.pix_fmt
         if not same:  # the decoder changed format mid-stream
             frame = frame.reformat(format=layout.pix_fmt)
         for plane, target in zip(frame.planes, layout.planes(buffer)):
@@ -314,7 +361,8 @@ class FileSource(Source):
     def describe(self) -> str:
         codec = self._stream.codec_context.name
         count = f", {self.frame_count} frames" if self.frame_count else ""
-        return f"{self.path}: {codec} {self.width}x{self.height} @ {float(self.frame_rate):.3g} fps{count}"
+        hardware = f" (decoded on {self.hwaccel})" if self.hwaccel and self._stream.codec_context.is_hwaccel else ""
+        return f"{self.path}: {codec}{hardware} {self.width}x{self.height} @ {float(self.frame_rate):.3g} fps{count}"
 
     @property
     def reported(self) -> int:
@@ -329,6 +377,14 @@ class FileSource(Source):
         if self._container is not None:
             self._container.close()
             self._container = None
+
+
+def hardware_decoders() -> list[str]:
+    """The hardware decoder kinds this FFmpeg build can open (e.g. ``["cuda", "vaapi"]``); a kind
+    listed here still needs its device (a GPU) to be present."""
+    from av.codec.hwaccel import hwdevices_available
+
+    return list(hwdevices_available())
 
 
 def _frame_count(stream, rate: Fraction) -> int | None:

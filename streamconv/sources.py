@@ -233,6 +233,11 @@ def parse_test_spec(spec: str, *, max_pixels: int | None = None) -> Source:
         raise InputError(str(exc)) from None
 
 
+def is_test_spec(spec: str) -> bool:
+    """Whether a SOURCE argument names the built-in test pattern (``test``, ``test:...``)."""
+    return spec == "test" or spec.startswith(("test:", "test@", "test,"))
+
+
 def open_source(spec: str | Path | Source, **options) -> Source:
     """Open a source from a spec: ``test[...]`` for the pattern, ``webcam[:N]`` or ``/dev/videoN``
     for a camera, else a path or URL for FileSource.
@@ -240,13 +245,13 @@ def open_source(spec: str | Path | Source, **options) -> Source:
     Args:
         spec: the SOURCE argument of ``streamconv run``, or a Source (returned as is).
         options: keyword options passed to FileSource (``video_stream``, ``threads``,
-            ``copy_streams``, ``max_pixels``, ``timeout``) or,
+            ``copy_streams``, ``max_pixels``, ``timeout``, ``depth``, ``hwaccel``) or,
             for a camera, to WebcamSource (``width``, ``height``, ``fps``, ...).
     """
     if isinstance(spec, Source):
         return spec
     text = str(spec)
-    if text == "test" or text.startswith(("test:", "test@", "test,")):
+    if is_test_spec(text):
         return parse_test_spec(text, max_pixels=options.get("max_pixels"))
     from .webcam import is_webcam_spec, open_webcam  # imports this module: import late
 

@@ -49,6 +49,11 @@ PLANE_FORMATS = ("yuv420p", "yuvj420p")
 DEEP_PLANE_FORMATS = {"yuv420p10le": 10}
 """Deeper 4:2:0 formats whose planes go into a slot unchanged (uint16 samples), by bit depth."""
 
+SEMI_PLANAR_FORMATS = {"nv12": (8, 0), "p010le": (10, 6)}
+"""4:2:0 formats with U and V interleaved in one plane (what hardware decoders give), as
+(bit depth, shift): they go into a slot as yuv420p or yuv420p10le, the chroma split apart and
+each sample shifted down (p010's 10 bits are the high bits of each 16)."""
+
 DEEP_TO_RGB_BITS = 12
 """Fractional bits of the YUV -> RGB coefficients for deep video (2^16 would overflow 32 bits)."""
 
@@ -89,12 +94,16 @@ class YuvLayout:
     def of_stream(cls, width: int, height: int, pix_fmt: str | None, colour: ColourTags) -> "YuvLayout | None":
         """The layout for frames of ``pix_fmt`` at width x height, or None if they cannot travel as
         planes (another format or bit depth, or an odd size: those go through RGB on the host)."""
-        if pix_fmt not in PLANE_FORMATS and pix_fmt not in DEEP_PLANE_FORMATS:
+        if pix_fmt in SEMI_PLANAR_FORMATS:
+            bits = SEMI_PLANAR_FORMATS[pix_fmt][0]
+        elif pix_fmt in PLANE_FORMATS or pix_fmt in DEEP_PLANE_FORMATS:
+            bits = DEEP_PLANE_FORMATS.get(pix_fmt, 8)
+        else:
             return None
         if width % 2 or height % 2 or width < 2 or height < 2:
             return None
         full = pix_fmt == "yuvj420p" or colour.range == FULL_RANGE
-        return cls(width, height, colour, full, DEEP_PLANE_FORMATS.get(pix_fmt, 8))
+        return cls(width, height, colour, full, bits)
 
     @property
     def pix_fmt(self) -> str:
@@ -202,6 +211,27 @@ def conversion_coefficients(space: int, full_range: bool, bits: int = 8) -> dict
     limits = {"Y0": y0, "CMID": 1 << (bits - 1), "CODE_MAX": code_max, "RGB_MAX": rgb_max,
               "TO_RGB_BITS": to_rgb_bits, "TO_YUV_BITS": to_yuv_bits}
     return {**limits, **to_rgb, **to_yuv}
+
+
+def split_semi_planar(buffer: np.ndarray, luma: np.ndarray, chroma: np.ndarray, layout: YuvLayout,
+                      shift: int = 0) -> None:
+    """Write a semi-planar frame (nv12, p010le) into a flat slot buffer laid out as ``layout``.
+
+    Args:
+        buffer: (1.5 W H,) host array of ``layout.dtype``, written in full.
+        luma: (H, >= W) host array of the same dtype, Y rows as decoded (rows may be padded).
+        chroma: (H/2, >= W) host array of the same dtype, U and V interleaved per pixel pair.
+        layout: the slot layout (yuv420p or yuv420p10le, W x H).
+        shift: bits to shift each sample down (6 for p010le, 0 for nv12).
+    """
+    y_plane, u_plane, v_plane = layout.planes(buffer)
+    width = layout.width
+    pairs = chroma[:, :width]
+    for target, source in ((y_plane, luma[:, :width]), (u_plane, pairs[:, 0::2]), (v_plane, pairs[:, 1::2])):
+        if shift:
+            np.right_shift(source, shift, out=target)
+        else:
+            np.copyto(target, source)
 
 
 def yuv_to_rgb(rgb: np.ndarray, planes: np.ndarray, layout: YuvLayout) -> None:
