@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
@@ -60,6 +61,26 @@ class _DeviceSlot:
     events: dict = field(default_factory=dict)
     bank_buffers: dict = field(default_factory=dict)  # per bank stage number: its float tensors
     planes: list = field(default_factory=list)  # yuv420p frames: flat device planes, input and output
+
+
+# One extra retain of each device's primary context, held for the process: creating and
+# destroying a context costs about 0.1 s each (H200), which every pipeline would otherwise pay
+# twice. A backend that met a GPU fault lets it go, so the next one starts on a fresh context.
+_KEPT_CONTEXTS: dict[int, Any] = {}
+_KEPT_LOCK = threading.Lock()
+
+
+def _keep_context(device, number: int) -> None:
+    with _KEPT_LOCK:
+        if number not in _KEPT_CONTEXTS:
+            _KEPT_CONTEXTS[number] = device.retain_primary_context()
+
+
+def _release_kept_context(number: int) -> None:
+    with _KEPT_LOCK:
+        context = _KEPT_CONTEXTS.pop(number, None)
+    if context is not None:
+        context.detach()
 
 
 class CudaBackend:
@@ -105,10 +126,13 @@ class CudaBackend:
         self._single: dict[tuple, Slot] = {}  # (shape, dtype) -> apply_into's slot
         self._stages: dict[tuple, list[_Stage]] = {}  # (shape, dtype) -> compiled stages
         self._colour: dict[YuvLayout, tuple[Any, Any, Any]] = {}  # layout -> (module, to RGB, to YUV)
+        self._device_number = device
+        self._failed = False  # a driver call failed: the context may be unusable
         try:
             driver.init()
             self._device = driver.Device(device)
             self._context = self._device.retain_primary_context()
+            _keep_context(self._device, device)
         except driver.Error as exc:
             raise BackendUnavailableError(f"cuda backend unavailable on device {device}: {exc}") from None
         major, minor = self._device.compute_capability()
@@ -121,6 +145,9 @@ class CudaBackend:
         self._context.push()
         try:
             yield
+        except self._driver.Error:
+            self._failed = True
+            raise
         finally:
             self._driver.Context.pop()
 
@@ -382,7 +409,8 @@ class CudaBackend:
         return dst
 
     def close(self) -> None:
-        """Wait for work in flight, free every buffer, stream and module, release the context."""
+        """Wait for work in flight, free every buffer, stream and module, and release this backend's
+        hold on the context (the process keeps one, unless a driver call failed)."""
         if self._context is None:
             return
         try:
@@ -397,6 +425,7 @@ class CudaBackend:
                             if stage.bank is not None:
                                 stage.bank.free()
                 except self._driver.Error as exc:
+                    self._failed = True
                     # After a fault the context refuses every call; closing must not hide the
                     # first error. The memory goes when the process releases the context.
                     log.warning("GPU buffers not freed (the context failed earlier): %s", exc)
@@ -407,6 +436,8 @@ class CudaBackend:
         finally:
             context, self._context = self._context, None
             context.detach()
+            if self._failed:
+                _release_kept_context(self._device_number)
 
     def release_slots(self, slots: Sequence[Slot]) -> None:
         """Free the host and device buffers of slots no longer used (after their frames finished)."""
