@@ -1,5 +1,5 @@
 """GPU faults: a failing kernel launch, a kernel that faults the context, device memory too small,
-and memory over many runs in one process. Each fault is produced on the real GPU: the launch of
+memory over many runs in one process, and the context the process keeps between runs. Each fault is produced on the real GPU: the launch of
 one frame's kernel is given an impossible block or a bad pointer (there is no other way to make a
 correct kernel fail on demand); the memory shortage is a real allocation of almost every byte.
 
@@ -81,6 +81,31 @@ def test_a_failed_launch_names_the_frame_keeps_the_frames_before_it_and_balances
     assert driver.Context.get_current() is None
     for frame, got in zip(frames, seen, strict=True):
         np.testing.assert_array_equal(got, CpuBackend(chain).apply(frame))
+
+
+def test_the_kept_context_survives_a_clean_run_and_is_let_go_after_a_failed_one(rng, monkeypatch):
+    import pycuda.driver as driver
+
+    from streamconv.backends import cuda
+
+    frames = [rng.integers(0, 256, (72, 96, 3), np.uint8) for _ in range(8)]
+    streamconv.Pipeline(ArraySource(frames), ["box"], backend="cuda").run()
+    kept = cuda._KEPT_CONTEXTS.get(0)
+    assert kept is not None and driver.Context.get_current() is None
+    streamconv.Pipeline(ArraySource(frames), ["box"], backend="cuda").run()
+    assert cuda._KEPT_CONTEXTS.get(0) is kept  # the same hold: no context made and destroyed per run
+    break_launch_of_frame(monkeypatch, 3, "block")
+    with pytest.raises(streamconv.GpuFaultError):
+        streamconv.Pipeline(ArraySource(frames), ["box"], backend="cuda").run()
+    assert 0 not in cuda._KEPT_CONTEXTS and driver.Context.get_current() is None
+    monkeypatch.undo()
+    seen = []
+    streamconv.Pipeline(ArraySource(frames), ["box"], backend="cuda",
+                        on_frame=lambda frame, meta: seen.append(frame.copy())).run()
+    chain = parse_chain(["box"])
+    for frame, got in zip(frames, seen, strict=True):
+        np.testing.assert_array_equal(got, CpuBackend(chain).apply(frame))
+    assert cuda._KEPT_CONTEXTS.get(0) is not None
 
 
 def test_a_kernel_that_kills_the_context_ends_the_run_with_its_exit_code(tmp_path):
