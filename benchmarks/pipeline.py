@@ -215,7 +215,7 @@ def hardware_planes_difference(clip: Path, hwaccel: str) -> int:
     clip (0: the hardware decoder gives the same frames)."""
     worst = 0
     with streamconv.FileSource(clip, hwaccel=hwaccel) as hardware, streamconv.FileSource(clip) as software:
-        if not hardware._stream.codec_context.is_hwaccel:
+        if not hardware.hardware_decoding:
             raise SystemExit(f"{hwaccel} does not decode {clip.name} here")
         got, expected = np.empty(hardware.planes.shape, hardware.planes.dtype), np.empty(software.planes.shape,
                                                                                           software.planes.dtype)

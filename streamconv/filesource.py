@@ -178,12 +178,17 @@ class FileSource(Source):
                              f"{self._reason(exc)} (no such device here?); leave out --hwaccel to "
                              f"decode in software") from None
 
+    @property
+    def hardware_decoding(self) -> bool:
+        """Whether the hardware decoder asked for (``hwaccel``) is the one decoding."""
+        return self.hwaccel is not None and bool(self._stream.codec_context.is_hwaccel)
+
     def _report_decoder(self) -> None:
         """Log whether the hardware decoder asked for is the one decoding."""
         if self.hwaccel is None:
             return
         context = self._stream.codec_context
-        if context.is_hwaccel:
+        if self.hardware_decoding:
             log.info("%s: decoding %s on %s (frames come back as %s)", self.path, context.name, self.hwaccel,
                      self._held.format.name)
         else:
@@ -361,7 +366,7 @@ class FileSource(Source):
     def describe(self) -> str:
         codec = self._stream.codec_context.name
         count = f", {self.frame_count} frames" if self.frame_count else ""
-        hardware = f" (decoded on {self.hwaccel})" if self.hwaccel and self._stream.codec_context.is_hwaccel else ""
+        hardware = f" (decoded on {self.hwaccel})" if self.hardware_decoding else ""
         return f"{self.path}: {codec}{hardware} {self.width}x{self.height} @ {float(self.frame_rate):.3g} fps{count}"
 
     @property

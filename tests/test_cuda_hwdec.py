@@ -26,7 +26,7 @@ def planes_of_every_frame(source: FileSource) -> list[np.ndarray]:
 
 def assert_hardware_decodes_like_software(clip, pix_fmt: str) -> None:
     with FileSource(clip, hwaccel="cuda") as hardware, FileSource(clip) as software:
-        assert hardware._stream.codec_context.is_hwaccel
+        assert hardware.hardware_decoding
         assert "(decoded on cuda)" in hardware.describe()
         assert hardware.planes == software.planes and hardware.planes.pix_fmt == pix_fmt
         got, expected = planes_of_every_frame(hardware), planes_of_every_frame(software)
@@ -92,7 +92,7 @@ def test_a_codec_nvdec_cannot_decode_falls_back_to_software_with_a_warning(tmp_p
         for packet in stream.encode(None):
             container.mux(packet)
     with caplog.at_level("WARNING", logger="streamconv"), FileSource(clip, hwaccel="cuda") as source:
-        assert not source._stream.codec_context.is_hwaccel
+        assert not source.hardware_decoding
         got = planes_of_every_frame(source)
     assert "cuda cannot decode ffv1 here; decoding in software" in caplog.text
     assert len(got) == 3

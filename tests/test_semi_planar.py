@@ -63,6 +63,7 @@ def test_an_nv12_file_reads_as_the_same_planes_as_its_yuv420p_twin(rng, tmp_path
     semi, planar = FileSource(tmp_path / "semi.nut"), FileSource(tmp_path / "planar.nut")
     try:
         assert semi.planes == planar.planes and semi.planes.pix_fmt == "yuv420p"
+        assert not semi.hardware_decoding and "decoded on" not in semi.describe()
         for frame in frames:
             got = np.full(semi.planes.shape, 0xA5, np.uint8)
             twin = np.full(planar.planes.shape, 0x5A, np.uint8)
