@@ -34,7 +34,7 @@ import numpy as np
 
 from .backends import check_kernel_choice, create_backend, resolve_backend
 from .borders import DEFAULT_BORDER, check_border
-from .errors import FilterSpecError, FrameFormatError
+from .errors import FilterSpecError, FrameFormatError, StreamError
 from .filters import FilterStage, parse_chain
 from .frames import DEFAULT_MAX_PIXELS, check_frame_size
 from .progress import ProgressBar, StatusLine
@@ -82,7 +82,9 @@ class Pipeline:
             ``"host"``: FFmpeg's scaler in the reader and writer threads, RGB slots.
             ``"auto"``: backend on cuda, host on cpu (each the faster there).
 
-    ``run()`` owns the source and sink from then on and closes both.
+    ``run()`` owns the source and sink from then on and closes both; a pipeline runs once.
+    One that will not run is released with :meth:`close` (or by using it as a context
+    manager): its source is closed and its output, if a file, is never created.
 
     Example:
         >>> import os, tempfile, streamconv
@@ -142,6 +144,7 @@ class Pipeline:
         self._exhausted = False  # no more frames wanted: the source ended, or max_frames read
         self._source_ended = False
         self._skipped = 0
+        self._released = False  # run() or close() owns the source and sink now
 
     @property
     def planes(self) -> YuvLayout | None:
@@ -208,6 +211,9 @@ class Pipeline:
             StreamconvError subclasses for input, output, backend and stream failures;
             the frames finished before a failure are written and the output finalized.
         """
+        if self._released:
+            raise StreamError("this pipeline has already run or been closed; make a new one")
+        self._released = True
         stats = RunStats()
         self.stats = stats
         restore = self._install_signal_handlers()
@@ -233,6 +239,23 @@ class Pipeline:
             log.warning("input damaged: %s; every frame that decoded was processed (%d)",
                         "; ".join(stats.damage), stats.frames)
         return stats
+
+    def close(self) -> None:
+        """Release a pipeline that will not run: close the source and abort the sink (a file
+        output is not created). Nothing to do after :meth:`run`, or a second time."""
+        if self._released:
+            return
+        self._released = True
+        try:
+            self.source.close()
+        finally:
+            self.sink.abort()
+
+    def __enter__(self) -> "Pipeline":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _count_losses(self, stats: RunStats) -> None:
         """Frames dropped (live), and what was found wrong with the input."""

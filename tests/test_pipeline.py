@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 
+import av
 import numpy as np
 import pytest
 
@@ -149,3 +150,23 @@ def test_bad_ring_and_backend_names():
         streamconv.Pipeline(TestPattern(8, 8, frames=1), [], None, ring=0)
     with pytest.raises(streamconv.FilterSpecError, match="unknown backend"):
         streamconv.Pipeline(TestPattern(8, 8, frames=1), [], None, backend="opencl")
+
+
+def test_a_pipeline_closed_without_running_releases_its_input_and_writes_nothing(tmp_path, sample_clip):
+    output = tmp_path / "out.mp4"
+    level = av.logging.get_level()
+    with streamconv.Pipeline(str(sample_clip), ["edge"], str(output), backend="cpu") as pipeline:
+        assert pipeline.source.width == 640
+    assert av.logging.get_level() == level  # the source's damage watch has stopped
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(StreamError, match="already run or been closed"):
+        pipeline.run()
+    pipeline.close()  # a second close does nothing
+
+
+def test_a_pipeline_runs_once():
+    pipeline = streamconv.Pipeline(TestPattern(32, 24, frames=3), ["box"], backend="cpu")
+    assert pipeline.run().frames == 3
+    with pytest.raises(StreamError, match="already run or been closed"):
+        pipeline.run()
+    pipeline.close()

@@ -277,9 +277,12 @@ def test_transcode_through_planes_equals_the_reference(tmp_path, space, colour_r
 def test_rgb_path_where_planes_cannot_go(tmp_path):
     source = tmp_path / "in.mp4"
     make_clip(source, 64, 48, 2)
-    assert streamconv.Pipeline(str(source), ["edge"], None, backend="cpu", colour="backend").planes is not None
-    assert streamconv.Pipeline(str(source), ["edge"], None, backend="cpu", colour="host").planes is None
-    assert streamconv.Pipeline(str(source), ["edge"], None, backend="cpu").planes is None  # auto: host on cpu
+    with streamconv.Pipeline(str(source), ["edge"], None, backend="cpu", colour="backend") as backend_colour:
+        assert backend_colour.planes is not None
+    with streamconv.Pipeline(str(source), ["edge"], None, backend="cpu", colour="host") as host_colour:
+        assert host_colour.planes is None
+    with streamconv.Pipeline(str(source), ["edge"], None, backend="cpu") as auto_colour:
+        assert auto_colour.planes is None  # auto: host on cpu
     with pytest.raises(ValueError, match="unknown colour path 'gpu'; known: auto, backend, host"):
         streamconv.Pipeline(str(source), ["edge"], None, backend="cpu", colour="gpu")
     seen = []
