@@ -66,6 +66,12 @@ def format_bits(pix_fmt: str | av.VideoFormat) -> int:
     return max((c.bits for c in video_format.components), default=8)
 
 
+def plane_rows(plane, dtype, rows: int) -> np.ndarray:
+    """A PyAV frame plane as a (rows, line size in samples) view of ``dtype`` samples, host
+    memory, no copy: decoder and encoder rows may be padded past the picture's width."""
+    return np.frombuffer(plane, dtype).reshape(rows, -1)
+
+
 def frame_to_rgb(frame: av.VideoFrame, rgb_format: str = "rgb24") -> av.VideoFrame:
     """The frame as ``rgb_format`` (rgb24, or rgb48le for 16 bits; host memory), converted with
     its own matrix and range."""

@@ -20,7 +20,7 @@ import cv2  # noqa: F401  (before av: see streamconv.display.check_import_order)
 import av
 import numpy as np
 
-from .colour import FULL_RANGE, ColourTags, format_bits, frame_to_rgb
+from .colour import FULL_RANGE, ColourTags, format_bits, frame_to_rgb, plane_rows
 from .errors import FrameFormatError, FrameTypeError, InputError, NoVideoStreamError, StreamError
 from .ffmpeglog import DamageLog, ffmpeg_reason
 from .frames import DEFAULT_MAX_PIXELS, check_frame_size
@@ -314,7 +314,7 @@ class FileSource(Source):
             if buffer.dtype != self.dtype:
                 raise FrameTypeError(f"buffer of dtype {buffer.dtype} for {self.dtype} frames")
             plane = frame_to_rgb(frame, self._rgb_format).planes[0]
-            rows = np.frombuffer(plane, self.dtype).reshape(self.height, -1)
+            rows = plane_rows(plane, self.dtype, self.height)
             np.copyto(buffer, rows[:, : self.width * 3].reshape(self.height, self.width, 3))
         pts = frame.pts
         if frame.time is not None:
@@ -332,17 +332,17 @@ class FileSource(Source):
             raise StreamError(f"{self.path} is not 4:2:0 video of 8 or 10 bits (yuv420p, nv12, "
                               f"yuv420p10le, p010le); its frames cannot be read as planes")
         name = frame.format.name
-        if name in SEMI_PLANAR_FORMATS and SEMI_PLANAR_FORMATS[name][0] == layout.bits:
-            luma, chroma = (np.frombuffer(plane, layout.dtype).reshape(rows, -1)
-                            for plane, rows in zip(frame.planes, (self.height, self.height // 2)))
-            split_semi_planar(buffer, luma, chroma, layout, SEMI_PLANAR_FORMATS[name][1])
+        bits, shift = SEMI_PLANAR_FORMATS.get(name, (None, 0))
+        if bits == layout.bits:
+            luma, chroma = frame.planes
+            split_semi_planar(buffer, plane_rows(luma, layout.dtype, self.height),
+                              plane_rows(chroma, layout.dtype, self.height // 2), layout, shift)
             return
         same = name in PLANE_FORMATS if layout.bits == 8 else name == layout.pix_fmt
         if not same:  # the decoder changed format mid-stream
             frame = frame.reformat(format=layout.pix_fmt)
         for plane, target in zip(frame.planes, layout.planes(buffer)):
-            rows = np.frombuffer(plane, layout.dtype).reshape(target.shape[0], -1)
-            np.copyto(target, rows[:, : target.shape[1]])
+            np.copyto(target, plane_rows(plane, layout.dtype, target.shape[0])[:, : target.shape[1]])
 
     def take_packets(self, until: float | None = None) -> list:
         """The copied-stream packets read and not yet handed on that start before ``until``

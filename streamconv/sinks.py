@@ -18,7 +18,7 @@ import cv2  # (before av: see streamconv.display.check_import_order)
 import av
 import numpy as np
 
-from .colour import ColourTags, format_bits, rgb_to_frame, yuv_tags
+from .colour import ColourTags, format_bits, plane_rows, rgb_to_frame, yuv_tags
 from .errors import OutputError, StreamError
 from .ffmpeglog import ffmpeg_reason
 from .slots import FrameMeta
@@ -432,8 +432,7 @@ class FileSink(Sink):
         reused at once, and an encoder may keep the frame a while), tagged with the output's colour."""
         video = av.VideoFrame(self.width, self.height, self._pix_fmt)
         for plane, source in zip(video.planes, self._planes_layout.planes(planes)):
-            rows = np.frombuffer(plane, source.dtype).reshape(source.shape[0], -1)
-            np.copyto(rows[:, : source.shape[1]], source)
+            np.copyto(plane_rows(plane, source.dtype, source.shape[0])[:, : source.shape[1]], source)
         if self._colour is not None:
             video.colorspace, video.color_range = self._colour.space, self._colour.range
         return video
