@@ -164,11 +164,12 @@ class StreamFilter:
         self._pending: deque = deque()  # (slot, output shape) in submission order
         self._ready: deque = deque()  # outputs finished early because the ring was full
         self._copier = ParallelCopier()
+        self._staged: tuple | None = None  # (slot, output shape, PendingCopy) that map() is copying
 
     @property
     def pending(self) -> int:
         """Frames submitted whose result() has not been taken yet."""
-        return len(self._pending) + len(self._ready)
+        return len(self._pending) + len(self._ready) + (self._staged is not None)
 
     def submit(self, frame: np.ndarray) -> None:
         """Queue one frame: (H, W), (H, W, 3) or (H, W, 4) uint8 or uint16 host array, any strides.
@@ -176,6 +177,7 @@ class StreamFilter:
         Returns at once while a slot is free; when all ``ring`` slots hold frames, it first
         finishes the oldest (its output is kept for ``result()``).
         """
+        self._end_staging(submit=True)
         image = as_hwc(frame, what="input frame")
         if (image.shape, image.dtype) != self._frame_type:
             self._reshape(image.shape, image.dtype)
@@ -200,6 +202,7 @@ class StreamFilter:
         Raises:
             StreamconvError: nothing was submitted.
         """
+        self._end_staging(submit=True)
         if self._ready:
             ready = self._ready.popleft()
             if out is None:
@@ -215,20 +218,67 @@ class StreamFilter:
     def map(self, frames: Iterable[np.ndarray], *, copy: bool = True) -> Iterator[np.ndarray]:
         """Filter an iterable of frames, keeping ``ring`` in flight; yields outputs in order.
 
-        The next input is fetched (your capture code runs) while earlier frames are on the GPU.
+        The next input is fetched (your capture code runs) while earlier frames are on the GPU,
+        and it is copied into its page-locked slot, on worker threads, while you work on the
+        output just yielded.
 
         Args:
-            frames: uint8 or uint16 host arrays, as for :meth:`submit`.
+            frames: uint8 or uint16 host arrays, as for :meth:`submit`. Each is read until the
+                next one is asked for, so keep it unchanged until then.
             copy: yield new arrays (True, safe to keep), or read-only views of the page-locked
                 output buffers (False: no copy, but each is valid only until the next
                 iteration; show, encode or copy it before asking for the next one).
         """
         for frame in frames:
-            if self.pending >= self.ring:
-                yield self.result() if copy else self._result_view()
-            self.submit(frame)
+            if self.pending < self.ring:
+                self.submit(frame)
+                continue
+            output = self.result() if copy else self._result_view()
+            staged = self._start_staging(frame)
+            try:
+                yield output  # your work on it runs beside the copy of the next frame
+            except BaseException:
+                self._end_staging(submit=False)
+                raise
+            if staged:
+                self._end_staging(submit=True)
+            else:
+                self.submit(frame)
         while self.pending:
             yield self.result() if copy else self._result_view()
+
+    def _start_staging(self, frame: np.ndarray) -> bool:
+        """Start copying ``frame`` into a free slot on the copier's threads; False (nothing
+        started) when it must go through submit() instead: a new frame type, a bad frame
+        (whose error submit() raises), or no free slot."""
+        try:
+            image = as_hwc(frame, what="input frame")
+        except (TypeError, ValueError):
+            return False
+        if (image.shape, image.dtype) != self._frame_type or not self._free:
+            return False
+        slot = self._free.pop()
+        slot.reset()
+        self._staged = (slot, np.shape(frame), self._copier.start(slot.host_in, image))
+        return True
+
+    def _end_staging(self, *, submit: bool) -> None:
+        """Finish the staged frame's copy, then queue it on the GPU (before any later frame) or,
+        when its map() loop has ended, let it go and free its slot."""
+        if self._staged is None:
+            return
+        slot, shape, copying = self._staged
+        self._staged = None
+        try:
+            copying.wait()
+        except BaseException:
+            self._free.append(slot)
+            raise
+        if submit:
+            self._engine.submit(slot)
+            self._pending.append((slot, shape))
+        else:
+            self._free.append(slot)
 
     def _result_view(self) -> np.ndarray:
         """The oldest output as a read-only view of its slot, which is reused by a later submit."""
@@ -264,6 +314,7 @@ class StreamFilter:
 
     def close(self) -> None:
         """Wait for frames in flight, drop untaken results, release buffers; idempotent."""
+        self._end_staging(submit=False)
         while self._pending:
             slot, _ = self._pending.popleft()
             self._engine.wait(slot)

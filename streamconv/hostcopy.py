@@ -1,12 +1,27 @@
 """Copies of large host frames on several threads: one thread reaches about 9 GB/s, a few more
-saturate memory. NumPy releases the GIL for plain copies, so the bands run in parallel."""
+saturate memory. NumPy releases the GIL for plain copies, so the bands run in parallel, and
+beside the caller's own Python work once they have started."""
 
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
+
+
+class PendingCopy:
+    """A host copy under way on the copier's threads; :meth:`wait` returns once it is done."""
+
+    def __init__(self, bands: list[Future]) -> None:
+        self._bands = bands
+
+    def wait(self) -> None:
+        """Block until every band is copied (re-raising a band's error); idempotent."""
+        for band in self._bands:
+            band.result()
+        self._bands = []
 
 
 class ParallelCopier:
@@ -24,16 +39,33 @@ class ParallelCopier:
 
     def copy(self, dst: np.ndarray, src: np.ndarray) -> None:
         """``dst[...] = src`` for same-shape host arrays, in parallel when large."""
+        self.start(dst, src).wait()
+
+    def start(self, dst: np.ndarray, src: np.ndarray) -> PendingCopy:
+        """Begin ``dst[...] = src`` (same-shape host arrays) and return while it runs.
+
+        Returns once every band's thread is inside its copy, which runs without the GIL: a
+        thread that is still waiting for the GIL would otherwise wait out the interpreter's
+        switch interval (5 ms) behind a caller busy in Python. Neither array may be touched
+        before :meth:`PendingCopy.wait`. Small arrays are copied before this returns.
+        """
         rows = src.shape[0]
         if src.nbytes < self.min_bytes or rows < 2 * self.workers:
             np.copyto(dst, src)
-            return
+            return PendingCopy([])
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="streamconv-copy")
+        started = threading.Semaphore(0)
+
+        def copy_band(a: int, b: int) -> None:
+            started.release()
+            np.copyto(dst[a:b], src[a:b])
+
         bounds = [rows * k // self.workers for k in range(self.workers + 1)]
-        bands = [self._pool.submit(np.copyto, dst[a:b], src[a:b]) for a, b in zip(bounds, bounds[1:])]
-        for band in bands:
-            band.result()
+        bands = [self._pool.submit(copy_band, a, b) for a, b in zip(bounds, bounds[1:])]
+        for _ in bands:
+            started.acquire()
+        return PendingCopy(bands)
 
     def close(self) -> None:
         """Stop the threads; idempotent."""

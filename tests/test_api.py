@@ -95,6 +95,37 @@ def test_stream_filter_map_without_copies_yields_read_only_views(rng, backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_stream_filter_map_copies_the_next_frame_during_your_work_and_survives_leaving_early(rng, backend):
+    # Frames over the copier's 1 MB threshold, so map() stages each next frame on its threads
+    # while the loop body runs; a shape change mid-stream goes through submit() instead.
+    frames = [rng.integers(0, 256, shape, dtype=np.uint8) for shape in [(600, 700, 3)] * 5 + [(601, 700, 3)] * 3]
+    cpu = streamconv.Filter("sharpen", backend="cpu")
+    with streamconv.StreamFilter("sharpen", ring=2, backend=backend) as sf:
+        seen = 0
+        for frame, view in zip(frames, sf.map(iter(frames), copy=False)):
+            np.testing.assert_array_equal(view, cpu(frame))
+            seen += 1
+        assert seen == len(frames) and sf.pending == 0
+        outputs = sf.map(iter(frames))
+        first = [next(outputs) for _ in range(3)]  # suspended with the next frame staged
+        assert sf.pending == 2
+        outputs.close()  # leaving the loop early drops the staged frame, and frees its slot
+        assert sf.pending == 1
+        np.testing.assert_array_equal(sf.result(), cpu(frames[3]))
+        for frame, out in zip(frames, first):
+            np.testing.assert_array_equal(out, cpu(frame))
+        again = list(sf.map(frames[:4]))  # every slot is back in use
+        for frame, out in zip(frames, again):
+            np.testing.assert_array_equal(out, cpu(frame))
+        outputs = sf.map(iter(frames))
+        next(outputs)
+        next(outputs)
+    # closed while a frame was being staged: the copy is waited for, nothing is left pending
+    assert sf.pending == 0
+    outputs.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_stream_filter_submit_past_the_ring_and_shape_changes(rng, backend):
     frames = [rng.integers(0, 256, shape, dtype=np.uint8)
               for shape in [(20, 30, 3)] * 4 + [(21, 17)] * 2 + [(20, 30, 3)]]
