@@ -163,7 +163,10 @@ class StreamFilter:
         self._free: list = []
         self._pending: deque = deque()  # (slot, output shape) in submission order
         self._ready: deque = deque()  # outputs finished early because the ring was full
-        self._copier = ParallelCopier()
+        # Two threads: each band thread costs two GIL hand-offs per frame, which are slow while
+        # the loop body is busy in Python; on a 16-core host four threads were faster alone but
+        # slower in a loop with 0.25-2 ms of Python work per frame (benchmarks/api.py).
+        self._copier = ParallelCopier(2)
         self._staged: tuple | None = None  # (slot, output shape, PendingCopy) that map() is copying
 
     @property
