@@ -15,15 +15,16 @@ import cv2
 import streamconv
 
 
-def captured_frames(capture: cv2.VideoCapture, limit: int | None):
-    """Yield BGR frames until the capture ends (or ``limit`` frames)."""
+def captured_frames(capture: cv2.VideoCapture, stream: streamconv.StreamFilter, limit: int | None):
+    """Yield BGR frames until the capture ends (or ``limit`` frames). After the first, each is
+    read straight into the filter's page-locked input buffer, so submitting it copies nothing
+    (OpenCV writes into the array it is given when the size and type match)."""
+    ok, frame = capture.read()
     count = 0
-    while limit is None or count < limit:
-        ok, frame = capture.read()
-        if not ok:
-            return
+    while ok and (limit is None or count < limit):
         count += 1
         yield frame
+        ok, frame = capture.read(stream.input_buffer(frame.shape))
 
 
 def main() -> int:
@@ -47,7 +48,7 @@ def main() -> int:
 
     count = 0
     with streamconv.StreamFilter(args.filter, ring=3) as stream:  # CUDA when available, else CPU
-        for filtered in stream.map(captured_frames(capture, args.max_frames)):
+        for filtered in stream.map(captured_frames(capture, stream, args.max_frames)):
             count += 1
             if writer is not None:
                 writer.write(filtered)

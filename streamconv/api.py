@@ -121,14 +121,25 @@ class Filter:
         return f"streamconv.Filter({chain}, border={self.border}, backend={self.backend})"
 
 
+def _same_buffer(image: np.ndarray, buffer: np.ndarray) -> bool:
+    """Whether host array ``image`` is ``buffer`` itself: the same first byte, shape and strides
+    (those of length-1 axes aside, which never step)."""
+    def steps(array: np.ndarray) -> tuple:
+        return tuple(stride for stride, size in zip(array.strides, array.shape) if size > 1)
+
+    return (image.__array_interface__["data"][0] == buffer.__array_interface__["data"][0]
+            and image.shape == buffer.shape and steps(image) == steps(buffer))
+
+
 class StreamFilter:
     """Overlaps your loop with the GPU: up to ``ring`` frames in flight, results in order.
 
     ``submit(frame)`` copies the frame into a page-locked slot and queues its upload,
     kernels and download on the slot's CUDA stream, then returns; ``result()`` waits for
     the oldest submitted frame and returns its output. While the GPU works, your thread
-    captures, draws or encodes. ``map(frames)`` does both for an iterable. On the CPU
-    backend the same calls work, without the overlap.
+    captures, draws or encodes. ``map(frames)`` does both for an iterable. Capturing into
+    ``input_buffer(shape)`` (``capture.read(buffer)``) and submitting that buffer skips the
+    copy into the slot. On the CPU backend the same calls work, without the overlap.
 
     Args:
         spec: as for :class:`Filter`.
@@ -168,6 +179,7 @@ class StreamFilter:
         # slower in a loop with 0.25-2 ms of Python work per frame (benchmarks/api.py).
         self._copier = ParallelCopier(2)
         self._staged: tuple | None = None  # (slot, output shape, PendingCopy) that map() is copying
+        self._reserved = None  # the slot whose input_buffer() the application is filling
 
     @property
     def pending(self) -> int:
@@ -184,14 +196,50 @@ class StreamFilter:
         image = as_hwc(frame, what="input frame")
         if (image.shape, image.dtype) != self._frame_type:
             self._reshape(image.shape, image.dtype)
+        slot = self._reserved if self._reserved is not None else self._take_slot()
+        self._reserved = None
+        if not _same_buffer(image, slot.host_in):
+            self._copier.copy(slot.host_in, image)
+        self._engine.submit(slot)
+        self._pending.append((slot, np.shape(frame)))
+
+    def input_buffer(self, shape: tuple[int, ...], dtype: np.dtype | type = np.uint8) -> np.ndarray:
+        """A page-locked host array to capture the next frame into, so that submit() copies nothing.
+
+        Reserves a slot (finishing the oldest frame first when all ``ring`` hold frames, as
+        submit() does) and returns its input buffer, writable, as ``shape`` ((H, W), (H, W, 3)
+        or (H, W, 4)) of ``dtype`` (uint8 or uint16). ``submit()`` of that array queues the
+        slot as it is; asking again before submitting returns the same buffer, and submitting
+        another array copies that one into the reserved slot instead.
+
+        Raises:
+            FrameTypeError, FrameFormatError: a dtype or shape that submit() would refuse.
+
+        Example:
+            >>> import numpy as np, streamconv
+            >>> with streamconv.StreamFilter("identity", backend="cpu") as sf:
+            ...     buffer = sf.input_buffer((4, 6, 3))
+            ...     buffer[:] = 7                    # e.g. capture.read(buffer) with OpenCV
+            ...     sf.submit(buffer)
+            ...     int(sf.result()[0, 0, 0])
+            7
+        """
+        self._end_staging(submit=True)
+        layout = as_hwc(np.broadcast_to(np.zeros((), dtype), tuple(shape)), what="input buffer")
+        if (layout.shape, layout.dtype) != self._frame_type:
+            self._reshape(layout.shape, layout.dtype)
+        if self._reserved is None:
+            self._reserved = self._take_slot()
+        return self._reserved.host_in.reshape(shape)
+
+    def _take_slot(self):
+        """A free slot, reset; when all ``ring`` hold frames, the oldest is finished first."""
         if not self._free:
             slot, shape = self._pending.popleft()
             self._ready.append(self._collect(slot, shape, None))
         slot = self._free.pop()
         slot.reset()
-        self._copier.copy(slot.host_in, image)
-        self._engine.submit(slot)
-        self._pending.append((slot, np.shape(frame)))
+        return slot
 
     def result(self, out: np.ndarray | None = None) -> np.ndarray:
         """The output of the oldest submitted frame, waiting for it if needed.
@@ -258,7 +306,7 @@ class StreamFilter:
             image = as_hwc(frame, what="input frame")
         except (TypeError, ValueError):
             return False
-        if (image.shape, image.dtype) != self._frame_type or not self._free:
+        if (image.shape, image.dtype) != self._frame_type or not self._free or self._reserved is not None:
             return False
         slot = self._free.pop()
         slot.reset()
@@ -307,6 +355,9 @@ class StreamFilter:
 
     def _reshape(self, shape: tuple[int, int, int], dtype: np.dtype) -> None:
         """New frame shape or dtype: finish what is in flight, then make slots for the new one."""
+        if self._reserved is not None:
+            self._free.append(self._reserved)
+            self._reserved = None
         while self._pending:
             slot, old_shape = self._pending.popleft()
             self._ready.append(self._collect(slot, old_shape, None))
@@ -323,6 +374,7 @@ class StreamFilter:
             self._engine.wait(slot)
         self._ready.clear()
         self._free = []
+        self._reserved = None
         self._copier.close()
         self._engine.close()
 

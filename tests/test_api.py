@@ -126,6 +126,46 @@ def test_stream_filter_map_copies_the_next_frame_during_your_work_and_survives_l
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_frames_captured_into_input_buffers_are_submitted_without_a_copy(rng, backend, monkeypatch):
+    frames = [rng.integers(0, 256, (40, 60, 3), dtype=np.uint8) for _ in range(5)]
+    cpu = streamconv.Filter("emboss", backend="cpu")
+    with streamconv.StreamFilter("emboss", ring=2, backend=backend) as sf:
+        copies = []
+        copy = sf._copier.copy
+        monkeypatch.setattr(sf._copier, "copy", lambda dst, src: (copies.append(src.shape), copy(dst, src)))
+        for frame in frames:  # more frames than the ring: a reservation finishes the oldest
+            buffer = sf.input_buffer(frame.shape)
+            assert buffer.shape == frame.shape and buffer.dtype == np.uint8 and buffer.flags.writeable
+            assert np.shares_memory(sf.input_buffer(frame.shape), buffer)  # asked again: the same one
+            buffer[:] = frame  # the application's capture.read(buffer)
+            sf.submit(buffer)
+        outputs = [sf.result() for _ in frames]
+        assert copies == []
+        for frame, out in zip(frames, outputs):
+            np.testing.assert_array_equal(out, cpu(frame))
+
+        buffer = sf.input_buffer((40, 60, 3))
+        buffer[:] = POISON
+        sf.submit(frames[1])  # another array while a buffer is reserved: copied into that slot
+        assert copies == [(40, 60, 3)]
+        np.testing.assert_array_equal(sf.result(), cpu(frames[1]))
+
+        grey = rng.integers(0, 65536, (33, 17), dtype=np.uint16)
+        sf.input_buffer((40, 60, 3))  # reserved, then given up by the change of frame type
+        buffer = sf.input_buffer(grey.shape, np.uint16)
+        assert buffer.shape == (33, 17) and buffer.dtype == np.uint16
+        buffer[:] = grey
+        sf.submit(buffer)
+        np.testing.assert_array_equal(sf.result(), cpu(grey))
+        assert sf.pending == 0 and copies == [(40, 60, 3)]
+
+        with pytest.raises(streamconv.FrameFormatError, match=r"\(4, 5, 2\)"):
+            sf.input_buffer((4, 5, 2))
+        with pytest.raises(streamconv.FrameTypeError, match="float32"):
+            sf.input_buffer((4, 5, 3), np.float32)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_stream_filter_submit_past_the_ring_and_shape_changes(rng, backend):
     frames = [rng.integers(0, 256, shape, dtype=np.uint8)
               for shape in [(20, 30, 3)] * 4 + [(21, 17)] * 2 + [(20, 30, 3)]]
