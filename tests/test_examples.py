@@ -13,7 +13,7 @@ from conftest import REPO
 
 
 def run_example(name: str, *args: str, tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     return subprocess.run([sys.executable, str(REPO / "examples" / name), *args], capture_output=True,
                           text=True, timeout=120, env=env, cwd=tmp_path)
 
