@@ -147,8 +147,8 @@ class StreamFilter:
             of the previous one and the download of the one before.
         border, backend, device, kernel: as for :class:`Filter`.
 
-    Use it from one thread. Buffers are allocated at the first frame and re-allocated
-    when the frame shape changes.
+    Use it from one thread. Buffers (``ring`` + 1 sets: one more for capture) are allocated
+    at the first frame and re-allocated when the frame shape changes.
 
     Example:
         >>> import numpy as np, streamconv
@@ -189,7 +189,7 @@ class StreamFilter:
     def submit(self, frame: np.ndarray) -> None:
         """Queue one frame: (H, W), (H, W, 3) or (H, W, 4) uint8 or uint16 host array, any strides.
 
-        Returns at once while a slot is free; when all ``ring`` slots hold frames, it first
+        Returns at once while fewer than ``ring`` frames are in flight; otherwise it first
         finishes the oldest (its output is kept for ``result()``).
         """
         self._end_staging(submit=True)
@@ -198,6 +198,7 @@ class StreamFilter:
             self._reshape(image.shape, image.dtype)
         slot = self._reserved if self._reserved is not None else self._take_slot()
         self._reserved = None
+        self._keep_ring()
         if not _same_buffer(image, slot.host_in):
             self._copier.copy(slot.host_in, image)
         self._engine.submit(slot)
@@ -206,11 +207,12 @@ class StreamFilter:
     def input_buffer(self, shape: tuple[int, ...], dtype: np.dtype | type = np.uint8) -> np.ndarray:
         """A page-locked host array to capture the next frame into, so that submit() copies nothing.
 
-        Reserves a slot (finishing the oldest frame first when all ``ring`` hold frames, as
-        submit() does) and returns its input buffer, writable, as ``shape`` ((H, W), (H, W, 3)
-        or (H, W, 4)) of ``dtype`` (uint8 or uint16). ``submit()`` of that array queues the
-        slot as it is; asking again before submitting returns the same buffer, and submitting
-        another array copies that one into the reserved slot instead.
+        Reserves a slot and returns its input buffer, writable, as ``shape`` ((H, W), (H, W, 3)
+        or (H, W, 4)) of ``dtype`` (uint8 or uint16). The filter keeps one slot more than the
+        ring, so this does not wait for the GPU while ``ring`` frames are in flight.
+        ``submit()`` of that array queues the slot as it is; asking again before submitting
+        returns the same buffer, and submitting another array copies that one into the
+        reserved slot instead.
 
         Raises:
             FrameTypeError, FrameFormatError: a dtype or shape that submit() would refuse.
@@ -233,13 +235,22 @@ class StreamFilter:
         return self._reserved.host_in.reshape(shape)
 
     def _take_slot(self):
-        """A free slot, reset; when all ``ring`` hold frames, the oldest is finished first."""
-        if not self._free:
-            slot, shape = self._pending.popleft()
-            self._ready.append(self._collect(slot, shape, None))
+        """A free slot, reset (the ring's spare when ``ring`` frames are in flight)."""
+        while not self._free:
+            self._finish_oldest()
         slot = self._free.pop()
         slot.reset()
         return slot
+
+    def _keep_ring(self) -> None:
+        """Finish the oldest frames until one more fits in the ring."""
+        while len(self._pending) >= self.ring:
+            self._finish_oldest()
+
+    def _finish_oldest(self) -> None:
+        """Wait for the oldest frame in flight and keep its output for result()."""
+        slot, shape = self._pending.popleft()
+        self._ready.append(self._collect(slot, shape, None))
 
     def result(self, out: np.ndarray | None = None) -> np.ndarray:
         """The output of the oldest submitted frame, waiting for it if needed.
@@ -363,7 +374,9 @@ class StreamFilter:
             self._ready.append(self._collect(slot, old_shape, None))
         if self._free:
             self._engine.release_slots(self._free)
-        self._free = self._engine.allocate_slots(shape, self.ring, dtype=dtype)
+        # One slot more than the ring: the application can capture into a slot's input buffer
+        # while ``ring`` frames are in flight, without finishing (and copying out) the oldest.
+        self._free = self._engine.allocate_slots(shape, self.ring + 1, dtype=dtype)
         self._frame_type = (shape, dtype)
 
     def close(self) -> None:
