@@ -370,8 +370,7 @@ class StreamFilter:
             self._free.append(self._reserved)
             self._reserved = None
         while self._pending:
-            slot, old_shape = self._pending.popleft()
-            self._ready.append(self._collect(slot, old_shape, None))
+            self._finish_oldest()
         if self._free:
             self._engine.release_slots(self._free)
         # One slot more than the ring: the application can capture into a slot's input buffer
