@@ -3,8 +3,8 @@
 //
 // The planes lie in one flat buffer (I420): Y (H x W), then U, then V (H/2 x W/2 each), rows packed;
 // W and H are even. The RGB frame is H x W x 3 in a pitched device buffer (pitch in bytes). Samples
-// are uint8 (SAMPLE_BYTES 1: yuv420p <-> 8-bit RGB) or uint16 (SAMPLE_BYTES 2: yuv420p10le code
-// values <-> 16-bit RGB, 0..65535).
+// are uint8 (SAMPLE_BYTES 1: yuv420p <-> 8-bit RGB) or uint16 (SAMPLE_BYTES 2: yuv420p10le or
+// yuv420p12le code values <-> 16-bit RGB, 0..65535).
 //
 // yuv420_to_rgb: each chroma sample serves its 2 x 2 block; R = (CY (Y - Y0) + CRV (V - CMID)
 //                + 2^(TO_RGB_BITS-1)) >> TO_RGB_BITS, G and B alike, clamped to 0..RGB_MAX.
@@ -104,6 +104,14 @@ __device__ __forceinline__ sample_t clamp_code(int value)
     return (sample_t)min(max(value, 0), CODE_MAX);
 }
 
+// RGB -> YUV sums: 32 bits up to 19 fractional bits (8- and 10-bit video), 64 beyond (12-bit:
+// 2^21 x 4095 for full-range white), as streamconv/yuv.py's WIDE_TO_YUV_BITS says.
+#if TO_YUV_BITS >= 20
+typedef long long yuv_sum_t;
+#else
+typedef int yuv_sum_t;
+#endif
+
 extern "C" {
 
 __global__ void yuv420_to_rgb(const sample_t* __restrict__ yuv, sample_t* __restrict__ rgb,
@@ -144,15 +152,17 @@ __global__ void rgb_to_yuv420(const sample_t* __restrict__ rgb, int rgb_pitch_by
     if (cx >= chroma_width || cy >= (height >> 1)) return;
 
     const int rgb_pitch = rgb_pitch_bytes / SAMPLE_BYTES;
-    int red_sum = 0, green_sum = 0, blue_sum = 0;
+    yuv_sum_t red_sum = 0, green_sum = 0, blue_sum = 0;
 #pragma unroll
     for (int dy = 0; dy < 2; ++dy) {
         const int row = 2 * cy + dy;
         const sample2_t* in = reinterpret_cast<const sample2_t*>(rgb + (size_t)row * rgb_pitch + 6 * cx);
         const sample2_t a = in[0], b = in[1], c = in[2];  // r0 g0 | b0 r1 | g1 b1
-        const int half = 1 << (TO_YUV_BITS - 1), black = Y0 << TO_YUV_BITS;
-        const int luma0 = (YR * a.x + YG * a.y + YB * b.x + black + half) >> TO_YUV_BITS;
-        const int luma1 = (YR * b.y + YG * c.x + YB * c.y + black + half) >> TO_YUV_BITS;
+        const yuv_sum_t half = (yuv_sum_t)1 << (TO_YUV_BITS - 1), black = (yuv_sum_t)Y0 << TO_YUV_BITS;
+        const int luma0 = (int)((YR * (yuv_sum_t)a.x + YG * (yuv_sum_t)a.y + YB * (yuv_sum_t)b.x + black + half)
+                                >> TO_YUV_BITS);
+        const int luma1 = (int)((YR * (yuv_sum_t)b.y + YG * (yuv_sum_t)c.x + YB * (yuv_sum_t)c.y + black + half)
+                                >> TO_YUV_BITS);
         *reinterpret_cast<sample2_t*>(yuv + (size_t)row * width + 2 * cx) =
             MAKE_SAMPLE2(clamp_code(luma0), clamp_code(luma1));
         red_sum += a.x + b.y;
@@ -161,12 +171,13 @@ __global__ void rgb_to_yuv420(const sample_t* __restrict__ rgb, int rgb_pitch_by
     }
     // Zero chroma is added after the shift (a whole multiple of 2^(TO_YUV_BITS + 2) before it), so
     // the sum stays within 32 bits for 16-bit RGB.
-    const int half = 1 << (TO_YUV_BITS + 1);
+    const yuv_sum_t half = (yuv_sum_t)1 << (TO_YUV_BITS + 1);
     const size_t chroma_plane = (size_t)chroma_width * (height >> 1);
     const size_t chroma_at = (size_t)width * height + (size_t)cy * chroma_width + cx;
-    yuv[chroma_at] = clamp_code(((UR * red_sum + UG * green_sum + UB * blue_sum + half) >> (TO_YUV_BITS + 2)) + CMID);
+    yuv[chroma_at] =
+        clamp_code((int)((UR * red_sum + UG * green_sum + UB * blue_sum + half) >> (TO_YUV_BITS + 2)) + CMID);
     yuv[chroma_at + chroma_plane] =
-        clamp_code(((VR * red_sum + VG * green_sum + VB * blue_sum + half) >> (TO_YUV_BITS + 2)) + CMID);
+        clamp_code((int)((VR * red_sum + VG * green_sum + VB * blue_sum + half) >> (TO_YUV_BITS + 2)) + CMID);
 }
 
 }  // extern "C"

@@ -396,8 +396,8 @@ class FileSink(Sink):
         if frame.dtype == np.uint16 and self._sample_bits < self._input_bits and not self._depth_warned:
             self._depth_warned = True
             log.warning("%s: 16-bit frames of %d-bit input are written with %d bits per sample (%s); pass "
-                        "a deeper --pix-fmt such as yuv420p10le, or a --codec that has one", self.path,
-                        self._input_bits, self._sample_bits, self._pix_fmt)
+                        "a deeper --pix-fmt such as yuv420p%dle, or a --codec that has one", self.path,
+                        self._input_bits, self._sample_bits, self._pix_fmt, self._input_bits)
         if frame.shape[:2] != (self.height, self.width):
             frame = self._fit(frame)
         if self._padded:

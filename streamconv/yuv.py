@@ -19,11 +19,12 @@ CPU backend (NumPy) and the GPU kernels (``cuda/colour.cu``) give the same bytes
 A flat colour inside the RGB gamut comes back within 1 LSB of itself through an identity
 filter (the RGB in between holds 8 bits).
 
-Deeper video (yuv420p10le: 10-bit samples in uint16) converts to and from 16-bit RGB
-(uint16, 0..65535) by the same formulas, with the code values scaled to the depth (limited
-range: Y 64..940, chroma 64..960 at 10 bits; chroma centred on 512), 12 fractional bits
-towards RGB and 19 towards YUV, so that every product and sum fits in 32 bits. The 16-bit RGB in between is finer than
-the 10-bit code values, so every colour inside the gamut comes back exactly.
+Deeper video (yuv420p10le and yuv420p12le: 10- and 12-bit samples in uint16) converts to and
+from 16-bit RGB (uint16, 0..65535) by the same formulas, with the code values scaled to the
+depth (limited range: Y 64..940, chroma 64..960 at 10 bits; chroma centred on 512), 12
+fractional bits towards RGB and, towards YUV, 19 at 10 bits (every product and sum fits in
+32 bits) and 21 at 12 bits (sums in 64 bits). The 16-bit RGB in between is finer than the
+code values, so every colour inside the gamut comes back exactly.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ _BT601 = (0.299, 0.114)
 PLANE_FORMATS = ("yuv420p", "yuvj420p")
 """Decoder formats whose planes go into a slot unchanged (8-bit 4:2:0; yuvj is full range)."""
 
-DEEP_PLANE_FORMATS = {"yuv420p10le": 10}
+DEEP_PLANE_FORMATS = {"yuv420p10le": 10, "yuv420p12le": 12}
 """Deeper 4:2:0 formats whose planes go into a slot unchanged (uint16 samples), by bit depth."""
 
 SEMI_PLANAR_FORMATS = {"nv12": (8, 0), "p010le": (10, 6)}
@@ -58,8 +59,12 @@ DEEP_TO_RGB_BITS = 12
 """Fractional bits of the YUV -> RGB coefficients for deep video (2^16 would overflow 32 bits)."""
 
 DEEP_TO_YUV_BITS = 19
-"""Fractional bits of the RGB -> YUV coefficients for deep video: enough that coefficient
-rounding moves a code value by at most 1/16, few enough that a 2 x 2 chroma sum fits in 32 bits."""
+"""Fractional bits of the RGB -> YUV coefficients for 10-bit video, one more per further bit of
+depth: enough that coefficient rounding moves a code value by at most 1/16. At 10 bits a 2 x 2
+chroma sum still fits in 32 bits; from :data:`WIDE_TO_YUV_BITS` on, the sums take 64."""
+
+WIDE_TO_YUV_BITS = DEEP_TO_YUV_BITS + 1
+"""From this many fractional bits on, RGB -> YUV sums need 64-bit integers (CPU and GPU alike)."""
 
 
 @dataclass(frozen=True)
@@ -68,14 +73,14 @@ class YuvLayout:
 
     The buffer holds Y (H x W), then U, then V (each H/2 x W/2), rows packed: the I420
     layout, ``size`` = 1.5 W H samples, uint8 for 8-bit video (yuv420p), uint16 for deeper
-    (yuv420p10le). Width and height are even.
+    (yuv420p10le, yuv420p12le). Width and height are even.
 
     Attributes:
         width, height: frame size in pixels.
         colour: the stream's matrix and range (and tags carried to the output).
         full_range: True for full-range video (yuvj420p or full-range tags).
-        bits: bits per sample (8, or 10 for yuv420p10le); the RGB frames are 8-bit for 8,
-            16-bit (0..65535) for more.
+        bits: bits per sample (8, or 10 or 12 for yuv420p10le or yuv420p12le); the RGB frames
+            are 8-bit for 8, 16-bit (0..65535) for more.
     """
 
     width: int
@@ -197,7 +202,7 @@ def conversion_coefficients(space: int, full_range: bool, bits: int = 8) -> dict
         "CGV": round(one * 2 * (1 - kr) * kr / kg * chroma),
         "CBU": round(one * 2 * (1 - kb) * chroma),
     }
-    to_yuv_bits = FIXED_BITS if bits == 8 else DEEP_TO_YUV_BITS
+    to_yuv_bits = FIXED_BITS if bits == 8 else DEEP_TO_YUV_BITS + (bits - 10)
     one = 1 << to_yuv_bits
     y_scale, c_scale = y_span / rgb_max, c_span / rgb_max
     yr, yb = round(one * kr * y_scale), round(one * kb * y_scale)
@@ -285,8 +290,9 @@ def rgb_to_planes(luma: np.ndarray, u_plane: np.ndarray, v_plane: np.ndarray, rg
     """
     height, width = luma.shape
     shift = c["TO_YUV_BITS"]
-    wide = rgb.astype(np.int32)
-    y = wide @ np.array([c["YR"], c["YG"], c["YB"]], np.int32)
+    integer = np.int64 if shift >= WIDE_TO_YUV_BITS else np.int32
+    wide = rgb.astype(integer)
+    y = wide @ np.array([c["YR"], c["YG"], c["YB"]], integer)
     y += (c["Y0"] << shift) + (1 << (shift - 1))
     y >>= shift
     np.clip(y, 0, c["CODE_MAX"], out=y)
@@ -296,10 +302,10 @@ def rgb_to_planes(luma: np.ndarray, u_plane: np.ndarray, v_plane: np.ndarray, rg
     pair = rows[:, 0] + rows[:, 1]
     columns = pair.reshape(height // 2, width // 2, 2, 3)
     sums = columns[:, :, 0] + columns[:, :, 1]
-    weights = np.array([[c["UR"], c["VR"]], [c["UG"], c["VG"]], [c["UB"], c["VB"]]], np.int32)
+    weights = np.array([[c["UR"], c["VR"]], [c["UG"], c["VG"]], [c["UB"], c["VB"]]], integer)
     chroma = sums @ weights  # (h/2, w/2, 2): U and V
     # Zero chroma is added after the shift (the same value, since it is a whole multiple of
-    # 2^(shift + 2)), so the sum before it stays within 32 bits at 10 bits.
+    # 2^(shift + 2)), so the sum before it stays within 32 bits at 10 bits (64 are used above).
     chroma += 1 << (shift + 1)
     chroma >>= shift + 2
     chroma += c["CMID"]

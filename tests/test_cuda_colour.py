@@ -1,5 +1,5 @@
-"""The 4:2:0 planes path on the GPU (yuv420p with 8-bit RGB, yuv420p10le with 16-bit RGB):
-colour.cu's conversions around the chain equal the CPU backend's.
+"""The 4:2:0 planes path on the GPU (yuv420p with 8-bit RGB, yuv420p10le and yuv420p12le with
+16-bit RGB): colour.cu's conversions around the chain equal the CPU backend's.
 
 Integer arithmetic on both sides, so the planes must match byte for byte wherever the chain
 itself does (exact taps); every output buffer, device and host, is poisoned first. The
@@ -62,11 +62,12 @@ def test_planes_slot_equals_cpu(rng, space, full, width, height, specs):
     check_planes(specs, layout, planes, got)
 
 
+@pytest.mark.parametrize("bits", [10, 12])
 @pytest.mark.parametrize("space, full", CASES, ids=CASE_IDS)
 @pytest.mark.parametrize("width, height", SIZES[:2])
 @pytest.mark.parametrize("specs", CHAINS, ids=lambda specs: "+".join(specs))
-def test_10_bit_planes_slot_equals_cpu(rng, space, full, width, height, specs):
-    layout = layout_for(width, height, space, full, 10)
+def test_deep_planes_slot_equals_cpu(rng, space, full, width, height, specs, bits):
+    layout = layout_for(width, height, space, full, bits)
     planes = random_planes(rng, layout)
     with CudaBackend(parse_chain(specs)) as backend:
         slot = backend.allocate_slots(layout.frame_shape, 1, planes=layout)[0]
@@ -75,7 +76,7 @@ def test_10_bit_planes_slot_equals_cpu(rng, space, full, width, height, specs):
     check_planes(specs, layout, planes, got)
 
 
-@pytest.mark.parametrize("bits", [8, 10])
+@pytest.mark.parametrize("bits", [8, 10, 12])
 @pytest.mark.parametrize("width, height", SIZES[4:], ids=["1080p", "4K"])
 def test_full_frames(rng, width, height, bits):
     layout = layout_for(width, height, 1, False, bits)

@@ -96,19 +96,21 @@ def test_8_bit_only_variants_refuse_16_bit_frames():
             backend.allocate_slots((16, 16, 3), 1, dtype=np.uint16)
 
 
-@pytest.mark.parametrize("ring, colour", [(1, "host"), (3, "host"), (3, "backend")])
-def test_10_bit_file_to_file_gpu_equals_cpu(tmp_path, ring, colour):
-    """A 10-bit clip through the 16-bit path on both backends: the same 10-bit output, with the
-    colour converted by FFmpeg's scaler on the host or by the backend (colour.cu on the GPU)."""
+@pytest.mark.parametrize("ring, colour, pix_fmt", [(1, "host", "yuv420p10le"), (3, "host", "yuv420p10le"),
+                                                   (3, "backend", "yuv420p10le"), (3, "backend", "yuv420p12le")])
+def test_deep_file_to_file_gpu_equals_cpu(tmp_path, ring, colour, pix_fmt):
+    """A 10- or 12-bit clip through the 16-bit path on both backends: the same output at the
+    input's depth, with the colour converted by FFmpeg's scaler on the host or by the backend
+    (colour.cu on the GPU; 64-bit sums towards YUV at 12 bits)."""
     rng = np.random.default_rng(3)
-    clip = tmp_path / "ten.mkv"
+    clip = tmp_path / "deep.mkv"
     with av.open(str(clip), "w") as container:
         stream = container.add_stream("ffv1", rate=25)
-        stream.width, stream.height, stream.pix_fmt = 96, 64, "yuv420p10le"
+        stream.width, stream.height, stream.pix_fmt = 96, 64, pix_fmt
         for _ in range(8):
             rgb = rng.integers(0, 65536, (64, 96, 3), dtype=np.uint16)
             container.mux(stream.encode(av.VideoFrame.from_ndarray(rgb, format="rgb48le").reformat(
-                format="yuv420p10le")))
+                format=pix_fmt)))
         container.mux(stream.encode())
     decoded = {}
     for backend in ("cpu", "cuda"):
@@ -118,8 +120,8 @@ def test_10_bit_file_to_file_gpu_equals_cpu(tmp_path, ring, colour):
         assert (pipeline.planes is not None) == (colour == "backend")
         assert pipeline.run().frames == 8
         with av.open(str(output)) as container:
-            assert container.streams.video[0].codec_context.pix_fmt == "yuv420p10le"
+            assert container.streams.video[0].codec_context.pix_fmt == pix_fmt
             decoded[backend] = [frame.to_ndarray() for frame in container.decode(video=0)]
     for cpu, gpu in zip(decoded["cpu"], decoded["cuda"], strict=True):
-        # sharpen's taps are inexact: a 1-LSB difference at 16 bits may move a 10-bit sample by 1.
+        # sharpen's taps are inexact: a 1-LSB difference at 16 bits may move a 10/12-bit sample by 1.
         assert np.abs(cpu.astype(int) - gpu).max() <= 1

@@ -112,15 +112,20 @@ from streamconv.filesource import FileSource  # noqa: E402
 LOSSLESS = {"codec": "libx264", "options": {"qp": "0"}}  # x264 is lossless at 10 bits with qp 0
 
 
-def _ten_bit_clip(path, patches, *, space: int, colour_range: int, frames: int = 2, size=(128, 64)):
-    """A lossless yuv420p10le clip of vertical patches, each (Y, U, V) in 10-bit code values."""
+def _ten_bit_clip(path, patches, *, space: int, colour_range: int, frames: int = 2, size=(128, 64),
+                  pix_fmt: str = "yuv420p10le"):
+    """A lossless clip of vertical patches, each (Y, U, V) in code values: yuv420p10le (x264,
+    qp 0), or yuv420p12le (ffv1)."""
     width, height = size
     with av.open(str(path), "w") as container:
-        stream = container.add_stream("libx264", rate=25, options={"qp": "0"})
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p10le"
+        if pix_fmt == "yuv420p10le":
+            stream = container.add_stream("libx264", rate=25, options={"qp": "0"})
+        else:
+            stream = container.add_stream("ffv1", rate=25)
+        stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
         stream.codec_context.colorspace, stream.codec_context.color_range = space, colour_range
         for index in range(frames):
-            frame = av.VideoFrame(width, height, "yuv420p10le")
+            frame = av.VideoFrame(width, height, pix_fmt)
             for number, (plane, values) in enumerate(zip(frame.planes, zip(*patches))):
                 rows, columns = (height, width) if number == 0 else (height // 2, width // 2)
                 samples = np.frombuffer(plane, np.uint16).reshape(rows, -1)
@@ -132,10 +137,10 @@ def _ten_bit_clip(path, patches, *, space: int, colour_range: int, frames: int =
     return path
 
 
-def _planes10(path) -> list[list[np.ndarray]]:
-    """Every frame's Y, U and V planes as uint16 code values."""
+def _planes10(path, pix_fmt: str = "yuv420p10le") -> list[list[np.ndarray]]:
+    """Every frame's Y, U and V planes as uint16 code values (the file's format checked first)."""
     with av.open(str(path)) as container:
-        assert container.streams.video[0].codec_context.pix_fmt == "yuv420p10le"
+        assert container.streams.video[0].codec_context.pix_fmt == pix_fmt
         return [[np.frombuffer(p, np.uint16).reshape(p.height, -1)[:, :p.width] for p in frame.planes]
                 for frame in container.decode(video=0)]
 
@@ -165,6 +170,27 @@ def test_10_bit_flat_patches_come_back_through_identity(tmp_path, space, colour_
             for k, value in enumerate(values):
                 inner = plane[2:-2, k * width + 2:(k + 1) * width - 2].astype(int)  # away from chroma edges
                 assert np.abs(inner - value).max() <= tolerance, (k, value, inner.min(), inner.max())
+
+
+@pytest.mark.parametrize("colour_range", [1, 2], ids=["limited", "full"])
+def test_12_bit_flat_patches_come_back_exactly_through_the_planes_path(tmp_path, colour_range):
+    """yuv420p12le in, ffv1 out: the planes travel unconverted, streamconv's fixed point (64-bit
+    sums towards YUV at 12 bits) gives every code value back, and the file stays 12-bit."""
+    low, high = (256, 3760) if colour_range == 1 else (0, 4095)
+    patches = [(2000, 1600, 2400), (low + 40, 2048, 2048), (high - 40, 2048, 2048), (1205, 2405, 1805)]
+    clip = _ten_bit_clip(tmp_path / "flat12.mkv", patches, space=1, colour_range=colour_range,
+                         pix_fmt="yuv420p12le")
+    output = tmp_path / "out.mkv"
+    pipeline = streamconv.Pipeline(clip, ["identity"], output, backend="cpu", colour="backend",
+                                   sink_options={"codec": "ffv1"})
+    assert pipeline.planes is not None and pipeline.planes.bits == 12
+    assert pipeline.run().frames == 2
+    for planes in _planes10(output, "yuv420p12le"):
+        for plane, values in zip(planes, zip(*patches)):
+            width = plane.shape[1] // len(values)
+            for k, value in enumerate(values):
+                inner = plane[2:-2, k * width + 2:(k + 1) * width - 2].astype(int)  # away from chroma edges
+                assert np.abs(inner - value).max() == 0, (k, value, inner.min(), inner.max())
 
 
 def test_a_10_bit_ramp_keeps_its_levels(tmp_path):

@@ -46,7 +46,7 @@ def reference_to_rgb(luma, u, v, space: int, full: bool, bits: int = 8) -> np.nd
     return np.clip(np.floor(rgb + 0.5), 0, top)
 
 
-@pytest.mark.parametrize("bits", [8, 10])
+@pytest.mark.parametrize("bits", [8, 10, 12])
 @pytest.mark.parametrize("space, full", CASES, ids=CASE_IDS)
 def test_to_rgb_matches_the_float_formulas_within_one_lsb(rng, space, full, bits):
     layout = layout_for(64, 32, space, full, bits)
@@ -73,11 +73,11 @@ def test_to_rgb_is_close_to_ffmpegs_scaler(rng, space, full):
     assert np.abs(ours.astype(int) - theirs).max() <= 3
 
 
-@pytest.mark.parametrize("bits", [8, 10])
+@pytest.mark.parametrize("bits", [8, 10, 12])
 @pytest.mark.parametrize("space, full", CASES, ids=CASE_IDS)
 def test_every_in_gamut_flat_colour_round_trips_exactly(space, full, bits):
     """YUV -> RGB -> YUV for a grid of all YUV triples: those inside the RGB gamut come back unchanged
-    (10-bit video through 16-bit RGB as 8-bit video through 8-bit RGB)."""
+    (10- and 12-bit video through 16-bit RGB as 8-bit video through 8-bit RGB)."""
     values = np.arange(0, 1 << bits, 5 << (bits - 8))
     y, u, v = (a.ravel() for a in np.meshgrid(values, values, values, indexing="ij"))
     layout = layout_for(2 * len(y), 2, space, full, bits)
@@ -133,15 +133,16 @@ def test_white_black_and_greys_are_exact(space, full):
         assert np.array_equal(back, rgb), grey
 
 
+@pytest.mark.parametrize("bits", [10, 12])
 @pytest.mark.parametrize("space, full", CASES, ids=CASE_IDS)
-def test_10_bit_white_black_and_greys_keep_neutral_chroma(space, full):
-    c = conversion_coefficients(space, full, 10)
-    assert c["YR"] + c["YG"] + c["YB"] == round(2**19 * (1023 if full else 876) / 65535)
+def test_deep_white_black_and_greys_keep_neutral_chroma(space, full, bits):
+    c = conversion_coefficients(space, full, bits)
+    y0, y_span, _, mid, _ = _ranges(full, bits)
+    assert c["YR"] + c["YG"] + c["YB"] == round(2 ** c["TO_YUV_BITS"] * y_span / 65535)
     assert c["UR"] + c["UG"] + c["UB"] == 0 and c["VR"] + c["VG"] + c["VB"] == 0
-    layout = layout_for(2, 2, space, full, 10)
-    y0, y_span = (0, 1023) if full else (64, 876)
+    layout = layout_for(2, 2, space, full, bits)
     for code in (y0, y0 + 1, y0 + 300, y0 + y_span - 1, y0 + y_span):  # black, greys, white
-        planes = np.array([code] * 4 + [512, 512], np.uint16)
+        planes = np.array([code] * 4 + [mid, mid], np.uint16)
         rgb = np.empty(layout.frame_shape, np.uint16)
         yuv_to_rgb(rgb, planes, layout)
         assert len(np.unique(rgb)) == 1  # neutral
