@@ -197,7 +197,7 @@ class FileSource(Source):
 
     def _layout(self, pixel_format: str) -> YuvLayout | None:
         """The planes layout frames of ``pixel_format`` can be read in: yuv420p for 8-bit frames
-        (from yuv420p or nv12), yuv420p10le for 16-bit ones (from yuv420p10le or p010le); None for
+        (from yuv420p or nv12), yuv420p10le or yuv420p12le for 16-bit ones (from those or p010le); None for
         other formats, sizes or depths."""
         layout = YuvLayout.of_stream(self.width, self.height, pixel_format, self.colour)
         return layout if layout is not None and layout.frame_dtype == self.dtype else None
@@ -293,7 +293,7 @@ class FileSource(Source):
     def read_into(self, buffer: np.ndarray) -> FrameMeta | None:
         """Decode the next frame into ``buffer``, host memory: converted to RGB for an (H, W, 3)
         buffer of ``dtype``, or copied plane by plane, unconverted, into a flat (1.5 W H,) buffer
-        laid out as ``self.planes`` says (4:2:0 input of 8 or 10 bits only; nv12 and p010le
+        laid out as ``self.planes`` says (4:2:0 input of 8, 10 or 12 bits only; nv12 and p010le
         chroma is split apart on the way)."""
         frame, self._held = (self._held if self._held is not None else next(self._frames, None)), None
         if frame is None:
@@ -329,8 +329,8 @@ class FileSource(Source):
         """Copy a 4:2:0 frame's planes into a flat slot buffer (decoder rows may be padded)."""
         layout = self.planes
         if layout is None:
-            raise StreamError(f"{self.path} is not 4:2:0 video of 8 or 10 bits (yuv420p, nv12, "
-                              f"yuv420p10le, p010le); its frames cannot be read as planes")
+            raise StreamError(f"{self.path} is not 4:2:0 video of 8, 10 or 12 bits (yuv420p, nv12, "
+                              f"yuv420p10le, yuv420p12le, p010le); its frames cannot be read as planes")
         name = frame.format.name
         bits, shift = SEMI_PLANAR_FORMATS.get(name, (None, 0))
         if bits == layout.bits:
