@@ -197,8 +197,8 @@ class FileSource(Source):
 
     def _layout(self, pixel_format: str) -> YuvLayout | None:
         """The planes layout frames of ``pixel_format`` can be read in: yuv420p for 8-bit frames
-        (from yuv420p or nv12), yuv420p10le or yuv420p12le for 16-bit ones (from those or p010le); None for
-        other formats, sizes or depths."""
+        (from yuv420p or nv12), yuv420p10le or yuv420p12le for 16-bit ones (from those, or
+        p010le); None for other formats, sizes or depths."""
         layout = YuvLayout.of_stream(self.width, self.height, pixel_format, self.colour)
         return layout if layout is not None and layout.frame_dtype == self.dtype else None
 
