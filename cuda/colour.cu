@@ -15,8 +15,8 @@
 // grid (ceil(W/2 / 32), ceil(H/2 / 8)).
 //
 // Macros (defaults: 8 bits, BT.601, limited range): SAMPLE_BYTES, Y0, CMID, CODE_MAX, RGB_MAX,
-// TO_RGB_BITS, TO_YUV_BITS, CY, CRV, CGU, CGV, CBU (to RGB), YR, YG, YB, UR, UG, UB, VR, VG, VB
-// (to YUV).
+// TO_RGB_BITS, TO_YUV_BITS, YUV_SUM_BITS (32 or 64), CY, CRV, CGU, CGV, CBU (to RGB), YR, YG,
+// YB, UR, UG, UB, VR, VG, VB (to YUV).
 
 #ifndef SAMPLE_BYTES
 #define SAMPLE_BYTES 1
@@ -26,6 +26,9 @@
 #endif
 #ifndef TO_YUV_BITS
 #define TO_YUV_BITS 16
+#endif
+#ifndef YUV_SUM_BITS
+#define YUV_SUM_BITS 32
 #endif
 #ifndef Y0
 #define Y0 16
@@ -104,9 +107,9 @@ __device__ __forceinline__ sample_t clamp_code(int value)
     return (sample_t)min(max(value, 0), CODE_MAX);
 }
 
-// RGB -> YUV sums: 32 bits up to 19 fractional bits (8- and 10-bit video), 64 beyond (12-bit:
-// 2^21 x 4095 for full-range white), as streamconv/yuv.py's WIDE_TO_YUV_BITS says.
-#if TO_YUV_BITS >= 20
+// RGB -> YUV sums: 32 bits for 8- and 10-bit video, 64 at 12 bits (2^21 x 4095 for a
+// full-range white), as streamconv/yuv.py decides (YUV_SUM_BITS).
+#if YUV_SUM_BITS == 64
 typedef long long yuv_sum_t;
 #else
 typedef int yuv_sum_t;
@@ -170,7 +173,7 @@ __global__ void rgb_to_yuv420(const sample_t* __restrict__ rgb, int rgb_pitch_by
         blue_sum += b.x + c.y;
     }
     // Zero chroma is added after the shift (a whole multiple of 2^(TO_YUV_BITS + 2) before it), so
-    // the sum stays within 32 bits for 16-bit RGB.
+    // the sum stays within 32 bits for 16-bit RGB of 10-bit video.
     const yuv_sum_t half = (yuv_sum_t)1 << (TO_YUV_BITS + 1);
     const size_t chroma_plane = (size_t)chroma_width * (height >> 1);
     const size_t chroma_at = (size_t)width * height + (size_t)cy * chroma_width + cx;

@@ -181,7 +181,8 @@ def conversion_coefficients(space: int, full_range: bool, bits: int = 8) -> dict
 
     Returns:
         ``Y0`` (black's Y), ``CMID`` (zero chroma), ``CODE_MAX`` (largest code value),
-        ``RGB_MAX``, ``TO_RGB_BITS``, ``TO_YUV_BITS``; ``CY``, ``CRV``, ``CGU``, ``CGV``, ``CBU``
+        ``RGB_MAX``, ``TO_RGB_BITS``, ``TO_YUV_BITS``, ``YUV_SUM_BITS`` (32, or 64 where the
+        RGB -> YUV sums need it); ``CY``, ``CRV``, ``CGU``, ``CGV``, ``CBU``
         (YUV -> RGB, scaled by 2^TO_RGB_BITS) and ``YR``..``VB`` (RGB -> YUV, scaled by
         2^TO_YUV_BITS). For 8 bits both scales are 2^16.
     """
@@ -214,7 +215,8 @@ def conversion_coefficients(space: int, full_range: bool, bits: int = 8) -> dict
         "VR": vr, "VG": -vr - vb, "VB": vb,
     }
     limits = {"Y0": y0, "CMID": 1 << (bits - 1), "CODE_MAX": code_max, "RGB_MAX": rgb_max,
-              "TO_RGB_BITS": to_rgb_bits, "TO_YUV_BITS": to_yuv_bits}
+              "TO_RGB_BITS": to_rgb_bits, "TO_YUV_BITS": to_yuv_bits,
+              "YUV_SUM_BITS": 64 if to_yuv_bits >= WIDE_TO_YUV_BITS else 32}
     return {**limits, **to_rgb, **to_yuv}
 
 
@@ -290,7 +292,7 @@ def rgb_to_planes(luma: np.ndarray, u_plane: np.ndarray, v_plane: np.ndarray, rg
     """
     height, width = luma.shape
     shift = c["TO_YUV_BITS"]
-    integer = np.int64 if shift >= WIDE_TO_YUV_BITS else np.int32
+    integer = np.int64 if c["YUV_SUM_BITS"] == 64 else np.int32
     wide = rgb.astype(integer)
     y = wide @ np.array([c["YR"], c["YG"], c["YB"]], integer)
     y += (c["Y0"] << shift) + (1 << (shift - 1))
