@@ -194,8 +194,7 @@ class StreamFilter:
         """
         self._end_staging(submit=True)
         image = as_hwc(frame, what="input frame")
-        if (image.shape, image.dtype) != self._frame_type:
-            self._reshape(image.shape, image.dtype)
+        self._fit_slots(image)
         slot = self._reserved if self._reserved is not None else self._take_slot()
         self._reserved = None
         self._keep_ring()
@@ -227,9 +226,7 @@ class StreamFilter:
             7
         """
         self._end_staging(submit=True)
-        layout = as_hwc(np.broadcast_to(np.zeros((), dtype), tuple(shape)), what="input buffer")
-        if (layout.shape, layout.dtype) != self._frame_type:
-            self._reshape(layout.shape, layout.dtype)
+        self._fit_slots(as_hwc(np.broadcast_to(np.zeros((), dtype), tuple(shape)), what="input buffer"))
         if self._reserved is None:
             self._reserved = self._take_slot()
         return self._reserved.host_in.reshape(shape)
@@ -319,8 +316,7 @@ class StreamFilter:
             return False
         if (image.shape, image.dtype) != self._frame_type or not self._free or self._reserved is not None:
             return False
-        slot = self._free.pop()
-        slot.reset()
+        slot = self._take_slot()
         self._staged = (slot, np.shape(frame), self._copier.start(slot.host_in, image))
         return True
 
@@ -363,6 +359,11 @@ class StreamFilter:
             np.copyto(out, result)
         self._free.append(slot)
         return out
+
+    def _fit_slots(self, image: np.ndarray) -> None:
+        """Make the slots fit ``image``'s (H, W, C) shape and dtype, if they do not yet."""
+        if (image.shape, image.dtype) != self._frame_type:
+            self._reshape(image.shape, image.dtype)
 
     def _reshape(self, shape: tuple[int, int, int], dtype: np.dtype) -> None:
         """New frame shape or dtype: finish what is in flight, then make slots for the new one."""

@@ -371,8 +371,9 @@ class FileSink(Sink):
                 self.packets_refused += 1
 
     def accepts_planes(self, layout: YuvLayout) -> bool:
-        """Yes when the encoder takes the planes' format (yuv420p, yuv420p10le) at the frames'
-        size (no padding), with the range the planes have (a yuvj420p output wants full range)."""
+        """Yes when the encoder takes the planes' format (yuv420p, yuv420p10le, yuv420p12le) at
+        the frames' size (no padding), with the range the planes have (a yuvj420p output wants
+        full range)."""
         if self._padded or (layout.width, layout.height) != (self.width, self.height):
             return False
         if layout.bits != 8:
@@ -381,8 +382,8 @@ class FileSink(Sink):
 
     def send(self, frame: np.ndarray, meta: FrameMeta) -> None:
         """Encode one frame, host memory: (H, W, 3) uint8 or uint16 RGB, or a flat (1.5 W H,)
-        buffer of planes, uint8 yuv420p or uint16 yuv420p10le (see :meth:`accepts_planes`); its
-        pts is kept.
+        buffer of planes, uint8 yuv420p or uint16 yuv420p10le / yuv420p12le (see
+        :meth:`accepts_planes`); its pts is kept.
 
         Packets of copied streams that travel with the frame are written first.
         """

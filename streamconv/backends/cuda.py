@@ -10,7 +10,7 @@ is issued as one asynchronous sequence on its slot's stream:
 
 so with a ring of three, the upload of frame i+1 overlaps the kernel of frame i and the
 download of frame i-1. Slots of yuv420p planes (``planes``) copy the flat planes up and
-down instead (uint8 yuv420p, or uint16 yuv420p10le with 16-bit RGB between), and the kernels
+down instead (uint8 yuv420p, or uint16 yuv420p10le / yuv420p12le with 16-bit RGB between), and the kernels
 begin and end with colour.cu's conversions. Every CUDA call happens in the thread that created the backend,
 inside a balanced push/pop of the device's primary context.
 """
