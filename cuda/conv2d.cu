@@ -29,7 +29,8 @@
 // left/right frame edge (first/last block column) gather their bytes one by one through a
 // column map that their block builds once in shared memory; padding bytes past W*C are never
 // used as pixels. Bytes are widened to float by the exponent trick (byte into the mantissa of
-// 2^23, then subtract 2^23: one PRMT and one FADD instead of a slower I2F).
+// 2^23, then subtract 2^23: one PRMT and one FADD instead of a slower I2F), or under OFFSET_CVT
+// to 2^15 + byte by the PRMT alone, the 2^15 x tap sum being taken off each sum once.
 //  - Unrolled form (RADIUS < 4 by default): accumulators form a ring of K output rows; input
 //    rows are processed in chunks whose loads are all issued before any use, and within a chunk
 //    everything is unrolled, so taps are constant-bank FFMA operands and each input row feeds
@@ -42,7 +43,10 @@
 //   RADIUS 0..15 (K = 2R+1), CHANNELS 1..4, BORDER 0/1/2, BANKS 1 or 2, COMBINE 0 or 1
 //   (BANKS 2 requires COMBINE 1), ELEM_BYTES 1 or 2, BLOCK_X, BLOCK_Y (threads), OUT_X (samples
 //   per thread, multiple of 4), OUT_Y (rows per thread). CONV_LOOPED (optional): 1 forces the
-//   looped form, 0 the unrolled one.
+//   looped form, 0 the unrolled one. OFFSET_CVT (uint8 only, default 0): 1 widens each byte to
+//   2^15 + byte in one PRMT (no FADD) and starts bank b's sums at -c_offset[b], which the host
+//   sets to 2^15 times the bank's tap sum; the host enables it only where that stays exact, or
+//   within its error bound (kernels.offset_conversion).
 // Buffers: base pointers aligned to 16 bytes (256 in practice), pitches in bytes, multiples of 16
 // (128 in practice) and >= W*C*ELEM_BYTES.
 
@@ -63,6 +67,12 @@
 #ifndef CONV_LOOPED
 #define CONV_LOOPED (RADIUS >= 4)
 #endif
+#ifndef OFFSET_CVT
+#define OFFSET_CVT 0
+#endif
+#if OFFSET_CVT && ELEM_BYTES != 1
+#error "OFFSET_CVT takes uint8 samples only"
+#endif
 
 #if OUT_X < 4 || (OUT_X % 4) != 0
 #error "OUT_X must be a positive multiple of 4"
@@ -74,6 +84,9 @@
 extern "C" {
 
 __constant__ float c_taps[BANKS * KSIZE * KSIZE];
+#if OFFSET_CVT
+__constant__ float c_offset[BANKS];  // 2^15 * (sum of bank b's taps), rounded to float
+#endif
 
 }  // extern "C"
 
@@ -87,16 +100,26 @@ constexpr int kTileH = BLOCK_Y * OUT_Y;    // output rows per block
 constexpr int kHaloB = RADIUS * CHANNELS;  // window samples needed on each side of a run
 // Window reads use the widest vector (kVW bytes, kVE samples) that divides a run, so they stay
 // aligned. A thread's window starts kHaloB samples before its first output sample; it is read
-// from kLead samples earlier (a vector boundary), so window sample i is sample kLead + i of
-// what was read.
+// from kLead samples earlier, so window sample i is sample kLead + i of what was read. Two
+// layouts, whichever takes fewer registers: the whole window in vectors from the vector boundary
+// before it; or split, the run in vectors and each halo in kHaloW single words (a narrow halo
+// beside a 16-byte run would otherwise cost two mostly unused vectors). SPLIT_HALO 0/1 forces
+// one.
 constexpr int kRunBytes = OUT_X * kES;
 constexpr int kVW = (kRunBytes % 16 == 0) ? 16 : (kRunBytes % 8 == 0) ? 8 : 4;
 constexpr int kVE = kVW / kES;
-constexpr int kLead = (kVE - kHaloB % kVE) % kVE;
 constexpr int kWin = OUT_X + 2 * kHaloB;   // window samples actually used
+constexpr int kVecLead = (kVE - kHaloB % kVE) % kVE;
+constexpr int kNVec = (kVecLead + kWin + kVE - 1) / kVE;
+constexpr int kHaloW = (kHaloB + kEPW - 1) / kEPW;
+#ifdef SPLIT_HALO
+constexpr bool kSplit = SPLIT_HALO;
+#else
+constexpr bool kSplit = 2 * kHaloW + kRunBytes / 4 < kNVec * (kVW / 4);
+#endif
+constexpr int kLead = kSplit ? kHaloW * kEPW - kHaloB : kVecLead;
 constexpr int kSpan = kLead + kWin;
-constexpr int kNVec = (kSpan + kVE - 1) / kVE;
-constexpr int kNWords = kNVec * (kVW / 4);
+constexpr int kNWords = kSplit ? 2 * kHaloW + kRunBytes / 4 : kNVec * (kVW / 4);
 constexpr int kInRows = OUT_Y + 2 * RADIUS;  // input rows a thread walks
 // Column map of edge blocks: source column of every window byte of every lane in the block.
 constexpr int kMapW = (BLOCK_X - 1) * OUT_X + kSpan;
@@ -149,11 +172,10 @@ __device__ __forceinline__ void store_row(const float (&a0)[OUT_X], const float 
   store_run(d, pw, full, valid);
 }
 
-// Window of one input row by aligned vector loads (p: first byte read); zeros when !ok.
-__device__ __forceinline__ void load_window(unsigned int* w, const elem_t* __restrict__ p,
-                                            bool ok) {
+// n vectors of kVW bytes from p (aligned) into w; zeros when !ok.
+__device__ __forceinline__ void load_vectors(unsigned int* w, const void* p, int n, bool ok) {
 #pragma unroll
-  for (int v = 0; v < kNVec; ++v) {
+  for (int v = 0; v < n; ++v) {
     if (kVW == 16) {
       const uint4 t = ok ? __ldg(reinterpret_cast<const uint4*>(p) + v) : make_uint4(0u, 0u, 0u, 0u);
       w[4 * v] = t.x; w[4 * v + 1] = t.y; w[4 * v + 2] = t.z; w[4 * v + 3] = t.w;
@@ -163,6 +185,22 @@ __device__ __forceinline__ void load_window(unsigned int* w, const elem_t* __res
     } else {
       w[v] = ok ? __ldg(reinterpret_cast<const unsigned int*>(p) + v) : 0u;
     }
+  }
+}
+
+// Window of one input row by aligned loads (p: first sample read); zeros when !ok.
+__device__ __forceinline__ void load_window(unsigned int* w, const elem_t* __restrict__ p,
+                                            bool ok) {
+  if (kSplit) {
+    const unsigned int* halo = reinterpret_cast<const unsigned int*>(p);
+#pragma unroll
+    for (int q = 0; q < kHaloW; ++q) {
+      w[q] = ok ? __ldg(halo + q) : 0u;
+      w[kNWords - kHaloW + q] = ok ? __ldg(halo + kHaloW + kRunBytes / 4 + q) : 0u;
+    }
+    load_vectors(w + kHaloW, halo + kHaloW, kRunBytes / kVW, ok);
+  } else {
+    load_vectors(w, p, kNVec, ok);
   }
 }
 
@@ -189,6 +227,39 @@ __device__ __forceinline__ void gather_window(unsigned int* w, const elem_t* __r
     w[q] = pack_word(b);
   }
 }
+
+// Window sample `sel` of word w as the float the sums take: the sample itself, or 2^15 + sample
+// under OFFSET_CVT.
+__device__ __forceinline__ float window_value(unsigned int w, int sel) {
+#if OFFSET_CVT
+  return byte_plus_2p15(w, sel);
+#else
+  return elem_to_float(w, sel);
+#endif
+}
+
+#if !CONV_LOOPED
+// Bank b's first term t * x of a sum, with the conversion offset taken off under OFFSET_CVT.
+__device__ __forceinline__ float first_term(float t, float x, int b) {
+#if OFFSET_CVT
+  return fmaf(t, x, -c_offset[b]);
+#else
+  (void)b;
+  return t * x;
+#endif
+}
+
+#else
+// Bank b's sum before any term: 0, or minus the conversion offset under OFFSET_CVT.
+__device__ __forceinline__ float empty_sum(int b) {
+#if OFFSET_CVT
+  return -c_offset[b];
+#else
+  (void)b;
+  return 0.0f;
+#endif
+}
+#endif
 
 }  // namespace
 
@@ -236,7 +307,7 @@ CONV2D_ENTRY(const elem_t* __restrict__ src, elem_t* __restrict__ dst, int width
 
   const int ws = ox - kHaloB;  // frame column of window byte 0
   const bool edge = ws < 0 || ws + kWin > row_bytes;
-  const int col = edge ? 0 : ws - kLead;  // first byte read (vector aligned) when !edge
+  const int col = edge ? 0 : ws - kLead;  // first sample read (aligned) when !edge
   const int* cmap = s_cmap + threadIdx.x * OUT_X;
   const bool x_full = ox + OUT_X <= row_bytes;
   const int x_valid = row_bytes - ox;
@@ -269,7 +340,7 @@ CONV2D_ENTRY(const elem_t* __restrict__ src, elem_t* __restrict__ dst, int width
     for (int u = 0; u < kChunkRows; ++u) {
       float f[kSpan];
 #pragma unroll
-      for (int i = 0; i < kSpan; ++i) f[i] = elem_to_float(w[u][i / kEPW], i % kEPW);
+      for (int i = 0; i < kSpan; ++i) f[i] = window_value(w[u][i / kEPW], i % kEPW);
 #pragma unroll
       for (int m = 0; m < kK; ++m) {
         const int slot = (u - m + kChunkRows) % kK;  // output row (rc + u) - m
@@ -281,7 +352,7 @@ CONV2D_ENTRY(const elem_t* __restrict__ src, elem_t* __restrict__ dst, int width
 #pragma unroll
             for (int j = 0; j < OUT_X; ++j) {
               const float x = f[kLead + j + n * CHANNELS];
-              acc[b][slot][j] = (m == 0 && n == 0) ? t * x : fmaf(t, x, acc[b][slot][j]);
+              acc[b][slot][j] = (m == 0 && n == 0) ? first_term(t, x, b) : fmaf(t, x, acc[b][slot][j]);
             }
           }
       }
@@ -299,7 +370,7 @@ CONV2D_ENTRY(const elem_t* __restrict__ src, elem_t* __restrict__ dst, int width
 #pragma unroll
     for (int o = 0; o < OUT_Y; ++o)
 #pragma unroll
-      for (int j = 0; j < OUT_X; ++j) acc[b][o][j] = 0.0f;
+      for (int j = 0; j < OUT_X; ++j) acc[b][o][j] = empty_sum(b);
 
 #pragma unroll 1
   for (int r = 0; r < kInRows; ++r) {
@@ -324,7 +395,7 @@ CONV2D_ENTRY(const elem_t* __restrict__ src, elem_t* __restrict__ dst, int width
 #pragma unroll
             for (int j = 0; j < OUT_X; ++j) {
               const int i = kLead + j + n * CHANNELS;
-              acc[b][o][j] = fmaf(t[e], elem_to_float(w[i / kEPW], i % kEPW), acc[b][o][j]);
+              acc[b][o][j] = fmaf(t[e], window_value(w[i / kEPW], i % kEPW), acc[b][o][j]);
             }
           }
         }

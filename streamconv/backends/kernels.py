@@ -14,7 +14,9 @@ import logging
 import shutil
 import time
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
+
+import numpy as np
 
 from ..borders import BORDER_CODES
 from ..errors import BackendUnavailableError, KernelCompileError
@@ -150,6 +152,62 @@ def load_module(name: str, defines: Mapping[str, object], arch: str):
     import pycuda.driver as driver
 
     return driver.module_from_buffer(compile_kernel(name, defines, arch))
+
+
+CONVERSION_OFFSET = 2.0 ** 15
+"""What conv2d.cu's OFFSET_CVT adds to every byte it widens (conv_common.cuh, byte_plus_2p15)."""
+
+MAX_OFFSET_ERROR = 0.5
+"""The most, in output steps (LSB), that OFFSET_CVT may add to a sum's worst-case rounding error."""
+
+
+def conversion_offsets(banks: Sequence[np.ndarray], elem_bytes: int = 1) -> np.ndarray | None:
+    """``c_offset`` for conv2d.cu's OFFSET_CVT, or None where the plain byte conversion must stay.
+
+    OFFSET_CVT widens each byte to 2^15 + byte with one PRMT instead of PRMT + FADD, and starts
+    bank b's sum at -c_offset[b] = -2^15 x (sum of its taps). Its partial sums are then about
+    2^15 x sum|taps| in magnitude instead of 255 x sum|taps|, so float32 rounds them more
+    coarsely. It is used only where that costs nothing that is promised:
+
+    - taps that the plain conversion sums exactly (every tap a multiple of 2^-g, all partial sums
+      below 2^24 x 2^-g): OFFSET_CVT only where its own partial sums are exact too, so the output
+      stays bit-exact;
+    - other taps: only where its worst-case added rounding error, summed over the banks, is at
+      most :data:`MAX_OFFSET_ERROR` (half an output step), so the output stays within 1 LSB.
+
+    Args:
+        banks: each bank's (K, K) taps (host NumPy, any float dtype; rounded to float32 as the
+            GPU holds them).
+        elem_bytes: 1 for uint8 samples; OFFSET_CVT takes no other.
+
+    Returns:
+        (len(banks),) float32 host array, or None.
+    """
+    if elem_bytes != 1:
+        return None
+    offsets, bound = [], 0.0
+    for taps in banks:
+        t = np.asarray(taps, np.float32).astype(np.float64).ravel()
+        offset = float(np.float32(CONVERSION_OFFSET * t.sum()))
+        total = float(np.abs(t).sum())
+        peak = abs(offset) + total * (CONVERSION_OFFSET + 255)  # largest partial sum
+        grain = _dyadic_grain(t)
+        if grain is not None and 255 * total < grain * 2.0 ** 24:
+            if peak >= grain * 2.0 ** 24:
+                return None
+        else:  # one rounding (at most 2^-24 relative) per term, and one for the offset itself
+            bound += 2.0 ** -24 * (t.size * peak + abs(offset))
+        offsets.append(offset)
+    return None if bound > MAX_OFFSET_ERROR else np.array(offsets, np.float32)
+
+
+def _dyadic_grain(taps: np.ndarray) -> float | None:
+    """The largest 2^-g (g = 0..40) that every tap is a multiple of, or None."""
+    for g in range(41):
+        scaled = taps * 2.0 ** g
+        if np.array_equal(scaled, np.round(scaled)):
+            return 2.0 ** -g
+    return None
 
 
 def conv2d_defines(radius: int, channels: int, border_code: int, banks: int,

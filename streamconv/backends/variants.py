@@ -151,8 +151,13 @@ def plan_stage(stage: FilterStage, shape: tuple[int, int, int], border_code: int
         geometry = kernels.conv2d_geometry(stage.radius, channels, banks, elem_bytes)
         defines = kernels.conv2d_defines(stage.radius, channels, border_code, banks, elem_bytes)
         entry = "conv2d_u8" if elem_bytes == 1 else "conv2d_u16"
+        constants = {"c_taps": taps}
+        offsets = kernels.conversion_offsets(stage.taps, elem_bytes)
+        if offsets is not None:
+            defines["OFFSET_CVT"] = 1
+            constants["c_offset"] = offsets
         return KernelPlan(variant, "conv2d", entry, defines, geometry.block,
-                          geometry.grid(width * channels, height), {"c_taps": taps})
+                          geometry.grid(width * channels, height), constants)
     if variant == SEPARABLE:
         factors = factor_separable(stage.taps[0])
         assert factors is not None  # choose_variant checked
