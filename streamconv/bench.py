@@ -54,7 +54,7 @@ class BenchRow:
     spill_bytes: int = 0
     occupancy: float = 0.0
     occupancy_limit: str = ""
-    chosen: str = ""      # for auto: the variant it ran as
+    chosen: str = ""      # the variant it ran as; "+offset" where bytes were widened to 2^15 + byte
 
     @property
     def limiter(self) -> str:
@@ -211,7 +211,8 @@ def _measure_variant(stage: FilterStage, kernel: str, shape, frame, expected, rn
     return BenchRow(size="", k=stage.size, variant=kernel, taps="", ms=seconds * 1e3, gbps=gbps,
                     copy_fraction=gbps / env["copy_gbps"], fma_fraction=fmas / seconds / env["fma_peak"],
                     max_lsb=worst, registers=registers, shared_bytes=shared, spill_bytes=spill,
-                    occupancy=occ, occupancy_limit=limit, chosen=plan.variant)
+                    occupancy=occ, occupancy_limit=limit,
+                    chosen=plan.variant + ("+offset" if plan.defines.get("OFFSET_CVT") else ""))
 
 
 def _host_row(size: str, k: int, name: str, taps: str, seconds: float, frame_bytes: int, copy_gbps: float) -> BenchRow:
