@@ -46,7 +46,7 @@
 //   looped form, 0 the unrolled one. OFFSET_CVT (uint8 only, default 0): 1 widens each byte to
 //   2^15 + byte in one PRMT (no FADD) and starts bank b's sums at -c_offset[b], which the host
 //   sets to 2^15 times the bank's tap sum; the host enables it only where that stays exact, or
-//   within its error bound (kernels.offset_conversion).
+//   within its error bound (kernels.conversion_offsets).
 // Buffers: base pointers aligned to 16 bytes (256 in practice), pitches in bytes, multiples of 16
 // (128 in practice) and >= W*C*ELEM_BYTES.
 
@@ -101,10 +101,10 @@ constexpr int kHaloB = RADIUS * CHANNELS;  // window samples needed on each side
 // Window reads use the widest vector (kVW bytes, kVE samples) that divides a run, so they stay
 // aligned. A thread's window starts kHaloB samples before its first output sample; it is read
 // from kLead samples earlier, so window sample i is sample kLead + i of what was read. Two
-// layouts, whichever takes fewer registers: the whole window in vectors from the vector boundary
+// layouts, whichever loads fewer words: the whole window in vectors from the vector boundary
 // before it; or split, the run in vectors and each halo in kHaloW single words (a narrow halo
-// beside a 16-byte run would otherwise cost two mostly unused vectors). SPLIT_HALO 0/1 forces
-// one.
+// beside a 16-byte run would otherwise cost two mostly unused vectors: K=3 reads 24 bytes a
+// row instead of 48). SPLIT_HALO 0/1 forces one.
 constexpr int kRunBytes = OUT_X * kES;
 constexpr int kVW = (kRunBytes % 16 == 0) ? 16 : (kRunBytes % 8 == 0) ? 8 : 4;
 constexpr int kVE = kVW / kES;
