@@ -104,7 +104,7 @@ constexpr int kHaloB = RADIUS * CHANNELS;  // window samples needed on each side
 // layouts, whichever loads fewer words: the whole window in vectors from the vector boundary
 // before it; or split, the run in vectors and each halo in kHaloW single words (a narrow halo
 // beside a 16-byte run would otherwise cost two mostly unused vectors: K=3 reads 24 bytes a
-// row instead of 48). SPLIT_HALO 0/1 forces one.
+// row instead of 48).
 constexpr int kRunBytes = OUT_X * kES;
 constexpr int kVW = (kRunBytes % 16 == 0) ? 16 : (kRunBytes % 8 == 0) ? 8 : 4;
 constexpr int kVE = kVW / kES;
@@ -112,11 +112,7 @@ constexpr int kWin = OUT_X + 2 * kHaloB;   // window samples actually used
 constexpr int kVecLead = (kVE - kHaloB % kVE) % kVE;
 constexpr int kNVec = (kVecLead + kWin + kVE - 1) / kVE;
 constexpr int kHaloW = (kHaloB + kEPW - 1) / kEPW;
-#ifdef SPLIT_HALO
-constexpr bool kSplit = SPLIT_HALO;
-#else
 constexpr bool kSplit = 2 * kHaloW + kRunBytes / 4 < kNVec * (kVW / 4);
-#endif
 constexpr int kLead = kSplit ? kHaloW * kEPW - kHaloB : kVecLead;
 constexpr int kSpan = kLead + kWin;
 constexpr int kNWords = kSplit ? 2 * kHaloW + kRunBytes / 4 : kNVec * (kVW / 4);
