@@ -261,6 +261,8 @@ def run_bench(*, sizes: Sequence[str], ks: Sequence[int], kernels: Sequence[str]
                         continue
                     if kernel not in (variants.SEPARABLE, variants.AUTO) and taps == "gaussian":
                         continue
+                    if not variants.supports(stages[k][taps], kernel, dtype):
+                        continue  # tensor-core above K = 9
                     jobs.append((size, k, taps, kernel))
     wanted = {(p.source, tuple(sorted(p.defines.items())))
               for size, k, taps, kernel in jobs

@@ -44,6 +44,8 @@ def driver():
     wanted = [(full_rank_stage(rng, k, False), (64, 64, 3), b) for k in KS for b in range(3)]
     wanted += [(build_filter("edge"), (64, 64, c), b) for c in (1, 4) for b in range(3)]
     wanted += [(gaussian_stage(k), (64, 64, c), b) for k in KS for c in (1, 3, 4) for b in range(3)]
+    wanted += [(stage, (64, 64, c), b) for k in (7, 9) for c in (1, 3, 4) for b in range(3)
+               for stage in (full_rank_stage(rng, k, True), full_rank_stage(rng, k, False), three_digit_stage(rng, k))]
     return precompile_plans(wanted, "all")
 
 
@@ -51,11 +53,44 @@ def driver():
 @pytest.mark.parametrize("size", KS)
 @pytest.mark.parametrize("variant", TWO_D)
 def test_2d_variants_on_random_taps(rng, driver, variant, size, border):
+    if not variants.supports(full_rank_stage(rng, size, False), variant):
+        assert variant == variants.TENSOR_CORE and size > 2 * variants.TENSOR_CORE_MAX_RADIUS + 1
+        return
     for exact in (True, False):
         stage = full_rank_stage(rng, size, exact)
         for height, width in FRAMES:
             frame = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
             check_against_cpu([stage], frame, border, driver, variant)
+
+
+def three_digit_stage(rng, size: int) -> FilterStage:
+    """Random taps whose 2-digit form would miss by more than integer_taps.MAX_QUANT_ERROR."""
+    from streamconv.backends import integer_taps
+
+    while True:
+        stage = FilterStage("custom", {}, (validate_taps(random_taps(rng, size, exact=False) * 3),))
+        taps = integer_taps.quantize(stage.taps)
+        if taps is not None and taps.digits == 3:
+            return stage
+
+
+@pytest.mark.parametrize("border", BORDER_MODES)
+@pytest.mark.parametrize("size", [7, 9])
+@pytest.mark.parametrize("channels", [1, 3, 4])
+def test_tensor_core_at_every_size_it_takes(rng, driver, size, border, channels):
+    stages = [full_rank_stage(rng, size, True), full_rank_stage(rng, size, False), three_digit_stage(rng, size)]
+    for stage in stages:
+        for height, width in [*FRAMES, (67, 93)]:
+            frame = rng.integers(0, 256, (height, width, channels), dtype=np.uint8)
+            check_against_cpu([stage], frame, border, driver, variants.TENSOR_CORE)
+
+
+def test_tensor_core_at_4k_and_on_named_filters(rng, driver):
+    frame = rng.integers(0, 256, (2160, 3840, 3), dtype=np.uint8)
+    check_against_cpu([full_rank_stage(rng, 5, False)], frame, "reflect101", driver, variants.TENSOR_CORE)
+    small = frame[:131, :257]
+    for spec in ("sharpen", "emboss", "identity", "box:size=3", "box:size=9", "gaussian:sigma=1.3"):
+        check_against_cpu([parse_filter(spec)], small, "replicate", driver, variants.TENSOR_CORE)
 
 
 @pytest.mark.parametrize("channels", [1, 3, 4])

@@ -33,11 +33,46 @@ def test_auto_choice(spec, expected):
 
 def test_auto_keeps_full_rank_taps_2d(rng):
     assert variants.choose_variant(random_stage(rng, 15)) == variants.REGISTER_BLOCKED
+    assert variants.choose_variant(random_stage(rng, 3)) == variants.REGISTER_BLOCKED
+
+
+@pytest.mark.parametrize("size", variants.TENSOR_CORE_KS)
+def test_auto_takes_the_tensor_cores_for_full_rank_taps_they_hold(rng, size):
+    assert variants.choose_variant(random_stage(rng, size)) == variants.TENSOR_CORE
+    assert variants.choose_variant(random_stage(rng, size), dtype=np.uint16) == variants.REGISTER_BLOCKED
+    # taps whose range no 3 int8 digits hold within half a step stay on the FP32 kernel
+    wide = random_taps(rng, size, exact=False)
+    wide[0, 0] = wide[-1, -1] = 1e6
+    stage = FilterStage("custom", {}, (validate_taps(wide),))
+    assert variants.choose_variant(stage) == variants.REGISTER_BLOCKED
+    with pytest.raises(FilterSpecError, match="int8 digits"):
+        variants.choose_variant(stage, variants.TENSOR_CORE)
+
+
+def test_tensor_core_refuses_what_it_cannot_run(rng):
+    with pytest.raises(FilterSpecError, match="K up to 9"):
+        variants.choose_variant(random_stage(rng, 11), variants.TENSOR_CORE)
+    with pytest.raises(FilterSpecError, match="8-bit frames only"):
+        variants.choose_variant(random_stage(rng, 5), variants.TENSOR_CORE, np.uint16)
+    assert not variants.supports(random_stage(rng, 11), variants.TENSOR_CORE)
+    assert variants.supports(random_stage(rng, 9), variants.TENSOR_CORE)
+
+
+def test_tensor_core_plan_rounds_like_the_cpu_for_exact_taps(rng):
+    exact = variants.plan_stage(parse_filter("sharpen"), (64, 64, 3), 2, variants.TENSOR_CORE)
+    assert exact.defines["TIES_EVEN"] == 1 and exact.defines["DIGITS"] == 1
+    shift, bias = exact.constants["c_round"]
+    assert bias == (1 << (shift - 1)) - 1
+    inexact = variants.plan_stage(random_stage(rng, 5), (64, 64, 3), 2, variants.TENSOR_CORE)
+    assert inexact.defines["TIES_EVEN"] == 0 and inexact.defines["DIGITS"] >= 2
+    shift, bias = inexact.constants["c_round"]
+    assert bias == 1 << (shift - 1)
+    assert inexact.constants["g_bfrag"].dtype == np.uint32
 
 
 @pytest.mark.parametrize("variant", variants.VARIANTS)
 def test_an_explicit_variant_is_kept(variant):
-    assert variants.choose_variant(parse_filter("gaussian:sigma=2"), variant) == variant
+    assert variants.choose_variant(parse_filter("gaussian:sigma=1"), variant) == variant
 
 
 @pytest.mark.parametrize("spec", ["edge", "sharpen"])
@@ -49,7 +84,7 @@ def test_separable_is_refused_for_what_it_cannot_run(spec):
 
 
 def test_unknown_kernel_lists_the_known_ones():
-    with pytest.raises(FilterSpecError, match="known: auto, register-blocked, separable"):
+    with pytest.raises(FilterSpecError, match="known: auto, register-blocked, tensor-core, separable"):
         variants.check_kernel("fastest")
 
 
@@ -74,6 +109,9 @@ def test_api_takes_a_kernel(rng):
 def test_every_plan_covers_the_frame(variant, shape, size):
     height, width, channels = shape
     stage = parse_filter(f"box:size={size}")
+    if not variants.supports(stage, variant):
+        assert variant == variants.TENSOR_CORE and size > 9
+        return
     plan = variants.plan_stage(stage, shape, 2, variant)
     assert plan.variant == variant
     defines = plan.defines
@@ -87,6 +125,11 @@ def test_every_plan_covers_the_frame(variant, shape, size):
     elif variant == variants.SEPARABLE:
         assert gx * defines["TILE_X"] >= width * channels and gy * defines["TILE_Y"] >= height
         assert set(plan.constants) == {"c_row", "c_col"}
+    elif variant == variants.TENSOR_CORE:
+        assert gx * defines["TILE_W"] >= width * channels and gy * defines["TILE_H"] >= height
+        assert (gx - 1) * defines["TILE_W"] < width * channels and (gy - 1) * defines["TILE_H"] < height
+        assert threads == 32 * defines["WARPS"]
+        assert set(plan.constants) == {"g_bfrag", "c_round"}
     else:
         per_block = {"tiled": defines["IN_TILE"] - 2 * defines["RADIUS"], "cached-halo": defines["TILE"]}
         tile_x = per_block.get(variant, defines["BLOCK_X"])

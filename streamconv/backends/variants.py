@@ -5,6 +5,8 @@ Variants (``--kernel NAME``):
 ========================  ===================================================================
 ``register-blocked``      cuda/conv2d.cu: several outputs per thread, 4-16-byte loads, rows
                           through L1, accumulators in registers (the fast 2D kernel)
+``tensor-core``           cuda/conv2d_tc.cu: integer taps (int8 digits) times bytes on the tensor
+                          cores, exact int32 sums; K <= 9, 8-bit frames
 ``separable``             cuda/sepconv.cu: row pass then column pass in one kernel, the
                           intermediate in shared memory; only for rank-1 taps
 ``cached-halo``           textbook: output-tile blocks, own pixels in shared memory, halo via L2
@@ -14,11 +16,11 @@ Variants (``--kernel NAME``):
 ``naive``                 textbook: one thread per pixel, taps in global memory
 ========================  ===================================================================
 
-``auto`` (the default) takes ``separable`` for rank-1 taps from :data:`SEPARABLE_FROM_K` on,
-and ``register-blocked`` otherwise: a built-in table from benchmarks on an H100
-(``streamconv bench``), where the separable kernel wins from that size on at 1080p and 4K.
-16-bit frames (uint16 samples) run as ``register-blocked`` only: the other variants take
-8-bit samples.
+``auto`` (the default) takes ``separable`` for rank-1 taps from :data:`SEPARABLE_FROM_K` on;
+otherwise ``tensor-core`` for K in :data:`TENSOR_CORE_KS` where the taps fit its integer digits
+(integer_taps.quantize), and ``register-blocked`` for the rest: a built-in table from benchmarks
+on an H100 (``streamconv bench``), where each wins at those sizes at 1080p and 4K. 16-bit frames
+(uint16 samples) run as ``register-blocked`` only: the other variants take 8-bit samples.
 """
 
 from __future__ import annotations
@@ -28,12 +30,13 @@ import numpy as np
 
 from ..errors import FilterSpecError
 from ..filters import FilterStage
-from . import kernels
+from . import integer_taps, kernels
 from .separable import factor_separable
 
 AUTO = "auto"
 REGISTER_BLOCKED = "register-blocked"
 SEPARABLE = "separable"
+TENSOR_CORE = "tensor-core"
 TEXTBOOK = {  # variant -> entry point in cuda/conv2d_textbook.cu
     "cached-halo": "conv2d_cached",
     "tiled": "conv2d_tiled",
@@ -41,13 +44,21 @@ TEXTBOOK = {  # variant -> entry point in cuda/conv2d_textbook.cu
     "constant": "conv2d_constant",
     "naive": "conv2d_naive",
 }
-VARIANTS = (REGISTER_BLOCKED, SEPARABLE, *TEXTBOOK)
+VARIANTS = (REGISTER_BLOCKED, TENSOR_CORE, SEPARABLE, *TEXTBOOK)
 KERNEL_CHOICES = (AUTO, *VARIANTS)
 DEEP_KERNEL_CHOICES = (AUTO, REGISTER_BLOCKED)
 """The kernel choices that take 16-bit frames (the others take 8-bit samples only)."""
 
 # auto: rank-1 taps of this size and larger run separable (measured on an H100; see the module doc).
 SEPARABLE_FROM_K = 5
+# auto: other taps of these sizes run on the tensor cores (measured on an H100; see the module doc).
+TENSOR_CORE_KS = (5, 7, 9)
+TENSOR_CORE_MAX_RADIUS = 4
+"""conv2d_tc.cu keeps its tap fragments in registers, which bounds K at 9."""
+
+# conv2d_tc.cu's tile (a sweep on an H100 at 4K and 1080p: 128 x 32 with 4 warps was best or
+# within 2% of it at K = 3, 5, 7 and 9).
+_TENSOR_TILE = {"TILE_W": 128, "TILE_H": 32, "WARPS": 4}
 
 # Textbook launch shapes (cuda/conv2d_textbook.cu).
 _DIRECT_BLOCK = (32, 8)
@@ -67,7 +78,8 @@ class KernelPlan:
         defines: the specialisation's macros.
         block: threads per block (x, y, z).
         grid: blocks (x, y, z) covering the frame.
-        constants: ``__constant__`` symbol -> float32 host array to copy into the module.
+        constants: ``__constant__`` or ``__device__`` symbol -> host array to copy into the module
+            (float32 taps, or the tensor-core kernel's uint32 fragments and int32 rounding).
         global_taps: float32 host array the kernel reads from device memory (``naive``), or None.
     """
 
@@ -98,8 +110,9 @@ def choose_variant(stage: FilterStage, kernel: str = AUTO, dtype=np.uint8) -> st
     ``dtype`` (uint8 or uint16).
 
     Raises:
-        FilterSpecError: ``separable`` asked for taps that are not rank 1, or a bank; a variant
-            other than ``register-blocked`` asked for 16-bit frames.
+        FilterSpecError: ``separable`` asked for taps that are not rank 1, or a bank;
+            ``tensor-core`` for K above 9 or taps its digits cannot hold; a variant other than
+            ``register-blocked`` asked for 16-bit frames.
     """
     check_kernel(kernel)
     if np.dtype(dtype) != np.uint8:
@@ -109,12 +122,33 @@ def choose_variant(stage: FilterStage, kernel: str = AUTO, dtype=np.uint8) -> st
         return REGISTER_BLOCKED
     separable = len(stage.taps) == 1 and factor_separable(stage.taps[0]) is not None
     if kernel == AUTO:
-        return SEPARABLE if separable and stage.size >= SEPARABLE_FROM_K else REGISTER_BLOCKED
+        if separable and stage.size >= SEPARABLE_FROM_K:
+            return SEPARABLE
+        if stage.size in TENSOR_CORE_KS and integer_taps.quantize(stage.taps) is not None:
+            return TENSOR_CORE
+        return REGISTER_BLOCKED
     if kernel == SEPARABLE and not separable:
         why = "a bank of taps" if len(stage.taps) > 1 else "taps that are not rank 1"
         raise FilterSpecError(f"--kernel separable: {stage.describe()} has {why}; "
                               f"use --kernel auto or a 2D variant")
+    if kernel == TENSOR_CORE:
+        if stage.radius > TENSOR_CORE_MAX_RADIUS:
+            raise FilterSpecError(f"--kernel {TENSOR_CORE} takes K up to {2 * TENSOR_CORE_MAX_RADIUS + 1}; "
+                                  f"{stage.describe()} is {stage.size} x {stage.size}")
+        if integer_taps.quantize(stage.taps) is None:
+            raise FilterSpecError(f"--kernel {TENSOR_CORE}: the taps of {stage.describe()} do not fit "
+                                  f"{integer_taps.MAX_DIGITS} int8 digits within half a step; "
+                                  f"use --kernel auto")
     return kernel
+
+
+def supports(stage: FilterStage, kernel: str, dtype=np.uint8) -> bool:
+    """Whether ``kernel`` can run ``stage`` on frames of ``dtype`` (choose_variant would not raise)."""
+    try:
+        choose_variant(stage, kernel, dtype)
+    except FilterSpecError:
+        return False
+    return True
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -158,6 +192,8 @@ def plan_stage(stage: FilterStage, shape: tuple[int, int, int], border_code: int
             constants["c_offset"] = offsets
         return KernelPlan(variant, "conv2d", entry, defines, geometry.block,
                           geometry.grid(width * channels, height), constants)
+    if variant == TENSOR_CORE:
+        return _tensor_core_plan(stage, width, height, channels, base)
     if variant == SEPARABLE:
         factors = factor_separable(stage.taps[0])
         assert factors is not None  # choose_variant checked
@@ -182,6 +218,25 @@ def plan_stage(stage: FilterStage, shape: tuple[int, int, int], border_code: int
                       taps if variant == "naive" else None)
 
 
+def _tensor_core_plan(stage: FilterStage, width: int, height: int, channels: int,
+                      base: dict[str, int]) -> KernelPlan:
+    """conv2d_tc.cu's plan: the taps' digits (integer_taps), their fragments and rounding."""
+    taps = integer_taps.quantize(stage.taps)
+    assert taps is not None  # choose_variant checked
+    layout = integer_taps.piece_layout(stage.radius, channels)
+    # Exact taps round ties to even like the CPU backend; others round them up (one instruction
+    # fewer), which moves nothing by more than the taps' own rounding already may.
+    ties_even = int(taps.error == 0)
+    bias = (1 << (taps.shift - 1)) - ties_even
+    defines = {**base, "DIGITS": taps.digits, "TIES_EVEN": ties_even, **_TENSOR_TILE}
+    tile_w, tile_h = _TENSOR_TILE["TILE_W"], _TENSOR_TILE["TILE_H"]
+    grid = (_cdiv(width * channels, tile_w), _cdiv(height, tile_h), 1)
+    constants = {"g_bfrag": integer_taps.fragment_table(taps, layout),
+                 "c_round": np.array([taps.shift, bias], np.int32)}
+    return KernelPlan(TENSOR_CORE, "conv2d_tc", "conv2d_tc_u8", defines, (32 * _TENSOR_TILE["WARPS"], 1, 1),
+                      grid, constants)
+
+
 def plan_arguments(plan: KernelPlan) -> str:
     """The PyCUDA ``prepare`` signature of the plan's entry point."""
-    return "PPiiii" if plan.source in ("conv2d", "sepconv") else "PPiiiiP"
+    return "PPiiii" if plan.source in ("conv2d", "conv2d_tc", "sepconv") else "PPiiiiP"

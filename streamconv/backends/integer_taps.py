@@ -1,0 +1,172 @@
+"""Integer taps for the tensor-core kernel (cuda/conv2d_tc.cu): how float taps become int8 digits,
+and the per-lane tap fragments its ``mma`` instructions take.
+
+conv2d_tc.cu multiplies bytes (u8) by signed 8-bit tap digits on the tensor cores with exact
+int32 sums. A float tap t is held as the integer n = round(t x 2^shift), written in ``digits``
+signed base-256 digits (n = sum_d digit_d x 256^d, each digit in -128..127). The kernel sums
+each digit's products separately, forms v = sum_d sum_d x 256^d exactly in int32 and rounds
+v / 2^shift exactly: so the only error is that of the taps' rounding to 2^-shift, at most
+``255 x sum |t - n / 2^shift|`` output steps (LSB). Taps that need no rounding (multiples of
+1/256, say) are rounded half to even and so give exactly the CPU backend's float32 result
+wherever that is exact; the others round halves up (an instruction fewer).
+
+The tap fragments. The kernel's unit of work is 16 frame rows by ``8 x group`` output bytes
+(``group`` n-tiles of 8 bytes). Each tap row dy reads ``words`` 4-byte words of its input row,
+from word ``first_word`` relative to the unit's first output byte; the K x ``words`` pieces,
+tap row by tap row, are dealt out 8 to an mma k-step (``steps`` of them, the last padded with
+empty pieces): in step s, lane (g, t) (g = lane // 4, t = lane % 4) loads piece 8s + t into
+registers a0/a1 (rows g, g + 8) and piece 8s + 4 + t into a2/a3, which are k = 4t..4t+3 and
+16+4t..16+4t+3 of the m16n8k32 A operand. The B operand of n-tile j holds, for output byte
+n = g of the tile, the digit of the tap that multiplies each of those input bytes, or 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+MAX_DIGITS = 3
+"""The most int8 digits a tap may take (24-bit taps)."""
+
+MAX_QUANT_ERROR = 0.25
+"""The most, in output steps (LSB), that rounding the taps may move an output. Below 0.5 keeps the
+result within 1 LSB of the CPU backend; 0.25 keeps outputs that differ from it rare (random 5 x 5
+taps in 2 digits: about 0.1% of them, by 1) while most full-rank taps up to 7 x 7 fit 2 digits."""
+
+_MAX_SHIFT = 30
+_INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class IntegerTaps:
+    """Taps as integers over a power of two.
+
+    Attributes:
+        values: (banks, K, K) int64 host array, n = round(t x 2^shift).
+        shift: the power of two, 1..30.
+        digits: signed base-256 digits per value (1..3).
+        error: worst-case output error from the rounding, in LSB, the largest over the banks.
+    """
+
+    values: np.ndarray
+    shift: int
+    digits: int
+    error: float
+
+    def digit_planes(self) -> np.ndarray:
+        """(digits, banks, K, K) int64 host array of signed digits, least significant first, each
+        in -128..127, with sum_d planes[d] x 256^d == values."""
+        rest = self.values.copy()
+        planes = []
+        for _ in range(self.digits):
+            digit = ((rest + 128) & 255) - 128
+            planes.append(digit)
+            rest = (rest - digit) >> 8
+        assert not rest.any()
+        return np.stack(planes)
+
+
+def _digit_limit(digits: int) -> int:
+    """The largest |n| that ``digits`` signed base-256 digits always hold."""
+    return 127 * (256**digits - 1) // 255
+
+
+def quantize(banks: Sequence[np.ndarray], max_error: float = MAX_QUANT_ERROR, *,
+             min_digits: int = 1) -> IntegerTaps | None:
+    """The integer form of ``banks`` (each (K, K), host NumPy, rounded to float32 as the GPU holds
+    them): the fewest digits (from ``min_digits``) that hold the taps exactly, so exact taps stay
+    exact; else the fewest whose worst-case error is at most ``max_error`` LSB; else None (3
+    digits cannot hold them that closely, or their sums could overflow int32)."""
+    taps = np.stack([np.asarray(b, np.float32).astype(np.float64) for b in banks])
+    candidates = [c for c in (_fit(taps, d) for d in range(min_digits, MAX_DIGITS + 1)) if c is not None]
+    for wanted in (lambda c: c.error == 0, lambda c: c.error <= max_error):
+        for candidate in candidates:
+            if wanted(candidate):
+                return candidate
+    return None
+
+
+def _fit(taps: np.ndarray, digits: int) -> IntegerTaps | None:
+    """``taps`` (banks, K, K) in ``digits`` digits at the largest shift whose values fit the digits
+    and whose sums fit int32, or None if no shift from 1 does."""
+    limit = _digit_limit(digits)
+    peak = float(np.abs(taps).max())
+    shift = _MAX_SHIFT if peak == 0 else min(_MAX_SHIFT, int(np.floor(np.log2(limit / peak))))
+    for shift in range(shift, 0, -1):
+        values = np.round(taps * 2.0**shift).astype(np.int64)
+        if np.abs(values).max() <= limit and 255 * np.abs(values).sum(axis=(1, 2)).max() <= _INT32_MAX:
+            error = float(255 * np.abs(taps - values / 2.0**shift).sum(axis=(1, 2)).max())
+            return IntegerTaps(values, shift, digits, error)
+    return None
+
+
+@dataclass(frozen=True)
+class PieceLayout:
+    """Where conv2d_tc.cu's A pieces come from, for one radius, channel count and group.
+
+    Attributes:
+        radius, channels, group: the specialisation (K = 2 x radius + 1).
+        first_word: the first 4-byte word a tap row reads, relative to the unit's first output
+            byte (negative: the left halo).
+        words: words per tap row.
+        steps: mma k-steps per unit (8 pieces each).
+    """
+
+    radius: int
+    channels: int
+    group: int
+    first_word: int
+    words: int
+    steps: int
+
+    @property
+    def size(self) -> int:
+        return 2 * self.radius + 1
+
+    def piece(self, step: int, half: int, t: int) -> tuple[int, int] | None:
+        """(tap row dy, word w) of the piece that lane (., t) loads into a{2*half}/a{2*half+1} in
+        ``step``, or None for a padding piece."""
+        index = 8 * step + 4 * half + t
+        if index >= self.size * self.words:
+            return None
+        return index // self.words, self.first_word + index % self.words
+
+
+def piece_layout(radius: int, channels: int, group: int = 1) -> PieceLayout:
+    """The piece layout of conv2d_tc.cu (mirrors its kFirstWord, kWords and kSteps)."""
+    reach = channels * radius
+    first = -((reach + 3) // 4)
+    last = (8 * group - 1 + reach) // 4
+    words = last - first + 1
+    steps = -(-(2 * radius + 1) * words // 8)
+    return PieceLayout(radius, channels, group, first, words, steps)
+
+
+def fragment_table(taps: IntegerTaps, layout: PieceLayout) -> np.ndarray:
+    """``g_bfrag`` of conv2d_tc.cu: (banks, digits, group, steps, 2, 32) uint32 host array, the B
+    register (b0 for half 0, b1 for half 1) of every lane for every n-tile and k-step; byte i of
+    a word is the digit for input byte 4w + i of the lane's piece."""
+    planes = taps.digit_planes()  # (digits, banks, K, K)
+    digits, banks = planes.shape[:2]
+    reach = layout.channels * layout.radius
+    table = np.zeros((banks, digits, layout.group, layout.steps, 2, 32, 4), np.int64)
+    for step in range(layout.steps):
+        for half in range(2):
+            for lane in range(32):
+                n, t = lane // 4, lane % 4
+                piece = layout.piece(step, half, t)
+                if piece is None:
+                    continue
+                dy, word = piece
+                for j in range(layout.group):
+                    for i in range(4):
+                        delta = 4 * word + i - (8 * j + n)  # input byte - output byte
+                        if delta % layout.channels or abs(delta) > reach:
+                            continue
+                        dx = delta // layout.channels + layout.radius
+                        table[:, :, j, step, half, lane, i] = planes[:, :, dy, dx].T
+    as_bytes = (table & 255).astype(np.uint32)
+    words = as_bytes[..., 0] | as_bytes[..., 1] << 8 | as_bytes[..., 2] << 16 | as_bytes[..., 3] << 24
+    return np.ascontiguousarray(words, np.uint32)
