@@ -21,7 +21,7 @@ import cv2
 import numpy as np
 
 from . import __version__
-from .backends import variants
+from .backends import integer_taps, variants
 from .borders import BORDER_CODES, CV_BORDERS, DEFAULT_BORDER
 from .errors import StreamError
 from .filters import FilterStage, gaussian_taps_1d, validate_taps
@@ -47,7 +47,8 @@ class BenchRow:
     ms: float
     gbps: float
     copy_fraction: float  # of the device-to-device copy bandwidth
-    fma_fraction: float   # useful FMAs per second over the FP32 peak (0 for host rows)
+    fma_fraction: float   # useful FMAs per second over the FP32 peak (0 for host rows); for
+                          # tensor-core, the int8 tensor products it issues over that peak
     max_lsb: int | None   # largest |GPU - CPU backend| on a fresh frame (None for host rows)
     registers: int = 0
     shared_bytes: int = 0
@@ -55,11 +56,12 @@ class BenchRow:
     occupancy: float = 0.0
     occupancy_limit: str = ""
     chosen: str = ""      # the variant it ran as; "+offset" where bytes were widened to 2^15 + byte
+    math_unit: str = "FP32"  # the roofline fma_fraction is of: "FP32" or "tensor" (int8)
 
     @property
     def limiter(self) -> str:
-        """The nearer roofline: ``memory`` or ``FP32``."""
-        return "memory" if self.copy_fraction >= self.fma_fraction else "FP32"
+        """The nearer roofline: ``memory``, ``FP32`` or ``tensor``."""
+        return "memory" if self.copy_fraction >= self.fma_fraction else self.math_unit
 
 
 def random_taps(rng: np.random.Generator, size: int) -> FilterStage:
@@ -144,6 +146,19 @@ def fp32_fma_peak(device, driver) -> float:
     return sms * lanes * clock_hz
 
 
+# Dense int8 tensor-core multiply-adds per SM per clock (A100 and H100 data sheets; 1024 for the
+# consumer parts of sm_86/sm_89).
+_INT8_TENSOR_MACS = {(8, 0): 2048, (9, 0): 4096}
+
+
+def int8_tensor_peak(device, driver) -> float:
+    """Dense int8 tensor-core multiply-adds per second at the boost clock."""
+    attribute = driver.device_attribute
+    sms = device.get_attribute(attribute.MULTIPROCESSOR_COUNT)
+    clock_hz = device.get_attribute(attribute.CLOCK_RATE) * 1e3
+    return sms * _INT8_TENSOR_MACS.get(device.compute_capability(), 1024) * clock_hz
+
+
 def occupancy(device, driver, function, threads: int) -> tuple[float, str]:
     """Resident warps per SM over the maximum, and what limits it (warps, registers, shared)."""
     attribute = driver.device_attribute
@@ -207,9 +222,15 @@ def _measure_variant(stage: FilterStage, kernel: str, shape, frame, expected, rn
             registers, shared, spill = function.num_regs, function.shared_size_bytes, function.local_size_bytes
     frame_bytes = frame.nbytes
     fmas = frame.size * (2 * stage.size if plan.variant == variants.SEPARABLE else stage.size**2) * len(stage.taps)
+    math_unit, peak = "FP32", env["fma_peak"]
+    if plan.variant == variants.TENSOR_CORE:  # the products it issues, padding included
+        layout = integer_taps.piece_layout(stage.radius, shape[2])
+        units = -(-shape[0] // 16) * -(-shape[1] * shape[2] // 8)
+        fmas = units * layout.mmas_per_unit(plan.defines["DIGITS"], len(stage.taps)) * 16 * 8 * 32
+        math_unit, peak = "tensor", env["int8_peak"]
     gbps = 2 * frame_bytes / seconds / 1e9
     return BenchRow(size="", k=stage.size, variant=kernel, taps="", ms=seconds * 1e3, gbps=gbps,
-                    copy_fraction=gbps / env["copy_gbps"], fma_fraction=fmas / seconds / env["fma_peak"],
+                    copy_fraction=gbps / env["copy_gbps"], fma_fraction=fmas / seconds / peak, math_unit=math_unit,
                     max_lsb=worst, registers=registers, shared_bytes=shared, spill_bytes=spill,
                     occupancy=occ, occupancy_limit=limit,
                     chosen=plan.variant + ("+offset" if plan.defines.get("OFFSET_CVT") else ""))
@@ -272,7 +293,7 @@ def run_bench(*, sizes: Sequence[str], ks: Sequence[int], kernels: Sequence[str]
     with CudaBackend([], device=device_number) as probe, probe.activated():
         copy_gbps = copy_bandwidth(driver)
     env = {"driver": driver, "device": device, "border": border, "copy_gbps": copy_gbps,
-           "fma_peak": fp32_fma_peak(device, driver)}
+           "fma_peak": fp32_fma_peak(device, driver), "int8_peak": int8_tensor_peak(device, driver)}
     rows: list[BenchRow] = []
     for size in sizes:
         shape = (*SIZES[size], 3)
@@ -305,7 +326,8 @@ def run_bench(*, sizes: Sequence[str], ks: Sequence[int], kernels: Sequence[str]
                    "driver_cuda": f"{version // 1000}.{version % 1000 // 10}", "pycuda": pycuda.VERSION_TEXT,
                    "opencv": cv2.__version__, "numpy": np.__version__, "streamconv": __version__,
                    "python": platform.python_version(), "border": border, "depth": depth,
-                   "copy_GBps": copy_gbps, "fp32_fma_per_s": env["fma_peak"]}
+                   "copy_GBps": copy_gbps, "fp32_fma_per_s": env["fma_peak"],
+                   "int8_tensor_mac_per_s": env["int8_peak"]}
     result = {"environment": environment, "rows": [{**asdict(r), "limiter": r.limiter} for r in rows]}
     bad = [r for r in rows if r.max_lsb is not None and r.max_lsb > 1]
     if bad:
@@ -322,6 +344,7 @@ def format_table(result: dict) -> str:
     env = result["environment"]
     lines.append(f"{env['gpu']} (sm {env['compute_capability']}, CUDA {env['driver_cuda']}); "
                  f"copy {env['copy_GBps']:.0f} GB/s; FP32 peak {env['fp32_fma_per_s'] / 1e12:.1f} T FMA/s; "
+                 f"int8 tensor peak {env.get('int8_tensor_mac_per_s', 0) / 1e12:.0f} T MAC/s; "
                  f"border {env['border']}")
     for size in dict.fromkeys(r["size"] for r in rows):
         lines.append("")
@@ -331,7 +354,7 @@ def format_table(result: dict) -> str:
             label = f"{name} ({taps})"
             lines.append(f"{label:<26}" + "".join(f"{cells[k]:>10.4f}" if k in cells else f"{'-':>10}" for k in ks))
     lines.append("")
-    lines.append(f"{'size':<6}{'K':>3} {'kernel':<18}{'taps':<9}{'ms':>9}{'GB/s':>7}{'copy':>6}{'FP32':>6}"
+    lines.append(f"{'size':<6}{'K':>3} {'kernel':<18}{'taps':<9}{'ms':>9}{'GB/s':>7}{'copy':>6}{'math':>6}"
                  f"  {'bound':<7}{'regs':>5}{'smem':>7}{'spill':>6}{'occ':>5} {'occ limit':<10}{'LSB':>4}  ran as")
     for r in rows:
         if r["max_lsb"] is None:

@@ -58,3 +58,39 @@ def test_fragments_give_the_integer_correlation(size, channels, group):
                 for dx in range(size):
                     want[0, m, b] += n[dy, dx] * int(frame[m + dy, PAD + byte + b + channels * (dx - radius)])
     np.testing.assert_array_equal(got, want)
+
+
+# mma counts at G = 1 are those of the compiled kernel (its PTX has 2x these at 2 digits)
+@pytest.mark.parametrize("size, channels, group, steps, mmas", [
+    (3, 3, 1, 2, 2), (5, 3, 1, 4, 4), (7, 3, 1, 7, 7), (9, 3, 1, 9, 9), (9, 3, 2, 12, 23),
+])
+def test_layout_counts_the_kernels_steps_and_mmas(size, channels, group, steps, mmas):
+    layout = integer_taps.piece_layout(size // 2, channels, group)
+    assert layout.steps == steps
+    assert layout.mmas_per_unit(1) == mmas
+    assert layout.mmas_per_unit(2, banks=2) == 4 * mmas
+
+
+def test_exact_taps_stay_exact_and_the_bound_holds(rng):
+    exact = np.round(random_taps(rng, 5).taps[0] * 256) / 256
+    taps = integer_taps.quantize([exact])
+    assert taps.error == 0 and taps.digits == 2
+    np.testing.assert_array_equal(taps.values[0] / 2.0**taps.shift, exact.astype(np.float32))
+    planes = taps.digit_planes()
+    assert planes.min() >= -128 and planes.max() <= 127
+    np.testing.assert_array_equal(sum(planes[d] * 256**d for d in range(taps.digits)), taps.values)
+    # inexact taps: the error bound holds on random windows, exactly computed
+    stage = random_taps(rng, 5)
+    taps = integer_taps.quantize(stage.taps)
+    assert 0 < taps.error <= integer_taps.MAX_QUANT_ERROR
+    windows = rng.integers(0, 256, (2000, 5, 5))
+    exact_sums = (windows * stage.taps[0].astype(np.float32).astype(np.float64)).sum(axis=(1, 2))
+    integer_sums = (windows * taps.values[0]).sum(axis=(1, 2)) / 2.0**taps.shift
+    assert np.abs(exact_sums - integer_sums).max() <= taps.error
+
+
+def test_what_no_digits_hold_is_refused():
+    wide = np.zeros((3, 3))
+    wide[0, 0], wide[1, 1] = 1e7, 1e-3
+    assert integer_taps.quantize([wide]) is None
+    assert integer_taps.quantize([np.full((3, 3), 1e9)]) is None  # int32 sums would overflow

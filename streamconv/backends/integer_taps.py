@@ -134,6 +134,23 @@ class PieceLayout:
         return index // self.words, self.first_word + index % self.words
 
 
+    def reaches(self, step: int, tile: int) -> bool:
+        """Whether ``step`` holds an input byte that n-tile ``tile``'s outputs use (the kernel's
+        step_reaches: it skips the mma otherwise)."""
+        reach = self.channels * self.radius
+        for index in range(8 * step, min(8 * step + 8, self.size * self.words)):
+            word = self.first_word + index % self.words
+            for delta in range(4 * word - 8 * tile - 7, 4 * word - 8 * tile + 4):
+                if delta % self.channels == 0 and abs(delta) <= reach:
+                    return True
+        return False
+
+    def mmas_per_unit(self, digits: int, banks: int = 1) -> int:
+        """mma instructions per unit of 16 rows x 8 x group bytes (each 16 x 8 x 32 products)."""
+        tiles = sum(self.reaches(s, j) for s in range(self.steps) for j in range(self.group))
+        return tiles * digits * banks
+
+
 def piece_layout(radius: int, channels: int, group: int = 1) -> PieceLayout:
     """The piece layout of conv2d_tc.cu (mirrors its kFirstWord, kWords and kSteps)."""
     reach = channels * radius
