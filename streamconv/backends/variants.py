@@ -56,8 +56,8 @@ TENSOR_CORE_KS = (5, 7, 9)
 TENSOR_CORE_MAX_RADIUS = 4
 """conv2d_tc.cu keeps its tap fragments in registers, which bounds K at 9."""
 
-# conv2d_tc.cu's tile (a sweep on an H100 at 4K and 1080p: 128 x 32 with 4 warps was best or
-# within 2% of it at K = 3, 5, 7 and 9).
+# conv2d_tc.cu's tile (a sweep on an H100 at 4K and 1080p, K = 3 and 5: 128 x 32 bytes x rows
+# with 4 warps was best or within 2% of the best; taller or wider tiles were 2-15% slower).
 _TENSOR_TILE = {"TILE_W": 128, "TILE_H": 32, "WARPS": 4}
 
 # Textbook launch shapes (cuda/conv2d_textbook.cu).
@@ -137,7 +137,8 @@ def choose_variant(stage: FilterStage, kernel: str = AUTO, dtype=np.uint8) -> st
                                   f"{stage.describe()} is {stage.size} x {stage.size}")
         if integer_taps.quantize(stage.taps) is None:
             raise FilterSpecError(f"--kernel {TENSOR_CORE}: the taps of {stage.describe()} do not fit "
-                                  f"{integer_taps.MAX_DIGITS} int8 digits within half a step; "
+                                  f"{integer_taps.MAX_DIGITS} int8 digits within "
+                                  f"{integer_taps.MAX_QUANT_ERROR} of an output step; "
                                   f"use --kernel auto")
     return kernel
 
