@@ -105,13 +105,19 @@ __host__ __device__ constexpr bool step_reaches(int s, int j) {
   return false;
 }
 
+constexpr int kBRegs = BANKS * DIGITS * GROUP * kSteps * 2;  // B registers per lane
+// Register of bank b, digit d, n-tile j, k-step s, half h (b0/b1), in g_bfrag's row order.
+__host__ __device__ constexpr int b_reg(int b, int d, int j, int s, int h) {
+  return (((b * DIGITS + d) * GROUP + j) * kSteps + s) * 2 + h;
+}
+
 static_assert(kInRows * kInPitch + TILE_H * kOutPitch <= 48 * 1024, "shared tiles over 48 KB");
 
 }  // namespace
 
 extern "C" {
 // B registers: [BANKS][DIGITS][GROUP][kSteps][2][32 lanes] (integer_taps.fragment_table).
-__device__ unsigned int g_bfrag[BANKS * DIGITS * GROUP * kSteps * 2 * 32];
+__device__ unsigned int g_bfrag[kBRegs * 32];
 // {shift, bias}: the sums start at bias (BANKS 1) and are rounded by a shift (round_sum).
 __constant__ int c_round[2];
 }
@@ -182,19 +188,10 @@ conv2d_tc_u8(const unsigned char* __restrict__ src, unsigned char* __restrict__ 
   const int g = lane >> 2;
   const int t = lane & 3;
 
-  // B registers first: their loads overlap the staging.
-  unsigned int bf[BANKS][DIGITS][GROUP][kSteps][2];
+  // B registers first: their loads overlap the staging. Register i is g_bfrag row i (b_reg).
+  unsigned int bf[kBRegs];
 #pragma unroll
-  for (int b = 0; b < BANKS; ++b)
-#pragma unroll
-    for (int d = 0; d < DIGITS; ++d)
-#pragma unroll
-      for (int j = 0; j < GROUP; ++j)
-#pragma unroll
-        for (int s = 0; s < kSteps; ++s)
-#pragma unroll
-          for (int h = 0; h < 2; ++h)
-            bf[b][d][j][s][h] = g_bfrag[((((b * DIGITS + d) * GROUP + j) * kSteps + s) * 2 + h) * 32 + lane];
+  for (int i = 0; i < kBRegs; ++i) bf[i] = g_bfrag[i * 32 + lane];
 
   // 1. Stage the input tile: every load is issued before any store, so a thread keeps kStageIters
   // loads in flight.
@@ -244,15 +241,14 @@ conv2d_tc_u8(const unsigned char* __restrict__ src, unsigned char* __restrict__ 
     const int uy = u / kUnitsX;
     const int ux = u - uy * kUnitsX;
     const unsigned char* base = s_in + (16 * uy + g) * kInPitch + 8 * GROUP * ux;
-    int acc[BANKS][DIGITS][GROUP][4];
+    // Sums per bank, digit and n-tile; bank 0's lowest digit starts at the rounding bias.
+    int acc[BANKS][DIGITS][GROUP][4] = {};
+    if (BANKS == 1) {
 #pragma unroll
-    for (int b = 0; b < BANKS; ++b)
+      for (int j = 0; j < GROUP; ++j)
 #pragma unroll
-      for (int d = 0; d < DIGITS; ++d)
-#pragma unroll
-        for (int j = 0; j < GROUP; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) acc[b][d][j][e] = (BANKS == 1 && d == 0) ? bias : 0;
+        for (int e = 0; e < 4; ++e) acc[0][0][j][e] = bias;
+    }
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
       unsigned int a[4];
@@ -266,7 +262,8 @@ conv2d_tc_u8(const unsigned char* __restrict__ src, unsigned char* __restrict__ 
 #pragma unroll
         for (int b = 0; b < BANKS; ++b)
 #pragma unroll
-          for (int d = 0; d < DIGITS; ++d) mma_u8s8(acc[b][d][j], a, bf[b][d][j][s][0], bf[b][d][j][s][1]);
+          for (int d = 0; d < DIGITS; ++d)
+            mma_u8s8(acc[b][d][j], a, bf[b_reg(b, d, j, s, 0)], bf[b_reg(b, d, j, s, 1)]);
       }
     }
     unsigned char* out = s_out + (16 * uy + g) * kOutPitch + 8 * GROUP * ux + 2 * t;

@@ -136,14 +136,17 @@ def time_host(function, repeats: int = 3) -> float:
     return statistics.median(samples)
 
 
+def _sm_cycles_per_second(device, driver) -> float:
+    """SMs x boost clock (Hz): what a per-SM, per-clock rate is multiplied by for a peak."""
+    attribute = driver.device_attribute
+    return device.get_attribute(attribute.MULTIPROCESSOR_COUNT) * device.get_attribute(attribute.CLOCK_RATE) * 1e3
+
+
 def fp32_fma_peak(device, driver) -> float:
     """FP32 fused multiply-adds per second at the boost clock: SMs x lanes x clock."""
-    attribute = driver.device_attribute
-    sms = device.get_attribute(attribute.MULTIPROCESSOR_COUNT)
-    clock_hz = device.get_attribute(attribute.CLOCK_RATE) * 1e3
     major, minor = device.compute_capability()
     lanes = 64 if (major, minor) == (8, 0) else _FP32_LANES.get(major, 128)
-    return sms * lanes * clock_hz
+    return lanes * _sm_cycles_per_second(device, driver)
 
 
 # Dense int8 tensor-core multiply-adds per SM per clock (A100 and H100 data sheets; 1024 for the
@@ -153,10 +156,7 @@ _INT8_TENSOR_MACS = {(8, 0): 2048, (9, 0): 4096}
 
 def int8_tensor_peak(device, driver) -> float:
     """Dense int8 tensor-core multiply-adds per second at the boost clock."""
-    attribute = driver.device_attribute
-    sms = device.get_attribute(attribute.MULTIPROCESSOR_COUNT)
-    clock_hz = device.get_attribute(attribute.CLOCK_RATE) * 1e3
-    return sms * _INT8_TENSOR_MACS.get(device.compute_capability(), 1024) * clock_hz
+    return _INT8_TENSOR_MACS.get(device.compute_capability(), 1024) * _sm_cycles_per_second(device, driver)
 
 
 def occupancy(device, driver, function, threads: int) -> tuple[float, str]:
