@@ -24,8 +24,9 @@
 //  1. Stage the input rows y0-R .. y0+TILE_H+R-1, TILE_W bytes plus kHalo each side, into
 //     shared memory (16-byte loads; rows and edge columns through the border map).
 //  2. Each warp takes units of 16 rows x 8*GROUP bytes: per k-step it loads its A registers
-//     (LDS.32) and runs one mma per digit, bank and n-tile that the step reaches; then it rounds
-//     the sums and writes the bytes into an output tile in shared memory.
+//     (four LDS.32, or with LDMATRIX one ldmatrix.x4) and runs one mma per digit, bank and n-tile
+//     that the step reaches; then it rounds the sums and writes the bytes into an output tile
+//     in shared memory.
 //  3. Store the output tile with 16-byte stores (bytes past W*C or rows past H are not written).
 // Launch: block (WARPS*32, 1, 1), grid (ceil(W*C / TILE_W), ceil(H / TILE_H), 1). Buffers: base
 // pointers aligned to 16 bytes, pitches multiples of 16. Needs sm_80 or later.
@@ -33,7 +34,9 @@
 // Macros: RADIUS, CHANNELS, BORDER, BANKS, COMBINE (conv_common.cuh; ELEM_BYTES must be 1),
 // DIGITS 1..3, TIES_EVEN (1: ties to even, for exact taps; 0: ties up), TILE_W (multiple of 16
 // and of 8*GROUP), TILE_H (multiple of 16), WARPS, GROUP (n-tiles per unit sharing their A
-// pieces). The B registers grow with K: the host keeps RADIUS <= 4.
+// pieces), LDMATRIX (1: each tap row padded to whole 16-byte groups of 4 pieces, the staged rows
+// shifted by kPad so that every group is 16-byte aligned, and a k-step's A loaded by one
+// ldmatrix.x4; needs an even GROUP). The B registers grow with K: the host keeps RADIUS <= 4.
 
 #include "conv_common.cuh"
 
@@ -58,11 +61,17 @@
 #ifndef TIES_EVEN
 #define TIES_EVEN 1
 #endif
+#ifndef LDMATRIX
+#define LDMATRIX 0
+#endif
 #if DIGITS < 1 || DIGITS > 3
 #error "DIGITS must be 1..3"
 #endif
 #if TILE_W % 16 != 0 || TILE_W % (8 * GROUP) != 0 || TILE_H % 16 != 0 || TILE_H < 16
 #error "TILE_W must be a multiple of 16 and of 8*GROUP, TILE_H a multiple of 16"
+#endif
+#if LDMATRIX && GROUP % 2 != 0
+#error "LDMATRIX needs units of a multiple of 16 bytes (GROUP even)"
 #endif
 
 namespace {
@@ -72,12 +81,17 @@ using namespace conv;
 constexpr int kReach = CHANNELS * RADIUS;              // bytes a tap row reaches each side
 constexpr int kFirstWord = -((kReach + 3) / 4);       // relative to a unit's first output byte
 constexpr int kLastWord = (8 * GROUP - 1 + kReach) / 4;
-constexpr int kWords = kLastWord - kFirstWord + 1;    // words per tap row
+// Words per tap row; with LDMATRIX a whole number of 16-byte groups, so that a group of 4 pieces
+// is 16 contiguous bytes of one row, which one ldmatrix row address fetches.
+constexpr int kWords = LDMATRIX ? (kLastWord - kFirstWord + 4) / 4 * 4 : kLastWord - kFirstWord + 1;
+// Bytes the staged rows are shifted right by, so that each group starts on a 16-byte boundary.
+constexpr int kPad = LDMATRIX ? (-4 * kFirstWord) % 16 : 0;
 constexpr int kPieces = KSIZE * kWords;
 constexpr int kSteps = (kPieces + 7) / 8;             // mma k-steps per unit
 __host__ __device__ constexpr int cmax(int a, int b) { return a > b ? a : b; }
-constexpr int kHalo = (cmax(-4 * kFirstWord, 4 * kLastWord + 4 - 8 * GROUP) + 15) / 16 * 16;
-constexpr int kInW = TILE_W + 2 * kHalo;
+constexpr int kHalo = (cmax(-4 * kFirstWord, 4 * (kFirstWord + kWords) - 8 * GROUP) + 15) / 16 * 16;
+constexpr int kStagedW = TILE_W + 2 * kHalo;                // staged bytes per row
+constexpr int kInW = kStagedW + (kPad ? 16 : 0);
 // Row pitches of 16 mod 32 bytes: the 8 rows x 4 words a warp's LDS.32 reads (or its STS.16
 // writes) then fall in distinct banks.
 constexpr int kInPitch = kInW % 32 == 16 ? kInW : kInW + 16;
@@ -86,7 +100,7 @@ constexpr int kOutPitch = TILE_W % 32 == 16 ? TILE_W : TILE_W + 16;
 constexpr int kUnitsX = TILE_W / (8 * GROUP);
 constexpr int kUnits = kUnitsX * (TILE_H / 16);
 constexpr int kThreads = WARPS * 32;
-constexpr int kStageVecs = kInW / 16;
+constexpr int kStageVecs = kStagedW / 16;
 constexpr int kStageIters = (kInRows * kStageVecs + kThreads - 1) / kThreads;
 constexpr int kOutVecs = TILE_W / 16;
 constexpr int kStoreIters = (TILE_H * kOutVecs + kThreads - 1) / kThreads;
@@ -172,6 +186,27 @@ __device__ __noinline__ uint4 load_edge_vector(const unsigned char* __restrict__
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
+// 16 bytes into shared memory at an address aligned to kPad's largest power-of-two divisor.
+__device__ __forceinline__ void store_shifted(unsigned char* p, uint4 v) {
+  if constexpr (kPad % 16 == 0) {
+    *reinterpret_cast<uint4*>(p) = v;
+  } else if constexpr (kPad % 8 == 0) {
+    reinterpret_cast<uint2*>(p)[0] = make_uint2(v.x, v.y);
+    reinterpret_cast<uint2*>(p)[1] = make_uint2(v.z, v.w);
+  } else {
+    unsigned int* w = reinterpret_cast<unsigned int*>(p);
+    w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w;
+  }
+}
+
+// Four 8 x 16-byte matrices from shared memory: this lane's row address is for matrix lane / 8;
+// lane (g, t) receives word t of row g of each, in a[0..3].
+__device__ __forceinline__ void ldmatrix_x4(unsigned int* a, const unsigned char* p) {
+  const unsigned int addr = (unsigned int)__cvta_generic_to_shared(p);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3]) : "r"(addr));
+}
+
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(kThreads)
@@ -216,9 +251,22 @@ conv2d_tc_u8(const unsigned char* __restrict__ src, unsigned char* __restrict__ 
     const int v = i - r * kStageVecs;
     if (!inside[k]) staged[k] = load_edge_vector(src, src_pitch, y0 - RADIUS + r, x0 - kHalo + 16 * v,
                                                  width, height);
-    *reinterpret_cast<uint4*>(s_in + r * kInPitch + 16 * v) = staged[k];
+    store_shifted(s_in + r * kInPitch + 16 * v + kPad, staged[k]);
   }
-
+#if LDMATRIX
+  // Byte offset, from its unit's first row and output byte, of the group row whose address this
+  // lane gives ldmatrix in each step: matrix m = lane / 8 is rows 8 * (m & 1) + (lane & 7) of the
+  // step's group m >> 1 (padding groups read group 0, whose B bytes there are zero).
+  int off[kSteps];
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    const int m = lane >> 3;
+    const int p = 4 * (2 * s + (m >> 1));
+    const int dy = p < kPieces ? p / kWords : 0;
+    const int word = kFirstWord + (p < kPieces ? p % kWords : 0);
+    off[s] = (dy + 8 * (m & 1) + (lane & 7)) * kInPitch + kHalo + kPad + 4 * word;
+  }
+#else
   // Byte offset of each of this lane's pieces from its unit's row g, first output byte.
   int off[kSteps][2];
 #pragma unroll
@@ -230,6 +278,7 @@ conv2d_tc_u8(const unsigned char* __restrict__ src, unsigned char* __restrict__ 
       const int word = kFirstWord + (p < kPieces ? p % kWords : 0);
       off[s][h] = dy * kInPitch + kHalo + 4 * word;
     }
+#endif
   const int shift = c_round[0];
   const int bias = c_round[1];
   __syncthreads();
@@ -240,7 +289,7 @@ conv2d_tc_u8(const unsigned char* __restrict__ src, unsigned char* __restrict__ 
     const int u = warp + k * WARPS;
     const int uy = u / kUnitsX;
     const int ux = u - uy * kUnitsX;
-    const unsigned char* base = s_in + (16 * uy + g) * kInPitch + 8 * GROUP * ux;
+    const unsigned char* base = s_in + (16 * uy + (LDMATRIX ? 0 : g)) * kInPitch + 8 * GROUP * ux;
     // Sums per bank, digit and n-tile; bank 0's lowest digit starts at the rounding bias.
     int acc[BANKS][DIGITS][GROUP][4] = {};
     if (BANKS == 1) {
@@ -252,10 +301,14 @@ conv2d_tc_u8(const unsigned char* __restrict__ src, unsigned char* __restrict__ 
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
       unsigned int a[4];
+#if LDMATRIX
+      ldmatrix_x4(a, base + off[s]);
+#else
       a[0] = *reinterpret_cast<const unsigned int*>(base + off[s][0]);
       a[1] = *reinterpret_cast<const unsigned int*>(base + off[s][0] + 8 * kInPitch);
       a[2] = *reinterpret_cast<const unsigned int*>(base + off[s][1]);
       a[3] = *reinterpret_cast<const unsigned int*>(base + off[s][1] + 8 * kInPitch);
+#endif
 #pragma unroll
       for (int j = 0; j < GROUP; ++j) {
         if (!step_reaches(s, j)) continue;

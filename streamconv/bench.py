@@ -224,8 +224,8 @@ def _measure_variant(stage: FilterStage, kernel: str, shape, frame, expected, rn
     fmas = frame.size * (2 * stage.size if plan.variant == variants.SEPARABLE else stage.size**2) * len(stage.taps)
     math_unit, peak = "FP32", env["fma_peak"]
     if plan.variant == variants.TENSOR_CORE:  # the products it issues, padding included
-        layout = integer_taps.piece_layout(stage.radius, shape[2])
-        units = -(-shape[0] // 16) * -(-shape[1] * shape[2] // 8)
+        layout = integer_taps.kernel_layout(stage.radius, shape[2], len(stage.taps))
+        units = -(-shape[0] // 16) * -(-shape[1] * shape[2] // (8 * layout.group))
         fmas = units * layout.mmas_per_unit(plan.defines["DIGITS"], len(stage.taps)) * 16 * 8 * 32
         math_unit, peak = "tensor", env["int8_peak"]
     gbps = 2 * frame_bytes / seconds / 1e9

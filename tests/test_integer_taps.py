@@ -38,13 +38,13 @@ PAD = 32
 
 @pytest.mark.parametrize("size", [1, 3, 5, 7, 9])
 @pytest.mark.parametrize("channels", [1, 3, 4])
-@pytest.mark.parametrize("group", [1, 2])
-def test_fragments_give_the_integer_correlation(size, channels, group):
+@pytest.mark.parametrize("group, ldmatrix", [(1, False), (2, False), (2, True)])
+def test_fragments_give_the_integer_correlation(size, channels, group, ldmatrix):
     rng = np.random.default_rng(size * 100 + channels * 10 + group)
     stage = random_taps(rng, size)
     taps = integer_taps.quantize(stage.taps)
     assert taps is not None
-    layout = integer_taps.piece_layout(size // 2, channels, group)
+    layout = integer_taps.piece_layout(size // 2, channels, group, ldmatrix)
     radius = size // 2
     frame = rng.integers(0, 256, (16 + 2 * radius, 2 * PAD + 8 * group + 64), dtype=np.uint8)
     frame[:, :PAD] = rng.integers(0, 256, (frame.shape[0], PAD))
@@ -60,12 +60,30 @@ def test_fragments_give_the_integer_correlation(size, channels, group):
     np.testing.assert_array_equal(got, want)
 
 
-# mma counts at G = 1 are those of the compiled kernel (its PTX has 2x these at 2 digits)
-@pytest.mark.parametrize("size, channels, group, steps, mmas", [
-    (3, 3, 1, 2, 2), (5, 3, 1, 4, 4), (7, 3, 1, 7, 7), (9, 3, 1, 9, 9), (9, 3, 2, 12, 23),
+def test_ldmatrix_groups_are_whole_rows_of_16_bytes():
+    for channels in (1, 3, 4):
+        layout = integer_taps.kernel_layout(2, channels)
+        assert layout.ldmatrix and layout.group == 2 and layout.words % 4 == 0
+        for step in range(layout.steps):
+            for half in range(2):
+                pieces = [layout.piece(step, half, t) for t in range(4)]
+                if pieces[0] is None:
+                    continue
+                assert [dy for dy, _ in pieces] == [pieces[0][0]] * 4
+                assert [w for _, w in pieces] == list(range(pieces[0][1], pieces[0][1] + 4))
+                assert (pieces[0][1] - layout.first_word) % 4 == 0
+    assert not integer_taps.kernel_layout(2, 3, banks=2).ldmatrix
+    assert not integer_taps.kernel_layout(1, 3).ldmatrix
+
+
+# mma counts at G = 1, and at 5 x 5 with ldmatrix, are those of the compiled kernel (its SASS
+# has 2x these at 2 digits)
+@pytest.mark.parametrize("size, channels, group, ldmatrix, steps, mmas", [
+    (3, 3, 1, False, 2, 2), (5, 3, 1, False, 4, 4), (7, 3, 1, False, 7, 7), (9, 3, 1, False, 9, 9),
+    (9, 3, 2, False, 12, 23), (5, 3, 2, True, 5, 10), (3, 3, 2, True, 3, 6),
 ])
-def test_layout_counts_the_kernels_steps_and_mmas(size, channels, group, steps, mmas):
-    layout = integer_taps.piece_layout(size // 2, channels, group)
+def test_layout_counts_the_kernels_steps_and_mmas(size, channels, group, ldmatrix, steps, mmas):
+    layout = integer_taps.piece_layout(size // 2, channels, group, ldmatrix)
     assert layout.steps == steps
     assert layout.mmas_per_unit(1) == mmas
     assert layout.mmas_per_unit(2, banks=2) == 4 * mmas

@@ -146,6 +146,8 @@ SPECIALISATIONS = {  # filter, frame channels, border code
     "r1-c3-reflect101": ("box:size=3", 3, 2),
     "r15-c4-zero-magnitude": ("bank31", 4, 0),
     "r7-c1-replicate-separable": ("gaussian:sigma=2,size=15", 1, 1),
+    "r2-c3-reflect101": ("box:size=5", 3, 2),  # tensor-core with ldmatrix, rows shifted by 8 bytes
+    "r2-c1-replicate": ("box:size=5", 1, 1),  # ... by 4 bytes
 }
 
 

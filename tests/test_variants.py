@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import streamconv
-from streamconv.backends import check_kernel_choice, variants
+from streamconv.backends import check_kernel_choice, integer_taps, variants
 from streamconv.errors import FilterSpecError
 from streamconv.filters import FilterStage, parse_filter, validate_taps
 
@@ -68,6 +68,16 @@ def test_tensor_core_plan_rounds_like_the_cpu_for_exact_taps(rng):
     shift, bias = inexact.constants["c_round"]
     assert bias == 1 << (shift - 1)
     assert inexact.constants["g_bfrag"].dtype == np.uint32
+
+
+def test_tensor_core_plan_takes_its_layout_per_size(rng):
+    # 5 x 5: ldmatrix groups, units of two n-tiles; the fragments sized for that layout
+    five = variants.plan_stage(random_stage(rng, 5), (64, 64, 3), 2, variants.TENSOR_CORE)
+    layout = integer_taps.kernel_layout(2, 3)
+    assert five.defines["LDMATRIX"] == 1 and five.defines["GROUP"] == 2
+    assert five.constants["g_bfrag"].size == five.defines["DIGITS"] * 2 * layout.steps * 2 * 32
+    seven = variants.plan_stage(random_stage(rng, 7), (64, 64, 3), 2, variants.TENSOR_CORE)
+    assert seven.defines["LDMATRIX"] == 0 and seven.defines["GROUP"] == 1
 
 
 @pytest.mark.parametrize("variant", variants.VARIANTS)

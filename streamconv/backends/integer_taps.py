@@ -112,6 +112,9 @@ class PieceLayout:
             byte (negative: the left halo).
         words: words per tap row.
         steps: mma k-steps per unit (8 pieces each).
+        ldmatrix: whether the kernel loads its pieces 16 bytes at a time with ldmatrix (its
+            LDMATRIX): then ``words`` is a multiple of 4, so each group of 4 pieces is 16
+            contiguous bytes of one row.
     """
 
     radius: int
@@ -120,6 +123,7 @@ class PieceLayout:
     first_word: int
     words: int
     steps: int
+    ldmatrix: bool = False
 
     @property
     def size(self) -> int:
@@ -151,14 +155,32 @@ class PieceLayout:
         return tiles * digits * banks
 
 
-def piece_layout(radius: int, channels: int, group: int = 1) -> PieceLayout:
-    """The piece layout of conv2d_tc.cu (mirrors its kFirstWord, kWords and kSteps)."""
+def piece_layout(radius: int, channels: int, group: int = 1, ldmatrix: bool = False) -> PieceLayout:
+    """The piece layout of conv2d_tc.cu (mirrors its kFirstWord, kWords and kSteps); ``ldmatrix``
+    (its LDMATRIX, which needs an even group) pads each tap row to whole groups of 4 words."""
     reach = channels * radius
     first = -((reach + 3) // 4)
     last = (8 * group - 1 + reach) // 4
     words = last - first + 1
+    if ldmatrix:
+        words = -(-words // 4) * 4
     steps = -(-(2 * radius + 1) * words // 8)
-    return PieceLayout(radius, channels, group, first, words, steps)
+    return PieceLayout(radius, channels, group, first, words, steps, ldmatrix)
+
+
+LDMATRIX_RADII = (2,)
+"""Radii the tensor-core plan runs one-bank stages at with ldmatrix loads and units of 16 bytes
+(two n-tiles sharing their pieces). On an H100 at 4K this took 5 x 5 from 0.0444 to 0.0424 ms;
+3 x 3 (0.039 against 0.035) and 7 x 7 (0.076 against 0.054) were slower, as whole groups cost
+them more mma k-steps than the wide loads save. Two banks would double the B registers (142 at
+2 digits), so they keep the plain layout."""
+
+
+def kernel_layout(radius: int, channels: int, banks: int = 1) -> PieceLayout:
+    """The piece layout the tensor-core plan compiles conv2d_tc.cu with for this stage shape."""
+    if radius in LDMATRIX_RADII and banks == 1:
+        return piece_layout(radius, channels, group=2, ldmatrix=True)
+    return piece_layout(radius, channels)
 
 
 def fragment_table(taps: IntegerTaps, layout: PieceLayout) -> np.ndarray:

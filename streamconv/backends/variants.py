@@ -224,12 +224,13 @@ def _tensor_core_plan(stage: FilterStage, width: int, height: int, channels: int
     """conv2d_tc.cu's plan: the taps' digits (integer_taps), their fragments and rounding."""
     taps = integer_taps.quantize(stage.taps)
     assert taps is not None  # choose_variant checked
-    layout = integer_taps.piece_layout(stage.radius, channels)
+    layout = integer_taps.kernel_layout(stage.radius, channels, len(stage.taps))
     # Exact taps round ties to even like the CPU backend; others round them up (one instruction
     # fewer), which moves nothing by more than the taps' own rounding already may.
     ties_even = int(taps.error == 0)
     bias = (1 << (taps.shift - 1)) - ties_even
-    defines = {**base, "DIGITS": taps.digits, "TIES_EVEN": ties_even, **_TENSOR_TILE}
+    defines = {**base, "DIGITS": taps.digits, "TIES_EVEN": ties_even, "GROUP": layout.group,
+               "LDMATRIX": int(layout.ldmatrix), **_TENSOR_TILE}
     tile_w, tile_h = _TENSOR_TILE["TILE_W"], _TENSOR_TILE["TILE_H"]
     grid = (_cdiv(width * channels, tile_w), _cdiv(height, tile_h), 1)
     constants = {"g_bfrag": integer_taps.fragment_table(taps, layout),
