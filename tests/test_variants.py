@@ -21,8 +21,10 @@ def random_stage(rng, size: int) -> FilterStage:
 
 @pytest.mark.parametrize("spec, expected", [
     ("gaussian:sigma=1", variants.SEPARABLE),       # 7x7, rank 1
-    ("box:size=5", variants.SEPARABLE),
-    ("box:size=3", variants.REGISTER_BLOCKED),      # below SEPARABLE_FROM_K
+    ("box:size=7", variants.SEPARABLE),
+    ("box:size=5", variants.TENSOR_CORE),           # rank 1, but below SEPARABLE_FROM_K
+    ("gaussian:sigma=0.833,size=5", variants.TENSOR_CORE),
+    ("box:size=3", variants.REGISTER_BLOCKED),
     ("edge", variants.REGISTER_BLOCKED),            # a bank
     ("sharpen", variants.REGISTER_BLOCKED),         # rank 2
     ("identity", variants.REGISTER_BLOCKED),
