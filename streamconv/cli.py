@@ -115,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="auto picks cuda when PyCUDA and a GPU are present (default auto)")
     run.add_argument("--device", type=_non_negative_int, default=0, metavar="N", help="CUDA device number")
     run.add_argument("--kernel", choices=KERNEL_CHOICES, default="auto", metavar="NAME",
-                     help="CUDA kernel variant: auto (default: separable for rank-1 taps of 5x5 and "
+                     help="CUDA kernel variant: auto (default: separable for rank-1 taps of 7x7 and "
                           "up, tensor-core for other taps of 5x5 to 9x9, else register-blocked), "
                           + ", ".join(KERNEL_CHOICES[1:]))
     run.add_argument("--ring", type=_positive_int, default=3, metavar="N",
