@@ -21,7 +21,7 @@ import cv2
 import numpy as np
 
 from . import __version__
-from .backends import integer_taps, variants
+from .backends import integer_taps, separable_tc, variants
 from .borders import BORDER_CODES, CV_BORDERS, DEFAULT_BORDER
 from .errors import StreamError
 from .filters import FilterStage, gaussian_taps_1d, validate_taps
@@ -55,7 +55,8 @@ class BenchRow:
     spill_bytes: int = 0
     occupancy: float = 0.0
     occupancy_limit: str = ""
-    chosen: str = ""      # the variant it ran as; "+offset" where bytes were widened to 2^15 + byte
+    chosen: str = ""      # the variant it ran as; "+offset" where bytes were widened to 2^15 + byte,
+                          # "+tensor" for separable taps run on the tensor cores (sepconv_tc.cu)
     math_unit: str = "FP32"  # the roofline fma_fraction is of: "FP32" or "tensor" (int8)
 
     @property
@@ -228,12 +229,16 @@ def _measure_variant(stage: FilterStage, kernel: str, shape, frame, expected, rn
         units = -(-shape[0] // 16) * -(-shape[1] * shape[2] // (8 * layout.group))
         fmas = units * layout.mmas_per_unit(plan.defines["DIGITS"], len(stage.taps)) * 16 * 8 * 32
         math_unit, peak = "tensor", env["int8_peak"]
+    if plan.source == "sepconv_tc":  # the separable passes on the tensor cores
+        fmas = separable_tc.products_per_frame(shape[1], shape[0], shape[2], stage.radius)
+        math_unit, peak = "tensor", env["int8_peak"]
     gbps = 2 * frame_bytes / seconds / 1e9
     return BenchRow(size="", k=stage.size, variant=kernel, taps="", ms=seconds * 1e3, gbps=gbps,
                     copy_fraction=gbps / env["copy_gbps"], fma_fraction=fmas / seconds / peak, math_unit=math_unit,
                     max_lsb=worst, registers=registers, shared_bytes=shared, spill_bytes=spill,
                     occupancy=occ, occupancy_limit=limit,
-                    chosen=plan.variant + ("+offset" if plan.defines.get("OFFSET_CVT") else ""))
+                    chosen=plan.variant + ("+offset" if plan.defines.get("OFFSET_CVT") else "")
+                    + ("+tensor" if plan.source == "sepconv_tc" else ""))
 
 
 def _host_row(size: str, k: int, name: str, taps: str, seconds: float, frame_bytes: int, copy_gbps: float) -> BenchRow:

@@ -43,7 +43,8 @@ def driver():
     rng = np.random.default_rng(0)
     wanted = [(full_rank_stage(rng, k, False), (64, 64, 3), b) for k in KS for b in range(3)]
     wanted += [(build_filter("edge"), (64, 64, c), b) for c in (1, 4) for b in range(3)]
-    wanted += [(gaussian_stage(k), (64, 64, c), b) for k in KS for c in (1, 3, 4) for b in range(3)]
+    wanted += [(gaussian_stage(k), (64, 64, c), b) for k in (*KS, 7, 9) for c in (1, 3, 4) for b in range(3)]
+    wanted += [(parse_filter("box:size=15"), (64, 64, c), b) for c in (1, 3, 4) for b in range(3)]
     wanted += [(stage, (64, 64, c), b) for k in (7, 9) for c in (1, 3, 4) for b in range(3)
                for stage in (full_rank_stage(rng, k, True), full_rank_stage(rng, k, False), three_digit_stage(rng, k))]
     return precompile_plans(wanted, "all")
@@ -128,6 +129,18 @@ def test_separable_one_and_four_channels(rng, driver, size, channels):
     frame = rng.integers(0, 256, (61, 83, channels), dtype=np.uint8)
     for border in BORDER_MODES:
         check_against_cpu([gaussian_stage(size)], frame, border, driver, variants.SEPARABLE)
+
+
+@pytest.mark.parametrize("channels", [1, 3, 4])
+@pytest.mark.parametrize("size", [7, 9, 15, 31])
+def test_separable_on_the_tensor_cores(rng, driver, size, channels):
+    for stage in (gaussian_stage(size), parse_filter(f"box:size={size}")):
+        plan = variants.plan_stage(stage, (64, 64, channels), 2, variants.SEPARABLE)
+        assert plan.source == "sepconv_tc"
+        for border in BORDER_MODES:
+            for height, width in [*FRAMES, (67, 93), (150, 301)]:
+                frame = rng.integers(0, 256, (height, width, channels), dtype=np.uint8)
+                check_against_cpu([stage], frame, border, driver, variants.SEPARABLE)
 
 
 @pytest.mark.parametrize("height, width", [(1080, 1920), (2160, 3840)])

@@ -134,6 +134,11 @@ def test_every_plan_covers_the_frame(variant, shape, size):
     if variant == variants.REGISTER_BLOCKED:
         covered = (gx * plan.block[0] * defines["OUT_X"], gy * plan.block[1] * defines["OUT_Y"])
         assert covered[0] >= width * channels and covered[1] >= height
+    elif variant == variants.SEPARABLE and plan.source == "sepconv_tc":
+        span = 16 * defines["MT"] * defines["WARPS"]
+        assert gx * span >= width * channels and gy * defines["STRIP_H"] >= height
+        assert (gx - 1) * span < width * channels and (gy - 1) * defines["STRIP_H"] < height
+        assert set(plan.constants) == {"g_arow", "g_acol", "c_round"}
     elif variant == variants.SEPARABLE:
         assert gx * defines["TILE_X"] >= width * channels and gy * defines["TILE_Y"] >= height
         assert set(plan.constants) == {"c_row", "c_col"}

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import FilterSpecError
 from ..filters import FilterStage
-from . import integer_taps, kernels
+from . import integer_taps, kernels, separable_tc
 from .separable import factor_separable
 
 AUTO = "auto"
@@ -55,6 +55,9 @@ SEPARABLE_FROM_K = 7
 # auto: other taps of these sizes run on the tensor cores (measured on an H100; see the module doc).
 TENSOR_CORE_KS = (5, 7, 9)
 TENSOR_CORE_MAX_RADIUS = 4
+# separable: rank-1 taps that are not exact run on the tensor cores (cuda/sepconv_tc.cu) from this
+# size on, where separable_tc takes them (measured on an H100; see the module doc).
+TENSOR_SEPARABLE_FROM_K = 7
 """conv2d_tc.cu keeps its tap fragments in registers, which bounds K at 9."""
 
 # conv2d_tc.cu's tile (a sweep on an H100 at 4K and 1080p, K = 3 and 5: 128 x 32 bytes x rows
@@ -199,6 +202,14 @@ def plan_stage(stage: FilterStage, shape: tuple[int, int, int], border_code: int
     if variant == SEPARABLE:
         factors = factor_separable(stage.taps[0])
         assert factors is not None  # choose_variant checked
+        # Exact taps stay on sepconv.cu, whose output is byte for byte the 2D one.
+        fast = None if factors.exact or stage.size < TENSOR_SEPARABLE_FROM_K else \
+            separable_tc.plan(factors, stage.radius, channels)
+        if fast is not None:
+            block, grid = separable_tc.launch(width, height, channels)
+            defines = {**base, "MT": separable_tc.MT, "WARPS": separable_tc.WARPS, "STRIP_H": separable_tc.STRIP_H}
+            return KernelPlan(variant, "sepconv_tc", "sepconv_tc_u8", defines, block, grid,
+                              {"g_arow": fast.arow, "g_acol": fast.acol, "c_round": fast.rounding})
         tile = _sepconv_geometry(stage.radius)
         grid = (_cdiv(width * channels, tile["TILE_X"]), _cdiv(height, tile["TILE_Y"]), 1)
         return KernelPlan(variant, "sepconv", "sepconv_u8", {**base, **tile}, (tile["THREADS"], 1, 1), grid,
@@ -242,4 +253,4 @@ def _tensor_core_plan(stage: FilterStage, width: int, height: int, channels: int
 
 def plan_arguments(plan: KernelPlan) -> str:
     """The PyCUDA ``prepare`` signature of the plan's entry point."""
-    return "PPiiii" if plan.source in ("conv2d", "conv2d_tc", "sepconv") else "PPiiiiP"
+    return "PPiiii" if plan.source in ("conv2d", "conv2d_tc", "sepconv", "sepconv_tc") else "PPiiiiP"
