@@ -32,7 +32,8 @@
 // border map) in its own shared buffer, double-buffered with the next group's loads in flight,
 // runs the row pass into a window of six mid groups, and after every second group runs the
 // column pass for 16 output rows. No block barriers: a warp past the frame's right edge returns.
-// Launch: block (WARPS*32, 1, 1), grid (ceil(W*C / (16*MT*WARPS)), ceil(H / STRIP_H), 1).
+// Launch: block (WARPS*32, 1, 1), grid (ceil(H / STRIP_H), ceil(W*C / (16*MT*WARPS)), 1): strips
+// in x, block columns in y.
 // Buffers: base pointers aligned to 16 bytes, pitches multiples of 16. Needs sm_80 or later.
 //
 // Macros: RADIUS (up to 15), CHANNELS, BORDER (conv_common.cuh; BANKS 1, ELEM_BYTES 1), MT,
@@ -116,13 +117,17 @@ sepconv_tc_u8(const unsigned char* __restrict__ src, unsigned char* __restrict__
               int height, int src_pitch, int dst_pitch) {
   // (+32: the last ldmatrix of a group may read up to two 16-byte columns past the window.)
   __shared__ __align__(16) unsigned char s_in[WARPS][2][8 * kPitch + 32];
+  __shared__ unsigned char s_map[WARPS][kWin];  // edge warps: where each window column reads
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int g = lane >> 2;
   const int t = lane & 3;
   const int row_bytes = width * CHANNELS;
-  const int x0 = (blockIdx.x * WARPS + warp) * 16 * MT;
-  const int y0 = blockIdx.y * STRIP_H;
+  // grid.y runs over block columns with the frame's first and last one launched first: their
+  // edge warps work longest, and so do not set the end of the kernel.
+  const int column = blockIdx.y <= 1 ? (blockIdx.y == 0 ? 0 : gridDim.y - 1) : blockIdx.y - 1;
+  const int x0 = (column * WARPS + warp) * 16 * MT;
+  const int y0 = blockIdx.x * STRIP_H;
   if (x0 >= row_bytes) return;  // the whole warp; there are no block barriers
 
   unsigned int arow[kChunks][2][4], acol[2][2][4];
@@ -142,19 +147,38 @@ sepconv_tc_u8(const unsigned char* __restrict__ src, unsigned char* __restrict__
   // Whether every vector of this warp's window lies inside the frame's byte columns.
   const bool inner_x = x0 - kLeft >= 0 && x0 - kLeft + kWin <= row_bytes;
 
-  // Group q holds frame rows y0 - 16 + 8q .. +7 (two groups above the strip, two below).
+  // Group q holds frame rows y0 - 16 + 8q .. +7 (two groups above the strip, two below), rows
+  // through the border map, loaded a group ahead: every 16-byte vector that starts inside the
+  // frame's bytes (one that runs past the last byte stays within the pitch). A warp whose window
+  // reaches past the frame's left or right edge then fills those columns when the group is
+  // stored, from the window column s_map names (the reflected or replicated byte, staged by
+  // then), as zero (kMapZero), or from global memory where the mapped byte lies outside the
+  // window (kMapFar: frames narrower than the window).
+  constexpr unsigned char kMapZero = 0xFF, kMapFar = 0xFE;
+  static_assert(kWin <= 0xFE, "window columns must fit s_map's bytes");
+  const int win_x = x0 - kLeft;  // the window's first byte column
+  const int fill_left = win_x < 0 ? -win_x : 0;                                // columns [0, fill_left)
+  const int fill_right = win_x + kWin > row_bytes ? row_bytes - win_x : kWin;  // [fill_right, kWin)
+  if (!inner_x) {
+    for (int col = lane; col < kWin; col += 32) {
+      const int c = map_column(win_x + col, row_bytes, width);
+      s_map[warp][col] = c < 0 ? kMapZero : (c - win_x >= 0 && c - win_x < kWin ? (unsigned char)(c - win_x) : kMapFar);
+    }
+  }
   uint4 staged[kLoads];
   auto load_group = [&](int q) {
+    const int yq = y0 - 16 + 8 * q;
+    const bool rows_inside = yq >= 0 && yq + 8 <= height;  // the group needs no row map
 #pragma unroll
     for (int k = 0; k < kLoads; ++k) {
       const int v = lane + 32 * k;
       if (v >= kVecs) break;
       const int r = v / kHalves;
-      const int y = y0 - 16 + 8 * q + r;
-      const int gx = x0 - kLeft + 16 * (v - r * kHalves);
-      staged[k] = inner_x && (unsigned)y < (unsigned)height
-                      ? __ldg(reinterpret_cast<const uint4*>(src + (size_t)y * src_pitch + gx))
-                      : load_edge_vector(src, src_pitch, y, gx, width, height);
+      const int sy = rows_inside ? yq + r : map_index(yq + r, height);
+      const int gx = win_x + 16 * (v - r * kHalves);
+      staged[k] = sy >= 0 && gx >= 0 && gx < row_bytes
+                      ? __ldg(reinterpret_cast<const uint4*>(src + (size_t)sy * src_pitch + gx))
+                      : make_uint4(0u, 0u, 0u, 0u);
     }
   };
   auto store_group = [&](int q) {
@@ -166,6 +190,26 @@ sepconv_tc_u8(const unsigned char* __restrict__ src, unsigned char* __restrict__
       if (v >= kVecs) break;
       const int r = v / kHalves;
       *reinterpret_cast<uint4*>(buf + r * kPitch + 16 * (v - r * kHalves)) = staged[k];
+    }
+    if (!inner_x) {
+      __syncwarp();
+      // A lane takes a column at a time, all 8 rows: one map lookup per column.
+      const int outside = fill_left + kWin - fill_right;
+      for (int j = lane; j < outside; j += 32) {
+        const int col = j < fill_left ? j : fill_right + (j - fill_left);
+        const int from = s_map[warp][col];
+        if (from < kWin) {
+#pragma unroll
+          for (int r = 0; r < 8; ++r) buf[r * kPitch + col] = buf[r * kPitch + from];
+        } else {
+#pragma unroll 1
+          for (int r = 0; r < 8; ++r) {
+            const int sy = map_index(y0 - 16 + 8 * q + r, height);
+            buf[r * kPitch + col] = from == kMapZero || sy < 0 ? 0
+                : src[(size_t)sy * src_pitch + map_column(win_x + col, row_bytes, width)];
+          }
+        }
+      }
     }
     __syncwarp();
   };

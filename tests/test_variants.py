@@ -135,9 +135,9 @@ def test_every_plan_covers_the_frame(variant, shape, size):
         covered = (gx * plan.block[0] * defines["OUT_X"], gy * plan.block[1] * defines["OUT_Y"])
         assert covered[0] >= width * channels and covered[1] >= height
     elif variant == variants.SEPARABLE and plan.source == "sepconv_tc":
-        span = 16 * defines["MT"] * defines["WARPS"]
-        assert gx * span >= width * channels and gy * defines["STRIP_H"] >= height
-        assert (gx - 1) * span < width * channels and (gy - 1) * defines["STRIP_H"] < height
+        span = 16 * defines["MT"] * defines["WARPS"]  # strips in x, block columns in y
+        assert gy * span >= width * channels and gx * defines["STRIP_H"] >= height
+        assert (gy - 1) * span < width * channels and (gx - 1) * defines["STRIP_H"] < height
         assert set(plan.constants) == {"g_arow", "g_acol", "c_round"}
     elif variant == variants.SEPARABLE:
         assert gx * defines["TILE_X"] >= width * channels and gy * defines["TILE_Y"] >= height

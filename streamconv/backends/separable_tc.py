@@ -167,8 +167,8 @@ def plan(factors: SeparableTaps, radius: int, channels: int) -> TensorSeparable 
 
 def launch(width: int, height: int, channels: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     """(block, grid) of sepconv_tc.cu for an H x W x C frame."""
-    span = 16 * MT * WARPS
-    return (32 * WARPS, 1, 1), (-(-width * channels // span), -(-height // STRIP_H), 1)
+    span = 16 * MT * WARPS  # grid x: strips of STRIP_H rows; grid y: block columns
+    return (32 * WARPS, 1, 1), (-(-height // STRIP_H), -(-width * channels // span), 1)
 
 
 def products_per_frame(width: int, height: int, channels: int, radius: int) -> int:
