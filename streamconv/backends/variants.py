@@ -8,7 +8,10 @@ Variants (``--kernel NAME``):
 ``tensor-core``           cuda/conv2d_tc.cu: integer taps (int8 digits) times bytes on the tensor
                           cores, exact int32 sums; K <= 9, 8-bit frames
 ``separable``             cuda/sepconv.cu: row pass then column pass in one kernel, the
-                          intermediate in shared memory; only for rank-1 taps
+                          intermediate in shared memory; only for rank-1 taps. From
+                          :data:`TENSOR_SEPARABLE_FROM_K` on, taps that are not exact run as
+                          cuda/sepconv_tc.cu where separable_tc takes them: both passes on the
+                          tensor cores, the intermediate as bytes in registers
 ``cached-halo``           textbook: output-tile blocks, own pixels in shared memory, halo via L2
 ``tiled``                 textbook: input-tile-sized blocks, tile + halo in shared memory
 ``coarsened``             textbook: several vertically adjacent outputs per thread
