@@ -42,6 +42,8 @@
 #include "conv_common.cuh"
 #include "tc_common.cuh"
 
+#include <type_traits>
+
 #if ELEM_BYTES != 1 || BANKS != 1
 #error "sepconv_tc.cu takes one bank of uint8 samples"
 #endif
@@ -165,136 +167,145 @@ sepconv_tc_u8(const unsigned char* __restrict__ src, unsigned char* __restrict__
       s_map[warp][col] = c < 0 ? kMapZero : (c - win_x >= 0 && c - win_x < kWin ? (unsigned char)(c - win_x) : kMapFar);
     }
   }
-  uint4 staged[kLoads];
-  auto load_group = [&](int q) {
-    const int yq = y0 - 16 + 8 * q;
-    const bool rows_inside = yq >= 0 && yq + 8 <= height;  // the group needs no row map
+  // The strip, compiled twice: interior warps (kEdge false) carry no edge code at all, which
+  // keeps their registers and schedule those of the plain loop.
+  auto run = [&](auto edge) {
+    constexpr bool kEdge = decltype(edge)::value;
+    uint4 staged[kLoads];
+    auto load_group = [&](int q) {
+      const int yq = y0 - 16 + 8 * q;
+      const bool rows_inside = yq >= 0 && yq + 8 <= height;  // the group needs no row map
 #pragma unroll
-    for (int k = 0; k < kLoads; ++k) {
-      const int v = lane + 32 * k;
-      if (v >= kVecs) break;
-      const int r = v / kHalves;
-      const int sy = rows_inside ? yq + r : map_index(yq + r, height);
-      const int gx = win_x + 16 * (v - r * kHalves);
-      staged[k] = sy >= 0 && gx >= 0 && gx < row_bytes
-                      ? __ldg(reinterpret_cast<const uint4*>(src + (size_t)sy * src_pitch + gx))
-                      : make_uint4(0u, 0u, 0u, 0u);
-    }
-  };
-  auto store_group = [&](int q) {
-    __syncwarp();  // every lane's ldmatrix of group q - 2 is done with this buffer
-    unsigned char* buf = s_in[warp][q & 1];
+      for (int k = 0; k < kLoads; ++k) {
+        const int v = lane + 32 * k;
+        if (v >= kVecs) break;
+        const int r = v / kHalves;
+        const int sy = rows_inside ? yq + r : map_index(yq + r, height);  // -1: a zero row
+        const int gx = win_x + 16 * (v - r * kHalves);  // inside the frame for interior warps
+        staged[k] = sy >= 0 && (!kEdge || (gx >= 0 && gx < row_bytes))
+                        ? __ldg(reinterpret_cast<const uint4*>(src + (size_t)sy * src_pitch + gx))
+                        : make_uint4(0u, 0u, 0u, 0u);
+      }
+    };
+    auto store_group = [&](int q) {
+      __syncwarp();  // every lane's ldmatrix of group q - 2 is done with this buffer
+      unsigned char* buf = s_in[warp][q & 1];
 #pragma unroll
-    for (int k = 0; k < kLoads; ++k) {
-      const int v = lane + 32 * k;
-      if (v >= kVecs) break;
-      const int r = v / kHalves;
-      *reinterpret_cast<uint4*>(buf + r * kPitch + 16 * (v - r * kHalves)) = staged[k];
-    }
-    if (!inner_x) {
-      __syncwarp();
-      // A lane takes a column at a time, all 8 rows: one map lookup per column.
-      const int outside = fill_left + kWin - fill_right;
-      for (int j = lane; j < outside; j += 32) {
-        const int col = j < fill_left ? j : fill_right + (j - fill_left);
-        const int from = s_map[warp][col];
-        if (from < kWin) {
+      for (int k = 0; k < kLoads; ++k) {
+        const int v = lane + 32 * k;
+        if (v >= kVecs) break;
+        const int r = v / kHalves;
+        *reinterpret_cast<uint4*>(buf + r * kPitch + 16 * (v - r * kHalves)) = staged[k];
+      }
+      if constexpr (kEdge) {
+        __syncwarp();
+        // A lane takes a column at a time, all 8 rows: one map lookup per column.
+        const int outside = fill_left + kWin - fill_right;
+        for (int j = lane; j < outside; j += 32) {
+          const int col = j < fill_left ? j : fill_right + (j - fill_left);
+          const int from = s_map[warp][col];
+          if (from < kWin) {
 #pragma unroll
-          for (int r = 0; r < 8; ++r) buf[r * kPitch + col] = buf[r * kPitch + from];
-        } else {
+            for (int r = 0; r < 8; ++r) buf[r * kPitch + col] = buf[r * kPitch + from];
+          } else {
 #pragma unroll 1
-          for (int r = 0; r < 8; ++r) {
-            const int sy = map_index(y0 - 16 + 8 * q + r, height);
-            buf[r * kPitch + col] = from == kMapZero || sy < 0 ? 0
-                : src[(size_t)sy * src_pitch + map_column(win_x + col, row_bytes, width)];
+            for (int r = 0; r < 8; ++r) {
+              const int sy = map_index(y0 - 16 + 8 * q + r, height);
+              buf[r * kPitch + col] = from == kMapZero || sy < 0 ? 0
+                  : src[(size_t)sy * src_pitch + map_column(win_x + col, row_bytes, width)];
+            }
           }
         }
       }
-    }
-    __syncwarp();
-  };
-  // This lane's ldmatrix row: matrix lane / 8 is the window's 16-byte column (lane / 8) + h0.
-  const int lane_row = (lane & 7) * kPitch + 16 * (lane >> 3);
+      __syncwarp();
+    };
+    // This lane's ldmatrix row: matrix lane / 8 is the window's 16-byte column (lane / 8) + h0.
+    const int lane_row = (lane & 7) * kPitch + 16 * (lane >> 3);
 
-  // Row pass of group q: per m-tile, the mid bytes of rows 2t, 2t+1 for byte columns sigma(g)
-  // (bytes 0, 1) and sigma(g+8) (bytes 2, 3).
-  auto row_pass = [&](int q, unsigned int* mids) {
-    store_group(q);
-    if (q + 1 < kGroups) load_group(q + 1);
-    const unsigned char* buf = s_in[warp][q & 1];
+    // Row pass of group q: per m-tile, the mid bytes of rows 2t, 2t+1 for byte columns sigma(g)
+    // (bytes 0, 1) and sigma(g+8) (bytes 2, 3).
+    auto row_pass = [&](int q, unsigned int* mids) {
+      store_group(q);
+      if (q + 1 < kGroups) load_group(q + 1);
+      const unsigned char* buf = s_in[warp][q & 1];
 #pragma unroll
-    for (int i = 0; i < MT; ++i) {
-      unsigned int col[2 * kChunks + 2];
+      for (int i = 0; i < MT; ++i) {
+        unsigned int col[2 * kChunks + 2];
 #pragma unroll
-      for (int h = 0; h < 2 * kChunks; h += 4) ldmatrix_x4(col + h, buf + lane_row + 16 * (i + h));
-      int acc[2][4] = {{bias1, bias1, bias1, bias1}, {0, 0, 0, 0}};
+        for (int h = 0; h < 2 * kChunks; h += 4) ldmatrix_x4(col + h, buf + lane_row + 16 * (i + h));
+        int acc[2][4] = {{bias1, bias1, bias1, bias1}, {0, 0, 0, 0}};
 #pragma unroll
-      for (int c = 0; c < kChunks; ++c)
+        for (int c = 0; c < kChunks; ++c)
 #pragma unroll
-        for (int d = 0; d < 2; ++d) mma_s8u8(acc[d], arow[c][d], col[2 * c], col[2 * c + 1]);
-      int v[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) v[e] = (acc[1][e] * 256 + acc[0][e]) >> shift1;
-      mids[i] = pack4_sat(v[0], v[1], v[2], v[3]);
-    }
-  };
-
-  unsigned int mid[MT][6];  // mid groups 2o .. 2o+5 for output rows 16o .. 16o+15
-  load_group(0);
-#pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    unsigned int m[MT];
-    row_pass(q, m);
-#pragma unroll
-    for (int i = 0; i < MT; ++i) mid[i][q] = m[i];
-  }
-#pragma unroll 1
-  for (int o = 0; o < kBlocksOut; ++o) {
-    unsigned int m4[MT], m5[MT];
-    row_pass(2 * o + 4, m4);
-    row_pass(2 * o + 5, m5);
-    const int ybase = y0 + 16 * o;
-#pragma unroll
-    for (int i = 0; i < MT; ++i) {
-      mid[i][4] = m4[i];
-      mid[i][5] = m5[i];
-      int acc[2][2][4];  // [n-tile][digit]
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        const unsigned int sel = nt ? 0x7632u : 0x5410u;  // bytes 2, 3 or 0, 1 of two groups
-        const unsigned int k0 = __byte_perm(mid[i][0], mid[i][1], sel);
-        const unsigned int k1 = __byte_perm(mid[i][2], mid[i][3], sel);
-        const unsigned int k2 = __byte_perm(mid[i][4], mid[i][5], sel);
-#pragma unroll
-        for (int d = 0; d < 2; ++d) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) acc[nt][d][e] = d == 0 ? bias2 : 0;
-          mma_s8u8(acc[nt][d], acol[0][d], k0, k1);
-          mma_s8u8(acc[nt][d], acol[1][d], k2, 0u);
-        }
-      }
-      const int gx = x0 + 16 * i + 4 * t;
-#pragma unroll
-      for (int hr = 0; hr < 2; ++hr) {
+          for (int d = 0; d < 2; ++d) mma_s8u8(acc[d], arow[c][d], col[2 * c], col[2 * c + 1]);
         int v[4];
 #pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-          for (int e = 0; e < 2; ++e)
-            v[2 * nt + e] = (acc[nt][1][2 * hr + e] * 256 + acc[nt][0][2 * hr + e]) >> shift2;
-        const unsigned int word = pack4_sat(v[0], v[1], v[2], v[3]);
-        const int y = ybase + g + 8 * hr;
-        if (y >= height || gx >= row_bytes) continue;
-        unsigned char* p = dst + (size_t)y * dst_pitch + gx;
-        if (gx + 4 <= row_bytes) {
-          *reinterpret_cast<unsigned int*>(p) = word;
-        } else {
-          for (int e = 0; e < row_bytes - gx; ++e) p[e] = (unsigned char)(word >> (8 * e));
-        }
+        for (int e = 0; e < 4; ++e) v[e] = (acc[1][e] * 256 + acc[0][e]) >> shift1;
+        mids[i] = pack4_sat(v[0], v[1], v[2], v[3]);
       }
+    };
+
+    unsigned int mid[MT][6];  // mid groups 2o .. 2o+5 for output rows 16o .. 16o+15
+    load_group(0);
 #pragma unroll
-      for (int k = 0; k < 4; ++k) mid[i][k] = mid[i][k + 2];
+    for (int q = 0; q < 4; ++q) {
+      unsigned int m[MT];
+      row_pass(q, m);
+#pragma unroll
+      for (int i = 0; i < MT; ++i) mid[i][q] = m[i];
     }
-    if (ybase + 16 >= height) break;
-  }
+#pragma unroll 1
+    for (int o = 0; o < kBlocksOut; ++o) {
+      unsigned int m4[MT], m5[MT];
+      row_pass(2 * o + 4, m4);
+      row_pass(2 * o + 5, m5);
+      const int ybase = y0 + 16 * o;
+#pragma unroll
+      for (int i = 0; i < MT; ++i) {
+        mid[i][4] = m4[i];
+        mid[i][5] = m5[i];
+        int acc[2][2][4];  // [n-tile][digit]
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          const unsigned int sel = nt ? 0x7632u : 0x5410u;  // bytes 2, 3 or 0, 1 of two groups
+          const unsigned int k0 = __byte_perm(mid[i][0], mid[i][1], sel);
+          const unsigned int k1 = __byte_perm(mid[i][2], mid[i][3], sel);
+          const unsigned int k2 = __byte_perm(mid[i][4], mid[i][5], sel);
+#pragma unroll
+          for (int d = 0; d < 2; ++d) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[nt][d][e] = d == 0 ? bias2 : 0;
+            mma_s8u8(acc[nt][d], acol[0][d], k0, k1);
+            mma_s8u8(acc[nt][d], acol[1][d], k2, 0u);
+          }
+        }
+        const int gx = x0 + 16 * i + 4 * t;
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+          int v[4];
+#pragma unroll
+          for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+              v[2 * nt + e] = (acc[nt][1][2 * hr + e] * 256 + acc[nt][0][2 * hr + e]) >> shift2;
+          const unsigned int word = pack4_sat(v[0], v[1], v[2], v[3]);
+          const int y = ybase + g + 8 * hr;
+          if (y >= height || gx >= row_bytes) continue;
+          unsigned char* p = dst + (size_t)y * dst_pitch + gx;
+          if (gx + 4 <= row_bytes) {
+            *reinterpret_cast<unsigned int*>(p) = word;
+          } else {
+            for (int e = 0; e < row_bytes - gx; ++e) p[e] = (unsigned char)(word >> (8 * e));
+          }
+        }
+#pragma unroll
+        for (int k = 0; k < 4; ++k) mid[i][k] = mid[i][k + 2];
+      }
+      if (ybase + 16 >= height) break;
+    }
+  };
+  if (inner_x)
+    run(std::false_type{});
+  else
+    run(std::true_type{});
 }
