@@ -174,13 +174,23 @@ sepconv_tc_u8(const unsigned char* __restrict__ src, unsigned char* __restrict__
     uint4 staged[kLoads];
     auto load_group = [&](int q) {
       const int yq = y0 - 16 + 8 * q;
-      const bool rows_inside = yq >= 0 && yq + 8 <= height;  // the group needs no row map
+      if (!kEdge && yq >= 0 && yq + 8 <= height) {  // the usual case: no map, no predicate
+        const unsigned char* base = src + (size_t)yq * src_pitch + win_x;
+#pragma unroll
+        for (int k = 0; k < kLoads; ++k) {
+          const int v = lane + 32 * k;
+          if (v >= kVecs) break;
+          const int r = v / kHalves;
+          staged[k] = __ldg(reinterpret_cast<const uint4*>(base + r * src_pitch + 16 * (v - r * kHalves)));
+        }
+        return;
+      }
 #pragma unroll
       for (int k = 0; k < kLoads; ++k) {
         const int v = lane + 32 * k;
         if (v >= kVecs) break;
         const int r = v / kHalves;
-        const int sy = rows_inside ? yq + r : map_index(yq + r, height);  // -1: a zero row
+        const int sy = map_index(yq + r, height);  // -1: a zero row
         const int gx = win_x + 16 * (v - r * kHalves);  // inside the frame for interior warps
         staged[k] = sy >= 0 && (!kEdge || (gx >= 0 && gx < row_bytes))
                         ? __ldg(reinterpret_cast<const uint4*>(src + (size_t)sy * src_pitch + gx))
