@@ -1,5 +1,5 @@
 // sepconv_tc.cu: separable K x K correlation of interleaved uint8 frames on the tensor cores, for
-// row taps that are non-negative and sum to 1 (Gaussian, box): a row pass and a column pass, both
+// row taps of one sign, scaled to sum to 1 (Gaussian, box): a row pass and a column pass, both
 // as integer matrix products, with the intermediate kept in registers as bytes.
 //
 // What it computes. The host holds the row taps H and the column taps V as integers
@@ -32,6 +32,9 @@
 // border map) in its own shared buffer, double-buffered with the next group's loads in flight,
 // runs the row pass into a window of six mid groups, and after every second group runs the
 // column pass for 16 output rows. No block barriers: a warp past the frame's right edge returns.
+// The loop is compiled twice: warps whose window reaches past the frame's left or right edge run
+// a copy that fills those columns from the staged window (s_map), the others one without any
+// edge code. The frame's first and last block columns are launched first.
 // Launch: block (WARPS*32, 1, 1), grid (ceil(H / STRIP_H), ceil(W*C / (16*MT*WARPS)), 1): strips
 // in x, block columns in y.
 // Buffers: base pointers aligned to 16 bytes, pitches multiples of 16. Needs sm_80 or later.
@@ -164,7 +167,8 @@ sepconv_tc_u8(const unsigned char* __restrict__ src, unsigned char* __restrict__
   if (!inner_x) {
     for (int col = lane; col < kWin; col += 32) {
       const int c = map_column(win_x + col, row_bytes, width);
-      s_map[warp][col] = c < 0 ? kMapZero : (c - win_x >= 0 && c - win_x < kWin ? (unsigned char)(c - win_x) : kMapFar);
+      const int from = c - win_x;
+      s_map[warp][col] = c < 0 ? kMapZero : from >= 0 && from < kWin ? (unsigned char)from : kMapFar;
     }
   }
   // The strip, compiled twice: interior warps (kEdge false) carry no edge code at all, which
