@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from streamconv.backends import separable_tc, variants
-from streamconv.backends.separable import factor_separable
+from streamconv.backends.separable import SeparableTaps, factor_separable
 from streamconv.filters import parse_filter
 
 
@@ -78,6 +78,11 @@ def test_the_error_bound_keeps_outputs_within_one_step():
     # column taps that sum to more than 1.5 in magnitude make the rounded mid too coarse
     loud = np.outer([1.0, 2.0, 1.0], [1.0, 2.0, 1.0]) / 2
     assert separable_tc.plan(factor_separable(loud), 1, 3) is None
+    # taps too large for two digits at any shift from 1, and zero taps
+    huge = np.outer([1.0, 2.0, 1.0], [1.0, 2.0, 1.0]) * 1e5
+    assert separable_tc.plan(factor_separable(huge), 1, 3) is None
+    zero = SeparableTaps(row=np.zeros(3, np.float32), column=np.ones(3, np.float32), exact=False)
+    assert separable_tc.plan(zero, 1, 3) is None
 
 
 def test_the_separable_plan_takes_the_tensor_cores_for_inexact_taps():

@@ -85,18 +85,16 @@ def a_fragments(matrix: np.ndarray) -> np.ndarray:
     return out
 
 
-def _digits(values: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
-    """(n, shift, digit planes (2, K)) for float64 taps: the largest shift whose integers fit two
-    digits and whose byte sums fit int32."""
+def _digits(values: np.ndarray) -> tuple[np.ndarray, int, np.ndarray] | None:
+    """(n, shift, digit planes (2, K)) for float64 taps, not all zero: the largest shift from 1
+    whose integers fit two digits and whose byte sums fit int32; None if none does."""
     peak = float(np.abs(values).max())
-    shift = min(30, int(np.floor(np.log2(DIGIT_LIMIT / peak))))
-    while True:
+    for shift in range(min(30, int(np.floor(np.log2(DIGIT_LIMIT / peak)))), 0, -1):
         n = np.round(values * 2.0**shift).astype(np.int64)
         if np.abs(n).max() <= DIGIT_LIMIT and 255 * np.abs(n).sum() < 2**31:
-            break
-        shift -= 1
-    low = ((n + 128) & 255) - 128
-    return n, shift, np.stack([low, (n - low) >> 8])
+            low = ((n + 128) & 255) - 128
+            return n, shift, np.stack([low, (n - low) >> 8])
+    return None
 
 
 @dataclass(frozen=True)
@@ -121,11 +119,11 @@ class TensorSeparable:
 
 def plan(factors: SeparableTaps, radius: int, channels: int) -> TensorSeparable | None:
     """The tensor-core form of rank-1 taps (``factors`` from separable.factor_separable), or None
-    where sepconv_tc.cu cannot hold them within :data:`MAX_ERROR` (row taps of both signs, a
-    radius above 15, or a too wide range for two digits)."""
+    where sepconv_tc.cu cannot hold them within :data:`MAX_ERROR` (row taps of both signs, zero
+    taps, a radius above 15, or taps too large or too fine for two digits)."""
     row = factors.row.astype(np.float64)
     column = factors.column.astype(np.float64)
-    if radius > MAX_RADIUS or not row.any():
+    if radius > MAX_RADIUS or not row.any() or not column.any():
         return None
     if (row < 0).any():
         if (row > 0).any():
@@ -133,8 +131,11 @@ def plan(factors: SeparableTaps, radius: int, channels: int) -> TensorSeparable 
         row, column = -row, -column
     scale = row.sum()
     row, column = row / scale, column * scale
-    h, s1, row_digits = _digits(row)
-    v, s2, col_digits = _digits(column)
+    row_form, column_form = _digits(row), _digits(column)
+    if row_form is None or column_form is None:
+        return None
+    h, s1, row_digits = row_form
+    v, s2, col_digits = column_form
     column_sum = float(np.abs(column).sum())
     error = (0.5 * column_sum + 255 * float(np.abs(row - h / 2.0**s1).sum()) * column_sum
              + 255 * float(np.abs(column - v / 2.0**s2).sum()))
