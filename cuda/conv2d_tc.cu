@@ -139,20 +139,6 @@ __constant__ int c_round[2];
 
 namespace {
 
-__device__ __forceinline__ void mma_u8s8(int* c, const unsigned int* a, unsigned int b0, unsigned int b1) {
-  asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};"
-      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Two saturated bytes (lo, hi) as a 16-bit value.
-__device__ __forceinline__ unsigned int pack2_sat(int lo, int hi) {
-  unsigned int r;
-  asm("cvt.pack.sat.u8.s32.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(hi), "r"(lo), "r"(0));
-  return r;
-}
-
 // v / 2^shift rounded, from the biased sum b = v + bias. TIES_EVEN 1: bias 2^(shift-1) - 1, and
 // adding the parity of floor(b / 2^shift) carries exactly the ties whose floor is odd (half to
 // even, exact). TIES_EVEN 0: bias 2^(shift-1), half up, for taps that are not exact anyway.

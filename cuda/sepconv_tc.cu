@@ -98,22 +98,10 @@ __constant__ int c_round[4];
 
 namespace {
 
-__device__ __forceinline__ void mma_s8u8(int* c, const unsigned int* a, unsigned int b0, unsigned int b1) {
-  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};"
-      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // Four saturated bytes (v0 lowest).
 __device__ __forceinline__ unsigned int pack4_sat(int v0, int v1, int v2, int v3) {
-  unsigned int hi, r;
-  asm("cvt.pack.sat.u8.s32.b32 %0, %1, %2, %3;" : "=r"(hi) : "r"(v3), "r"(v2), "r"(0));
-  asm("cvt.pack.sat.u8.s32.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(v1), "r"(v0), "r"(hi));
-  return r;
+  return pack2_sat(v0, v1, pack2_sat(v2, v3));
 }
-
-
 
 }  // namespace
 

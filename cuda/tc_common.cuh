@@ -1,5 +1,5 @@
 // tc_common.cuh: helpers the tensor-core kernels (conv2d_tc.cu, sepconv_tc.cu) share: the
-// border-mapped 16-byte load of their staging and ldmatrix. Include after conv_common.cuh
+// border-mapped 16-byte load of their staging, ldmatrix, the int8 mma and byte packing. Include after conv_common.cuh
 // (uint8 samples; CHANNELS and BORDER from there).
 #pragma once
 
@@ -34,6 +34,29 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned int* a, const unsigned char
   const unsigned int addr = (unsigned int)__cvta_generic_to_shared(p);
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3]) : "r"(addr));
+}
+
+// c += a * b on the tensor cores, m16n8k32 (A 16 x 32 row-major, B 32 x 8 column-major, int32
+// sums): A bytes unsigned and B signed (mma_u8s8), or A signed and B unsigned (mma_s8u8).
+__device__ __forceinline__ void mma_u8s8(int* c, const unsigned int* a, unsigned int b0, unsigned int b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void mma_s8u8(int* c, const unsigned int* a, unsigned int b0, unsigned int b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two saturated bytes (lo, hi) in the low 16 bits, above them the low 16 bits of `upper`.
+__device__ __forceinline__ unsigned int pack2_sat(int lo, int hi, unsigned int upper = 0u) {
+  unsigned int r;
+  asm("cvt.pack.sat.u8.s32.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(hi), "r"(lo), "r"(upper));
+  return r;
 }
 
 }  // namespace conv

@@ -226,11 +226,10 @@ def _measure_variant(stage: FilterStage, kernel: str, shape, frame, expected, rn
     math_unit, peak = "FP32", env["fma_peak"]
     if plan.variant == variants.TENSOR_CORE:  # the products it issues, padding included
         layout = integer_taps.kernel_layout(stage.radius, shape[2], len(stage.taps))
-        units = -(-shape[0] // 16) * -(-shape[1] * shape[2] // (8 * layout.group))
-        fmas = units * layout.mmas_per_unit(plan.defines["DIGITS"], len(stage.taps)) * 16 * 8 * 32
+        fmas = integer_taps.products_per_frame(layout, *shape, plan.defines["DIGITS"], len(stage.taps))
         math_unit, peak = "tensor", env["int8_peak"]
     if plan.source == "sepconv_tc":  # the separable passes on the tensor cores
-        fmas = separable_tc.products_per_frame(shape[1], shape[0], shape[2], stage.radius)
+        fmas = separable_tc.products_per_frame(*shape, stage.radius)
         math_unit, peak = "tensor", env["int8_peak"]
     gbps = 2 * frame_bytes / seconds / 1e9
     return BenchRow(size="", k=stage.size, variant=kernel, taps="", ms=seconds * 1e3, gbps=gbps,

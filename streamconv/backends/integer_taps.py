@@ -183,6 +183,14 @@ def kernel_layout(radius: int, channels: int, banks: int = 1) -> PieceLayout:
     return piece_layout(radius, channels)
 
 
+def products_per_frame(layout: PieceLayout, height: int, width: int, channels: int, digits: int,
+                       banks: int = 1) -> int:
+    """The int8 products conv2d_tc.cu's mma instructions issue for one H x W x C frame, padding
+    included (16 x 8 x 32 each)."""
+    units = -(-height // 16) * -(-width * channels // (8 * layout.group))
+    return units * layout.mmas_per_unit(digits, banks) * 16 * 8 * 32
+
+
 def fragment_table(taps: IntegerTaps, layout: PieceLayout) -> np.ndarray:
     """``g_bfrag`` of conv2d_tc.cu: (banks, digits, group, steps, 2, 32) uint32 host array, the B
     register (b0 for half 0, b1 for half 1) of every lane for every n-tile and k-step; byte i of

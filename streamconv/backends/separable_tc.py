@@ -172,8 +172,9 @@ def launch(width: int, height: int, channels: int) -> tuple[tuple[int, int, int]
     return (32 * WARPS, 1, 1), (-(-height // STRIP_H), -(-width * channels // span), 1)
 
 
-def products_per_frame(width: int, height: int, channels: int, radius: int) -> int:
-    """The int8 products the kernel's mma instructions issue for one frame (16 x 8 x 32 each)."""
+def products_per_frame(height: int, width: int, channels: int, radius: int) -> int:
+    """The int8 products the kernel's mma instructions issue for one H x W x C frame (16 x 8 x 32
+    each)."""
     warps = -(-width * channels // (16 * MT))
     strips = -(-height // STRIP_H)
     blocks_out = STRIP_H // 16

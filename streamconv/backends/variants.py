@@ -58,11 +58,11 @@ SEPARABLE_FROM_K = 7
 # auto: other taps of these sizes run on the tensor cores (measured on an H100; see the module doc).
 TENSOR_CORE_KS = (5, 7, 9)
 TENSOR_CORE_MAX_RADIUS = 4
+"""conv2d_tc.cu keeps its tap fragments in registers, which bounds K at 9."""
 # separable: rank-1 taps that are not exact run on the tensor cores (cuda/sepconv_tc.cu) from this
 # size on, where separable_tc takes them. On an H100 at 4K: K = 31 0.058 ms against sepconv.cu's
 # 0.167, K = 15 0.055 against 0.073; at K = 7 sepconv.cu is faster (0.050 against 0.054).
 TENSOR_SEPARABLE_FROM_K = 15
-"""conv2d_tc.cu keeps its tap fragments in registers, which bounds K at 9."""
 
 # conv2d_tc.cu's tile (a sweep on an H100 at 4K and 1080p, K = 3 and 5: 128 x 32 bytes x rows
 # with 4 warps was best or within 2% of the best; taller or wider tiles were 2-15% slower).
