@@ -106,7 +106,7 @@ def main() -> None:
                         help="throughput runs per configuration; the median is reported (default 3)")
     args = parser.parse_args()
     import pycuda.driver as driver
-    from streamconv.backends import kernels, variants
+    from streamconv.backends import variants
     from streamconv.borders import BORDER_CODES, DEFAULT_BORDER
 
     driver.init()
@@ -118,11 +118,9 @@ def main() -> None:
     # not, per taps) are compiled up front, in parallel.
     kernel_stages = {(label, k): random_taps(rng, k) for label in SIZES for k in KS}
     stage = random_taps(rng, 5)  # the GPU-stage throughput runs
-    wanted = {(plan.source, tuple(sorted(plan.defines.items())))
-              for each in [*kernel_stages.values(), stage] for size in SIZES.values()
-              for plan in [variants.plan_stage(each, (*size, 3), BORDER_CODES[DEFAULT_BORDER])]}
-    kernels.precompile([(source, dict(items)) for source, items in sorted(wanted)], f"sm_{major}{minor}",
-                       workers=8)
+    variants.precompile_plans((variants.plan_stage(each, (*size, 3), BORDER_CODES[DEFAULT_BORDER])
+                               for each in [*kernel_stages.values(), stage] for size in SIZES.values()),
+                              f"sm_{major}{minor}")
 
     with CudaBackend([]) as probe, probe.activated():
         copy_gbs = copy_bandwidth(driver)

@@ -112,10 +112,12 @@ constexpr int kWin = OUT_X + 2 * kHaloB;   // window samples actually used
 constexpr int kVecLead = (kVE - kHaloB % kVE) % kVE;
 constexpr int kNVec = (kVecLead + kWin + kVE - 1) / kVE;
 constexpr int kHaloW = (kHaloB + kEPW - 1) / kEPW;
-constexpr bool kSplit = 2 * kHaloW + kRunBytes / 4 < kNVec * (kVW / 4);
+constexpr int kSplitWords = 2 * kHaloW + kRunBytes / 4;
+constexpr int kVecWords = kNVec * (kVW / 4);
+constexpr bool kSplit = kSplitWords < kVecWords;
 constexpr int kLead = kSplit ? kHaloW * kEPW - kHaloB : kVecLead;
 constexpr int kSpan = kLead + kWin;
-constexpr int kNWords = kSplit ? 2 * kHaloW + kRunBytes / 4 : kNVec * (kVW / 4);
+constexpr int kNWords = kSplit ? kSplitWords : kVecWords;
 constexpr int kInRows = OUT_Y + 2 * RADIUS;  // input rows a thread walks
 // Column map of edge blocks: source column of every window byte of every lane in the block.
 constexpr int kMapW = (BLOCK_X - 1) * OUT_X + kSpan;

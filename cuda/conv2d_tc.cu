@@ -79,6 +79,29 @@ namespace {
 
 using namespace conv;
 
+// The 16 bytes of frame row y from byte column gx, through the border map (rows above or below
+// the frame, or columns off either side).
+__device__ __noinline__ uint4 load_edge_vector(const unsigned char* __restrict__ src, int src_pitch,
+                                               int y, int gx, int width, int height) {
+  const int sy = map_index(y, height);
+  if (sy < 0) return make_uint4(0u, 0u, 0u, 0u);
+  const unsigned char* row = src + (size_t)sy * src_pitch;
+  const int row_bytes = width * CHANNELS;
+  if (gx >= 0 && gx + 16 <= row_bytes) return __ldg(reinterpret_cast<const uint4*>(row + gx));
+  unsigned int w[4];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    unsigned int by[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int c = map_column(gx + 4 * q + e, row_bytes, width);
+      by[e] = c < 0 ? 0u : (unsigned int)row[c];
+    }
+    w[q] = pack4(by[0], by[1], by[2], by[3]);
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
 constexpr int kReach = CHANNELS * RADIUS;              // bytes a tap row reaches each side
 constexpr int kFirstWord = -((kReach + 3) / 4);       // relative to a unit's first output byte
 constexpr int kLastWord = (8 * GROUP - 1 + kReach) / 4;
@@ -142,6 +165,7 @@ namespace {
 // v / 2^shift rounded, from the biased sum b = v + bias. TIES_EVEN 1: bias 2^(shift-1) - 1, and
 // adding the parity of floor(b / 2^shift) carries exactly the ties whose floor is odd (half to
 // even, exact). TIES_EVEN 0: bias 2^(shift-1), half up, for taps that are not exact anyway.
+#if BANKS == 1
 __device__ __forceinline__ int round_sum(int biased, int shift) {
 #if TIES_EVEN
   return (biased + ((biased >> shift) & 1)) >> shift;
@@ -149,7 +173,7 @@ __device__ __forceinline__ int round_sum(int biased, int shift) {
   return biased >> shift;
 #endif
 }
-
+#endif
 
 // 16 bytes into shared memory at an address aligned to kPad's largest power-of-two divisor.
 __device__ __forceinline__ void store_shifted(unsigned char* p, uint4 v) {

@@ -264,7 +264,6 @@ def run_bench(*, sizes: Sequence[str], ks: Sequence[int], kernels: Sequence[str]
     """
     import pycuda.driver as driver
 
-    from .backends import kernels as kernel_loader
     from .backends.cpu import CpuBackend
     from .backends.cuda import CudaBackend
 
@@ -289,10 +288,8 @@ def run_bench(*, sizes: Sequence[str], ks: Sequence[int], kernels: Sequence[str]
                     if not variants.supports(stages[k][taps], kernel, dtype):
                         continue  # tensor-core above K = 9
                     jobs.append((size, k, taps, kernel))
-    wanted = {(p.source, tuple(sorted(p.defines.items())))
-              for size, k, taps, kernel in jobs
-              for p in [variants.plan_stage(stages[k][taps], (*SIZES[size], 3), border_code, kernel, dtype)]}
-    kernel_loader.precompile([(source, dict(items)) for source, items in sorted(wanted)], arch, workers=16)
+    variants.precompile_plans((variants.plan_stage(stages[k][taps], (*SIZES[size], 3), border_code, kernel, dtype)
+                               for size, k, taps, kernel in jobs), arch, workers=16)
 
     with CudaBackend([], device=device_number) as probe, probe.activated():
         copy_gbps = copy_bandwidth(driver)

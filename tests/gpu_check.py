@@ -18,21 +18,19 @@ def precompile_plans(wanted, kernel: str = "auto", dtype=np.uint8):
     ``dtype``; returns pycuda.driver."""
     import pycuda.driver as driver
 
-    from streamconv.backends import kernels, variants
+    from streamconv.backends import variants
 
     driver.init()
     major, minor = driver.Device(0).compute_capability()
     names = variants.VARIANTS if kernel == "all" else (kernel,)
-    specialisations = set()
+    plans = []
     for stage, shape, border in wanted:
         for name in names:
             try:
-                plan = variants.plan_stage(stage, shape, border, name, dtype)
+                plans.append(variants.plan_stage(stage, shape, border, name, dtype))
             except ValueError:  # separable for taps that are not rank 1, 16 bits on an 8-bit variant
                 continue
-            specialisations.add((plan.source, tuple(sorted(plan.defines.items()))))
-    kernels.precompile([(source, dict(items)) for source, items in sorted(specialisations)],
-                       f"sm_{major}{minor}", workers=16)
+    variants.precompile_plans(plans, f"sm_{major}{minor}", workers=16)
     return driver
 
 

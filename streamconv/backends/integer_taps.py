@@ -80,7 +80,7 @@ def quantize(banks: Sequence[np.ndarray], max_error: float = MAX_QUANT_ERROR, *,
     exact; else the fewest whose worst-case error is at most ``max_error`` LSB; else None (3
     digits cannot hold them that closely, or their sums could overflow int32)."""
     taps = np.stack([np.asarray(b, np.float32).astype(np.float64) for b in banks])
-    candidates = [c for c in (_fit(taps, d) for d in range(min_digits, MAX_DIGITS + 1)) if c is not None]
+    candidates = [c for c in (fit(taps, d) for d in range(min_digits, MAX_DIGITS + 1)) if c is not None]
     for wanted in (lambda c: c.error == 0, lambda c: c.error <= max_error):
         for candidate in candidates:
             if wanted(candidate):
@@ -88,9 +88,10 @@ def quantize(banks: Sequence[np.ndarray], max_error: float = MAX_QUANT_ERROR, *,
     return None
 
 
-def _fit(taps: np.ndarray, digits: int) -> IntegerTaps | None:
-    """``taps`` (banks, K, K) in ``digits`` digits at the largest shift whose values fit the digits
-    and whose sums fit int32, or None if no shift from 1 does."""
+def fit(taps: np.ndarray, digits: int) -> IntegerTaps | None:
+    """``taps`` ((banks, K, K) float64 host array, not all zero) in ``digits`` digits at the
+    largest shift whose values fit the digits and whose byte sums fit int32, or None if no shift
+    from 1 does. The error is rounded taps' worst case, as in :class:`IntegerTaps`."""
     limit = _digit_limit(digits)
     peak = float(np.abs(taps).max())
     shift = _MAX_SHIFT if peak == 0 else min(_MAX_SHIFT, int(np.floor(np.log2(limit / peak))))
@@ -214,6 +215,12 @@ def fragment_table(taps: IntegerTaps, layout: PieceLayout) -> np.ndarray:
                             continue
                         dx = delta // layout.channels + layout.radius
                         table[:, :, j, step, half, lane, i] = planes[:, :, dy, dx].T
-    as_bytes = (table & 255).astype(np.uint32)
+    return pack_words(table)
+
+
+def pack_words(values: np.ndarray) -> np.ndarray:
+    """uint32 host array of shape ``values.shape[:-1]``: the last axis's 4 int8 values (any int
+    dtype, two's complement) as the bytes of one little-endian word, value 0 in the low byte."""
+    as_bytes = (values & 255).astype(np.uint32)
     words = as_bytes[..., 0] | as_bytes[..., 1] << 8 | as_bytes[..., 2] << 16 | as_bytes[..., 3] << 24
     return np.ascontiguousarray(words, np.uint32)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .integer_taps import fit, pack_words
 from .separable import SeparableTaps
 
 MAX_ERROR = 0.75
@@ -37,9 +38,6 @@ MAX_ERROR = 0.75
 
 MAX_RADIUS = 15
 """The kernel holds six 8-row groups of mid rows: enough for 16 output rows up to K = 31."""
-
-DIGIT_LIMIT = 127 * 257
-"""The largest |n| two signed base-256 digits always hold."""
 
 MT = 2
 """m-tiles (16 bytes each) per warp."""
@@ -76,25 +74,21 @@ def column_mid_row(step: int, k: int) -> int | None:
 def a_fragments(matrix: np.ndarray) -> np.ndarray:
     """(4, 32) uint32 host array: the m16n8k32 A registers of every lane for a (16, 32) int
     matrix of int8 values."""
-    out = np.zeros((4, 32), np.uint32)
+    pieces = np.zeros((4, 32, 4), np.int64)
     for lane in range(32):
         g, t = lane // 4, lane % 4
         for reg, (row, k0) in enumerate(((g, 4 * t), (g + 8, 4 * t), (g, 16 + 4 * t), (g + 8, 16 + 4 * t))):
-            b = (matrix[row, k0:k0 + 4] & 255).astype(np.uint32)
-            out[reg, lane] = b[0] | b[1] << 8 | b[2] << 16 | b[3] << 24
-    return out
+            pieces[reg, lane] = matrix[row, k0:k0 + 4]
+    return pack_words(pieces)
 
 
 def _digits(values: np.ndarray) -> tuple[np.ndarray, int, np.ndarray] | None:
-    """(n, shift, digit planes (2, K)) for float64 taps, not all zero: the largest shift from 1
-    whose integers fit two digits and whose byte sums fit int32; None if none does."""
-    peak = float(np.abs(values).max())
-    for shift in range(min(30, int(np.floor(np.log2(DIGIT_LIMIT / peak)))), 0, -1):
-        n = np.round(values * 2.0**shift).astype(np.int64)
-        if np.abs(n).max() <= DIGIT_LIMIT and 255 * np.abs(n).sum() < 2**31:
-            low = ((n + 128) & 255) - 128
-            return n, shift, np.stack([low, (n - low) >> 8])
-    return None
+    """(n, shift, digit planes (2, K)) for (K,) float64 taps, not all zero, in two digits
+    (integer_taps.fit); None if no shift holds them."""
+    form = fit(values.reshape(1, 1, -1), 2)
+    if form is None:
+        return None
+    return form.values[0, 0], form.shift, form.digit_planes()[:, 0, 0]
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,8 @@ on an H100 (``streamconv bench``), where each wins at those sizes at 1080p and 4
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterable
+
 import numpy as np
 
 from ..errors import FilterSpecError
@@ -253,6 +255,13 @@ def _tensor_core_plan(stage: FilterStage, width: int, height: int, channels: int
                  "c_round": np.array([taps.shift, bias], np.int32)}
     return KernelPlan(TENSOR_CORE, "conv2d_tc", "conv2d_tc_u8", defines, (32 * _TENSOR_TILE["WARPS"], 1, 1),
                       grid, constants)
+
+
+def precompile_plans(plans: Iterable[KernelPlan], arch: str, workers: int = 8) -> None:
+    """Compile, in parallel, each distinct (kernel file, defines) specialisation that ``plans``
+    name, so that their later loads hit the cache (kernels.precompile)."""
+    wanted = {(plan.source, tuple(sorted(plan.defines.items()))) for plan in plans}
+    kernels.precompile([(source, dict(items)) for source, items in sorted(wanted)], arch, workers=workers)
 
 
 def plan_arguments(plan: KernelPlan) -> str:
