@@ -24,9 +24,9 @@ def random_stage(rng, size: int) -> FilterStage:
     ("box:size=7", variants.SEPARABLE),
     ("box:size=5", variants.TENSOR_CORE),           # rank 1, but below SEPARABLE_FROM_K
     ("gaussian:sigma=0.833,size=5", variants.TENSOR_CORE),
-    ("box:size=3", variants.REGISTER_BLOCKED),
+    ("box:size=3", variants.TENSOR_CORE),           # one 3x3 matrix: conv3_tc.cu
     ("edge", variants.REGISTER_BLOCKED),            # a bank
-    ("sharpen", variants.REGISTER_BLOCKED),         # rank 2
+    ("sharpen", variants.TENSOR_CORE),              # rank 2
     ("identity", variants.REGISTER_BLOCKED),
 ])
 def test_auto_choice(spec, expected):
@@ -35,7 +35,7 @@ def test_auto_choice(spec, expected):
 
 def test_auto_keeps_full_rank_taps_2d(rng):
     assert variants.choose_variant(random_stage(rng, 15)) == variants.REGISTER_BLOCKED
-    assert variants.choose_variant(random_stage(rng, 3)) == variants.REGISTER_BLOCKED
+    assert variants.choose_variant(random_stage(rng, 3)) == variants.TENSOR_CORE
 
 
 @pytest.mark.parametrize("size", variants.TENSOR_CORE_KS)
@@ -142,6 +142,12 @@ def test_every_plan_covers_the_frame(variant, shape, size):
     elif variant == variants.SEPARABLE:
         assert gx * defines["TILE_X"] >= width * channels and gy * defines["TILE_Y"] >= height
         assert set(plan.constants) == {"c_row", "c_col"}
+    elif plan.source == "conv3_tc":
+        span = 128 * defines["WARPS"]  # 128 bytes per warp
+        assert gx * span >= width * channels and gy * defines["ROWS"] >= height
+        assert (gx - 1) * span < width * channels and (gy - 1) * defines["ROWS"] < height
+        assert threads == 32 * defines["WARPS"]
+        assert set(plan.constants) == {"g_bband", "c_round"}
     elif variant == variants.TENSOR_CORE:
         assert gx * defines["TILE_W"] >= width * channels and gy * defines["TILE_H"] >= height
         assert (gx - 1) * defines["TILE_W"] < width * channels and (gy - 1) * defines["TILE_H"] < height

@@ -218,6 +218,28 @@ def fragment_table(taps: IntegerTaps, layout: PieceLayout) -> np.ndarray:
     return pack_words(table)
 
 
+def band3_fragments(taps: IntegerTaps, channels: int) -> np.ndarray:
+    """``g_bband`` of conv3_tc.cu for 3x3 taps of one bank: (digits, 3, 32) uint32 host array.
+
+    Fragment 0 and 1 are lane (g, t)'s m16n8k32 B registers (k = 4t..4t+3 and 16+4t..16+4t+3 of
+    column g), fragment 2 its m16n8k16 one (k = 4t..4t+3). Rows k 0..15 of the 32 x 8 matrix are
+    tap row 0's band and 16..31 tap row 1's; the 16 x 8 matrix is tap row 2's. Band entry
+    B[k][j] is tap column n's digit where k = 4 + j + (n - 1) x channels, else 0.
+    """
+    planes = taps.digit_planes()[:, 0]  # (digits, 3, 3)
+    digits = planes.shape[0]
+    band = np.zeros((digits, 3, 16, 8), np.int64)  # [digit][tap row][k][j]
+    for j in range(8):
+        for n in range(3):
+            band[:, :, 4 + j + (n - 1) * channels, j] = planes[:, :, n]
+    table = np.zeros((digits, 3, 32, 4), np.int64)
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        for fragment in range(3):
+            table[:, fragment, lane] = band[:, fragment, 4 * t:4 * t + 4, g]
+    return pack_words(table)
+
+
 def pack_words(values: np.ndarray) -> np.ndarray:
     """uint32 host array of shape ``values.shape[:-1]``: the last axis's 4 int8 values (any int
     dtype, two's complement) as the bytes of one little-endian word, value 0 in the low byte."""

@@ -6,7 +6,9 @@ Variants (``--kernel NAME``):
 ``register-blocked``      cuda/conv2d.cu: several outputs per thread, 4-16-byte loads, rows
                           through L1, accumulators in registers (the fast 2D kernel)
 ``tensor-core``           cuda/conv2d_tc.cu: integer taps (int8 digits) times bytes on the tensor
-                          cores, exact int32 sums; K <= 9, 8-bit frames
+                          cores, exact int32 sums; K <= 9, 8-bit frames. A single 3x3 matrix
+                          runs as cuda/conv3_tc.cu, which loads its fragments straight from
+                          global memory
 ``separable``             cuda/sepconv.cu: row pass then column pass in one kernel, the
                           intermediate in shared memory; only for rank-1 taps. From
                           :data:`TENSOR_SEPARABLE_FROM_K` on, taps that are not exact run as
@@ -21,7 +23,7 @@ Variants (``--kernel NAME``):
 
 ``auto`` (the default) takes ``separable`` for rank-1 taps from :data:`SEPARABLE_FROM_K` on;
 otherwise ``tensor-core`` for K in :data:`TENSOR_CORE_KS` where the taps fit its integer digits
-(integer_taps.quantize), and ``register-blocked`` for the rest: a built-in table from benchmarks
+(integer_taps.quantize; at 3x3 a single matrix, not a bank), and ``register-blocked`` for the rest: a built-in table from benchmarks
 on an H100 (``streamconv bench``), where each wins at those sizes at 1080p and 4K. 16-bit frames
 (uint16 samples) run as ``register-blocked`` only: the other variants take 8-bit samples.
 """
@@ -58,7 +60,8 @@ DEEP_KERNEL_CHOICES = (AUTO, REGISTER_BLOCKED)
 # At 5x5 the tensor cores (with ldmatrix) beat it: 4K 0.043 ms against 0.046.
 SEPARABLE_FROM_K = 7
 # auto: other taps of these sizes run on the tensor cores (measured on an H100; see the module doc).
-TENSOR_CORE_KS = (5, 7, 9)
+# At 3x3 only one matrix, on conv3_tc.cu: 4K 0.023 ms against register-blocked's 0.027.
+TENSOR_CORE_KS = (3, 5, 7, 9)
 TENSOR_CORE_MAX_RADIUS = 4
 """conv2d_tc.cu keeps its tap fragments in registers, which bounds K at 9."""
 # separable: rank-1 taps that are not exact run on the tensor cores (cuda/sepconv_tc.cu) from this
@@ -69,6 +72,10 @@ TENSOR_SEPARABLE_FROM_K = 15
 # conv2d_tc.cu's tile (a sweep on an H100 at 4K and 1080p, K = 3 and 5: 128 x 32 bytes x rows
 # with 4 warps was best or within 2% of the best; taller or wider tiles were 2-15% slower).
 _TENSOR_TILE = {"TILE_W": 128, "TILE_H": 32, "WARPS": 4}
+
+# conv3_tc.cu's launch: output rows per warp and warps per block (a sweep on an H100 at 4K: 8 rows
+# 0.0227 ms; 4 rows 0.0246, 6 rows 0.0235, 10 rows 0.0228).
+_CONV3_ROWS, _CONV3_WARPS = 8, 4
 
 # Textbook launch shapes (cuda/conv2d_textbook.cu).
 _DIRECT_BLOCK = (32, 8)
@@ -134,7 +141,8 @@ def choose_variant(stage: FilterStage, kernel: str = AUTO, dtype=np.uint8) -> st
     if kernel == AUTO:
         if separable and stage.size >= SEPARABLE_FROM_K:
             return SEPARABLE
-        if stage.size in TENSOR_CORE_KS and integer_taps.quantize(stage.taps) is not None:
+        if stage.size in TENSOR_CORE_KS and (stage.size > 3 or len(stage.taps) == 1) \
+                and integer_taps.quantize(stage.taps) is not None:
             return TENSOR_CORE
         return REGISTER_BLOCKED
     if kernel == SEPARABLE and not separable:
@@ -239,20 +247,28 @@ def plan_stage(stage: FilterStage, shape: tuple[int, int, int], border_code: int
 
 def _tensor_core_plan(stage: FilterStage, width: int, height: int, channels: int,
                       base: dict[str, int]) -> KernelPlan:
-    """conv2d_tc.cu's plan: the taps' digits (integer_taps), their fragments and rounding."""
+    """conv2d_tc.cu's plan (conv3_tc.cu's for one 3x3 matrix): the taps' digits (integer_taps),
+    their fragments and rounding."""
     taps = integer_taps.quantize(stage.taps)
     assert taps is not None  # choose_variant checked
-    layout = integer_taps.kernel_layout(stage.radius, channels, len(stage.taps))
     # Exact taps round ties to even like the CPU backend; others round them up (one instruction
     # fewer), which moves nothing by more than the taps' own rounding already may.
     ties_even = int(taps.error == 0)
     bias = (1 << (taps.shift - 1)) - ties_even
+    rounding = np.array([taps.shift, bias], np.int32)
+    if stage.radius == 1 and len(stage.taps) == 1:
+        defines = {**base, "DIGITS": taps.digits, "TIES_EVEN": ties_even, "ROWS": _CONV3_ROWS,
+                   "WARPS": _CONV3_WARPS}
+        grid = (_cdiv(width * channels, 128 * _CONV3_WARPS), _cdiv(height, _CONV3_ROWS), 1)
+        return KernelPlan(TENSOR_CORE, "conv3_tc", "conv3_tc_u8", defines, (32 * _CONV3_WARPS, 1, 1), grid,
+                          {"g_bband": integer_taps.band3_fragments(taps, channels), "c_round": rounding})
+    layout = integer_taps.kernel_layout(stage.radius, channels, len(stage.taps))
     defines = {**base, "DIGITS": taps.digits, "TIES_EVEN": ties_even, "GROUP": layout.group,
                "LDMATRIX": int(layout.ldmatrix), **_TENSOR_TILE}
     tile_w, tile_h = _TENSOR_TILE["TILE_W"], _TENSOR_TILE["TILE_H"]
     grid = (_cdiv(width * channels, tile_w), _cdiv(height, tile_h), 1)
     constants = {"g_bfrag": integer_taps.fragment_table(taps, layout),
-                 "c_round": np.array([taps.shift, bias], np.int32)}
+                 "c_round": rounding}
     return KernelPlan(TENSOR_CORE, "conv2d_tc", "conv2d_tc_u8", defines, (32 * _TENSOR_TILE["WARPS"], 1, 1),
                       grid, constants)
 
@@ -266,4 +282,4 @@ def precompile_plans(plans: Iterable[KernelPlan], arch: str, workers: int = 8) -
 
 def plan_arguments(plan: KernelPlan) -> str:
     """The PyCUDA ``prepare`` signature of the plan's entry point."""
-    return "PPiiii" if plan.source in ("conv2d", "conv2d_tc", "sepconv", "sepconv_tc") else "PPiiiiP"
+    return "PPiiii" if plan.source in ("conv2d", "conv2d_tc", "conv3_tc", "sepconv", "sepconv_tc") else "PPiiiiP"
