@@ -67,17 +67,19 @@ __device__ __forceinline__ void mma_k16_u8s8(int* c, unsigned int a0, unsigned i
       : "r"(a0), "r"(a1), "r"(b));
 }
 
-// The 4-byte word at byte column c (a multiple of 4) of the row at p: one load inside the row,
-// else byte by byte through the border map.
-__device__ __forceinline__ unsigned int row_word(const unsigned char* __restrict__ p, int c, int row_bytes,
-                                                 int width) {
-  if (c >= 0 && c + 4 <= row_bytes) return __ldg(reinterpret_cast<const unsigned int*>(p + c));
+// The source byte columns of the 4-byte word at byte column c through the border map (-1: a zero
+// byte), for lanes whose words reach outside the row.
+__device__ __forceinline__ void map_word(int (&cols)[4], int c, int row_bytes, int width) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) cols[i] = map_column(c + i, row_bytes, width);
+}
+
+// The word of the row at p whose bytes come from columns cols.
+__device__ __forceinline__ unsigned int gather_word(const unsigned char* __restrict__ p, const int (&cols)[4]) {
   unsigned int word = 0u;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int s = map_column(c + i, row_bytes, width);
-    if (s >= 0) word |= (unsigned int)p[s] << (8 * i);
-  }
+  for (int i = 0; i < 4; ++i)
+    if (cols[i] >= 0) word |= (unsigned int)__ldg(p + cols[i]) << (8 * i);
   return word;
 }
 
@@ -129,13 +131,23 @@ conv3_tc_u8(const unsigned char* __restrict__ src, unsigned char* __restrict__ d
       w0[r] = __ldg(reinterpret_cast<const unsigned int*>(p + c0));
       w1[r] = __ldg(reinterpret_cast<const unsigned int*>(p + c1));
     }
-  } else {
+  } else {  // rows through the row map; words reaching outside the row byte by byte
+    int cols0[4], cols1[4];
+    map_word(cols0, c0, row_bytes, width);
+    map_word(cols1, c1, row_bytes, width);
 #pragma unroll
     for (int r = 0; r < ROWS + 2; ++r) {
       const int sy = map_index(y0 - 1 + r, height);
       const unsigned char* p = src + (size_t)max(sy, 0) * src_pitch;
-      w0[r] = sy >= 0 ? row_word(p, c0, row_bytes, width) : 0u;
-      w1[r] = sy >= 0 ? row_word(p, c1, row_bytes, width) : 0u;
+      if (sy < 0) {
+        w0[r] = w1[r] = 0u;
+      } else if (inside) {
+        w0[r] = __ldg(reinterpret_cast<const unsigned int*>(p + c0));
+        w1[r] = __ldg(reinterpret_cast<const unsigned int*>(p + c1));
+      } else {
+        w0[r] = gather_word(p, cols0);
+        w1[r] = gather_word(p, cols1);
+      }
     }
   }
 
