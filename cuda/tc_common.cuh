@@ -1,5 +1,5 @@
 // tc_common.cuh: helpers the tensor-core kernels (conv2d_tc.cu, sepconv_tc.cu) share: ldmatrix,
-// the int8 mma and byte packing. Include after conv_common.cuh (uint8 samples).
+// the int8 mma and byte packing (conv3_tc.cu too). Include after conv_common.cuh (uint8 samples).
 #pragma once
 
 namespace conv {
