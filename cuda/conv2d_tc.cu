@@ -162,19 +162,6 @@ __constant__ int c_round[2];
 
 namespace {
 
-// v / 2^shift rounded, from the biased sum b = v + bias. TIES_EVEN 1: bias 2^(shift-1) - 1, and
-// adding the parity of floor(b / 2^shift) carries exactly the ties whose floor is odd (half to
-// even, exact). TIES_EVEN 0: bias 2^(shift-1), half up, for taps that are not exact anyway.
-#if BANKS == 1
-__device__ __forceinline__ int round_sum(int biased, int shift) {
-#if TIES_EVEN
-  return (biased + ((biased >> shift) & 1)) >> shift;
-#else
-  return biased >> shift;
-#endif
-}
-#endif
-
 // 16 bytes into shared memory at an address aligned to kPad's largest power-of-two divisor.
 __device__ __forceinline__ void store_shifted(unsigned char* p, uint4 v) {
   if constexpr (kPad % 16 == 0) {
@@ -318,7 +305,8 @@ conv2d_tc_u8(const unsigned char* __restrict__ src, unsigned char* __restrict__ 
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
 #if BANKS == 1
-        pair[r] = pack2_sat(round_sum(v[0][2 * r], shift), round_sum(v[0][2 * r + 1], shift));
+        pair[r] = pack2_sat(round_sum<TIES_EVEN>(v[0][2 * r], shift),
+                            round_sum<TIES_EVEN>(v[0][2 * r + 1], shift));
 #else
         const float scale = __int_as_float((127 - shift) << 23);  // 2^-shift, exact
         const unsigned int lo = to_u8(finish((float)v[0][2 * r] * scale, (float)v[1][2 * r] * scale));

@@ -67,6 +67,11 @@ __device__ __forceinline__ void mma_k16_u8s8(int* c, unsigned int a0, unsigned i
       : "r"(a0), "r"(a1), "r"(b));
 }
 
+// The aligned 4-byte word at byte column c of the row at p.
+__device__ __forceinline__ unsigned int word_at(const unsigned char* __restrict__ p, int c) {
+  return __ldg(reinterpret_cast<const unsigned int*>(p + c));
+}
+
 // The source byte columns of the 4-byte word at byte column c through the border map (-1: a zero
 // byte), for lanes whose words reach outside the row.
 __device__ __forceinline__ void map_word(int (&cols)[4], int c, int row_bytes, int width) {
@@ -81,15 +86,6 @@ __device__ __forceinline__ unsigned int gather_word(const unsigned char* __restr
   for (int i = 0; i < 4; ++i)
     if (cols[i] >= 0) word |= (unsigned int)__ldg(p + cols[i]) << (8 * i);
   return word;
-}
-
-// v / 2^shift rounded, from the biased sum b = v + bias (conv2d_tc.cu's round_sum).
-__device__ __forceinline__ int round_sum(int biased, int shift) {
-#if TIES_EVEN
-  return (biased + ((biased >> shift) & 1)) >> shift;
-#else
-  return biased >> shift;
-#endif
 }
 
 // Stores 2 output bytes (low 16 bits of pair) at column c of row d, or the first if only it is
@@ -128,8 +124,8 @@ conv3_tc_u8(const unsigned char* __restrict__ src, unsigned char* __restrict__ d
     const unsigned char* p = src + (size_t)(y0 - 1) * src_pitch;
 #pragma unroll
     for (int r = 0; r < ROWS + 2; ++r, p += src_pitch) {
-      w0[r] = __ldg(reinterpret_cast<const unsigned int*>(p + c0));
-      w1[r] = __ldg(reinterpret_cast<const unsigned int*>(p + c1));
+      w0[r] = word_at(p, c0);
+      w1[r] = word_at(p, c1);
     }
   } else {  // rows through the row map; words reaching outside the row byte by byte
     int cols0[4], cols1[4];
@@ -142,8 +138,8 @@ conv3_tc_u8(const unsigned char* __restrict__ src, unsigned char* __restrict__ d
       if (sy < 0) {
         w0[r] = w1[r] = 0u;
       } else if (inside) {
-        w0[r] = __ldg(reinterpret_cast<const unsigned int*>(p + c0));
-        w1[r] = __ldg(reinterpret_cast<const unsigned int*>(p + c1));
+        w0[r] = word_at(p, c0);
+        w1[r] = word_at(p, c1);
       } else {
         w0[r] = gather_word(p, cols0);
         w1[r] = gather_word(p, cols1);
@@ -171,7 +167,7 @@ conv3_tc_u8(const unsigned char* __restrict__ src, unsigned char* __restrict__ d
       int sum = acc[DIGITS - 1][e];
 #pragma unroll
       for (int d = DIGITS - 2; d >= 0; --d) sum = sum * 256 + acc[d][e];
-      v[e] = round_sum(sum, shift);
+      v[e] = round_sum<TIES_EVEN>(sum, shift);
     }
     store_pair(d_row, out_col, row_bytes, pack2_sat(v[0], v[1]));
     store_pair(d_row, out_col + 64, row_bytes, pack2_sat(v[2], v[3]));

@@ -1,5 +1,6 @@
-// tc_common.cuh: helpers the tensor-core kernels (conv2d_tc.cu, sepconv_tc.cu) share: ldmatrix,
-// the int8 mma and byte packing (conv3_tc.cu too). Include after conv_common.cuh (uint8 samples).
+// tc_common.cuh: helpers the tensor-core kernels (conv2d_tc.cu, conv3_tc.cu, sepconv_tc.cu) share:
+// ldmatrix, the int8 mma, the rounding of integer sums and byte packing. Include after
+// conv_common.cuh (uint8 samples).
 #pragma once
 
 namespace conv {
@@ -26,6 +27,15 @@ __device__ __forceinline__ void mma_s8u8(int* c, const unsigned int* a, unsigned
       "{%0,%1,%2,%3};"
       : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// v / 2^shift rounded, from the biased sum b = v + bias. kTiesEven: bias 2^(shift-1) - 1, and
+// adding the parity of floor(b / 2^shift) carries exactly the ties whose floor is odd (half to
+// even, exact). Otherwise bias 2^(shift-1), half up, for taps that are not exact anyway.
+template <bool kTiesEven>
+__device__ __forceinline__ int round_sum(int biased, int shift) {
+  if (kTiesEven) return (biased + ((biased >> shift) & 1)) >> shift;
+  return biased >> shift;
 }
 
 // Two saturated bytes (lo, hi) in the low 16 bits, above them the low 16 bits of `upper`.

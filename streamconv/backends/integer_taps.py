@@ -1,5 +1,5 @@
-"""Integer taps for the tensor-core kernel (cuda/conv2d_tc.cu): how float taps become int8 digits,
-and the per-lane tap fragments its ``mma`` instructions take.
+"""Integer taps for the tensor-core kernels (cuda/conv2d_tc.cu, and cuda/conv3_tc.cu for one 3x3
+matrix): how float taps become int8 digits, and the per-lane tap fragments their ``mma`` take.
 
 conv2d_tc.cu multiplies bytes (u8) by signed 8-bit tap digits on the tensor cores with exact
 int32 sums. A float tap t is held as the integer n = round(t x 2^shift), written in ``digits``
