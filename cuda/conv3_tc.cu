@@ -19,10 +19,10 @@
 // them. The sums' fragment (c0, c1 of group g, c2, c3 of group g+8, bytes 2t and 2t+1) is
 // rounded, packed and stored 2 bytes per lane.
 //
-// Thread mapping: a warp owns 128 output bytes (16 groups) of ROWS rows. Launch: block
-// (WARPS*32, 1, 1), grid (ceil(W*C / (128*WARPS)), ceil(H / ROWS), 1). Edges: rows outside the
-// frame through map_index (warps whose rows are all inside skip it); words reaching outside the
-// row (the first and last group of a row) are gathered byte by byte through map_column. Buffers:
+// Thread mapping: a warp owns 128 output bytes (16 groups) of ROWS rows; a block WARPS warps
+// side by side. Launch: block (WARPS*32, 1, 1), grid (ceil(W*C / (128*WARPS)), ceil(H / ROWS), 1).
+// Edges: rows outside the frame through map_index, and the bytes outside the row through
+// edge_lane, only in the warps that need them (the others take a path without either). Buffers:
 // base pointers aligned to 16 bytes, pitches multiples of 16. Needs sm_80 or later.
 //
 // Macros: CHANNELS 1..4, BORDER (conv_common.cuh; RADIUS must be 1, BANKS 1, ELEM_BYTES 1),
@@ -72,20 +72,64 @@ __device__ __forceinline__ unsigned int word_at(const unsigned char* __restrict_
   return __ldg(reinterpret_cast<const unsigned int*>(p + c));
 }
 
-// The source byte columns of the 4-byte word at byte column c through the border map (-1: a zero
-// byte), for lanes whose words reach outside the row.
-__device__ __forceinline__ void map_word(int (&cols)[4], int c, int row_bytes, int width) {
-#pragma unroll
-  for (int i = 0; i < 4; ++i) cols[i] = map_column(c + i, row_bytes, width);
+// Where a warp holds the word at byte column c: lane (g, t) loads its words at
+// xw - 4 + 8g + 4t (w0) and 64 bytes on (w1), so the warp holds [xw - 4, xw + 132). Returns
+// the lane for w0, 32 + the lane for w1, or -1 if the warp does not hold it.
+__device__ __forceinline__ int word_holder(int c, int xw) {
+  const int o = c - (xw - 4);
+  if (o < 0 || o >= 136) return -1;
+  const int k = o < 64 ? o : o - 64;
+  return (o < 64 ? 0 : 32) + (k < 64 ? 4 * (k >> 3) + ((k >> 2) & 1) : 30 + ((k - 64) >> 2));
 }
 
-// The word of the row at p whose bytes come from columns cols.
-__device__ __forceinline__ unsigned int gather_word(const unsigned char* __restrict__ p, const int (&cols)[4]) {
-  unsigned int word = 0u;
+// How a lane's words that reach outside the row get their outside bytes. Of a lane's two words
+// at most one is outside and matters: outputs inside the row reach one pixel past it (byte
+// columns -C..-1 or W*C..W*C+C-1), and the other word, if outside too, belongs to a group
+// wholly past the row end. Those bytes are the edge pixel's (map_index of pixel -1 or W, the same
+// for every row), whose C bytes lie in the aligned words at pixel_col and pixel_col + 4. Those
+// words are usually held by a lane of the same warp (word_holder), so the warp shuffles them;
+// otherwise it loads them.
+struct EdgeLane {
+  int pixel_col, pixel_next;       // the edge pixel's two words (pixel_next == pixel_col if not needed)
+  int holder, next_holder;         // word_holder of each
+  unsigned int pixel_select;       // __byte_perm selector: byte i = the edge pixel's byte for word byte i
+  unsigned int pixel_mask;         // 0 when the edge pixel reads as zero (BORDER 0)
+  unsigned int select0, select1;   // __byte_perm(raw, pixel bytes): inside bytes raw, outside the pixel's
+};
+
+__device__ __forceinline__ unsigned int outside_select(int c, int row_bytes) {
+  unsigned int select = 0u;
 #pragma unroll
   for (int i = 0; i < 4; ++i)
-    if (cols[i] >= 0) word |= (unsigned int)__ldg(p + cols[i]) << (8 * i);
-  return word;
+    select |= (unsigned int)((unsigned)(c + i) < (unsigned)row_bytes ? i : 4 + i) << (4 * i);
+  return select;
+}
+
+__device__ __forceinline__ EdgeLane edge_lane(int c0, int c1, int xw, int row_bytes, int width) {
+  EdgeLane e;
+  e.select0 = outside_select(c0, row_bytes);
+  e.select1 = outside_select(c1, row_bytes);
+  const int c = (c0 < 0 || c0 + 4 > row_bytes) ? c0 : c1;  // the word that matters
+  const int pixel = map_index(c < 0 ? -1 : width, width);
+  e.pixel_mask = pixel < 0 ? 0u : ~0u;
+  const int first = max(pixel, 0) * CHANNELS;
+  e.pixel_col = first & ~3;
+  e.pixel_next = e.pixel_col + 4 < row_bytes ? e.pixel_col + 4 : e.pixel_col;
+  e.holder = word_holder(e.pixel_col, xw);
+  e.next_holder = word_holder(e.pixel_next, xw);
+  e.pixel_select = 0u;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int channel = ((c + i) % CHANNELS + CHANNELS) % CHANNELS;
+    e.pixel_select |= (unsigned int)(first + channel - e.pixel_col) << (4 * i);
+  }
+  return e;
+}
+
+// Word `holder` (word_holder) of the warp, from w0 and w1 of every lane.
+__device__ __forceinline__ unsigned int shuffle_word(unsigned int w0, unsigned int w1, int holder) {
+  const unsigned int from0 = __shfl_sync(~0u, w0, holder & 31), from1 = __shfl_sync(~0u, w1, holder & 31);
+  return holder >= 32 ? from1 : from0;
 }
 
 // Stores 2 output bytes (low 16 bits of pair) at column c of row d, or the first if only it is
@@ -120,30 +164,52 @@ conv3_tc_u8(const unsigned char* __restrict__ src, unsigned char* __restrict__ d
   const int c0 = xw + 8 * g - 4 + 4 * t, c1 = c0 + 64;
   const bool inside = c0 >= 0 && c1 + 4 <= row_bytes;
   unsigned int w0[ROWS + 2], w1[ROWS + 2];
-  if (inside && y0 >= 1 && y0 + ROWS + 1 <= height) {
+  // Warp-uniform, since the edge path shuffles.
+  if (__all_sync(~0u, inside) && y0 >= 1 && y0 + ROWS + 1 <= height) {
     const unsigned char* p = src + (size_t)(y0 - 1) * src_pitch;
 #pragma unroll
     for (int r = 0; r < ROWS + 2; ++r, p += src_pitch) {
       w0[r] = word_at(p, c0);
       w1[r] = word_at(p, c1);
     }
-  } else {  // rows through the row map; words reaching outside the row byte by byte
-    int cols0[4], cols1[4];
-    map_word(cols0, c0, row_bytes, width);
-    map_word(cols1, c1, row_bytes, width);
+  } else {
+    // Rows by map_index, and the bytes outside the row by edge_lane. The maps come first and no
+    // branch separates the loads, so that all of them are in flight at once: these warps must
+    // not take longer than the others, or the last of them hold up the kernel's end.
+    int rows[ROWS + 2];
+#pragma unroll
+    for (int r = 0; r < ROWS + 2; ++r) rows[r] = map_index(y0 - 1 + r, height);
+    const int raw0 = (unsigned)c0 < (unsigned)row_bytes ? c0 : 0;  // a word starting outside: any
+    const int raw1 = (unsigned)c1 < (unsigned)row_bytes ? c1 : 0;  // valid column, patched below
 #pragma unroll
     for (int r = 0; r < ROWS + 2; ++r) {
-      const int sy = map_index(y0 - 1 + r, height);
-      const unsigned char* p = src + (size_t)max(sy, 0) * src_pitch;
-      if (sy < 0) {
-        w0[r] = w1[r] = 0u;
-      } else if (inside) {
-        w0[r] = word_at(p, c0);
-        w1[r] = word_at(p, c1);
+      const unsigned char* p = src + (size_t)max(rows[r], 0) * src_pitch;
+      w0[r] = word_at(p, raw0);
+      w1[r] = word_at(p, raw1);
+    }
+    if (__any_sync(~0u, !inside)) {
+      const EdgeLane e = edge_lane(c0, c1, xw, row_bytes, width);
+      const auto patch = [&](int r, unsigned int pixel_word, unsigned int next_word) {
+        const unsigned int pixel = __byte_perm(pixel_word, next_word, e.pixel_select) & e.pixel_mask;
+        w0[r] = __byte_perm(w0[r], pixel, e.select0);
+        w1[r] = __byte_perm(w1[r], pixel, e.select1);
+      };
+      if (__all_sync(~0u, inside || (e.holder >= 0 && e.next_holder >= 0))) {
+#pragma unroll
+        for (int r = 0; r < ROWS + 2; ++r)
+          patch(r, shuffle_word(w0[r], w1[r], e.holder), shuffle_word(w0[r], w1[r], e.next_holder));
       } else {
-        w0[r] = gather_word(p, cols0);
-        w1[r] = gather_word(p, cols1);
+#pragma unroll
+        for (int r = 0; r < ROWS + 2; ++r) {
+          const unsigned char* p = src + (size_t)max(rows[r], 0) * src_pitch;
+          patch(r, word_at(p, e.pixel_col), word_at(p, e.pixel_next));
+        }
       }
+    }
+#pragma unroll
+    for (int r = 0; r < ROWS + 2; ++r) {  // rows that read as zero (BORDER 0)
+      w0[r] = rows[r] < 0 ? 0u : w0[r];
+      w1[r] = rows[r] < 0 ? 0u : w1[r];
     }
   }
 

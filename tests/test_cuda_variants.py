@@ -85,8 +85,10 @@ def three_digit_stage(rng, size: int) -> FilterStage:
 @pytest.mark.parametrize("channels", [1, 3, 4])
 def test_tensor_core_at_every_size_it_takes(rng, driver, size, border, channels):
     stages = [full_rank_stage(rng, size, True), full_rank_stage(rng, size, False), three_digit_stage(rng, size)]
+    # Rows of 128 x k bytes plus a few (1, 3 and 4 channels): the row's end in a warp's last group.
+    row_ends = [(6, 130), (5, 43), (4, 33)]
     for stage in stages:
-        for height, width in [*FRAMES, (67, 93)]:
+        for height, width in [*FRAMES, (67, 93), *row_ends]:
             frame = rng.integers(0, 256, (height, width, channels), dtype=np.uint8)
             check_against_cpu([stage], frame, border, driver, variants.TENSOR_CORE)
 
@@ -162,7 +164,7 @@ def test_auto_runs_rank_one_taps_separable(driver):
     chain = [gaussian_stage(9), build_filter("edge"), gaussian_stage(3)]
     with CudaBackend(chain) as backend:
         ran = [plan.variant for plan, _ in backend.compiled_stages((64, 80, 3))]
-    assert ran == [variants.SEPARABLE, variants.REGISTER_BLOCKED, variants.REGISTER_BLOCKED]
+    assert ran == [variants.SEPARABLE, variants.REGISTER_BLOCKED, variants.TENSOR_CORE]  # 3x3: conv3_tc.cu
 
 
 def test_separable_is_refused_before_any_gpu_work(driver):

@@ -24,9 +24,9 @@ def random_stage(rng, size: int) -> FilterStage:
     ("box:size=7", variants.SEPARABLE),
     ("box:size=5", variants.TENSOR_CORE),           # rank 1, but below SEPARABLE_FROM_K
     ("gaussian:sigma=0.833,size=5", variants.TENSOR_CORE),
-    ("box:size=3", variants.REGISTER_BLOCKED),
+    ("box:size=3", variants.TENSOR_CORE),           # one 3x3 matrix: conv3_tc.cu
     ("edge", variants.REGISTER_BLOCKED),            # a bank
-    ("sharpen", variants.REGISTER_BLOCKED),         # rank 2
+    ("sharpen", variants.TENSOR_CORE),              # rank 2
     ("identity", variants.REGISTER_BLOCKED),
 ])
 def test_auto_choice(spec, expected):
@@ -35,7 +35,7 @@ def test_auto_choice(spec, expected):
 
 def test_auto_keeps_full_rank_taps_2d(rng):
     assert variants.choose_variant(random_stage(rng, 15)) == variants.REGISTER_BLOCKED
-    assert variants.choose_variant(random_stage(rng, 3)) == variants.REGISTER_BLOCKED
+    assert variants.choose_variant(random_stage(rng, 3)) == variants.TENSOR_CORE
 
 
 @pytest.mark.parametrize("size", variants.TENSOR_CORE_KS)

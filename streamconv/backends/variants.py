@@ -23,9 +23,10 @@ Variants (``--kernel NAME``):
 
 ``auto`` (the default) takes ``separable`` for rank-1 taps from :data:`SEPARABLE_FROM_K` on;
 otherwise ``tensor-core`` for K in :data:`TENSOR_CORE_KS` where the taps fit its integer digits
-(integer_taps.quantize), and ``register-blocked`` for the rest: a built-in table from benchmarks
-on an H100 (``streamconv bench``), where each wins at those sizes at 1080p and 4K. 16-bit frames
-(uint16 samples) run as ``register-blocked`` only: the other variants take 8-bit samples.
+(integer_taps.quantize; at 3x3 a single matrix, not a bank), and ``register-blocked`` for the
+rest: a built-in table from benchmarks on an H100 (``streamconv bench``), where each wins at
+those sizes at 1080p and 4K. 16-bit frames (uint16 samples) run as ``register-blocked`` only:
+the other variants take 8-bit samples.
 """
 
 from __future__ import annotations
@@ -60,8 +61,9 @@ DEEP_KERNEL_CHOICES = (AUTO, REGISTER_BLOCKED)
 # At 5x5 the tensor cores (with ldmatrix) beat it: 4K 0.043 ms against 0.046.
 SEPARABLE_FROM_K = 7
 # auto: other taps of these sizes run on the tensor cores (measured on an H100; see the module doc).
-# At 3x3, conv3_tc.cu (0.028 ms at 4K in the bench) still loses to register-blocked (0.027).
-TENSOR_CORE_KS = (5, 7, 9)
+# At 3x3 only one matrix, on conv3_tc.cu: 4K 0.0232 ms against register-blocked's 0.0270, 1080p
+# 0.0090 against 0.0108.
+TENSOR_CORE_KS = (3, 5, 7, 9)
 TENSOR_CORE_MAX_RADIUS = 4
 """conv2d_tc.cu keeps its tap fragments in registers, which bounds K at 9."""
 # separable: rank-1 taps that are not exact run on the tensor cores (cuda/sepconv_tc.cu) from this
@@ -141,7 +143,8 @@ def choose_variant(stage: FilterStage, kernel: str = AUTO, dtype=np.uint8) -> st
     if kernel == AUTO:
         if separable and stage.size >= SEPARABLE_FROM_K:
             return SEPARABLE
-        if stage.size in TENSOR_CORE_KS and integer_taps.quantize(stage.taps) is not None:
+        if stage.size in TENSOR_CORE_KS and (stage.size > 3 or len(stage.taps) == 1) \
+                and integer_taps.quantize(stage.taps) is not None:
             return TENSOR_CORE
         return REGISTER_BLOCKED
     if kernel == SEPARABLE and not separable:
