@@ -99,30 +99,52 @@ def copy_bandwidth(driver) -> float:
     return 2 * nbytes / statistics.median(times[5:]) / 1e9
 
 
+HOLD_SOURCE = "hold"
+"""cuda/hold.cu: what time_launches queues ahead of each batch."""
+_MAX_HOLD_NS = 10**9  # beyond this a batch is timed as queued (a host stalled for a second)
+
+
 def time_launches(backend, slots, driver, *, budget_s: float = TIME_BUDGET_S, max_runs: int = 30) -> float:
     """Median seconds per launch of the backend's chain, rotating over ``slots``' device buffers.
 
     Kernels only (``launch_kernels``), on one stream, after a warm-up; each sample is a batch
-    of launches timed with CUDA events. The context must be current.
+    of launches timed with CUDA events. Each batch is queued behind a kernel that holds the
+    stream until the whole batch is queued, so that the launches run back to back: the host's
+    cost per launch (about 10 us from Python) would otherwise be timed wherever a kernel takes
+    less. A batch queued after its hold ended is queued again behind a hold twice as long (up
+    to a second). The context must be current.
     """
+    from .backends import kernels
+
+    hold = kernels.load_module(HOLD_SOURCE, {}, backend.arch).get_function("hold_stream")
+    hold.prepare("Q")
     stream = driver.Stream()
     start, end = driver.Event(), driver.Event()
     start.record(stream)
+    queued_from = time.perf_counter()
     for slot in slots:  # warm-up, and a first estimate of the time per launch
         backend.launch_kernels(slot, stream)
+    queue_s = (time.perf_counter() - queued_from) / len(slots)
     end.record(stream)
     end.synchronize()
     first = end.time_since(start) / 1e3 / len(slots)
     per_batch = max(1, min(5, int(budget_s / 4 / max(first, 1e-7) / len(slots))))
     runs = max(3, min(max_runs, int(budget_s / max(first * per_batch * len(slots), 1e-7))))
+    launches = per_batch * len(slots)
+    hold_ns = int(2 * queue_s * launches * 1e9) + 100_000
     samples = []
-    for _ in range(runs):
+    while len(samples) < runs:
+        hold.prepared_async_call((1, 1, 1), (1, 1, 1), stream, hold_ns)
         start.record(stream)
         for slot in slots * per_batch:
             backend.launch_kernels(slot, stream)
         end.record(stream)
+        held_throughout = not start.query()
         end.synchronize()
-        samples.append(end.time_since(start) / 1e3 / (per_batch * len(slots)))
+        if held_throughout or hold_ns > _MAX_HOLD_NS:
+            samples.append(end.time_since(start) / 1e3 / launches)
+        else:
+            hold_ns *= 2
     return statistics.median(samples)
 
 
@@ -225,8 +247,11 @@ def _measure_variant(stage: FilterStage, kernel: str, shape, frame, expected, rn
     fmas = frame.size * (2 * stage.size if plan.variant == variants.SEPARABLE else stage.size**2) * len(stage.taps)
     math_unit, peak = "FP32", env["fma_peak"]
     if plan.variant == variants.TENSOR_CORE:  # the products it issues, padding included
-        layout = integer_taps.kernel_layout(stage.radius, shape[2], len(stage.taps))
-        fmas = integer_taps.products_per_frame(layout, *shape, plan.defines["DIGITS"], len(stage.taps))
+        if plan.source == "conv3_tc":
+            fmas = integer_taps.band3_products_per_frame(*shape, plan.defines["DIGITS"])
+        else:
+            layout = integer_taps.kernel_layout(stage.radius, shape[2], len(stage.taps))
+            fmas = integer_taps.products_per_frame(layout, *shape, plan.defines["DIGITS"], len(stage.taps))
         math_unit, peak = "tensor", env["int8_peak"]
     if plan.source == "sepconv_tc":  # the separable passes on the tensor cores
         fmas = separable_tc.products_per_frame(*shape, stage.radius)

@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from streamconv.bench import HOLD_SOURCE
+
 REPO = Path(__file__).resolve().parent.parent
 CUDA_SOURCES = sorted((REPO / "cuda").glob("*.cu"))
 
@@ -231,6 +233,7 @@ def test_every_kernel_file_is_used():
     used = {source for name in SPECIALISATIONS for source, _ in _specialisations(name)}
     used |= {source for name in NN_CASES for source, _ in _nn_specialisations(name)}
     used |= {source for source, _ in _colour_specialisations()}
+    used.add(REPO / "cuda" / f"{HOLD_SOURCE}.cu")  # streamconv bench's
     assert used == set(CUDA_SOURCES)
 
 

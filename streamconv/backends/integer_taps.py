@@ -192,6 +192,13 @@ def products_per_frame(layout: PieceLayout, height: int, width: int, channels: i
     return units * layout.mmas_per_unit(digits, banks) * 16 * 8 * 32
 
 
+def band3_products_per_frame(height: int, width: int, channels: int, digits: int) -> int:
+    """The int8 products conv3_tc.cu's mma instructions issue for one H x W x C frame, padding
+    included: per 128 output bytes of a row and per digit, one m16n8k32 and one m16n8k16."""
+    warps = -(-width * channels // 128)
+    return height * warps * digits * 16 * 8 * (32 + 16)
+
+
 def fragment_table(taps: IntegerTaps, layout: PieceLayout) -> np.ndarray:
     """``g_bfrag`` of conv2d_tc.cu: (banks, digits, group, steps, 2, 32) uint32 host array, the B
     register (b0 for half 0, b1 for half 1) of every lane for every n-tile and k-step; byte i of
