@@ -116,7 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device", type=_non_negative_int, default=0, metavar="N", help="CUDA device number")
     run.add_argument("--kernel", choices=KERNEL_CHOICES, default="auto", metavar="NAME",
                      help="CUDA kernel variant: auto (default: separable for rank-1 taps of 7x7 and "
-                          "up, tensor-core for other taps of 5x5 to 9x9, else register-blocked), "
+                          "up, tensor-core for other taps of 5x5 to 9x9 and one 3x3 matrix, else "
+                          "register-blocked), "
                           + ", ".join(KERNEL_CHOICES[1:]))
     run.add_argument("--ring", type=_positive_int, default=3, metavar="N",
                      help="frames in flight between reader, GPU and writer (default 3)")

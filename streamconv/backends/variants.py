@@ -143,7 +143,7 @@ def choose_variant(stage: FilterStage, kernel: str = AUTO, dtype=np.uint8) -> st
     if kernel == AUTO:
         if separable and stage.size >= SEPARABLE_FROM_K:
             return SEPARABLE
-        if stage.size in TENSOR_CORE_KS and (stage.size > 3 or len(stage.taps) == 1) \
+        if stage.size in TENSOR_CORE_KS and (stage.size > 3 or _one_3x3_matrix(stage)) \
                 and integer_taps.quantize(stage.taps) is not None:
             return TENSOR_CORE
         return REGISTER_BLOCKED
@@ -247,6 +247,12 @@ def plan_stage(stage: FilterStage, shape: tuple[int, int, int], border_code: int
                       taps if variant == "naive" else None)
 
 
+def _one_3x3_matrix(stage: FilterStage) -> bool:
+    """Whether the tensor-core variant runs the stage as cuda/conv3_tc.cu (a 3x3 bank runs as
+    conv2d_tc.cu, which loses to register-blocked there, so auto leaves it)."""
+    return stage.radius == 1 and len(stage.taps) == 1
+
+
 def _tensor_core_plan(stage: FilterStage, width: int, height: int, channels: int,
                       base: dict[str, int]) -> KernelPlan:
     """conv2d_tc.cu's plan (conv3_tc.cu's for one 3x3 matrix): the taps' digits (integer_taps),
@@ -258,7 +264,7 @@ def _tensor_core_plan(stage: FilterStage, width: int, height: int, channels: int
     ties_even = int(taps.error == 0)
     bias = (1 << (taps.shift - 1)) - ties_even
     rounding = np.array([taps.shift, bias], np.int32)
-    if stage.radius == 1 and len(stage.taps) == 1:
+    if _one_3x3_matrix(stage):
         defines = {**base, "DIGITS": taps.digits, "TIES_EVEN": ties_even, "ROWS": _CONV3_ROWS,
                    "WARPS": _CONV3_WARPS}
         grid = (_cdiv(width * channels, 128 * _CONV3_WARPS), _cdiv(height, _CONV3_ROWS), 1)
