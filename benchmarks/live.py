@@ -81,8 +81,12 @@ def measure(args, chain, backend: str) -> dict:
     pipeline = streamconv.Pipeline(source, chain, NullSink(), backend=backend, ring=args.ring,
                                    max_frames=total, on_frame=on_frame)
     stats = pipeline.run()
-    measured = {stage: np.asarray(values[args.warmup:]) * 1e3
-                for stage, values in stats.samples.items() if len(values) > args.warmup}
+    # stats keeps the last stats.sample_cap frames' times: skip only the warm-up frames still among them.
+    measured = {}
+    for stage, values in stats.samples.items():
+        skip = max(0, args.warmup - (stats.stages[stage].count - len(values)))
+        if len(values) > skip:
+            measured[stage] = np.asarray(values[skip:]) * 1e3
     table = {}
     for stage in STAGES:
         if stage in measured and measured[stage].size:

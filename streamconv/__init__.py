@@ -9,39 +9,50 @@ The public API is what this module exports::
     stats = streamconv.Pipeline("in.mp4", ["gaussian:sigma=2", "edge"], "out.mp4").run()
 """
 
+import importlib
+
 __version__ = "0.1.0"
 
-from .api import Filter, StreamFilter  # noqa: E402
-from .borders import BORDER_MODES, DEFAULT_BORDER  # noqa: E402
-from .display import DisplaySink  # noqa: E402
-from .errors import (  # noqa: E402
-    BackendUnavailableError,
-    CameraError,
-    CameraLostError,
-    DisplayError,
-    FilterSpecError,
-    FrameFormatError,
-    FrameTypeError,
-    GpuFaultError,
-    InputError,
-    KernelCompileError,
-    NoVideoStreamError,
-    OutputError,
-    PresetError,
-    ShapeError,
-    StreamconvError,
-    StreamError,
-)
-from .filters import FilterStage, build_filter, parse_chain, parse_filter  # noqa: E402
-from .pipeline import Pipeline  # noqa: E402
-from .presets import list_presets, load_preset  # noqa: E402
-from .live import LivePattern, LiveSource, RealtimeSource  # noqa: E402
-from .sinks import CallbackSink, FanoutSink, FileSink, NullSink, open_sink  # noqa: E402
-from .slots import FrameMeta  # noqa: E402
-from .filesource import FileSource  # noqa: E402
-from .sources import ArraySource, TestPattern, open_source  # noqa: E402
-from .stats import RunStats  # noqa: E402
-from .webcam import WebcamSource  # noqa: E402
+_EXPORTS = {
+    "Filter": "api", "StreamFilter": "api",
+    "BORDER_MODES": "borders", "DEFAULT_BORDER": "borders",
+    "DisplaySink": "display",
+    "BackendUnavailableError": "errors", "CameraError": "errors", "CameraLostError": "errors",
+    "DisplayError": "errors", "FilterSpecError": "errors", "FrameFormatError": "errors",
+    "FrameTypeError": "errors", "GpuFaultError": "errors", "InputError": "errors",
+    "Interrupted": "errors", "KernelCompileError": "errors", "NoVideoStreamError": "errors",
+    "OutputError": "errors", "PresetError": "errors", "ShapeError": "errors",
+    "StreamconvError": "errors", "StreamError": "errors",
+    "build_filter": "filters", "FilterStage": "filters", "parse_chain": "filters",
+    "parse_filter": "filters",
+    "Pipeline": "pipeline",
+    "list_presets": "presets", "load_preset": "presets",
+    "LivePattern": "live", "LiveSource": "live", "RealtimeSource": "live",
+    "CallbackSink": "sinks", "FanoutSink": "sinks", "FileSink": "sinks", "NullSink": "sinks",
+    "open_sink": "sinks",
+    "FrameMeta": "slots",
+    "FileSource": "filesource",
+    "ArraySource": "sources", "open_source": "sources", "TestPattern": "sources",
+    "RunStats": "stats",
+    "WebcamSource": "webcam",
+}
+"""Public name -> the submodule that defines it."""
+
+
+def __getattr__(name: str):
+    """Load a public name's submodule on first use: ``import streamconv`` stays light (the
+    command installs its signal handlers before NumPy, OpenCV and PyAV load)."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'streamconv' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
 
 __all__ = [
     "ArraySource",
@@ -65,6 +76,7 @@ __all__ = [
     "FrameTypeError",
     "GpuFaultError",
     "InputError",
+    "Interrupted",
     "KernelCompileError",
     "list_presets",
     "LivePattern",

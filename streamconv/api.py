@@ -2,9 +2,12 @@
 
 Frames are host NumPy arrays of dtype uint8 or uint16: (H, W, 3) colour, (H, W) grey or
 (H, W, 4). Per-channel filters do not care about channel order, so OpenCV's BGR frames and
-RGB frames give the same result. Any strides are accepted (views, crops). A uint16 frame is
-filtered in 16 bits and saturates at 65535 (scale 10- or 12-bit data up to the full range
-first if a filter could push it past its own maximum).
+RGB frames give the same result. Any strides are accepted (views, crops), for inputs and for
+writable outputs. A uint16 frame is filtered in 16 bits and saturates at 65535 (scale 10- or
+12-bit data up to the full range first if a filter could push it past its own maximum).
+
+A closed ``Filter`` or ``StreamFilter`` refuses further work with :class:`StreamError` (a
+RuntimeError), on every backend.
 """
 
 from __future__ import annotations
@@ -16,9 +19,9 @@ import numpy as np
 
 from .backends import check_kernel_choice, create_backend, resolve_backend
 from .borders import DEFAULT_BORDER, check_border
-from .errors import FilterSpecError, StreamconvError
-from .filters import FilterStage, parse_chain, validate_taps
-from .frames import as_hwc, check_same_frame
+from .errors import FilterSpecError, FrameFormatError, StreamconvError, StreamError
+from .filters import FilterStage, parse_chain, show_value, validate_taps
+from .frames import as_count, as_hwc, check_same_frame
 from .hostcopy import ParallelCopier
 
 Spec = Union[str, FilterStage, np.ndarray, Sequence[Union[str, FilterStage]]]
@@ -46,6 +49,40 @@ def to_stages(spec: Spec) -> list[FilterStage]:
         f"got {type(spec).__name__}")
 
 
+def _opencv_writes_into(frame: np.ndarray) -> bool:
+    """Whether OpenCV can write into (H, W, C) host array ``frame`` in place: aligned, each pixel's
+    channels and each row's pixels adjacent, rows at a non-negative step. Other views (every
+    second column, reversed axes, BGR from RGB, a transposed or Fortran array) make cv2 raise."""
+    item = frame.itemsize
+    rows, cols, channels = frame.strides
+    return (frame.flags.aligned and (frame.shape[2] == 1 or channels == item)
+            and cols == frame.shape[2] * item and rows >= frame.shape[1] * cols and rows % item == 0)
+
+
+def check_output(dst: object, src: np.ndarray, *, what: str = "output frame") -> np.ndarray:
+    """Check that ``dst`` can take the filtered ``src``, before any work is done.
+
+    Args:
+        dst: the host array to write: of ``src``'s shape ((H, W) and (H, W, 1) alike) and dtype,
+            writable, any strides.
+        src: the (H, W), (H, W, 3) or (H, W, 4) uint8 or uint16 host array to be filtered.
+
+    Returns:
+        ``dst`` viewed as (H, W, C).
+
+    Raises:
+        FrameTypeError: either is not a NumPy array, a dtype other than uint8/uint16, or dtypes differ.
+        FrameFormatError: an unsupported shape, shapes differ, or ``dst`` is read-only.
+    """
+    src3 = as_hwc(src, what="input frame")
+    dst3 = as_hwc(dst, what=what)
+    check_same_frame(dst3, src3)
+    if not dst3.flags.writeable:
+        # NumPy's own complaint is a ValueError too; cv2 would raise a bare cv2.error.
+        raise FrameFormatError(f"{what} is read-only (flags.writeable is False); pass a writable array")
+    return dst3
+
+
 class Filter:
     """A filter chain bound to a backend, called on one frame at a time.
 
@@ -59,7 +96,11 @@ class Filter:
             ``streamconv.backends.variants.VARIANTS``; the CPU backend ignores it.
 
     Call it from one thread at a time; on the CUDA backend it owns page-locked staging
-    buffers and device buffers per frame shape, released by ``close()`` (or ``with``).
+    buffers and device buffers per frame shape, released by ``close()`` (or ``with``); after
+    that, calls raise :class:`streamconv.StreamError`.
+
+    Raises:
+        FilterSpecError: a bad spec, border, backend name or kernel, or ``device`` not an int >= 0.
 
     Example:
         >>> import numpy as np, streamconv
@@ -74,12 +115,20 @@ class Filter:
 
     def __init__(self, spec: Spec, *, border: str = DEFAULT_BORDER, backend: str = "auto",
                  device: int = 0, kernel: str = "auto") -> None:
+        self._closed = True  # until the engine exists: close() of a half-made Filter does nothing
+        device = as_count(device, "device", 0)
         self.stages = to_stages(spec)
         self.border = check_border(border)
         self.backend = resolve_backend(backend, device=device)
         check_kernel_choice(kernel, self.stages, self.backend)
         self._engine = create_backend(self.backend, self.stages, border=self.border, device=device,
                                       kernel=kernel)
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        """Whether close() was called (further frames raise StreamError)."""
+        return self._closed
 
     def __call__(self, frame: np.ndarray) -> np.ndarray:
         """Filter one frame into a new array.
@@ -93,21 +142,39 @@ class Filter:
         Raises:
             FrameTypeError: not a uint8 or uint16 NumPy array (a TypeError).
             FrameFormatError: an unsupported shape (a ValueError).
+            StreamError: the Filter is closed (a RuntimeError).
         """
         out = np.empty(frame.shape, frame.dtype) if isinstance(frame, np.ndarray) else None
         self.apply_into(out, frame)
         return out
 
     def apply_into(self, dst: np.ndarray, src: np.ndarray) -> None:
-        """Filter ``src`` into ``dst`` (host arrays of one shape and dtype, uint8 or uint16; dst
-        may be a view)."""
-        if not isinstance(dst, np.ndarray) or not isinstance(src, np.ndarray):
-            as_hwc(src, what="input frame")
-            as_hwc(dst, what="output frame")
-        self._engine.apply_into(dst, src)
+        """Filter ``src`` into ``dst``: host arrays of one shape and dtype, uint8 or uint16, any
+        strides. ``dst`` may be any writable view (a crop, every second pixel, BGR of an RGB
+        array); the result is written through to it and equals ``Filter(...)(src)``.
+
+        Raises:
+            FrameTypeError: not NumPy arrays, a dtype other than uint8/uint16, or dtypes differ.
+            FrameFormatError: an unsupported shape, shapes differ, or ``dst`` is read-only; all
+                checked before any work, on every backend.
+            StreamError: the Filter is closed.
+        """
+        if self._closed:
+            raise StreamError("Filter is closed; make a new one to filter more frames")
+        dst3 = check_output(dst, src)
+        if _opencv_writes_into(dst3):
+            self._engine.apply_into(dst, src)
+            return
+        # A layout OpenCV cannot write into: filter into a new array and copy it through the view.
+        result = np.empty(dst3.shape, dst3.dtype)
+        self._engine.apply_into(result, src)
+        np.copyto(dst3, result)
 
     def close(self) -> None:
         """Release the backend's buffers and GPU context; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
         self._engine.close()
 
     def __enter__(self) -> "Filter":
@@ -148,7 +215,12 @@ class StreamFilter:
         border, backend, device, kernel: as for :class:`Filter`.
 
     Use it from one thread. Buffers (``ring`` + 1 sets: one more for capture) are allocated
-    at the first frame and re-allocated when the frame shape changes.
+    at the first frame and re-allocated when the frame shape changes. After ``close()``, every
+    call raises :class:`streamconv.StreamError`.
+
+    Raises:
+        FilterSpecError: ``ring`` not an int >= 1 (a bool is refused), ``device`` not an int >= 0,
+            or a bad spec, border, backend name or kernel.
 
     Example:
         >>> import numpy as np, streamconv
@@ -160,9 +232,9 @@ class StreamFilter:
 
     def __init__(self, spec: Spec, *, ring: int = 3, border: str = DEFAULT_BORDER,
                  backend: str = "auto", device: int = 0, kernel: str = "auto") -> None:
-        if not isinstance(ring, int) or ring < 1:
-            raise FilterSpecError(f"ring must be an integer >= 1, got {ring!r}")
-        self.ring = ring
+        self._closed = True  # until the engine exists: close() of a half-made StreamFilter does nothing
+        self.ring = as_count(ring, "ring", 1)
+        device = as_count(device, "device", 0)
         self.stages = to_stages(spec)
         self.border = check_border(border)
         self.backend = resolve_backend(backend, device=device)
@@ -180,19 +252,61 @@ class StreamFilter:
         self._copier = ParallelCopier(2)
         self._staged: tuple | None = None  # (slot, output shape, PendingCopy) that map() is copying
         self._reserved = None  # the slot whose input_buffer() the application is filling
+        # The map() that owns every frame in flight, or None: frames in flight then came from submit().
+        self._map_owner: object | None = None
+        self._closed = False
 
     @property
     def pending(self) -> int:
         """Frames submitted whose result() has not been taken yet."""
         return len(self._pending) + len(self._ready) + (self._staged is not None)
 
+    @property
+    def closed(self) -> bool:
+        """Whether close() was called (further calls raise StreamError)."""
+        return self._closed
+
+    def _check_open(self, call: str) -> None:
+        """Raise StreamError naming ``call`` if the StreamFilter is closed."""
+        if self._closed:
+            raise StreamError(f"StreamFilter is closed; {call}() cannot run (make a new StreamFilter)")
+
+    def _take_over(self, call: str) -> None:
+        """Before submit(), result() or a new map(): refuse if closed, and drop the frames of a
+        map() still in progress (left with break, an exception, or kept suspended), so that they
+        never come out of this call; that map() raises if resumed. (input_buffer() does not take
+        over: a map()'s own frames are captured into it.)"""
+        self._check_open(call)
+        if self._map_owner is not None:
+            self._drop_in_flight()
+
+    def _drop_in_flight(self) -> None:
+        """Let every frame in flight go: wait for the GPU to finish with each slot, free it, and
+        forget the outputs kept for result()."""
+        self._map_owner = None
+        self._end_staging(submit=False)
+        while self._pending:
+            slot, _ = self._pending.popleft()
+            self._free.append(slot)  # before the wait: a GPU fault there must not lose the slot
+            self._engine.wait(slot)
+        self._ready.clear()
+
     def submit(self, frame: np.ndarray) -> None:
         """Queue one frame: (H, W), (H, W, 3) or (H, W, 4) uint8 or uint16 host array, any strides.
 
         Returns at once while fewer than ``ring`` frames are in flight; otherwise it first
-        finishes the oldest (its output is kept for ``result()``).
+        finishes the oldest (its output is kept for ``result()``). A map() still in progress
+        (left early but not yet garbage-collected) is ended first: its frames are dropped.
+
+        Raises:
+            FrameTypeError, FrameFormatError: a frame of the wrong dtype or shape.
+            StreamError: the StreamFilter is closed.
         """
-        self._end_staging(submit=True)
+        self._take_over("submit")
+        self._submit(frame)
+
+    def _submit(self, frame: np.ndarray) -> None:
+        """submit() without the checks: map() queues its own frames through this."""
         image = as_hwc(frame, what="input frame")
         self._fit_slots(image)
         slot = self._reserved if self._reserved is not None else self._take_slot()
@@ -215,6 +329,7 @@ class StreamFilter:
 
         Raises:
             FrameTypeError, FrameFormatError: a dtype or shape that submit() would refuse.
+            StreamError: the StreamFilter is closed.
 
         Example:
             >>> import numpy as np, streamconv
@@ -225,6 +340,8 @@ class StreamFilter:
             ...     int(sf.result()[0, 0, 0])
             7
         """
+        # No take-over: the frames a map() is reading may be captured into this buffer.
+        self._check_open("input_buffer")
         self._end_staging(submit=True)
         self._fit_slots(as_hwc(np.broadcast_to(np.zeros((), dtype), tuple(shape)), what="input buffer"))
         if self._reserved is None:
@@ -253,24 +370,39 @@ class StreamFilter:
         """The output of the oldest submitted frame, waiting for it if needed.
 
         Args:
-            out: optional host array of the frame's shape and dtype to write into (no allocation).
+            out: optional host array of the frame's shape and dtype to write into (no allocation),
+                writable, any strides.
 
         Returns:
             ``out``, or a new host array of the submitted frame's shape and dtype.
 
         Raises:
-            StreamconvError: nothing was submitted.
+            StreamconvError: nothing was submitted (frames of a map() left early do not count:
+                they are dropped).
+            FrameTypeError, FrameFormatError: ``out`` of another dtype or shape, or read-only.
+            StreamError: the StreamFilter is closed.
         """
-        self._end_staging(submit=True)
+        self._take_over("result")
+        return self._result(out)
+
+    def _result(self, out: np.ndarray | None = None) -> np.ndarray:
+        """result() without the checks: map() takes its own outputs through this."""
+        if not self._ready and not self._pending:
+            raise StreamconvError("result() called with no frame submitted")
+        if out is not None:
+            # Checked before the frame is taken, so that a wrong ``out`` loses no frame.
+            if self._ready:
+                like = self._ready[0]
+            else:
+                slot, shape = self._pending[0]
+                like = np.broadcast_to(np.zeros((), slot.host_out.dtype), shape)
+            check_output(out, like)
         if self._ready:
             ready = self._ready.popleft()
             if out is None:
                 return ready
-            check_same_frame(out, ready)
             np.copyto(out, ready)
             return out
-        if not self._pending:
-            raise StreamconvError("result() called with no frame submitted")
         slot, shape = self._pending.popleft()
         return self._collect(slot, shape, out)
 
@@ -281,30 +413,64 @@ class StreamFilter:
         and it is copied into its page-locked slot, on worker threads, while you work on the
         output just yielded.
 
+        Each map() yields exactly one output per input, in order. One left early (``break``, an
+        exception in your loop, or simply dropped) lets its frames in flight go when it is closed
+        or garbage-collected, and at the latest when the next map(), submit() or result() call
+        starts; resuming it after that raises StreamError. The frames may be captured into
+        :meth:`input_buffer` as they are produced (no copy).
+
         Args:
             frames: uint8 or uint16 host arrays, as for :meth:`submit`. Each is read until the
                 next one is asked for, so keep it unchanged until then.
             copy: yield new arrays (True, safe to keep), or read-only views of the page-locked
                 output buffers (False: no copy, but each is valid only until the next
                 iteration; show, encode or copy it before asking for the next one).
+
+        Raises:
+            StreamError: the StreamFilter is closed, or frames given to submit() still wait for
+                their result() (their outputs would come out of this map() instead).
         """
-        for frame in frames:
-            if self.pending < self.ring:
-                self.submit(frame)
-                continue
-            output = self.result() if copy else self._result_view()
-            staged = self._start_staging(frame)
-            try:
+        self._take_over("map")
+        if self.pending:
+            raise StreamError(f"map() with {self.pending} submitted frame(s) not yet taken; "
+                              "take them with result() first")
+        owner = object()
+        self._map_owner = owner
+        return self._map(frames, copy, owner)
+
+    def _check_owner(self, owner: object) -> None:
+        """Raise StreamError if the map() of ``owner`` no longer owns the frames in flight."""
+        self._check_open("map")
+        if self._map_owner is not owner:
+            raise StreamError("this map() was left and its frames were dropped: a later map(), submit() "
+                              "or result() call took the StreamFilter over")
+
+    def _map(self, frames: Iterable[np.ndarray], copy: bool, owner: object) -> Iterator[np.ndarray]:
+        """The generator behind map(), owning every frame in flight while ``owner`` is current."""
+        try:
+            for frame in frames:
+                self._check_owner(owner)  # the loop over ``frames`` ran your code: check again
+                if self.pending < self.ring:
+                    self._submit(frame)
+                    continue
+                output = self._result() if copy else self._result_view()
+                staged = self._start_staging(frame)
                 yield output  # your work on it runs beside the copy of the next frame
-            except BaseException:
-                self._end_staging(submit=False)
-                raise
-            if staged:
-                self._end_staging(submit=True)
-            else:
-                self.submit(frame)
-        while self.pending:
-            yield self.result() if copy else self._result_view()
+                self._check_owner(owner)
+                if staged:
+                    self._end_staging(submit=True)
+                else:
+                    self._submit(frame)
+            while True:
+                self._check_owner(owner)  # before looking at pending: a later call may have emptied it
+                if not self.pending:
+                    break
+                yield self._result() if copy else self._result_view()
+        finally:
+            # Ended by break, an exception or garbage collection: the frames still in flight belong
+            # to no later call, so they go now (nothing is left when the loop ran to the end).
+            if self._map_owner is owner and not self._closed:
+                self._drop_in_flight()
 
     def _start_staging(self, frame: np.ndarray) -> bool:
         """Start copying ``frame`` into a free slot on the copier's threads; False (nothing
@@ -341,7 +507,7 @@ class StreamFilter:
     def _result_view(self) -> np.ndarray:
         """The oldest output as a read-only view of its slot, which is reused by a later submit."""
         if self._ready or not self._pending:
-            return self.result()
+            return self._result()
         slot, shape = self._pending.popleft()
         self._engine.wait(slot)
         self._free.append(slot)
@@ -352,12 +518,10 @@ class StreamFilter:
     def _collect(self, slot, shape, out: np.ndarray | None) -> np.ndarray:
         self._engine.wait(slot)
         result = slot.host_out.reshape(shape)
-        if out is None:
-            out = result.copy()
-        else:
-            check_same_frame(out, result)
-            np.copyto(out, result)
         self._free.append(slot)
+        if out is None:
+            return result.copy()
+        np.copyto(out, result)  # ``out`` was checked by _result()
         return out
 
     def _fit_slots(self, image: np.ndarray) -> None:
@@ -380,16 +544,18 @@ class StreamFilter:
         self._frame_type = (shape, dtype)
 
     def close(self) -> None:
-        """Wait for frames in flight, drop untaken results, release buffers; idempotent."""
-        self._end_staging(submit=False)
-        while self._pending:
-            slot, _ = self._pending.popleft()
-            self._engine.wait(slot)
-        self._ready.clear()
-        self._free = []
-        self._reserved = None
-        self._copier.close()
-        self._engine.close()
+        """Wait for frames in flight, drop untaken results, release buffers; idempotent. Later
+        calls (submit, result, map, input_buffer, a map() left suspended) raise StreamError."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._drop_in_flight()
+        finally:
+            self._free = []
+            self._reserved = None
+            self._copier.close()
+            self._engine.close()
 
     def __enter__(self) -> "StreamFilter":
         return self

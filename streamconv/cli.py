@@ -11,7 +11,9 @@ damaged; 130 Ctrl-C (SIGINT); 143 SIGTERM. docs/reliability.md has the table of 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import math
 import platform
 import re
 import sys
@@ -23,26 +25,20 @@ from .backends import BACKENDS, cuda_status
 from .backends.variants import DEEP_KERNEL_CHOICES, KERNEL_CHOICES
 from .borders import BORDER_MODES, DEFAULT_BORDER
 from .display import KEYS_HELP, DisplaySink, check_display
-from .errors import (EXIT_DAMAGED_INPUT, EXIT_INTERRUPTED, CameraLostError, FilterSpecError, OutputError,
-                     StreamconvError)
+from .errors import EXIT_DAMAGED_INPUT, EXIT_INTERRUPTED, CameraLostError, FilterSpecError, StreamconvError
 from .filesource import NETWORK_TIMEOUT
 from .filters import FilterStage, describe_registry, parse_chain
-from .frames import DEFAULT_MAX_PIXELS
+from .frames import DEFAULT_MAX_PIXELS, MAX_RING
 from .live import RealtimeSource
 from .pipeline import COLOUR_PATHS, Pipeline
 from .presets import list_presets, load_preset
-from .sinks import FanoutSink, Sink, check_output_path, open_sink
+from .interrupts import SignalGuard
+from .publish import check_output_path, write_atomically
+from .sinks import FanoutSink, Sink, open_sink
 from .sources import Source, is_test_spec, open_source
 from .webcam import is_webcam_spec
 
 log = logging.getLogger("streamconv")
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 def _non_negative_int(text: str) -> int:
@@ -59,27 +55,59 @@ def _frame_size(text: str) -> tuple[int, int]:
     return int(match[1]), int(match[2])
 
 
-def _non_negative_float(text: str) -> float:
+def _ring_size(text: str) -> int:
+    """--ring: 1 to MAX_RING slots (each two host frames: the cap keeps a typo from taking all memory)."""
+    value = int(text)
+    if not 1 <= value <= MAX_RING:
+        raise argparse.ArgumentTypeError(f"must be 1 to {MAX_RING}, got {value}")
+    return value
+
+
+def _finite_float(text: str) -> float:
+    """A float that is a number: nan, inf and 1e400 (inf) are refused here, not by FFmpeg later."""
     value = float(text)
-    if not value >= 0 or value == float("inf"):
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+    return value
+
+
+MAX_TIMEOUT = 1e6
+"""Longest --timeout, in seconds (11.6 days; FFmpeg counts it in int64 microseconds). 0 waits forever."""
+
+
+def _timeout(text: str) -> float:
+    value = _finite_float(text)
+    if not 0 <= value <= MAX_TIMEOUT:
+        raise argparse.ArgumentTypeError(f"must be 0 to {MAX_TIMEOUT:g} seconds (0: wait forever), got {text}")
+    return value
+
+
+def _crf(text: str) -> float:
+    value = _finite_float(text)
+    if value < 0:
         raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
     return value
 
 
 def _positive_float(text: str) -> float:
-    value = float(text)
+    value = _finite_float(text)
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
     return value
 
 
 def _pixel_limit(text: str) -> int | None:
-    """--max-pixels: a count (8294400), a size (3840x2160), or 0 for no limit."""
+    """--max-pixels: a count (8294400), a size (3840x2160), or a plain 0 for no limit."""
     match = re.fullmatch(r"\s*(\d+)(?:[xX](\d+))?\s*", text)
     if not match:
         raise argparse.ArgumentTypeError(f"expected a pixel count or WIDTHxHEIGHT, got {text!r}")
-    value = int(match[1]) * (int(match[2]) if match[2] else 1)
-    return value or None
+    if match[2] is None:
+        return int(match[1]) or None
+    value = int(match[1]) * int(match[2])
+    if value == 0:  # 0x5 is a size of nothing, not a request for no limit
+        raise argparse.ArgumentTypeError(f"a size must be at least 1x1, got {text!r} "
+                                         "(a plain 0 means no limit)")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -119,15 +147,19 @@ def build_parser() -> argparse.ArgumentParser:
                           "up, tensor-core for other taps of 5x5 to 9x9 and one 3x3 matrix, else "
                           "register-blocked), "
                           + ", ".join(KERNEL_CHOICES[1:]))
-    run.add_argument("--ring", type=_positive_int, default=3, metavar="N",
-                     help="frames in flight between reader, GPU and writer (default 3)")
+    run.add_argument("--ring", type=_ring_size, default=3, metavar="N",
+                     help=f"frames in flight between reader, GPU and writer, 1 to {MAX_RING} "
+                          "(default 3; each holds two frames in host memory, checked against the "
+                          "memory available before any is allocated)")
     run.add_argument("--max-frames", type=_non_negative_int, metavar="N", help="stop after N frames")
     run.add_argument("--max-pixels", type=_pixel_limit, default=DEFAULT_MAX_PIXELS, metavar="N|WxH",
                      help="refuse inputs with larger frames before allocating buffers "
-                          "(default 7680x4320; 0: no limit)")
-    run.add_argument("--timeout", type=_non_negative_float, metavar="SECONDS",
-                     help="give up on a network input that sends nothing for this long "
-                          f"(default {NETWORK_TIMEOUT:g} s for URLs, none for files; 0: wait forever)")
+                          "(default 7680x4320; a plain 0: no limit, but frames that do not fit "
+                          "in the available memory are still refused)")
+    run.add_argument("--timeout", type=_timeout, metavar="SECONDS",
+                     help="give up on a network input that sends nothing for this long, up to "
+                          f"{MAX_TIMEOUT:g} (default {NETWORK_TIMEOUT:g} s for URLs, none for files; "
+                          "0: wait forever)")
     run.add_argument("--video-stream", type=_non_negative_int, default=0, metavar="N",
                      help="which video stream of the input (default 0, the first)")
     run.add_argument("--hwaccel", metavar="KIND",
@@ -135,12 +167,14 @@ def build_parser() -> argparse.ArgumentParser:
                           "to host memory as nv12/p010 planes (default: software decoding)")
     run.add_argument("--no-audio", action="store_true",
                      help="leave out the input's audio and subtitle streams (copied unchanged by default)")
-    run.add_argument("--overwrite", "-y", action="store_true", help="replace OUTPUT if it exists")
+    run.add_argument("--overwrite", "-y", action="store_true",
+                     help="replace OUTPUT and the --stats-json file if they exist (keeping their permissions)")
     run.add_argument("--codec", default="libx264", help="encoder (default libx264)")
     run.add_argument("--pix-fmt", default=None,
                      help="encoder pixel format (default yuv420p; for 10-bit and deeper input the "
                           "codec's 4:2:0 format of that depth, e.g. yuv420p10le)")
-    run.add_argument("--crf", type=float, help="constant rate factor for x264/x265 (codec default if omitted)")
+    run.add_argument("--crf", type=_crf, help="constant rate factor for x264/x265, a number >= 0 "
+                                               "(codec default if omitted)")
     run.add_argument("--preset", dest="codec_preset", metavar="PRESET",
                      help="encoder speed preset, e.g. ultrafast..veryslow (codec default if omitted)")
     run.add_argument("--colour", choices=COLOUR_PATHS, default="auto",
@@ -211,6 +245,7 @@ def _add_bench_parser(commands) -> None:
     parser.add_argument("--no-host", action="store_true", help="skip the OpenCV host references")
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON")
     parser.add_argument("--chart", metavar="PATH", help="draw ms against K as a PNG (needs streamconv[plot])")
+    parser.add_argument("--overwrite", "-y", action="store_true", help="replace --json and --chart files that exist")
     parser.add_argument("--no-progress", action="store_true", help="no progress line")
 
 
@@ -230,9 +265,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if display:
         check_display()  # before a camera or file is opened
     if args.output is not None:
-        check_output_path(args.output, overwrite=args.overwrite, inputs=(args.source,))
+        check_output_path(args.output, overwrite=args.overwrite, protect=(args.source,))
     if args.stats_json is not None:
-        _check_report_path(args.stats_json, "--stats-json")
+        check_output_path(args.stats_json, overwrite=args.overwrite, what="--stats-json",
+                          protect=_written_by_run(args, but="stats_json"))
     sink_options = {"codec": args.codec, "pix_fmt": args.pix_fmt, "crf": args.crf,
                     "preset": args.codec_preset, "overwrite": args.overwrite}
     source = _open_run_source(args)
@@ -317,34 +353,39 @@ def _filter_cycle(args: argparse.Namespace, label: str,
     return cycle
 
 
+def _written_by_run(args: argparse.Namespace, *, but: str) -> dict[str, str]:
+    """The files a run reads or writes other than option ``but``'s, by role: a report must be
+    none of them."""
+    named = {"source": ("the input", args.source), "output": ("the output", args.output),
+             "stats_json": ("--stats-json", args.stats_json)}
+    return {role: value for key, (role, value) in named.items() if key != but and value is not None}
+
+
 def _report(args: argparse.Namespace, stats) -> None:
-    """Write --stats-json and print the summary table (unless --quiet)."""
+    """Write --stats-json (whole or not at all) and print the summary table (unless --quiet)."""
     if args.stats_json:
-        try:
-            stats.write_json(args.stats_json)
-        except OSError as exc:
-            raise OutputError(f"cannot write --stats-json {args.stats_json}: "
-                              f"{exc.strerror or exc}") from None
+        write_atomically(args.stats_json, json.dumps(stats.to_dict(), indent=1) + "\n",
+                         overwrite=args.overwrite, what="--stats-json",
+                         protect=_written_by_run(args, but="stats_json"))
     if not args.quiet:
         print(stats.format_table(), file=sys.stderr)
 
 
 def _check_run_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Usage errors argparse cannot express (exit 2)."""
+    # An empty name would otherwise mean the current folder ('' -> '.') or be skipped as absent.
+    for value, name in ((args.source, "SOURCE"), (args.output, "--output"), (args.pipeline, "--pipeline"),
+                        (args.stats_json, "--stats-json"), (args.hwaccel, "--hwaccel"), (args.codec, "--codec"),
+                        (args.pix_fmt, "--pix-fmt"), (args.codec_preset, "--preset")):
+        if value is not None and not value.strip():
+            parser.error(f"{name} is empty")
+    if args.max_frames == 0 and args.output is not None:
+        parser.error("--max-frames 0 writes no frame, and an output file needs at least one")
     if (args.size or args.fps) and not is_webcam_spec(args.source):
         parser.error(f"--size and --fps apply to cameras (webcam, webcam:N, /dev/videoN), "
                      f"not to {args.source!r}")
     if args.hwaccel and (is_webcam_spec(args.source) or is_test_spec(args.source)):
         parser.error(f"--hwaccel applies to video files and streams, not to {args.source!r}")
-
-
-def _check_report_path(path: str, option: str) -> None:
-    """Refuse a report path (``option``'s) that cannot be written, before the work rather than after it."""
-    target = Path(path)
-    if not target.parent.is_dir():
-        raise OutputError(f"{option} folder does not exist: {target.parent}")
-    if target.is_dir():
-        raise OutputError(f"{option} is a folder: {path}")
 
 
 def cmd_filters(_args: argparse.Namespace) -> int:
@@ -384,16 +425,16 @@ def cmd_info(_args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """``streamconv bench``: check and time the kernel variants; table, JSON, chart."""
-    import json
-
     from . import bench, benchplot
     from .backends import resolve_backend
 
     if args.chart:
         benchplot.check_matplotlib()
-    for path, option in ((args.json, "--json"), (args.chart, "--chart")):
+    reports = {"--json": args.json, "--chart": args.chart}
+    for option, path in reports.items():
         if path:
-            _check_report_path(path, option)
+            check_output_path(path, overwrite=args.overwrite, what=option,
+                              protect={name: other for name, other in reports.items() if other and name != option})
     kernels = bench.kernels_for_depth(args.kernels, args.depth)
     if not kernels:
         raise FilterSpecError(f"--depth {args.depth}: none of {', '.join(args.kernels)} takes 16-bit frames "
@@ -408,7 +449,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if progress:
         sys.stderr.write("\n")
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        write_atomically(args.json, json.dumps(result, indent=1) + "\n", overwrite=args.overwrite, what="--json")
     if args.chart:
         benchplot.write_chart(result, args.chart)
     print(bench.format_table(result))
@@ -419,8 +460,27 @@ def cmd_bench(args: argparse.Namespace) -> int:
 COMMANDS = {"run": cmd_run, "filters": cmd_filters, "info": cmd_info, "bench": cmd_bench}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the console script; returns the process exit code."""
+def main(argv: Sequence[str] | None = None, *, signals: SignalGuard | None = None) -> int:
+    """Entry point of the console script; returns the process exit code.
+
+    Args:
+        argv: the arguments (default: ``sys.argv[1:]``).
+        signals: a guard already installed by the caller (see :mod:`streamconv.launch`);
+            otherwise one is installed here and restored on return. SIGINT or SIGTERM outside a
+            run's frames ends the command at once with 130 or 143; during a run, see Pipeline.
+    """
+    own = signals is None
+    guard = SignalGuard().install() if own else signals
+    try:
+        return _main(argv, guard)
+    except KeyboardInterrupt as exc:  # Interrupted, or Ctrl-C where no guard could be installed
+        return _interrupted(getattr(exc, "signum", None) or guard.received)
+    finally:
+        if own:
+            guard.restore()
+
+
+def _main(argv: Sequence[str] | None, guard: SignalGuard) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "run":
@@ -431,17 +491,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except StreamconvError as exc:
+        if guard.received is not None:  # e.g. a FIFO's open() cut short by the signal
+            return _interrupted(guard.received)
         print(f"streamconv: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("streamconv: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        raise
     except Exception as exc:  # a bug: one line, and the traceback only when asked for
+        if guard.received is not None:
+            return _interrupted(guard.received)
         if verbose:
             raise
         print(f"streamconv: internal error: {type(exc).__name__}: {exc} (run with -v for details)",
               file=sys.stderr)
         return 1
+
+
+def _interrupted(signum: int | None) -> int:
+    """Say so, and the exit code a shell gives a process the signal ended (130, 143)."""
+    try:
+        print("streamconv: interrupted; nothing half-written was kept", file=sys.stderr)
+    except (KeyboardInterrupt, OSError):
+        pass  # a further signal, or a closed stderr: the exit code still says it
+    return 128 + signum if signum else EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -105,4 +105,21 @@ class DisplayError(StreamconvError, RuntimeError):
 EXIT_DAMAGED_INPUT = 13
 """A run that finished, output written, but skipped damaged parts of its input."""
 
+class Interrupted(KeyboardInterrupt):
+    """A signal ended the work at once: SIGINT or SIGTERM during start-up, or a second one
+    while a run was finishing (whatever was half written is discarded).
+
+    A KeyboardInterrupt, so callers that catch Ctrl-C catch it too.
+
+    Attributes:
+        signum: the signal's number.
+        exit_code: 128 + signum, as a shell reports a process the signal ended (130, 143).
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"interrupted by signal {signum}")
+        self.signum = signum
+        self.exit_code = 128 + signum
+
+
 EXIT_INTERRUPTED = 130

@@ -3,13 +3,16 @@
 The first frame is decoded on opening, so the source knows its true size and an input with
 nothing decodable is refused before any output exists. Damage is counted, not fatal (see
 ``FileSource.damage``); a network input that stalls past its timeout ends the run.
+
+A local file is also checked against its container's own structure (an MP4 box, a Matroska
+segment, an MPEG-TS packet that the file ends inside of), because a cut file often decodes
+without a single error: the frames after the cut are simply not there (see streamconv.damage).
 """
 
 from __future__ import annotations
 
 import errno
 import logging
-import re
 import struct
 from dataclasses import replace
 from fractions import Fraction
@@ -21,6 +24,7 @@ import av
 import numpy as np
 
 from .colour import FULL_RANGE, ColourTags, format_bits, frame_to_rgb, plane_rows
+from .damage import declared_end, missing_parameters, truncation, ts_damage
 from .errors import FrameFormatError, FrameTypeError, InputError, NoVideoStreamError, StreamError
 from .ffmpeglog import DamageLog, ffmpeg_reason
 from .frames import DEFAULT_MAX_PIXELS, check_frame_size
@@ -59,7 +63,9 @@ class FileSource(Source):
     ``bits`` is the input's own bits per sample), or for yuv420p video, on request, the
     decoder's planes unconverted (``planes``, see :meth:`read_into`); each carries the
     decoder's pts and the stream's time base. Packets that fail to decode are skipped and counted in
-    ``decode_errors``. The first frame is decoded on opening: its size is the source's; a later
+    ``decode_errors``; copied audio is decoded too, only to check it (``copied_damaged``); an
+    audio stream whose parameters are missing is not copied; ``damage()`` says all that was
+    found wrong. The first frame is decoded on opening: its size is the source's; a later
     frame of another size makes ``read_into`` return ``RESIZED`` first. Frames are delivered as
     stored; a rotation or mirroring for display is in ``display_matrix``, for a file sink to keep.
     """
@@ -74,7 +80,10 @@ class FileSource(Source):
         self.path = str(path)
         self.decode_errors = 0
         self.concealed = 0
-        self._last_time: float | None = None  # seconds: the last frame delivered
+        self.copied_damaged = 0  # copied packets flagged by the demuxer or failing to decode: copied as they are
+        self._unreadable_after: int | None = None  # frames delivered when the container stopped reading
+        self._stream_packets: dict[int, int] = {}  # packets demuxed per audio/subtitle stream index
+        self._unchecked: set[int] = set()  # copied audio streams FFmpeg has no decoder for
         self._ended = False
         self._container = None
         if "://" not in self.path:
@@ -100,9 +109,15 @@ class FileSource(Source):
             raise InputError(f"input not readable (permission denied): {self.path}") from None
         except (av.FFmpegError, OSError, ValueError) as exc:
             raise InputError(f"cannot open input {self.path}: {self._reason(exc)}") from None
+        # Before the streams are judged: a cut index can hide the video stream itself.
+        self._format_names = set(self._container.format.name.split(","))
+        self._truncated = truncation(self.path, self._container.format.name)
+        self._transport: list[str] | None = None  # found once the source has ended
         videos = self._container.streams.video
         if not videos:
             self.close()
+            if self._truncated:
+                raise InputError(f"no video stream could be read from {self.path}: {self._truncated}")
             raise NoVideoStreamError(f"no video stream in input: {self.path}")
         if not 0 <= video_stream < len(videos):
             count = len(videos)
@@ -114,11 +129,19 @@ class FileSource(Source):
         try:
             check_frame_size(int(context.width), int(context.height), max_pixels, self.path)
             self.other_streams = [s for s in self._container.streams if s is not self._stream]
-            self.copied_streams = [s for s in self.other_streams
-                                   if copy_streams and s.type in ("audio", "subtitle")]
+            wanted = [s for s in self.other_streams if copy_streams and s.type in ("audio", "subtitle")]
+            missing = {s.index: missing_parameters(s) for s in wanted if s.codec_context is not None}
+            self._undescribed: list[str] = []  # streams left out of a cut file for want of a codec
+            self.copied_streams = [s for s in wanted if s.index in missing and not missing[s.index]]
+            self._copied_indices = {s.index for s in self.copied_streams}
+            self._report_left_out(wanted, missing)
+            # Streams left out for want of parameters are still read, to tell "no packets at all"
+            # from "packets that say too little" in damage(); kept as numbers for after close().
+            self._counted_streams = [s for s in wanted if s.index in missing]
+            self._counted = [(s.index, s.type, missing[s.index]) for s in self._counted_streams]
             self._packets: list = []  # copied-stream packets read since the last frame
             components = {self._container.format.name, *self._container.format.name.split(","),
-                          self._stream.codec_context.name, *(s.codec_context.name for s in self.copied_streams)}
+                          self._stream.codec_context.name, *(s.codec_context.name for s in self._counted_streams)}
             self._damage_log = DamageLog(components).start()
             self._frames = self._decode()
             # The first frame, not the header, gives the size: headers can be missing or name
@@ -133,10 +156,9 @@ class FileSource(Source):
         self.frame_rate = Fraction(rate)
         self.time_base = Fraction(self._stream.time_base or Fraction(1, 1000))
         self.frame_count = _frame_count(self._stream, self.frame_rate)
-        # Kept as numbers: damage() is asked after close(), when the stream is gone.
-        self._declared_seconds = _declared_seconds(self._stream)
-        start = self._stream.start_time
-        self._start_seconds = float(start * self.time_base) if start else 0.0
+        # Kept as a number: damage() is asked after close(), when the stream is gone.
+        self._declared_end = declared_end(self._stream, self._container.format.name)
+        self._last_end: float | None = None  # seconds: where the last frame delivered ends
         self.colour = ColourTags.of(context)
         if self._held.format.name.startswith("yuvj"):
             self.colour = replace(self.colour, range=FULL_RANGE)  # yuvj formats are full range untagged
@@ -195,6 +217,23 @@ class FileSource(Source):
             log.warning("%s: %s cannot decode %s here; decoding in software", self.path, self.hwaccel,
                         context.name)
 
+    def _report_left_out(self, wanted: list, missing: dict[int, str | None]) -> None:
+        """Warn of the audio/subtitle streams that are not copied: a codec FFmpeg does not know
+        (not damage), or parameters that could not be found (see damage.missing_parameters)."""
+        for stream in wanted:
+            if stream.index not in missing and self._truncated:  # its description was cut off
+                log.warning("%s: %s stream %d has no codec parameters (the file is cut short); not copied",
+                            self.path, stream.type, stream.index)
+                self._undescribed.append(f"{stream.type} stream {stream.index} was left out: its description "
+                                         f"is cut off")
+            elif stream.index not in missing:
+                log.warning("%s: %s stream %d is of a codec FFmpeg does not know; not copied", self.path,
+                            stream.type, stream.index)
+            elif missing[stream.index]:
+                log.warning("%s: %s stream %d (%s) has no %s (its packets are damaged or missing); "
+                            "not copied", self.path, stream.type, stream.index,
+                            stream.codec_context.name, missing[stream.index])
+
     def _layout(self, pixel_format: str) -> YuvLayout | None:
         """The planes layout frames of ``pixel_format`` can be read in: yuv420p for 8-bit frames
         (from yuv420p or nv12), yuv420p10le or yuv420p12le for 16-bit ones (from those, or
@@ -213,16 +252,18 @@ class FileSource(Source):
         except StreamError as exc:
             raise InputError(str(exc)) from None
         if frame is None:
-            damaged = f" ({self.decode_errors} damaged packet(s))" if self.decode_errors else ""
-            raise InputError(f"no frame could be decoded from {self.path}{damaged}")
+            damage = [f"{self.decode_errors} damaged packet(s)"] if self.decode_errors else []
+            damage += [self._truncated] if self._truncated else []
+            details = f" ({'; '.join(damage)})" if damage else ""
+            raise InputError(f"no frame could be decoded from {self.path}{details}")
         return frame
 
     def _decode(self) -> Iterator[av.VideoFrame]:
         """Demux and decode packet by packet, so one bad packet does not end the stream.
 
-        Packets of the copied streams are kept, undecoded, for the next frame's metadata.
+        Packets of the copied streams are kept for the next frame's metadata (see _keep).
         """
-        packets = self._container.demux([self._stream, *self.copied_streams])
+        packets = self._container.demux([self._stream, *self._counted_streams])
         while True:
             try:
                 packet = next(packets)
@@ -230,17 +271,18 @@ class FileSource(Source):
                 return
             except av.InvalidDataError:
                 self.decode_errors += 1  # the container is unreadable from here on: end the video
+                self._unreadable_after = self._index
                 yield from self._flush()
                 return
             except (av.FFmpegError, OSError) as exc:
                 yield from self._flush()  # the frames the decoder still holds come first
                 raise StreamError(f"reading {self.path} failed after {self._index} frames: "
                                   f"{self._reason(exc)}") from None
-            self.concealed += packet.is_corrupt  # the demuxer saw damage; the packet is still used
             if packet.stream is not self._stream:
                 if packet.size:  # demuxing ends each stream with an empty flush packet
-                    self._packets.append(packet)
+                    self._keep(packet)
                 continue
+            self.concealed += packet.is_corrupt  # the demuxer saw damage; the packet is still used
             try:
                 frames = packet.decode()
             except av.InvalidDataError:
@@ -251,6 +293,25 @@ class FileSource(Source):
             for frame in frames:
                 self.concealed += frame.is_corrupt  # decoded with errors hidden by concealment
                 yield frame
+
+    def _keep(self, packet) -> None:
+        """Count a packet of an audio/subtitle stream and keep it for the output if its stream
+        is copied. Copied audio is decoded, the samples dropped, so damage in it is seen, not
+        only passed on (a muxer copies any bytes)."""
+        stream = packet.stream
+        self._stream_packets[stream.index] = self._stream_packets.get(stream.index, 0) + 1
+        if stream.index not in self._copied_indices:
+            return
+        damaged = packet.is_corrupt
+        if stream.type == "audio" and stream.index not in self._unchecked:
+            try:
+                packet.decode()
+            except av.InvalidDataError:
+                damaged = True
+            except av.FFmpegError:
+                self._unchecked.add(stream.index)  # no decoder for it here: copied unchecked
+        self.copied_damaged += damaged
+        self._packets.append(packet)
 
     def _flush(self) -> Iterator[av.VideoFrame]:
         """The frames a decoder still holds after its input stopped early (none if it cannot say)."""
@@ -270,25 +331,53 @@ class FileSource(Source):
     def damage(self) -> list[str]:
         """What was found wrong with the input so far, one phrase per kind (empty: nothing).
 
-        Counts packets that failed to decode (skipped), packets or frames FFmpeg flagged as
-        damaged (concealed, still used), and, once the source has ended, a video that stops
-        short of the duration its header declares (a truncated file). Damage FFmpeg hides
-        without flagging it cannot be seen here.
+        A file that ends inside its container's structure (cut short: found on opening), video
+        packets that failed to decode (skipped), packets or frames FFmpeg flagged as damaged
+        (concealed, still used; copied as they are for audio and subtitles), FFmpeg's log lines
+        about damage, streams left out for want of parameters; and, once the source has ended,
+        the container becoming unreadable, copied audio streams that had no packets, and a video
+        that ends before the time its header declares. Damage FFmpeg hides without flagging it
+        cannot be seen here.
         """
-        found = []
-        if self.decode_errors:
-            found.append(f"{self.decode_errors} packet(s) could not be decoded and were skipped")
+        found = [self._truncated] if self._truncated else []
+        unreadable = self._unreadable_after
+        errors = self.decode_errors - (unreadable is not None)
+        if errors:
+            found.append(f"{errors} video packet(s) could not be decoded and were skipped")
+        if unreadable is not None:
+            found.append(f"the file could not be read past frame {unreadable} (unreadable data)")
         if self.concealed:
             found.append(f"{self.concealed} damaged packet(s) or frame(s) were concealed by the decoder")
+        if self.copied_damaged:
+            found.append(f"{self.copied_damaged} damaged audio/subtitle packet(s) were copied as they are")
+        if self._ended:
+            found += self._transport_damage()
         if self.reported:
             found.append(f"FFmpeg reported damage {self.reported} time(s) while reading")
-        declared = self._declared_seconds
-        if self._ended and declared is not None and self._last_time is not None:
-            lasted = self._last_time - self._start_seconds + 1 / float(self.frame_rate)
-            if declared - lasted > max(0.1, 2 / float(self.frame_rate)):
-                found.append(f"the video stops at {lasted:.2f} s of the {declared:.2f} s its header "
-                             f"declares (truncated)")
+        found += self._undescribed
+        for index, kind, missing in self._counted:
+            empty = self._ended and not self._stream_packets.get(index)
+            if missing:
+                found.append(f"{kind} stream {index} was left out: "
+                             f"{'it had no packets' if empty else f'its {missing} could not be found'}")
+            elif empty and kind == "audio":  # an empty subtitle track is common in intact files
+                found.append(f"{kind} stream {index} had no packets")
+        if self._ended:
+            declared, lasted = self._declared_end, self._last_end
+            # Both are times from 0, not durations: a video that starts late is not short.
+            if declared is not None and lasted is not None and \
+                    declared - lasted > max(0.1, 2 / float(self.frame_rate)):
+                found.append(f"the video ends at {lasted:.2f} s, before the {declared:.2f} s its header "
+                             f"declares (the rest is lost)")
         return found
+
+    def _transport_damage(self) -> list[str]:
+        """What an MPEG-TS file's packet headers show wrong (see damage.ts_damage): found once,
+        after the last frame, by reading the local file again; nothing for other inputs."""
+        if self._transport is None:
+            local = "://" not in self.path and Path(self.path).is_file()
+            self._transport = ts_damage(self.path) if local and "mpegts" in self._format_names else []
+        return self._transport
 
     def read_into(self, buffer: np.ndarray) -> FrameMeta | None:
         """Decode the next frame into ``buffer``, host memory: converted to RGB for an (H, W, 3)
@@ -318,7 +407,8 @@ class FileSource(Source):
             np.copyto(buffer, rows[:, : self.width * 3].reshape(self.height, self.width, 3))
         pts = frame.pts
         if frame.time is not None:
-            self._last_time = frame.time
+            length = frame.duration * frame.time_base if frame.duration and frame.time_base else None
+            self._last_end = frame.time + float(length or 1 / self.frame_rate)
         meta = FrameMeta(self._index, pts, self.time_base if pts is not None else None,
                          packets=self.take_packets(
                              until=frame.time + 1 / float(self.frame_rate) if frame.time is not None else None))
@@ -410,14 +500,3 @@ def _display_matrix(frame: av.VideoFrame) -> tuple[int, ...] | None:
         return None
     matrix = struct.unpack("<9i", bytes(data)[:36])
     return None if matrix == (65536, 0, 0, 0, 65536, 0, 0, 0, 1 << 30) else matrix
-
-
-def _declared_seconds(stream) -> float | None:
-    """The video stream's duration as its header declares it (MP4, TS: the stream's duration;
-    Matroska: its DURATION tag), or None where none is declared."""
-    if stream.duration and stream.time_base:
-        return float(stream.duration * stream.time_base)
-    tag = re.fullmatch(r"(\d+):(\d\d):(\d\d(?:\.\d+)?)", (stream.metadata or {}).get("DURATION", ""))
-    if tag:
-        return int(tag[1]) * 3600 + int(tag[2]) * 60 + float(tag[3])
-    return None

@@ -11,6 +11,7 @@ size combined per pixel (``edge`` is the Sobel gradient magnitude).
 
 from __future__ import annotations
 
+import io
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from .errors import FilterSpecError, FrameTypeError
-from .resources import is_file
+from .resources import is_file, read_limited
 
 MAX_SIZE = 31
 """Largest tap matrix side (radius 15); the CUDA kernels are built for radius <= 15."""
@@ -28,7 +29,11 @@ MAX_ABS_TAP = 1.0e6
 """Taps beyond this magnitude are refused: they would only saturate and lose float32 precision."""
 
 MAX_TAPS_FILE_BYTES = 1 << 20
-"""A taps file larger than this is refused before it is read."""
+"""A taps file larger than this is refused: at most one byte more is ever read."""
+
+MAX_QUOTED_CHARS = 20
+"""Error messages quote at most this many characters of a value or token: enough to spot a typo,
+too few to turn an error into a way of printing a file that was named by mistake (or on purpose)."""
 
 COMBINE_NONE = "none"
 COMBINE_MAGNITUDE = "magnitude"
@@ -197,8 +202,44 @@ def _edge() -> FilterStage:
     return FilterStage(name="edge", params={}, taps=taps, combine=COMBINE_MAGNITUDE)
 
 
-def parse_inline_taps(text: str) -> np.ndarray:
+def quote_text(text: str, limit: int = MAX_QUOTED_CHARS) -> str:
+    """repr() of at most the first ``limit`` characters of ``text``, with ``...`` after it if cut."""
+    return repr(text[:limit]) + ("..." if len(text) > limit else "")
+
+
+def brief_reason(exc: BaseException, limit: int = 60) -> str:
+    """A short reason from a library's exception that may quote the data it failed on.
+
+    NumPy's .npy errors put the offending bytes after ``": "`` or in quotes ("Cannot parse
+    header: b'...'"); the text before them says what is wrong. Keep that, at most ``limit``
+    characters, else the exception's class name.
+    """
+    text = str(exc).split("\n", 1)[0]
+    for mark in (": ", "'", '"'):
+        text = text.split(mark, 1)[0]
+    text = text.strip(" ;,")
+    if len(text) > limit:
+        text = text[:limit] + "..."
+    return text or type(exc).__name__
+
+
+def decode_text(data: bytes, what: str, error: type[Exception]) -> str:
+    """Decode a file's bytes as UTF-8, a leading byte-order mark dropped (Windows editors write one).
+
+    Raises:
+        ``error``: not UTF-8; the message names the first bad byte and its offset, not the text.
+    """
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise error(f"{what}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
+
+
+def parse_inline_taps(text: str, *, what: str = "custom taps") -> np.ndarray:
     """Parse ``"a,b,c;d,e,f;g,h,i"`` (rows split by ';', values by ',' or spaces).
+
+    A cell that is not a number is quoted in the error, cut to MAX_QUOTED_CHARS characters
+    (the text may come from a file); ``what`` starts each message.
 
     Returns:
         (K, K) float64 host array (not yet validated for size).
@@ -208,16 +249,16 @@ def parse_inline_taps(text: str) -> np.ndarray:
     for number, row in enumerate(rows, start=1):
         cells = [c for c in row.replace(",", " ").split() if c]
         if not cells:
-            raise FilterSpecError(f"custom taps: row {number} is empty")
+            raise FilterSpecError(f"{what}: row {number} is empty")
         try:
             parsed.append([float(c) for c in cells])
         except ValueError:
             bad = next(c for c in cells if not _is_float(c))
-            raise FilterSpecError(f"custom taps: row {number}: {bad!r} is not a number") from None
+            raise FilterSpecError(f"{what}: row {number}: {quote_text(bad)} is not a number") from None
     widths = {len(r) for r in parsed}
     if len(widths) != 1:
         lengths = ", ".join(str(len(r)) for r in parsed)
-        raise FilterSpecError(f"custom taps: rows have different lengths ({lengths})")
+        raise FilterSpecError(f"{what}: rows have different lengths ({lengths})")
     return np.array(parsed, dtype=np.float64)
 
 
@@ -229,24 +270,57 @@ def _is_float(text: str) -> bool:
     return True
 
 
+def _read_file(path: Path, what: str, max_bytes: int) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes`` (host), read with that cap.
+
+    Raises:
+        FilterSpecError: missing, not a regular file, unreadable, or larger than ``max_bytes``.
+    """
+    if not is_file(path):
+        raise FilterSpecError(f"{what} not found: {path}")
+    return read_limited(path, max_bytes, what=f"{what} {path}", error=FilterSpecError)
+
+
+def _npy_claims_more_than(data: bytes) -> bool:
+    """Whether a .npy header (format 1.0 or 2.0) claims more array bytes than follow it in ``data``.
+
+    np.load on bytes in memory allocates the claimed array before reading it, so a header that
+    lies about its shape would cost that much memory; such a file is refused first. Anything this
+    cannot read is left to np.load to refuse.
+    """
+    stream = io.BytesIO(data)
+    try:
+        version = np.lib.format.read_magic(stream)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(stream)
+        elif version == (2, 0):
+            shape, _, dtype = np.lib.format.read_array_header_2_0(stream)
+        else:
+            return False
+    except (ValueError, TypeError, EOFError, OverflowError, SyntaxError, RecursionError, MemoryError):
+        return False
+    return math.prod(shape) * dtype.itemsize > len(data) - stream.tell()
+
+
 def load_npy(path: Path, *, what: str, max_bytes: int) -> np.ndarray:
-    """Read a numeric .npy file (no pickles) no larger than ``max_bytes``.
+    """Read a numeric .npy file (no pickles) no larger than ``max_bytes``; at most one byte more
+    is read, whatever size the file reports (files in /proc report 0).
 
     Returns:
         The array as float64 (host).
 
     Raises:
-        FilterSpecError: missing, too large, unreadable or not numeric; the message starts with ``what``.
+        FilterSpecError: missing, too large, unreadable or not numeric; the message starts with
+            ``what`` and names the file, never its contents.
     """
-    if not is_file(path):
-        raise FilterSpecError(f"{what} not found: {path}")
-    if path.stat().st_size > max_bytes:
-        raise FilterSpecError(f"{what} is too large: {path} ({path.stat().st_size} bytes)")
+    data = _read_file(path, what, max_bytes)
+    if _npy_claims_more_than(data):
+        raise FilterSpecError(f"{what} {path}: not a readable .npy (its header claims more data than it holds)")
     try:
         # EOFError: an empty file; MemoryError: a header claiming a shape far larger than the file.
-        array = np.load(path, allow_pickle=False)
+        array = np.load(io.BytesIO(data), allow_pickle=False)
     except (ValueError, OSError, EOFError, MemoryError) as exc:
-        raise FilterSpecError(f"{what} {path}: not a readable .npy ({exc})") from None
+        raise FilterSpecError(f"{what} {path}: not a readable .npy ({brief_reason(exc)})") from None
     if not isinstance(array, np.ndarray):  # np.load opens a zip as an .npz archive, whatever the suffix
         array.close()
         raise FilterSpecError(f"{what} {path}: an .npz archive, not a .npy array")
@@ -256,24 +330,24 @@ def load_npy(path: Path, *, what: str, max_bytes: int) -> np.ndarray:
 
 
 def load_taps_file(path: str | Path) -> np.ndarray:
-    """Read taps from a .npy file or a text file (rows of numbers; ';' or newlines between rows).
+    """Read taps from a .npy file or a UTF-8 text file (rows of numbers; ';' or newlines between
+    rows; '#' starts a comment; a byte-order mark is allowed). At most MAX_TAPS_FILE_BYTES + 1
+    bytes are read.
 
     Returns:
         2-D float64 host array (not yet validated for size).
+
+    Raises:
+        FilterSpecError: missing, too large, unreadable, not UTF-8, or not a matrix of numbers;
+            the message names the file and quotes at most a short token of it.
     """
     path = Path(path)
     if path.suffix.lower() == ".npy":
         return load_npy(path, what="custom taps file", max_bytes=MAX_TAPS_FILE_BYTES)
-    if not is_file(path):
-        raise FilterSpecError(f"custom taps file not found: {path}")
-    if path.stat().st_size > MAX_TAPS_FILE_BYTES:
-        raise FilterSpecError(f"custom taps file is too large: {path} ({path.stat().st_size} bytes)")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (UnicodeDecodeError, OSError) as exc:
-        raise FilterSpecError(f"custom taps file {path}: cannot read as text ({exc})") from None
+    data = _read_file(path, "custom taps file", MAX_TAPS_FILE_BYTES)
+    text = decode_text(data, f"custom taps file {path}", FilterSpecError)
     lines = [ln.split("#", 1)[0].strip() for ln in text.replace(";", "\n").splitlines()]
-    return parse_inline_taps(";".join(ln for ln in lines if ln))
+    return parse_inline_taps(";".join(ln for ln in lines if ln), what=f"custom taps file {path}")
 
 
 def _custom(taps: str, file: str, normalize: bool) -> FilterStage:
@@ -339,11 +413,17 @@ REGISTRY: dict[str, FilterType] = {
 
 
 def show_value(value: Any) -> str:
-    """repr(value) for an error message; repr of an int (even nested) over 4300 digits raises ValueError."""
+    """A value for an error message: repr(value), cut to MAX_QUOTED_CHARS characters of a string or
+    twice that of other types (a value may come from a file); repr of an int (even nested) over
+    4300 digits raises ValueError, so such a value is named by its type."""
+    if isinstance(value, str):
+        return quote_text(value)
     try:
-        return repr(value)
+        text = repr(value)
     except ValueError:
         return f"<a {type(value).__name__} too large to show>"
+    limit = 2 * MAX_QUOTED_CHARS
+    return text[:limit] + "..." if len(text) > limit else text
 
 
 def _coerce(filter_name: str, key: str, param: Param, value: Any) -> Any:
@@ -390,16 +470,17 @@ def build_filter(name: str, params: Mapping[str, Any] | None = None) -> FilterSt
 
     Raises:
         FilterSpecError: unknown name (the message lists the known ones), unknown or
-            ill-typed parameter, or invalid resulting taps.
+            ill-typed parameter, or invalid resulting taps. Names, keys and values are quoted
+            cut to MAX_QUOTED_CHARS characters (they may come from a preset file).
     """
     entry = REGISTRY.get(name)
     if entry is None:
-        raise FilterSpecError(f"unknown filter {name!r}; known filters: {', '.join(REGISTRY)}")
+        raise FilterSpecError(f"unknown filter {show_value(name)}; known filters: {', '.join(REGISTRY)}")
     given = dict(params or {})
     unknown = sorted(set(given) - set(entry.params))
     if unknown:
         known = ", ".join(entry.params) or "none"
-        raise FilterSpecError(f"{name}: unknown parameter {unknown[0]!r} (parameters: {known})")
+        raise FilterSpecError(f"{name}: unknown parameter {show_value(unknown[0])} (parameters: {known})")
     values = {
         key: _coerce(name, key, param, given[key]) if key in given else param.default
         for key, param in entry.params.items()

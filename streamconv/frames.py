@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import math
+import operator
+import os
+
 import numpy as np
 
-from .errors import FrameFormatError, FrameTypeError, InputError
+from .errors import FilterSpecError, FrameFormatError, FrameTypeError, InputError
+from .filters import show_value
 
 CHANNEL_COUNTS = (1, 3, 4)
 
@@ -64,3 +69,129 @@ def check_frame_size(width: int, height: int, max_pixels: int | None, what: str)
             f"{what} has {width}x{height} frames ({width * height / 1e6:.1f} Mpixel, "
             f"{3 * width * height / 2**20:.0f} MiB per RGB frame), over the limit of "
             f"{max_pixels} pixels (--max-pixels)")
+
+
+MAX_RING = 64
+"""Most slots a pipeline's ring may have (``--ring``). Three let reading, filtering and writing
+overlap; a few more absorb jitter. Beyond a few dozen, more slots only add latency and memory
+(two host frames each: 64 slots of 8K RGB are 12 GiB)."""
+
+
+def _read_int(path: str) -> int | None:
+    """The integer in a one-line kernel file (cgroup limits), or None if absent or not a number."""
+    try:
+        with open(path, encoding="ascii") as handle:
+            return int(handle.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def available_memory() -> int | None:
+    """Bytes of host memory this process can still take without swapping, or None if unknown.
+
+    The kernel's MemAvailable (free memory plus page cache it can drop), else free pages
+    (``SC_AVPHYS_PAGES``); lowered to what a cgroup memory limit leaves (v2 ``memory.max``,
+    v1 ``memory.limit_in_bytes``), as in a container a run is killed at that limit, not at
+    the machine's.
+    """
+    available = None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    if available is None:
+        try:
+            available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (AttributeError, ValueError, OSError):
+            return None
+    for limit_file, usage_file in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        limit, used = _read_int(limit_file), _read_int(usage_file)
+        if limit is not None and used is not None and limit < 1 << 60:  # "max" or 2^63: no limit
+            available = min(available, max(0, limit - used))
+    return available
+
+
+def _gib(nbytes: float) -> str:
+    return f"{nbytes / 2**30:.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.0f} MiB"
+
+
+def check_host_memory(nbytes: int, what: str, *, hint: str = "") -> None:
+    """Refuse to allocate ``nbytes`` of host memory that the machine does not have, before
+    allocating any. NumPy reserves memory lazily, so an allocation over the free memory does
+    not fail at once: the process is killed later, mid-run, when the pages are touched.
+
+    Args:
+        nbytes: the bytes about to be allocated.
+        what: what they are for, to open the message ("64 slots of 3840x2160x3 uint8").
+        hint: what to change, to end the message ("use a smaller --ring").
+
+    Raises:
+        InputError: ``nbytes`` is more than :func:`available_memory` (skipped when that is unknown).
+    """
+    available = available_memory()
+    if available is not None and nbytes > available:
+        raise InputError(f"{what} would take {_gib(nbytes)} of host memory, but only {_gib(available)} "
+                         f"is available{'; ' + hint if hint else ''}")
+
+
+def as_count(value: object, what: str, minimum: int, maximum: int | None = None) -> int:
+    """``value`` as an int from ``minimum`` to ``maximum`` (None: no bound); any integer type
+    (NumPy's too) but bool, which is an int to Python but here only a mistake (``ring=True``
+    would mean 1).
+
+    Raises:
+        FilterSpecError: a bool, a non-integer (3.0, "3") or an integer out of range.
+    """
+    number = None
+    if not isinstance(value, bool):
+        try:
+            number = operator.index(value)
+        except TypeError:
+            pass
+    if number is None or number < minimum or (maximum is not None and number > maximum):
+        bounds = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+        raise FilterSpecError(f"{what} must be an integer {bounds}, got {show_value(value)}")
+    return number
+
+
+def check_slot_memory(shape: tuple[int, ...], dtype, ring: int, *, planes=None,
+                      what: str = "frames") -> int:
+    """Refuse a ring of slots that does not fit in host memory, before any slot is allocated.
+
+    Every slot holds two host buffers (``host_in``, ``host_out``; page-locked on the CUDA
+    backend, which checks device memory itself), each an (H, W, C) frame of ``dtype`` or,
+    with ``planes``, the frame's flat 4:2:0 planes of ``planes.dtype``.
+
+    Args:
+        shape: (H, W, C) of the frames (``Source.shape``).
+        dtype: their sample type, uint8 or uint16 (``Source.dtype``).
+        ring: the number of slots, 1 to :data:`MAX_RING`.
+        planes: the YuvLayout the slots carry instead of RGB, or None. Checking with None is
+            an upper bound (planes take half the bytes of RGB).
+        what: the frames' source, for the message.
+
+    Returns:
+        The bytes the slots will take.
+
+    Raises:
+        FrameFormatError: ``ring`` is outside 1..MAX_RING.
+        InputError: the slots need more than the available memory; the message gives both.
+    """
+    if not 1 <= ring <= MAX_RING:
+        raise FrameFormatError(f"ring must be 1 to {MAX_RING} slots, got {ring}")
+    if planes is not None:
+        frame_bytes = planes.nbytes
+        buffers = f"{planes.width}x{planes.height} {planes.pix_fmt} planes"
+    else:
+        frame_bytes = math.prod(shape) * np.dtype(dtype).itemsize  # Python ints: no overflow
+        buffers = f"{'x'.join(map(str, shape))} {np.dtype(dtype).name} frames"
+    needed = 2 * ring * frame_bytes
+    check_host_memory(needed, f"{ring} slot(s) of 2 x {buffers} ({what})",
+                      hint="use a smaller --ring or --max-pixels")
+    return needed

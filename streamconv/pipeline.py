@@ -34,9 +34,10 @@ import numpy as np
 
 from .backends import check_kernel_choice, create_backend, resolve_backend
 from .borders import DEFAULT_BORDER, check_border
-from .errors import FilterSpecError, FrameFormatError, StreamError
+from .errors import FilterSpecError, FrameFormatError, Interrupted, StreamError
 from .filters import FilterStage, parse_chain
-from .frames import DEFAULT_MAX_PIXELS, check_frame_size
+from .frames import DEFAULT_MAX_PIXELS, MAX_RING, as_count, check_frame_size, check_slot_memory
+from .interrupts import stop_on_signals
 from .progress import ProgressBar, StatusLine
 from .sinks import Sink, open_sink
 from .slots import RESIZED, FrameMeta, Slot
@@ -61,7 +62,8 @@ class Pipeline:
         sink: a Sink, an output path, or None to discard frames.
         backend: ``"auto"``, ``"cpu"``, ``"cuda"``.
         border: border mode for every stage (default reflect101).
-        ring: number of slots (>= 1); 3 lets read, GPU work and write overlap.
+        ring: number of slots (1 to 64, within the host memory available); 3 lets read, GPU
+            work and write overlap.
         max_frames: stop after this many frames (None: the whole source).
         device: CUDA device number.
         kernel: CUDA kernel variant, ``"auto"`` or a name from
@@ -104,10 +106,10 @@ class Pipeline:
                  on_frame: Callable[[np.ndarray, FrameMeta], None] | None = None,
                  sink_options: dict[str, Any] | None = None, colour: str = "auto",
                  max_pixels: int | None = DEFAULT_MAX_PIXELS) -> None:
-        if ring < 1:
-            raise FrameFormatError(f"ring must be at least 1, got {ring}")
-        if max_frames is not None and max_frames < 0:
-            raise FrameFormatError(f"max_frames must be >= 0, got {max_frames}")
+        ring = as_count(ring, "ring", 1, MAX_RING)
+        device = as_count(device, "device", 0)
+        if max_frames is not None:
+            max_frames = as_count(max_frames, "max_frames", 0)
         self.filters = parse_chain(filters)
         self.border = check_border(border)
         self.backend_name = resolve_backend(backend, device=device)  # fail before any decoding
@@ -128,11 +130,13 @@ class Pipeline:
         self.source = open_source(source)
         try:
             check_frame_size(self.source.width, self.source.height, max_pixels, self.source.describe())
+            check_slot_memory(self.source.shape, self.source.dtype, ring, what=self.source.describe())
             self.sink = open_sink(sink, like=self.source, **(sink_options or {}))
         except BaseException:
             self.source.close()
             raise
         self._stop = threading.Event()
+        self._aborting = threading.Event()  # a second signal: drop what is in flight
         self.stop_signal: int | None = None
         self.filter_label: str | None = None
         self.stats: RunStats | None = None
@@ -164,6 +168,11 @@ class Pipeline:
         interrupt = getattr(self.source, "interrupt", None)
         if interrupt is not None:
             interrupt()  # a live source may be waiting for its next frame
+
+    def _stop_on_signal(self, signum: int) -> None:
+        log.warning("%s: stopping; finishing the frames in flight and the output (a second signal "
+                    "aborts without it)", signal.Signals(signum).name)
+        self.stop(signum)
 
     def set_filters(self, filters: Sequence[str | FilterStage], *, label: str | None = None) -> None:
         """Replace the filter chain between frames; safe from any thread, running or not.
@@ -216,24 +225,27 @@ class Pipeline:
         self._released = True
         stats = RunStats()
         self.stats = stats
-        restore = self._install_signal_handlers()
-        try:
-            with self.source:
-                attach = getattr(self.sink, "attach", None)
-                if attach is not None:
-                    attach(self)
-                self._apply_pending()
-                self._run_epochs(stats)
-                if self._source_ended and not self._stop.is_set():  # not after --max-frames
-                    self._copy_trailing_packets()
-        except BaseException:
+        # The handlers stay until the output is final: a first signal during the encoder's
+        # flush still ends in a complete file; a second one (Interrupted) discards it at once.
+        with stop_on_signals(self._stop_on_signal):
+            try:
+                with self.source:
+                    attach = getattr(self.sink, "attach", None)
+                    if attach is not None:
+                        attach(self)
+                    self._apply_pending()
+                    self._run_epochs(stats)
+                    if self._source_ended and not self._stop.is_set():  # not after --max-frames
+                        self._copy_trailing_packets()
+            except BaseException as exc:
+                self._count_losses(stats)
+                if isinstance(exc, Interrupted):
+                    self.sink.abort()
+                else:
+                    self._finish_sink_after_error()
+                raise
             self._count_losses(stats)
-            self._finish_sink_after_error()
-            raise
-        finally:
-            restore()
-        self._count_losses(stats)
-        self.sink.close()
+            self.sink.close()
         stats.interrupted = self._stop.is_set()
         if stats.damage:
             log.warning("input damaged: %s; every frame that decoded was processed (%d)",
@@ -287,6 +299,8 @@ class Pipeline:
                  else "RGB, converted on the host")
         try:
             while True:
+                check_slot_memory(self.source.shape, self.source.dtype, self.ring, planes=planes,
+                                  what=self.source.describe())
                 backend = create_backend(self.backend_name, self.filters, border=self.border,
                                          device=self.device, kernel=self.kernel)
                 try:
@@ -296,6 +310,7 @@ class Pipeline:
                                                    dtype=self.source.dtype)
                     self._run_ring(backend, slots, stats, bar, clock)
                 finally:
+                    slots = None  # a new epoch's memory check must not count these
                     backend.close()
                 if self._stop.is_set() or self._exhausted:
                     break
@@ -336,23 +351,12 @@ class Pipeline:
             self.sink.close()
             log.warning("kept the %d frames written before the error in %s",
                         self.sink.frames_written, self.sink.describe())
+        except Interrupted:
+            self.sink.abort()
+            raise
         except Exception as exc:  # the first error is the one to report
             log.warning("could not finish the output after the error: %s", exc)
             self.sink.abort()
-
-    def _install_signal_handlers(self) -> Callable[[], None]:
-        if threading.current_thread() is not threading.main_thread():
-            return lambda: None
-        previous = {}
-
-        def handle(signum, _frame):
-            if self._stop.is_set() and signum == signal.SIGINT:
-                raise KeyboardInterrupt  # a second Ctrl-C aborts without draining
-            self.stop(signum)
-
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            previous[signum] = signal.signal(signum, handle)
-        return lambda: [signal.signal(s, h) for s, h in previous.items()]
 
     def _run_ring(self, backend, slots: list[Slot], stats: RunStats, bar, clock: dict) -> None:
         """One epoch: read, filter and write until the source ends, stop(), or a filter swap."""
@@ -407,7 +411,7 @@ class Pipeline:
                 slot = done.get()
                 if slot is _END:
                     return
-                if not failed:
+                if not failed and not self._aborting.is_set():
                     try:
                         begin = time.perf_counter()
                         if with_input is not None:
@@ -438,11 +442,14 @@ class Pipeline:
         except BaseException as exc:
             errors.insert(0, exc)
             self._stop.set()
+            if isinstance(exc, Interrupted):
+                self._aborting.set()  # nothing more is written; a blocked read is not waited for
         finally:
             done.put(_END)
             free.put(None)  # wakes a reader waiting for a slot
-            writer.join()
-            reader.join()
+            patience = 1.0 if self._aborting.is_set() else None
+            writer.join(patience)
+            reader.join(patience)
         if errors:
             raise errors[0]
 

@@ -12,10 +12,16 @@ built through the same registry as ``--filter``::
 
     [[filter]]
     name = "edge"
+
+A relative ``file = "..."`` (``custom`` taps, ``bank`` weights) is read from the preset's own
+folder, so a preset and its files can move together. Errors name files, never quote their
+contents beyond a short token.
 """
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,12 +31,21 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-from .borders import check_border
+from .borders import BORDER_MODES
 from .errors import FilterSpecError, PresetError
-from .filters import FilterStage, build_filter, show_value
-from .resources import data_dir, is_file
+from .filters import (MAX_QUOTED_CHARS, REGISTRY, FilterStage, brief_reason, build_filter, decode_text,
+                      quote_text, show_value)
+from .resources import data_dir, is_file, read_limited
 
 MAX_PRESET_BYTES = 64 * 1024
+"""A preset larger than this is refused: at most one byte more is ever read."""
+
+# tomllib's (and tomli's) messages that quote keys of the document; the key is cut like any token.
+_TOML_KEY_MESSAGE = re.compile(r"^(Cannot declare|Cannot mutate immutable namespace|Cannot redefine namespace"
+                               r"|Duplicate inline table key) (.+?)( twice)?$")
+# Their other messages are at most 47 characters: a longer one is cut, whatever it quotes.
+_MAX_TOML_REASON = 64
+_TOML_POSITION = re.compile(r" \(at (?:line \d+, column \d+|end of document)\)$")
 _TOP_KEYS = {"description", "border", "filter"}
 
 
@@ -67,34 +82,75 @@ def _locate(name_or_path: str | Path) -> Path:
     return path
 
 
+def _toml_reason(exc: ValueError) -> str:
+    """tomllib's message with a quoted key cut to MAX_QUOTED_CHARS characters, the whole cut to
+    _MAX_TOML_REASON characters, and its "(at line L, column C)" kept."""
+    if not isinstance(exc, tomllib.TOMLDecodeError):
+        # The plain ValueError of int() on an integer literal over 4300 digits, or the like.
+        return brief_reason(exc)
+    text = str(exc).split("\n", 1)[0]
+    match = _TOML_POSITION.search(text)
+    where = match.group(0) if match else ""
+    text = text[:match.start()] if match else text
+    key = _TOML_KEY_MESSAGE.match(text)
+    if key and len(key.group(2)) > MAX_QUOTED_CHARS:
+        text = f"{key.group(1)} {key.group(2)[:MAX_QUOTED_CHARS]}...{key.group(3) or ''}"
+    if len(text) > _MAX_TOML_REASON:
+        text = text[:_MAX_TOML_REASON] + "..."
+    return text + where
+
+
+def _read_preset(path: Path) -> dict:
+    """Read and parse the TOML of a preset, at most MAX_PRESET_BYTES of it.
+
+    Raises:
+        PresetError: unreadable, too large, not UTF-8 or not TOML; naming the file and a short reason.
+    """
+    data = read_limited(path, MAX_PRESET_BYTES, what=f"preset {path}", error=PresetError)
+    text = decode_text(data, f"preset {path}", PresetError)
+    try:
+        return tomllib.loads(text)
+    except ValueError as exc:
+        # TOMLDecodeError, but also the plain ValueError of tomllib's int() on an integer
+        # literal over 4300 digits.
+        raise PresetError(f"preset {path}: not valid TOML ({_toml_reason(exc)})") from None
+    except RecursionError:
+        # tomllib recurses once per level of nested arrays or inline tables.
+        raise PresetError(f"preset {path}: not valid TOML (arrays or tables nested too deeply)") from None
+
+
+def _resolve_files(name: str, params: dict, folder: Path) -> None:
+    """Make a relative ``file`` parameter of filter ``name`` relative to ``folder`` (the preset's
+    own), in place; absolute paths and values of other types (refused later) stay as they are."""
+    entry = REGISTRY.get(name)
+    value = params.get("file")
+    if entry is None or "file" not in entry.params or not isinstance(value, str) or not value:
+        return
+    if not Path(value).is_absolute():
+        params["file"] = str(folder / value)
+
+
 def load_preset(name_or_path: str | Path) -> Preset:
     """Load a shipped preset by name (``edge``) or a TOML file by path, and validate it fully.
 
+    A relative ``file = "..."`` in a stage is read from the preset's folder; a byte-order mark at
+    the start of the file is allowed.
+
     Raises:
-        PresetError: missing file, bad TOML, unknown keys, wrong types, or a stage the
-            filter registry rejects (the message names the stage).
+        PresetError: missing, unreadable or oversized file, bad TOML, unknown keys, wrong types,
+            or a stage the filter registry rejects (the message names the stage). Messages name
+            files but quote at most a short token of any file's contents.
 
     Example:
         >>> [stage.name for stage in load_preset("edge").filters]
         ['gaussian', 'edge']
     """
     path = _locate(name_or_path)
-    if path.stat().st_size > MAX_PRESET_BYTES:
-        raise PresetError(f"preset {path} is too large ({path.stat().st_size} bytes)")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise PresetError(f"preset {path}: cannot read it ({exc})") from None
-    except ValueError as exc:
-        # TOMLDecodeError and UnicodeDecodeError, but also the plain ValueError of tomllib's
-        # int() on an integer literal over 4300 digits.
-        raise PresetError(f"preset {path}: not valid TOML ({exc})") from None
-    except RecursionError:
-        # tomllib recurses once per level of nested arrays or inline tables.
-        raise PresetError(f"preset {path}: not valid TOML (arrays or tables nested too deeply)") from None
+    data = _read_preset(path)
     unknown = sorted(set(data) - _TOP_KEYS)
     if unknown:
-        raise PresetError(f"preset {path}: unknown key {unknown[0]!r} (keys: {', '.join(sorted(_TOP_KEYS))})")
+        raise PresetError(f"preset {path}: unknown key {quote_text(unknown[0])} "
+                          f"(keys: {', '.join(sorted(_TOP_KEYS))})")
     description = data.get("description", "")
     if not isinstance(description, str):
         raise PresetError(f"preset {path}: description must be a string")
@@ -102,10 +158,9 @@ def load_preset(name_or_path: str | Path) -> Preset:
     if border is not None:
         if not isinstance(border, str):
             raise PresetError(f"preset {path}: border must be a string, got {show_value(border)}")
-        try:
-            check_border(border)
-        except FilterSpecError as exc:
-            raise PresetError(f"preset {path}: {exc}") from None
+        if border not in BORDER_MODES:
+            raise PresetError(f"preset {path}: unknown border mode {quote_text(border)}; "
+                              f"known: {', '.join(BORDER_MODES)}")
     stages = data.get("filter")
     if not isinstance(stages, list) or not stages or not all(isinstance(s, dict) for s in stages):
         raise PresetError(f"preset {path}: needs one or more [[filter]] tables")
@@ -115,6 +170,7 @@ def load_preset(name_or_path: str | Path) -> Preset:
         name = params.pop("name", None)
         if not isinstance(name, str):
             raise PresetError(f"preset {path}: filter {number} needs name = \"...\"")
+        _resolve_files(name, params, Path(os.path.abspath(path)).parent)
         try:
             filters.append(build_filter(name, params))
         except FilterSpecError as exc:

@@ -8,7 +8,7 @@ not keep after ``send`` returns (the pipeline reuses the buffer).
 from __future__ import annotations
 
 import logging
-import os
+import threading
 from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
@@ -19,8 +19,12 @@ import av
 import numpy as np
 
 from .colour import ColourTags, format_bits, plane_rows, rgb_to_frame, yuv_tags
+from .damage import missing_parameters
+from .encoder_check import check_encoder_options
 from .errors import OutputError, StreamError
 from .ffmpeglog import ffmpeg_reason
+from .interrupts import wait_interruptibly
+from .publish import AtomicFile, check_output_path
 from .slots import FrameMeta
 from .yuv import DEEP_PLANE_FORMATS, YuvLayout
 
@@ -183,35 +187,14 @@ class FanoutSink(Sink):
         return " + ".join(sink.describe() for sink in self.sinks)
 
 
-def check_output_path(output: str | Path, *, overwrite: bool, inputs: tuple[str, ...] = ()) -> Path:
-    """Refuse an output that would lose data, before anything is decoded or written.
-
-    Raises:
-        OutputError: the folder is missing, the path is a folder, it equals an input,
-            or it exists and ``overwrite`` is False.
-    """
-    path = Path(output)
-    for name in inputs:
-        source = Path(name)
-        same = source.resolve() == path.resolve() or (
-            source.exists() and path.exists() and os.path.samefile(source, path))
-        if same:
-            raise OutputError(f"output is the same file as the input: {output}")
-    if not path.parent.is_dir():
-        raise OutputError(f"output folder does not exist: {path.parent}")
-    if path.is_dir():
-        raise OutputError(f"output is a folder: {output}")
-    if path.exists() and not overwrite:
-        raise OutputError(f"output exists: {output} (pass --overwrite to replace it)")
-    return path
-
-
 class FileSink(Sink):
     """Encodes RGB frames to a video file with PyAV.
 
-    The file is written under a temporary name beside the output and renamed on
-    ``close()``, so an existing file is replaced only by a complete one, and a failed
-    run leaves nothing behind. Timestamps and frame rate follow the source.
+    The file is written under a unique temporary name beside the output, created exclusively,
+    and published on ``close()`` (:class:`streamconv.publish.AtomicFile`): an existing file is
+    replaced only by a complete one and only with ``overwrite`` (keeping its permission bits),
+    never an input, and a failed run leaves nothing behind. Timestamps and frame rate follow
+    the source.
 
     Args:
         path: output file; its extension picks the container.
@@ -226,6 +209,8 @@ class FileSink(Sink):
             ``pix_fmt`` None and for the warning when 16-bit frames lose depth.
         crf, preset: quality and speed options for x264/x265-style encoders (None: codec default).
         overwrite: replace an existing file.
+        protect: input specs (paths, ``file:`` URLs) the output must never be; checked when the
+            sink is made and again when the file is published.
         options: extra encoder options.
         copy_streams: input streams (PyAV) whose packets arrive in ``FrameMeta.packets`` and
             are copied unchanged; one the container cannot hold is left out with a warning.
@@ -245,15 +230,18 @@ class FileSink(Sink):
                  time_base: Fraction | None = None, codec: str = "libx264",
                  pix_fmt: str | None = None, bits: int | None = None, crf: float | None = None,
                  preset: str | None = None,
-                 overwrite: bool = False, options: dict[str, str] | None = None,
+                 overwrite: bool = False, protect: Sequence = (), options: dict[str, str] | None = None,
                  copy_streams: Sequence = (), colour: ColourTags | None = None,
                  display_matrix: Sequence[int] | None = None) -> None:
-        self.path = check_output_path(path, overwrite=overwrite)
+        self.path = check_output_path(path, overwrite=overwrite, protect=protect)
+        self._file = AtomicFile(self.path, overwrite=overwrite, protect=protect)
+        # Held while the container is in use: an abort from another thread (a second Ctrl-C)
+        # must not close it under an encode.
+        self._busy = threading.RLock()
         self._copy_streams = list(copy_streams)
         self._copies: dict[int, object] = {}  # input stream index -> output stream
         self._colour = colour
         self._display_matrix = display_matrix
-        self._temp = self.path.with_name(f".{self.path.stem}.partial{self.path.suffix}")
         self.width, self.height = width, height
         self.codec_name = codec
         self._container = None
@@ -294,6 +282,7 @@ class FileSink(Sink):
             self._codec_options["crf"] = f"{crf:g}"
         if preset is not None:
             self._codec_options["preset"] = preset
+        check_encoder_options(codec, pix_fmt, *self._size, self._frame_rate, self._codec_options)
         self._closed = False
         self._last_pts: int | None = None
         self.retimed = 0  # frames whose pts was not after the previous one's, moved a tick later
@@ -301,9 +290,11 @@ class FileSink(Sink):
 
     def _open(self) -> None:
         """Create the temporary file and the encoder, at the first frame: nothing exists before."""
+        handle = self._file.create()
         try:
-            self._container = av.open(str(self._temp), mode="w", format=_format_for(self.path))
+            self._container = av.open(handle, mode="w", format=_format_for(self.path))
         except (av.FFmpegError, ValueError, OSError) as exc:
+            self._file.discard()
             raise OutputError(f"cannot write {self.path}: {exc}") from None
         try:
             stream = self._container.add_stream(self.codec_name, rate=self._frame_rate)
@@ -337,9 +328,18 @@ class FileSink(Sink):
         stream.set_display_matrix(list(self._display_matrix))
 
     def _add_copied_streams(self) -> None:
-        """Output streams for the input's audio/subtitles, from their templates (no re-encoding)."""
+        """Output streams for the input's audio/subtitles, from their templates (no re-encoding).
+
+        A stream the container cannot hold is left out with a warning, and so is one whose
+        parameters are missing (an audio stream of sample rate 0: damaged input), which would
+        make the muxer refuse the whole file. A FileSource leaves those out itself, as damage.
+        """
         storable = self._container.supported_codecs
         for source in self._copy_streams:
+            missing = missing_parameters(source)
+            if missing:
+                log.warning("%s stream %d has no %s; not copied", source.type, source.index, missing)
+                continue
             codec = source.codec_context.name
             if codec not in storable:
                 log.warning("%s stream %d (%s) cannot be stored in %s; not copied (try .mkv)",
@@ -355,7 +355,8 @@ class FileSink(Sink):
         if self._container is None:
             self._open()
         for packet in packets:
-            target = self._copies.get(packet.stream.index)
+            index = packet.stream.index
+            target = self._copies.get(index)
             if target is None:
                 continue
             packet.stream = target
@@ -366,8 +367,8 @@ class FileSink(Sink):
                     self._raise_write_error(exc, f"copying a {target.type} packet")
                 # A damaged packet the muxer refuses (no or bad timestamps) is left out, not the run.
                 if not self.packets_refused:
-                    log.warning("%s: a %s packet the muxer refused was left out: %s", self.path, target.type,
-                                ffmpeg_reason(exc))
+                    log.warning("%s: a packet of %s stream %d that the muxer refused was left out: %s",
+                                self.path, target.type, index, ffmpeg_reason(exc))
                 self.packets_refused += 1
 
     def accepts_planes(self, layout: YuvLayout) -> bool:
@@ -387,6 +388,12 @@ class FileSink(Sink):
 
         Packets of copied streams that travel with the frame are written first.
         """
+        with self._busy:
+            if self._closed:
+                raise StreamError(f"{self.path} is closed; frame {meta.index} not written")
+            self._send(frame, meta)
+
+    def _send(self, frame: np.ndarray, meta: FrameMeta) -> None:
         if self._container is None:
             self._open()
         if meta.packets:
@@ -455,7 +462,7 @@ class FileSink(Sink):
         if not isinstance(exc, OSError) or exc.errno is None:
             raise StreamError(f"{doing} to {self.path} failed: {exc}") from None
         try:
-            written = self._temp.stat().st_size
+            written = self._file.temp.stat().st_size if self._file.temp else 0
         except OSError:
             written = 0
         self.failed = True
@@ -480,10 +487,14 @@ class FileSink(Sink):
         return pts
 
     def close(self) -> None:
-        """Flush the encoder, finish the container and move the file into place.
+        """Flush the encoder, finish the container and publish the file.
+
+        The flush and the trailer can take seconds (a slow preset at a large size); they run
+        while the caller's signal handlers stay live (:func:`streamconv.interrupts.wait_interruptibly`):
+        a handler that raises there (a second Ctrl-C) discards the file at once.
 
         Raises:
-            OutputError: the file could not be written (a full disk); nothing is published.
+            OutputError: the file could not be written (a full disk) or published; nothing is left.
             StreamError: finishing failed otherwise, or no frame was ever sent (no file is created).
         """
         if self._closed:
@@ -495,31 +506,46 @@ class FileSink(Sink):
             log.warning("%s: %d frame(s) had a timestamp not after the one before (duplicate or going "
                         "back) and were moved one tick (%s s) after it", self.path, self.retimed,
                         self._time_base)
+        log.info("finishing %s: flushing the encoder", self.path)
         try:
-            for packet in self._stream.encode(None):
-                self._container.mux(packet)
-            self._container.close()
-        except (av.FFmpegError, OSError) as exc:
+            wait_interruptibly(self._finish, name="streamconv-finish")
+        except BaseException:
+            self.abort()  # an unfinished file is never published
+            raise
+
+    def _finish(self) -> None:
+        """Flush, write the trailer and publish (the container is held the whole time)."""
+        with self._busy:
+            if self._container is None:  # aborted meanwhile
+                return
             try:
+                for packet in self._stream.encode(None):
+                    self._container.mux(packet)
+                self._container.close()
+            except (av.FFmpegError, OSError) as exc:
                 self._raise_write_error(exc, "finishing the file")
-            finally:
-                self.abort()  # an unfinished file is not published
-        self._container = None
-        if self.frames_written == 0:
-            _remove_quietly(self._temp)
-            raise StreamError(f"no frames were written; {self.path} not created")
-        os.replace(self._temp, self.path)
+            self._container = None
+            if self.frames_written == 0:
+                self._file.discard()
+                raise StreamError(f"no frames were written; {self.path} not created")
+            self._file.publish()
 
     def abort(self) -> None:
-        """Drop the partial file; the output path is left as it was."""
+        """Drop the partial file; the output path is left as it was. Safe from another thread
+        while a frame is encoded or the file finished: the container is then left to that
+        thread, and only the file is removed."""
         self._closed = True
-        if self._container is not None:
-            container, self._container = self._container, None
+        if self._busy.acquire(blocking=False):
             try:
-                container.close()
-            except (av.FFmpegError, OSError):
-                pass
-        _remove_quietly(self._temp)
+                if self._container is not None:
+                    container, self._container = self._container, None
+                    try:
+                        container.close()
+                    except (av.FFmpegError, OSError, ValueError):
+                        pass
+            finally:
+                self._busy.release()
+        self._file.discard()
 
     def describe(self) -> str:
         return f"{self.path} ({self.codec_name})"
@@ -529,13 +555,6 @@ def _format_for(path: Path) -> str | None:
     """Container by extension; None lets FFmpeg guess (and fail clearly) for unusual ones."""
     return {".mp4": "mp4", ".m4v": "mp4", ".mov": "mov", ".mkv": "matroska", ".webm": "webm",
             ".avi": "avi", ".ts": "mpegts", ".nut": "nut"}.get(path.suffix.lower())
-
-
-def _remove_quietly(path: Path) -> None:
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        pass
 
 
 SINKS = {"file": FileSink, "null": NullSink, "callback": CallbackSink, "fanout": FanoutSink}
@@ -569,7 +588,8 @@ def open_sink(output: str | Path | Sink | None, *, like=None, **options) -> Sink
 
     Args:
         output: the -o argument.
-        like: the Source whose size, rate and time base the file takes.
+        like: the Source whose size, rate and time base the file takes; a file output never
+            replaces its input (``path``), whatever ``overwrite`` says.
         options: FileSink keyword options (codec, pix_fmt, crf, preset, overwrite).
     """
     if isinstance(output, Sink):
@@ -578,6 +598,8 @@ def open_sink(output: str | Path | Sink | None, *, like=None, **options) -> Sink
         return NullSink()
     if like is None:
         raise ValueError("open_sink needs the source (like=...) to size a file output")
+    path = getattr(like, "path", None)
+    options.setdefault("protect", (path,) if path is not None else ())  # never replace the input
     options.setdefault("copy_streams", getattr(like, "copied_streams", ()))
     options.setdefault("colour", getattr(like, "colour", None))
     options.setdefault("display_matrix", getattr(like, "display_matrix", None))

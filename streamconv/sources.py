@@ -19,7 +19,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from .errors import FrameFormatError, FrameTypeError, InputError
-from .frames import as_hwc, check_frame_size
+from .frames import as_hwc, check_frame_size, check_host_memory
 from .slots import RESIZED, FrameMeta
 from .yuv import YuvLayout
 
@@ -92,15 +92,28 @@ class Source:
                 yield frame
 
 
+MIN_TEST_FPS = Fraction(1, 1000)
+"""Slowest test pattern: a frame every 1000 s (a time base FFmpeg's 32-bit rationals hold)."""
+
+MAX_TEST_FPS = 1000
+"""Fastest test pattern: 1000 fps (far higher rates give time bases that encoders and muxers
+refuse or overflow on)."""
+
+
 class TestPattern(Source):
     """A synthetic moving pattern: colour gradients, a scrolling checkerboard and a moving box.
 
     Args:
         width, height: frame size in pixels.
-        fps: nominal frame rate.
+        fps: nominal frame rate, MIN_TEST_FPS (0.001) to MAX_TEST_FPS (1000).
         frames: how many frames to produce (None = endless).
 
     Frames are (H, W, 3) uint8 RGB host arrays with pts = frame number, time base 1/fps.
+    The pattern takes 6 bytes of host memory per pixel of the frame.
+
+    Raises:
+        FrameFormatError: a size, fps or frame count out of range.
+        InputError: the pattern does not fit in the available host memory.
 
     Example:
         >>> frames = list(TestPattern(64, 48, fps=25, frames=3))
@@ -118,20 +131,35 @@ class TestPattern(Source):
         if frames is not None and frames < 0:
             raise FrameFormatError(f"test pattern frame count must be >= 0, got {frames}")
         self.width, self.height = int(width), int(height)
-        self.frame_rate = Fraction(fps).limit_denominator(1001)
-        if self.frame_rate <= 0:
-            raise FrameFormatError(f"test pattern fps must be positive, got {fps}")
+        try:
+            rate = Fraction(fps)
+        except (TypeError, ValueError, OverflowError):  # nan, inf, not a number
+            raise FrameFormatError(f"test pattern fps must be a number, got {fps!r}") from None
+        if not MIN_TEST_FPS <= rate <= MAX_TEST_FPS:
+            raise FrameFormatError(f"test pattern fps must be {float(MIN_TEST_FPS):g} to "
+                                   f"{MAX_TEST_FPS}, got {float(rate):g}")
+        self.frame_rate = rate.limit_denominator(1001)
         self.time_base = 1 / self.frame_rate
         self.frame_count = frames
         self._index = 0
-        # Twice as wide as the frame so each frame is one strided copy of a moving window.
-        ys, xs = np.mgrid[0:height, 0:2 * width].astype(np.float32)
-        ramp_x, ramp_y = xs / max(2 * width - 1, 1), ys / max(height - 1, 1)
-        checker = (((xs // 32) + (ys // 32)) % 2).astype(np.float32)
+        # The base (6 bytes a pixel: twice as wide as the frame, so each frame is one strided
+        # copy of a moving window) and the checker plane beside it (2 bytes): refuse both first.
+        check_host_memory(8 * self.width * self.height, f"a {self.width}x{self.height} test pattern",
+                          hint="choose a smaller size")
+        width, height = self.width, self.height
+        # Rows and columns broadcast, so no full-frame temporaries beyond one uint8 plane;
+        # the float32 arithmetic is what a full grid would compute, so the pixels are the same.
+        xs = np.arange(2 * width).astype(np.float32)[None, :]
+        ys = np.arange(height).astype(np.float32)[:, None]
         base = np.empty((height, 2 * width, 3), np.uint8)
-        base[..., 0] = 255 * ramp_x
-        base[..., 1] = 255 * ramp_y
-        base[..., 2] = 64 + 128 * checker
+        base[..., 0] = 255 * (xs / max(2 * width - 1, 1))
+        base[..., 1] = 255 * (ys / max(height - 1, 1))
+        # (a + b) % 2 == (a % 2) ^ (b % 2): the checker is the xor of a column and a row parity.
+        checker = ((np.arange(2 * width) // 32) % 2).astype(np.uint8)[None, :] ^ \
+            ((np.arange(height) // 32) % 2).astype(np.uint8)[:, None]
+        checker *= 128  # in place: 64 or 192, no second plane
+        checker += 64
+        base[..., 2] = checker
         self._base = base
 
     def read_into(self, buffer: np.ndarray) -> FrameMeta | None:
@@ -210,7 +238,12 @@ def parse_test_spec(spec: str, *, max_pixels: int | None = None) -> Source:
 
     A trailing ``,live`` gives a LivePattern instead: frames delivered in real time at FPS,
     stamped at capture, the newest kept (endless unless ``frames=N``). A size over
-    ``max_pixels`` is refused before the pattern is drawn.
+    ``max_pixels``, or one whose pattern does not fit in the available host memory, is
+    refused before the pattern is drawn.
+
+    Raises:
+        InputError: a malformed spec, a size of 0, an FPS outside 0.001..1000, or a size
+            over the limits; the message says which.
     """
     text = spec.strip().lower()
     if text.startswith("test,"):
@@ -221,7 +254,11 @@ def parse_test_spec(spec: str, *, max_pixels: int | None = None) -> Source:
     width = int(match["w"] or 1280)
     height = int(match["h"] or 720)
     check_frame_size(width, height, max_pixels, spec)
-    fps = Fraction(match["fps"]) if match["fps"] else Fraction(30)
+    try:
+        fps = Fraction(match["fps"]) if match["fps"] else Fraction(30)
+    except ValueError:  # the pattern lets "1.2.3" through
+        raise InputError(f"bad test source {spec!r}: {match['fps']!r} is not a frame rate; "
+                         f"expected test[:WxH][@FPS][,frames=N][,live]") from None
     try:
         if match["live"]:
             from .live import LivePattern

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import doctest
+import gc
+import re
 
 import numpy as np
 import pytest
@@ -109,9 +111,10 @@ def test_stream_filter_map_copies_the_next_frame_during_your_work_and_survives_l
         outputs = sf.map(iter(frames))
         first = [next(outputs) for _ in range(3)]  # suspended with the next frame staged
         assert sf.pending == 2
-        outputs.close()  # leaving the loop early drops the staged frame, and frees its slot
-        assert sf.pending == 1
-        np.testing.assert_array_equal(sf.result(), cpu(frames[3]))
+        outputs.close()  # leaving the loop early drops the staged frame and those in flight
+        assert sf.pending == 0 and len(sf._free) == sf.ring + 1  # every slot is free again
+        with pytest.raises(streamconv.StreamconvError, match="no frame submitted"):
+            sf.result()
         for frame, out in zip(frames, first):
             np.testing.assert_array_equal(out, cpu(frame))
         again = list(sf.map(frames[:4]))  # every slot is back in use
@@ -187,6 +190,247 @@ def test_stream_filter_submit_past_the_ring_and_shape_changes(rng, backend):
     for frame, result in zip(frames, results):
         assert result.shape == frame.shape
         np.testing.assert_array_equal(result, cpu(frame))
+
+
+# Views an output may be, each made over a bigger base array filled with POISON; name -> (shape,
+# dtype) -> (base, view). Every one is a layout OpenCV cannot write into directly.
+def _every_second_pixel(shape, dtype):
+    base = np.full((2 * shape[0], 2 * shape[1]) + shape[2:], POISON, dtype)
+    return base, base[::2, ::2]
+
+
+def _upside_down(shape, dtype):
+    base = np.full((shape[0] + 3,) + shape[1:], POISON, dtype)
+    return base, base[1:shape[0] + 1][::-1]
+
+
+def _mirrored(shape, dtype):
+    base = np.full(shape, POISON, dtype)
+    return base, base[:, ::-1]
+
+
+def _transposed(shape, dtype):
+    base = np.full((shape[1], shape[0]) + shape[2:], POISON, dtype)
+    return base, base.swapaxes(0, 1)
+
+
+def _fortran(shape, dtype):
+    base = np.asfortranarray(np.full(shape, POISON, dtype))
+    return base, base[:]
+
+
+def _reversed_channels(shape, dtype):  # BGR into an RGB array
+    base = np.full(shape, POISON, dtype)
+    return base, base[..., ::-1]
+
+
+def _every_second_channel(shape, dtype):
+    base = np.full(shape[:2] + (2 * shape[2],), POISON, dtype)
+    return base, base[..., ::2]
+
+
+OUTPUT_VIEWS = {view.__name__.strip("_"): view for view in (
+    _every_second_pixel, _upside_down, _mirrored, _transposed, _fortran, _reversed_channels,
+    _every_second_channel)}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("view", OUTPUT_VIEWS)
+@pytest.mark.parametrize("shape", [(23, 31, 3), (23, 31), (23, 31, 4)])
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
+def test_apply_into_writes_through_any_writable_view(rng, backend, view, shape, dtype):
+    if len(shape) == 2 and "channel" in view:
+        pytest.skip("a grey frame has no channel axis to stride")
+    src = rng.integers(0, np.iinfo(dtype).max + 1, shape, dtype=dtype)
+    base, dst = OUTPUT_VIEWS[view](shape, dtype)
+    assert dst.shape == shape and dst.flags.writeable and not dst.flags.c_contiguous
+    with streamconv.Filter(["sharpen", "box:size=5"], backend=backend) as chain:
+        chain.apply_into(dst, src)
+        expected = chain(src)
+    np.testing.assert_array_equal(dst, expected)
+    dst[...] = POISON
+    assert np.all(base == POISON)  # nothing was written outside the view
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_apply_into_refuses_outputs_it_cannot_fill_before_any_work(rng, backend, monkeypatch):
+    src = rng.integers(0, 256, (12, 16, 3), dtype=np.uint8)
+    read_only = np.full_like(src, POISON)
+    read_only.flags.writeable = False
+    with streamconv.Filter("emboss", backend=backend) as emboss:
+        monkeypatch.setattr(emboss._engine, "apply_into", lambda dst, src: pytest.fail("filtered anyway"))
+        for dst in (read_only, np.broadcast_to(np.uint8(POISON), src.shape)):
+            with pytest.raises(streamconv.FrameFormatError, match="output frame is read-only") as info:
+                emboss.apply_into(dst, src)
+            assert isinstance(info.value, ValueError)  # as NumPy's "assignment destination is read-only"
+        assert np.all(read_only == POISON)
+        with pytest.raises(streamconv.FrameTypeError, match="unexpected output dtype: uint16 != uint8"):
+            emboss.apply_into(np.zeros(src.shape, np.uint16), src)
+        with pytest.raises(streamconv.FrameFormatError,
+                           match=r"unexpected output shape: \(12, 16, 4\) != \(12, 16, 3\)"):
+            emboss.apply_into(np.zeros((12, 16, 4), np.uint8), src)
+        with pytest.raises(streamconv.FrameTypeError, match="output frame: expected a numpy.ndarray, got list"):
+            emboss.apply_into(src.tolist(), src)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_stream_filter_result_into_views_and_read_only_outputs(rng, backend):
+    frames = [rng.integers(0, 256, (14, 18, 3), dtype=np.uint8) for _ in range(2)]
+    cpu = streamconv.Filter("emboss", backend="cpu")
+    with streamconv.StreamFilter("emboss", ring=2, backend=backend) as sf:
+        for frame in frames:
+            sf.submit(frame)
+        read_only = np.zeros_like(frames[0])
+        read_only.flags.writeable = False
+        with pytest.raises(streamconv.FrameFormatError, match="output frame is read-only"):
+            sf.result(out=read_only)
+        assert sf.pending == 2  # the refused out lost no frame
+        base, view = _every_second_pixel(frames[0].shape, np.uint8)
+        assert sf.result(out=view) is view
+        np.testing.assert_array_equal(view, cpu(frames[0]))
+        np.testing.assert_array_equal(sf.result(), cpu(frames[1]))
+
+
+def _leave_early(sf, frames, how):
+    """Start sf.map(frames), take two outputs and leave it the way ``how`` says; returns the map
+    when it is kept (suspended, still referenced), else None."""
+    outputs = sf.map(iter(frames))
+    if how == "break":
+        for number, _ in enumerate(outputs):
+            if number == 1:
+                break
+        return None
+    if how == "exception":
+        with pytest.raises(KeyError):
+            for number, _ in enumerate(outputs):
+                if number == 1:
+                    raise KeyError("the loop body failed")
+        return None
+    next(outputs)
+    next(outputs)
+    if how == "garbage-collected":
+        del outputs
+        gc.collect()
+        return None
+    return outputs  # "kept": suspended; the next map() takes over
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("ring", [1, 2, 3])
+@pytest.mark.parametrize("how", ["break", "exception", "garbage-collected", "kept"])
+@pytest.mark.parametrize("shape", [(20, 30, 3), (600, 700, 3)], ids=["small", "staged"])
+def test_map_left_early_leaves_nothing_for_the_next_map(rng, backend, ring, how, shape):
+    # "staged": frames over the copier's 1 MB threshold, so the next frame is being copied into
+    # its slot on the copier's threads while the loop body runs when the loop is left.
+    first = [rng.integers(0, 256, shape, dtype=np.uint8) for _ in range(ring + 4)]
+    second = [rng.integers(0, 256, shape, dtype=np.uint8) for _ in range(ring + 2)]
+    cpu = streamconv.Filter("emboss", backend="cpu")
+    with streamconv.StreamFilter("emboss", ring=ring, backend=backend) as sf:
+        kept = _leave_early(sf, first, how)
+        if kept is None:
+            assert sf.pending == 0 and len(sf._free) == ring + 1  # dropped, and every slot is free
+        outputs = list(sf.map(second))
+        assert len(outputs) == len(second)  # one output per input, and only its own
+        for frame, out in zip(second, outputs):
+            np.testing.assert_array_equal(out, cpu(frame))
+        if kept is not None:
+            with pytest.raises(streamconv.StreamError, match="this map\\(\\) was left"):
+                next(kept)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_direct_calls_take_over_from_a_suspended_map(rng, backend):
+    frames = [rng.integers(0, 256, (16, 20, 3), dtype=np.uint8) for _ in range(6)]
+    cpu = streamconv.Filter("emboss", backend="cpu")
+    with streamconv.StreamFilter("emboss", ring=2, backend=backend) as sf:
+        outputs = sf.map(frames)
+        next(outputs)
+        assert sf.pending > 0
+        sf.submit(frames[5])  # the map's frames in flight are dropped, not handed to result()
+        assert sf.pending == 1
+        np.testing.assert_array_equal(sf.result(), cpu(frames[5]))
+        with pytest.raises(streamconv.StreamError, match="was left"):
+            next(outputs)
+        draining = sf.map(frames[:2])  # fewer frames than the ring: its outputs come from the drain
+        next(draining)
+        sf.submit(frames[0])
+        with pytest.raises(streamconv.StreamError, match="was left"):
+            next(draining)  # not a silent end: its second output was dropped
+        with pytest.raises(streamconv.StreamError, match=r"map\(\) with 1 submitted frame\(s\) not yet taken"):
+            sf.map(frames)
+        np.testing.assert_array_equal(sf.result(), cpu(frames[0]))  # still there after the refusal
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_map_of_frames_captured_into_input_buffers_keeps_one_output_per_frame(rng, backend, monkeypatch):
+    # As examples/opencv_embed.py does: the frame generator captures each frame into
+    # input_buffer() while map() runs; that is no take-over, and nothing is copied.
+    frames = [rng.integers(0, 256, (18, 26, 3), dtype=np.uint8) for _ in range(7)]
+    cpu = streamconv.Filter("emboss", backend="cpu")
+    with streamconv.StreamFilter("emboss", ring=2, backend=backend) as sf:
+        copies = []
+        copy = sf._copier.copy
+        monkeypatch.setattr(sf._copier, "copy", lambda dst, src: (copies.append(src.shape), copy(dst, src)))
+
+        def captured():
+            for frame in frames:
+                buffer = sf.input_buffer(frame.shape)
+                buffer[:] = frame  # capture.read(buffer)
+                yield buffer
+
+        outputs = list(sf.map(captured()))
+    assert len(outputs) == len(frames) and copies == []
+    for frame, out in zip(frames, outputs):
+        np.testing.assert_array_equal(out, cpu(frame))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_closed_filters_refuse_every_call(rng, backend):
+    frame = rng.integers(0, 256, (10, 12, 3), dtype=np.uint8)
+    sf = streamconv.StreamFilter("box:size=3", ring=2, backend=backend)
+    outputs = sf.map([frame] * 5)
+    next(outputs)
+    sf.close()
+    sf.close()  # idempotent
+    assert sf.closed and sf.pending == 0
+    calls = {"submit": lambda: sf.submit(frame), "result": sf.result, "map": lambda: sf.map([frame]),
+             "input_buffer": lambda: sf.input_buffer(frame.shape)}
+    for name, call in calls.items():
+        message = re.escape(f"StreamFilter is closed; {name}() cannot run")
+        with pytest.raises(streamconv.StreamError, match=message) as info:
+            call()
+        assert isinstance(info.value, RuntimeError)
+    with pytest.raises(streamconv.StreamError, match="closed"):
+        next(outputs)  # the map suspended when close() came
+    outputs.close()
+    single = streamconv.Filter("box:size=3", backend=backend)
+    single.close()
+    single.close()
+    assert single.closed
+    with pytest.raises(streamconv.StreamError, match="Filter is closed"):
+        single(frame)
+    with pytest.raises(streamconv.StreamError, match="Filter is closed"):
+        single.apply_into(np.empty_like(frame), frame)
+
+
+@pytest.mark.parametrize("value", [True, False, 2.0, "3", None, [3], 0, -1, np.float64(2)])
+def test_ring_must_be_an_integer_not_a_bool(value):
+    message = re.escape(f"ring must be an integer >= 1, got {value!r}")
+    with pytest.raises(streamconv.FilterSpecError, match=message):
+        streamconv.StreamFilter("identity", ring=value, backend="cpu")
+
+
+@pytest.mark.parametrize("value", [True, 1.0, "0", -1])
+def test_device_must_be_an_integer_not_a_bool(value):
+    for make in (streamconv.Filter, streamconv.StreamFilter):
+        message = re.escape(f"device must be an integer >= 0, got {value!r}")
+        with pytest.raises(streamconv.FilterSpecError, match=message):
+            make("identity", device=value, backend="cpu")
+
+
+def test_numpy_integers_are_integers():
+    with streamconv.StreamFilter("identity", ring=np.int64(2), device=np.uint8(0), backend="cpu") as sf:
+        assert sf.ring == 2 and type(sf.ring) is int
 
 
 def test_pipeline_from_python_with_names_objects_and_callback(tmp_path, rng):

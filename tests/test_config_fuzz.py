@@ -13,7 +13,8 @@ The properties:
   1. only FilterSpecError / PresetError escape, within a time bound;
   2. a stage that builds is usable: finite float32 taps, odd square, at most MAX_SIZE, and so on;
   3. Python expressions in specs or presets are data: no eval/exec/os.system, no sentinel file;
-  4. messages are streamconv's own: non-empty, naming the filter, key, stage or file at fault.
+  4. messages are streamconv's own: non-empty, naming the filter, key, stage or file at fault;
+  5. messages never repeat more than MAX_QUOTED_CHARS characters of a file's contents.
 
 Every run draws the same examples (derandomize=True, no example database) so CI cannot flake.
 """
@@ -46,6 +47,7 @@ from streamconv.filters import (
     COMBINE_MAGNITUDE,
     COMBINE_NONE,
     MAX_ABS_TAP,
+    MAX_QUOTED_CHARS,
     MAX_SIZE,
     MAX_TAPS_FILE_BYTES,
     REGISTRY,
@@ -53,6 +55,7 @@ from streamconv.filters import (
     build_filter,
     parse_chain,
     parse_filter,
+    show_value,
     split_spec,
 )
 from streamconv.nn.bank import MAX_MAPS
@@ -179,7 +182,24 @@ def _check_spec_outcome(spec: str, stage: FilterStage | None, error: Exception |
         # Every message about a known filter starts with its name ("custom taps: ...", "bank: ...").
         assert message.startswith(name), message
     else:
-        assert message.startswith(f"unknown filter {name!r}"), message
+        assert message.startswith(f"unknown filter {show_value(name)}"), message
+
+
+# Characters a row-length list or a number in a message can spell by itself: a run of only these
+# in a file proves no echo when the message holds it too.
+_NUMERIC_TEXT = set("0123456789+-.eE,; ()\n\t")
+
+
+def _echo(message: str, content: bytes) -> str | None:
+    """Property 5: a run of more than MAX_QUOTED_CHARS characters of ``content`` (as UTF-8 text)
+    that ``message`` repeats, else None. Runs of only digits, signs and separators are skipped."""
+    text = content.decode("utf-8", errors="replace")
+    width = MAX_QUOTED_CHARS + 1
+    for start in range(len(text) - width + 1):
+        run = text[start:start + width]
+        if "\ufffd" not in run and set(run) - _NUMERIC_TEXT and run in message:
+            return run
+    return None
 
 
 @pytest.fixture(scope="module")
@@ -470,7 +490,7 @@ def test_build_filter_with_typed_values(name, params):
         _check_stage(stage)
         return
     message = _check_message(error, FilterSpecError)
-    assert message.startswith(name if name in REGISTRY else f"unknown filter {name!r}"), message
+    assert message.startswith(name if name in REGISTRY else f"unknown filter {show_value(name)}"), message
 
 
 @settings(FUZZ)
@@ -499,7 +519,7 @@ def test_unknown_keys_are_named(name, key):
         return  # drew a real key: the property is about the others
     _, error = _attempt(build_filter, name, {key: "1"})
     message = _check_message(error, FilterSpecError)
-    assert f"unknown parameter {key!r}" in message, message
+    assert f"unknown parameter {show_value(key)}" in message, message
 
 
 # --- property 3: text is data, never code ----------------------------------------------------------
@@ -572,6 +592,7 @@ def test_corrupt_npy_files(workdir, shape, descr, payload, raw):
         for spec in (f"custom:file={path}", f"bank:file={path}"):
             stage, error = _attempt(parse_filter, spec)
             _check_spec_outcome(spec, stage, error)
+            assert error is None or _echo(str(error), path.read_bytes()) is None, str(error)
 
 
 @settings(FUZZ, max_examples=150)
@@ -579,12 +600,14 @@ def test_corrupt_npy_files(workdir, shape, descr, payload, raw):
                          taps_text().map(lambda t: t.replace(";", "\n").encode())),
        suffix=st.sampled_from([".txt", ".npy", ".csv", ""]))
 def test_taps_files_of_random_content(workdir, content, suffix):
-    """Random bytes, random text and near-valid matrices (comments, ';' or newlines) as taps files."""
+    """Random bytes, random text and near-valid matrices (comments, ';' or newlines) as taps files;
+    an error quotes at most MAX_QUOTED_CHARS characters of them."""
     path = workdir / f"taps{suffix}"
     path.write_bytes(content)
     spec = f"custom:file={path}"
     stage, error = _attempt(parse_filter, spec)
     _check_spec_outcome(spec, stage, error)
+    assert error is None or _echo(str(error), content) is None, str(error)
 
 
 def _padded_file(path: Path, body: str, size: int) -> Path:

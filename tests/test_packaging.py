@@ -82,7 +82,7 @@ def test_wheel_contains_kernels_and_presets(wheel):
         assert module in names
     assert not any(name.startswith(("tests/", "media/", "build/")) for name in names)
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
-    assert "streamconv = streamconv.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "streamconv = streamconv.launch:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
 
 @pytest.mark.slow

@@ -1,0 +1,224 @@
+"""Judging an input's damage from what its container and streams declare, apart from decoding.
+
+A cut or damaged file often decodes without a single error: the frames after a cut are simply
+not there, and a lost MPEG-TS audio packet leaves no trace in the decoder. So the container's
+own structure is read again here (an MP4/MOV box, a Matroska segment, an MPEG-TS packet that
+the file ends inside of; TS packet headers for lost sync, transmission errors and continuity
+skips), a video stream's declared end is found to compare with where its frames really end,
+and audio is checked for the parameters a muxer needs before its packets can be copied. Each
+judgment is a plain function of a path or a PyAV stream that returns a phrase for the damage
+report (or None / an empty list where nothing is wrong or nothing can be told), for
+streamconv.filesource to call.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+from pathlib import Path
+
+import numpy as np
+
+
+def missing_parameters(stream) -> str | None:
+    """What an input stream (PyAV) lacks for a muxer to take its packets: "codec" (none FFmpeg
+    knows), or for audio "sample rate" and/or "channels"; None when nothing. Audio parameters
+    come from the packets, so damaged or missing packets leave them unset, and a muxer refuses
+    to start a file with such a stream."""
+    context = stream.codec_context
+    if context is None:
+        return "codec"
+    if stream.type != "audio":
+        return None
+    missing = [name for name in ("sample_rate", "channels") if not getattr(context, name, 0)]
+    return " and ".join(name.replace("_", " ") for name in missing) or None
+
+
+def declared_end(stream, format_name: str) -> float | None:
+    """When a video stream (PyAV) ends, in seconds from 0, as its header declares it, or None
+    where none is declared; ``format_name`` is the container's (FFmpeg's, e.g. "mov,mp4,...").
+
+    MP4 (and TS, where FFmpeg measures it) give the stream's duration, counted from its start.
+    Matroska declares none but a DURATION tag, which FFmpeg's muxer writes as the stream's end
+    (other muxers' tags are durations: taken as an end, one is never later than the true end,
+    so intact video cannot look short); a Matroska stream's own duration is FFmpeg's guess
+    from the whole file's, which a longer audio stream makes too long."""
+    if "matroska" not in format_name.split(","):
+        if stream.duration and stream.time_base:
+            return float((stream.duration + (stream.start_time or 0)) * stream.time_base)
+        return None
+    tag = re.fullmatch(r"(\d+):(\d\d):(\d\d(?:\.\d+)?)", (stream.metadata or {}).get("DURATION", ""))
+    if tag:
+        return int(tag[1]) * 3600 + int(tag[2]) * 60 + float(tag[3])
+    return None
+
+
+def truncation(path: str, format_name: str) -> str | None:
+    """How a local file is cut short, from its container's own structure (``format_name``:
+    FFmpeg's name for it): an MP4/MOV box or a Matroska segment declaring more bytes than the
+    file holds, or an MPEG-TS file ending inside a transport packet. Reads the file's box or
+    element headers, or its first and last transport packets. Returns a phrase for the damage
+    report, or None: not cut, or nothing to tell by (other containers, a URL, a pipe, a
+    Matroska segment of unknown size, a TS cut exactly between two packets, a read error)."""
+    if "://" in path:
+        return None
+    names = set(format_name.split(","))
+    check = (_mp4_truncation if names & {"mov", "mp4"} else
+             _matroska_truncation if names & {"matroska", "webm"} else
+             _ts_truncation if "mpegts" in names else None)
+    try:
+        if check is None or not Path(path).is_file():
+            return None
+        with open(path, "rb") as file:
+            return check(file, os.fstat(file.fileno()).st_size)
+    except OSError:
+        return None
+
+
+_BOX_NAMES = {b"moov": "index", b"mdat": "media data", b"moof": "fragment header"}
+
+
+def _mp4_truncation(file, size: int) -> str | None:
+    """The top-level box (ISO BMFF: MP4, MOV) the file ends inside of, if any."""
+    position = 0
+    for _ in range(1_000_000):  # fragmented files have a pair of boxes per fragment
+        file.seek(position)
+        header = file.read(16)
+        if len(header) < 8:
+            return None
+        length, kind = struct.unpack(">I4s", header[:8])
+        if length == 1 and len(header) == 16:
+            length = struct.unpack(">Q", header[8:])[0]
+        elif length == 0:
+            return None  # the last box runs to the end of the file, whatever its length
+        if length < 8 or not re.fullmatch(rb"[A-Za-z0-9 ]{4}", kind):
+            return None  # not a box: bytes after the last one are not this check's business
+        if position + length > size:
+            name = kind.decode()
+            what = f"its {_BOX_NAMES[kind]} ('{name}' box)" if kind in _BOX_NAMES else f"its '{name}' box"
+            return (f"the file is cut short inside {what}: {size - position} of its {length} bytes are "
+                    f"there (truncated)")
+        position += length
+    return None
+
+
+def _ebml_number(data: bytes, position: int) -> tuple[int, int, bool] | None:
+    """An EBML variable-length number at ``position``: (value without its length marker, bytes
+    it takes, whether it is all ones: an unknown size), or None where the data is not one."""
+    if position >= len(data) or not data[position]:
+        return None
+    length = 9 - data[position].bit_length()
+    if position + length > len(data):
+        return None
+    value = int.from_bytes(data[position:position + length], "big") & ((1 << (7 * length)) - 1)
+    return value, length, value == (1 << (7 * length)) - 1
+
+
+def _matroska_truncation(file, size: int) -> str | None:
+    """A Matroska segment that declares more bytes than the file holds, if so."""
+    head = file.read(4096)
+    if head[:4] != b"\x1a\x45\xdf\xa3":
+        return None
+    header = _ebml_number(head, 4)
+    if header is None:
+        return None
+    position = 4 + header[1] + header[0]  # the segment comes after the EBML header
+    if head[position:position + 4] != b"\x18\x53\x80\x67":
+        return None
+    segment = _ebml_number(head, position + 4)
+    if segment is None or segment[2]:
+        return None  # an unknown size (a live recording): nothing to compare with
+    start = position + 4 + segment[1]
+    if start + segment[0] <= size:
+        return None
+    return (f"the file is cut short: {size - start} of the {segment[0]} bytes its Matroska segment "
+            f"declares are there (truncated)")
+
+
+_TS_SIZES = ((188, 0), (192, 4), (204, 0))
+"""MPEG-TS packet sizes, with the bytes before each packet's sync byte (M2TS: a 4-byte time)."""
+
+
+def _ts_layout(file) -> tuple[int, int, int] | None:
+    """(packet size, bytes before each sync byte, offset of the first packet) of an MPEG-TS
+    file: sync bytes at one stride over its first five packets. None: no such stride."""
+    file.seek(0)
+    head = file.read(6 * 204)
+    for packet, prefix in _TS_SIZES:
+        for sync in range(prefix, packet + prefix):
+            places = range(sync, len(head), packet)[:5]
+            if len(places) >= 2 and all(head[place] == 0x47 for place in places):
+                return packet, prefix, sync - prefix
+    return None
+
+
+def _ts_truncation(file, size: int) -> str | None:
+    """An MPEG-TS file that ends inside a transport packet: a cut, not trailing bytes, where
+    the last whole packet is followed by a sync byte where the next packet's belongs."""
+    layout = _ts_layout(file)
+    if layout is None:
+        return None
+    packet, prefix, first = layout
+    partial = (size - first) % packet
+    if not partial:
+        return None
+    file.seek(size - partial + prefix)
+    if partial > prefix and file.read(1) != b"\x47":
+        return None  # trailing bytes that are not a packet's start
+    return f"the file is cut short: its last {packet}-byte transport packet has {partial} bytes (truncated)"
+
+
+def ts_damage(path: str) -> list[str]:
+    """Damage the packet headers of an MPEG-TS (or M2TS) file at ``path`` show, read again
+    from start to end in chunks, vectorized: one phrase per kind for the damage report
+    (empty: none found, not a transport stream, or a read error). The kinds: packets without
+    their sync byte, packets a receiver marked as damaged (transport error indicator), and
+    packets missing from a stream (its continuity counter skips; the demuxer logs these only
+    at debug level, and a lost audio PES leaves no other trace). A cut last packet is
+    :func:`truncation`'s to report."""
+    try:
+        with open(path, "rb") as file:
+            layout = _ts_layout(file)
+            if layout is None:
+                return []
+            packet, prefix, first = layout
+            file.seek(first)
+            last = np.full(8192, -1, np.int16)  # each PID's last continuity counter
+            no_sync = flagged = skips = 0
+            while chunk := file.read(packet * 32768):
+                count = len(chunk) // packet  # a cut last packet is _ts_truncation's to report
+                heads = np.frombuffer(chunk, np.uint8, count * packet).reshape(count, packet)[:, prefix:prefix + 6]
+                synced = heads[:, 0] == 0x47
+                no_sync += count - int(synced.sum())
+                heads = heads[synced].astype(np.int16)
+                error = (heads[:, 1] & 0x80) != 0
+                flagged += int(error.sum())
+                pid = (heads[:, 1] & 0x1F) << 8 | heads[:, 2]
+                control = heads[:, 3] >> 4 & 3
+                counter = heads[:, 3] & 0xF
+                # A discontinuity indicator (adaptation field flag) allows a jump.
+                jump = (control & 2 != 0) & (heads[:, 4] > 0) & (heads[:, 5] & 0x80 != 0)
+                # Only packets with a payload advance the counter; null packets have none to keep.
+                keep = (control & 1 != 0) & (pid != 0x1FFF) & ~error
+                order = np.argsort(pid[keep], kind="stable")
+                pid, counter, jump = pid[keep][order], counter[keep][order], jump[keep][order]
+                previous = np.concatenate(([-1], counter[:-1]))
+                starts = np.concatenate(([True], pid[1:] != pid[:-1]))
+                previous[starts] = last[pid[starts]]
+                step = (counter - previous) & 0xF
+                # 0: a packet sent twice, which the standard allows.
+                skips += int(((previous >= 0) & (step > 1) & ~jump).sum())
+                ends = np.concatenate((starts[1:], [True]))
+                last[pid[ends]] = counter[ends]
+    except OSError:
+        return []
+    found = []
+    if no_sync:
+        found.append(f"{no_sync} transport packet(s) had no sync byte (garbage)")
+    if flagged:
+        found.append(f"{flagged} transport packet(s) were marked damaged in transmission")
+    if skips:
+        found.append(f"transport packets were missing, or pieces joined, at {skips} place(s) "
+                     f"(continuity errors)")
+    return found

@@ -1,0 +1,132 @@
+"""SIGINT and SIGTERM: the first finishes the work in hand, a second aborts at once.
+
+One :class:`SignalGuard` holds the handlers of the main thread from a command's first line
+to its last (``streamconv`` installs it before its heavy imports), and a running pipeline
+borrows it through :func:`stop_on_signals`:
+
+- while a pipeline runs or finishes its output, the first signal asks it to stop: it drains
+  the frames in flight and finalizes a playable file of them;
+- outside a run (start-up, option checks, reports) nothing is half done, so the first signal
+  raises :class:`~streamconv.errors.Interrupted` at once;
+- a second signal always raises it at once; a file being finished is discarded.
+
+Waits that may be long (an encoder's flush) run in a worker thread through
+:func:`wait_interruptibly`, so that the handlers run at once in the waiting thread rather
+than when a C call returns.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+from typing import Callable, Iterator, TypeVar
+
+from .errors import Interrupted
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+_active: "SignalGuard | None" = None  # the guard whose handlers are installed, if any
+
+T = TypeVar("T")
+
+
+class SignalGuard:
+    """The SIGINT/SIGTERM handlers of the main thread, installed by ``with SignalGuard():``
+    (or :meth:`install`) and restored after. In any other thread it installs nothing.
+
+    Attributes:
+        received: the first signal received (its number), or None.
+    """
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._on_first: Callable[[int], None] | None = None
+        self._previous: dict[int, object] = {}
+        self._outer: SignalGuard | None = None
+
+    def install(self) -> "SignalGuard":
+        """Take over SIGINT and SIGTERM (main thread only); returns self."""
+        global _active
+        if threading.current_thread() is not threading.main_thread() or self._previous:
+            return self
+        for signum in SIGNALS:
+            self._previous[signum] = signal.signal(signum, self._handle)
+        self._outer, _active = _active, self
+        return self
+
+    def restore(self) -> None:
+        """Put back the handlers that were there before :meth:`install`."""
+        global _active
+        if not self._previous:
+            return
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous = {}
+        _active = self._outer
+
+    def __enter__(self) -> "SignalGuard":
+        return self.install()
+
+    def __exit__(self, *exc: object) -> None:
+        self.restore()
+
+    def _handle(self, signum: int, _frame) -> None:
+        first = self.received is None
+        if first:
+            self.received = signum
+        if first and self._on_first is not None:
+            self._on_first(signum)  # a run in progress stops and finishes its output
+            return
+        raise Interrupted(signum)
+
+
+@contextmanager
+def stop_on_signals(stop: Callable[[int], None]) -> Iterator[SignalGuard | None]:
+    """While the block runs, the first SIGINT/SIGTERM calls ``stop(signum)`` instead of raising,
+    and a second raises :class:`Interrupted`. Uses the installed guard, or installs one for the
+    block (main thread only; elsewhere signals are left alone and None is yielded).
+
+    A signal received before the block (start-up) already raised; one received during a
+    previous block counts as the first.
+    """
+    guard = _active
+    own = guard is None and threading.current_thread() is threading.main_thread()
+    if own:
+        guard = SignalGuard().install()
+    if guard is None:
+        yield None
+        return
+    outer, guard._on_first = guard._on_first, stop
+    try:
+        yield guard
+    finally:
+        guard._on_first = outer
+        if own:
+            guard.restore()
+
+
+def wait_interruptibly(work: Callable[[], T], *, name: str) -> T:
+    """Run ``work()`` and return its result, or raise its exception.
+
+    From the main thread with a guard installed, ``work`` runs in a daemon thread while this
+    one waits, so a signal handler runs at once even if ``work`` sits in a long C call; if the
+    handler raises, the exception propagates here and ``work`` is left to end on its own (the
+    caller discards what it was making). Elsewhere ``work`` simply runs here.
+    """
+    if _active is None or threading.current_thread() is not threading.main_thread():
+        return work()
+    outcome: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = work()
+        except BaseException as exc:  # handed to the waiting thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run, name=name, daemon=True)
+    worker.start()
+    worker.join()  # lock waits are interrupted by signals: the handlers run here at once
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return outcome["result"]  # type: ignore[return-value]

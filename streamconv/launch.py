@@ -1,0 +1,25 @@
+"""The ``streamconv`` command's entry point: the signal handlers go in before anything heavy.
+
+Importing the CLI loads NumPy, OpenCV and PyAV (a few hundred milliseconds). A Ctrl-C or
+SIGTERM in that time must end the command as one anywhere else does (exit 130 or 143, one
+line, no traceback), so the guard is installed first and handed to :func:`streamconv.cli.main`.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Sequence
+
+from .errors import Interrupted
+from .interrupts import SignalGuard
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``streamconv`` command; returns the process exit code."""
+    with SignalGuard() as guard:
+        try:
+            from .cli import main as cli_main  # heavy: under the guard
+        except Interrupted as exc:
+            sys.stderr.write("streamconv: interrupted\n")
+            return exc.exit_code
+        return cli_main(argv, signals=guard)

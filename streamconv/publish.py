@@ -1,0 +1,291 @@
+"""Every file streamconv writes: never an input, never clobbered, complete or absent.
+
+A video output, ``--stats-json``, ``bench --json``/``--chart`` and any later report go through
+here, so they share one set of rules:
+
+- :func:`check_output_path` refuses, before any work, a target that is an input (by path,
+  symlink or hard link, ``file:`` URLs included), a folder, a name the OS refuses, a missing
+  folder, or an existing file without ``overwrite``.
+- :class:`AtomicFile` writes under a unique temporary name beside the target, created
+  exclusively (``O_EXCL | O_NOFOLLOW``: a link planted at that name is never followed), and
+  :meth:`AtomicFile.publish` moves it into place. Without ``overwrite`` a file that appeared
+  at the target meanwhile is never replaced (``renameat2(RENAME_NOREPLACE)``, else
+  ``link()``); with it, the replaced file's permission bits are kept. Every failure to publish
+  removes the temporary file and raises :class:`OutputError` (exit 6).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import secrets
+import stat
+import threading
+from pathlib import Path
+from typing import BinaryIO, Iterable
+
+from .errors import OutputError
+
+_NAME_MAX = 255
+"""Bytes in one file name on Linux file systems (ext4, xfs, btrfs, tmpfs)."""
+
+
+def local_path(spec: str | os.PathLike) -> Path | None:
+    """The file on this machine that an input spec names (a path, or a ``file:`` URL as FFmpeg
+    reads it), or None for a URL, a pipe or a camera."""
+    text = os.fspath(spec)
+    if text.startswith("file:"):
+        return Path(text[len("file:"):])  # FFmpeg's file protocol takes the rest as a path
+    if "://" in text or text.startswith(("pipe:", "fd:")):
+        return None
+    return Path(text)
+
+
+def _protected(protect) -> list[tuple[str, Path]]:
+    """(role, file) pairs from ``protect``: a mapping of role -> spec (``{"the output": ...}``),
+    or specs that are all inputs. Specs naming no local file (URLs) are left out."""
+    pairs = protect.items() if isinstance(protect, dict) else (("the input", spec) for spec in protect)
+    return [(role, path) for role, spec in pairs if (path := local_path(spec)) is not None]
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """True when ``a`` and ``b`` are one file: one resolved path, or one inode (a hard link)."""
+    try:
+        if a.resolve() == b.resolve():
+            return True
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except (OSError, RuntimeError):  # a name the OS refuses, a symlink loop
+        return False
+
+
+def check_output_path(output: str | os.PathLike, *, overwrite: bool, protect: Iterable = (),
+                      what: str = "output") -> Path:
+    """Refuse an output that would lose data or cannot be written, before any work is done.
+
+    Args:
+        output: the file to write.
+        overwrite: whether an existing file may be replaced.
+        protect: files the output must never be: input specs (paths or ``file:`` URLs), or a
+            mapping of role -> spec (``{"the output": "out.mp4"}``) that messages name.
+        what: how messages name the file (``output``, ``--stats-json``...).
+
+    Returns:
+        The output as a Path.
+
+    Raises:
+        OutputError: it is an input, a folder, its folder is missing, its name is too long
+            or otherwise refused by the OS, or it exists and ``overwrite`` is False.
+    """
+    path = Path(output)
+    for role, other in _protected(protect):
+        if _same_file(other, path):
+            raise OutputError(f"{what} is the same file as {role}: {output}")
+    if len(os.fsencode(path.name)) > _NAME_MAX:
+        raise OutputError(f"{what} file name is too long ({len(os.fsencode(path.name))} bytes; "
+                          f"the limit is {_NAME_MAX}): {str(output)[:60]}...")
+    try:
+        if not path.parent.is_dir():
+            raise OutputError(f"{what} folder does not exist: {path.parent}")
+        if path.is_dir():
+            raise OutputError(f"{what} is a folder: {output}")
+        if os.path.lexists(path) and not overwrite:
+            raise OutputError(f"{what} exists: {output} (pass --overwrite to replace it)")
+    except OutputError:
+        raise
+    except OSError as exc:
+        raise OutputError(f"cannot write {what} {output}: {exc.strerror or exc}") from None
+    return path
+
+
+def _temp_name(target: Path) -> str:
+    """``.STEM.RANDOM.partial.EXT``: hidden, unique, the extension kept (it names the container);
+    the stem is cut so that the name stays within the file system's limit."""
+    token = secrets.token_hex(4)
+    suffix = target.suffix if len(os.fsencode(target.suffix)) <= 32 else ""
+    room = _NAME_MAX - len(os.fsencode(f"..{token}.partial{suffix}"))
+    stem = os.fsencode(target.stem)[:room].decode(errors="ignore")
+    return f".{stem}.{token}.partial{suffix}"
+
+
+class AtomicFile:
+    """A file written under a temporary name beside ``target`` and published whole.
+
+    Args:
+        target: where the finished file goes.
+        overwrite: replace a file at ``target`` (keeping its permission bits); otherwise
+            publishing never replaces one, even one that appeared after the work began.
+        protect: as for :func:`check_output_path`; checked again at publishing.
+        what: how messages name the file.
+
+    :meth:`create` makes the temporary file; :meth:`publish` moves it into place;
+    :meth:`discard` removes it. ``publish`` and ``discard`` may race from two threads (a
+    second Ctrl-C while a file is being finished): whichever comes first wins.
+    """
+
+    def __init__(self, target: str | os.PathLike, *, overwrite: bool = False, protect: Iterable = (),
+                 what: str = "output") -> None:
+        self.target = Path(target)
+        self.overwrite = overwrite
+        self.protect = protect if isinstance(protect, dict) else tuple(protect)
+        self.what = what
+        self.temp: Path | None = None
+        self.handle: BinaryIO | None = None
+        self._lock = threading.Lock()
+        self._ended = False  # published or discarded
+
+    def create(self) -> BinaryIO:
+        """Create the temporary file exclusively (never following a link) and open it for
+        binary writing; its ``name`` keeps the target's extension.
+
+        Raises:
+            OutputError: it cannot be created (permissions, a full disk, a read-only folder).
+        """
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        for _attempt in range(100):
+            temp = self.target.with_name(_temp_name(self.target))
+            try:
+                fd = os.open(temp, flags, 0o666)  # the umask applies, as for any new file
+            except FileExistsError:
+                continue  # someone else's file (or a planted link) at that name: pick another
+            except OSError as exc:
+                raise OutputError(f"cannot write {self.what} {self.target}: {exc.strerror or exc}") from None
+            self.temp = temp
+            self.handle = os.fdopen(fd, "wb")
+            self.handle.raw.name = str(temp)  # PyAV guesses the container from the name
+            return self.handle
+        raise OutputError(f"cannot write {self.what} {self.target}: no free temporary name beside it")
+
+    def publish(self) -> None:
+        """Flush the temporary file to disk and move it to the target.
+
+        Raises:
+            OutputError: the target appeared meanwhile (without ``overwrite``), became an
+                input, or the move failed; the temporary file is removed.
+        """
+        with self._lock:
+            if self._ended:
+                raise OutputError(f"{self.what} {self.target} was discarded; not published")
+            doing = "write"
+            try:
+                if self.handle is not None and not self.handle.closed:
+                    self.handle.flush()
+                    os.fsync(self.handle.fileno())  # complete on disk before it has the name
+                    self.handle.close()
+                doing = "publish"
+                self._move()
+            except OSError as exc:
+                self._remove_temp()
+                if isinstance(exc, OutputError):
+                    raise
+                if exc.errno == errno.EEXIST:
+                    raise OutputError(f"{self.what} {self.target} appeared while it was being written; "
+                                      f"left as it is (pass --overwrite to replace it)") from None
+                raise OutputError(f"cannot {doing} {self.what} {self.target}: "
+                                  f"{exc.strerror or exc}; nothing was left behind") from None
+            finally:
+                self._ended = True
+
+    def discard(self) -> None:
+        """Remove the temporary file (the target is left as it was); safe to call again."""
+        with self._lock:
+            if self._ended:
+                return
+            self._ended = True
+            self._remove_temp()
+
+    def _remove_temp(self) -> None:
+        if self.handle is not None and not self.handle.closed:
+            try:
+                self.handle.close()
+            except OSError:
+                pass
+        if self.temp is not None:
+            try:
+                os.unlink(self.temp)
+            except FileNotFoundError:
+                pass
+
+    def _move(self) -> None:
+        for role, other in _protected(self.protect):
+            if _same_file(other, self.target):
+                raise OutputError(f"{self.what} became the same file as {role}: {self.target}; "
+                                  f"not replaced")
+        if not self.overwrite:
+            _rename_noreplace(self.temp, self.target)
+            return
+        try:
+            old = os.lstat(self.target)
+        except FileNotFoundError:
+            old = None
+        if old is not None and stat.S_ISREG(old.st_mode):
+            os.chmod(self.temp, stat.S_IMODE(old.st_mode))  # a replaced 0640 file stays 0640
+        os.replace(self.temp, self.target)
+
+
+def write_atomically(target: str | os.PathLike, data: bytes | str, *, overwrite: bool = False,
+                     protect: Iterable = (), what: str = "output") -> None:
+    """Write a small file (a report, a manifest) whole, with :class:`AtomicFile`'s rules.
+
+    Args:
+        data: the bytes, or text written as UTF-8.
+
+    Raises:
+        OutputError: as :func:`check_output_path` and :meth:`AtomicFile.publish`; a failed
+            write (a full disk) leaves nothing behind.
+    """
+    target = check_output_path(target, overwrite=overwrite, protect=protect, what=what)
+    file = AtomicFile(target, overwrite=overwrite, protect=protect, what=what)
+    handle = file.create()
+    try:
+        handle.write(data.encode("utf-8") if isinstance(data, str) else data)
+    except BaseException as exc:
+        file.discard()
+        if isinstance(exc, OSError):
+            raise OutputError(f"cannot write {what} {target}: {exc.strerror or exc}; "
+                              f"nothing was left behind") from None
+        raise
+    file.publish()
+
+
+_AT_FDCWD = -100
+_RENAME_NOREPLACE = 1
+
+
+def _load_renameat2():
+    try:
+        function = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):  # not glibc >= 2.28, or not Linux
+        return None
+    function.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
+    function.restype = ctypes.c_int
+    return function
+
+
+_renameat2 = _load_renameat2()
+
+
+def _rename_noreplace(source: Path, target: Path) -> None:
+    """Move ``source`` to ``target`` atomically, failing with EEXIST if ``target`` exists.
+
+    ``renameat2(RENAME_NOREPLACE)`` where the kernel and file system have it; else a hard link
+    (also refused atomically when the name exists) and an unlink; on a file system with
+    neither, a check and a rename, which leaves a short window.
+    """
+    if _renameat2 is not None:
+        if _renameat2(_AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(target), _RENAME_NOREPLACE) == 0:
+            return
+        code = ctypes.get_errno()
+        if code not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):
+            raise OSError(code, os.strerror(code), str(target))
+    try:
+        os.link(source, target)
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+            raise
+    else:
+        os.unlink(source)
+        return
+    if os.path.lexists(target):
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(target))
+    os.rename(source, target)

@@ -1,0 +1,171 @@
+"""SIGINT and SIGTERM sent to a real ``streamconv run`` at the moments that matter: during
+start-up, while a FIFO input is being opened, mid-run, and while the encoder flushes and the
+file is published. A first signal ends with a complete, playable file of the frames filtered
+so far (exit 130 or 143); a second aborts at once and leaves nothing; never a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
+SIGNAL_IDS = ["SIGINT", "SIGTERM"]
+
+
+class Run:
+    """``python -m streamconv ARGS`` in a child process whose stderr is collected line by line."""
+
+    def __init__(self, *args: str, cwd: Path) -> None:
+        env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        self.process = subprocess.Popen([sys.executable, "-m", "streamconv", *args], cwd=cwd, env=env,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.process.stderr:
+            self.lines.append(line)
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self.lines)
+
+    def wait_for(self, test, what: str, timeout: float = 60) -> None:
+        """Poll until ``test()`` holds while the child runs; fail with ``what`` otherwise."""
+        deadline = time.monotonic() + timeout
+        while not test():
+            assert self.process.poll() is None, f"exited ({self.process.returncode}) before {what}: {self.stderr}"
+            assert time.monotonic() < deadline, f"timed out waiting for {what}: {self.stderr}"
+            time.sleep(0.01)
+
+    def wait_for_line(self, fragment: str) -> None:
+        self.wait_for(lambda: any(fragment in line for line in self.lines), repr(fragment))
+
+    def handlers_installed(self) -> bool:
+        """True once the child catches SIGTERM: streamconv's guard is in (Python alone catches
+        only SIGINT), which it installs before its heavy imports."""
+        try:
+            status = Path(f"/proc/{self.process.pid}/status").read_text()
+        except OSError:
+            return False
+        caught = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
+        return bool(caught & (1 << (signal.SIGTERM - 1)))
+
+    def finish(self, timeout: float = 120) -> int:
+        try:
+            self.process.wait(timeout=timeout)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+        self._reader.join(5)
+        return self.process.returncode
+
+
+def leftovers(folder: Path) -> list[str]:
+    """Temporary files streamconv would have left in ``folder``."""
+    return sorted(p.name for p in folder.iterdir() if ".partial" in p.name)
+
+
+def frame_count(path: Path) -> int:
+    """Frames in ``path``'s video, decoded to the end (an unplayable file raises)."""
+    with av.open(str(path)) as container:
+        return sum(1 for _ in container.decode(video=0))
+
+
+@pytest.fixture(scope="module")
+def noise_clip(tmp_path_factory) -> Path:
+    """24 frames of 640x360 noise (lossless FFV1): slow for x264, so its flush takes seconds."""
+    path = tmp_path_factory.mktemp("noise") / "noise.mkv"
+    rng = np.random.default_rng(7)
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("ffv1", rate=30)
+        stream.width, stream.height, stream.pix_fmt = 640, 360, "yuv420p"
+        for index in range(24):
+            frame = av.VideoFrame.from_ndarray(rng.integers(0, 256, (360, 640, 3), np.uint8), format="rgb24")
+            frame.pts = index
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode(None))
+    return path
+
+
+def slow_flush_run(noise_clip: Path, output: Path) -> Run:
+    """A run whose 24 frames all wait in x264's lookahead (60 at veryslow) until the flush."""
+    return Run("run", str(noise_clip), "-o", str(output), "--filter", "box:size=3", "--backend", "cpu",
+               "--preset", "veryslow", "--no-progress", "-v", cwd=output.parent)
+
+
+@pytest.mark.parametrize("signum", CODES, ids=SIGNAL_IDS)
+def test_a_signal_during_the_flush_still_publishes_every_frame(tmp_path, noise_clip, signum):
+    output = tmp_path / "out.mp4"
+    run = slow_flush_run(noise_clip, output)
+    run.wait_for_line("flushing the encoder")
+    run.process.send_signal(signum)
+    assert run.finish() == CODES[signum], run.stderr
+    assert "Traceback" not in run.stderr and "error:" not in run.stderr, run.stderr
+    assert leftovers(tmp_path) == [] and output.exists(), run.stderr
+    assert frame_count(output) == 24
+
+
+@pytest.mark.parametrize("signum", CODES, ids=SIGNAL_IDS)
+def test_a_second_signal_during_the_flush_aborts_and_leaves_nothing(tmp_path, noise_clip, signum):
+    output = tmp_path / "out.mp4"
+    run = slow_flush_run(noise_clip, output)
+    run.wait_for_line("flushing the encoder")
+    run.process.send_signal(signum)
+    time.sleep(0.2)
+    assert run.process.poll() is None, "the flush ended before the second signal: make it longer"
+    run.process.send_signal(signal.SIGINT)
+    assert run.finish(timeout=30) == 130, run.stderr
+    assert "Traceback" not in run.stderr, run.stderr
+    assert "interrupted" in run.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_second_signal_mid_run_aborts_and_leaves_nothing(tmp_path, noise_clip):
+    output = tmp_path / "out.mp4"
+    run = Run("run", str(noise_clip), "-o", str(output), "--filter", "box:size=3", "--backend", "cpu",
+              "--preset", "veryslow", "--realtime", "--no-progress", cwd=tmp_path)
+    run.wait_for(lambda: leftovers(tmp_path), "the temporary file")  # the first frame is in
+    run.process.send_signal(signal.SIGTERM)
+    run.wait_for_line("SIGTERM: stopping")  # two signals sent at once would arrive as one
+    run.process.send_signal(signal.SIGTERM)
+    assert run.finish(timeout=30) == 143, run.stderr
+    assert "Traceback" not in run.stderr, run.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("signum", CODES, ids=SIGNAL_IDS)
+def test_a_signal_during_start_up_exits_cleanly(tmp_path, signum):
+    run = Run("run", "test:64x48,frames=3", "-o", str(tmp_path / "out.mp4"), cwd=tmp_path)
+    run.wait_for(run.handlers_installed, "the signal handlers")
+    run.process.send_signal(signum)  # the CLI's imports (NumPy, OpenCV, PyAV) are still loading
+    code = run.finish()
+    assert code == CODES[signum], run.stderr
+    assert "Traceback" not in run.stderr, run.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("signum", CODES, ids=SIGNAL_IDS)
+def test_a_signal_while_a_fifo_input_is_opened_exits_with_the_signals_code(tmp_path, signum):
+    fifo = tmp_path / "input.fifo"
+    os.mkfifo(fifo)
+    run = Run("run", str(fifo), "-o", str(tmp_path / "out.mp4"), "--backend", "cpu", cwd=tmp_path)
+    run.wait_for(run.handlers_installed, "the signal handlers")
+    time.sleep(1.0)  # start-up done: blocked in open(), which waits for a writer
+    run.process.send_signal(signum)
+    assert run.finish(timeout=30) == CODES[signum], run.stderr
+    assert "Traceback" not in run.stderr and "error:" not in run.stderr, run.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["input.fifo"]
