@@ -31,7 +31,8 @@ import streamconv  # noqa: E402
 
 import benchinfo  # noqa: E402
 from streamconv.backends.cpu import CpuBackend  # noqa: E402
-from streamconv.bench import copy_bandwidth, random_taps, time_host, time_launches  # noqa: E402
+from streamconv.bench import random_taps  # noqa: E402
+from streamconv.gpu_timing import copy_bandwidth, time_host, time_launches  # noqa: E402
 from streamconv.backends.cuda import CudaBackend  # noqa: E402
 from streamconv.filters import FilterStage  # noqa: E402
 
@@ -106,7 +107,7 @@ def main() -> None:
                         help="throughput runs per configuration; the median is reported (default 3)")
     args = parser.parse_args()
     import pycuda.driver as driver
-    from streamconv.backends import variants
+    from streamconv.backends import plan as planning
     from streamconv.borders import BORDER_CODES, DEFAULT_BORDER
 
     driver.init()
@@ -118,7 +119,7 @@ def main() -> None:
     # not, per taps) are compiled up front, in parallel.
     kernel_stages = {(label, k): random_taps(rng, k) for label in SIZES for k in KS}
     stage = random_taps(rng, 5)  # the GPU-stage throughput runs
-    variants.precompile_plans((variants.plan_stage(each, (*size, 3), BORDER_CODES[DEFAULT_BORDER])
+    planning.precompile_plans((planning.plan_stage(each).kernel_plan((*size, 3), BORDER_CODES[DEFAULT_BORDER])
                                for each in [*kernel_stages.values(), stage] for size in SIZES.values()),
                               f"sm_{major}{minor}")
 

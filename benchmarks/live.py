@@ -41,10 +41,9 @@ import benchinfo  # noqa: E402
 from streamconv.backends import create_backend, resolve_backend  # noqa: E402
 from streamconv.backends.cpu import CpuBackend  # noqa: E402
 from streamconv.filters import parse_chain  # noqa: E402
-from streamconv.live import LivePattern  # noqa: E402
+from streamconv.io.pattern import LivePattern, TestPattern  # noqa: E402
 from streamconv.presets import load_preset  # noqa: E402
-from streamconv.sinks import NullSink  # noqa: E402
-from streamconv.sources import TestPattern  # noqa: E402
+from streamconv.io.sink import NullSink  # noqa: E402
 
 STAGES = ("read", "upload", "kernel", "download", "write", "latency")
 TARGET_P99_MS = 2.0

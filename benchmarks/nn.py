@@ -29,8 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import streamconv  # noqa: E402
 
 import benchinfo  # noqa: E402
-from streamconv.backends import cuda_status, kernels  # noqa: E402
-from streamconv.bench import fp32_fma_peak, occupancy  # noqa: E402
+from streamconv import kernel_loader  # noqa: E402
+from streamconv.gpu_timing import fp32_fma_peak, occupancy  # noqa: E402
+from streamconv.cuda_device import cuda_status  # noqa: E402
 from streamconv.nn import conv2d_shape, im2col_expansion  # noqa: E402
 from streamconv.nn.gpu import METHODS, engine, gemm_defines, gemm_threads, tiled_defines, tiled_threads  # noqa: E402
 
@@ -109,7 +110,7 @@ def precompile(shapes, arch: str) -> None:
         if defines:
             wanted.add(("nn_conv", tuple(sorted(defines.items()))))
         wanted.add(("gemm", tuple(sorted(gemm_defines(shape.m).items()))))
-    kernels.precompile([(name, dict(items)) for name, items in sorted(wanted)], arch, workers=16)
+    kernel_loader.precompile([(name, dict(items)) for name, items in sorted(wanted)], arch, workers=16)
 
 
 def measure(gpu, shape, methods, rng, device, peak_flops: float) -> list[dict]:

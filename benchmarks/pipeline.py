@@ -39,7 +39,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import av  # noqa: E402  (after cv2: see streamconv.display.check_import_order)
+import av  # noqa: E402  (after cv2: see streamconv.io.display.check_import_order)
 from av.codec.hwaccel import HWAccel  # noqa: E402
 
 import streamconv  # noqa: E402

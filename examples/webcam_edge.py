@@ -13,9 +13,7 @@ import argparse
 import sys
 
 import streamconv
-from streamconv.display import DisplaySink
-from streamconv.sinks import FanoutSink, FileSink
-from streamconv.webcam import WebcamSource
+from streamconv import DisplaySink, FanoutSink, FileSink, WebcamSource
 
 CHAINS = [("edge", ["gaussian:sigma=0.8", "edge"]), ("blur", ["gaussian:sigma=3"]), ("none", [])]
 

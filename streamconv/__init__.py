@@ -14,9 +14,9 @@ import importlib
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "Filter": "api", "StreamFilter": "api",
+    "Filter": "api", "StreamFilter": "streamfilter",
     "BORDER_MODES": "borders", "DEFAULT_BORDER": "borders",
-    "DisplaySink": "display",
+    "DisplaySink": "io.display",
     "BackendUnavailableError": "errors", "CameraError": "errors", "CameraLostError": "errors",
     "DisplayError": "errors", "FilterSpecError": "errors", "FrameFormatError": "errors",
     "FrameTypeError": "errors", "GpuFaultError": "errors", "InputError": "errors",
@@ -27,14 +27,14 @@ _EXPORTS = {
     "parse_filter": "filters",
     "Pipeline": "pipeline",
     "list_presets": "presets", "load_preset": "presets",
-    "LivePattern": "live", "LiveSource": "live", "RealtimeSource": "live",
-    "CallbackSink": "sinks", "FanoutSink": "sinks", "FileSink": "sinks", "NullSink": "sinks",
-    "open_sink": "sinks",
+    "LivePattern": "io.pattern", "LiveSource": "io.live", "RealtimeSource": "io.live",
+    "CallbackSink": "io.sink", "FanoutSink": "io.sink", "FileSink": "io.filesink", "NullSink": "io.sink",
+    "open_sink": "io.open",
     "FrameMeta": "slots",
-    "FileSource": "filesource",
-    "ArraySource": "sources", "open_source": "sources", "TestPattern": "sources",
+    "FileSource": "io.file",
+    "ArraySource": "io.arrays", "open_source": "io.open", "TestPattern": "io.pattern",
     "RunStats": "stats",
-    "WebcamSource": "webcam",
+    "WebcamSource": "io.camera",
 }
 """Public name -> the submodule that defines it."""
 

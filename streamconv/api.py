@@ -1,4 +1,5 @@
-"""Filtering your own frames: ``Filter`` (one call per frame) and ``StreamFilter`` (overlapped).
+"""Filtering your own frames: ``Filter`` (one call per frame); ``StreamFilter`` (overlapped with
+your loop) is in :mod:`streamconv.streamfilter` and takes the same specs.
 
 Frames are host NumPy arrays of dtype uint8 or uint16: (H, W, 3) colour, (H, W) grey or
 (H, W, 4). Per-channel filters do not care about channel order, so OpenCV's BGR frames and
@@ -12,17 +13,15 @@ RuntimeError), on every backend.
 
 from __future__ import annotations
 
-from collections import deque
-from typing import Iterable, Iterator, Sequence, Union
+from typing import Sequence, Union
 
 import numpy as np
 
-from .backends import check_kernel_choice, create_backend, resolve_backend
+from .backends import create_backend, plan_kernels, resolve_backend
 from .borders import DEFAULT_BORDER, check_border
-from .errors import FilterSpecError, FrameFormatError, StreamconvError, StreamError
-from .filters import FilterStage, parse_chain, show_value, validate_taps
+from .errors import FilterSpecError, FrameFormatError, StreamError
+from .filters import FilterStage, parse_chain, validate_taps
 from .frames import as_count, as_hwc, check_same_frame
-from .hostcopy import ParallelCopier
 
 Spec = Union[str, FilterStage, np.ndarray, Sequence[Union[str, FilterStage]]]
 """What names a filter chain: a spec string, a FilterStage, a list of either, or a 2-D taps array."""
@@ -93,7 +92,7 @@ class Filter:
         backend: ``"auto"`` (CUDA when available, else the CPU with a notice), ``"cpu"``, ``"cuda"``.
         device: CUDA device number.
         kernel: CUDA kernel variant, ``"auto"`` (default) or a name from
-            ``streamconv.backends.variants.VARIANTS``; the CPU backend ignores it.
+            ``streamconv.backends.plan.VARIANTS``; the CPU backend ignores it.
 
     Call it from one thread at a time; on the CUDA backend it owns page-locked staging
     buffers and device buffers per frame shape, released by ``close()`` (or ``with``); after
@@ -120,9 +119,9 @@ class Filter:
         self.stages = to_stages(spec)
         self.border = check_border(border)
         self.backend = resolve_backend(backend, device=device)
-        check_kernel_choice(kernel, self.stages, self.backend)
+        plan = plan_kernels(kernel, self.stages, self.backend)
         self._engine = create_backend(self.backend, self.stages, border=self.border, device=device,
-                                      kernel=kernel)
+                                      kernel=kernel, plan=plan)
         self._closed = False
 
     @property
@@ -186,379 +185,3 @@ class Filter:
     def __repr__(self) -> str:
         chain = " -> ".join(stage.describe() for stage in self.stages) or "identity"
         return f"streamconv.Filter({chain}, border={self.border}, backend={self.backend})"
-
-
-def _same_buffer(image: np.ndarray, buffer: np.ndarray) -> bool:
-    """Whether host array ``image`` is ``buffer`` itself: the same first byte, shape and strides
-    (those of length-1 axes aside, which never step)."""
-    def steps(array: np.ndarray) -> tuple:
-        return tuple(stride for stride, size in zip(array.strides, array.shape) if size > 1)
-
-    return (image.__array_interface__["data"][0] == buffer.__array_interface__["data"][0]
-            and image.shape == buffer.shape and steps(image) == steps(buffer))
-
-
-class StreamFilter:
-    """Overlaps your loop with the GPU: up to ``ring`` frames in flight, results in order.
-
-    ``submit(frame)`` copies the frame into a page-locked slot and queues its upload,
-    kernels and download on the slot's CUDA stream, then returns; ``result()`` waits for
-    the oldest submitted frame and returns its output. While the GPU works, your thread
-    captures, draws or encodes. ``map(frames)`` does both for an iterable. Capturing into
-    ``input_buffer(shape)`` (``capture.read(buffer)``) and submitting that buffer skips the
-    copy into the slot. On the CPU backend the same calls work, without the overlap.
-
-    Args:
-        spec: as for :class:`Filter`.
-        ring: frames in flight (>= 1); 3 overlaps the upload of one frame with the kernel
-            of the previous one and the download of the one before.
-        border, backend, device, kernel: as for :class:`Filter`.
-
-    Use it from one thread. Buffers (``ring`` + 1 sets: one more for capture) are allocated
-    at the first frame and re-allocated when the frame shape changes. After ``close()``, every
-    call raises :class:`streamconv.StreamError`.
-
-    Raises:
-        FilterSpecError: ``ring`` not an int >= 1 (a bool is refused), ``device`` not an int >= 0,
-            or a bad spec, border, backend name or kernel.
-
-    Example:
-        >>> import numpy as np, streamconv
-        >>> frames = [np.full((8, 8, 3), v, np.uint8) for v in (10, 20, 30)]
-        >>> with streamconv.StreamFilter("identity", ring=2, backend="cpu") as sf:
-        ...     [int(out[0, 0, 0]) for out in sf.map(frames)]
-        [10, 20, 30]
-    """
-
-    def __init__(self, spec: Spec, *, ring: int = 3, border: str = DEFAULT_BORDER,
-                 backend: str = "auto", device: int = 0, kernel: str = "auto") -> None:
-        self._closed = True  # until the engine exists: close() of a half-made StreamFilter does nothing
-        self.ring = as_count(ring, "ring", 1)
-        device = as_count(device, "device", 0)
-        self.stages = to_stages(spec)
-        self.border = check_border(border)
-        self.backend = resolve_backend(backend, device=device)
-        check_kernel_choice(kernel, self.stages, self.backend)
-        # An application waits for its own results: spin rather than sleep, for latency.
-        self._engine = create_backend(self.backend, self.stages, border=self.border, device=device,
-                                      kernel=kernel, blocking_sync=False)
-        self._frame_type: tuple | None = None  # (shape, dtype) the slots are made for
-        self._free: list = []
-        self._pending: deque = deque()  # (slot, output shape) in submission order
-        self._ready: deque = deque()  # outputs finished early because the ring was full
-        # Two threads: each band thread costs two GIL hand-offs per frame, which are slow while
-        # the loop body is busy in Python; on a 16-core host four threads were faster alone but
-        # slower in a loop with 0.25-2 ms of Python work per frame (benchmarks/api.py).
-        self._copier = ParallelCopier(2)
-        self._staged: tuple | None = None  # (slot, output shape, PendingCopy) that map() is copying
-        self._reserved = None  # the slot whose input_buffer() the application is filling
-        # The map() that owns every frame in flight, or None: frames in flight then came from submit().
-        self._map_owner: object | None = None
-        self._closed = False
-
-    @property
-    def pending(self) -> int:
-        """Frames submitted whose result() has not been taken yet."""
-        return len(self._pending) + len(self._ready) + (self._staged is not None)
-
-    @property
-    def closed(self) -> bool:
-        """Whether close() was called (further calls raise StreamError)."""
-        return self._closed
-
-    def _check_open(self, call: str) -> None:
-        """Raise StreamError naming ``call`` if the StreamFilter is closed."""
-        if self._closed:
-            raise StreamError(f"StreamFilter is closed; {call}() cannot run (make a new StreamFilter)")
-
-    def _take_over(self, call: str) -> None:
-        """Before submit(), result() or a new map(): refuse if closed, and drop the frames of a
-        map() still in progress (left with break, an exception, or kept suspended), so that they
-        never come out of this call; that map() raises if resumed. (input_buffer() does not take
-        over: a map()'s own frames are captured into it.)"""
-        self._check_open(call)
-        if self._map_owner is not None:
-            self._drop_in_flight()
-
-    def _drop_in_flight(self) -> None:
-        """Let every frame in flight go: wait for the GPU to finish with each slot, free it, and
-        forget the outputs kept for result()."""
-        self._map_owner = None
-        self._end_staging(submit=False)
-        while self._pending:
-            slot, _ = self._pending.popleft()
-            self._free.append(slot)  # before the wait: a GPU fault there must not lose the slot
-            self._engine.wait(slot)
-        self._ready.clear()
-
-    def submit(self, frame: np.ndarray) -> None:
-        """Queue one frame: (H, W), (H, W, 3) or (H, W, 4) uint8 or uint16 host array, any strides.
-
-        Returns at once while fewer than ``ring`` frames are in flight; otherwise it first
-        finishes the oldest (its output is kept for ``result()``). A map() still in progress
-        (left early but not yet garbage-collected) is ended first: its frames are dropped.
-
-        Raises:
-            FrameTypeError, FrameFormatError: a frame of the wrong dtype or shape.
-            StreamError: the StreamFilter is closed.
-        """
-        self._take_over("submit")
-        self._submit(frame)
-
-    def _submit(self, frame: np.ndarray) -> None:
-        """submit() without the checks: map() queues its own frames through this."""
-        image = as_hwc(frame, what="input frame")
-        self._fit_slots(image)
-        slot = self._reserved if self._reserved is not None else self._take_slot()
-        self._reserved = None
-        self._keep_ring()
-        if not _same_buffer(image, slot.host_in):
-            self._copier.copy(slot.host_in, image)
-        self._engine.submit(slot)
-        self._pending.append((slot, np.shape(frame)))
-
-    def input_buffer(self, shape: tuple[int, ...], dtype: np.dtype | type = np.uint8) -> np.ndarray:
-        """A page-locked host array to capture the next frame into, so that submit() copies nothing.
-
-        Reserves a slot and returns its input buffer, writable, as ``shape`` ((H, W), (H, W, 3)
-        or (H, W, 4)) of ``dtype`` (uint8 or uint16). The filter keeps one slot more than the
-        ring, so this does not wait for the GPU while ``ring`` frames are in flight.
-        ``submit()`` of that array queues the slot as it is; asking again before submitting
-        returns the same buffer, and submitting another array copies that one into the
-        reserved slot instead.
-
-        Raises:
-            FrameTypeError, FrameFormatError: a dtype or shape that submit() would refuse.
-            StreamError: the StreamFilter is closed.
-
-        Example:
-            >>> import numpy as np, streamconv
-            >>> with streamconv.StreamFilter("identity", backend="cpu") as sf:
-            ...     buffer = sf.input_buffer((4, 6, 3))
-            ...     buffer[:] = 7                    # e.g. capture.read(buffer) with OpenCV
-            ...     sf.submit(buffer)
-            ...     int(sf.result()[0, 0, 0])
-            7
-        """
-        # No take-over: the frames a map() is reading may be captured into this buffer.
-        self._check_open("input_buffer")
-        self._end_staging(submit=True)
-        self._fit_slots(as_hwc(np.broadcast_to(np.zeros((), dtype), tuple(shape)), what="input buffer"))
-        if self._reserved is None:
-            self._reserved = self._take_slot()
-        return self._reserved.host_in.reshape(shape)
-
-    def _take_slot(self):
-        """A free slot, reset (the ring's spare when ``ring`` frames are in flight)."""
-        while not self._free:
-            self._finish_oldest()
-        slot = self._free.pop()
-        slot.reset()
-        return slot
-
-    def _keep_ring(self) -> None:
-        """Finish the oldest frames until one more fits in the ring."""
-        while len(self._pending) >= self.ring:
-            self._finish_oldest()
-
-    def _finish_oldest(self) -> None:
-        """Wait for the oldest frame in flight and keep its output for result()."""
-        slot, shape = self._pending.popleft()
-        self._ready.append(self._collect(slot, shape, None))
-
-    def result(self, out: np.ndarray | None = None) -> np.ndarray:
-        """The output of the oldest submitted frame, waiting for it if needed.
-
-        Args:
-            out: optional host array of the frame's shape and dtype to write into (no allocation),
-                writable, any strides.
-
-        Returns:
-            ``out``, or a new host array of the submitted frame's shape and dtype.
-
-        Raises:
-            StreamconvError: nothing was submitted (frames of a map() left early do not count:
-                they are dropped).
-            FrameTypeError, FrameFormatError: ``out`` of another dtype or shape, or read-only.
-            StreamError: the StreamFilter is closed.
-        """
-        self._take_over("result")
-        return self._result(out)
-
-    def _result(self, out: np.ndarray | None = None) -> np.ndarray:
-        """result() without the checks: map() takes its own outputs through this."""
-        if not self._ready and not self._pending:
-            raise StreamconvError("result() called with no frame submitted")
-        if out is not None:
-            # Checked before the frame is taken, so that a wrong ``out`` loses no frame.
-            if self._ready:
-                like = self._ready[0]
-            else:
-                slot, shape = self._pending[0]
-                like = np.broadcast_to(np.zeros((), slot.host_out.dtype), shape)
-            check_output(out, like)
-        if self._ready:
-            ready = self._ready.popleft()
-            if out is None:
-                return ready
-            np.copyto(out, ready)
-            return out
-        slot, shape = self._pending.popleft()
-        return self._collect(slot, shape, out)
-
-    def map(self, frames: Iterable[np.ndarray], *, copy: bool = True) -> Iterator[np.ndarray]:
-        """Filter an iterable of frames, keeping ``ring`` in flight; yields outputs in order.
-
-        The next input is fetched (your capture code runs) while earlier frames are on the GPU,
-        and it is copied into its page-locked slot, on worker threads, while you work on the
-        output just yielded.
-
-        Each map() yields exactly one output per input, in order. One left early (``break``, an
-        exception in your loop, or simply dropped) lets its frames in flight go when it is closed
-        or garbage-collected, and at the latest when the next map(), submit() or result() call
-        starts; resuming it after that raises StreamError. The frames may be captured into
-        :meth:`input_buffer` as they are produced (no copy).
-
-        Args:
-            frames: uint8 or uint16 host arrays, as for :meth:`submit`. Each is read until the
-                next one is asked for, so keep it unchanged until then.
-            copy: yield new arrays (True, safe to keep), or read-only views of the page-locked
-                output buffers (False: no copy, but each is valid only until the next
-                iteration; show, encode or copy it before asking for the next one).
-
-        Raises:
-            StreamError: the StreamFilter is closed, or frames given to submit() still wait for
-                their result() (their outputs would come out of this map() instead).
-        """
-        self._take_over("map")
-        if self.pending:
-            raise StreamError(f"map() with {self.pending} submitted frame(s) not yet taken; "
-                              "take them with result() first")
-        owner = object()
-        self._map_owner = owner
-        return self._map(frames, copy, owner)
-
-    def _check_owner(self, owner: object) -> None:
-        """Raise StreamError if the map() of ``owner`` no longer owns the frames in flight."""
-        self._check_open("map")
-        if self._map_owner is not owner:
-            raise StreamError("this map() was left and its frames were dropped: a later map(), submit() "
-                              "or result() call took the StreamFilter over")
-
-    def _map(self, frames: Iterable[np.ndarray], copy: bool, owner: object) -> Iterator[np.ndarray]:
-        """The generator behind map(), owning every frame in flight while ``owner`` is current."""
-        try:
-            for frame in frames:
-                self._check_owner(owner)  # the loop over ``frames`` ran your code: check again
-                if self.pending < self.ring:
-                    self._submit(frame)
-                    continue
-                output = self._result() if copy else self._result_view()
-                staged = self._start_staging(frame)
-                yield output  # your work on it runs beside the copy of the next frame
-                self._check_owner(owner)
-                if staged:
-                    self._end_staging(submit=True)
-                else:
-                    self._submit(frame)
-            while True:
-                self._check_owner(owner)  # before looking at pending: a later call may have emptied it
-                if not self.pending:
-                    break
-                yield self._result() if copy else self._result_view()
-        finally:
-            # Ended by break, an exception or garbage collection: the frames still in flight belong
-            # to no later call, so they go now (nothing is left when the loop ran to the end).
-            if self._map_owner is owner and not self._closed:
-                self._drop_in_flight()
-
-    def _start_staging(self, frame: np.ndarray) -> bool:
-        """Start copying ``frame`` into a free slot on the copier's threads; False (nothing
-        started) when it must go through submit() instead: a new frame type, a bad frame
-        (whose error submit() raises), or no free slot."""
-        try:
-            image = as_hwc(frame, what="input frame")
-        except (TypeError, ValueError):
-            return False
-        if (image.shape, image.dtype) != self._frame_type or not self._free or self._reserved is not None:
-            return False
-        slot = self._take_slot()
-        self._staged = (slot, np.shape(frame), self._copier.start(slot.host_in, image))
-        return True
-
-    def _end_staging(self, *, submit: bool) -> None:
-        """Finish the staged frame's copy, then queue it on the GPU (before any later frame) or,
-        when its map() loop has ended, let it go and free its slot."""
-        if self._staged is None:
-            return
-        slot, shape, copying = self._staged
-        self._staged = None
-        try:
-            copying.wait()
-        except BaseException:
-            self._free.append(slot)
-            raise
-        if submit:
-            self._engine.submit(slot)
-            self._pending.append((slot, shape))
-        else:
-            self._free.append(slot)
-
-    def _result_view(self) -> np.ndarray:
-        """The oldest output as a read-only view of its slot, which is reused by a later submit."""
-        if self._ready or not self._pending:
-            return self._result()
-        slot, shape = self._pending.popleft()
-        self._engine.wait(slot)
-        self._free.append(slot)
-        view = slot.host_out.reshape(shape)
-        view.flags.writeable = False
-        return view
-
-    def _collect(self, slot, shape, out: np.ndarray | None) -> np.ndarray:
-        self._engine.wait(slot)
-        result = slot.host_out.reshape(shape)
-        self._free.append(slot)
-        if out is None:
-            return result.copy()
-        np.copyto(out, result)  # ``out`` was checked by _result()
-        return out
-
-    def _fit_slots(self, image: np.ndarray) -> None:
-        """Make the slots fit ``image``'s (H, W, C) shape and dtype, if they do not yet."""
-        if (image.shape, image.dtype) != self._frame_type:
-            self._reshape(image.shape, image.dtype)
-
-    def _reshape(self, shape: tuple[int, int, int], dtype: np.dtype) -> None:
-        """New frame shape or dtype: finish what is in flight, then make slots for the new one."""
-        if self._reserved is not None:
-            self._free.append(self._reserved)
-            self._reserved = None
-        while self._pending:
-            self._finish_oldest()
-        if self._free:
-            self._engine.release_slots(self._free)
-        # One slot more than the ring: the application can capture into a slot's input buffer
-        # while ``ring`` frames are in flight, without finishing (and copying out) the oldest.
-        self._free = self._engine.allocate_slots(shape, self.ring + 1, dtype=dtype)
-        self._frame_type = (shape, dtype)
-
-    def close(self) -> None:
-        """Wait for frames in flight, drop untaken results, release buffers; idempotent. Later
-        calls (submit, result, map, input_buffer, a map() left suspended) raise StreamError."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self._drop_in_flight()
-        finally:
-            self._free = []
-            self._reserved = None
-            self._copier.close()
-            self._engine.close()
-
-    def __enter__(self) -> "StreamFilter":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

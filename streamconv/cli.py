@@ -13,101 +13,35 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import platform
-import re
 import sys
 from pathlib import Path
 from typing import Sequence
 
 from . import __version__
 from .backends import BACKENDS, cuda_status
-from .backends.variants import DEEP_KERNEL_CHOICES, KERNEL_CHOICES
+from .backends.plan import KERNEL_CHOICES
 from .borders import BORDER_MODES, DEFAULT_BORDER
-from .display import KEYS_HELP, DisplaySink, check_display
-from .errors import EXIT_DAMAGED_INPUT, EXIT_INTERRUPTED, CameraLostError, FilterSpecError, StreamconvError
-from .filesource import NETWORK_TIMEOUT
+from .cli_bench import add_bench_parser, cmd_bench
+from .cli_types import (MAX_TIMEOUT, crf_value, frame_size, non_negative_int, pixel_limit, positive_float,
+                        ring_size, timeout_seconds)
+from .io.display import KEYS_HELP, DisplaySink, check_display
+from .errors import EXIT_DAMAGED_INPUT, EXIT_INTERRUPTED, CameraLostError, StreamconvError
+from .io.file import NETWORK_TIMEOUT
 from .filters import FilterStage, describe_registry, parse_chain
 from .frames import DEFAULT_MAX_PIXELS, MAX_RING
-from .live import RealtimeSource
+from .io.live import RealtimeSource
 from .pipeline import COLOUR_PATHS, Pipeline
 from .presets import list_presets, load_preset
 from .interrupts import SignalGuard
 from .publish import check_output_path, write_atomically
-from .sinks import FanoutSink, Sink, open_sink
-from .sources import Source, is_test_spec, open_source
-from .webcam import is_webcam_spec
+from .io.open import open_sink, open_source
+from .io.sink import FanoutSink, Sink
+from .io.pattern import is_test_spec
+from .io.source import Source
+from .io.camera import is_webcam_spec
 
 log = logging.getLogger("streamconv")
-
-
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def _frame_size(text: str) -> tuple[int, int]:
-    match = re.fullmatch(r"(\d+)[xX](\d+)", text.strip())
-    if not match or int(match[1]) < 1 or int(match[2]) < 1:
-        raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT such as 1280x720, got {text!r}")
-    return int(match[1]), int(match[2])
-
-
-def _ring_size(text: str) -> int:
-    """--ring: 1 to MAX_RING slots (each two host frames: the cap keeps a typo from taking all memory)."""
-    value = int(text)
-    if not 1 <= value <= MAX_RING:
-        raise argparse.ArgumentTypeError(f"must be 1 to {MAX_RING}, got {value}")
-    return value
-
-
-def _finite_float(text: str) -> float:
-    """A float that is a number: nan, inf and 1e400 (inf) are refused here, not by FFmpeg later."""
-    value = float(text)
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
-    return value
-
-
-MAX_TIMEOUT = 1e6
-"""Longest --timeout, in seconds (11.6 days; FFmpeg counts it in int64 microseconds). 0 waits forever."""
-
-
-def _timeout(text: str) -> float:
-    value = _finite_float(text)
-    if not 0 <= value <= MAX_TIMEOUT:
-        raise argparse.ArgumentTypeError(f"must be 0 to {MAX_TIMEOUT:g} seconds (0: wait forever), got {text}")
-    return value
-
-
-def _crf(text: str) -> float:
-    value = _finite_float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = _finite_float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
-
-
-def _pixel_limit(text: str) -> int | None:
-    """--max-pixels: a count (8294400), a size (3840x2160), or a plain 0 for no limit."""
-    match = re.fullmatch(r"\s*(\d+)(?:[xX](\d+))?\s*", text)
-    if not match:
-        raise argparse.ArgumentTypeError(f"expected a pixel count or WIDTHxHEIGHT, got {text!r}")
-    if match[2] is None:
-        return int(match[1]) or None
-    value = int(match[1]) * int(match[2])
-    if value == 0:  # 0x5 is a size of nothing, not a request for no limit
-        raise argparse.ArgumentTypeError(f"a size must be at least 1x1, got {text!r} "
-                                         "(a plain 0 means no limit)")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -118,7 +52,16 @@ def build_parser() -> argparse.ArgumentParser:
                     "(or the CPU reference backend).")
     parser.add_argument("--version", action="version", version=f"streamconv {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_run_parser(commands)
+    commands.add_parser("filters", help="list filters, their parameters and the presets")
+    commands.add_parser("info", help="versions, and which backends can run here and why not")
+    add_bench_parser(commands)
+    return parser
 
+
+def _add_run_parser(commands) -> None:
+    """Add ``streamconv run``: SOURCE and OUTPUT, then its options group by group (the order
+    they are added in is the order of the usage line and of --help)."""
     run = commands.add_parser(
         "run", help="filter a video file, stream or test pattern",
         description="Filter SOURCE through a chain of filters into OUTPUT (or nowhere, to measure).",
@@ -133,50 +76,81 @@ def build_parser() -> argparse.ArgumentParser:
                           "or test[:WxH][@FPS][,frames=N][,live] for a synthetic pattern")
     run.add_argument("-o", "--output", metavar="OUTPUT",
                      help="output video file (container from its extension); omit to discard frames")
+    _add_chain_options(run)
+    _add_engine_options(run)
+    _add_input_options(run)
+    _add_encoder_options(run)
+    _add_sample_options(run)
+    run.add_argument("--stats-json", metavar="PATH", help="write per-stage timings as JSON")
+    _add_live_options(run)
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--quiet", "-q", action="store_true", help="no summary table")
+    run.add_argument("--verbose", "-v", action="store_true", help="log what is opened and compiled")
+
+
+def _add_chain_options(run: argparse.ArgumentParser) -> None:
+    """The filter chain: --filter, --pipeline, --border."""
     run.add_argument("--filter", "-f", dest="filters", action="append", default=[], metavar="SPEC",
                      help="NAME[:KEY=VALUE,...]; repeat to chain (see `streamconv filters`)")
     run.add_argument("--pipeline", "-p", metavar="NAME|PATH",
                      help=f"a preset ({', '.join(list_presets())}) or a .toml file; --filter stages run after it")
     run.add_argument("--border", choices=BORDER_MODES, default=None,
                      help=f"how pixels outside the frame are read (default {DEFAULT_BORDER}, or the preset's)")
+
+
+def _add_engine_options(run: argparse.ArgumentParser) -> None:
+    """Where and how the chain runs: --backend, --device, --kernel, --ring."""
     run.add_argument("--backend", choices=BACKENDS, default="auto",
                      help="auto picks cuda when PyCUDA and a GPU are present (default auto)")
-    run.add_argument("--device", type=_non_negative_int, default=0, metavar="N", help="CUDA device number")
+    run.add_argument("--device", type=non_negative_int, default=0, metavar="N", help="CUDA device number")
     run.add_argument("--kernel", choices=KERNEL_CHOICES, default="auto", metavar="NAME",
                      help="CUDA kernel variant: auto (default: separable for rank-1 taps of 7x7 and "
                           "up, tensor-core for other taps of 5x5 to 9x9 and one 3x3 matrix, else "
                           "register-blocked), "
                           + ", ".join(KERNEL_CHOICES[1:]))
-    run.add_argument("--ring", type=_ring_size, default=3, metavar="N",
+    run.add_argument("--ring", type=ring_size, default=3, metavar="N",
                      help=f"frames in flight between reader, GPU and writer, 1 to {MAX_RING} "
                           "(default 3; each holds two frames in host memory, checked against the "
                           "memory available before any is allocated)")
-    run.add_argument("--max-frames", type=_non_negative_int, metavar="N", help="stop after N frames")
-    run.add_argument("--max-pixels", type=_pixel_limit, default=DEFAULT_MAX_PIXELS, metavar="N|WxH",
+
+
+def _add_input_options(run: argparse.ArgumentParser) -> None:
+    """What is read of SOURCE, and how: frame and size limits, the network timeout, the
+    stream, the decoder, the other streams."""
+    run.add_argument("--max-frames", type=non_negative_int, metavar="N", help="stop after N frames")
+    run.add_argument("--max-pixels", type=pixel_limit, default=DEFAULT_MAX_PIXELS, metavar="N|WxH",
                      help="refuse inputs with larger frames before allocating buffers "
                           "(default 7680x4320; a plain 0: no limit, but frames that do not fit "
                           "in the available memory are still refused)")
-    run.add_argument("--timeout", type=_timeout, metavar="SECONDS",
+    run.add_argument("--timeout", type=timeout_seconds, metavar="SECONDS",
                      help="give up on a network input that sends nothing for this long, up to "
                           f"{MAX_TIMEOUT:g} (default {NETWORK_TIMEOUT:g} s for URLs, none for files; "
                           "0: wait forever)")
-    run.add_argument("--video-stream", type=_non_negative_int, default=0, metavar="N",
+    run.add_argument("--video-stream", type=non_negative_int, default=0, metavar="N",
                      help="which video stream of the input (default 0, the first)")
     run.add_argument("--hwaccel", metavar="KIND",
                      help="decode the input on a hardware decoder, e.g. cuda (NVDEC); frames come back "
                           "to host memory as nv12/p010 planes (default: software decoding)")
     run.add_argument("--no-audio", action="store_true",
                      help="leave out the input's audio and subtitle streams (copied unchanged by default)")
+
+
+def _add_encoder_options(run: argparse.ArgumentParser) -> None:
+    """How OUTPUT is written: --overwrite, --codec, --pix-fmt, --crf, --preset."""
     run.add_argument("--overwrite", "-y", action="store_true",
                      help="replace OUTPUT and the --stats-json file if they exist (keeping their permissions)")
     run.add_argument("--codec", default="libx264", help="encoder (default libx264)")
     run.add_argument("--pix-fmt", default=None,
                      help="encoder pixel format (default yuv420p; for 10-bit and deeper input the "
                           "codec's 4:2:0 format of that depth, e.g. yuv420p10le)")
-    run.add_argument("--crf", type=_crf, help="constant rate factor for x264/x265, a number >= 0 "
-                                               "(codec default if omitted)")
+    run.add_argument("--crf", type=crf_value, help="constant rate factor for x264/x265, a number >= 0 "
+                                                    "(codec default if omitted)")
     run.add_argument("--preset", dest="codec_preset", metavar="PRESET",
                      help="encoder speed preset, e.g. ultrafast..veryslow (codec default if omitted)")
+
+
+def _add_sample_options(run: argparse.ArgumentParser) -> None:
+    """What the filters see: --colour (where yuv420p is converted) and --depth (bits per sample)."""
     run.add_argument("--colour", choices=COLOUR_PATHS, default="auto",
                      help="where yuv420p video is converted to and from RGB: backend (the slots carry "
                           "the planes; on the GPU for cuda), host (FFmpeg's scaler in the reader and "
@@ -185,7 +159,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="bits per sample the filters work in: 16 keeps 10-bit and deeper video "
                           "without banding, 8 is faster; auto (default): 16 for input deeper than "
                           "8 bits, else 8")
-    run.add_argument("--stats-json", metavar="PATH", help="write per-stage timings as JSON")
+
+
+def _add_live_options(run: argparse.ArgumentParser) -> None:
+    """The "live video and display" group: the window, real-time files, camera settings."""
     live = run.add_argument_group("live video and display")
     live.add_argument("--display", action="store_true",
                       help="show the filtered video in a window (with -o: record while watching)")
@@ -195,62 +172,30 @@ def build_parser() -> argparse.ArgumentParser:
                       help="start with the fps/latency overlay hidden (key o toggles it)")
     live.add_argument("--realtime", action="store_true",
                       help="deliver a file's frames at its frame rate (default: as fast as possible)")
-    live.add_argument("--size", type=_frame_size, metavar="WxH", help="camera capture size to request")
-    live.add_argument("--fps", type=_positive_float, metavar="FPS", help="camera frame rate to request")
-    run.add_argument("--no-progress", action="store_true", help="no progress bar")
-    run.add_argument("--quiet", "-q", action="store_true", help="no summary table")
-    run.add_argument("--verbose", "-v", action="store_true", help="log what is opened and compiled")
-
-    commands.add_parser("filters", help="list filters, their parameters and the presets")
-    commands.add_parser("info", help="versions, and which backends can run here and why not")
-    _add_bench_parser(commands)
-    return parser
-
-
-def _argument_type(parse):
-    """An argparse type from a parser that raises ValueError with a message of its own."""
-    def convert(text: str):
-        try:
-            return parse(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-    convert.__name__ = parse.__name__
-    return convert
-
-
-def _add_bench_parser(commands) -> None:
-    from . import bench
-
-    parser = commands.add_parser(
-        "bench", help="time every CUDA kernel variant against K and frame size (needs a GPU)",
-        description="Check every CUDA kernel variant against the CPU backend, then time it with "
-                    "CUDA events for each K and frame size, beside cv2.filter2D and cv2.sepFilter2D "
-                    "on the host. 2D variants run random float taps; separable runs a Gaussian; "
-                    "auto runs both. Prints a table; --json and --chart save it.",
-        epilog="Examples:\n  streamconv bench\n  streamconv bench --sizes 4k --ks 3,5 --kernels auto,register-blocked\n"
-               "  streamconv bench --json bench.json --chart bench.png",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=_argument_type(bench.parse_sizes), default=list(bench.SIZES),
-                        metavar="LIST", help=f"frame sizes (default {','.join(bench.SIZES)})")
-    parser.add_argument("--ks", type=_argument_type(bench.parse_ks), default=list(bench.DEFAULT_KS),
-                        metavar="LIST", help=f"kernel sizes K (default {','.join(map(str, bench.DEFAULT_KS))})")
-    parser.add_argument("--kernels", type=_argument_type(bench.parse_kernels), default="all", metavar="LIST",
-                        help="kernels to time: all (default) or a list of " + ", ".join(KERNEL_CHOICES))
-    parser.add_argument("--border", choices=BORDER_MODES, default=DEFAULT_BORDER,
-                        help=f"border mode (default {DEFAULT_BORDER})")
-    parser.add_argument("--depth", type=int, choices=(8, 16), default=8,
-                        help="bits per sample of the frames (default 8; 16 times the kernels that take "
-                             "uint16 frames: auto and register-blocked)")
-    parser.add_argument("--device", type=_non_negative_int, default=0, metavar="N", help="CUDA device number")
-    parser.add_argument("--no-host", action="store_true", help="skip the OpenCV host references")
-    parser.add_argument("--json", metavar="PATH", help="write the results as JSON")
-    parser.add_argument("--chart", metavar="PATH", help="draw ms against K as a PNG (needs streamconv[plot])")
-    parser.add_argument("--overwrite", "-y", action="store_true", help="replace --json and --chart files that exist")
-    parser.add_argument("--no-progress", action="store_true", help="no progress line")
+    live.add_argument("--size", type=frame_size, metavar="WxH", help="camera capture size to request")
+    live.add_argument("--fps", type=positive_float, metavar="FPS", help="camera frame rate to request")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``streamconv run``: validate everything cheap first, then run the pipeline."""
+    stages, border = _run_chain(args)
+    display = args.display or args.side_by_side
+    _check_run_outputs(args, display)
+    pipeline = _build_pipeline(args, stages, border, display)
+    try:
+        stats = pipeline.run()
+    except CameraLostError:
+        if pipeline.stats is not None and pipeline.stats.frames:
+            _report(args, pipeline.stats)  # what was recorded before the camera went away
+        raise
+    _report(args, stats)
+    if pipeline.stop_signal is not None:
+        return 128 + pipeline.stop_signal
+    return EXIT_DAMAGED_INPUT if stats.damage else 0
+
+
+def _run_chain(args: argparse.Namespace) -> tuple[list[FilterStage], str]:
+    """The stages (the --pipeline preset's, then the --filter specs) and the border mode."""
     border = args.border
     stages = []
     if args.pipeline:
@@ -261,7 +206,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     border = border or DEFAULT_BORDER
     if not stages:
         log.warning("no --filter or --pipeline given: frames pass through unchanged")
-    display = args.display or args.side_by_side
+    return stages, border
+
+
+def _check_run_outputs(args: argparse.Namespace, display: bool) -> None:
+    """Before any input is opened: a display to show on, and OUTPUT and --stats-json writable
+    (new, or --overwrite) and none of the run's other files."""
     if display:
         check_display()  # before a camera or file is opened
     if args.output is not None:
@@ -269,6 +219,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.stats_json is not None:
         check_output_path(args.stats_json, overwrite=args.overwrite, what="--stats-json",
                           protect=_written_by_run(args, but="stats_json"))
+
+
+def _build_pipeline(args: argparse.Namespace, stages: list[FilterStage], border: str,
+                    display: bool) -> Pipeline:
+    """Open SOURCE and the sinks and make the Pipeline; whatever was opened is released if a
+    later step fails."""
     sink_options = {"codec": args.codec, "pix_fmt": args.pix_fmt, "crf": args.crf,
                     "preset": args.codec_preset, "overwrite": args.overwrite}
     source = _open_run_source(args)
@@ -287,16 +243,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         source.close()
         raise
     pipeline.filter_label = label
-    try:
-        stats = pipeline.run()
-    except CameraLostError:
-        if pipeline.stats is not None and pipeline.stats.frames:
-            _report(args, pipeline.stats)  # what was recorded before the camera went away
-        raise
-    _report(args, stats)
-    if pipeline.stop_signal is not None:
-        return 128 + pipeline.stop_signal
-    return EXIT_DAMAGED_INPUT if stats.damage else 0
+    return pipeline
 
 
 def _open_run_source(args: argparse.Namespace) -> Source:
@@ -420,40 +367,6 @@ def cmd_info(_args: argparse.Namespace) -> int:
     print("  cpu: available (NumPy + OpenCV reference)")
     usable, reason = cuda_status(0)
     print(f"  cuda: {'available: ' if usable else 'unavailable: '}{reason}")
-    return 0
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    """``streamconv bench``: check and time the kernel variants; table, JSON, chart."""
-    from . import bench, benchplot
-    from .backends import resolve_backend
-
-    if args.chart:
-        benchplot.check_matplotlib()
-    reports = {"--json": args.json, "--chart": args.chart}
-    for option, path in reports.items():
-        if path:
-            check_output_path(path, overwrite=args.overwrite, what=option,
-                              protect={name: other for name, other in reports.items() if other and name != option})
-    kernels = bench.kernels_for_depth(args.kernels, args.depth)
-    if not kernels:
-        raise FilterSpecError(f"--depth {args.depth}: none of {', '.join(args.kernels)} takes 16-bit frames "
-                              f"({' and '.join(DEEP_KERNEL_CHOICES)} do)")
-    if len(kernels) < len(args.kernels):
-        log.info("--depth %d: timing %s (the other kernels take 8-bit frames only)", args.depth, ", ".join(kernels))
-    resolve_backend("cuda", device=args.device)  # a clear error without a usable GPU
-    progress = bench.progress_printer(not args.no_progress and sys.stderr.isatty())
-    result = bench.run_bench(sizes=args.sizes, ks=args.ks, kernels=kernels, border=args.border,
-                             device_number=args.device, host=not args.no_host, progress=progress,
-                             depth=args.depth)
-    if progress:
-        sys.stderr.write("\n")
-    if args.json:
-        write_atomically(args.json, json.dumps(result, indent=1) + "\n", overwrite=args.overwrite, what="--json")
-    if args.chart:
-        benchplot.write_chart(result, args.chart)
-    print(bench.format_table(result))
-    bench.report_failures(result)
     return 0
 
 

@@ -1,4 +1,5 @@
-"""The filter registry: names -> float32 taps (or banks of taps), spec parsing and validation.
+"""The filter registry: names -> float32 taps (or banks of taps) or a convolution layer, spec
+parsing and validation.
 
 A spec string is ``name[:key=value,...]``, e.g. ``gaussian:sigma=1.5`` or
 ``custom:taps=0,-1,0;-1,5,-1;0,-1,0``. Commas inside a value are allowed: a
@@ -6,34 +7,26 @@ comma-separated piece without ``=`` continues the previous value.
 
 Every filter is a correlation (like ``cv2.filter2D``) with the same taps on every
 channel; see DESIGN semantics in the README. A *bank* is several tap matrices of one
-size combined per pixel (``edge`` is the Sobel gradient magnitude).
+size combined per pixel (``edge`` is the Sobel gradient magnitude). The filter named ``bank``
+is no bank in that sense, but a convolution layer (:mod:`streamconv.nn.layer`): the name is
+kept for the command line and presets; inside, it is a *layer*. Taps and weights are read from
+text and files by :mod:`streamconv.tapfiles`.
 """
 
 from __future__ import annotations
 
-import io
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from .errors import FilterSpecError, FrameTypeError
-from .resources import is_file, read_limited
+from .nn.layer import ConvLayer, load_layer
+from .tapfiles import MAX_ABS_TAP, MAX_QUOTED_CHARS, load_taps_file, parse_inline_taps, quote_text
 
 MAX_SIZE = 31
 """Largest tap matrix side (radius 15); the CUDA kernels are built for radius <= 15."""
-
-MAX_ABS_TAP = 1.0e6
-"""Taps beyond this magnitude are refused: they would only saturate and lose float32 precision."""
-
-MAX_TAPS_FILE_BYTES = 1 << 20
-"""A taps file larger than this is refused: at most one byte more is ever read."""
-
-MAX_QUOTED_CHARS = 20
-"""Error messages quote at most this many characters of a value or token: enough to spot a typo,
-too few to turn an error into a way of printing a file that was named by mistake (or on purpose)."""
 
 COMBINE_NONE = "none"
 COMBINE_MAGNITUDE = "magnitude"
@@ -41,22 +34,22 @@ COMBINE_MAGNITUDE = "magnitude"
 
 @dataclass(frozen=True)
 class FilterStage:
-    """One filter stage: K x K float32 taps, or a bank of them combined per pixel.
+    """One filter stage: K x K float32 taps, a bank of them combined per pixel, or a convolution layer.
 
     Attributes:
         name: registry name, e.g. ``"gaussian"``.
         params: the parameters it was built from, after defaults.
         taps: one (K, K) float32 C-contiguous read-only host array per bank member.
         combine: ``"none"`` for a single matrix, ``"magnitude"`` for sqrt(a^2 + b^2) of two.
-        layer: for ``bank``, a :class:`streamconv.nn.bank.LayerBank` (a convolution layer whose
-            maps make the frame); ``taps`` is then empty.
+        layer: for the ``bank`` filter, a :class:`streamconv.nn.layer.ConvLayer` (a convolution
+            layer whose maps make the frame); ``taps`` is then empty. None otherwise.
     """
 
     name: str
     params: Mapping[str, Any]
     taps: tuple[np.ndarray, ...]
     combine: str = COMBINE_NONE
-    layer: Any = None
+    layer: ConvLayer | None = None
 
     @property
     def size(self) -> int:
@@ -72,11 +65,10 @@ class FilterStage:
         """A one-line label, e.g. ``gaussian:sigma=1.5 (9x9)``."""
         shown = ",".join(f"{k}={_format_value(v)}" for k, v in self.params.items() if k != "taps")
         label = f"{self.name}:{shown}" if shown else self.name
-        bank = f" x{len(self.taps)} {self.combine}" if len(self.taps) > 1 else ""
+        detail = f" x{len(self.taps)} {self.combine}" if len(self.taps) > 1 else ""
         if self.layer is not None:
-            m, c = self.layer.weights.shape[:2]
-            bank = f", {c} -> {m} maps"
-        return f"{label} ({self.size}x{self.size}{bank})"
+            detail = f", {self.layer.channels} -> {self.layer.maps} maps"
+        return f"{label} ({self.size}x{self.size}{detail})"
 
 
 @dataclass(frozen=True)
@@ -202,154 +194,6 @@ def _edge() -> FilterStage:
     return FilterStage(name="edge", params={}, taps=taps, combine=COMBINE_MAGNITUDE)
 
 
-def quote_text(text: str, limit: int = MAX_QUOTED_CHARS) -> str:
-    """repr() of at most the first ``limit`` characters of ``text``, with ``...`` after it if cut."""
-    return repr(text[:limit]) + ("..." if len(text) > limit else "")
-
-
-def brief_reason(exc: BaseException, limit: int = 60) -> str:
-    """A short reason from a library's exception that may quote the data it failed on.
-
-    NumPy's .npy errors put the offending bytes after ``": "`` or in quotes ("Cannot parse
-    header: b'...'"); the text before them says what is wrong. Keep that, at most ``limit``
-    characters, else the exception's class name.
-    """
-    text = str(exc).split("\n", 1)[0]
-    for mark in (": ", "'", '"'):
-        text = text.split(mark, 1)[0]
-    text = text.strip(" ;,")
-    if len(text) > limit:
-        text = text[:limit] + "..."
-    return text or type(exc).__name__
-
-
-def decode_text(data: bytes, what: str, error: type[Exception]) -> str:
-    """Decode a file's bytes as UTF-8, a leading byte-order mark dropped (Windows editors write one).
-
-    Raises:
-        ``error``: not UTF-8; the message names the first bad byte and its offset, not the text.
-    """
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise error(f"{what}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
-
-
-def parse_inline_taps(text: str, *, what: str = "custom taps") -> np.ndarray:
-    """Parse ``"a,b,c;d,e,f;g,h,i"`` (rows split by ';', values by ',' or spaces).
-
-    A cell that is not a number is quoted in the error, cut to MAX_QUOTED_CHARS characters
-    (the text may come from a file); ``what`` starts each message.
-
-    Returns:
-        (K, K) float64 host array (not yet validated for size).
-    """
-    rows = [row for row in text.strip().split(";")]
-    parsed: list[list[float]] = []
-    for number, row in enumerate(rows, start=1):
-        cells = [c for c in row.replace(",", " ").split() if c]
-        if not cells:
-            raise FilterSpecError(f"{what}: row {number} is empty")
-        try:
-            parsed.append([float(c) for c in cells])
-        except ValueError:
-            bad = next(c for c in cells if not _is_float(c))
-            raise FilterSpecError(f"{what}: row {number}: {quote_text(bad)} is not a number") from None
-    widths = {len(r) for r in parsed}
-    if len(widths) != 1:
-        lengths = ", ".join(str(len(r)) for r in parsed)
-        raise FilterSpecError(f"{what}: rows have different lengths ({lengths})")
-    return np.array(parsed, dtype=np.float64)
-
-
-def _is_float(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _read_file(path: Path, what: str, max_bytes: int) -> bytes:
-    """The bytes of a regular file of at most ``max_bytes`` (host), read with that cap.
-
-    Raises:
-        FilterSpecError: missing, not a regular file, unreadable, or larger than ``max_bytes``.
-    """
-    if not is_file(path):
-        raise FilterSpecError(f"{what} not found: {path}")
-    return read_limited(path, max_bytes, what=f"{what} {path}", error=FilterSpecError)
-
-
-def _npy_claims_more_than(data: bytes) -> bool:
-    """Whether a .npy header (format 1.0 or 2.0) claims more array bytes than follow it in ``data``.
-
-    np.load on bytes in memory allocates the claimed array before reading it, so a header that
-    lies about its shape would cost that much memory; such a file is refused first. Anything this
-    cannot read is left to np.load to refuse.
-    """
-    stream = io.BytesIO(data)
-    try:
-        version = np.lib.format.read_magic(stream)
-        if version == (1, 0):
-            shape, _, dtype = np.lib.format.read_array_header_1_0(stream)
-        elif version == (2, 0):
-            shape, _, dtype = np.lib.format.read_array_header_2_0(stream)
-        else:
-            return False
-    except (ValueError, TypeError, EOFError, OverflowError, SyntaxError, RecursionError, MemoryError):
-        return False
-    return math.prod(shape) * dtype.itemsize > len(data) - stream.tell()
-
-
-def load_npy(path: Path, *, what: str, max_bytes: int) -> np.ndarray:
-    """Read a numeric .npy file (no pickles) no larger than ``max_bytes``; at most one byte more
-    is read, whatever size the file reports (files in /proc report 0).
-
-    Returns:
-        The array as float64 (host).
-
-    Raises:
-        FilterSpecError: missing, too large, unreadable or not numeric; the message starts with
-            ``what`` and names the file, never its contents.
-    """
-    data = _read_file(path, what, max_bytes)
-    if _npy_claims_more_than(data):
-        raise FilterSpecError(f"{what} {path}: not a readable .npy (its header claims more data than it holds)")
-    try:
-        # EOFError: an empty file; MemoryError: a header claiming a shape far larger than the file.
-        array = np.load(io.BytesIO(data), allow_pickle=False)
-    except (ValueError, OSError, EOFError, MemoryError) as exc:
-        raise FilterSpecError(f"{what} {path}: not a readable .npy ({brief_reason(exc)})") from None
-    if not isinstance(array, np.ndarray):  # np.load opens a zip as an .npz archive, whatever the suffix
-        array.close()
-        raise FilterSpecError(f"{what} {path}: an .npz archive, not a .npy array")
-    if array.dtype.kind not in "biuf":
-        raise FilterSpecError(f"{what} {path}: dtype {array.dtype} is not numeric")
-    return np.asarray(array, dtype=np.float64)
-
-
-def load_taps_file(path: str | Path) -> np.ndarray:
-    """Read taps from a .npy file or a UTF-8 text file (rows of numbers; ';' or newlines between
-    rows; '#' starts a comment; a byte-order mark is allowed). At most MAX_TAPS_FILE_BYTES + 1
-    bytes are read.
-
-    Returns:
-        2-D float64 host array (not yet validated for size).
-
-    Raises:
-        FilterSpecError: missing, too large, unreadable, not UTF-8, or not a matrix of numbers;
-            the message names the file and quotes at most a short token of it.
-    """
-    path = Path(path)
-    if path.suffix.lower() == ".npy":
-        return load_npy(path, what="custom taps file", max_bytes=MAX_TAPS_FILE_BYTES)
-    data = _read_file(path, "custom taps file", MAX_TAPS_FILE_BYTES)
-    text = decode_text(data, f"custom taps file {path}", FilterSpecError)
-    lines = [ln.split("#", 1)[0].strip() for ln in text.replace(";", "\n").splitlines()]
-    return parse_inline_taps(";".join(ln for ln in lines if ln), what=f"custom taps file {path}")
-
-
 def _custom(taps: str, file: str, normalize: bool) -> FilterStage:
     if bool(taps) == bool(file):
         raise FilterSpecError("custom: give exactly one of taps=... or file=PATH")
@@ -365,12 +209,11 @@ def _custom(taps: str, file: str, normalize: bool) -> FilterStage:
     return FilterStage(name="custom", params=params, taps=(validate_taps(matrix, what="custom taps"),))
 
 
-def _bank(file: str, relu: bool, pool: int) -> FilterStage:
-    from .nn.bank import load_bank
-
+def _layer(file: str, relu: bool, pool: int) -> FilterStage:
+    """The ``bank`` filter: a convolution layer read from ``file`` (the CLI name stays ``bank``)."""
     if not file:
         raise FilterSpecError("bank: give the weights as file=PATH.npy (M x C x K x K)")
-    layer = load_bank(file, relu=relu, pool=pool)
+    layer = load_layer(file, relu=relu, pool=pool)
     params: dict[str, Any] = {"file": file, "relu": relu, "pool": pool}
     return FilterStage(name="bank", params=params, taps=(), layer=layer)
 
@@ -404,7 +247,7 @@ REGISTRY: dict[str, FilterType] = {
                     "file": Param(str, "", "path of a .npy or text file of taps"),
                     "normalize": Param(bool, False, "divide the taps by their sum")}),
         FilterType("bank", "a convolution layer: M maps of C x K x K weights, shown as grey (M=1), "
-                   "colour (M=C) or a mosaic", _bank,
+                   "colour (M=C) or a mosaic", _layer,
                    {"file": Param(str, "", "a .npy of M x C x K x K weights (K odd; zero padding K//2)"),
                     "relu": Param(bool, False, "clip negative map values to 0 before pooling"),
                     "pool": Param(int, 1, "max-pool the maps over pool x pool windows")}),
@@ -551,7 +394,7 @@ def describe_registry() -> str:
 
 def check_sample_type(stages: Sequence[FilterStage], dtype) -> None:
     """Refuse frames of ``dtype`` (a NumPy dtype) that a stage cannot filter: convolution-layer
-    stages (``bank``) take uint8 frames only; the others take uint8 and uint16.
+    stages (the ``bank`` filter) take uint8 frames only; the others take uint8 and uint16.
 
     Raises:
         FrameTypeError: naming the stage and the dtype.

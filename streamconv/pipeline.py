@@ -1,53 +1,32 @@
-"""Moves frames source -> backend -> sink through a ring of slots, on three threads.
-
-    free --reader: source.read_into(slot.host_in)--> filled
-    filled --compute (the thread that calls run(); owns every CUDA call): submit--> in flight
-    in flight --backend says done--> done --writer: sink.send(slot.host_out)--> free
-
-The ring bounds memory: at most ``ring`` frames exist at once. A file source blocks when
-no slot is free and never drops a frame; a live source keeps only its newest frame, and
-when several filled slots wait, the compute thread takes the newest and recycles the
-older ones (counted as dropped), so latency does not grow with the backlog. Ctrl-C or
-SIGTERM stops reading, drains the frames in flight through the sink, and finishes the output.
-
-Slots carry RGB frames, or, when the source decodes yuv420p and the sink encodes it
-(``colour``), the decoder's planes unconverted: the backend converts them to RGB and back
-around the chain, so the reader and writer only copy planes.
-
-``set_filters()`` swaps the chain while running: the ring drains (every frame read is
-still filtered and written, with the old chain), the compute thread replaces the backend,
-and reading resumes; the source stays open.
-"""
+"""Pipeline: a source, a filter chain and a sink, run as epochs of the slot ring (:mod:`.ring`)."""
 
 from __future__ import annotations
 
 import logging
-import queue
 import signal
 import threading
-import time
-from collections import deque
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .backends import check_kernel_choice, create_backend, resolve_backend
+from .backends import create_backend, plan_kernels, resolve_backend
+from .backends.plan import ChainPlan
 from .borders import DEFAULT_BORDER, check_border
 from .errors import FilterSpecError, FrameFormatError, Interrupted, StreamError
 from .filters import FilterStage, parse_chain
 from .frames import DEFAULT_MAX_PIXELS, MAX_RING, as_count, check_frame_size, check_slot_memory
 from .interrupts import stop_on_signals
 from .progress import ProgressBar, StatusLine
-from .sinks import Sink, open_sink
-from .slots import RESIZED, FrameMeta, Slot
-from .sources import Source, open_source
+from .ring import RingEpoch, RunClock, RunControls, RunCounts, frames_dropped
+from .io.open import open_sink, open_source
+from .io.sink import Sink
+from .slots import FrameMeta
+from .io.source import Source
 from .stats import RunStats
-from .yuv import YuvLayout
+from .io.yuv import YuvLayout
 
 log = logging.getLogger(__name__)
-
-_END = object()  # marks the end of a queue's frames
 
 COLOUR_PATHS = ("auto", "backend", "host")
 """Where yuv420p video is converted to and from RGB (``Pipeline(colour=...)``, ``--colour``)."""
@@ -67,7 +46,7 @@ class Pipeline:
         max_frames: stop after this many frames (None: the whole source).
         device: CUDA device number.
         kernel: CUDA kernel variant, ``"auto"`` or a name from
-            ``streamconv.backends.variants.VARIANTS`` (the cpu backend ignores it).
+            ``streamconv.backends.plan.VARIANTS`` (the cpu backend ignores it).
         progress: draw a progress bar (or the status line) on stderr if it is a terminal.
         status: draw a live status line instead of the bar (fps, drops, per-stage p50/p95,
             once a second).
@@ -83,6 +62,10 @@ class Pipeline:
             bytes cross PCIe and no host scaler runs; cpu: with NumPy, exactly as the GPU).
             ``"host"``: FFmpeg's scaler in the reader and writer threads, RGB slots.
             ``"auto"``: backend on cuda, host on cpu (each the faster there).
+
+    The frames move through the slot ring (:mod:`streamconv.ring`) in epochs, each with one
+    backend and one set of slots: a new epoch begins when set_filters() swaps the chain or
+    the source's frame size changes, and the source stays open across them.
 
     ``run()`` owns the source and sink from then on and closes both; a pipeline runs once.
     One that will not run is released with :meth:`close` (or by using it as a context
@@ -113,7 +96,7 @@ class Pipeline:
         self.filters = parse_chain(filters)
         self.border = check_border(border)
         self.backend_name = resolve_backend(backend, device=device)  # fail before any decoding
-        check_kernel_choice(kernel, self.filters, self.backend_name)
+        self.chain_plan = plan_kernels(kernel, self.filters, self.backend_name)  # the kernels, chosen once
         self.kernel = kernel
         self.ring = ring
         self.max_frames = max_frames
@@ -135,19 +118,13 @@ class Pipeline:
         except BaseException:
             self.source.close()
             raise
-        self._stop = threading.Event()
-        self._aborting = threading.Event()  # a second signal: drop what is in flight
+        self._controls = RunControls()  # stop, swap and aborting, shared with the ring's threads
+        self._counts = RunCounts()  # what the epochs read, skipped and found
         self.stop_signal: int | None = None
         self.filter_label: str | None = None
         self.stats: RunStats | None = None
-        self._swap = threading.Event()
         self._swap_lock = threading.Lock()
-        self._pending: tuple[list[FilterStage], str | None] | None = None
-        self._read_count = 0
-        self._resized = False
-        self._exhausted = False  # no more frames wanted: the source ended, or max_frames read
-        self._source_ended = False
-        self._skipped = 0
+        self._pending: tuple[list[FilterStage], ChainPlan | None, str | None] | None = None
         self._released = False  # run() or close() owns the source and sink now
 
     @property
@@ -164,7 +141,7 @@ class Pipeline:
         """Ask a running pipeline to stop reading and finish; safe from signal handlers and threads."""
         if signum is not None and self.stop_signal is None:
             self.stop_signal = signum
-        self._stop.set()
+        self._controls.stop.set()
         interrupt = getattr(self.source, "interrupt", None)
         if interrupt is not None:
             interrupt()  # a live source may be waiting for its next frame
@@ -189,32 +166,33 @@ class Pipeline:
                 here, in the caller's thread).
         """
         chain = parse_chain(filters)
-        if self.backend_name == "cuda":
-            check_kernel_choice(self.kernel, chain, self.backend_name)
+        plan = plan_kernels(self.kernel, chain, self.backend_name) if self.backend_name == "cuda" else None
         with self._swap_lock:
-            self._pending = (chain, label)
-        self._swap.set()
+            self._pending = (chain, plan, label)
+        self._controls.swap.set()
 
-    def _take_pending(self) -> tuple[list[FilterStage], str | None] | None:
+    def _take_pending(self) -> tuple[list[FilterStage], ChainPlan | None, str | None] | None:
         with self._swap_lock:
             pending, self._pending = self._pending, None
-            self._swap.clear()
+            self._controls.swap.clear()
         return pending
 
     @property
     def stopping(self) -> bool:
         """True once stop() was called (a key, a signal, an error)."""
-        return self._stop.is_set()
+        return self._controls.stop.is_set()
 
     @property
     def dropped(self) -> int:
         """Frames dropped so far: by a live source, and stale slots the compute thread skipped."""
-        return getattr(self.source, "dropped", 0) + self._skipped
+        return frames_dropped(self.source, self._counts)
 
     def run(self) -> RunStats:
         """Process every frame (or max_frames), close the source and sink, and return the timings.
 
-        Damage found in the input (``stats.damage``) is logged as one warning.
+        Ctrl-C or SIGTERM stops reading, drains the frames in flight through the sink and
+        finishes the output; a second signal aborts without it. Damage found in the input
+        (``stats.damage``) is logged as one warning.
 
         Raises:
             StreamconvError subclasses for input, output, backend and stream failures;
@@ -235,7 +213,7 @@ class Pipeline:
                         attach(self)
                     self._apply_pending()
                     self._run_epochs(stats)
-                    if self._source_ended and not self._stop.is_set():  # not after --max-frames
+                    if self._counts.source_ended and not self.stopping:  # not after --max-frames
                         self._copy_trailing_packets()
             except BaseException as exc:
                 self._count_losses(stats)
@@ -246,7 +224,7 @@ class Pipeline:
                 raise
             self._count_losses(stats)
             self.sink.close()
-        stats.interrupted = self._stop.is_set()
+        stats.interrupted = self.stopping
         if stats.damage:
             log.warning("input damaged: %s; every frame that decoded was processed (%d)",
                         "; ".join(stats.damage), stats.frames)
@@ -282,47 +260,26 @@ class Pipeline:
         pending = self._take_pending()
         if pending is None:
             return False
-        self.filters, self.filter_label = pending
+        self.filters, self.chain_plan, self.filter_label = pending
         return True
 
     def _run_epochs(self, stats: RunStats) -> None:
         """Run the ring with one backend and one set of slots per epoch: a new epoch begins
         when set_filters() swaps the chain or the source's frame size changes."""
-        total = self.source.frame_count
-        if self.max_frames is not None:
-            total = self.max_frames if total is None else min(total, self.max_frames)
-        enabled = None if self.progress else False
-        bar = StatusLine(stats, enabled=enabled) if self.status else ProgressBar(total, enabled=enabled)
-        clock = {"first": None, "last": None}
+        bar = self._progress_display(stats)
+        clock = RunClock()
         planes = self.planes
         log.info("colour: %s", f"{planes.describe()} planes, converted by the backend" if planes
                  else "RGB, converted on the host")
         try:
             while True:
-                check_slot_memory(self.source.shape, self.source.dtype, self.ring, planes=planes,
-                                  what=self.source.describe())
-                backend = create_backend(self.backend_name, self.filters, border=self.border,
-                                         device=self.device, kernel=self.kernel)
-                try:
-                    stats.backend = backend.describe()
-                    log.info("%s -> %s on %s", self.source.describe(), self.sink.describe(), stats.backend)
-                    slots = backend.allocate_slots(self.source.shape, self.ring, planes=planes,
-                                                   dtype=self.source.dtype)
-                    self._run_ring(backend, slots, stats, bar, clock)
-                finally:
-                    slots = None  # a new epoch's memory check must not count these
-                    backend.close()
-                if self._stop.is_set() or self._exhausted:
+                self._run_epoch(stats, bar, clock, planes)
+                if self.stopping or self._counts.exhausted:
                     break
-                resized, self._resized = self._resized, False
+                resized, self._counts.resized = self._counts.resized, False
                 swapped = self._apply_pending()
                 if resized:
-                    check_frame_size(self.source.width, self.source.height, self.max_pixels,
-                                     self.source.describe())
-                    stats.resizes += 1
-                    planes = self.planes
-                    log.info("slots re-sized to %dx%d; colour: %s", self.source.width, self.source.height,
-                             "planes" if planes else "RGB")
+                    planes = self._after_resize(stats)
                 elif not swapped:
                     break
                 if swapped:
@@ -330,8 +287,46 @@ class Pipeline:
                              (" -> ".join(f.describe() for f in self.filters) or "none"))
         finally:
             bar.close()
-            if clock["first"] is not None and clock["last"] is not None:
-                stats.wall_seconds = clock["last"] - clock["first"]
+            if clock.seconds is not None:
+                stats.wall_seconds = clock.seconds
+
+    def _progress_display(self, stats: RunStats) -> ProgressBar | StatusLine:
+        """The progress bar (of max_frames or the source's frame count), or the status line."""
+        total = self.source.frame_count
+        if self.max_frames is not None:
+            total = self.max_frames if total is None else min(total, self.max_frames)
+        enabled = None if self.progress else False
+        return StatusLine(stats, enabled=enabled) if self.status else ProgressBar(total, enabled=enabled)
+
+    def _run_epoch(self, stats: RunStats, bar: ProgressBar | StatusLine, clock: RunClock,
+                   planes: YuvLayout | None) -> None:
+        """One backend and one set of slots for the chain and frame size of now, until the
+        source ends, stop(), a filter swap or a new frame size."""
+        check_slot_memory(self.source.shape, self.source.dtype, self.ring, planes=planes,
+                          what=self.source.describe())
+        backend = create_backend(self.backend_name, self.filters, border=self.border,
+                                 device=self.device, kernel=self.kernel, plan=self.chain_plan)
+        try:
+            stats.backend = backend.describe()
+            log.info("%s -> %s on %s", self.source.describe(), self.sink.describe(), stats.backend)
+            slots = backend.allocate_slots(self.source.shape, self.ring, planes=planes,
+                                           dtype=self.source.dtype)
+            RingEpoch(backend, slots, source=self.source, sink=self.sink, controls=self._controls,
+                      counts=self._counts, stats=stats, bar=bar, clock=clock,
+                      max_frames=self.max_frames, on_frame=self.on_frame).run()
+        finally:
+            slots = None  # a new epoch's memory check must not count these
+            backend.close()
+
+    def _after_resize(self, stats: RunStats) -> YuvLayout | None:
+        """The source's frames changed size: refuse the new size if too large, count it, and
+        return the planes layout the next epoch's slots carry (None: RGB)."""
+        check_frame_size(self.source.width, self.source.height, self.max_pixels, self.source.describe())
+        stats.resizes += 1
+        planes = self.planes
+        log.info("slots re-sized to %dx%d; colour: %s", self.source.width, self.source.height,
+                 "planes" if planes else "RGB")
+        return planes
 
     def _copy_trailing_packets(self) -> None:
         """Audio and subtitle packets after the last frame go to the sink before it closes."""
@@ -357,160 +352,3 @@ class Pipeline:
         except Exception as exc:  # the first error is the one to report
             log.warning("could not finish the output after the error: %s", exc)
             self.sink.abort()
-
-    def _run_ring(self, backend, slots: list[Slot], stats: RunStats, bar, clock: dict) -> None:
-        """One epoch: read, filter and write until the source ends, stop(), or a filter swap."""
-        free: queue.Queue = queue.Queue()
-        filled: queue.Queue = queue.Queue()
-        done: queue.Queue = queue.Queue()
-        for slot in slots:
-            free.put(slot)
-        errors: list[BaseException] = []
-        with_input = getattr(self.sink, "send_with_input", None)
-
-        def read_loop() -> None:
-            try:
-                while not self._stop.is_set() and not self._swap.is_set():
-                    # Stale live frames skipped by the compute thread do not count as read.
-                    if self.max_frames is not None and self._read_count - self._skipped >= self.max_frames:
-                        self._exhausted = True
-                        break
-                    slot = free.get()
-                    if slot is None or self._stop.is_set() or self._swap.is_set():
-                        break
-                    slot.reset()
-                    started = time.perf_counter()
-                    meta = self.source.read_into(slot.host_in)
-                    ready = time.perf_counter()
-                    if meta is RESIZED:  # a new epoch re-sizes the slots; this one drains
-                        self._resized = True
-                        free.put(slot)
-                        break
-                    if meta is None:
-                        self._exhausted = self._source_ended = not self._stop.is_set()
-                        break
-                    # Latency counts from capture for live frames, from the start of the read otherwise.
-                    if meta.captured is None:
-                        meta.captured = started
-                    slot.started = meta.captured
-                    slot.times["read"] = ready - meta.captured
-                    slot.meta = meta
-                    if clock["first"] is None:
-                        clock["first"] = slot.started
-                    filled.put(slot)
-                    self._read_count += 1
-            except BaseException as exc:
-                errors.append(exc)
-                self._stop.set()
-            finally:
-                filled.put(_END)
-
-        def write_loop() -> None:
-            failed = False
-            while True:
-                slot = done.get()
-                if slot is _END:
-                    return
-                if not failed and not self._aborting.is_set():
-                    try:
-                        begin = time.perf_counter()
-                        if with_input is not None:
-                            with_input(slot.host_out, slot.host_in, slot.meta)
-                        else:
-                            self.sink.send(slot.host_out, slot.meta)
-                        if self.on_frame is not None:
-                            self.on_frame(slot.host_out, slot.meta)
-                        end = time.perf_counter()
-                        slot.times["write"] = end - begin
-                        slot.times["latency"] = end - slot.started
-                        clock["last"] = end
-                        stats.record(slot.times)
-                        stats.dropped = self.dropped
-                        bar.update(stats.frames)
-                    except BaseException as exc:
-                        errors.append(exc)
-                        failed = True
-                        self._stop.set()
-                free.put(slot)
-
-        reader = threading.Thread(target=read_loop, name="streamconv-reader", daemon=True)
-        writer = threading.Thread(target=write_loop, name="streamconv-writer", daemon=True)
-        reader.start()
-        writer.start()
-        try:
-            self._compute_loop(backend, filled, done, free if self.source.is_live else None)
-        except BaseException as exc:
-            errors.insert(0, exc)
-            self._stop.set()
-            if isinstance(exc, Interrupted):
-                self._aborting.set()  # nothing more is written; a blocked read is not waited for
-        finally:
-            done.put(_END)
-            free.put(None)  # wakes a reader waiting for a slot
-            patience = 1.0 if self._aborting.is_set() else None
-            writer.join(patience)
-            reader.join(patience)
-        if errors:
-            raise errors[0]
-
-    def _compute_loop(self, backend, filled: queue.Queue, done: queue.Queue,
-                      recycle: queue.Queue | None) -> None:
-        """Submit filled slots; retire them in order once the backend reports them done.
-
-        With ``recycle`` (live sources), only the newest of several waiting slots is
-        submitted; the older ones go back to ``recycle`` (the free queue) as dropped. Once
-        the reader has finished, the last slots are all filtered: none is stale any more.
-        """
-        in_flight: deque[Slot] = deque()
-
-        def retire() -> None:
-            slot = in_flight.popleft()
-            backend.wait(slot)
-            done.put(slot)
-
-        ended = False
-        while not ended:
-            try:
-                slot = filled.get_nowait()
-            except queue.Empty:
-                if in_flight:
-                    retire()  # nothing new to start: finish the oldest frame
-                    continue
-                slot = filled.get()
-            if slot is _END:
-                break
-            batch = [slot]
-            while recycle is not None:
-                try:
-                    batch.append(filled.get_nowait())
-                except queue.Empty:
-                    break
-            if batch[-1] is _END:
-                ended = True
-                batch.pop()
-            elif len(batch) > 1:
-                for stale in batch[:-1]:
-                    self._skipped += 1  # before the slot is free: the reader reads a replacement
-                    recycle.put(stale)
-                batch = batch[-1:]
-            for slot in batch:
-                try:
-                    backend.submit(slot)
-                except BaseException:
-                    _salvage(in_flight, retire)  # the frames before this one are still good
-                    raise
-                in_flight.append(slot)
-                while in_flight and backend.is_done(in_flight[0]):
-                    retire()
-        while in_flight:
-            retire()
-
-
-def _salvage(in_flight: deque, retire: Callable[[], None]) -> None:
-    """After a failed submit, finish the frames already in flight, oldest first, while the
-    backend still can (a GPU whose context failed cannot: those frames are lost)."""
-    while in_flight:
-        try:
-            retire()
-        except Exception:
-            return

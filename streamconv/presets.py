@@ -13,7 +13,7 @@ built through the same registry as ``--filter``::
     [[filter]]
     name = "edge"
 
-A relative ``file = "..."`` (``custom`` taps, ``bank`` weights) is read from the preset's own
+A relative ``file = "..."`` (``custom`` taps, ``bank`` layer weights) is read from the preset's own
 folder, so a preset and its files can move together. Errors name files, never quote their
 contents beyond a short token.
 """
@@ -33,9 +33,9 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 from .borders import BORDER_MODES
 from .errors import FilterSpecError, PresetError
-from .filters import (MAX_QUOTED_CHARS, REGISTRY, FilterStage, brief_reason, build_filter, decode_text,
-                      quote_text, show_value)
+from .filters import REGISTRY, FilterStage, build_filter, show_value
 from .resources import data_dir, is_file, read_limited
+from .tapfiles import MAX_QUOTED_CHARS, brief_reason, decode_text, quote_text
 
 MAX_PRESET_BYTES = 64 * 1024
 """A preset larger than this is refused: at most one byte more is ever read."""

@@ -1,14 +1,19 @@
-"""The unit that moves through a pipeline: a slot of host buffers, its frame's metadata and timings."""
+"""The unit that moves through a pipeline: a slot of host buffers, its frame's metadata and timings;
+and InFlight, the slots a backend is working on, finished in the order they were submitted."""
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, Iterator, TypeVar
 
 import numpy as np
 
-from .yuv import YuvLayout
+from .io.yuv import YuvLayout
+
+if TYPE_CHECKING:
+    from .backends.protocol import Backend
 
 
 @dataclass
@@ -86,3 +91,72 @@ class Slot:
         self.meta = None
         self.times.clear()
         self.started = 0.0
+
+
+Note = TypeVar("Note")
+
+
+class InFlight(Generic[Note]):
+    """The slots a backend is working on, oldest first: submitted in order, finished in order.
+
+    Both ring drivers keep their frames in order with it: Pipeline's compute thread retires
+    slots as soon as the backend reports them done and hands them to the writer; StreamFilter
+    retires the oldest when a result is asked for or the ring is full. Each slot travels with
+    a note of its driver's (StreamFilter: the shape of the caller's frame; Pipeline: None).
+
+    Args:
+        backend: the backend the slots belong to (a :class:`streamconv.backends.protocol.Backend`).
+    """
+
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
+        self._slots: deque[tuple[Slot, Note]] = deque()
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def submit(self, slot: Slot, note: Note = None) -> None:
+        """Queue ``slot``'s frame on the backend and keep it as the newest (not if submit raised)."""
+        self._backend.submit(slot)
+        self._slots.append((slot, note))
+
+    @property
+    def oldest(self) -> tuple[Slot, Note]:
+        """The oldest slot and its note, still in flight (IndexError when there is none)."""
+        return self._slots[0]
+
+    def retire(self) -> tuple[Slot, Note]:
+        """Take out the oldest slot and wait until its frame is in ``host_out``. When the wait
+        raises (a GPU fault), the slot is out of the queue and its frame is lost."""
+        slot, note = self._slots.popleft()
+        self._backend.wait(slot)
+        return slot, note
+
+    def retire_done(self) -> Iterator[tuple[Slot, Note]]:
+        """Retire the oldest slots for as long as the backend says they are done; never blocks."""
+        while self._slots and self._backend.is_done(self._slots[0][0]):
+            yield self.retire()
+
+    def drain(self) -> Iterator[tuple[Slot, Note]]:
+        """Retire every slot, oldest first, waiting for each."""
+        while self._slots:
+            yield self.retire()
+
+    def salvage(self) -> Iterator[tuple[Slot, Note]]:
+        """After a failed submit, retire the slots still in flight, oldest first, while the
+        backend still can: the first failed wait ends it quietly (a GPU whose context failed
+        cannot finish them; those frames are lost, and the submit's error is the one to report)."""
+        while self._slots:
+            try:
+                retired = self.retire()
+            except Exception:
+                return
+            yield retired
+
+    def release(self, free: list[Slot]) -> None:
+        """Let every frame in flight go, oldest first: each slot goes back to ``free`` before
+        it is waited for, so that a fault in the wait loses no slot."""
+        while self._slots:
+            slot, _ = self._slots.popleft()
+            free.append(slot)
+            self._backend.wait(slot)

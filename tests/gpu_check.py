@@ -18,26 +18,26 @@ def precompile_plans(wanted, kernel: str = "auto", dtype=np.uint8):
     ``dtype``; returns pycuda.driver."""
     import pycuda.driver as driver
 
-    from streamconv.backends import variants
+    from streamconv.backends import plan as planning
 
     driver.init()
     major, minor = driver.Device(0).compute_capability()
-    names = variants.VARIANTS if kernel == "all" else (kernel,)
+    names = planning.VARIANTS if kernel == "all" else (kernel,)
     plans = []
     for stage, shape, border in wanted:
         for name in names:
             try:
-                plans.append(variants.plan_stage(stage, shape, border, name, dtype))
+                plans.append(planning.plan_stage(stage, name, dtype).kernel_plan(shape, border))
             except ValueError:  # separable for taps that are not rank 1, 16 bits on an 8-bit variant
                 continue
-    variants.precompile_plans(plans, f"sm_{major}{minor}", workers=16)
+    planning.precompile_plans(plans, f"sm_{major}{minor}", workers=16)
     return driver
 
 
 def gpu_filter(stages, frame, border, driver, kernel: str = "auto"):
     """Run ``stages`` on ``frame`` through a slot whose host and device outputs are poisoned."""
     from streamconv.backends.cuda import CudaBackend
-    from streamconv.bench import poisoned_run
+    from streamconv.gpu_timing import poisoned_run
 
     with CudaBackend(stages, border=border, kernel=kernel) as backend:
         return poisoned_run(backend, backend.allocate_slots(frame.shape, 1, dtype=frame.dtype)[0], frame)
@@ -45,8 +45,8 @@ def gpu_filter(stages, frame, border, driver, kernel: str = "auto"):
 
 def exact_taps(stage: FilterStage, maximum: int = 255) -> bool:
     """Every tap a multiple of 1/256, with sums over samples up to ``maximum`` below 2^16 (the GPU
-    must then equal the CPU sample for sample); a bank's float sums may round either way, so it
-    never counts as exact."""
+    must then equal the CPU sample for sample); a convolution layer's float sums may round either
+    way, so it never counts as exact."""
     return stage.layer is None and all(exact_for(t, maximum) for t in stage.taps)
 
 

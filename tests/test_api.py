@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import doctest
 import gc
+import importlib
 import re
 
 import numpy as np
@@ -456,7 +457,7 @@ def test_public_api_is_exported_and_documented():
         assert name in streamconv.__all__
 
 
-@pytest.mark.parametrize("module", ["api", "pipeline", "sources", "filters", "presets"])
+@pytest.mark.parametrize("module", ["api", "streamfilter", "pipeline", "io.pattern", "io.arrays", "filters", "presets"])
 def test_docstring_examples_run(module):
-    failures, tried = doctest.testmod(getattr(streamconv, module), verbose=False)
+    failures, tried = doctest.testmod(importlib.import_module(f"streamconv.{module}"), verbose=False)
     assert tried >= 1 and failures == 0

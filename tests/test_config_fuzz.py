@@ -1,7 +1,7 @@
 """Property-based fuzzing of the filter-spec parser and the preset loader.
 
 What is fuzzed: ``streamconv.filters`` (split_spec, parse_filter, parse_chain, build_filter, inline
-taps, taps files in text and .npy, bank weight files) and ``streamconv.presets.load_preset`` (TOML
+taps, taps files in text and .npy, layer weight files of the bank filter) and ``streamconv.presets.load_preset`` (TOML
 documents built from random keys and values, random bytes, mutated shipped presets, oversized files).
 
 Why: both read text a user typed on the command line or wrote in a file. Whatever that text is, the
@@ -40,16 +40,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-import streamconv.nn.bank  # noqa: F401 -- imported up front: _bank imports it lazily (exec spy again)
 from streamconv.borders import BORDER_MODES
 from streamconv.errors import FilterSpecError, PresetError
 from streamconv.filters import (
     COMBINE_MAGNITUDE,
     COMBINE_NONE,
-    MAX_ABS_TAP,
-    MAX_QUOTED_CHARS,
     MAX_SIZE,
-    MAX_TAPS_FILE_BYTES,
     REGISTRY,
     FilterStage,
     build_filter,
@@ -58,8 +54,9 @@ from streamconv.filters import (
     show_value,
     split_spec,
 )
-from streamconv.nn.bank import MAX_MAPS
+from streamconv.nn.layer import MAX_MAPS
 from streamconv.presets import MAX_PRESET_BYTES, Preset, load_preset, preset_dir
+from streamconv.tapfiles import MAX_ABS_TAP, MAX_QUOTED_CHARS, MAX_TAPS_FILE_BYTES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -563,7 +560,7 @@ NPY_DTYPES = st.sampled_from(["f2", "f4", "<f8", ">f8", "i1", "u1", "<i8", ">i4"
 @given(array=hnp.arrays(NPY_DTYPES, hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=5)),
        pool=st.sampled_from(["", ",pool=1", ",pool=2", ",pool=0", ",pool=-1", ",relu=1"]))
 def test_npy_files_of_any_shape_and_dtype(workdir, array, pool):
-    """Taps and bank weights from .npy files of any dtype and shape, NaN and inf included."""
+    """Taps and layer weights from .npy files of any dtype and shape, NaN and inf included."""
     path = workdir / "fuzz.npy"
     np.save(path, array)
     for spec in (f"custom:file={path}", f"custom:file={path},normalize=1", f"bank:file={path}{pool}"):

@@ -18,8 +18,8 @@ from streamconv.backends.cpu import CpuBackend
 from streamconv.borders import BORDER_MODES
 from streamconv.errors import KernelCompileError
 from streamconv.filters import REGISTRY, FilterStage, build_filter, parse_filter, validate_taps
-from streamconv.sinks import CallbackSink
-from streamconv.sources import ArraySource
+from streamconv.io.sink import CallbackSink
+from streamconv.io.arrays import ArraySource
 
 from gpu_check import POISON, check_against_cpu, precompile_plans
 from oracle import random_taps
@@ -27,7 +27,7 @@ from oracle import random_taps
 pytestmark = pytest.mark.cuda
 
 SMALL_SIZES = [(1, 1), (1, 37), (37, 1), (49, 65)]
-NAMED = [name for name in REGISTRY if name not in ("custom", "bank")]  # bank: test_cuda_bank.py
+NAMED = [name for name in REGISTRY if name not in ("custom", "bank")]  # bank (a layer): test_cuda_layer.py
 
 
 @pytest.fixture(scope="module")
@@ -127,10 +127,10 @@ def test_contexts_stay_balanced_over_several_pipelines(driver):
 
 
 def test_compile_error_carries_nvcc_output():
-    from streamconv.backends import kernels
+    from streamconv import kernel_loader
 
     with pytest.raises(KernelCompileError) as info:
-        kernels.compile_kernel("conv2d", {"RADIUS": "not_a_number", "CHANNELS": 3}, "sm_90")
+        kernel_loader.compile_kernel("conv2d", {"RADIUS": "not_a_number", "CHANNELS": 3}, "sm_90")
     assert "nvcc failed to compile conv2d[CHANNELS=3,RADIUS=not_a_number]" in str(info.value)
     assert "error" in str(info.value)
 

@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from streamconv import bench
+from streamconv import gpu_timing
 from streamconv.backends.cuda import CudaBackend
 from streamconv.filters import parse_filter
 
@@ -35,5 +35,5 @@ def test_time_launches_leaves_out_the_hosts_time_per_launch(rng, monkeypatch):
                 real_launch(slot, stream)
 
             monkeypatch.setattr(backend, "launch_kernels", slow_host_launch)
-            seconds = bench.time_launches(backend, slots, driver, budget_s=0.01, max_runs=3)
+            seconds = gpu_timing.time_launches(backend, slots, driver, budget_s=0.01, max_runs=3)
     assert 0 < seconds < HOST_DELAY_S / 4, f"{seconds * 1e3:.3f} ms per launch"

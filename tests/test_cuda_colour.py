@@ -13,10 +13,10 @@ import pytest
 
 from streamconv.backends.cpu import CpuBackend
 from streamconv.backends.cuda import CudaBackend
-from streamconv.bench import poisoned_run
-from streamconv.colour import ColourTags
+from streamconv.gpu_timing import poisoned_run
+from streamconv.io.colour import ColourTags
 from streamconv.filters import parse_chain
-from streamconv.yuv import YuvLayout
+from streamconv.io.yuv import YuvLayout
 
 from gpu_check import exact_taps
 

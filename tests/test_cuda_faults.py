@@ -22,7 +22,7 @@ import streamconv
 from streamconv.backends.cpu import CpuBackend
 from streamconv.backends.cuda import CudaBackend
 from streamconv.filters import parse_chain
-from streamconv.sources import ArraySource
+from streamconv.io.arrays import ArraySource
 
 from oracle import reference_chain
 from test_cli import assert_error

@@ -8,7 +8,7 @@ import av
 import numpy as np
 import pytest
 
-from streamconv.filesource import FileSource
+from streamconv.io.file import FileSource
 
 from test_yuv import make_clip
 

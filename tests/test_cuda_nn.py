@@ -77,7 +77,7 @@ def test_im2col_in_chunks(rng):
 
 @pytest.mark.parametrize("method", METHODS)
 def test_full_hd_frame(rng, method):
-    """A 1080p RGB frame through a 3 -> 8 bank, without bias."""
+    """A 1080p RGB frame through a 3 -> 8 layer, without bias."""
     x, w, _ = random_case(rng, (1, 3, 1080, 1920), 8, 3, with_bias=False)
     y = poisoned_conv2d(method, x, w, None, 1, 1)
     assert relative_error(y, nn.conv2d_reference(x, w, padding=1)) < TOLERANCE

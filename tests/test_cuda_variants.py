@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streamconv.backends import variants
+from streamconv.backends import plan as planning
+from streamconv.backends.families import tensor_core
 from streamconv.borders import BORDER_MODES
 from streamconv.errors import FilterSpecError
 from streamconv.filters import FilterStage, build_filter, parse_filter, validate_taps
@@ -18,7 +19,7 @@ from oracle import random_taps
 
 pytestmark = pytest.mark.cuda
 
-TWO_D = [v for v in variants.VARIANTS if v != variants.SEPARABLE]
+TWO_D = [v for v in planning.VARIANTS if v != planning.SEPARABLE]
 KS = [1, 3, 5, 15, 31]
 FRAMES = [(1, 1), (1, 37), (29, 1), (23, 37)]
 
@@ -55,8 +56,8 @@ def driver():
 @pytest.mark.parametrize("size", KS)
 @pytest.mark.parametrize("variant", TWO_D)
 def test_2d_variants_on_random_taps(rng, driver, variant, size, border):
-    if not variants.supports(full_rank_stage(rng, size, False), variant):
-        assert variant == variants.TENSOR_CORE and size > 2 * variants.TENSOR_CORE_MAX_RADIUS + 1
+    if not planning.supports(full_rank_stage(rng, size, False), variant):
+        assert variant == planning.TENSOR_CORE and size > 2 * tensor_core.MAX_RADIUS + 1
         return
     for exact in (True, False):
         stage = full_rank_stage(rng, size, exact)
@@ -67,7 +68,7 @@ def test_2d_variants_on_random_taps(rng, driver, variant, size, border):
 
 def three_digit_stage(rng, size: int) -> FilterStage:
     """Random taps whose 2-digit form would miss by more than integer_taps.MAX_QUANT_ERROR."""
-    from streamconv.backends import integer_taps
+    from streamconv.backends.families import integer_taps
 
     while True:
         taps = random_taps(rng, size, exact=False) * 3
@@ -90,15 +91,15 @@ def test_tensor_core_at_every_size_it_takes(rng, driver, size, border, channels)
     for stage in stages:
         for height, width in [*FRAMES, (67, 93), *row_ends]:
             frame = rng.integers(0, 256, (height, width, channels), dtype=np.uint8)
-            check_against_cpu([stage], frame, border, driver, variants.TENSOR_CORE)
+            check_against_cpu([stage], frame, border, driver, planning.TENSOR_CORE)
 
 
 def test_tensor_core_at_4k_and_on_named_filters(rng, driver):
     frame = rng.integers(0, 256, (2160, 3840, 3), dtype=np.uint8)
-    check_against_cpu([full_rank_stage(rng, 5, False)], frame, "reflect101", driver, variants.TENSOR_CORE)
+    check_against_cpu([full_rank_stage(rng, 5, False)], frame, "reflect101", driver, planning.TENSOR_CORE)
     small = frame[:131, :257]
     for spec in ("sharpen", "emboss", "identity", "box:size=3", "box:size=9", "gaussian:sigma=1.3"):
-        check_against_cpu([parse_filter(spec)], small, "replicate", driver, variants.TENSOR_CORE)
+        check_against_cpu([parse_filter(spec)], small, "replicate", driver, planning.TENSOR_CORE)
 
 
 @pytest.mark.parametrize("channels", [1, 3, 4])
@@ -122,8 +123,8 @@ def test_separable_matches_the_oracle_and_the_2d_kernel(rng, driver, size, borde
     for stage in (gaussian_stage(size), exact_rank_one_stage(rng, size)):
         for height, width in [*FRAMES, (67, 93)]:
             frame = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
-            separable = check_against_cpu([stage], frame, border, driver, variants.SEPARABLE)
-            two_d = gpu_filter([stage], frame, border, driver, variants.REGISTER_BLOCKED)
+            separable = check_against_cpu([stage], frame, border, driver, planning.SEPARABLE)
+            two_d = gpu_filter([stage], frame, border, driver, planning.REGISTER_BLOCKED)
             difference = np.abs(separable.astype(int) - two_d.astype(int))
             assert difference.max() <= 1
             if stage.name == "custom":  # exact factors: byte for byte
@@ -135,27 +136,27 @@ def test_separable_matches_the_oracle_and_the_2d_kernel(rng, driver, size, borde
 def test_separable_one_and_four_channels(rng, driver, size, channels):
     frame = rng.integers(0, 256, (61, 83, channels), dtype=np.uint8)
     for border in BORDER_MODES:
-        check_against_cpu([gaussian_stage(size)], frame, border, driver, variants.SEPARABLE)
+        check_against_cpu([gaussian_stage(size)], frame, border, driver, planning.SEPARABLE)
 
 
 @pytest.mark.parametrize("channels", [1, 3, 4])
 @pytest.mark.parametrize("size", [15, 21, 31])
 def test_separable_on_the_tensor_cores(rng, driver, size, channels):
     for stage in (gaussian_stage(size), parse_filter(f"box:size={size}")):
-        plan = variants.plan_stage(stage, (64, 64, channels), 2, variants.SEPARABLE)
+        plan = planning.plan_stage(stage, planning.SEPARABLE).kernel_plan((64, 64, channels), 2)
         assert plan.source == "sepconv_tc"
         for border in BORDER_MODES:
             for height, width in [*FRAMES, (67, 93), (150, 301)]:
                 frame = rng.integers(0, 256, (height, width, channels), dtype=np.uint8)
-                check_against_cpu([stage], frame, border, driver, variants.SEPARABLE)
+                check_against_cpu([stage], frame, border, driver, planning.SEPARABLE)
 
 
 @pytest.mark.parametrize("height, width", [(1080, 1920), (2160, 3840)])
 def test_separable_full_frames(rng, driver, height, width):
     frame = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
     for size in (5, 31):
-        check_against_cpu([gaussian_stage(size)], frame, "reflect101", driver, variants.SEPARABLE)
-    check_against_cpu([exact_rank_one_stage(rng, 9)], frame, "zero", driver, variants.SEPARABLE)
+        check_against_cpu([gaussian_stage(size)], frame, "reflect101", driver, planning.SEPARABLE)
+    check_against_cpu([exact_rank_one_stage(rng, 9)], frame, "zero", driver, planning.SEPARABLE)
 
 
 def test_auto_runs_rank_one_taps_separable(driver):
@@ -164,14 +165,14 @@ def test_auto_runs_rank_one_taps_separable(driver):
     chain = [gaussian_stage(9), build_filter("edge"), gaussian_stage(3)]
     with CudaBackend(chain) as backend:
         ran = [plan.variant for plan, _ in backend.compiled_stages((64, 80, 3))]
-    assert ran == [variants.SEPARABLE, variants.REGISTER_BLOCKED, variants.TENSOR_CORE]  # 3x3: conv3_tc.cu
+    assert ran == [planning.SEPARABLE, planning.REGISTER_BLOCKED, planning.TENSOR_CORE]  # 3x3: conv3_tc.cu
 
 
 def test_separable_is_refused_before_any_gpu_work(driver):
     from streamconv.backends.cuda import CudaBackend
 
     with pytest.raises(FilterSpecError, match="not rank 1"):
-        CudaBackend([parse_filter("sharpen")], kernel=variants.SEPARABLE)
+        CudaBackend([parse_filter("sharpen")], kernel=planning.SEPARABLE)
 
 
 def test_a_chain_mixing_variants(rng, driver):

@@ -106,8 +106,8 @@ import sys  # noqa: E402
 import av  # noqa: E402
 
 import streamconv  # noqa: E402
-from streamconv.display import _to_bgr  # noqa: E402
-from streamconv.filesource import FileSource  # noqa: E402
+from streamconv.io.display import _to_bgr  # noqa: E402
+from streamconv.io.file import FileSource  # noqa: E402
 
 LOSSLESS = {"codec": "libx264", "options": {"qp": "0"}}  # x264 is lossless at 10 bits with qp 0
 

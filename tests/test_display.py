@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 
 from streamconv.backends.cpu import CpuBackend
-from streamconv.display import gui_backend, overlay_box
+from streamconv.io.display import gui_backend, overlay_box
 from streamconv.errors import DisplayError
 from streamconv.filters import parse_chain
 from streamconv.presets import load_preset
-from streamconv.sources import TestPattern
+from streamconv.io.pattern import TestPattern
 
 from conftest import REPO
 from xdisplay import VirtualDisplay, close_window, find_window, missing_tools, press, window_geometry
@@ -206,7 +206,7 @@ def test_no_display_is_a_clear_error(cli, tmp_path, display, message):
 
 
 def test_an_opencv_without_gui_is_named(monkeypatch):
-    import streamconv.display as display
+    import streamconv.io.display as display
 
     monkeypatch.setattr(display, "gui_backend", lambda: "NONE")
     with pytest.raises(DisplayError, match="no GUI support.*install opencv-python"):
@@ -214,7 +214,7 @@ def test_an_opencv_without_gui_is_named(monkeypatch):
 
 
 def test_importing_av_before_opencv_is_refused_rather_than_hanging():
-    code = ("import av, cv2\nfrom streamconv.display import check_import_order\n"
+    code = ("import av, cv2\nfrom streamconv.io.display import check_import_order\n"
             "try:\n    check_import_order('QT5')\n"
             "except Exception as exc:\n    print(type(exc).__name__, exc)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,

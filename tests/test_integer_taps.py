@@ -4,7 +4,7 @@ digits, the error bound, and the tap fragments, by emulating the kernel's mma su
 import numpy as np
 import pytest
 
-from streamconv.backends import integer_taps
+from streamconv.backends.families import integer_taps
 from streamconv.bench import random_taps
 
 

@@ -16,10 +16,12 @@ import streamconv
 from streamconv.backends.cpu import CpuBackend
 from streamconv.errors import FilterSpecError, StreamError
 from streamconv.filters import parse_chain
-from streamconv.live import LivePattern, RealtimeSource
+from streamconv.io.arrays import ArraySource
+from streamconv.io.live import RealtimeSource
+from streamconv.io.open import open_source
+from streamconv.io.pattern import LivePattern, TestPattern
+from streamconv.io.sink import CallbackSink, FanoutSink, Sink
 from streamconv.progress import StatusLine
-from streamconv.sinks import CallbackSink, FanoutSink, Sink
-from streamconv.sources import ArraySource, TestPattern, open_source
 from streamconv.stats import RunStats
 
 from conftest import REPO

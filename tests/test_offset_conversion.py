@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from oracle import exact_for, random_taps
-from streamconv.backends import kernels, variants
+from streamconv.backends import plan as planning
+from streamconv.backends.families import register_blocked
 from streamconv.filters import FilterStage, parse_filter, validate_taps
 
 
@@ -21,7 +22,7 @@ def offset_sums(taps: np.ndarray, windows: np.ndarray, offset: float) -> np.ndar
         (N,) float64 sums.
     """
     flat_taps = np.asarray(taps, np.float32).astype(np.float64).ravel()
-    values = windows.reshape(len(windows), -1).astype(np.float64) + kernels.CONVERSION_OFFSET
+    values = windows.reshape(len(windows), -1).astype(np.float64) + register_blocked.CONVERSION_OFFSET
     acc = np.full(len(windows), -offset, np.float32)
     for i, tap in enumerate(flat_taps):
         acc = (tap * values[:, i] + acc.astype(np.float64)).astype(np.float32)
@@ -50,16 +51,16 @@ def named_taps(name: str) -> list[np.ndarray]:
 def test_named_filters_take_the_offset_and_exact_ones_stay_exact(name):
     rng = np.random.default_rng(3)
     banks = named_taps(name)
-    offsets = kernels.conversion_offsets(banks)
+    offsets = register_blocked.conversion_offsets(banks)
     assert offsets is not None, "every named filter is cheap enough to take the offset"
     for taps, offset in zip(banks, offsets):
-        assert offset == np.float32(kernels.CONVERSION_OFFSET * np.asarray(taps, np.float32).astype(np.float64).sum())
+        assert offset == np.float32(register_blocked.CONVERSION_OFFSET * np.asarray(taps, np.float32).astype(np.float64).sum())
         windows = windows_for(rng, taps.shape[0], taps)
         got, want = offset_sums(taps, windows, float(offset)), exact_sums(taps, windows)
         if exact_for(taps, 255):
             np.testing.assert_array_equal(got, want, err_msg=f"{name}: exact taps must sum exactly")
         else:
-            assert np.abs(got - want).max() <= kernels.MAX_OFFSET_ERROR
+            assert np.abs(got - want).max() <= register_blocked.MAX_OFFSET_ERROR
 
 
 @pytest.mark.parametrize("size", [3, 5, 7, 9])
@@ -68,35 +69,35 @@ def test_random_taps_take_the_offset_only_within_half_a_step(size, seed):
     rng = np.random.default_rng(seed)
     for exact in (False, True):
         taps = random_taps(rng, size, exact=exact) * rng.uniform(0.2, 3.0)
-        offsets = kernels.conversion_offsets([taps])
+        offsets = register_blocked.conversion_offsets([taps])
         if offsets is None:
             continue
         windows = windows_for(rng, size, taps)
         error = np.abs(offset_sums(taps, windows, float(offsets[0])) - exact_sums(taps, windows))
         if exact and exact_for(taps, 255):
             assert error.max() == 0, "the plain conversion is exact here, so the offset must be too"
-        assert error.max() <= kernels.MAX_OFFSET_ERROR
+        assert error.max() <= register_blocked.MAX_OFFSET_ERROR
 
 
 def test_the_offset_is_refused_where_it_would_cost_exactness_or_precision():
     # Multiples of 1/256 summing (in magnitude) to 3: exact with plain bytes, not with 2^15 + byte.
     exact = np.zeros((3, 3))
     exact[1, 1], exact[0, 0], exact[2, 2] = 1.0, 1.0, -1.0 + 1 / 256
-    assert exact_for(exact, 255) and kernels.conversion_offsets([exact]) is None
+    assert exact_for(exact, 255) and register_blocked.conversion_offsets([exact]) is None
     # Large random taps: the rounding bound passes half a step.
     wide = random_taps(np.random.default_rng(0), 15, exact=False)
-    assert kernels.conversion_offsets([wide]) is None
+    assert register_blocked.conversion_offsets([wide]) is None
     # 16-bit samples have no offset form.
-    assert kernels.conversion_offsets(named_taps("sharpen"), elem_bytes=2) is None
+    assert register_blocked.conversion_offsets(named_taps("sharpen"), elem_bytes=2) is None
 
 
 def test_the_register_blocked_plan_carries_the_offset_only_when_chosen():
     sharpen = parse_filter("sharpen")
-    plan = variants.plan_stage(sharpen, (1080, 1920, 3), 2, "register-blocked")
+    plan = planning.plan_stage(sharpen, "register-blocked").kernel_plan((1080, 1920, 3), 2)
     assert plan.defines["OFFSET_CVT"] == 1
-    np.testing.assert_array_equal(plan.constants["c_offset"], kernels.conversion_offsets(sharpen.taps))
+    np.testing.assert_array_equal(plan.constants["c_offset"], register_blocked.conversion_offsets(sharpen.taps))
     wide = FilterStage("custom", {}, (validate_taps(random_taps(np.random.default_rng(0), 15, exact=False)),))
-    plan = variants.plan_stage(wide, (1080, 1920, 3), 2, "register-blocked")
+    plan = planning.plan_stage(wide, "register-blocked").kernel_plan((1080, 1920, 3), 2)
     assert "OFFSET_CVT" not in plan.defines and "c_offset" not in plan.constants
-    deep = variants.plan_stage(sharpen, (1080, 1920, 3), 2, "register-blocked", np.uint16)
+    deep = planning.plan_stage(sharpen, "register-blocked", np.uint16).kernel_plan((1080, 1920, 3), 2)
     assert "OFFSET_CVT" not in deep.defines

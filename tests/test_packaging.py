@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streamconv.bench import HOLD_SOURCE
+from streamconv.gpu_timing import HOLD_SOURCE
 
 REPO = Path(__file__).resolve().parent.parent
 CUDA_SOURCES = sorted((REPO / "cuda").glob("*.cu"))
@@ -140,7 +140,7 @@ def _stage(name: str):
 
     if name == "bank31":  # edge's combination on the largest taps
         taps = validate_taps(np.arange(31 * 31, dtype=np.float64).reshape(31, 31) / 1e5)
-        return FilterStage("bank", {}, (taps, taps.T.copy()), combine=COMBINE_MAGNITUDE)
+        return FilterStage("edge", {}, (taps, taps.T.copy()), combine=COMBINE_MAGNITUDE)
     return parse_filter(name)
 
 
@@ -155,14 +155,14 @@ SPECIALISATIONS = {  # filter, frame channels, border code
 
 def _specialisations(name: str) -> list[tuple[Path, dict]]:
     """Every (kernel file, defines) the CUDA backend would compile for this case, any variant."""
-    from streamconv.backends import variants
+    from streamconv.backends import plan as planning
 
     spec, channels, border = SPECIALISATIONS[name]
     stage = _stage(spec)
     found = {}
-    for variant in variants.VARIANTS:
+    for variant in planning.VARIANTS:
         try:
-            plan = variants.plan_stage(stage, (64, 64, channels), border, variant)
+            plan = planning.plan_stage(stage, variant).kernel_plan((64, 64, channels), border)
         except ValueError:  # separable for taps that are not rank 1
             continue
         found[(plan.source, tuple(sorted(plan.defines.items())))] = None
@@ -217,8 +217,8 @@ def test_nn_kernels_compile_with_nvcc(name):
 
 def _colour_specialisations() -> list[tuple[Path, dict]]:
     """colour.cu for every matrix and range a yuv420p stream can carry."""
-    from streamconv.colour import ColourTags
-    from streamconv.yuv import YuvLayout
+    from streamconv.io.colour import ColourTags
+    from streamconv.io.yuv import YuvLayout
 
     layouts = {YuvLayout(2, 2, ColourTags(space), full) for space in (1, 2, 4, 5, 7, 9) for full in (False, True)}
     return [(REPO / "cuda" / "colour.cu", layout.kernel_defines) for layout in layouts]

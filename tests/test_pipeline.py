@@ -13,8 +13,9 @@ import streamconv
 from streamconv.backends.cpu import CpuBackend
 from streamconv.errors import StreamError
 from streamconv.filters import parse_filter
-from streamconv.sinks import CallbackSink, Sink
-from streamconv.sources import ArraySource, TestPattern
+from streamconv.io.arrays import ArraySource
+from streamconv.io.pattern import TestPattern
+from streamconv.io.sink import CallbackSink, Sink
 from streamconv.stats import RunStats
 
 

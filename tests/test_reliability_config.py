@@ -16,9 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import streamconv.filters
-import streamconv.nn.bank
+import streamconv.nn.layer
 import streamconv.presets
+import streamconv.resources
+import streamconv.tapfiles
 from streamconv.errors import FilterSpecError, PresetError
 from streamconv.filters import MAX_QUOTED_CHARS, parse_filter
 from streamconv.presets import load_preset
@@ -129,8 +130,8 @@ def test_proc_file_over_the_cap_is_refused_after_reading_one_byte_more(monkeypat
     # /proc/self/environ reports st_size 0, so only the bytes read can enforce the cap; lower it
     # under the file's real size and count what is read.
     cap = 16
-    monkeypatch.setattr(streamconv.filters, "MAX_TAPS_FILE_BYTES", cap)
-    monkeypatch.setattr(streamconv.nn.bank, "MAX_BANK_FILE_BYTES", cap)
+    monkeypatch.setattr(streamconv.tapfiles, "MAX_TAPS_FILE_BYTES", cap)
+    monkeypatch.setattr(streamconv.nn.layer, "MAX_LAYER_FILE_BYTES", cap)
     reads = []
     real_read = streamconv.resources.read_capped
 
@@ -269,10 +270,10 @@ def test_preset_relative_files_resolve_against_its_folder(preset_tree):
     preset.write_text('[[filter]]\nname = "custom"\nfile = "taps.txt"\n\n'
                       '[[filter]]\nname = "custom"\nfile = "../shared/edge.txt"\n\n'
                       '[[filter]]\nname = "bank"\nfile = "sub/w.npy"\n', encoding="utf-8")
-    blur, sharpen, bank = load_preset(preset).filters
+    blur, sharpen, layer = load_preset(preset).filters
     assert blur.taps[0].tolist() == [[1, 2, 1], [2, 4, 2], [1, 2, 1]]  # not the decoy in the cwd
     assert sharpen.taps[0].tolist() == [[0, -1, 0], [-1, 5, -1], [0, -1, 0]]
-    assert bank.layer.weights.shape == (1, 3, 3, 3)
+    assert layer.layer.weights.shape == (1, 3, 3, 3)
     # Given by a relative path too: still the preset's own folder, named in full.
     relative = load_preset(os.path.relpath(preset)).filters[0]
     assert relative.params["file"] == str(preset_tree / "taps.txt")

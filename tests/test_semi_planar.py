@@ -9,8 +9,8 @@ import pytest
 
 import streamconv
 from streamconv.errors import InputError
-from streamconv.filesource import FileSource, hardware_decoders
-from streamconv.yuv import SEMI_PLANAR_FORMATS, YuvLayout, split_semi_planar
+from streamconv.io.file import FileSource, hardware_decoders
+from streamconv.io.yuv import SEMI_PLANAR_FORMATS, YuvLayout, split_semi_planar
 
 EXIT_USAGE = 2
 

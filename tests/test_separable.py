@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from streamconv.backends.cpu import CpuBackend
-from streamconv.backends.separable import factor_separable
+from streamconv.backends.families.rank1 import factor_separable
 from streamconv.borders import BORDER_MODES, pad_frame
 from streamconv.filters import FilterStage, build_filter, parse_filter, validate_taps
 

@@ -4,8 +4,9 @@ emulating both of its mma passes in NumPy, and its choice of taps."""
 import numpy as np
 import pytest
 
-from streamconv.backends import separable_tc, variants
-from streamconv.backends.separable import SeparableTaps, factor_separable
+from streamconv.backends import plan as planning
+from streamconv.backends.families import separable_tc
+from streamconv.backends.families.rank1 import SeparableTaps, factor_separable
 from streamconv.filters import parse_filter
 
 
@@ -86,13 +87,13 @@ def test_the_error_bound_keeps_outputs_within_one_step():
 
 
 def test_the_separable_plan_takes_the_tensor_cores_for_inexact_taps():
-    plan = variants.plan_stage(parse_filter("gaussian:sigma=3"), (64, 64, 3), 2, variants.SEPARABLE)
+    plan = planning.plan_stage(parse_filter("gaussian:sigma=3"), planning.SEPARABLE).kernel_plan((64, 64, 3), 2)
     assert plan.source == "sepconv_tc" and plan.constants["g_arow"].dtype == np.uint32
     assert plan.block == (32 * separable_tc.WARPS, 1, 1)
     # exact taps keep sepconv.cu, whose output is byte for byte the 2D kernel's
     binomial = np.outer([1, 4, 6, 4, 1, 0, 0], [1, 4, 6, 4, 1, 0, 0]) / 256
     from streamconv.filters import FilterStage, validate_taps
     exact = FilterStage("custom", {}, (validate_taps(binomial),))
-    assert variants.plan_stage(exact, (64, 64, 3), 2, variants.SEPARABLE).source == "sepconv"
-    small = variants.plan_stage(parse_filter("gaussian:sigma=2"), (64, 64, 3), 2, variants.SEPARABLE)
+    assert planning.plan_stage(exact, planning.SEPARABLE).kernel_plan((64, 64, 3), 2).source == "sepconv"
+    small = planning.plan_stage(parse_filter("gaussian:sigma=2"), planning.SEPARABLE).kernel_plan((64, 64, 3), 2)
     assert small.source == "sepconv"  # 13 x 13, below TENSOR_SEPARABLE_FROM_K

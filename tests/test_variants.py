@@ -6,13 +6,17 @@ import numpy as np
 import pytest
 
 import streamconv
-from streamconv.backends import check_kernel_choice, integer_taps, variants
+from streamconv.backends import plan_kernels
+from streamconv.backends.families import integer_taps
+from streamconv.backends import plan as planning
+from streamconv.backends.families import textbook
 from streamconv.errors import FilterSpecError
 from streamconv.filters import FilterStage, parse_filter, validate_taps
 
 from oracle import random_taps
 
 SHAPES = [(1, 1, 3), (37, 1, 1), (1, 37, 4), (1080, 1920, 3), (2160, 3840, 3), (49, 65, 3)]
+TENSOR_CORE_KS = (3, 5, 7, 9)  # auto's tensor-core row
 
 
 def random_stage(rng, size: int) -> FilterStage:
@@ -20,52 +24,52 @@ def random_stage(rng, size: int) -> FilterStage:
 
 
 @pytest.mark.parametrize("spec, expected", [
-    ("gaussian:sigma=1", variants.SEPARABLE),       # 7x7, rank 1
-    ("box:size=7", variants.SEPARABLE),
-    ("box:size=5", variants.TENSOR_CORE),           # rank 1, but below SEPARABLE_FROM_K
-    ("gaussian:sigma=0.833,size=5", variants.TENSOR_CORE),
-    ("box:size=3", variants.TENSOR_CORE),           # one 3x3 matrix: conv3_tc.cu
-    ("edge", variants.REGISTER_BLOCKED),            # a bank
-    ("sharpen", variants.TENSOR_CORE),              # rank 2
-    ("identity", variants.REGISTER_BLOCKED),
+    ("gaussian:sigma=1", planning.SEPARABLE),       # 7x7, rank 1
+    ("box:size=7", planning.SEPARABLE),
+    ("box:size=5", planning.TENSOR_CORE),           # rank 1, but below SEPARABLE_FROM_K
+    ("gaussian:sigma=0.833,size=5", planning.TENSOR_CORE),
+    ("box:size=3", planning.TENSOR_CORE),           # one 3x3 matrix: conv3_tc.cu
+    ("edge", planning.REGISTER_BLOCKED),            # a bank
+    ("sharpen", planning.TENSOR_CORE),              # rank 2
+    ("identity", planning.REGISTER_BLOCKED),
 ])
 def test_auto_choice(spec, expected):
-    assert variants.choose_variant(parse_filter(spec), variants.AUTO) == expected
+    assert planning.plan_stage(parse_filter(spec), planning.AUTO).variant == expected
 
 
 def test_auto_keeps_full_rank_taps_2d(rng):
-    assert variants.choose_variant(random_stage(rng, 15)) == variants.REGISTER_BLOCKED
-    assert variants.choose_variant(random_stage(rng, 3)) == variants.TENSOR_CORE
+    assert planning.plan_stage(random_stage(rng, 15)).variant == planning.REGISTER_BLOCKED
+    assert planning.plan_stage(random_stage(rng, 3)).variant == planning.TENSOR_CORE
 
 
-@pytest.mark.parametrize("size", variants.TENSOR_CORE_KS)
+@pytest.mark.parametrize("size", TENSOR_CORE_KS)
 def test_auto_takes_the_tensor_cores_for_full_rank_taps_they_hold(rng, size):
-    assert variants.choose_variant(random_stage(rng, size)) == variants.TENSOR_CORE
-    assert variants.choose_variant(random_stage(rng, size), dtype=np.uint16) == variants.REGISTER_BLOCKED
+    assert planning.plan_stage(random_stage(rng, size)).variant == planning.TENSOR_CORE
+    assert planning.plan_stage(random_stage(rng, size), dtype=np.uint16).variant == planning.REGISTER_BLOCKED
     # taps whose range no 3 int8 digits hold within half a step stay on the FP32 kernel
     wide = random_taps(rng, size, exact=False)
     wide[0, 0] = wide[-1, -1] = 1e6
     stage = FilterStage("custom", {}, (validate_taps(wide),))
-    assert variants.choose_variant(stage) == variants.REGISTER_BLOCKED
+    assert planning.plan_stage(stage).variant == planning.REGISTER_BLOCKED
     with pytest.raises(FilterSpecError, match="int8 digits"):
-        variants.choose_variant(stage, variants.TENSOR_CORE)
+        planning.plan_stage(stage, planning.TENSOR_CORE).variant
 
 
 def test_tensor_core_refuses_what_it_cannot_run(rng):
     with pytest.raises(FilterSpecError, match="K up to 9"):
-        variants.choose_variant(random_stage(rng, 11), variants.TENSOR_CORE)
+        planning.plan_stage(random_stage(rng, 11), planning.TENSOR_CORE).variant
     with pytest.raises(FilterSpecError, match="8-bit frames only"):
-        variants.choose_variant(random_stage(rng, 5), variants.TENSOR_CORE, np.uint16)
-    assert not variants.supports(random_stage(rng, 11), variants.TENSOR_CORE)
-    assert variants.supports(random_stage(rng, 9), variants.TENSOR_CORE)
+        planning.plan_stage(random_stage(rng, 5), planning.TENSOR_CORE, np.uint16).variant
+    assert not planning.supports(random_stage(rng, 11), planning.TENSOR_CORE)
+    assert planning.supports(random_stage(rng, 9), planning.TENSOR_CORE)
 
 
 def test_tensor_core_plan_rounds_like_the_cpu_for_exact_taps(rng):
-    exact = variants.plan_stage(parse_filter("sharpen"), (64, 64, 3), 2, variants.TENSOR_CORE)
+    exact = planning.plan_stage(parse_filter("sharpen"), planning.TENSOR_CORE).kernel_plan((64, 64, 3), 2)
     assert exact.defines["TIES_EVEN"] == 1 and exact.defines["DIGITS"] == 1
     shift, bias = exact.constants["c_round"]
     assert bias == (1 << (shift - 1)) - 1
-    inexact = variants.plan_stage(random_stage(rng, 5), (64, 64, 3), 2, variants.TENSOR_CORE)
+    inexact = planning.plan_stage(random_stage(rng, 5), planning.TENSOR_CORE).kernel_plan((64, 64, 3), 2)
     assert inexact.defines["TIES_EVEN"] == 0 and inexact.defines["DIGITS"] >= 2
     shift, bias = inexact.constants["c_round"]
     assert bias == 1 << (shift - 1)
@@ -74,37 +78,37 @@ def test_tensor_core_plan_rounds_like_the_cpu_for_exact_taps(rng):
 
 def test_tensor_core_plan_takes_its_layout_per_size(rng):
     # 5 x 5: ldmatrix groups, units of two n-tiles; the fragments sized for that layout
-    five = variants.plan_stage(random_stage(rng, 5), (64, 64, 3), 2, variants.TENSOR_CORE)
+    five = planning.plan_stage(random_stage(rng, 5), planning.TENSOR_CORE).kernel_plan((64, 64, 3), 2)
     layout = integer_taps.kernel_layout(2, 3)
     assert five.defines["LDMATRIX"] == 1 and five.defines["GROUP"] == 2
     assert five.constants["g_bfrag"].size == five.defines["DIGITS"] * 2 * layout.steps * 2 * 32
-    seven = variants.plan_stage(random_stage(rng, 7), (64, 64, 3), 2, variants.TENSOR_CORE)
+    seven = planning.plan_stage(random_stage(rng, 7), planning.TENSOR_CORE).kernel_plan((64, 64, 3), 2)
     assert seven.defines["LDMATRIX"] == 0 and seven.defines["GROUP"] == 1
 
 
-@pytest.mark.parametrize("variant", variants.VARIANTS)
+@pytest.mark.parametrize("variant", planning.VARIANTS)
 def test_an_explicit_variant_is_kept(variant):
-    assert variants.choose_variant(parse_filter("gaussian:sigma=1"), variant) == variant
+    assert planning.plan_stage(parse_filter("gaussian:sigma=1"), variant).variant == variant
 
 
 @pytest.mark.parametrize("spec", ["edge", "sharpen"])
 def test_separable_is_refused_for_what_it_cannot_run(spec):
     with pytest.raises(FilterSpecError, match="--kernel separable"):
-        variants.choose_variant(parse_filter(spec), variants.SEPARABLE)
+        planning.plan_stage(parse_filter(spec), planning.SEPARABLE).variant
     with pytest.raises(FilterSpecError, match="--kernel separable"):
-        check_kernel_choice("separable", [parse_filter(spec)], "cuda")
+        plan_kernels("separable", [parse_filter(spec)], "cuda")
 
 
 def test_unknown_kernel_lists_the_known_ones():
     with pytest.raises(FilterSpecError, match="known: auto, register-blocked, tensor-core, separable"):
-        variants.check_kernel("fastest")
+        planning.check_kernel("fastest")
 
 
 def test_cpu_backend_ignores_a_kernel_with_a_notice(caplog):
-    check_kernel_choice("naive", [parse_filter("edge")], "cpu")
+    plan_kernels("naive", [parse_filter("edge")], "cpu")
     assert "ignores it" in caplog.text
     with pytest.raises(FilterSpecError):
-        check_kernel_choice("bogus", [parse_filter("edge")], "cpu")
+        plan_kernels("bogus", [parse_filter("edge")], "cpu")
 
 
 def test_api_takes_a_kernel(rng):
@@ -116,30 +120,30 @@ def test_api_takes_a_kernel(rng):
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("variant", variants.VARIANTS)
+@pytest.mark.parametrize("variant", planning.VARIANTS)
 @pytest.mark.parametrize("size", [1, 3, 31])
 def test_every_plan_covers_the_frame(variant, shape, size):
     height, width, channels = shape
     stage = parse_filter(f"box:size={size}")
-    if not variants.supports(stage, variant):
-        assert variant == variants.TENSOR_CORE and size > 9
+    if not planning.supports(stage, variant):
+        assert variant == planning.TENSOR_CORE and size > 9
         return
-    plan = variants.plan_stage(stage, shape, 2, variant)
+    plan = planning.plan_stage(stage, variant).kernel_plan(shape, 2)
     assert plan.variant == variant
     defines = plan.defines
     assert (defines["RADIUS"], defines["CHANNELS"], defines["BORDER"]) == (size // 2, channels, 2)
     threads = plan.block[0] * plan.block[1] * plan.block[2]
     assert 32 <= threads <= 1024
     gx, gy, _ = plan.grid
-    if variant == variants.REGISTER_BLOCKED:
+    if variant == planning.REGISTER_BLOCKED:
         covered = (gx * plan.block[0] * defines["OUT_X"], gy * plan.block[1] * defines["OUT_Y"])
         assert covered[0] >= width * channels and covered[1] >= height
-    elif variant == variants.SEPARABLE and plan.source == "sepconv_tc":
+    elif variant == planning.SEPARABLE and plan.source == "sepconv_tc":
         span = 16 * defines["MT"] * defines["WARPS"]  # strips in x, block columns in y
         assert gy * span >= width * channels and gx * defines["STRIP_H"] >= height
         assert (gy - 1) * span < width * channels and (gx - 1) * defines["STRIP_H"] < height
         assert set(plan.constants) == {"g_arow", "g_acol", "c_round"}
-    elif variant == variants.SEPARABLE:
+    elif variant == planning.SEPARABLE:
         assert gx * defines["TILE_X"] >= width * channels and gy * defines["TILE_Y"] >= height
         assert set(plan.constants) == {"c_row", "c_col"}
     elif plan.source == "conv3_tc":
@@ -148,7 +152,7 @@ def test_every_plan_covers_the_frame(variant, shape, size):
         assert (gx - 1) * span < width * channels and (gy - 1) * defines["ROWS"] < height
         assert threads == 32 * defines["WARPS"]
         assert set(plan.constants) == {"g_bband", "c_round"}
-    elif variant == variants.TENSOR_CORE:
+    elif variant == planning.TENSOR_CORE:
         assert gx * defines["TILE_W"] >= width * channels and gy * defines["TILE_H"] >= height
         assert (gx - 1) * defines["TILE_W"] < width * channels and (gy - 1) * defines["TILE_H"] < height
         assert threads == 32 * defines["WARPS"]
@@ -161,10 +165,10 @@ def test_every_plan_covers_the_frame(variant, shape, size):
         # a grid no larger than needed: one block less would not cover the frame
         assert (gx - 1) * tile_x < width and (gy - 1) * tile_y < height
     assert (plan.global_taps is not None) == (variant == "naive")
-    assert variants.plan_arguments(plan) in ("PPiiii", "PPiiiiP")
+    assert plan.arguments in ("PPiiii", "PPiiiiP")
 
 
 def test_textbook_variants_share_one_specialisation():
     stage = parse_filter("gaussian:sigma=1")
-    defines = {variants.plan_stage(stage, (64, 64, 3), 0, v).label.split(" ", 1)[1] for v in variants.TEXTBOOK}
+    defines = {planning.plan_stage(stage, v).kernel_plan((64, 64, 3), 0).label.split(" ", 1)[1] for v in textbook.ENTRIES}
     assert len(defines) == 1

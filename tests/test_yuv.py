@@ -8,10 +8,10 @@ import pytest
 
 import streamconv
 from streamconv.backends.cpu import CpuBackend, convert_colour
-from streamconv.colour import ColourTags, frame_to_rgb
+from streamconv.io.colour import ColourTags, frame_to_rgb
 from streamconv.filters import parse_chain
-from streamconv.sinks import CallbackSink, NullSink
-from streamconv.yuv import YuvLayout, conversion_coefficients, rgb_to_yuv, yuv_to_rgb
+from streamconv.io.sink import CallbackSink, NullSink
+from streamconv.io.yuv import YuvLayout, conversion_coefficients, rgb_to_yuv, yuv_to_rgb
 
 # (AVColorSpace, full range) cases: BT.709, BT.601 (both numbers FFmpeg uses), BT.2020, untagged.
 CASES = [(1, False), (1, True), (5, False), (6, True), (9, False), (2, False)]

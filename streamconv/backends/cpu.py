@@ -34,9 +34,10 @@ import numpy as np
 from ..borders import CV_BORDERS, DEFAULT_BORDER, check_border, pad_frame
 from ..filters import COMBINE_MAGNITUDE, FilterStage, check_sample_type
 from ..frames import as_hwc, check_same_frame, sample_maximum
-from ..nn.bank import bank_cpu
+from ..nn.layer import layer_cpu
 from ..slots import Slot
-from ..yuv import YuvLayout, planes_to_rgb, rgb_to_planes
+from .protocol import Backend
+from ..io.yuv import YuvLayout, planes_to_rgb, rgb_to_planes
 
 # cv2.filter2D switches to a DFT (inexact) once the kernel area reaches 50 on some builds;
 # larger kernels are summed from 1 x K rows, each well under that.
@@ -313,7 +314,7 @@ def convert_colour(rgb: np.ndarray, planes: np.ndarray, layout: YuvLayout, *, to
     _run_bands(band, range(0, layout.height, _BAND_ROWS))
 
 
-class CpuBackend:
+class CpuBackend(Backend):
     """Runs a filter chain on host frames with NumPy and OpenCV.
 
     Args:
@@ -363,18 +364,10 @@ class CpuBackend:
             # Intermediate frames alternate between two buffers kept for the next frame.
             target = dst3 if number == last else self._frames.get(f"frame{number % 2}", src3.shape, src3.dtype)
             if stage.layer is not None:
-                np.copyto(target, bank_cpu(current, stage.layer))
+                np.copyto(target, layer_cpu(current, stage.layer))
             else:
                 apply_filter_into(target, current, stage, self.border, plan, scratch)
             current = target
-
-    def apply(self, src: np.ndarray) -> np.ndarray:
-        """Filter ``src`` into a new array of the same shape and dtype (host)."""
-        dst = np.empty_like(src)
-        self.apply_into(dst, src)
-        return dst
-
-    # The slot protocol the pipeline drives; the CUDA backend implements the same methods.
 
     def allocate_slots(self, shape: tuple[int, int, int], count: int, *,
                        planes: YuvLayout | None = None, dtype=np.uint8) -> list[Slot]:
@@ -417,9 +410,3 @@ class CpuBackend:
 
     def close(self) -> None:
         """Nothing to release."""
-
-    def __enter__(self) -> "CpuBackend":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

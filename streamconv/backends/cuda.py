@@ -18,7 +18,6 @@ inside a balanced push/pop of the device's primary context.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import threading
 from dataclasses import dataclass, field
@@ -30,9 +29,15 @@ from ..borders import BORDER_CODES, DEFAULT_BORDER, check_border
 from ..errors import BackendUnavailableError, GpuFaultError, StreamError
 from ..filters import FilterStage, check_sample_type
 from ..frames import as_hwc, check_same_frame
+from ..nn.gpu import GpuEngine
+from ..nn.gpu_layer import GpuLayer
 from ..slots import Slot
-from ..yuv import YuvLayout
-from . import kernels, variants
+from .cuda_slots import DeviceSlot, check_device_memory, free_slot, new_slot
+from .protocol import Backend
+from ..io.yuv import YuvLayout
+from .. import kernel_loader
+from .plan import AUTO, ChainPlan, plan_chain
+from .families.base import KernelPlan
 
 log = logging.getLogger(__name__)
 
@@ -41,26 +46,12 @@ log = logging.getLogger(__name__)
 class _Stage:
     """One filter stage on the GPU: its plan, module (holding the taps) and function."""
 
-    plan: variants.KernelPlan
+    plan: KernelPlan
     module: Any
     function: Any
     extra_args: tuple = ()  # after (src, dst, width, height, pitches): a textbook kernel's taps pointer
     allocations: list = field(default_factory=list)  # device memory the stage owns
-    bank: Any = None  # a bank stage: its cuda_bank.GpuBank (plan, module and function are None)
-
-
-@dataclass
-class _DeviceSlot:
-    """The device side of a slot."""
-
-    stream: Any
-    buffers: list  # device allocations: input, output, scratch
-    pitch: int
-    upload: Any
-    download: Any
-    events: dict = field(default_factory=dict)
-    bank_buffers: dict = field(default_factory=dict)  # per bank stage number: its float tensors
-    planes: list = field(default_factory=list)  # yuv420p frames: flat device planes, input and output
+    gpu_layer: GpuLayer | None = None  # a convolution layer (the bank filter): plan, module, function None
 
 
 # One extra retain of each device's primary context, held for the process: creating and
@@ -83,7 +74,7 @@ def _release_kept_context(number: int) -> None:
         context.detach()
 
 
-class CudaBackend:
+class CudaBackend(Backend):
     """Runs a filter chain with CUDA kernels on (H, W, C) uint8 or uint16 frames.
 
     Args:
@@ -94,7 +85,9 @@ class CudaBackend:
         pinned: page-locked host buffers (True, the fast path) or pageable ones (benchmarks).
         blocking_sync: waiting for a frame sleeps (True: frees a CPU core for decoders and
             encoders) or spins (False: lower latency in an application's own loop).
-        kernel: ``auto`` or a variant of :mod:`streamconv.backends.variants` (``--kernel``).
+        kernel: ``auto`` or a variant of :mod:`streamconv.backends.plan` (``--kernel``).
+        plan: the chain's plan (:func:`streamconv.backends.plan.plan_chain`) when the caller made
+            it already; else it is made here from ``filters`` and ``kernel``.
 
     Raises:
         BackendUnavailableError: PyCUDA, the driver, the device or nvcc is missing.
@@ -107,7 +100,7 @@ class CudaBackend:
 
     def __init__(self, filters: Sequence[FilterStage], *, border: str = DEFAULT_BORDER,
                  device: int = 0, pinned: bool = True, blocking_sync: bool = True,
-                 kernel: str = variants.AUTO) -> None:
+                 kernel: str = AUTO, plan: ChainPlan | None = None) -> None:
         try:
             import pycuda.driver as driver
         except ImportError:
@@ -117,10 +110,11 @@ class CudaBackend:
         self.border = check_border(border)
         self.pinned = pinned
         self.blocking_sync = blocking_sync
-        self.kernel = variants.check_kernel(kernel)
-        for stage in self.filters:  # refuse a kernel that cannot run a stage before any GPU work
-            if stage.layer is None:
-                variants.choose_variant(stage, kernel)
+        # Refuses a kernel that cannot run a stage, before any GPU work.
+        self.plan = plan if plan is not None else plan_chain(self.filters, kernel)
+        if self.plan.filters != tuple(self.filters):
+            raise ValueError("plan was made for another filter chain")
+        self.kernel = self.plan.kernel
         self._context = None
         self._slots: list[Slot] = []
         self._single: dict[tuple, Slot] = {}  # (shape, dtype) -> apply_into's slot
@@ -170,28 +164,24 @@ class CudaBackend:
         check_sample_type(self.filters, dtype)
         driver = self._driver
         stages = []
-        for stage in self.filters:
+        plans = self.plan.kernel_plans(shape, BORDER_CODES[self.border], dtype)
+        for stage, plan in zip(self.filters, plans):
             if stage.layer is not None:
-                from ..nn.gpu import GpuEngine
-                from .cuda_bank import GpuBank
-
-                layers = GpuEngine(driver, self._context, push=False)  # this backend's context, current here
-                stages.append(_Stage(None, None, None, bank=GpuBank(stage.layer, shape, layers)))
+                engine = GpuEngine(driver, self._context, push=False)  # this backend's context, current here
+                stages.append(_Stage(None, None, None, gpu_layer=GpuLayer(stage.layer, shape, engine)))
                 log.info("stage %s runs streamconv.nn's conv2d", stage.describe())
                 continue
-            plan = variants.plan_stage(stage, shape, BORDER_CODES[self.border], self.kernel, dtype)
-            module = kernels.load_module(plan.source, plan.defines, self.arch)
+            module = kernel_loader.load_module(plan.source, plan.defines, self.arch)
             for symbol, values in plan.constants.items():
                 address, size = module.get_global(symbol)
                 if size != values.nbytes:
                     raise StreamError(f"{symbol} holds {size} bytes, stage {stage.describe()} "
                                       f"needs {values.nbytes}")
                 driver.memcpy_htod(address, values)
-            arguments = variants.plan_arguments(plan)
             function = module.get_function(plan.entry)
-            function.prepare(arguments)
+            function.prepare(plan.arguments)
             gpu_stage = _Stage(plan, module, function)
-            if arguments.endswith("P"):  # textbook entries: a taps pointer
+            if plan.arguments.endswith("P"):  # a taps pointer after the frame arguments
                 gpu_stage.extra_args = (0,)  # unread unless the taps live in global memory
                 if plan.global_taps is not None:
                     taps = driver.to_device(plan.global_taps)
@@ -203,12 +193,12 @@ class CudaBackend:
         return stages
 
     def compiled_stages(self, shape: tuple[int, int, int],
-                        dtype=np.uint8) -> list[tuple[variants.KernelPlan, Any]]:
+                        dtype=np.uint8) -> list[tuple[KernelPlan, Any]]:
         """(plan, PyCUDA function) of each stage for (H, W, C) frames of ``dtype``, compiling
         them if needed; benchmarks read registers and shared memory from the functions."""
         with self.activated():
             return [(stage.plan, stage.function) for stage in self._stages_for(tuple(shape), dtype)
-                    if stage.bank is None]
+                    if stage.gpu_layer is None]
 
     def allocate_slots(self, shape: tuple[int, int, int], count: int, *,
                        planes: YuvLayout | None = None, dtype=np.uint8) -> list[Slot]:
@@ -228,31 +218,17 @@ class CudaBackend:
             self._stages_for(tuple(shape), dtype)
             if planes is not None:
                 self._colour_functions(planes)
-            self._check_device_memory(shape, count, planes, dtype.itemsize)
+            check_device_memory(self._driver, shape, count, planes, dtype.itemsize, self._frame_buffers,
+                                self.device_name)
             slots = [self._new_slot(index, shape, planes, dtype) for index in range(count)]
         self._slots.extend(slots)
         return slots
-
-    def _check_device_memory(self, shape: tuple[int, int, int], count: int, planes: YuvLayout | None,
-                             sample_bytes: int) -> None:
-        """Refuse slots that cannot fit in the free device memory, with the figures, before
-        allocating any (a pitch of up to 512 bytes per row is allowed for)."""
-        height, width, channels = shape
-        frame_buffers = 3 if len(self.filters) > 1 else 2
-        per_slot = (frame_buffers * height * (width * channels * sample_bytes + 512)
-                    + (2 * planes.nbytes if planes else 0))
-        free, total = self._driver.mem_get_info()
-        if count * per_slot > free:
-            raise BackendUnavailableError(
-                f"not enough GPU memory for {count} slot(s) of {width}x{height}x{channels}: "
-                f"they need {count * per_slot / 2**20:.0f} MiB, {free / 2**20:.0f} MiB of "
-                f"{total / 2**20:.0f} MiB are free on {self.device_name} (try a smaller --ring)")
 
     def _colour_functions(self, layout: YuvLayout) -> tuple[Any, Any]:
         """The (to RGB, to YUV) kernels of colour.cu for ``layout``'s matrix and range, compiled once."""
         key = layout  # hashable; looked up per frame, so no key derivation here
         if key not in self._colour:
-            module = kernels.load_module("colour", layout.kernel_defines, self.arch)
+            module = kernel_loader.load_module("colour", layout.kernel_defines, self.arch)
             to_rgb, to_yuv = module.get_function("yuv420_to_rgb"), module.get_function("rgb_to_yuv420")
             to_rgb.prepare("PPiii")
             to_yuv.prepare("PiPii")
@@ -260,66 +236,22 @@ class CudaBackend:
             log.info("colour %s converts on the GPU", layout.describe())
         return self._colour[key][1:]
 
+    @property
+    def _frame_buffers(self) -> int:
+        """Device frames per slot: input and output, and scratch for a chain's ping-pong."""
+        return 3 if len(self.filters) > 1 else 2
+
     def _new_slot(self, index: int, shape: tuple[int, int, int], planes: YuvLayout | None,
                   dtype: np.dtype) -> Slot:
-        driver = self._driver
-        height, width, channels = shape
-        row_bytes = width * channels * dtype.itemsize
-        host_shape = planes.shape if planes is not None else shape
-        host_dtype = planes.dtype if planes is not None else dtype
-        try:
-            if self.pinned:
-                host_in = driver.pagelocked_empty(host_shape, host_dtype)
-                host_out = driver.pagelocked_empty(host_shape, host_dtype)
-            else:
-                host_in, host_out = np.empty(host_shape, host_dtype), np.empty(host_shape, host_dtype)
-            buffers, pitch = [], 0
-            for _ in range(3 if len(self.filters) > 1 else 2):
-                allocation, pitch = driver.mem_alloc_pitch(row_bytes, height, 16)
-                buffers.append(allocation)
-            device_planes = [driver.mem_alloc(planes.nbytes) for _ in range(2)] if planes is not None else []
-        except (driver.MemoryError, driver.Error) as exc:
-            megabytes = 2 * height * row_bytes / 2**20
-            raise BackendUnavailableError(
-                f"not enough GPU or pinned memory for a slot of {width}x{height}x{channels} "
-                f"({megabytes:.1f} MiB host + device): {exc}") from None
-        if planes is not None:
-            # Planes go up and down whole; the last stage's RGB is converted into device_planes[1].
-            planes_out = device_planes[1] if self.filters else device_planes[0]
-            upload = functools.partial(driver.memcpy_htod_async, device_planes[0], host_in)
-            download = functools.partial(driver.memcpy_dtoh_async, host_out, planes_out)
-        else:
-            upload = self._copy(row_bytes, height, src_host=host_in, src_pitch=row_bytes,
-                                dst_device=buffers[0], dst_pitch=pitch)
-            source = buffers[1] if self.filters else buffers[0]
-            download = self._copy(row_bytes, height, src_device=source, src_pitch=pitch,
-                                  dst_host=host_out, dst_pitch=row_bytes)
-        bank_buffers = {number: stage.bank.allocate()
-                        for number, stage in enumerate(self._stages_for(tuple(shape), dtype)) if stage.bank is not None}
-        events = {name: driver.Event() for name in ("start", "uploaded", "computed")}
-        events["done"] = driver.Event(driver.event_flags.BLOCKING_SYNC if self.blocking_sync else 0)
-        device = _DeviceSlot(stream=driver.Stream(), buffers=buffers, pitch=pitch, upload=upload,
-                             download=download, events=events, bank_buffers=bank_buffers, planes=device_planes)
-        return Slot(index=index, host_in=host_in, host_out=host_out, device=device, planes=planes)
-
-    def _copy(self, width_bytes: int, height: int, *, src_pitch: int, dst_pitch: int,
-              src_host=None, src_device=None, dst_host=None, dst_device=None):
-        copy = self._driver.Memcpy2D()
-        if src_host is not None:
-            copy.set_src_host(src_host)
-        else:
-            copy.set_src_device(src_device)
-        if dst_host is not None:
-            copy.set_dst_host(dst_host)
-        else:
-            copy.set_dst_device(dst_device)
-        copy.src_pitch, copy.dst_pitch = src_pitch, dst_pitch
-        copy.width_in_bytes, copy.height = width_bytes, height
-        return copy
+        layer_buffers = {number: stage.gpu_layer.allocate() for number, stage
+                         in enumerate(self._stages_for(tuple(shape), dtype)) if stage.gpu_layer is not None}
+        return new_slot(self._driver, index, shape, planes, dtype, frame_buffers=self._frame_buffers,
+                        filtered=bool(self.filters), pinned=self.pinned, blocking_sync=self.blocking_sync,
+                        layer_buffers=layer_buffers)
 
     def submit(self, slot: Slot) -> None:
         """Issue upload, kernels and download of the slot's frame on its stream; returns at once."""
-        state: _DeviceSlot = slot.device
+        state: DeviceSlot = slot.device
         stream, events = state.stream, state.events
         try:
             with self.activated():
@@ -338,7 +270,7 @@ class CudaBackend:
 
         Call inside :meth:`activated`. Benchmarks use it to time the kernels alone.
         """
-        state: _DeviceSlot = slot.device
+        state: DeviceSlot = slot.device
         height, width, channels = slot.frame_shape
         stages = self._stages_for((height, width, channels), slot.frame_dtype)
         source = int(state.buffers[0])
@@ -351,8 +283,8 @@ class CudaBackend:
         for number, stage in enumerate(stages):
             # Ping-pong so that the last stage always lands in buffers[1].
             target = int(state.buffers[1 if (len(stages) - 1 - number) % 2 == 0 else 2])
-            if stage.bank is not None:
-                stage.bank.launch(state.bank_buffers[number], source, target, state.pitch, stream)
+            if stage.gpu_layer is not None:
+                stage.gpu_layer.launch(state.layer_buffers[number], source, target, state.pitch, stream)
                 source = target
                 continue
             stage.function.prepared_async_call(stage.plan.grid, stage.plan.block, stream, source, target,
@@ -372,7 +304,7 @@ class CudaBackend:
 
     def wait(self, slot: Slot) -> None:
         """Block until the slot's frame is in ``host_out``; record upload/kernel/download times."""
-        state: _DeviceSlot = slot.device
+        state: DeviceSlot = slot.device
         events = state.events
         try:
             with self.activated():
@@ -402,12 +334,6 @@ class CudaBackend:
         self.wait(slot)
         np.copyto(dst3, slot.host_out)
 
-    def apply(self, src: np.ndarray) -> np.ndarray:
-        """Filter ``src`` into a new host array of the same shape and dtype."""
-        dst = np.empty_like(src)
-        self.apply_into(dst, src)
-        return dst
-
     def close(self) -> None:
         """Wait for work in flight, free every buffer, stream and module, and release this backend's
         hold on the context (the process keeps one, unless a driver call failed)."""
@@ -417,13 +343,13 @@ class CudaBackend:
             with self.activated():
                 try:
                     for slot in self._slots:
-                        self._free_slot(slot)
+                        free_slot(self._driver, slot)
                     for stages in self._stages.values():
                         for stage in stages:
                             for allocation in stage.allocations:
                                 allocation.free()
-                            if stage.bank is not None:
-                                stage.bank.free()
+                            if stage.gpu_layer is not None:
+                                stage.gpu_layer.free()
                 except self._driver.Error as exc:
                     self._failed = True
                     # After a fault the context refuses every call; closing must not hide the
@@ -443,30 +369,8 @@ class CudaBackend:
         """Free the host and device buffers of slots no longer used (after their frames finished)."""
         with self.activated():
             for slot in slots:
-                self._free_slot(slot)
+                free_slot(self._driver, slot)
                 self._slots.remove(slot)
-
-    def _free_slot(self, slot: Slot) -> None:
-        """Wait for the slot's stream, then free its buffers; the context must be current."""
-        state: _DeviceSlot = slot.device
-        with contextlib.suppress(self._driver.Error):
-            state.stream.synchronize()
-        for allocation in (*state.buffers, *state.planes):
-            allocation.free()
-        for buffers in state.bank_buffers.values():
-            buffers.free()
-        state.bank_buffers.clear()
-        for host in (slot.host_in, slot.host_out):
-            base = getattr(host, "base", None)
-            if base is not None and hasattr(base, "free"):
-                base.free()
-        slot.device = None
-
-    def __enter__(self) -> "CudaBackend":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _frame_number(slot: Slot) -> str:

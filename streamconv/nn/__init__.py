@@ -10,6 +10,12 @@ NumPy arrays in give NumPy arrays out (copied to the GPU and back); PyCUDA ``GPU
 ``GPUArray``s out, with no copies (in the caller's current CUDA context). ``conv2d`` has three GPU
 implementations (``method``): ``direct``, ``tiled`` and ``im2col``; ``auto`` picks ``tiled``.
 The float64 references (``conv2d_reference`` ...) are the oracle the tests and benchmarks use.
+
+A layer also runs over video frames, as the ``bank`` filter: :mod:`streamconv.nn.layer` reads
+its weights and runs it on the CPU, :mod:`streamconv.nn.gpu_layer` on the GPU (the CUDA backend
+hands it device pointers and a stream). nn imports no module of :mod:`streamconv.backends`:
+whether CUDA is usable comes from :mod:`streamconv.cuda_device`, compiled kernels from
+:mod:`streamconv.kernel_loader`.
 """
 
 from __future__ import annotations
@@ -19,9 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FilterSpecError, ShapeError
+from ..cuda_device import cuda_status
+from ..errors import BackendUnavailableError, FilterSpecError, ShapeError
 from . import cpu
-from .gpu import METHODS, check_method, im2col_expansion
+from .gpu import METHODS, check_method, engine, im2col_expansion
 from .reference import conv2d_reference, max_pool2d_reference, relu_reference
 from .shapes import ConvShape, conv2d_shape, pool_shape
 
@@ -49,14 +56,11 @@ def _use_gpu(tensors: tuple, backend: str, device: int) -> bool:
         return True
     if backend == "cpu":
         return False
-    from ..backends import resolve_backend
-
-    if backend == "cuda":
-        resolve_backend("cuda", device=device)  # raises with the reason
-        return True
-    from ..backends import cuda_status
-
     usable, reason = cuda_status(device)
+    if backend == "cuda":
+        if not usable:
+            raise BackendUnavailableError(f"cuda backend unavailable: {reason}")
+        return True
     if not usable and not _fallback_noted:
         log.warning("streamconv.nn: cuda unavailable (%s); running on the cpu", reason)
         _fallback_noted = True
@@ -76,7 +80,7 @@ def _device_float32(value: Any, what: str):
         if value.dtype != np.float32 or not value.flags.c_contiguous:
             raise ShapeError(f"{what}: expected a C-contiguous float32 GPUArray, got {value.dtype}")
         return value
-    from pycuda import gpuarray
+    from pycuda import gpuarray  # optional (the cuda extra): imported on first GPU use
 
     return gpuarray.to_gpu(_host_float32(value, what))
 
@@ -84,9 +88,7 @@ def _device_float32(value: Any, what: str):
 def _run_on_gpu(device: int, inputs: tuple, names: tuple, out_shape: tuple, launch):
     """Upload host inputs (GPUArrays pass), allocate the output, queue ``launch(gpu, y, *inputs)``;
     a GPUArray result when the first input was one, else the result copied to the host."""
-    from pycuda import gpuarray
-
-    from .gpu import engine
+    from pycuda import gpuarray  # optional (the cuda extra)
 
     gpu = engine(device)
     with gpu.activated():

@@ -13,8 +13,9 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ..backends import kernels
+from ..cuda_device import cuda_status, load_driver
 from ..errors import BackendUnavailableError, ShapeError
+from ..kernel_loader import load_module
 from .shapes import ConvShape
 
 log = logging.getLogger(__name__)
@@ -146,7 +147,7 @@ class GpuEngine:
         """Kernel ``name`` of ``cuda/<source>.cu`` compiled with ``defines``, loaded once per engine."""
         key = (source, name, tuple(sorted((defines or {}).items())))
         if key not in self._functions:
-            module = kernels.load_module(source, defines or {}, self.arch)
+            module = load_module(source, defines or {}, self.arch)
             self._functions[key] = (module, module.get_function(name))
         return self._functions[key][1]
 
@@ -154,7 +155,7 @@ class GpuEngine:
 
     def transpose_taps(self, w, stream=None):
         """w (M x C x K x K) -> a new C x K x K x M GPUArray."""
-        from pycuda import gpuarray
+        from pycuda import gpuarray  # optional (the cuda extra): imported on first GPU use
 
         m, c, k, _ = w.shape
         w_t = gpuarray.empty((c, k, k, m), np.float32)
@@ -230,7 +231,7 @@ class GpuEngine:
 
     def _workspace(self, elements: int, stream):
         """A float32 scratch buffer of at least ``elements``, kept per stream and grown when short."""
-        from pycuda import gpuarray
+        from pycuda import gpuarray  # optional (the cuda extra)
 
         key = 0 if stream is None else int(stream.handle)
         found = self._workspaces.get(key)
@@ -276,13 +277,7 @@ def engine(device: int = 0) -> GpuEngine:
     Raises:
         BackendUnavailableError: PyCUDA, the driver or the device is missing.
     """
-    from ..backends import cuda_status
-
-    try:
-        import pycuda.driver as driver
-    except ImportError:
-        raise BackendUnavailableError("streamconv.nn on the GPU needs pycuda (pip install 'streamconv[cuda]')") from None
-    driver.init()
+    driver = load_driver("streamconv.nn on the GPU")
     current = driver.Context.get_current()
     if current is not None:
         # Not cached: a context the caller made may be destroyed, and a later one reuse its handle.

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .integer_taps import fit, pack_words
-from .separable import SeparableTaps
+from .rank1 import SeparableTaps
 
 MAX_ERROR = 0.75
 """The most an output may move, in LSB, from the float32 result (below 1 keeps it within 1 LSB)."""

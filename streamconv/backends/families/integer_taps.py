@@ -171,10 +171,9 @@ def piece_layout(radius: int, channels: int, group: int = 1, ldmatrix: bool = Fa
 
 LDMATRIX_RADII = (2,)
 """Radii the tensor-core plan runs one-bank stages at with ldmatrix loads and units of 16 bytes
-(two n-tiles sharing their pieces). On an H100 at 4K this took 5 x 5 from 0.0444 to 0.0424 ms;
-3 x 3 (0.039 against 0.035) and 7 x 7 (0.076 against 0.054) were slower, as whole groups cost
-them more mma k-steps than the wide loads save. Two banks would double the B registers (142 at
-2 digits), so they keep the plain layout."""
+(two n-tiles sharing their pieces): only there do the wide loads save more than the extra mma
+k-steps of whole groups cost (benchmarks/README.md, "Where the tuning constants ... come from").
+Two banks would double the B registers, so they keep the plain layout."""
 
 
 def kernel_layout(radius: int, channels: int, banks: int = 1) -> PieceLayout:

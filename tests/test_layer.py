@@ -1,4 +1,4 @@
-"""``--filter bank``: a convolution layer on video, on the CPU backend (the GPU twin: test_cuda_bank.py)."""
+"""A convolution layer on video (``--filter bank``), on the CPU backend (the GPU twin: test_cuda_layer.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from streamconv import nn
 from streamconv.backends.cpu import CpuBackend
 from streamconv.errors import FilterSpecError, FrameFormatError
 from streamconv.filters import parse_filter
-from streamconv.nn.bank import compose_frame, mosaic
+from streamconv.nn.layer import compose_frame, mosaic
 
 
-def bank_file(tmp_path, weights) -> str:
-    path = tmp_path / "bank.npy"
+def weights_file(tmp_path, weights) -> str:
+    path = tmp_path / "weights.npy"
     np.save(path, np.asarray(weights))
     return str(path)
 
@@ -31,9 +31,9 @@ def expected_frame(frame: np.ndarray, weights: np.ndarray, relu: bool, pool: int
 
 @pytest.mark.parametrize("maps,k,relu,pool", [(1, 3, False, 1), (3, 5, True, 1), (8, 3, True, 2), (5, 7, False, 3),
                                               (3, 1, False, 2)])
-def test_bank_matches_reference(rng, tmp_path, maps, k, relu, pool):
+def test_layer_matches_reference(rng, tmp_path, maps, k, relu, pool):
     weights = rng.uniform(-0.2, 0.2, (maps, 3, k, k))
-    stage = parse_filter(f"bank:file={bank_file(tmp_path, weights)},relu={int(relu)},pool={pool}")
+    stage = parse_filter(f"bank:file={weights_file(tmp_path, weights)},relu={int(relu)},pool={pool}")
     frame = rng.integers(0, 256, (37, 53, 3), dtype=np.uint8)
     out = np.full_like(frame, 0xA5)
     CpuBackend([stage]).apply_into(out, frame)
@@ -56,41 +56,41 @@ def test_layouts_known_values():
     assert five[:, :, 0].tolist() == [[1, 1, 1, 1, 1, 1, 0]] * 2 + [[1, 1, 1, 1, 0, 0, 0]] * 2 + [[0] * 7]
 
 
-def test_bank_spec_errors(tmp_path):
+def test_layer_spec_errors(tmp_path):
     with pytest.raises(FilterSpecError, match="give the weights as file="):
         parse_filter("bank")
     with pytest.raises(FilterSpecError, match="weights file not found"):
         parse_filter(f"bank:file={tmp_path / 'missing.npy'}")
     with pytest.raises(FilterSpecError, match=r"shape \(3, 3, 3\), expected \(M, C, K, K\)"):
-        parse_filter(f"bank:file={bank_file(tmp_path, np.ones((3, 3, 3)))}")
+        parse_filter(f"bank:file={weights_file(tmp_path, np.ones((3, 3, 3)))}")
     with pytest.raises(FilterSpecError, match="K = 4; it must be odd"):
-        parse_filter(f"bank:file={bank_file(tmp_path, np.ones((2, 3, 4, 4)))}")
+        parse_filter(f"bank:file={weights_file(tmp_path, np.ones((2, 3, 4, 4)))}")
     with pytest.raises(FilterSpecError, match="NaN or infinity"):
-        parse_filter(f"bank:file={bank_file(tmp_path, np.full((2, 3, 3, 3), np.nan))}")
+        parse_filter(f"bank:file={weights_file(tmp_path, np.full((2, 3, 3, 3), np.nan))}")
     with pytest.raises(FilterSpecError, match="pool must be >= 1"):
-        parse_filter(f"bank:file={bank_file(tmp_path, np.ones((2, 3, 3, 3)))},pool=0")
+        parse_filter(f"bank:file={weights_file(tmp_path, np.ones((2, 3, 3, 3)))},pool=0")
     (tmp_path / "text.npy").write_text("not numpy")
     with pytest.raises(FilterSpecError, match="not a readable .npy"):
         parse_filter(f"bank:file={tmp_path / 'text.npy'}")
 
 
-def test_bank_frame_errors(tmp_path):
-    stage = parse_filter(f"bank:file={bank_file(tmp_path, np.ones((2, 3, 3, 3)))},pool=4")
+def test_layer_frame_errors(tmp_path):
+    stage = parse_filter(f"bank:file={weights_file(tmp_path, np.ones((2, 3, 3, 3)))},pool=4")
     with pytest.raises(FrameFormatError, match="frames have 1 channels, the weights expect 3"):
         CpuBackend([stage]).apply(np.zeros((8, 8, 1), np.uint8))
     with pytest.raises(FrameFormatError, match="smaller than pool=4"):
         CpuBackend([stage]).apply(np.zeros((3, 8, 3), np.uint8))
 
 
-def test_bank_on_a_file(cli, sample_clip, tmp_path):
-    """A transcode with a bank then edge: real decode and encode, the frame size kept."""
+def test_layer_on_a_file(cli, sample_clip, tmp_path):
+    """A transcode through a layer: real decode and encode, the frame size kept."""
     import av
 
     weights = np.zeros((4, 3, 3, 3))
     weights[:, :, 1, 1] = np.eye(4, 3)  # maps 0-2 copy R, G, B; map 3 is black
-    out = tmp_path / "bank.mp4"
+    out = tmp_path / "maps.mp4"
     result = cli("run", str(sample_clip), "-o", str(out), "--backend", "cpu", "--max-frames", "5",
-                 "--filter", f"bank:file={bank_file(tmp_path, weights)},relu=1,pool=2")
+                 "--filter", f"bank:file={weights_file(tmp_path, weights)},relu=1,pool=2")
     assert result.returncode == 0, result.stderr
     with av.open(str(out)) as container:
         frames = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]

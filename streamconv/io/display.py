@@ -25,9 +25,9 @@ from typing import Any, Callable, Sequence
 import cv2
 import numpy as np
 
-from .errors import DisplayError
-from .sinks import Sink
-from .slots import FrameMeta
+from ..errors import DisplayError
+from ..slots import FrameMeta
+from .sink import Sink
 
 log = logging.getLogger(__name__)
 

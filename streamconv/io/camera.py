@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator
 import cv2
 import numpy as np
 
-from .errors import CameraError, CameraLostError, InputError
+from ..errors import CameraError, CameraLostError, InputError
 from .live import LiveSource
 
 log = logging.getLogger(__name__)

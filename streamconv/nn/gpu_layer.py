@@ -1,8 +1,10 @@
-"""A ``bank`` stage (a convolution layer, :mod:`streamconv.nn.bank`) inside the CUDA backend's chain.
+"""A convolution layer over video frames on the GPU (:mod:`streamconv.nn.layer` has the CPU twin).
 
-Per frame, on the slot's stream: the uint8 frame to float planes, conv2d with streamconv.nn's
+Per frame, on the caller's stream: the uint8 frame to float planes, conv2d with streamconv.nn's
 kernels (zero padding K // 2), ReLU and max-pooling if asked, then the maps composed into the
-uint8 output frame, all in device memory. The float buffers are kept per slot.
+uint8 output frame, all in device memory. The CUDA backend runs a ``bank`` filter stage through
+it, handing over its frame buffers as raw device pointers and its slot's stream; the float
+buffers are kept per slot (:class:`LayerBuffers`).
 """
 
 from __future__ import annotations
@@ -13,14 +15,15 @@ from typing import Any
 import numpy as np
 
 from ..errors import BackendUnavailableError
-from ..nn.bank import LayerBank, check_frame, mosaic
-from ..nn.shapes import conv2d_shape
+from .gpu import GpuEngine
+from .layer import ConvLayer, check_frame, mosaic
+from .shapes import conv2d_shape
 
 _BLOCK = (32, 8, 1)
 
 
 @dataclass
-class BankBuffers:
+class LayerBuffers:
     """One slot's device tensors: planes C x H x W, maps M x H x W, pooled M x Hm x Wm (float32)."""
 
     planes: Any
@@ -33,19 +36,18 @@ class BankBuffers:
             tensor.gpudata.free()
 
 
-class GpuBank:
-    """The launches of one bank stage for (H, W, C) frames, in the current CUDA context.
+class GpuLayer:
+    """The launches of one convolution layer for (H, W, C) frames, in the current CUDA context.
 
     Args:
-        layer: the bank. shape: (H, W, C) of the frames. gpu: a :class:`streamconv.nn.gpu.GpuEngine`
-            of the current context.
+        layer: the layer. shape: (H, W, C) of the frames. gpu: the engine of the current context.
 
     Raises:
-        FrameFormatError: the frames do not fit the bank (channels, pool).
+        FrameFormatError: the frames do not fit the layer (channels, pool).
     """
 
-    def __init__(self, layer: LayerBank, shape: tuple[int, int, int], gpu) -> None:
-        from pycuda import gpuarray
+    def __init__(self, layer: ConvLayer, shape: tuple[int, int, int], gpu: GpuEngine) -> None:
+        from pycuda import gpuarray  # optional (the cuda extra): imported when a layer runs on the GPU
 
         self.layer, self.shape, self.gpu = layer, shape, gpu
         self.map_size = check_frame(layer, shape)
@@ -58,13 +60,13 @@ class GpuBank:
         self.to_frame = gpu.function("nn_ops", "maps_to_frame")
         self.grid = (-(-width // _BLOCK[0]), -(-height // _BLOCK[1]))
 
-    def allocate(self) -> BankBuffers:
+    def allocate(self) -> LayerBuffers:
         """Device buffers for one slot.
 
         Raises:
             BackendUnavailableError: not enough device memory, before any frame.
         """
-        import pycuda.driver as driver
+        import pycuda.driver as driver  # optional (the cuda extra), as above
         from pycuda import gpuarray
 
         height, width, channels = self.shape
@@ -75,17 +77,18 @@ class GpuBank:
             pooled = conv_out if self.layer.pool == 1 else gpuarray.empty((1, maps, *self.map_size), np.float32)
         except (driver.MemoryError, driver.Error) as exc:
             megabytes = 4 * height * width * (channels + maps) / 2**20
-            raise BackendUnavailableError(f"not enough GPU memory for the bank's maps "
+            raise BackendUnavailableError(f"not enough GPU memory for the layer's maps "
                                           f"({megabytes:.0f} MiB per slot): {exc}") from None
-        return BankBuffers(planes, conv_out, pooled)
+        return LayerBuffers(planes, conv_out, pooled)
 
     def free(self) -> None:
         """Free the weights' device memory now (the context must be current)."""
         for tensor in (self.weights, self.weights_t):
             tensor.gpudata.free()
 
-    def launch(self, buffers: BankBuffers, source: int, target: int, pitch: int, stream) -> None:
-        """Queue the stage: pitched uint8 frame at ``source`` -> pitched uint8 frame at ``target``."""
+    def launch(self, buffers: LayerBuffers, source: int, target: int, pitch: int, stream) -> None:
+        """Queue the layer on ``stream`` (a PyCUDA stream): the pitched uint8 frame at device address
+        ``source`` -> the pitched uint8 frame at ``target`` (both ``pitch`` bytes per row)."""
         height, width, channels = self.shape
         self.to_planes(np.uintp(source), np.int32(pitch), buffers.planes.gpudata, np.int32(height),
                        np.int32(width), np.int32(channels), block=_BLOCK, grid=self.grid, stream=stream)

@@ -4,6 +4,8 @@ front (exit 6), not at the first frame after the source was opened and the pipel
 PyAV opens an encoder only when the first frame is encoded. :func:`check_encoder_options`
 opens a throw-away one with the same settings at once (a few milliseconds: libx264 at
 3840x2160 opens in about 3 ms, 18 ms with ``preset=veryslow``), and names the option it refuses.
+The encoder itself (:func:`find_encoder`) and its pixel format (:func:`default_pix_fmt` picks
+one for the input's depth, :func:`check_pix_fmt` refuses one it cannot take) are settled first.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from typing import Mapping
 
 import av
 
-from .errors import OutputError
+from ..errors import OutputError
+from .colour import format_bits
 from .ffmpeglog import ffmpeg_reason
 
 log = logging.getLogger(__name__)
@@ -22,6 +25,57 @@ log = logging.getLogger(__name__)
 _OPEN_ERRORS = (av.FFmpegError, ValueError, OverflowError, TypeError, OSError)
 """What opening a PyAV codec context raises for settings it refuses (ArgumentError, ERANGE as
 OverflowError, a missing device as PermissionError...)."""
+
+
+_DEEP_420 = ("yuv420p10le", "yuv420p12le", "p010le", "yuv420p16le", "p016le")
+"""4:2:0 formats deeper than 8 bits, in order of preference for deep input."""
+
+
+def find_encoder(codec: str) -> av.codec.Codec:
+    """The FFmpeg encoder named ``codec``.
+
+    Raises:
+        OutputError: FFmpeg has no such encoder.
+    """
+    try:
+        return av.codec.Codec(codec, "w")
+    except (av.FFmpegError, ValueError):
+        raise OutputError(f"unknown encoder {codec!r} (see `ffmpeg -encoders`)") from None
+
+
+def default_pix_fmt(encoder: av.codec.Codec, bits: int) -> str:
+    """yuv420p for 8-bit input; for deeper input the encoder's 4:2:0 format of at least ``bits``
+    bits (the shallowest such), else its deepest, else yuv420p with a warning."""
+    if bits <= 8:
+        return "yuv420p"
+    supported = [f.name for f in (encoder.video_formats or ())]
+    deep = [name for name in _DEEP_420 if name in supported]
+    depth = {name: format_bits(name) for name in deep}
+    enough = [name for name in deep if depth[name] >= bits]
+    if enough:
+        return min(enough, key=lambda name: depth[name])
+    if deep:
+        return max(deep, key=lambda name: depth[name])
+    log.warning("encoder %s has no 4:2:0 format deeper than 8 bits: the %d-bit input is written with "
+                "8 bits per sample (choose a --codec such as libx264 or libx265 to keep it)", encoder.name, bits)
+    return "yuv420p"
+
+
+def check_pix_fmt(codec: str, encoder: av.codec.Codec, pix_fmt: str) -> None:
+    """Refuse a pixel format FFmpeg does not know, or one the encoder (named ``codec``) cannot
+    take: PyAV would only find out when it opens the encoder, at the first frame.
+
+    Raises:
+        OutputError: the message names the format and, if the encoder lists them, those it takes.
+    """
+    try:
+        canonical = av.VideoFormat(pix_fmt).name  # aliases such as gbrp10 -> gbrp10le
+    except ValueError:
+        raise OutputError(f"unknown pixel format {pix_fmt!r} (see `ffmpeg -pix_fmts`)") from None
+    supported = [f.name for f in (encoder.video_formats or ())]
+    if supported and canonical not in supported:
+        raise OutputError(f"encoder {codec} does not support pixel format {pix_fmt!r} "
+                          f"(it takes: {', '.join(supported)})")
 
 
 def _try_open(codec: str, pix_fmt: str, width: int, height: int, frame_rate: Fraction,
@@ -67,21 +121,10 @@ def check_encoder_options(codec: str, pix_fmt: str, width: int, height: int, fra
             encoder opens without the options, the message names the option(s) it refuses
             (``preset='bogus'``) and FFmpeg's reason.
     """
-    try:
-        encoder = av.codec.Codec(codec, "w")
-    except (av.FFmpegError, ValueError):
-        raise OutputError(f"unknown encoder {codec!r} (see `ffmpeg -encoders`)") from None
+    encoder = find_encoder(codec)
     if encoder.type != "video":
         raise OutputError(f"encoder {codec!r} is an {encoder.type} encoder, not a video encoder")
-    try:
-        rate = Fraction(frame_rate)  # as FileSink takes it, so both open alike
-        if isinstance(frame_rate, float):
-            # The float 29.97 is a fraction over 2^45: more than FFmpeg's 32-bit rationals hold.
-            rate = rate.limit_denominator(1001)
-    except (TypeError, ValueError, OverflowError):
-        raise OutputError(f"encoder {codec}: frame rate {frame_rate!r} is not a number") from None
-    if rate <= 0:
-        raise OutputError(f"encoder {codec}: frame rate must be positive, got {frame_rate!r}")
+    rate = _frame_rate(codec, frame_rate)
     options = {str(key): str(value) for key, value in options.items()}
     error, unused = _try_open(codec, pix_fmt, width, height, rate, options)
     if error is None:
@@ -98,3 +141,21 @@ def check_encoder_options(codec: str, pix_fmt: str, width: int, height: int, fra
     named = ", ".join(f"{key}={options[key]!r}" for key in refused) or \
         ", ".join(f"{key}={value!r}" for key, value in options.items())  # only together
     raise OutputError(f"encoder {setup} refuses option {named}: {ffmpeg_reason(error)}")
+
+
+def _frame_rate(codec: str, frame_rate) -> Fraction:
+    """``frame_rate`` (int, float or Fraction) as FileSink takes it, so both open alike.
+
+    Raises:
+        OutputError: not a number, or not positive.
+    """
+    try:
+        rate = Fraction(frame_rate)
+        if isinstance(frame_rate, float):
+            # The float 29.97 is a fraction over 2^45: more than FFmpeg's 32-bit rationals hold.
+            rate = rate.limit_denominator(1001)
+    except (TypeError, ValueError, OverflowError):
+        raise OutputError(f"encoder {codec}: frame rate {frame_rate!r} is not a number") from None
+    if rate <= 0:
+        raise OutputError(f"encoder {codec}: frame rate must be positive, got {frame_rate!r}")
+    return rate

@@ -1,10 +1,10 @@
 """Live sources: frames that arrive on their own clock and are never queued.
 
-A producer thread (a camera, or the synthetic clock of LivePattern) writes each new frame
-into a back buffer, stamps it with ``time.perf_counter()`` and swaps it with the newest
-frame. ``read_into`` copies the newest frame into the pipeline's slot. A frame replaced
-before the pipeline took it is dropped and counted, so a pipeline that falls behind gets
-fresh frames, not a backlog, and latency stays bounded by the ring.
+A producer thread (a camera, or the synthetic clock of streamconv.io.pattern.LivePattern)
+writes each new frame into a back buffer, stamps it with ``time.perf_counter()`` and swaps
+it with the newest frame. ``read_into`` copies the newest frame into the pipeline's slot. A
+frame replaced before the pipeline took it is dropped and counted, so a pipeline that falls
+behind gets fresh frames, not a backlog, and latency stays bounded by the ring.
 
 While the pipeline waits in ``read_into``, its slot buffer (page-locked on the CUDA backend)
 is lent to the producer, which captures the next frame straight into it: no copy on the
@@ -23,10 +23,10 @@ from fractions import Fraction
 
 import numpy as np
 
-from .errors import FrameFormatError, StreamError
-from .hostcopy import ParallelCopier
-from .slots import RESIZED, FrameMeta
-from .sources import Source, TestPattern
+from ..errors import FrameFormatError, StreamError
+from ..hostcopy import ParallelCopier
+from ..slots import RESIZED, FrameMeta
+from .source import Source
 
 log = logging.getLogger(__name__)
 
@@ -220,53 +220,6 @@ class LiveSource(Source):
 
     def _release(self) -> None:
         """Free the device (subclasses); called once the producer stopped."""
-
-
-class LivePattern(LiveSource):
-    """TestPattern frames delivered in real time at ``fps``, stamped as they become due.
-
-    Args:
-        width, height: frame size in pixels.
-        fps: frames per second of the clock.
-        frames: frames to produce before the stream ends (None: endless).
-        copy_workers: threads for the copy into the pipeline's slot (1: a plain copy).
-
-    Frames are (H, W, 3) uint8 RGB host arrays; frame ``k`` of the clock shows
-    TestPattern frame ``k`` (dropped frames are skipped, as a camera's would be).
-    """
-
-    name = "live-test"
-
-    def __init__(self, width: int = 1280, height: int = 720, *, fps: float | Fraction = 30,
-                 frames: int | None = None, copy_workers: int | None = None) -> None:
-        self.copy_workers = copy_workers
-        self._pattern = TestPattern(width, height, fps=fps, frames=frames)
-        self.width, self.height = self._pattern.width, self._pattern.height
-        self.frame_rate = self._pattern.frame_rate
-        self._start()
-
-    def _produce(self) -> None:
-        period = 1.0 / float(self.frame_rate)
-        due = time.perf_counter()
-        while not self.stopping:
-            # Draw half a period ahead, while the previous frame is long through the
-            # pipeline, so drawing does not compete with it for the GIL and memory.
-            if not self._sleep(due - period / 2 - time.perf_counter()):
-                return
-            target = self._capture_buffer()
-            if self._pattern.read_into(target) is None:
-                return
-            # The frame exists from its due time on, like a sensor read out on a clock.
-            if not self._sleep(due - time.perf_counter()):
-                return
-            self._publish(time.perf_counter(), target)
-            due += period
-            now = time.perf_counter()
-            if now - due > period:  # fell behind (a stalled machine): skip, do not burst
-                due = now
-
-    def describe(self) -> str:
-        return f"live test pattern {self.width}x{self.height} @ {float(self.frame_rate):g} fps"
 
 
 class RealtimeSource(Source):

@@ -1,4 +1,4 @@
-"""A convolution layer as a video filter (``--filter bank:file=W.npy[,relu=1,pool=2]``).
+"""A convolution layer over video frames: the ``bank`` filter (``--filter bank:file=W.npy[,relu=1,pool=2]``).
 
 Each frame (H x W x C uint8, values 0..255 as floats) goes through conv2d with the M x C x K x K
 weights (zero padding K // 2, stride 1, so the maps are H x W), then ReLU and max-pooling if
@@ -12,6 +12,12 @@ saturated to 0..255:
 
 Pooled maps (H // pool x W // pool) are read nearest too, so the frame size never changes and
 the rest of the pipeline (ring buffers, encoder) is untouched.
+
+This module reads and checks the layer (:func:`load_layer`) and runs it on the CPU
+(:func:`layer_cpu`); :mod:`streamconv.nn.gpu_layer` runs it on the GPU, ``maps_to_frame`` in
+``cuda/nn_ops.cu`` composing the frame as :func:`compose_frame` does here. The public filter name
+``bank`` is kept for the command line; inside streamconv, "bank" means only two tap matrices
+combined per pixel in one filter stage (``edge``).
 """
 
 from __future__ import annotations
@@ -23,14 +29,21 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import FilterSpecError, FrameFormatError
+from ..tapfiles import MAX_ABS_TAP, load_npy
+from .cpu import conv2d_cpu, max_pool2d_cpu
+from .shapes import MAX_KERNEL, conv2d_shape
 
 MAX_MAPS = 256
-MAX_BANK_FILE_BYTES = 16 << 20
+"""Most output maps a layer may have."""
+
+MAX_LAYER_FILE_BYTES = 16 << 20
+"""A weights file larger than this is refused: at most one byte more is ever read."""
 
 
 @dataclass(frozen=True)
-class LayerBank:
-    """A bank of M output maps over C input channels: weights M x C x K x K float32 (host, read-only)."""
+class ConvLayer:
+    """A convolution layer of M output maps over C input channels: weights M x C x K x K float32
+    (host, read-only), then ReLU if ``relu``, then max-pooling over ``pool`` x ``pool`` windows."""
 
     weights: np.ndarray
     relu: bool = False
@@ -60,21 +73,20 @@ class Mosaic:
     colour: bool
 
 
-def load_bank(path: str | Path, *, relu: bool = False, pool: int = 1) -> LayerBank:
-    """Read M x C x K x K weights from a .npy file and check them.
+def load_layer(path: str | Path, *, relu: bool = False, pool: int = 1) -> ConvLayer:
+    """Read M x C x K x K weights from a .npy file and check them. Messages start with ``bank:``,
+    the filter's public name.
 
     Raises:
         FilterSpecError: missing or oversized file, not 4-D, K even or over 31, M over 256,
             non-finite or huge values, or pool < 1.
     """
-    from ..filters import MAX_ABS_TAP, MAX_SIZE, load_npy
-
-    array = load_npy(Path(path), what="bank: weights file", max_bytes=MAX_BANK_FILE_BYTES)
+    array = load_npy(Path(path), what="bank: weights file", max_bytes=MAX_LAYER_FILE_BYTES)
     if array.ndim != 4 or array.shape[2] != array.shape[3] or min(array.shape) < 1:
         raise FilterSpecError(f"bank: weights have shape {array.shape}, expected (M, C, K, K)")
     maps, _, k, _ = array.shape
-    if k % 2 == 0 or k > MAX_SIZE:
-        raise FilterSpecError(f"bank: K = {k}; it must be odd and at most {MAX_SIZE} (maps keep the frame size)")
+    if k % 2 == 0 or k > MAX_KERNEL:
+        raise FilterSpecError(f"bank: K = {k}; it must be odd and at most {MAX_KERNEL} (maps keep the frame size)")
     if maps > MAX_MAPS:
         raise FilterSpecError(f"bank: {maps} maps; at most {MAX_MAPS}")
     if not np.all(np.isfinite(array)):
@@ -85,22 +97,22 @@ def load_bank(path: str | Path, *, relu: bool = False, pool: int = 1) -> LayerBa
         raise FilterSpecError(f"bank: pool must be >= 1, got {pool}")
     result = np.ascontiguousarray(array, np.float32)
     result.setflags(write=False)
-    return LayerBank(result, relu=relu, pool=pool)
+    return ConvLayer(result, relu=relu, pool=pool)
 
 
-def check_frame(bank: LayerBank, shape: tuple[int, int, int]) -> tuple[int, int]:
+def check_frame(layer: ConvLayer, shape: tuple[int, int, int]) -> tuple[int, int]:
     """The map size (Hm, Wm) for (H, W, C) frames.
 
     Raises:
         FrameFormatError: C differs from the weights' C, or the frame is smaller than the pool.
     """
     height, width, channels = shape
-    if channels != bank.channels:
-        raise FrameFormatError(f"bank: frames have {channels} channels, the weights expect {bank.channels} "
-                               f"(weights {tuple(bank.weights.shape)})")
-    if height < bank.pool or width < bank.pool:
-        raise FrameFormatError(f"bank: frame {width}x{height} is smaller than pool={bank.pool}")
-    return height // bank.pool, width // bank.pool
+    if channels != layer.channels:
+        raise FrameFormatError(f"bank: frames have {channels} channels, the weights expect {layer.channels} "
+                               f"(weights {tuple(layer.weights.shape)})")
+    if height < layer.pool or width < layer.pool:
+        raise FrameFormatError(f"bank: frame {width}x{height} is smaller than pool={layer.pool}")
+    return height // layer.pool, width // layer.pool
 
 
 def mosaic(maps: int, shape: tuple[int, int, int]) -> Mosaic:
@@ -131,17 +143,14 @@ def compose_frame(maps: np.ndarray, shape: tuple[int, int, int], layout: Mosaic)
     return np.repeat(frame[:, :, None], channels, axis=2)
 
 
-def bank_cpu(frame: np.ndarray, bank: LayerBank) -> np.ndarray:
-    """One frame through the bank on the CPU: (H, W, C) uint8 host -> (H, W, C) uint8 host."""
-    from .cpu import conv2d_cpu, max_pool2d_cpu
-    from .shapes import conv2d_shape
-
-    check_frame(bank, frame.shape)
+def layer_cpu(frame: np.ndarray, layer: ConvLayer) -> np.ndarray:
+    """One frame through the layer on the CPU: (H, W, C) uint8 host -> (H, W, C) uint8 host."""
+    check_frame(layer, frame.shape)
     x = np.ascontiguousarray(frame.transpose(2, 0, 1), np.float32)[None]
-    shape = conv2d_shape(x.shape, bank.weights.shape, None, 1, bank.size // 2)
-    maps = conv2d_cpu(x, bank.weights, None, shape)
-    if bank.relu:
+    shape = conv2d_shape(x.shape, layer.weights.shape, None, 1, layer.size // 2)
+    maps = conv2d_cpu(x, layer.weights, None, shape)
+    if layer.relu:
         np.maximum(maps, 0, out=maps)
-    if bank.pool > 1:
-        maps = max_pool2d_cpu(maps, bank.pool, bank.pool)
-    return compose_frame(maps[0], frame.shape, mosaic(bank.maps, frame.shape))
+    if layer.pool > 1:
+        maps = max_pool2d_cpu(maps, layer.pool, layer.pool)
+    return compose_frame(maps[0], frame.shape, mosaic(layer.maps, frame.shape))

@@ -1,8 +1,9 @@
-"""Frame sinks: encode to a file (PyAV), discard (null), hand frames to a callback, or fan out.
+"""The file sink: RGB frames (or yuv420p planes) encoded to a video file by PyAV.
 
-Every sink is a context manager with an idempotent ``close()`` and takes frames with
-``send(frame, meta)``. ``frame`` is an (H, W, C) uint8 or uint16 host array that the sink must
-not keep after ``send`` returns (the pipeline reuses the buffer).
+The file is written under a temporary name and published complete on ``close()``
+(streamconv.publish.AtomicFile); the encoder's settings are checked before any frame
+(streamconv.io.encoder_check); the input's audio and subtitle packets are copied alongside
+(streamconv.io.streamcopy).
 """
 
 from __future__ import annotations
@@ -12,179 +13,24 @@ import threading
 from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
-import cv2  # (before av: see streamconv.display.check_import_order)
+import cv2  # (before av: see streamconv.io.display.check_import_order)
 import av
 import numpy as np
 
-from .colour import ColourTags, format_bits, plane_rows, rgb_to_frame, yuv_tags
-from .damage import missing_parameters
-from .encoder_check import check_encoder_options
-from .errors import OutputError, StreamError
+from ..errors import OutputError, StreamError
+from ..interrupts import wait_interruptibly
+from ..publish import AtomicFile, check_output_path
+from ..slots import FrameMeta
+from .colour import ColourTags, format_bits, rgb_to_frame, yuv_tags
+from .encoder_check import check_encoder_options, check_pix_fmt, default_pix_fmt, find_encoder
 from .ffmpeglog import ffmpeg_reason
-from .interrupts import wait_interruptibly
-from .publish import AtomicFile, check_output_path
-from .slots import FrameMeta
-from .yuv import DEEP_PLANE_FORMATS, YuvLayout
+from .sink import Sink
+from .streamcopy import add_copied_streams
+from .yuv import DEEP_PLANE_FORMATS, YuvLayout, planes_to_frame
 
 log = logging.getLogger(__name__)
-
-
-class Sink:
-    """Base class of sinks."""
-
-    name = "sink"
-    frames_written = 0
-    failed = False
-    """True once a write failed for good: nothing more can be finished (see FileSink)."""
-    packets_refused = 0
-    """Copied audio/subtitle packets the output refused (damaged input) and left out."""
-
-    def send(self, frame: np.ndarray, meta: FrameMeta) -> None:
-        """Consume one (H, W, C) uint8 or uint16 host frame; do not keep a reference to it."""
-        raise NotImplementedError
-
-    def send_with_input(self, frame: np.ndarray, source_frame: np.ndarray, meta: FrameMeta) -> None:
-        """Consume a filtered frame with the input it was made from; both (H, W, C) uint8 or uint16 host
-        arrays valid only during the call. The default ignores the input (see DisplaySink)."""
-        self.send(frame, meta)
-
-    def accepts_planes(self, layout: YuvLayout) -> bool:
-        """Whether ``send`` can take frames as the flat yuv420p buffers of ``layout`` instead of
-        RGB (then colour is converted by the backend, not on the host). The default: no."""
-        return False
-
-    def attach(self, pipeline) -> None:
-        """Called by Pipeline.run() before the first frame; interactive sinks keep it to control
-        the run (stop it, swap its filters). The default does nothing."""
-
-    def close(self) -> None:
-        """Finish and release; safe to call more than once."""
-
-    def abort(self) -> None:
-        """Give up after an error: release without publishing partial results."""
-        self.close()
-
-    def describe(self) -> str:
-        """One line for logs."""
-        return self.name
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, _traceback) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
-
-
-class NullSink(Sink):
-    """Discards frames (benchmarks, dry runs); counts them."""
-
-    name = "null"
-
-    def send(self, frame: np.ndarray, meta: FrameMeta) -> None:
-        self.frames_written += 1
-
-    def accepts_planes(self, layout: YuvLayout) -> bool:
-        """Yes: nothing is looked at."""
-        return True
-
-
-class CallbackSink(Sink):
-    """Calls ``callback(frame, meta)`` for each frame; the frame buffer is only valid during the call."""
-
-    name = "callback"
-
-    def __init__(self, callback: Callable[[np.ndarray, FrameMeta], None]) -> None:
-        self._callback = callback
-
-    def send(self, frame: np.ndarray, meta: FrameMeta) -> None:
-        self._callback(frame, meta)
-        self.frames_written += 1
-
-
-class FanoutSink(Sink):
-    """Sends every frame to several sinks in turn (record while watching: a display and a file).
-
-    Args:
-        sinks: the sinks, called in this order for each frame; closing closes all of them
-            and then raises the first error any of them raised.
-    """
-
-    name = "fanout"
-
-    def __init__(self, sinks) -> None:
-        self.sinks = list(sinks)
-        if not self.sinks:
-            raise ValueError("FanoutSink needs at least one sink")
-
-    def attach(self, pipeline) -> None:
-        """Attach every sink that takes a pipeline (a display) to it."""
-        for sink in self.sinks:
-            attach = getattr(sink, "attach", None)
-            if attach is not None:
-                attach(pipeline)
-
-    def send(self, frame: np.ndarray, meta: FrameMeta) -> None:
-        """Send one (H, W, C) uint8 or uint16 host frame to each sink in order."""
-        for sink in self.sinks:
-            sink.send(frame, meta)
-        self.frames_written += 1
-
-    def accepts_planes(self, layout: YuvLayout) -> bool:
-        """Only if every sink does."""
-        return all(sink.accepts_planes(layout) for sink in self.sinks)
-
-    def send_with_input(self, frame: np.ndarray, source_frame: np.ndarray, meta: FrameMeta) -> None:
-        """Send the filtered frame and its input ((H, W, C) uint8 or uint16 host arrays) to each sink in order."""
-        for sink in self.sinks:
-            with_input = getattr(sink, "send_with_input", None)
-            if with_input is not None:
-                with_input(frame, source_frame, meta)
-            else:
-                sink.send(frame, meta)
-        self.frames_written += 1
-
-    @property
-    def failed(self) -> bool:
-        """True if any of the sinks failed for good."""
-        return any(sink.failed for sink in self.sinks)
-
-    @property
-    def packets_refused(self) -> int:
-        """Copied packets left out, over all the sinks."""
-        return sum(sink.packets_refused for sink in self.sinks)
-
-    def mux_packets(self, packets) -> None:
-        """Hand copied-stream packets to the sinks that store them (a file)."""
-        for sink in self.sinks:
-            mux = getattr(sink, "mux_packets", None)
-            if mux is not None:
-                mux(packets)
-
-    def close(self) -> None:
-        """Close every sink (a file is finalized), then raise the first error any raised."""
-        self._each("close")
-
-    def abort(self) -> None:
-        """Abort every sink, then raise the first error any raised."""
-        self._each("abort")
-
-    def _each(self, method: str) -> None:
-        first: BaseException | None = None
-        for sink in self.sinks:
-            try:
-                getattr(sink, method)()
-            except Exception as exc:  # finish the others first; a file must still be finalized
-                first = first or exc
-        if first is not None:
-            raise first
-
-    def describe(self) -> str:
-        return " + ".join(sink.describe() for sink in self.sinks)
 
 
 class FileSink(Sink):
@@ -245,48 +91,39 @@ class FileSink(Sink):
         self.width, self.height = width, height
         self.codec_name = codec
         self._container = None
-        try:
-            encoder = av.codec.Codec(codec, "w")
-        except (av.FFmpegError, ValueError):
-            raise OutputError(f"unknown encoder {codec!r} (see `ffmpeg -encoders`)") from None
+        encoder = find_encoder(codec)
         if pix_fmt is None:
-            pix_fmt = _default_pix_fmt(encoder, bits or 8)
+            pix_fmt = default_pix_fmt(encoder, bits or 8)
         self._input_bits = bits or 16  # not known: 16-bit frames may use all 16
         self._pad: np.ndarray | None = None  # made at the first frame, in its dtype
-        self._padded = False
-        subsampled = pix_fmt.startswith(("yuv420", "yuvj420", "nv12", "p010", "p016", "yuv422", "yuvj422"))
-        enc_width, enc_height = width, height
-        if subsampled and (width % 2 or height % 2):
-            enc_width, enc_height = width + width % 2, height + height % 2
-            log.warning("%s needs even sizes: padding %dx%d frames to %dx%d by repeating the last "
-                        "row/column", pix_fmt, width, height, enc_width, enc_height)
-            self._padded = True
+        self._size = self._encoded_size(pix_fmt)
         # PyAV opens the encoder only at the first frame: refuse a pixel format it cannot take now.
-        try:
-            canonical = av.VideoFormat(pix_fmt).name  # aliases such as gbrp10 -> gbrp10le
-        except ValueError:
-            raise OutputError(f"unknown pixel format {pix_fmt!r} (see `ffmpeg -pix_fmts`)") from None
-        supported = [f.name for f in (encoder.video_formats or ())]
-        if supported and canonical not in supported:
-            raise OutputError(f"encoder {codec} does not support pixel format {pix_fmt!r} "
-                              f"(it takes: {', '.join(supported)})")
+        check_pix_fmt(codec, encoder, pix_fmt)
         self._frame_rate = Fraction(frame_rate)
         self._time_base = time_base or 1 / self._frame_rate
-        self._size = (enc_width, enc_height)
         self._pix_fmt = pix_fmt
         self._conversion = yuv_tags(pix_fmt, colour)  # fixed per sink: decided once, not per frame
         self._sample_bits = format_bits(pix_fmt)
         self._depth_warned = False
-        self._codec_options = dict(options or {})
-        if crf is not None:
-            self._codec_options["crf"] = f"{crf:g}"
-        if preset is not None:
-            self._codec_options["preset"] = preset
+        self._codec_options = _codec_options(options, crf, preset)
         check_encoder_options(codec, pix_fmt, *self._size, self._frame_rate, self._codec_options)
         self._closed = False
         self._last_pts: int | None = None
         self.retimed = 0  # frames whose pts was not after the previous one's, moved a tick later
         self._scaled_sizes: set[tuple[int, int]] = set()
+
+    def _encoded_size(self, pix_fmt: str) -> tuple[int, int]:
+        """The size frames are encoded at: the frames' own, or the next even one where ``pix_fmt``
+        subsamples chroma (``_padded``: the last row/column is repeated)."""
+        width, height = self.width, self.height
+        subsampled = pix_fmt.startswith(("yuv420", "yuvj420", "nv12", "p010", "p016", "yuv422", "yuvj422"))
+        self._padded = subsampled and bool(width % 2 or height % 2)
+        if not self._padded:
+            return width, height
+        enc_width, enc_height = width + width % 2, height + height % 2
+        log.warning("%s needs even sizes: padding %dx%d frames to %dx%d by repeating the last "
+                    "row/column", pix_fmt, width, height, enc_width, enc_height)
+        return enc_width, enc_height
 
     def _open(self) -> None:
         """Create the temporary file and the encoder, at the first frame: nothing exists before."""
@@ -316,7 +153,7 @@ class FileSink(Sink):
             self.abort()
             raise OutputError(f"cannot set up encoder {self.codec_name} ({self._pix_fmt}) "
                               f"for {self.path}: {exc}") from None
-        self._add_copied_streams()
+        self._copies = add_copied_streams(self._container, self._copy_streams, self.path)
 
     def _keep_display_matrix(self, stream) -> None:
         """Store the input's display rotation on the new stream (before its first packet)."""
@@ -326,29 +163,6 @@ class FileSink(Sink):
                         "as stored (try .mp4 or .mkv)", self.path)
             return
         stream.set_display_matrix(list(self._display_matrix))
-
-    def _add_copied_streams(self) -> None:
-        """Output streams for the input's audio/subtitles, from their templates (no re-encoding).
-
-        A stream the container cannot hold is left out with a warning, and so is one whose
-        parameters are missing (an audio stream of sample rate 0: damaged input), which would
-        make the muxer refuse the whole file. A FileSource leaves those out itself, as damage.
-        """
-        storable = self._container.supported_codecs
-        for source in self._copy_streams:
-            missing = missing_parameters(source)
-            if missing:
-                log.warning("%s stream %d has no %s; not copied", source.type, source.index, missing)
-                continue
-            codec = source.codec_context.name
-            if codec not in storable:
-                log.warning("%s stream %d (%s) cannot be stored in %s; not copied (try .mkv)",
-                            source.type, source.index, codec, self.path.suffix or "this container")
-                continue
-            try:
-                self._copies[source.index] = self._container.add_stream_from_template(source)
-            except (av.FFmpegError, ValueError) as exc:
-                log.warning("%s stream %d (%s) not copied: %s", source.type, source.index, codec, exc)
 
     def mux_packets(self, packets: Sequence) -> None:
         """Write packets of the copied input streams unchanged (their timestamps rescaled only)."""
@@ -399,7 +213,7 @@ class FileSink(Sink):
         if meta.packets:
             self.mux_packets(meta.packets)
         if frame.ndim == 1:
-            self._encode(self._planes_frame(frame), meta)
+            self._encode(planes_to_frame(frame, self._planes_layout, self._pix_fmt, self._colour), meta)
             return
         if frame.dtype == np.uint16 and self._sample_bits < self._input_bits and not self._depth_warned:
             self._depth_warned = True
@@ -434,16 +248,6 @@ class FileSink(Sink):
     def _planes_layout(self) -> YuvLayout:
         """Where a flat planes buffer of this output's size and format holds Y, U and V (made once)."""
         return YuvLayout(self.width, self.height, bits=DEEP_PLANE_FORMATS.get(self._pix_fmt, 8))
-
-    def _planes_frame(self, planes: np.ndarray) -> av.VideoFrame:
-        """A new frame of the output's format holding a copy of a flat planes buffer (the slot is
-        reused at once, and an encoder may keep the frame a while), tagged with the output's colour."""
-        video = av.VideoFrame(self.width, self.height, self._pix_fmt)
-        for plane, source in zip(video.planes, self._planes_layout.planes(planes)):
-            np.copyto(plane_rows(plane, source.dtype, source.shape[0])[:, : source.shape[1]], source)
-        if self._colour is not None:
-            video.colorspace, video.color_range = self._colour.space, self._colour.range
-        return video
 
     def _encode(self, video: av.VideoFrame, meta: FrameMeta) -> None:
         video.pts = self._pts(meta)
@@ -557,53 +361,11 @@ def _format_for(path: Path) -> str | None:
             ".avi": "avi", ".ts": "mpegts", ".nut": "nut"}.get(path.suffix.lower())
 
 
-SINKS = {"file": FileSink, "null": NullSink, "callback": CallbackSink, "fanout": FanoutSink}
-"""Sinks by name."""
-
-
-_DEEP_420 = ("yuv420p10le", "yuv420p12le", "p010le", "yuv420p16le", "p016le")
-"""4:2:0 formats deeper than 8 bits, in order of preference for deep input."""
-
-
-def _default_pix_fmt(encoder, bits: int) -> str:
-    """yuv420p for 8-bit input; for deeper input the encoder's 4:2:0 format of at least ``bits``
-    bits (the shallowest such), else its deepest, else yuv420p with a warning."""
-    if bits <= 8:
-        return "yuv420p"
-    supported = [f.name for f in (encoder.video_formats or ())]
-    deep = [name for name in _DEEP_420 if name in supported]
-    depth = {name: format_bits(name) for name in deep}
-    enough = [name for name in deep if depth[name] >= bits]
-    if enough:
-        return min(enough, key=lambda name: depth[name])
-    if deep:
-        return max(deep, key=lambda name: depth[name])
-    log.warning("encoder %s has no 4:2:0 format deeper than 8 bits: the %d-bit input is written with "
-                "8 bits per sample (choose a --codec such as libx264 or libx265 to keep it)", encoder.name, bits)
-    return "yuv420p"
-
-
-def open_sink(output: str | Path | Sink | None, *, like=None, **options) -> Sink:
-    """Open a sink: None or "null" discards, a Sink passes through, a path makes a FileSink.
-
-    Args:
-        output: the -o argument.
-        like: the Source whose size, rate and time base the file takes; a file output never
-            replaces its input (``path``), whatever ``overwrite`` says.
-        options: FileSink keyword options (codec, pix_fmt, crf, preset, overwrite).
-    """
-    if isinstance(output, Sink):
-        return output
-    if output is None or str(output) == "null":
-        return NullSink()
-    if like is None:
-        raise ValueError("open_sink needs the source (like=...) to size a file output")
-    path = getattr(like, "path", None)
-    options.setdefault("protect", (path,) if path is not None else ())  # never replace the input
-    options.setdefault("copy_streams", getattr(like, "copied_streams", ()))
-    options.setdefault("colour", getattr(like, "colour", None))
-    options.setdefault("display_matrix", getattr(like, "display_matrix", None))
-    deep = getattr(like, "dtype", None) == np.uint16  # a source read in 8 bits is written in 8
-    options.setdefault("bits", getattr(like, "bits", 8) if deep else 8)
-    return FileSink(output, width=like.width, height=like.height, frame_rate=like.frame_rate,
-                    time_base=like.time_base, **options)
+def _codec_options(options: dict[str, str] | None, crf: float | None, preset: str | None) -> dict[str, str]:
+    """The encoder's options: ``options``, with ``crf`` and ``preset`` where given."""
+    chosen = dict(options or {})
+    if crf is not None:
+        chosen["crf"] = f"{crf:g}"
+    if preset is not None:
+        chosen["preset"] = preset
+    return chosen

@@ -9,15 +9,23 @@ watches set it while any is open and keep the lines out of the application's log
 
 from __future__ import annotations
 
+import errno
 import logging
 import threading
 
+import av
 import av.logging
 
-def ffmpeg_reason(exc: BaseException) -> str:
-    """The reason of a PyAV error (its strerror), without the file name and error number it repeats."""
+
+def ffmpeg_reason(exc: BaseException, timeout: float | None = None) -> str:
+    """The reason of a PyAV error (its strerror), without the file name and error number it repeats;
+    for an input read with a ``timeout`` (seconds), naming it when the input stalled."""
     text = getattr(exc, "strerror", None) or str(exc)
-    return str(text).strip() or type(exc).__name__
+    reason = str(text).strip() or type(exc).__name__
+    stalled = isinstance(exc, (av.ExitError, TimeoutError)) or getattr(exc, "errno", None) == errno.EIO
+    if timeout and stalled:
+        reason += f" (no data within the {timeout:g} s timeout)"
+    return reason
 
 
 # Watches open now, and the libav logger's propagation to restore once none is (set if the

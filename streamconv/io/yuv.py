@@ -19,6 +19,9 @@ CPU backend (NumPy) and the GPU kernels (``cuda/colour.cu``) give the same bytes
 A flat colour inside the RGB gamut comes back within 1 LSB of itself through an identity
 filter (the RGB in between holds 8 bits).
 
+The planes enter a slot from a decoded PyAV frame (:func:`frame_to_planes`) and leave it as a
+frame to encode (:func:`planes_to_frame`), copied row by row: no scaler pass either way.
+
 Deeper video (yuv420p10le and yuv420p12le: 10- and 12-bit samples in uint16) converts to and
 from 16-bit RGB (uint16, 0..65535) by the same formulas, with the code values scaled to the
 depth (limited range: Y 64..940, chroma 64..960 at 10 bits; chroma centred on 512), 12
@@ -32,9 +35,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+import av
 import numpy as np
 
-from .colour import FULL_RANGE, ColourTags
+from .colour import FULL_RANGE, ColourTags, plane_rows
 
 FIXED_BITS = 16
 """Fractional bits of the fixed-point coefficients."""
@@ -239,6 +243,40 @@ def split_semi_planar(buffer: np.ndarray, luma: np.ndarray, chroma: np.ndarray, 
             np.right_shift(source, shift, out=target)
         else:
             np.copyto(target, source)
+
+
+def frame_to_planes(buffer: np.ndarray, frame: av.VideoFrame, layout: YuvLayout) -> None:
+    """Copy a decoded 4:2:0 frame's planes into a flat (1.5 W H,) host buffer laid out as ``layout``.
+
+    Decoder rows may be padded; nv12 and p010le chroma is split apart (:func:`split_semi_planar`);
+    a frame of another 4:2:0 format than the layout's (the decoder changed format mid-stream)
+    is converted to ``layout.pix_fmt`` first.
+    """
+    name = frame.format.name
+    bits, shift = SEMI_PLANAR_FORMATS.get(name, (None, 0))
+    if bits == layout.bits:
+        luma, chroma = frame.planes
+        split_semi_planar(buffer, plane_rows(luma, layout.dtype, layout.height),
+                          plane_rows(chroma, layout.dtype, layout.height // 2), layout, shift)
+        return
+    same = name in PLANE_FORMATS if layout.bits == 8 else name == layout.pix_fmt
+    if not same:
+        frame = frame.reformat(format=layout.pix_fmt)
+    for plane, target in zip(frame.planes, layout.planes(buffer)):
+        np.copyto(target, plane_rows(plane, layout.dtype, target.shape[0])[:, : target.shape[1]])
+
+
+def planes_to_frame(planes: np.ndarray, layout: YuvLayout, pix_fmt: str,
+                    colour: ColourTags | None) -> av.VideoFrame:
+    """A new frame of ``pix_fmt`` (the layout's format, or yuvj420p) holding a copy of a flat
+    (1.5 W H,) planes host buffer laid out as ``layout`` (a slot is reused at once, and an encoder
+    may keep the frame a while), tagged with ``colour``'s matrix and range (None: untagged)."""
+    video = av.VideoFrame(layout.width, layout.height, pix_fmt)
+    for plane, source in zip(video.planes, layout.planes(planes)):
+        np.copyto(plane_rows(plane, source.dtype, source.shape[0])[:, : source.shape[1]], source)
+    if colour is not None:
+        video.colorspace, video.color_range = colour.space, colour.range
+    return video
 
 
 def yuv_to_rgb(rgb: np.ndarray, planes: np.ndarray, layout: YuvLayout) -> None:

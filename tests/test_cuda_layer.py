@@ -1,4 +1,5 @@
-"""``--filter bank`` on the CUDA backend against the CPU backend (within 1 LSB), outputs poisoned first."""
+"""A convolution layer (``--filter bank``) on the CUDA backend against the CPU backend (within 1 LSB),
+outputs poisoned first."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from streamconv.filters import parse_filter
 
 from gpu_check import check_against_cpu
-from test_bank import bank_file
+from test_layer import weights_file
 
 pytestmark = pytest.mark.cuda
 
@@ -21,29 +22,29 @@ def driver():
     return driver
 
 
-BANKS = [(1, 3, False, 1), (3, 5, True, 1), (8, 3, True, 2), (5, 7, False, 3), (64, 3, True, 2), (3, 1, False, 2)]
+LAYERS = [(1, 3, False, 1), (3, 5, True, 1), (8, 3, True, 2), (5, 7, False, 3), (64, 3, True, 2), (3, 1, False, 2)]
 FRAMES = [(1, 1), (37, 53), (1080, 1920)]
 
 
-# A frame smaller than the pool window is an error (test_bank.py), so those pairs are left out.
+# A frame smaller than the pool window is an error (test_layer.py), so those pairs are left out.
 @pytest.mark.parametrize("maps,k,relu,pool,height,width",
-                         [bank + frame for bank in BANKS for frame in FRAMES if bank[3] <= min(frame)])
-def test_bank_matches_cpu(rng, tmp_path, driver, maps, k, relu, pool, height, width):
+                         [layer + frame for layer in LAYERS for frame in FRAMES if layer[3] <= min(frame)])
+def test_layer_matches_cpu(rng, tmp_path, driver, maps, k, relu, pool, height, width):
     weights = rng.uniform(-0.2, 0.2, (maps, 3, k, k))
-    stage = parse_filter(f"bank:file={bank_file(tmp_path, weights)},relu={int(relu)},pool={pool}")
+    stage = parse_filter(f"bank:file={weights_file(tmp_path, weights)},relu={int(relu)},pool={pool}")
     frame = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
     check_against_cpu([stage], frame, "reflect101", driver)
 
 
-def test_bank_in_a_chain(rng, tmp_path, driver):
-    """bank -> an exact 4-neighbour mean: the bank may differ by 1 LSB, and the mean of values that
+def test_layer_in_a_chain(rng, tmp_path, driver):
+    """layer -> an exact 4-neighbour mean: the layer may differ by 1 LSB, and the mean of values that
     differ by at most 1 can round 1 further apart (2.5 -> 2 against 3.5 -> 4), so 2 LSB bound it."""
     from streamconv.backends.cpu import CpuBackend
     from streamconv.backends.cuda import CudaBackend
 
     weights = rng.uniform(-0.3, 0.3, (3, 3, 3, 3))
     weights[:, :, 1, 1] += np.eye(3)
-    stages = [parse_filter(f"bank:file={bank_file(tmp_path, weights)},relu=1"),
+    stages = [parse_filter(f"bank:file={weights_file(tmp_path, weights)},relu=1"),
               parse_filter("custom:taps=0,0.25,0;0.25,0,0.25;0,0.25,0")]
     frame = rng.integers(0, 256, (120, 160, 3), dtype=np.uint8)
     with CudaBackend(stages) as backend:
@@ -53,12 +54,12 @@ def test_bank_in_a_chain(rng, tmp_path, driver):
     assert np.abs(chained.astype(int) - expected.astype(int)).max() <= 2
 
 
-def test_bank_slots_in_flight_together(rng, tmp_path, driver):
+def test_layer_slots_in_flight_together(rng, tmp_path, driver):
     """Three slots submitted before any is waited on: each keeps its own float buffers."""
     from streamconv.backends.cpu import CpuBackend
     from streamconv.backends.cuda import CudaBackend
 
-    stage = parse_filter(f"bank:file={bank_file(tmp_path, rng.uniform(-0.2, 0.2, (8, 3, 5, 5)))},pool=2")
+    stage = parse_filter(f"bank:file={weights_file(tmp_path, rng.uniform(-0.2, 0.2, (8, 3, 5, 5)))},pool=2")
     frames = [rng.integers(0, 256, (270, 480, 3), dtype=np.uint8) for _ in range(3)]
     with CudaBackend([stage]) as backend:
         slots = backend.allocate_slots(frames[0].shape, 3)

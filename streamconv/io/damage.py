@@ -1,4 +1,4 @@
-"""Judging an input's damage from what its container and streams declare, apart from decoding.
+"""Judging an input's damage, from what its container and streams declare and what reading it found.
 
 A cut or damaged file often decodes without a single error: the frames after a cut are simply
 not there, and a lost MPEG-TS audio packet leaves no trace in the decoder. So the container's
@@ -7,8 +7,10 @@ the file ends inside of; TS packet headers for lost sync, transmission errors an
 skips), a video stream's declared end is found to compare with where its frames really end,
 and audio is checked for the parameters a muxer needs before its packets can be copied. Each
 judgment is a plain function of a path or a PyAV stream that returns a phrase for the damage
-report (or None / an empty list where nothing is wrong or nothing can be told), for
-streamconv.filesource to call.
+report (or None / an empty list where nothing is wrong or nothing can be told).
+
+:class:`InputDamage` keeps what one input's reader (streamconv.io.file.FileSource) counts as
+it goes, calls those judgments, and says it all in the phrases of the damage report.
 """
 
 from __future__ import annotations
@@ -182,35 +184,7 @@ def ts_damage(path: str) -> list[str]:
             layout = _ts_layout(file)
             if layout is None:
                 return []
-            packet, prefix, first = layout
-            file.seek(first)
-            last = np.full(8192, -1, np.int16)  # each PID's last continuity counter
-            no_sync = flagged = skips = 0
-            while chunk := file.read(packet * 32768):
-                count = len(chunk) // packet  # a cut last packet is _ts_truncation's to report
-                heads = np.frombuffer(chunk, np.uint8, count * packet).reshape(count, packet)[:, prefix:prefix + 6]
-                synced = heads[:, 0] == 0x47
-                no_sync += count - int(synced.sum())
-                heads = heads[synced].astype(np.int16)
-                error = (heads[:, 1] & 0x80) != 0
-                flagged += int(error.sum())
-                pid = (heads[:, 1] & 0x1F) << 8 | heads[:, 2]
-                control = heads[:, 3] >> 4 & 3
-                counter = heads[:, 3] & 0xF
-                # A discontinuity indicator (adaptation field flag) allows a jump.
-                jump = (control & 2 != 0) & (heads[:, 4] > 0) & (heads[:, 5] & 0x80 != 0)
-                # Only packets with a payload advance the counter; null packets have none to keep.
-                keep = (control & 1 != 0) & (pid != 0x1FFF) & ~error
-                order = np.argsort(pid[keep], kind="stable")
-                pid, counter, jump = pid[keep][order], counter[keep][order], jump[keep][order]
-                previous = np.concatenate(([-1], counter[:-1]))
-                starts = np.concatenate(([True], pid[1:] != pid[:-1]))
-                previous[starts] = last[pid[starts]]
-                step = (counter - previous) & 0xF
-                # 0: a packet sent twice, which the standard allows.
-                skips += int(((previous >= 0) & (step > 1) & ~jump).sum())
-                ends = np.concatenate((starts[1:], [True]))
-                last[pid[ends]] = counter[ends]
+            no_sync, flagged, skips = _ts_header_counts(file, *layout)
     except OSError:
         return []
     found = []
@@ -222,3 +196,114 @@ def ts_damage(path: str) -> list[str]:
         found.append(f"transport packets were missing, or pieces joined, at {skips} place(s) "
                      f"(continuity errors)")
     return found
+
+
+def _ts_header_counts(file, packet: int, prefix: int, first: int) -> tuple[int, int, int]:
+    """(packets without their sync byte, packets marked damaged, continuity counter skips) over
+    an MPEG-TS file's whole packets, of ``packet`` bytes with ``prefix`` bytes before each sync
+    byte, from offset ``first`` on."""
+    file.seek(first)
+    last = np.full(8192, -1, np.int16)  # each PID's last continuity counter
+    no_sync = flagged = skips = 0
+    while chunk := file.read(packet * 32768):
+        count = len(chunk) // packet  # a cut last packet is _ts_truncation's to report
+        heads = np.frombuffer(chunk, np.uint8, count * packet).reshape(count, packet)[:, prefix:prefix + 6]
+        synced = heads[:, 0] == 0x47
+        no_sync += count - int(synced.sum())
+        heads = heads[synced].astype(np.int16)
+        error = (heads[:, 1] & 0x80) != 0
+        flagged += int(error.sum())
+        pid = (heads[:, 1] & 0x1F) << 8 | heads[:, 2]
+        control = heads[:, 3] >> 4 & 3
+        counter = heads[:, 3] & 0xF
+        # A discontinuity indicator (adaptation field flag) allows a jump.
+        jump = (control & 2 != 0) & (heads[:, 4] > 0) & (heads[:, 5] & 0x80 != 0)
+        # Only packets with a payload advance the counter; null packets have none to keep.
+        keep = (control & 1 != 0) & (pid != 0x1FFF) & ~error
+        order = np.argsort(pid[keep], kind="stable")
+        pid, counter, jump = pid[keep][order], counter[keep][order], jump[keep][order]
+        previous = np.concatenate(([-1], counter[:-1]))
+        starts = np.concatenate(([True], pid[1:] != pid[:-1]))
+        previous[starts] = last[pid[starts]]
+        step = (counter - previous) & 0xF
+        # 0: a packet sent twice, which the standard allows.
+        skips += int(((previous >= 0) & (step > 1) & ~jump).sum())
+        ends = np.concatenate((starts[1:], [True]))
+        last[pid[ends]] = counter[ends]
+    return no_sync, flagged, skips
+
+
+class InputDamage:
+    """What reading one input found wrong: counted by its reader as it goes, said in phrases
+    by :meth:`report`.
+
+    Args:
+        path: the input; a local file is judged at once by its container's structure (see
+            :func:`truncation`) and, once it has ended, an MPEG-TS file by its packet headers.
+        format_name: FFmpeg's name of its container (e.g. "mpegts", "mov,mp4,m4a,3gp,3g2,mj2").
+
+    Attributes:
+        truncated: how the file is cut short, or None.
+        decode_errors: video packets that could not be decoded (skipped), the read at which the
+            container became unreadable included.
+        unreadable_after: frames delivered when the container became unreadable (None: it did not).
+        concealed: packets or frames FFmpeg flagged as damaged (concealed, still used).
+        declared_end: where the video's header says it ends, in seconds from 0 (see
+            :func:`declared_end`), or None.
+        last_end: where the last frame delivered ends, in seconds from 0, or None.
+    """
+
+    def __init__(self, path: str, format_name: str) -> None:
+        self.path = path
+        self._format_names = set(format_name.split(","))
+        self.truncated = truncation(path, format_name)
+        self.decode_errors = 0
+        self.unreadable_after: int | None = None
+        self.concealed = 0
+        self.declared_end: float | None = None
+        self.last_end: float | None = None
+        self._transport: list[str] | None = None  # found once the input has ended
+
+    def report(self, *, ended: bool, frame_rate: float, reported: int, copied_damaged: int,
+               streams: list[str]) -> list[str]:
+        """One phrase per kind of damage found so far (empty: nothing); see FileSource.damage.
+
+        Args:
+            ended: whether the input has been read to its end (some damage shows only then).
+            frame_rate: the video's frames per second (a video ending this close to its declared
+                end is not short).
+            reported: FFmpeg's log lines about damage in this input (see ffmpeglog.DamageLog).
+            copied_damaged: damaged audio/subtitle packets copied as they are.
+            streams: the phrases about the audio/subtitle streams (see streamcopy.CopiedStreams).
+        """
+        found = [self.truncated] if self.truncated else []
+        unreadable = self.unreadable_after
+        errors = self.decode_errors - (unreadable is not None)
+        if errors:
+            found.append(f"{errors} video packet(s) could not be decoded and were skipped")
+        if unreadable is not None:
+            found.append(f"the file could not be read past frame {unreadable} (unreadable data)")
+        if self.concealed:
+            found.append(f"{self.concealed} damaged packet(s) or frame(s) were concealed by the decoder")
+        if copied_damaged:
+            found.append(f"{copied_damaged} damaged audio/subtitle packet(s) were copied as they are")
+        if ended:
+            found += self._transport_damage()
+        if reported:
+            found.append(f"FFmpeg reported damage {reported} time(s) while reading")
+        found += streams
+        declared, lasted = self.declared_end, self.last_end
+        # Both are times from 0, not durations: a video that starts late is not short.
+        if ended and declared is not None and lasted is not None and \
+                declared - lasted > max(0.1, 2 / float(frame_rate)):
+            found.append(f"the video ends at {lasted:.2f} s, before the {declared:.2f} s its header "
+                         f"declares (the rest is lost)")
+        return found
+
+    def _transport_damage(self) -> list[str]:
+        """What an MPEG-TS file's packet headers show wrong (see :func:`ts_damage`): found once,
+        after the last frame, by reading the local file again; nothing for other inputs."""
+        if self._transport is None:
+            local = "://" not in self.path and Path(self.path).is_file()
+            self._transport = ts_damage(self.path) if local and "mpegts" in self._format_names else []
+        return self._transport

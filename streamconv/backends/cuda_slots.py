@@ -1,0 +1,142 @@
+"""The CUDA backend's slots: page-locked host buffers, pitched device buffers, their copies, a stream and events.
+
+Per slot: ``host_in`` and ``host_out`` (page-locked, or pageable for benchmarks), two or three
+pitched device frames (input, output, and scratch for chains), the flat 4:2:0 planes up and
+down where the slot carries planes, a CUDA stream and four events (start, uploaded, computed,
+done). Every function here expects the backend's context to be current.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import BackendUnavailableError
+from ..io.yuv import YuvLayout
+from ..slots import Slot
+
+PITCH_SLACK = 512
+"""Bytes a pitched row may add to its width (allowed for when checking free device memory)."""
+
+
+@dataclass
+class DeviceSlot:
+    """The device side of a slot."""
+
+    stream: Any
+    buffers: list  # device allocations: input, output, scratch
+    pitch: int
+    upload: Any
+    download: Any
+    events: dict = field(default_factory=dict)
+    layer_buffers: dict = field(default_factory=dict)  # per convolution-layer stage number: its float tensors
+    planes: list = field(default_factory=list)  # yuv420p frames: flat device planes, input and output
+
+
+def check_device_memory(driver, shape: tuple[int, int, int], count: int, planes: YuvLayout | None,
+                        sample_bytes: int, frame_buffers: int, device_name: str) -> None:
+    """Refuse ``count`` slots of (H, W, C) frames that cannot fit in the free device memory,
+    with the figures, before allocating any.
+
+    Raises:
+        BackendUnavailableError: they would not fit; the message says what to try.
+    """
+    height, width, channels = shape
+    per_slot = (frame_buffers * height * (width * channels * sample_bytes + PITCH_SLACK)
+                + (2 * planes.nbytes if planes else 0))
+    free, total = driver.mem_get_info()
+    if count * per_slot > free:
+        raise BackendUnavailableError(
+            f"not enough GPU memory for {count} slot(s) of {width}x{height}x{channels}: "
+            f"they need {count * per_slot / 2**20:.0f} MiB, {free / 2**20:.0f} MiB of "
+            f"{total / 2**20:.0f} MiB are free on {device_name} (try a smaller --ring)")
+
+
+def new_slot(driver, index: int, shape: tuple[int, int, int], planes: YuvLayout | None, dtype: np.dtype, *,
+             frame_buffers: int, filtered: bool, pinned: bool, blocking_sync: bool,
+             layer_buffers: dict) -> Slot:
+    """A slot for (H, W, C) frames of ``dtype``, or for ``planes`` (flat 4:2:0 host buffers).
+
+    Args:
+        frame_buffers: device frames to allocate (2, or 3 for a chain's ping-pong).
+        filtered: whether a stage runs (the output is then buffer 1 / plane 1, else the input's).
+        pinned: page-locked host buffers (True) or pageable ones.
+        blocking_sync: waiting for the done event sleeps (True) or spins.
+        layer_buffers: per convolution-layer stage number, its float tensors (made by the caller).
+
+    Raises:
+        BackendUnavailableError: not enough GPU or pinned memory.
+    """
+    height, width, channels = shape
+    row_bytes = width * channels * dtype.itemsize
+    host_shape = planes.shape if planes is not None else shape
+    host_dtype = planes.dtype if planes is not None else dtype
+    try:
+        if pinned:
+            host_in = driver.pagelocked_empty(host_shape, host_dtype)
+            host_out = driver.pagelocked_empty(host_shape, host_dtype)
+        else:
+            host_in, host_out = np.empty(host_shape, host_dtype), np.empty(host_shape, host_dtype)
+        buffers, pitch = [], 0
+        for _ in range(frame_buffers):
+            allocation, pitch = driver.mem_alloc_pitch(row_bytes, height, 16)
+            buffers.append(allocation)
+        device_planes = [driver.mem_alloc(planes.nbytes) for _ in range(2)] if planes is not None else []
+    except (driver.MemoryError, driver.Error) as exc:
+        megabytes = 2 * height * row_bytes / 2**20
+        raise BackendUnavailableError(
+            f"not enough GPU or pinned memory for a slot of {width}x{height}x{channels} "
+            f"({megabytes:.1f} MiB host + device): {exc}") from None
+    if planes is not None:
+        # Planes go up and down whole; the last stage's RGB is converted into device_planes[1].
+        planes_out = device_planes[1] if filtered else device_planes[0]
+        upload = functools.partial(driver.memcpy_htod_async, device_planes[0], host_in)
+        download = functools.partial(driver.memcpy_dtoh_async, host_out, planes_out)
+    else:
+        upload = _copy_2d(driver, row_bytes, height, src_host=host_in, src_pitch=row_bytes,
+                          dst_device=buffers[0], dst_pitch=pitch)
+        download = _copy_2d(driver, row_bytes, height, src_device=buffers[1] if filtered else buffers[0],
+                            src_pitch=pitch, dst_host=host_out, dst_pitch=row_bytes)
+    events = {name: driver.Event() for name in ("start", "uploaded", "computed")}
+    events["done"] = driver.Event(driver.event_flags.BLOCKING_SYNC if blocking_sync else 0)
+    device = DeviceSlot(stream=driver.Stream(), buffers=buffers, pitch=pitch, upload=upload,
+                        download=download, events=events, layer_buffers=layer_buffers, planes=device_planes)
+    return Slot(index=index, host_in=host_in, host_out=host_out, device=device, planes=planes)
+
+
+def _copy_2d(driver, width_bytes: int, height: int, *, src_pitch: int, dst_pitch: int,
+             src_host=None, src_device=None, dst_host=None, dst_device=None):
+    """A prepared 2-D copy between a host array and a pitched device buffer (called with a stream)."""
+    copy = driver.Memcpy2D()
+    if src_host is not None:
+        copy.set_src_host(src_host)
+    else:
+        copy.set_src_device(src_device)
+    if dst_host is not None:
+        copy.set_dst_host(dst_host)
+    else:
+        copy.set_dst_device(dst_device)
+    copy.src_pitch, copy.dst_pitch = src_pitch, dst_pitch
+    copy.width_in_bytes, copy.height = width_bytes, height
+    return copy
+
+
+def free_slot(driver, slot: Slot) -> None:
+    """Wait for the slot's stream, then free its host and device buffers."""
+    state: DeviceSlot = slot.device
+    with contextlib.suppress(driver.Error):
+        state.stream.synchronize()
+    for allocation in (*state.buffers, *state.planes):
+        allocation.free()
+    for buffers in state.layer_buffers.values():
+        buffers.free()
+    state.layer_buffers.clear()
+    for host in (slot.host_in, slot.host_out):
+        base = getattr(host, "base", None)
+        if base is not None and hasattr(base, "free"):
+            base.free()
+    slot.device = None

@@ -1,0 +1,8 @@
+"""The kernel families, one module each beside its .cu file(s); :mod:`.base` says what a family provides.
+
+Adding a family: a module here with ``VARIANTS``, ``SAMPLE_BYTES``, ``prepare`` and
+``kernel_plan``, its name in :data:`streamconv.backends.plan.FAMILIES` and (to let ``auto``
+pick it) one row in :data:`streamconv.backends.plan.AUTO_TABLE`. The tap arithmetic the
+families share lives here too: :mod:`.integer_taps` (taps as int8 digits over a power of two),
+:mod:`.rank1` (rank-1 factors) and :mod:`.separable_tc` (sepconv_tc.cu's fragments).
+"""

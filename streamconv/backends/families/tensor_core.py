@@ -1,0 +1,73 @@
+"""The ``tensor-core`` family: cuda/conv2d_tc.cu, and cuda/conv3_tc.cu for one 3x3 matrix.
+
+8-bit frames, K up to 9: each tap held as an integer over a power of two in 1-3 int8 digits
+(:mod:`.integer_taps`), bytes times digits on the tensor cores (``mma``
+u8 x s8) with exact int32 sums, rounded once. conv3_tc.cu loads its A fragments straight from
+global memory; conv2d_tc.cu stages a tile and keeps the tap fragments in registers, which
+bounds K at 9.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import FilterSpecError
+from ...filters import FilterStage
+from . import integer_taps
+from .base import KernelPlan, StagePlan, base_defines, cdiv
+
+VARIANTS = ("tensor-core",)
+SAMPLE_BYTES = (1,)
+MAX_RADIUS = 4
+"""conv2d_tc.cu keeps its tap fragments in registers, which bounds K at 9."""
+
+_TILE = {"TILE_W": 128, "TILE_H": 32, "WARPS": 4}  # conv2d_tc.cu's tile (benchmarks/README.md)
+_CONV3_ROWS, _CONV3_WARPS = 8, 4  # conv3_tc.cu: output rows per warp, warps per block
+
+
+def prepare(stage: FilterStage, variant: str, sample_bytes: int) -> integer_taps.IntegerTaps:
+    """The taps' int8 digits.
+
+    Raises:
+        FilterSpecError: K above 9, or taps its digits cannot hold within a quarter of an output step.
+    """
+    if stage.radius > MAX_RADIUS:
+        raise FilterSpecError(f"--kernel {VARIANTS[0]} takes K up to {2 * MAX_RADIUS + 1}; "
+                              f"{stage.describe()} is {stage.size} x {stage.size}")
+    taps = integer_taps.quantize(stage.taps)
+    if taps is None:
+        raise FilterSpecError(f"--kernel {VARIANTS[0]}: the taps of {stage.describe()} do not fit "
+                              f"{integer_taps.MAX_DIGITS} int8 digits within "
+                              f"{integer_taps.MAX_QUANT_ERROR} of an output step; use --kernel auto")
+    return taps
+
+
+def one_3x3_matrix(stage: FilterStage) -> bool:
+    """Whether the stage runs as conv3_tc.cu (a 3x3 bank runs as conv2d_tc.cu)."""
+    return stage.radius == 1 and len(stage.taps) == 1
+
+
+def kernel_plan(plan: StagePlan, shape: tuple[int, int, int], border_code: int) -> KernelPlan:
+    """conv3_tc.cu's launch for one 3x3 matrix, else conv2d_tc.cu's: the digits' fragments and rounding."""
+    height, width, channels = shape
+    stage, taps = plan.stage, plan.data
+    # Exact taps round ties to even like the CPU backend; others round them up (one instruction
+    # fewer), which moves nothing by more than the taps' own rounding already may.
+    ties_even = int(taps.error == 0)
+    rounding = np.array([taps.shift, (1 << (taps.shift - 1)) - ties_even], np.int32)
+    defines = {**base_defines(stage, channels, border_code), "DIGITS": taps.digits, "TIES_EVEN": ties_even}
+    if one_3x3_matrix(stage):
+        defines.update(ROWS=_CONV3_ROWS, WARPS=_CONV3_WARPS)
+        grid = (cdiv(width * channels, 128 * _CONV3_WARPS), cdiv(height, _CONV3_ROWS), 1)
+        return KernelPlan(plan.variant, "conv3_tc", "conv3_tc_u8", defines, (32 * _CONV3_WARPS, 1, 1), grid,
+                          {"g_bband": integer_taps.band3_fragments(taps, channels), "c_round": rounding},
+                          products=integer_taps.band3_products_per_frame(height, width, channels, taps.digits),
+                          math_unit="tensor")
+    banks = len(stage.taps)
+    layout = integer_taps.kernel_layout(stage.radius, channels, banks)
+    defines.update(GROUP=layout.group, LDMATRIX=int(layout.ldmatrix), **_TILE)
+    grid = (cdiv(width * channels, _TILE["TILE_W"]), cdiv(height, _TILE["TILE_H"]), 1)
+    return KernelPlan(plan.variant, "conv2d_tc", "conv2d_tc_u8", defines, (32 * _TILE["WARPS"], 1, 1), grid,
+                      {"g_bfrag": integer_taps.fragment_table(taps, layout), "c_round": rounding},
+                      products=integer_taps.products_per_frame(layout, height, width, channels, taps.digits, banks),
+                      math_unit="tensor")

@@ -1,0 +1,112 @@
+"""The slot protocol every backend implements and both ring drivers (Pipeline, StreamFilter) use.
+
+A backend filters frames that wait in *slots* (:class:`streamconv.slots.Slot`): host buffers
+the caller fills and reads, plus whatever the backend keeps per slot (device buffers, a CUDA
+stream, events). Work is queued with :meth:`Backend.submit` and finished in submission order
+by the caller (:class:`streamconv.slots.InFlight` keeps that order), so a GPU backend can
+overlap one frame's upload with another's kernels and a third's download. ``apply_into`` and
+``apply`` filter one frame synchronously.
+
+Every method is called from one thread: a CUDA backend's context belongs to the thread that
+created it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from ..io.yuv import YuvLayout
+    from ..slots import Slot
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A filter chain bound to a compute device, driven through slots.
+
+    Backends subclass it (``class CpuBackend(Backend)``) to inherit :meth:`apply` and the
+    context-manager methods; anything with the other methods satisfies it as a protocol.
+
+    Attributes:
+        name: ``"cpu"`` or ``"cuda"``, as ``--backend`` spells it.
+    """
+
+    name: str
+
+    def describe(self) -> str:
+        """One line naming the backend and its device, for logs and ``RunStats.backend``."""
+        ...
+
+    def allocate_slots(self, shape: tuple[int, int, int], count: int, *,
+                       planes: YuvLayout | None = None, dtype: np.dtype | type = np.uint8) -> list[Slot]:
+        """Make ``count`` slots for frames of (H, W, C) ``shape`` and sample ``dtype`` (uint8
+        or uint16).
+
+        Each slot's ``host_in`` and ``host_out`` are host arrays (page-locked on CUDA) of
+        ``shape`` and ``dtype``, or, with ``planes``, flat 4:2:0 planes of ``planes.shape``
+        and ``planes.dtype`` that the backend converts to RGB of ``planes.frame_dtype``
+        before the chain and back after it. Device memory, streams and events go in
+        ``slot.device``. The backend keeps the slots until :meth:`release_slots` or :meth:`close`.
+
+        Raises:
+            BackendUnavailableError: not enough host or device memory, before any is taken.
+            FrameTypeError, FilterSpecError: a chain that cannot run on ``dtype`` frames.
+        """
+        ...
+
+    def release_slots(self, slots: Sequence[Slot]) -> None:
+        """Free the buffers of slots no longer used; their frames must have been waited for."""
+        ...
+
+    def submit(self, slot: Slot) -> None:
+        """Queue the slot's frame: ``host_in`` through the chain into ``host_out``.
+
+        May return before the work is done (CUDA: upload, kernels and download are queued on
+        the slot's stream); ``host_in`` must stay unchanged and ``host_out`` unread until
+        :meth:`wait`. May record stage times in ``slot.times`` (the CPU records ``kernel``).
+
+        Raises:
+            GpuFaultError: the device failed while queueing.
+        """
+        ...
+
+    def is_done(self, slot: Slot) -> bool:
+        """Whether the slot's frame is in ``host_out`` already; never blocks."""
+        ...
+
+    def wait(self, slot: Slot) -> None:
+        """Block until the slot's frame is in ``host_out`` and record its stage times in
+        ``slot.times`` (CUDA: ``upload``, ``kernel``, ``download`` in seconds).
+
+        Raises:
+            GpuFaultError: the device failed on this frame or (asynchronously) on a later one.
+        """
+        ...
+
+    def apply_into(self, dst: np.ndarray, src: np.ndarray) -> None:
+        """Filter ``src`` into ``dst`` now: host arrays of one shape, (H, W, C) or (H, W), and
+        one dtype, uint8 or uint16, any strides.
+
+        Raises:
+            FrameTypeError, FrameFormatError: arrays of another dtype or shape, or that differ.
+        """
+        ...
+
+    def close(self) -> None:
+        """Wait for work in flight and free every slot, buffer and device context; idempotent."""
+        ...
+
+    def apply(self, src: np.ndarray) -> np.ndarray:
+        """Filter ``src`` (a host array, as for :meth:`apply_into`) into a new host array of
+        the same shape and dtype."""
+        dst = np.empty_like(src)
+        self.apply_into(dst, src)
+        return dst
+
+    def __enter__(self) -> Backend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

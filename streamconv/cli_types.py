@@ -1,0 +1,89 @@
+"""The command's option types: each turns one option's text into its value, or raises
+argparse.ArgumentTypeError saying what was expected (a usage error, exit 2)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+
+from .frames import MAX_RING
+
+MAX_TIMEOUT = 1e6
+"""Longest --timeout, in seconds (11.6 days; FFmpeg counts it in int64 microseconds). 0 waits forever."""
+
+
+def non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def frame_size(text: str) -> tuple[int, int]:
+    match = re.fullmatch(r"(\d+)[xX](\d+)", text.strip())
+    if not match or int(match[1]) < 1 or int(match[2]) < 1:
+        raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT such as 1280x720, got {text!r}")
+    return int(match[1]), int(match[2])
+
+
+def ring_size(text: str) -> int:
+    """--ring: 1 to MAX_RING slots (each two host frames: the cap keeps a typo from taking all memory)."""
+    value = int(text)
+    if not 1 <= value <= MAX_RING:
+        raise argparse.ArgumentTypeError(f"must be 1 to {MAX_RING}, got {value}")
+    return value
+
+
+def finite_float(text: str) -> float:
+    """A float that is a number: nan, inf and 1e400 (inf) are refused here, not by FFmpeg later."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+    return value
+
+
+def timeout_seconds(text: str) -> float:
+    value = finite_float(text)
+    if not 0 <= value <= MAX_TIMEOUT:
+        raise argparse.ArgumentTypeError(f"must be 0 to {MAX_TIMEOUT:g} seconds (0: wait forever), got {text}")
+    return value
+
+
+def crf_value(text: str) -> float:
+    value = finite_float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = finite_float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def pixel_limit(text: str) -> int | None:
+    """--max-pixels: a count (8294400), a size (3840x2160), or a plain 0 for no limit."""
+    match = re.fullmatch(r"\s*(\d+)(?:[xX](\d+))?\s*", text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"expected a pixel count or WIDTHxHEIGHT, got {text!r}")
+    if match[2] is None:
+        return int(match[1]) or None
+    value = int(match[1]) * int(match[2])
+    if value == 0:  # 0x5 is a size of nothing, not a request for no limit
+        raise argparse.ArgumentTypeError(f"a size must be at least 1x1, got {text!r} "
+                                         "(a plain 0 means no limit)")
+    return value
+
+
+def argument_type(parse):
+    """An argparse type from a parser that raises ValueError with a message of its own."""
+    def convert(text: str):
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    convert.__name__ = parse.__name__
+    return convert

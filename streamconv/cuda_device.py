@@ -1,0 +1,68 @@
+"""Whether CUDA can run here, and the PyCUDA driver: the device layer beneath backends and nn.
+
+Both the CUDA backend (:mod:`streamconv.backends`) and the convolution layers (:mod:`streamconv.nn`)
+ask this module, and it imports neither, so neither imports the other to learn whether a GPU is
+usable. PyCUDA is an optional dependency (the ``cuda`` extra): it is imported on first use, never
+at import time.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+
+from .errors import BackendUnavailableError
+
+CUDA_EXTRA = "pip install 'streamconv[cuda]'"
+"""What to run when PyCUDA is missing."""
+
+
+@functools.lru_cache(maxsize=None)
+def cuda_status(device: int = 0) -> tuple[bool, str]:
+    """Whether CUDA work can run here on ``device``, and a one-line reason or device description.
+
+    Creates no CUDA context: it only initializes the driver and queries the device.
+    """
+    try:
+        import pycuda.driver as driver  # optional (the cuda extra), and slow to import
+    except ImportError:
+        return False, f"pycuda not installed ({CUDA_EXTRA})"
+    except Exception as exc:  # a broken install raises odd things; report, don't crash
+        return False, f"pycuda failed to import: {exc}"
+    try:
+        driver.init()
+        count = driver.Device.count()
+    except Exception as exc:
+        return False, f"no usable NVIDIA driver ({exc})"
+    if count == 0:
+        return False, "no NVIDIA GPU found"
+    if not 0 <= device < count:
+        return False, f"device {device} requested, {count} GPU(s) present (0..{count - 1})"
+    if shutil.which("nvcc") is None:
+        return False, "nvcc not found on PATH (the CUDA toolkit compiles the kernels)"
+    gpu = driver.Device(device)
+    major, minor = gpu.compute_capability()
+    version = driver.get_driver_version()
+    return True, (f"{gpu.name()} (device {device}, sm_{major}{minor}, "
+                  f"driver CUDA {version // 1000}.{version % 1000 // 10})")
+
+
+def load_driver(user: str):
+    """``pycuda.driver``, initialized.
+
+    Args:
+        user: who needs it, for the message, e.g. ``"streamconv.nn on the GPU"``.
+
+    Raises:
+        BackendUnavailableError: PyCUDA is not installed (the message names the extra), or the
+            driver failed to initialize.
+    """
+    try:
+        import pycuda.driver as driver  # optional (the cuda extra), and slow to import
+    except ImportError:
+        raise BackendUnavailableError(f"{user} needs pycuda ({CUDA_EXTRA})") from None
+    try:
+        driver.init()
+    except driver.Error as exc:
+        raise BackendUnavailableError(f"{user}: no usable NVIDIA driver ({exc})") from None
+    return driver

@@ -1,0 +1,78 @@
+"""Opening sources and sinks by name: ``open_source(spec)`` and ``open_sink(output, like=source)``.
+
+The dispatchers of the SOURCE and ``-o`` arguments: a spec names the test pattern
+(streamconv.io.pattern), a camera (streamconv.io.camera) or else a file or stream
+(streamconv.io.file); an output is discarded (null) or encoded to a file
+(streamconv.io.filesink). They import every concrete source and sink; none of those
+imports this module.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .camera import is_webcam_spec, open_webcam
+from .file import FileSource
+from .filesink import FileSink
+from .pattern import is_test_spec, parse_test_spec
+from .sink import CallbackSink, FanoutSink, NullSink, Sink
+from .source import Source
+
+log = logging.getLogger(__name__)
+
+SINKS = {"file": FileSink, "null": NullSink, "callback": CallbackSink, "fanout": FanoutSink}
+"""Sinks by name."""
+
+
+def open_source(spec: str | Path | Source, **options) -> Source:
+    """Open a source from a spec: ``test[...]`` for the pattern, ``webcam[:N]`` or ``/dev/videoN``
+    for a camera, else a path or URL for FileSource.
+
+    Args:
+        spec: the SOURCE argument of ``streamconv run``, or a Source (returned as is).
+        options: keyword options passed to FileSource (``video_stream``, ``threads``,
+            ``copy_streams``, ``max_pixels``, ``timeout``, ``depth``, ``hwaccel``) or,
+            for a camera, to WebcamSource (``width``, ``height``, ``fps``, ...).
+    """
+    if isinstance(spec, Source):
+        return spec
+    text = str(spec)
+    if is_test_spec(text):
+        return parse_test_spec(text, max_pixels=options.get("max_pixels"))
+    if is_webcam_spec(text):
+        options.pop("max_pixels", None)  # a camera delivers the size it is asked for
+        return open_webcam(text, **options)
+    started = time.perf_counter()
+    source = FileSource(text, **options)
+    log.debug("opened %s in %.1f ms", text, 1e3 * (time.perf_counter() - started))
+    return source
+
+
+def open_sink(output: str | Path | Sink | None, *, like=None, **options) -> Sink:
+    """Open a sink: None or "null" discards, a Sink passes through, a path makes a FileSink.
+
+    Args:
+        output: the -o argument.
+        like: the Source whose size, rate and time base the file takes; a file output never
+            replaces its input (``path``), whatever ``overwrite`` says.
+        options: FileSink keyword options (codec, pix_fmt, crf, preset, overwrite).
+    """
+    if isinstance(output, Sink):
+        return output
+    if output is None or str(output) == "null":
+        return NullSink()
+    if like is None:
+        raise ValueError("open_sink needs the source (like=...) to size a file output")
+    path = getattr(like, "path", None)
+    options.setdefault("protect", (path,) if path is not None else ())  # never replace the input
+    options.setdefault("copy_streams", getattr(like, "copied_streams", ()))
+    options.setdefault("colour", getattr(like, "colour", None))
+    options.setdefault("display_matrix", getattr(like, "display_matrix", None))
+    deep = getattr(like, "dtype", None) == np.uint16  # a source read in 8 bits is written in 8
+    options.setdefault("bits", getattr(like, "bits", 8) if deep else 8)
+    return FileSink(output, width=like.width, height=like.height, frame_rate=like.frame_rate,
+                    time_base=like.time_base, **options)

@@ -1,0 +1,178 @@
+"""Taps and layer weights as the user writes them: inline text, text files and .npy files.
+
+Files are read with a byte cap, whatever size they claim (files in /proc claim 0), .npy files
+without pickles and only after their header is checked against their size; errors name the file
+and quote at most MAX_QUOTED_CHARS characters of it, so that naming a file by mistake (or on
+purpose) never prints it. What is read here is not yet checked as taps or weights: the filter
+registry (:mod:`streamconv.filters`) and the convolution layers (:mod:`streamconv.nn.layer`) do that.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+
+import numpy as np
+
+from .errors import FilterSpecError
+from .resources import is_file, read_limited
+
+MAX_ABS_TAP = 1.0e6
+"""Taps and layer weights beyond this magnitude are refused: they would only saturate and lose
+float32 precision."""
+
+MAX_TAPS_FILE_BYTES = 1 << 20
+"""A taps file larger than this is refused: at most one byte more is ever read."""
+
+MAX_QUOTED_CHARS = 20
+"""Error messages quote at most this many characters of a value or token: enough to spot a typo,
+too few to turn an error into a way of printing a file that was named by mistake (or on purpose)."""
+
+
+def quote_text(text: str, limit: int = MAX_QUOTED_CHARS) -> str:
+    """repr() of at most the first ``limit`` characters of ``text``, with ``...`` after it if cut."""
+    return repr(text[:limit]) + ("..." if len(text) > limit else "")
+
+
+def brief_reason(exc: BaseException, limit: int = 60) -> str:
+    """A short reason from a library's exception that may quote the data it failed on.
+
+    NumPy's .npy errors put the offending bytes after ``": "`` or in quotes ("Cannot parse
+    header: b'...'"); the text before them says what is wrong. Keep that, at most ``limit``
+    characters, else the exception's class name.
+    """
+    text = str(exc).split("\n", 1)[0]
+    for mark in (": ", "'", '"'):
+        text = text.split(mark, 1)[0]
+    text = text.strip(" ;,")
+    if len(text) > limit:
+        text = text[:limit] + "..."
+    return text or type(exc).__name__
+
+
+def decode_text(data: bytes, what: str, error: type[Exception]) -> str:
+    """Decode a file's bytes as UTF-8, a leading byte-order mark dropped (Windows editors write one).
+
+    Raises:
+        ``error``: not UTF-8; the message names the first bad byte and its offset, not the text.
+    """
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise error(f"{what}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
+
+
+def parse_inline_taps(text: str, *, what: str = "custom taps") -> np.ndarray:
+    """Parse ``"a,b,c;d,e,f;g,h,i"`` (rows split by ';', values by ',' or spaces).
+
+    A cell that is not a number is quoted in the error, cut to MAX_QUOTED_CHARS characters
+    (the text may come from a file); ``what`` starts each message.
+
+    Returns:
+        (K, K) float64 host array (not yet validated for size).
+    """
+    rows = [row for row in text.strip().split(";")]
+    parsed: list[list[float]] = []
+    for number, row in enumerate(rows, start=1):
+        cells = [c for c in row.replace(",", " ").split() if c]
+        if not cells:
+            raise FilterSpecError(f"{what}: row {number} is empty")
+        try:
+            parsed.append([float(c) for c in cells])
+        except ValueError:
+            bad = next(c for c in cells if not _is_float(c))
+            raise FilterSpecError(f"{what}: row {number}: {quote_text(bad)} is not a number") from None
+    widths = {len(r) for r in parsed}
+    if len(widths) != 1:
+        lengths = ", ".join(str(len(r)) for r in parsed)
+        raise FilterSpecError(f"{what}: rows have different lengths ({lengths})")
+    return np.array(parsed, dtype=np.float64)
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def read_file(path: Path, what: str, max_bytes: int) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes`` (host), read with that cap.
+
+    Raises:
+        FilterSpecError: missing, not a regular file, unreadable, or larger than ``max_bytes``.
+    """
+    if not is_file(path):
+        raise FilterSpecError(f"{what} not found: {path}")
+    return read_limited(path, max_bytes, what=f"{what} {path}", error=FilterSpecError)
+
+
+def _npy_claims_more_than(data: bytes) -> bool:
+    """Whether a .npy header (format 1.0 or 2.0) claims more array bytes than follow it in ``data``.
+
+    np.load on bytes in memory allocates the claimed array before reading it, so a header that
+    lies about its shape would cost that much memory; such a file is refused first. Anything this
+    cannot read is left to np.load to refuse.
+    """
+    stream = io.BytesIO(data)
+    try:
+        version = np.lib.format.read_magic(stream)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(stream)
+        elif version == (2, 0):
+            shape, _, dtype = np.lib.format.read_array_header_2_0(stream)
+        else:
+            return False
+    except (ValueError, TypeError, EOFError, OverflowError, SyntaxError, RecursionError, MemoryError):
+        return False
+    return math.prod(shape) * dtype.itemsize > len(data) - stream.tell()
+
+
+def load_npy(path: Path, *, what: str, max_bytes: int) -> np.ndarray:
+    """Read a numeric .npy file (no pickles) no larger than ``max_bytes``; at most one byte more
+    is read, whatever size the file reports (files in /proc report 0).
+
+    Returns:
+        The array as float64 (host).
+
+    Raises:
+        FilterSpecError: missing, too large, unreadable or not numeric; the message starts with
+            ``what`` and names the file, never its contents.
+    """
+    data = read_file(path, what, max_bytes)
+    if _npy_claims_more_than(data):
+        raise FilterSpecError(f"{what} {path}: not a readable .npy (its header claims more data than it holds)")
+    try:
+        # EOFError: an empty file; MemoryError: a header claiming a shape far larger than the file.
+        array = np.load(io.BytesIO(data), allow_pickle=False)
+    except (ValueError, OSError, EOFError, MemoryError) as exc:
+        raise FilterSpecError(f"{what} {path}: not a readable .npy ({brief_reason(exc)})") from None
+    if not isinstance(array, np.ndarray):  # np.load opens a zip as an .npz archive, whatever the suffix
+        array.close()
+        raise FilterSpecError(f"{what} {path}: an .npz archive, not a .npy array")
+    if array.dtype.kind not in "biuf":
+        raise FilterSpecError(f"{what} {path}: dtype {array.dtype} is not numeric")
+    return np.asarray(array, dtype=np.float64)
+
+
+def load_taps_file(path: str | Path) -> np.ndarray:
+    """Read taps from a .npy file or a UTF-8 text file (rows of numbers; ';' or newlines between
+    rows; '#' starts a comment; a byte-order mark is allowed). At most MAX_TAPS_FILE_BYTES + 1
+    bytes are read.
+
+    Returns:
+        2-D float64 host array (not yet validated for size).
+
+    Raises:
+        FilterSpecError: missing, too large, unreadable, not UTF-8, or not a matrix of numbers;
+            the message names the file and quotes at most a short token of it.
+    """
+    path = Path(path)
+    if path.suffix.lower() == ".npy":
+        return load_npy(path, what="custom taps file", max_bytes=MAX_TAPS_FILE_BYTES)
+    data = read_file(path, "custom taps file", MAX_TAPS_FILE_BYTES)
+    text = decode_text(data, f"custom taps file {path}", FilterSpecError)
+    lines = [ln.split("#", 1)[0].strip() for ln in text.replace(";", "\n").splitlines()]
+    return parse_inline_taps(";".join(ln for ln in lines if ln), what=f"custom taps file {path}")
