@@ -18,6 +18,7 @@ from typing import Sequence, Union
 import numpy as np
 
 from .backends import create_backend, plan_kernels, resolve_backend
+from .backends.protocol import Backend
 from .borders import DEFAULT_BORDER, check_border
 from .errors import FilterSpecError, FrameFormatError, StreamError
 from .filters import FilterStage, parse_chain, validate_taps
@@ -82,6 +83,26 @@ def check_output(dst: object, src: np.ndarray, *, what: str = "output frame") ->
     return dst3
 
 
+def make_engine(spec: Spec, *, border: str, backend: str, device: int, kernel: str,
+                **cuda_options) -> tuple[list[FilterStage], str, str, Backend]:
+    """Validate a spec and its options and make the backend that runs it, its kernels planned once.
+
+    Returns:
+        (stages, border mode, backend name ``cpu``/``cuda``, the backend).
+
+    Raises:
+        FilterSpecError: a bad spec, border, backend name or kernel, or ``device`` not an int >= 0.
+        BackendUnavailableError: ``cuda`` asked for and unusable.
+    """
+    device = as_count(device, "device", 0)
+    stages = to_stages(spec)
+    border = check_border(border)
+    name = resolve_backend(backend, device=device)
+    plan = plan_kernels(kernel, stages, name)
+    return stages, border, name, create_backend(name, stages, border=border, device=device, kernel=kernel,
+                                                plan=plan, **cuda_options)
+
+
 class Filter:
     """A filter chain bound to a backend, called on one frame at a time.
 
@@ -115,13 +136,8 @@ class Filter:
     def __init__(self, spec: Spec, *, border: str = DEFAULT_BORDER, backend: str = "auto",
                  device: int = 0, kernel: str = "auto") -> None:
         self._closed = True  # until the engine exists: close() of a half-made Filter does nothing
-        device = as_count(device, "device", 0)
-        self.stages = to_stages(spec)
-        self.border = check_border(border)
-        self.backend = resolve_backend(backend, device=device)
-        plan = plan_kernels(kernel, self.stages, self.backend)
-        self._engine = create_backend(self.backend, self.stages, border=self.border, device=device,
-                                      kernel=kernel, plan=plan)
+        self.stages, self.border, self.backend, self._engine = make_engine(
+            spec, border=border, backend=backend, device=device, kernel=kernel)
         self._closed = False
 
     @property

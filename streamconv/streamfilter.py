@@ -12,9 +12,8 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from .api import Spec, check_output, to_stages
-from .backends import create_backend, plan_kernels, resolve_backend
-from .borders import DEFAULT_BORDER, check_border
+from .api import Spec, check_output, make_engine
+from .borders import DEFAULT_BORDER
 from .errors import StreamconvError, StreamError
 from .frames import as_count, as_hwc
 from .hostcopy import ParallelCopier
@@ -67,14 +66,9 @@ class StreamFilter:
                  backend: str = "auto", device: int = 0, kernel: str = "auto") -> None:
         self._closed = True  # until the engine exists: close() of a half-made StreamFilter does nothing
         self.ring = as_count(ring, "ring", 1)
-        device = as_count(device, "device", 0)
-        self.stages = to_stages(spec)
-        self.border = check_border(border)
-        self.backend = resolve_backend(backend, device=device)
-        plan = plan_kernels(kernel, self.stages, self.backend)
         # An application waits for its own results: spin rather than sleep, for latency.
-        self._engine = create_backend(self.backend, self.stages, border=self.border, device=device,
-                                      kernel=kernel, plan=plan, blocking_sync=False)
+        self.stages, self.border, self.backend, self._engine = make_engine(
+            spec, border=border, backend=backend, device=device, kernel=kernel, blocking_sync=False)
         self._frame_type: tuple | None = None  # (shape, dtype) the slots are made for
         self._free: list[Slot] = []
         self._in_flight: InFlight[tuple[int, ...]] = InFlight(self._engine)  # noted: the frame's own shape

@@ -19,7 +19,7 @@ import pytest
 import streamconv
 from streamconv import frames as frames_module
 from streamconv.backends.cpu import CpuBackend
-from streamconv.cli_types import pixel_limit as _pixel_limit
+from streamconv.cli.options import pixel_limit as _pixel_limit
 from streamconv.io.encoder_check import check_encoder_options
 from streamconv.errors import FrameFormatError, InputError, OutputError
 from streamconv.frames import MAX_RING, available_memory, check_host_memory, check_slot_memory

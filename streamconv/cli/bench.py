@@ -7,19 +7,19 @@ import json
 import logging
 import sys
 
-from .backends.plan import DEEP_KERNEL_CHOICES, KERNEL_CHOICES
-from .borders import BORDER_MODES, DEFAULT_BORDER
-from .cli_types import argument_type, non_negative_int
-from .errors import FilterSpecError
-from .publish import check_output_path, write_atomically
+from .. import bench, benchplot
+from ..backends import resolve_backend
+from ..backends.plan import DEEP_KERNEL_CHOICES, KERNEL_CHOICES
+from ..borders import BORDER_MODES, DEFAULT_BORDER
+from .options import argument_type, non_negative_int
+from ..errors import FilterSpecError
+from ..publish import check_output_path, write_atomically
 
 log = logging.getLogger("streamconv")
 
 
 def add_bench_parser(commands) -> None:
     """Add ``streamconv bench`` and its options to the subcommands ``commands``."""
-    from . import bench
-
     parser = commands.add_parser(
         "bench", help="time every CUDA kernel variant against K and frame size (needs a GPU)",
         description="Check every CUDA kernel variant against the CPU backend, then time it with "
@@ -50,9 +50,6 @@ def add_bench_parser(commands) -> None:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """``streamconv bench``: check and time the kernel variants; table, JSON, chart."""
-    from . import bench, benchplot
-    from .backends import resolve_backend
-
     if args.chart:
         benchplot.check_matplotlib()
     reports = {"--json": args.json, "--chart": args.chart}

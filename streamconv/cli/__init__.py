@@ -1,0 +1,122 @@
+"""The ``streamconv`` command: argument parsing, building a Pipeline, mapping errors to exit codes.
+
+Exit codes: 0 success (also after q, Esc or closing the window); 1 internal error; 2 usage;
+3 bad filter spec, preset or frame; 4 input missing or undecodable; 5 no video stream;
+6 output refused or not writable; 7 backend unavailable; 8 decode/encode failure during the
+run; 9 camera cannot be opened; 10 camera stopped delivering and could not be reopened;
+11 no display for --display; 12 GPU fault during the run; 13 finished, but the input was
+damaged; 130 Ctrl-C (SIGINT); 143 SIGTERM. docs/reliability.md has the table of cases.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import platform
+import sys
+from typing import Sequence
+
+from .. import __version__
+from ..backends import cuda_status
+from ..errors import EXIT_INTERRUPTED, StreamconvError
+from ..filters import describe_registry
+from ..interrupts import SignalGuard
+from ..presets import list_presets, load_preset
+from .bench import cmd_bench
+from .parser import build_parser
+from .run import check_run_args, cmd_run
+
+
+
+def cmd_filters(_args: argparse.Namespace) -> int:
+    """``streamconv filters``: the registry and the presets."""
+    print(describe_registry())
+    print("\nPresets (--pipeline NAME):")
+    for name in list_presets():
+        preset = load_preset(name)
+        chain = " -> ".join(f.describe() for f in preset.filters)
+        print(f"  {name:<10} {preset.description}\n  {'':<10} {chain}")
+    return 0
+
+
+def cmd_info(_args: argparse.Namespace) -> int:
+    """``streamconv info``: versions and backend availability."""
+    import av
+    import cv2
+    import numpy
+
+    print(f"streamconv {__version__}")
+    print(f"python     {platform.python_version()} ({sys.executable})")
+    print(f"numpy      {numpy.__version__}")
+    print(f"av         {av.__version__} (FFmpeg libavcodec {'.'.join(map(str, av.library_versions['libavcodec']))})")
+    print(f"opencv     {cv2.__version__}")
+    try:
+        import pycuda
+
+        print(f"pycuda     {pycuda.VERSION_TEXT}")
+    except ImportError:
+        print("pycuda     not installed")
+    print("backends:")
+    print("  cpu: available (NumPy + OpenCV reference)")
+    usable, reason = cuda_status(0)
+    print(f"  cuda: {'available: ' if usable else 'unavailable: '}{reason}")
+    return 0
+
+
+COMMANDS = {"run": cmd_run, "filters": cmd_filters, "info": cmd_info, "bench": cmd_bench}
+
+
+def main(argv: Sequence[str] | None = None, *, signals: SignalGuard | None = None) -> int:
+    """Entry point of the console script; returns the process exit code.
+
+    Args:
+        argv: the arguments (default: ``sys.argv[1:]``).
+        signals: a guard already installed by the caller (see :mod:`streamconv.launch`);
+            otherwise one is installed here and restored on return. SIGINT or SIGTERM outside a
+            run's frames ends the command at once with 130 or 143; during a run, see Pipeline.
+    """
+    own = signals is None
+    guard = SignalGuard().install() if own else signals
+    try:
+        return _main(argv, guard)
+    except KeyboardInterrupt as exc:  # Interrupted, or Ctrl-C where no guard could be installed
+        return _interrupted(getattr(exc, "signum", None) or guard.received)
+    finally:
+        if own:
+            guard.restore()
+
+
+def _main(argv: Sequence[str] | None, guard: SignalGuard) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        check_run_args(parser, args)
+    verbose = getattr(args, "verbose", False)
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="streamconv: %(message)s", stream=sys.stderr, force=True)
+    try:
+        return COMMANDS[args.command](args)
+    except StreamconvError as exc:
+        if guard.received is not None:  # e.g. a FIFO's open() cut short by the signal
+            return _interrupted(guard.received)
+        print(f"streamconv: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # a bug: one line, and the traceback only when asked for
+        if guard.received is not None:
+            return _interrupted(guard.received)
+        if verbose:
+            raise
+        print(f"streamconv: internal error: {type(exc).__name__}: {exc} (run with -v for details)",
+              file=sys.stderr)
+        return 1
+
+
+def _interrupted(signum: int | None) -> int:
+    """Say so, and the exit code a shell gives a process the signal ended (130, 143)."""
+    try:
+        print("streamconv: interrupted; nothing half-written was kept", file=sys.stderr)
+    except (KeyboardInterrupt, OSError):
+        pass  # a further signal, or a closed stderr: the exit code still says it
+    return 128 + signum if signum else EXIT_INTERRUPTED

@@ -1,0 +1,151 @@
+"""The ``streamconv`` argument parser: every subcommand and its options, in groups."""
+
+from __future__ import annotations
+
+import argparse
+
+from .. import __version__
+from ..backends import BACKENDS
+from ..backends.plan import KERNEL_CHOICES
+from ..borders import BORDER_MODES, DEFAULT_BORDER
+from .bench import add_bench_parser
+from .options import (MAX_TIMEOUT, crf_value, frame_size, non_negative_int, pixel_limit, positive_float,
+                        ring_size, timeout_seconds)
+from ..io.display import KEYS_HELP
+from ..io.file import NETWORK_TIMEOUT
+from ..frames import DEFAULT_MAX_PIXELS, MAX_RING
+from ..pipeline import COLOUR_PATHS
+from ..presets import list_presets
+
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="streamconv",
+        description="Filter video files and streams with 2D convolution on an NVIDIA GPU "
+                    "(or the CPU reference backend).")
+    parser.add_argument("--version", action="version", version=f"streamconv {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_run_parser(commands)
+    commands.add_parser("filters", help="list filters, their parameters and the presets")
+    commands.add_parser("info", help="versions, and which backends can run here and why not")
+    add_bench_parser(commands)
+    return parser
+
+
+def _add_run_parser(commands) -> None:
+    """Add ``streamconv run``: SOURCE and OUTPUT, then its options group by group (the order
+    they are added in is the order of the usage line and of --help)."""
+    run = commands.add_parser(
+        "run", help="filter a video file, stream or test pattern",
+        description="Filter SOURCE through a chain of filters into OUTPUT (or nowhere, to measure).",
+        epilog="Examples:\n  streamconv run media/sample.mp4 -o edges.mp4 --pipeline edge\n"
+               "  streamconv run in.mkv -o out.mp4 --filter gaussian:sigma=2 --filter sharpen\n"
+               "  streamconv run test:1920x1080@60,frames=600 --filter box:size=5 --backend cuda\n"
+               "  streamconv run webcam --filter edge --display\n"
+               f"\nWindow keys: {KEYS_HELP}.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    run.add_argument("source", metavar="SOURCE",
+                     help="a video file or URL; webcam, webcam:N or /dev/videoN for a camera; "
+                          "or test[:WxH][@FPS][,frames=N][,live] for a synthetic pattern")
+    run.add_argument("-o", "--output", metavar="OUTPUT",
+                     help="output video file (container from its extension); omit to discard frames")
+    _add_chain_options(run)
+    _add_engine_options(run)
+    _add_input_options(run)
+    _add_encoder_options(run)
+    _add_sample_options(run)
+    run.add_argument("--stats-json", metavar="PATH", help="write per-stage timings as JSON")
+    _add_live_options(run)
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--quiet", "-q", action="store_true", help="no summary table")
+    run.add_argument("--verbose", "-v", action="store_true", help="log what is opened and compiled")
+
+
+def _add_chain_options(run: argparse.ArgumentParser) -> None:
+    """The filter chain: --filter, --pipeline, --border."""
+    run.add_argument("--filter", "-f", dest="filters", action="append", default=[], metavar="SPEC",
+                     help="NAME[:KEY=VALUE,...]; repeat to chain (see `streamconv filters`)")
+    run.add_argument("--pipeline", "-p", metavar="NAME|PATH",
+                     help=f"a preset ({', '.join(list_presets())}) or a .toml file; --filter stages run after it")
+    run.add_argument("--border", choices=BORDER_MODES, default=None,
+                     help=f"how pixels outside the frame are read (default {DEFAULT_BORDER}, or the preset's)")
+
+
+def _add_engine_options(run: argparse.ArgumentParser) -> None:
+    """Where and how the chain runs: --backend, --device, --kernel, --ring."""
+    run.add_argument("--backend", choices=BACKENDS, default="auto",
+                     help="auto picks cuda when PyCUDA and a GPU are present (default auto)")
+    run.add_argument("--device", type=non_negative_int, default=0, metavar="N", help="CUDA device number")
+    run.add_argument("--kernel", choices=KERNEL_CHOICES, default="auto", metavar="NAME",
+                     help="CUDA kernel variant: auto (default: separable for rank-1 taps of 7x7 and "
+                          "up, tensor-core for other taps of 5x5 to 9x9 and one 3x3 matrix, else "
+                          "register-blocked), "
+                          + ", ".join(KERNEL_CHOICES[1:]))
+    run.add_argument("--ring", type=ring_size, default=3, metavar="N",
+                     help=f"frames in flight between reader, GPU and writer, 1 to {MAX_RING} "
+                          "(default 3; each holds two frames in host memory, checked against the "
+                          "memory available before any is allocated)")
+
+
+def _add_input_options(run: argparse.ArgumentParser) -> None:
+    """What is read of SOURCE, and how: frame and size limits, the network timeout, the
+    stream, the decoder, the other streams."""
+    run.add_argument("--max-frames", type=non_negative_int, metavar="N", help="stop after N frames")
+    run.add_argument("--max-pixels", type=pixel_limit, default=DEFAULT_MAX_PIXELS, metavar="N|WxH",
+                     help="refuse inputs with larger frames before allocating buffers "
+                          "(default 7680x4320; a plain 0: no limit, but frames that do not fit "
+                          "in the available memory are still refused)")
+    run.add_argument("--timeout", type=timeout_seconds, metavar="SECONDS",
+                     help="give up on a network input that sends nothing for this long, up to "
+                          f"{MAX_TIMEOUT:g} (default {NETWORK_TIMEOUT:g} s for URLs, none for files; "
+                          "0: wait forever)")
+    run.add_argument("--video-stream", type=non_negative_int, default=0, metavar="N",
+                     help="which video stream of the input (default 0, the first)")
+    run.add_argument("--hwaccel", metavar="KIND",
+                     help="decode the input on a hardware decoder, e.g. cuda (NVDEC); frames come back "
+                          "to host memory as nv12/p010 planes (default: software decoding)")
+    run.add_argument("--no-audio", action="store_true",
+                     help="leave out the input's audio and subtitle streams (copied unchanged by default)")
+
+
+def _add_encoder_options(run: argparse.ArgumentParser) -> None:
+    """How OUTPUT is written: --overwrite, --codec, --pix-fmt, --crf, --preset."""
+    run.add_argument("--overwrite", "-y", action="store_true",
+                     help="replace OUTPUT and the --stats-json file if they exist (keeping their permissions)")
+    run.add_argument("--codec", default="libx264", help="encoder (default libx264)")
+    run.add_argument("--pix-fmt", default=None,
+                     help="encoder pixel format (default yuv420p; for 10-bit and deeper input the "
+                          "codec's 4:2:0 format of that depth, e.g. yuv420p10le)")
+    run.add_argument("--crf", type=crf_value, help="constant rate factor for x264/x265, a number >= 0 "
+                                                    "(codec default if omitted)")
+    run.add_argument("--preset", dest="codec_preset", metavar="PRESET",
+                     help="encoder speed preset, e.g. ultrafast..veryslow (codec default if omitted)")
+
+
+def _add_sample_options(run: argparse.ArgumentParser) -> None:
+    """What the filters see: --colour (where yuv420p is converted) and --depth (bits per sample)."""
+    run.add_argument("--colour", choices=COLOUR_PATHS, default="auto",
+                     help="where yuv420p video is converted to and from RGB: backend (the slots carry "
+                          "the planes; on the GPU for cuda), host (FFmpeg's scaler in the reader and "
+                          "writer), auto (default: backend on cuda, host on cpu)")
+    run.add_argument("--depth", choices=("auto", "8", "16"), default="auto",
+                     help="bits per sample the filters work in: 16 keeps 10-bit and deeper video "
+                          "without banding, 8 is faster; auto (default): 16 for input deeper than "
+                          "8 bits, else 8")
+
+
+def _add_live_options(run: argparse.ArgumentParser) -> None:
+    """The "live video and display" group: the window, real-time files, camera settings."""
+    live = run.add_argument_group("live video and display")
+    live.add_argument("--display", action="store_true",
+                      help="show the filtered video in a window (with -o: record while watching)")
+    live.add_argument("--side-by-side", action="store_true",
+                      help="show input and output side by side (implies --display)")
+    live.add_argument("--no-overlay", action="store_true",
+                      help="start with the fps/latency overlay hidden (key o toggles it)")
+    live.add_argument("--realtime", action="store_true",
+                      help="deliver a file's frames at its frame rate (default: as fast as possible)")
+    live.add_argument("--size", type=frame_size, metavar="WxH", help="camera capture size to request")
+    live.add_argument("--fps", type=positive_float, metavar="FPS", help="camera frame rate to request")

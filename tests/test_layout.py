@@ -1,0 +1,92 @@
+"""The package's shape stays as docs/architecture.md describes it: no import circles, small
+modules, short functions. Read from the sources (ast), nothing imported."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "streamconv"
+MAX_MODULE_LINES = 430   # "about 400"
+MAX_FUNCTION_LINES = 50  # def line to last line; a longer one says why in a "# long:" comment
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """streamconv modules ``name`` imports, at module level or in functions (not under
+    TYPE_CHECKING); importing a submodule from outside its package counts as importing the
+    package too, since its ``__init__`` runs first."""
+    found: set[str] = set()
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                continue
+            if isinstance(child, ast.ImportFrom) and (child.level or (child.module or "").startswith("streamconv")):
+                if child.level:
+                    base = package[: len(package) - (child.level - 1)] + ([child.module] if child.module else [])
+                    target = ".".join(base)
+                else:
+                    target = child.module
+                found.update(c for c in [target, *(f"{target}.{a.name}" for a in child.names)] if c in MODULES)
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
+    for target in list(found):
+        parts = target.split(".")
+        for k in range(1, len(parts)):
+            parent = ".".join(parts[:k])
+            if parent in MODULES and not name.startswith(parent + ".") and name != parent:
+                found.add(parent)
+    found.discard(name)
+    return found
+
+
+def test_no_module_imports_itself_back_through_others():
+    graph = {name: _imports(name, path) for name, path in MODULES.items()}
+    cycles = []
+
+    def walk(start: str, node: str, trail: list[str]) -> None:
+        for nxt in graph[node]:
+            if nxt == start:
+                cycles.append(" -> ".join(trail + [nxt]))
+            elif nxt not in trail and nxt > start:  # each cycle found once, from its smallest module
+                walk(start, nxt, trail + [nxt])
+
+    for name in sorted(graph):
+        walk(name, name, [name])
+    assert cycles == [], "\n".join(cycles[:10])
+
+
+def test_modules_stay_about_400_lines():
+    long = {name: n for name, path in MODULES.items()
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert long == {}
+
+
+def test_functions_stay_short_or_say_why():
+    long = []
+    for name, path in MODULES.items():
+        source = path.read_text(encoding="utf-8")
+        lines = source.splitlines()
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                body = lines[start - 1: node.end_lineno]
+                if len(body) > MAX_FUNCTION_LINES and not any("# long:" in line for line in body):
+                    long.append(f"{name}.{node.name}: {len(body)} lines")
+    assert long == []
+
+
+def test_every_module_says_what_it_is_for():
+    missing = [name for name, path in MODULES.items()
+               if not ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))]
+    assert missing == []
