@@ -149,7 +149,7 @@ def poisoned_run(backend, slot, frame: np.ndarray) -> np.ndarray:
     ``frame`` is what the slot's ``host_in`` holds: (H, W, C) uint8 or uint16, or flat 4:2:0
     planes, of the slot's dtype.
     """
-    import pycuda.driver as driver
+    import pycuda.driver as driver  # optional (the cuda extra); the caller already runs a CUDA backend
 
     if frame.dtype != slot.host_in.dtype:
         raise ValueError(f"frame dtype {frame.dtype} != slot dtype {slot.host_in.dtype}")

@@ -16,6 +16,7 @@ import functools
 import logging
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Mapping
 
 from .borders import BORDER_CODES
@@ -58,7 +59,7 @@ def _compile_cached(name: str, define_items: tuple[tuple[str, object], ...], arc
     label = specialisation_name(name, defines)
     if shutil.which("nvcc") is None:
         raise BackendUnavailableError(f"nvcc not found on PATH; it is needed to compile {label}")
-    from pycuda import compiler
+    from pycuda import compiler  # optional (the cuda extra), and slow to import
     from pycuda.driver import CompileError
 
     source = with_defines(kernel_source(name), defines)
@@ -86,7 +87,7 @@ def compile_kernel(name: str, defines: Mapping[str, object], arch: str) -> bytes
 
 def load_module(name: str, defines: Mapping[str, object], arch: str):
     """A new PyCUDA module instance of a specialisation, in the current CUDA context."""
-    import pycuda.driver as driver
+    import pycuda.driver as driver  # optional (the cuda extra)
 
     return driver.module_from_buffer(compile_kernel(name, defines, arch))
 
@@ -95,7 +96,5 @@ def precompile(specialisations: list[tuple[str, Mapping[str, object]]], arch: st
                workers: int = 8) -> None:
     """Compile many (kernel file, defines) specialisations in parallel (nvcc runs as separate
     processes), filling the caches."""
-    from concurrent.futures import ThreadPoolExecutor
-
     with ThreadPoolExecutor(max_workers=workers) as pool:
         list(pool.map(lambda item: compile_kernel(item[0], item[1], arch), specialisations))

@@ -74,8 +74,8 @@ def check_output_path(output: str | os.PathLike, *, overwrite: bool, protect: It
         The output as a Path.
 
     Raises:
-        OutputError: it is an input, a folder, its folder is missing, its name is too long
-            or otherwise refused by the OS, or it exists and ``overwrite`` is False.
+        OutputError: it is an input, a folder, its folder is missing or not writable, its name
+            is too long or otherwise refused by the OS, or it exists and ``overwrite`` is False.
     """
     path = Path(output)
     for role, other in _protected(protect):
@@ -89,6 +89,8 @@ def check_output_path(output: str | os.PathLike, *, overwrite: bool, protect: It
             raise OutputError(f"{what} folder does not exist: {path.parent}")
         if path.is_dir():
             raise OutputError(f"{what} is a folder: {output}")
+        if not os.access(path.parent, os.W_OK | os.X_OK):
+            raise OutputError(f"{what} folder is not writable: {path.parent}")
         if os.path.lexists(path) and not overwrite:
             raise OutputError(f"{what} exists: {output} (pass --overwrite to replace it)")
     except OutputError:

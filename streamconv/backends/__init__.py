@@ -13,6 +13,8 @@ from ..borders import DEFAULT_BORDER
 from ..cuda_device import cuda_status
 from ..errors import BackendUnavailableError, FilterSpecError
 from ..filters import FilterStage
+from .cpu import CpuBackend
+from .cuda import CudaBackend
 from .plan import AUTO, ChainPlan, check_kernel, plan_chain
 from .protocol import Backend
 
@@ -68,9 +70,5 @@ def create_backend(name: str, filters: Sequence[FilterStage], *, border: str = D
     """
     resolved = resolve_backend(name, device=device)
     if resolved == "cuda":
-        from .cuda import CudaBackend
-
         return CudaBackend(filters, border=border, device=device, kernel=kernel, plan=plan, **cuda_options)
-    from .cpu import CpuBackend
-
     return CpuBackend(filters, border=border)

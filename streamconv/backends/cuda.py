@@ -102,7 +102,7 @@ class CudaBackend(Backend):
                  device: int = 0, pinned: bool = True, blocking_sync: bool = True,
                  kernel: str = AUTO, plan: ChainPlan | None = None) -> None:
         try:
-            import pycuda.driver as driver
+            import pycuda.driver as driver  # optional (the cuda extra): its absence is an error here
         except ImportError:
             raise BackendUnavailableError("cuda backend unavailable: pycuda not installed") from None
         self._driver = driver

@@ -16,6 +16,10 @@ import platform
 import sys
 from typing import Sequence
 
+import av
+import cv2
+import numpy
+
 from .. import __version__
 from ..backends import cuda_status
 from ..errors import EXIT_INTERRUPTED, StreamconvError
@@ -41,17 +45,13 @@ def cmd_filters(_args: argparse.Namespace) -> int:
 
 def cmd_info(_args: argparse.Namespace) -> int:
     """``streamconv info``: versions and backend availability."""
-    import av
-    import cv2
-    import numpy
-
     print(f"streamconv {__version__}")
     print(f"python     {platform.python_version()} ({sys.executable})")
     print(f"numpy      {numpy.__version__}")
     print(f"av         {av.__version__} (FFmpeg libavcodec {'.'.join(map(str, av.library_versions['libavcodec']))})")
     print(f"opencv     {cv2.__version__}")
     try:
-        import pycuda
+        import pycuda  # optional (the cuda extra): its absence is what info reports
 
         print(f"pycuda     {pycuda.VERSION_TEXT}")
     except ImportError:

@@ -28,9 +28,9 @@ DEFAULT_METHOD = "tiled"
 """What ``method="auto"`` runs on the GPU: the fastest in ``benchmarks/nn.py`` on the H100."""
 
 DEFAULT_WORKSPACE_BYTES = 1 << 30
-"""im2col columns are unrolled at most this many bytes at a time, then multiplied. Fewer, larger
-rounds measured faster on the H100 (9.0 ms at 1 GiB, 10.4 ms at 256 MiB, 22 ms at 16 MiB, for
-C = M = 64, K = 3 at 1080p): each round ends in a tail of idle SMs."""
+"""im2col columns are unrolled at most this many bytes at a time, then multiplied: fewer, larger
+rounds are faster, as each round ends in a tail of idle SMs (benchmarks/README.md, "Where the
+tuning constants ... come from")."""
 
 _DIRECT_TILE = 16
 _IM2COL_THREADS = 256
@@ -62,8 +62,8 @@ def tiled_defines(shape: ConvShape) -> dict[str, int] | None:
         mb //= 2
         mt = min(mt, mb)
     chunk = max(1, min(_MAX_CHUNK_CHANNELS, shape.c, _SHARED_BUDGET // per_channel))
-    # Two or three resident blocks per SM beat one with no register limit (H100, benchmarks/nn.py
-    # sweep: 48% against 35% of the FP32 peak at C = M = 64, K = 3), despite a few spilled bytes.
+    # Two or three resident blocks per SM beat one with no register limit, despite a few spilled
+    # bytes (benchmarks/README.md).
     return {"KSIZE": k, "STRIDE": s, "TILE_W": tile_w, "TILE_H": tile_h, "PX": px, "MT": mt, "MB": mb,
             "CB": chunk, "MIN_BLOCKS": 2 if mt == 16 else 3}
 
@@ -92,8 +92,8 @@ def gemm_threads(defines: dict[str, int]) -> int:
 def gemm_defines(rows: int) -> dict[str, int]:
     """The #defines of gemm.cu for an output of ``rows`` rows (M): the row tile grows with M.
 
-    Four blocks per SM (at most 128 registers) and, from 32 rows on, 64-column tiles measured
-    fastest on the H100 (C = M = 64, K = 3: 28% of the FP32 peak against 23% at 128 columns).
+    Four blocks per SM (at most 128 registers) and, from 32 rows on, 64-column tiles: the
+    fastest in benchmarks/nn.py (benchmarks/README.md).
     """
     for bm, tm in ((8, 1), (16, 2), (32, 4), (64, 8)):
         if rows <= bm:
