@@ -309,3 +309,9 @@ def test_pipeline_checks_slot_memory_before_allocating_any(monkeypatch):
     assert allocations == []
     stats = streamconv.Pipeline("test:320x240,frames=2", [], backend="cpu", ring=3).run()  # 1.3 MiB
     assert stats.frames == 2 and len(allocations) == 1
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), float("inf"), 1e308, -1.0])
+def test_the_library_refuses_a_timeout_ffmpeg_cannot_count(sample_clip, timeout):
+    with pytest.raises(streamconv.FilterSpecError, match="timeout must be 0 to"):
+        streamconv.FileSource(str(sample_clip), timeout=timeout)

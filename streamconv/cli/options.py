@@ -8,9 +8,7 @@ import math
 import re
 
 from ..frames import MAX_RING
-
-MAX_TIMEOUT = 1e6
-"""Longest --timeout, in seconds (11.6 days; FFmpeg counts it in int64 microseconds). 0 waits forever."""
+from ..io.file import MAX_TIMEOUT
 
 
 def non_negative_int(text: str) -> int:

@@ -25,7 +25,7 @@ import numpy as np
 from av.codec.hwaccel import HWAccel, hwdevices_available
 from av.sidedata.sidedata import Type as SideData
 
-from ..errors import FrameFormatError, FrameTypeError, InputError, NoVideoStreamError, StreamError
+from ..errors import FilterSpecError, FrameFormatError, FrameTypeError, InputError, NoVideoStreamError, StreamError
 from ..frames import DEFAULT_MAX_PIXELS, check_frame_size
 from ..slots import RESIZED, FrameMeta
 from .colour import FULL_RANGE, ColourTags, format_bits, frame_to_rgb, plane_rows
@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 
 NETWORK_TIMEOUT = 10.0
 """Seconds a network input may send nothing before the run gives up (``--timeout``)."""
+MAX_TIMEOUT = 1e6
+"""Longest timeout, in seconds (11.6 days; FFmpeg counts it in int64 microseconds). 0 waits forever."""
 
 
 class FileSource(Source):
@@ -108,6 +110,8 @@ class FileSource(Source):
                 raise InputError(f"input is a directory, not a video: {self.path}")
         if timeout is None:
             timeout = NETWORK_TIMEOUT if "://" in self.path else 0
+        if not 0 <= timeout <= MAX_TIMEOUT:  # NaN fails it too
+            raise FilterSpecError(f"timeout must be 0 to {MAX_TIMEOUT:g} seconds (0: wait forever), got {timeout}")
         self.timeout = timeout or None
         options = {}
         if self.timeout:
