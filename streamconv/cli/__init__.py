@@ -16,8 +16,8 @@ import platform
 import sys
 from typing import Sequence
 
+import cv2  # (before av: see streamconv.io.display.check_import_order)
 import av
-import cv2
 import numpy
 
 from .. import __version__
