@@ -74,8 +74,9 @@ def check_output_path(output: str | os.PathLike, *, overwrite: bool, protect: It
         The output as a Path.
 
     Raises:
-        OutputError: it is an input, a folder, its folder is missing or not writable, its name
-            is too long or otherwise refused by the OS, or it exists and ``overwrite`` is False.
+        OutputError: it is an input, a folder, a device, FIFO or socket, its folder is missing or
+            not writable, its name is too long or otherwise refused by the OS, or it exists and
+            ``overwrite`` is False.
     """
     path = Path(output)
     for role, other in _protected(protect):
@@ -93,11 +94,25 @@ def check_output_path(output: str | os.PathLike, *, overwrite: bool, protect: It
             raise OutputError(f"{what} folder is not writable: {path.parent}")
         if os.path.lexists(path) and not overwrite:
             raise OutputError(f"{what} exists: {output} (pass --overwrite to replace it)")
+        _refuse_special(path, what)
     except OutputError:
         raise
     except OSError as exc:
         raise OutputError(f"cannot write {what} {output}: {exc.strerror or exc}") from None
     return path
+
+
+def _refuse_special(path: Path, what: str) -> None:
+    """Refuse to replace a device such as /dev/null, a FIFO or a socket at ``path``: it would
+    be replaced by a regular file (a system's /dev/null, when run as root). A folder is left
+    to rename(2), which never replaces a non-empty one."""
+    try:
+        mode = os.stat(path).st_mode  # through a link too: /dev/stdout is a link to a terminal or pipe
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        raise OutputError(f"{what} is not a regular file (a device, pipe or socket): {path}; "
+                          f"it is never replaced (leave out -o to discard the frames)")
 
 
 def _temp_name(target: Path) -> str:
@@ -216,6 +231,7 @@ class AtomicFile:
         if not self.overwrite:
             _rename_noreplace(self.temp, self.target)
             return
+        _refuse_special(self.target, self.what)
         try:
             old = os.lstat(self.target)
         except FileNotFoundError:
