@@ -302,8 +302,6 @@ class Pipeline:
                    planes: YuvLayout | None) -> None:
         """One backend and one set of slots for the chain and frame size of now, until the
         source ends, stop(), a filter swap or a new frame size."""
-        check_slot_memory(self.source.shape, self.source.dtype, self.ring, planes=planes,
-                          what=self.source.describe())
         backend = create_backend(self.backend_name, self.filters, border=self.border,
                                  device=self.device, kernel=self.kernel, plan=self.chain_plan)
         try:
@@ -315,15 +313,18 @@ class Pipeline:
                       counts=self._counts, stats=stats, bar=bar, clock=clock,
                       max_frames=self.max_frames, on_frame=self.on_frame).run()
         finally:
-            slots = None  # a new epoch's memory check must not count these
+            slots = None  # the next epoch's memory check must not count these
             backend.close()
 
     def _after_resize(self, stats: RunStats) -> YuvLayout | None:
         """The source's frames changed size: refuse the new size if too large, count it, and
         return the planes layout the next epoch's slots carry (None: RGB)."""
         check_frame_size(self.source.width, self.source.height, self.max_pixels, self.source.describe())
-        stats.resizes += 1
         planes = self.planes
+        # The first epoch's slots were checked when the pipeline was made; a new size is checked here.
+        check_slot_memory(self.source.shape, self.source.dtype, self.ring, planes=planes,
+                          what=self.source.describe())
+        stats.resizes += 1
         log.info("slots re-sized to %dx%d; colour: %s", self.source.width, self.source.height,
                  "planes" if planes else "RGB")
         return planes

@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .publish import write_atomically
+
 STAGES = ("read", "upload", "kernel", "download", "write", "latency")
 PERCENTILES = (50, 95, 99)
 
@@ -243,9 +245,16 @@ class RunStats:
             "samples_ms": {k: [v * 1e3 for v in vals] for k, vals in samples.items() if vals},
         }
 
-    def write_json(self, path: str | Path) -> None:
-        """Write :meth:`to_dict` to ``path``."""
-        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
+    def write_json(self, path: str | Path, *, overwrite: bool = False, protect=(),
+                   what: str = "stats JSON") -> None:
+        """Write :meth:`to_dict` to ``path``, whole or not at all (:func:`streamconv.publish.write_atomically`).
+
+        Raises:
+            OutputError: ``path`` exists (without ``overwrite``), is one of ``protect`` (input
+                specs, or a role -> spec mapping), or cannot be written whole.
+        """
+        write_atomically(path, json.dumps(self.to_dict(), indent=1) + "\n", overwrite=overwrite,
+                         protect=protect, what=what)
 
     def format_table(self) -> str:
         """A plain-text table: one row per stage with p50/p95/p99/max in ms, then totals."""

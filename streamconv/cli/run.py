@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ from ..filters import FilterStage, parse_chain
 from ..io.live import RealtimeSource
 from ..pipeline import Pipeline
 from ..presets import list_presets, load_preset
-from ..publish import check_output_path, write_atomically
+from ..publish import check_output_path
 from ..io.open import open_sink, open_source
 from ..io.sink import FanoutSink, Sink
 from ..io.pattern import is_test_spec
@@ -161,8 +160,7 @@ def _written_by_run(args: argparse.Namespace, *, but: str) -> dict[str, str]:
 def _report(args: argparse.Namespace, stats) -> None:
     """Write --stats-json (whole or not at all) and print the summary table (unless --quiet)."""
     if args.stats_json:
-        write_atomically(args.stats_json, json.dumps(stats.to_dict(), indent=1) + "\n",
-                         overwrite=args.overwrite, what="--stats-json",
+        stats.write_json(args.stats_json, overwrite=args.overwrite, what="--stats-json",
                          protect=_written_by_run(args, but="stats_json"))
     if not args.quiet:
         print(stats.format_table(), file=sys.stderr)
