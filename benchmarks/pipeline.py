@@ -1,7 +1,7 @@
 """End-to-end throughput: is a transcode through streamconv as fast as the codec allows?
 
     python benchmarks/pipeline.py [--sizes 1080p,4K] [--frames N] [--backend cuda] [--bits 8|10]
-                                  [--hwaccel cuda] [--json PATH]
+                                  [--hwaccel cuda] [--nvdec] [--json PATH]
 
 For each size, one generated H.264 clip (a moving test pattern with noise, so the codec
 has real work; yuv420p, or yuv420p10le with ``--bits 10``, where every step below works in
@@ -18,8 +18,13 @@ has real work; yuv420p, or yuv420p10le with ``--bits 10``, where every step belo
 With ``--hwaccel KIND`` (e.g. cuda: NVDEC), decoding alone and both streamconv runs are also
 timed with the decoder on that hardware (frames come back to host memory as nv12 or p010le),
 after checking that it gives the software decoder's planes.
+With ``--nvdec``, the same with NVDEC through PyNvVideoCodec (frames decoded into the slots'
+device planes): NVDEC decoding alone (demux, decode, frames left on the GPU), streamconv null and
+file, after checking that NVDEC gives the software decoder's planes. Every timed row also
+reports the process's CPU time per frame (all threads), so the CPU NVDEC frees is visible.
 Targets (on the GPU machine, CUDA backend): file >= 0.95 x encode, null >= 0.9 x decode,
-file >= 1.8 x the naive loop at 1080p. The streamconv outputs are checked against the CPU
+file >= 1.8 x the naive loop at 1080p; with NVDEC, file >= 0.9 x min(encode, NVDEC decode),
+null >= 0.9 x NVDEC decode, and at most half the CPU time per frame of the CPU-decode run. The streamconv outputs are checked against the CPU
 backend on a few frames first.
 """
 
@@ -76,13 +81,55 @@ def make_clip(path: Path, width: int, height: int, frames: int) -> None:
             container.mux(packet)
 
 
+CPU_MS: dict[int, float] = {}  # id of the last fps_of's run -> process CPU ms per frame
+
+
 def fps_of(run, frames: int) -> float:
-    begin = time.perf_counter()
+    """Frames per second of ``run()`` (which returns the frames it did); its process CPU time per
+    frame (every thread's) goes to ``CPU_MS[id(run)]``."""
+    begin, cpu_begin = time.perf_counter(), time.process_time()
     counted = run()
-    elapsed = time.perf_counter() - begin
+    elapsed, cpu = time.perf_counter() - begin, time.process_time() - cpu_begin
     if counted != frames:
         raise SystemExit(f"expected {frames} frames, got {counted}")
+    CPU_MS[id(run)] = 1e3 * cpu / frames
     return frames / elapsed
+
+
+def timed(row: dict, key: str, run, frames: int) -> None:
+    """row[key] = fps of ``run``; row[key + "_cpu_ms"] = its CPU milliseconds per frame."""
+    row[key] = fps_of(run, frames)
+    row[key + "_cpu_ms"] = CPU_MS.pop(id(run))
+
+
+def nvdec_decode_only(clip: Path) -> int:
+    """NVDEC alone: demux with PyAV, decode with PyNvVideoCodec, frames left on the GPU."""
+    import PyNvVideoCodec as nvc  # optional (the nvdec extra)
+    import pycuda.driver as driver
+
+    driver.init()
+    context = driver.Device(0).retain_primary_context()
+    context.push()
+    count = 0
+    try:
+        stream = driver.Stream()
+        decoder = nvc.CreateDecoder(gpuid=0, codec=nvc.cudaVideoCodec.H264, cudacontext=context.handle,
+                                    cudastream=stream.handle, usedevicememory=True)
+        with av.open(str(clip)) as container:
+            video = container.streams.video[0]
+            annex_b = av.bitstream.BitStreamFilterContext("h264_mp4toannexb", video)
+            for packet in container.demux(video):
+                for filtered in annex_b.filter(packet if packet.size else None):
+                    data = np.frombuffer(bytes(filtered), np.uint8)
+                    bitstream = nvc.PacketData()
+                    bitstream.bsl_data, bitstream.bsl, bitstream.pts = data.ctypes.data, data.size, filtered.pts or 0
+                    count += len(decoder.Decode(bitstream))
+        count += len(decoder.Decode(nvc.PacketData()))
+        stream.synchronize()
+    finally:
+        driver.Context.pop()
+        context.detach()
+    return count
 
 
 def decode_only(clip: Path, *, rgb: bool, hwaccel: str | None = None) -> int:
@@ -154,15 +201,19 @@ STAGE_MEANS: dict[str, dict[str, float]] = {}  # run label -> stage -> mean ms, 
 
 
 def streamconv_run(clip: Path, out: Path | None, backend: str, *, colour: str = "backend",
-                   hwaccel: str | None = None) -> int:
+                   hwaccel: str | None = None, nvdec: bool = False) -> int:
     sink_options = {"preset": "ultrafast", "overwrite": True} if out is not None else None
-    pipeline = streamconv.Pipeline(streamconv.FileSource(clip, hwaccel=hwaccel), [SPEC], str(out) if out else None,
+    source = (streamconv.open_source(clip, decoder="nvdec") if nvdec
+              else streamconv.FileSource(clip, hwaccel=hwaccel))
+    pipeline = streamconv.Pipeline(source, [SPEC], str(out) if out else None,
                                    backend=backend, sink_options=sink_options, colour=colour)
     if colour == "backend" and pipeline.planes is None:
         raise SystemExit(f"expected the {PIX_FMT} planes path")
+    if nvdec and not pipeline.device_input:
+        raise SystemExit("expected NVDEC to decode into the slots' device planes")
     stats = pipeline.run()
     label = (f"{clip.stem} {'file' if out else 'null'}{'' if colour == 'backend' else ' host colour'}"
-             f"{f' {hwaccel} decode' if hwaccel else ''}")
+             f"{f' {hwaccel} decode' if hwaccel else ''}{' nvdec' if nvdec else ''}")
     STAGE_MEANS[label] = {stage: round(row["mean"], 3) for stage, row in stats.summary().items()}
     return stats.frames
 
@@ -225,6 +276,33 @@ def hardware_planes_difference(clip: Path, hwaccel: str) -> int:
     return worst
 
 
+def nvdec_rows(row: dict, clip: Path, work: Path, backend: str, frames: int) -> None:
+    """NVDEC's rows: its planes checked against software decoding, then decode alone, null, file."""
+    row["nvdec_planes_max_diff"] = nvdec_planes_difference(clip)
+    timed(row, "nvdec_decode", lambda: nvdec_decode_only(clip), frames)
+    timed(row, "streamconv_null_nvdec", lambda: streamconv_run(clip, None, backend, nvdec=True), frames)
+    timed(row, "streamconv_file_nvdec", lambda: streamconv_run(clip, work / "sc.mp4", backend, nvdec=True), frames)
+    bound = min(row["encode"], row["nvdec_decode"])
+    row["nvdec_file_over_bound"] = row["streamconv_file_nvdec"] / bound
+    row["nvdec_null_over_decode"] = row["streamconv_null_nvdec"] / row["nvdec_decode"]
+    row["nvdec_cpu_ms_over_cpu_decode"] = row["streamconv_file_nvdec_cpu_ms"] / row["streamconv_file_cpu_ms"]
+
+
+def nvdec_planes_difference(clip: Path) -> int:
+    """Largest difference between NVDEC's planes and the software decoder's over the whole clip."""
+    worst = 0
+    with streamconv.open_source(clip, decoder="nvdec") as hardware, streamconv.FileSource(clip) as software:
+        got, expected = np.empty(hardware.planes.shape, hardware.planes.dtype), np.empty(software.planes.shape,
+                                                                                          software.planes.dtype)
+        while hardware.read_into(got) is not None:
+            if software.read_into(expected) is None:
+                raise SystemExit("NVDEC gave more frames than the software decoder")
+            worst = max(worst, int(np.abs(got.astype(np.int64) - expected).max()))
+        if software.read_into(expected) is not None:
+            raise SystemExit("NVDEC gave fewer frames than the software decoder")
+    return worst
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1080p,4K", help=f"comma-separated, of {', '.join(SIZES)}")
@@ -234,6 +312,8 @@ def main() -> None:
                         help="the clip's bits per sample (10: yuv420p10le, filtered in 16 bits)")
     parser.add_argument("--hwaccel", metavar="KIND",
                         help="also time decoding on this hardware decoder (e.g. cuda) and streamconv with it")
+    parser.add_argument("--nvdec", action="store_true",
+                        help="also time NVDEC (PyNvVideoCodec) decoding alone and streamconv with it")
     parser.add_argument("--json", default="pipeline.json")
     args = parser.parse_args()
     global PIX_FMT, RGB_FMT
@@ -254,25 +334,25 @@ def main() -> None:
             make_clip(clip, width, height, args.frames)
             worst = max(check(clip, backend), check_planes(clip, backend))
             frames = yuv_frames(clip, 30)
-            row = {
-                "size": label, "frames": args.frames, "max_lsb_vs_cpu": worst,
-                "decode": fps_of(lambda: decode_only(clip, rgb=False), args.frames),
-                "decode_rgb": fps_of(lambda: decode_only(clip, rgb=True), args.frames),
-                "encode": fps_of(lambda: encode_only(frames, args.frames, work / "enc.mp4", width, height),
-                                 args.frames),
-                "naive": fps_of(lambda: naive_loop(clip, work / "naive.mp4"), args.frames),
-                "streamconv_null": fps_of(lambda: streamconv_run(clip, None, backend), args.frames),
-                "streamconv_file": fps_of(lambda: streamconv_run(clip, work / "sc.mp4", backend), args.frames),
-                "host_colour_file": fps_of(lambda: streamconv_run(clip, work / "sc.mp4", backend, colour="host"),
-                                           args.frames),
-            }
+            row = {"size": label, "frames": args.frames, "max_lsb_vs_cpu": worst}
+            timed(row, "decode", lambda: decode_only(clip, rgb=False), args.frames)
+            timed(row, "decode_rgb", lambda: decode_only(clip, rgb=True), args.frames)
+            timed(row, "encode", lambda: encode_only(frames, args.frames, work / "enc.mp4", width, height),
+                  args.frames)
+            timed(row, "naive", lambda: naive_loop(clip, work / "naive.mp4"), args.frames)
+            timed(row, "streamconv_null", lambda: streamconv_run(clip, None, backend), args.frames)
+            timed(row, "streamconv_file", lambda: streamconv_run(clip, work / "sc.mp4", backend), args.frames)
+            timed(row, "host_colour_file", lambda: streamconv_run(clip, work / "sc.mp4", backend, colour="host"),
+                  args.frames)
             if args.hwaccel:
                 row["hw_planes_max_diff"] = hardware_planes_difference(clip, args.hwaccel)
-                row["decode_hw"] = fps_of(lambda: decode_only(clip, rgb=False, hwaccel=args.hwaccel), args.frames)
-                row["streamconv_null_hw"] = fps_of(lambda: streamconv_run(clip, None, backend, hwaccel=args.hwaccel),
-                                                   args.frames)
-                row["streamconv_file_hw"] = fps_of(
-                    lambda: streamconv_run(clip, work / "sc.mp4", backend, hwaccel=args.hwaccel), args.frames)
+                timed(row, "decode_hw", lambda: decode_only(clip, rgb=False, hwaccel=args.hwaccel), args.frames)
+                timed(row, "streamconv_null_hw", lambda: streamconv_run(clip, None, backend, hwaccel=args.hwaccel),
+                      args.frames)
+                timed(row, "streamconv_file_hw",
+                      lambda: streamconv_run(clip, work / "sc.mp4", backend, hwaccel=args.hwaccel), args.frames)
+            if args.nvdec:
+                nvdec_rows(row, clip, work, backend, args.frames)
             row["file_over_encode"] = row["streamconv_file"] / row["encode"]
             row["null_over_decode"] = row["streamconv_null"] / row["decode"]
             row["file_over_naive"] = row["streamconv_file"] / row["naive"]
@@ -297,6 +377,19 @@ def main() -> None:
         print(f"{'size':<7}" + "".join(f"{c:>20}" for c in columns))
         for row in result["sizes"]:
             print(f"{row['size']:<7}" + "".join(f"{row[c]:>20.1f}" for c in columns))
+    if args.nvdec:
+        print("\nNVDEC (PyNvVideoCodec), frames decoded into the slots' device planes; frames/s, and CPU ms "
+              "per frame of the whole process:")
+        columns = ("nvdec_decode", "streamconv_null_nvdec", "streamconv_file_nvdec")
+        print(f"{'size':<7}" + "".join(f"{c:>24}" for c in columns) + f"{'file cpu ms (cpu decode)':>28}")
+        for row in result["sizes"]:
+            print(f"{row['size']:<7}" + "".join(f"{row[c]:>16.1f} ({row[c + '_cpu_ms']:5.2f})" for c in columns)
+                  + f"{row['streamconv_file_cpu_ms']:>28.2f}")
+        print(f"{'size':<7}{'planes diff':>12}{'file/min(enc,nvdec)':>21}{'null/nvdec':>12}{'cpu ratio':>11}"
+              "   targets 0, 0.9, 0.9, <= 0.5")
+        for row in result["sizes"]:
+            print(f"{row['size']:<7}{row['nvdec_planes_max_diff']:>12}{row['nvdec_file_over_bound']:>21.2f}"
+                  f"{row['nvdec_null_over_decode']:>12.2f}{row['nvdec_cpu_ms_over_cpu_decode']:>11.2f}")
     print(f"\n{'size':<7}{'file/encode':>13}{'null/decode':>13}{'file/naive':>12}   targets 0.95, 0.9, 1.8 (1080p)")
     for row in result["sizes"]:
         print(f"{row['size']:<7}{row['file_over_encode']:>13.2f}{row['null_over_decode']:>13.2f}"

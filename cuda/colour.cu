@@ -11,7 +11,11 @@
 // rgb_to_yuv420: Y per pixel (>> TO_YUV_BITS); U and V from the sums of R, G, B over the 2 x 2
 //                block (>> TO_YUV_BITS + 2, then + CMID), clamped to 0..CODE_MAX.
 //
-// Thread mapping (both): one thread per 2 x 2 block, i.e. per chroma sample; block (32, 8),
+// semi_planar_to_planes: a hardware decoder's surface (NV12 for 8 bits, P016 for more: a luma plane and
+//                an interleaved U/V plane, each row `pitch` bytes, the samples in the high bits of 16
+//                for P016) into the flat planes above; each sample >> `shift` (0, 6 for 10-bit, 4 for 12).
+//
+// Thread mapping (all three): one thread per 2 x 2 block, i.e. per chroma sample; block (32, 8),
 // grid (ceil(W/2 / 32), ceil(H/2 / 8)).
 //
 // Macros (defaults: 8 bits, BT.601, limited range): SAMPLE_BYTES, Y0, CMID, CODE_MAX, RGB_MAX,
@@ -181,6 +185,31 @@ __global__ void rgb_to_yuv420(const sample_t* __restrict__ rgb, int rgb_pitch_by
         clamp_code((int)((UR * red_sum + UG * green_sum + UB * blue_sum + half) >> (TO_YUV_BITS + 2)) + CMID);
     yuv[chroma_at + chroma_plane] =
         clamp_code((int)((VR * red_sum + VG * green_sum + VB * blue_sum + half) >> (TO_YUV_BITS + 2)) + CMID);
+}
+
+__global__ void semi_planar_to_planes(const unsigned char* __restrict__ luma,
+                                      const unsigned char* __restrict__ chroma, int pitch_bytes,
+                                      sample_t* __restrict__ yuv, int width, int height, int shift)
+{
+    const int cx = blockIdx.x * blockDim.x + threadIdx.x;
+    const int cy = blockIdx.y * blockDim.y + threadIdx.y;
+    const int chroma_width = width >> 1;
+    if (cx >= chroma_width || cy >= (height >> 1)) return;
+
+#pragma unroll
+    for (int dy = 0; dy < 2; ++dy) {
+        const int row = 2 * cy + dy;
+        const sample2_t pair = *reinterpret_cast<const sample2_t*>(luma + (size_t)row * pitch_bytes
+                                                                    + 2 * cx * SAMPLE_BYTES);
+        *reinterpret_cast<sample2_t*>(yuv + (size_t)row * width + 2 * cx) =
+            MAKE_SAMPLE2(pair.x >> shift, pair.y >> shift);
+    }
+    const sample2_t uv = *reinterpret_cast<const sample2_t*>(chroma + (size_t)cy * pitch_bytes
+                                                              + 2 * cx * SAMPLE_BYTES);
+    const size_t chroma_plane = (size_t)chroma_width * (height >> 1);
+    const size_t chroma_at = (size_t)width * height + (size_t)cy * chroma_width + cx;
+    yuv[chroma_at] = uv.x >> shift;
+    yuv[chroma_at + chroma_plane] = uv.y >> shift;
 }
 
 }  // extern "C"

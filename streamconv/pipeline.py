@@ -32,6 +32,12 @@ COLOUR_PATHS = ("auto", "backend", "host")
 """Where yuv420p video is converted to and from RGB (``Pipeline(colour=...)``, ``--colour``)."""
 
 
+def choose_decoder(decoder: str, backend_name: str) -> str:
+    """The decoder to open a file with: ``auto`` takes NVDEC only for the cuda backend (see
+    :func:`streamconv.io.open.open_source`); ``cpu`` and ``nvdec`` stand."""
+    return "cpu" if decoder == "auto" and backend_name != "cuda" else decoder
+
+
 class Pipeline:
     """A source, a filter chain and a sink, run with a ring of slots.
 
@@ -56,6 +62,11 @@ class Pipeline:
         max_pixels: refuse a source whose frames have more pixels than this (None: no
             limit), before any host or device buffer is allocated; checked again when the
             frame size changes mid-stream.
+        decoder: who decodes a file or stream given as a spec: ``"auto"`` (NVDEC when the backend
+            is cuda and NVDEC takes the stream, else the CPU), ``"cpu"`` or ``"nvdec"`` (see
+            :func:`streamconv.io.open.open_source`). With NVDEC and the cuda backend on the same
+            device, frames that travel as planes are decoded into the slots' device buffers:
+            nothing is uploaded.
         colour: where yuv420p video is converted to and from RGB. ``"backend"``: when the
             source decodes yuv420p and the sink encodes it (and no ``on_frame`` wants RGB),
             the slots carry the planes and the backend converts (cuda: on the GPU, so half the
@@ -88,7 +99,7 @@ class Pipeline:
                  device: int = 0, kernel: str = "auto", progress: bool = False, status: bool = False,
                  on_frame: Callable[[np.ndarray, FrameMeta], None] | None = None,
                  sink_options: dict[str, Any] | None = None, colour: str = "auto",
-                 max_pixels: int | None = DEFAULT_MAX_PIXELS) -> None:
+                 max_pixels: int | None = DEFAULT_MAX_PIXELS, decoder: str = "auto") -> None:
         ring = as_count(ring, "ring", 1, MAX_RING)
         device = as_count(device, "device", 0)
         if max_frames is not None:
@@ -110,7 +121,7 @@ class Pipeline:
         if max_pixels is not None and max_pixels < 1:
             raise FrameFormatError(f"max_pixels must be >= 1, got {max_pixels}")
         self.max_pixels = max_pixels
-        self.source = open_source(source)
+        self.source = open_source(source, decoder=choose_decoder(decoder, self.backend_name), device=device)
         try:
             check_frame_size(self.source.width, self.source.height, max_pixels, self.source.describe())
             check_slot_memory(self.source.shape, self.source.dtype, ring, what=self.source.describe())
@@ -126,6 +137,13 @@ class Pipeline:
         self._swap_lock = threading.Lock()
         self._pending: tuple[list[FilterStage], ChainPlan | None, str | None] | None = None
         self._released = False  # run() or close() owns the source and sink now
+
+    @property
+    def device_input(self) -> bool:
+        """Whether the source writes frames straight into the slots' device planes (NVDEC on the
+        backend's GPU, frames travelling as planes)."""
+        return (self.backend_name == "cuda" and getattr(self.source, "device_frames", False)
+                and getattr(self.source, "device", None) == self.device and self.planes is not None)
 
     @property
     def planes(self) -> YuvLayout | None:
@@ -306,9 +324,11 @@ class Pipeline:
                                  device=self.device, kernel=self.kernel, plan=self.chain_plan)
         try:
             stats.backend = backend.describe()
+            stats.decoder = getattr(self.source, "decoder", "")
             log.info("%s -> %s on %s", self.source.describe(), self.sink.describe(), stats.backend)
+            in_place = {"device_input": True} if planes is not None and self.device_input else {}
             slots = backend.allocate_slots(self.source.shape, self.ring, planes=planes,
-                                           dtype=self.source.dtype)
+                                           dtype=self.source.dtype, **in_place)
             RingEpoch(backend, slots, source=self.source, sink=self.sink, controls=self._controls,
                       counts=self._counts, stats=stats, bar=bar, clock=clock,
                       max_frames=self.max_frames, on_frame=self.on_frame).run()

@@ -176,7 +176,7 @@ class RingEpoch:
             return False
         slot.reset()
         started = time.perf_counter()
-        meta = self.source.read_into(slot.host_in)
+        meta = self.source.read_into(slot.input_target)
         ready = time.perf_counter()
         if meta is RESIZED:  # a new epoch re-sizes the slots; this one drains
             counts.resized = True

@@ -51,6 +51,23 @@ into a buffer of that shape."""
 
 
 @dataclass
+class DeviceInput:
+    """Where a source that decodes on the GPU writes a slot's frame (``Source.read_into(DeviceInput)``).
+
+    Attributes:
+        address: device address of the flat 4:2:0 planes (``layout``: Y, then U, then V, rows
+            packed; ``layout.nbytes`` bytes of ``layout.dtype`` samples), in the backend's device.
+        layout: the planes' size, depth and colour.
+        written: a CUDA event (of the device's primary context) the source records on its own
+            stream after its last write; the backend's stream waits for it before reading.
+    """
+
+    address: int
+    layout: YuvLayout
+    written: Any
+
+
+@dataclass
 class Slot:
     """One ring entry: input and output host buffers plus backend-owned device state.
 
@@ -65,6 +82,8 @@ class Slot:
         started: perf_counter() when reading of the frame began (latency origin).
         planes: the YUV layout when the buffers hold planes (the backend converts colour),
             None for RGB frames.
+        device_input: where a GPU-decoding source writes the frame instead of ``host_in`` (then
+            an empty placeholder), None when frames arrive in host memory.
     """
 
     index: int
@@ -75,6 +94,12 @@ class Slot:
     times: dict[str, float] = field(default_factory=dict)
     started: float = 0.0
     planes: YuvLayout | None = None
+    device_input: DeviceInput | None = None
+
+    @property
+    def input_target(self) -> np.ndarray | DeviceInput:
+        """What the source reads the frame into: ``device_input`` if the slot has one, else ``host_in``."""
+        return self.device_input if self.device_input is not None else self.host_in
 
     @property
     def frame_shape(self) -> tuple[int, int, int]:

@@ -154,6 +154,8 @@ class RunStats:
 
     Attributes:
         backend: the backend's one-line description.
+        decoder: who decoded the input (e.g. ``nvdec (h264, device 0)``, ``cpu (h264)``), empty
+            for sources that are not decoded.
         frames: frames written to the sink.
         dropped: frames a live source dropped because the pipeline was behind.
         wall_seconds: from the first read to the last write.
@@ -166,6 +168,7 @@ class RunStats:
     """
 
     backend: str = ""
+    decoder: str = ""
     frames: int = 0
     dropped: int = 0
     wall_seconds: float = 0.0
@@ -229,6 +232,7 @@ class RunStats:
         samples = self.samples
         return {
             "backend": self.backend,
+            "decoder": self.decoder,
             "frames": self.frames,
             "dropped": self.dropped,
             "interrupted": self.interrupted,
@@ -271,5 +275,6 @@ class RunStats:
             tail += " (interrupted)"
         if not self.exact:
             tail += f"; percentiles within {100 * RELATIVE_ERROR:g}%"
-        lines.append(tail + f" [{self.backend}]")
+        decoded = f", decoded by {self.decoder}" if self.decoder else ""
+        lines.append(tail + f" [{self.backend}{decoded}]")
         return "\n".join(lines)

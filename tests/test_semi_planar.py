@@ -9,7 +9,8 @@ import pytest
 
 import streamconv
 from streamconv.errors import InputError
-from streamconv.io.file import FileSource, hardware_decoders
+from streamconv.io.container import hardware_decoders
+from streamconv.io.file import FileSource
 from streamconv.io.yuv import SEMI_PLANAR_FORMATS, YuvLayout, split_semi_planar
 
 EXIT_USAGE = 2

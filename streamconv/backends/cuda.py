@@ -201,13 +201,15 @@ class CudaBackend(Backend):
                     if stage.gpu_layer is None]
 
     def allocate_slots(self, shape: tuple[int, int, int], count: int, *,
-                       planes: YuvLayout | None = None, dtype=np.uint8) -> list[Slot]:
+                       planes: YuvLayout | None = None, dtype=np.uint8, device_input: bool = False) -> list[Slot]:
         """Make ``count`` slots for (H, W, C) frames of ``dtype`` (uint8 or uint16); compiles
         the kernels first.
 
         With ``planes``, the host buffers hold flat 4:2:0 planes (1.5 W H samples of
         ``planes.dtype``): they are uploaded as they are, converted to RGB (of
-        ``planes.frame_dtype``) on the GPU before the chain and back after it.
+        ``planes.frame_dtype``) on the GPU before the chain and back after it. With
+        ``device_input`` too, a source that decodes on this GPU writes the planes into the slot's
+        device buffer itself (``slot.device_input``) and nothing is uploaded.
 
         Raises:
             BackendUnavailableError: not enough pinned host or device memory, before any frame.
@@ -220,7 +222,7 @@ class CudaBackend(Backend):
                 self._colour_functions(planes)
             check_device_memory(self._driver, shape, count, planes, dtype.itemsize, self._frame_buffers,
                                 self.device_name)
-            slots = [self._new_slot(index, shape, planes, dtype) for index in range(count)]
+            slots = [self._new_slot(index, shape, planes, dtype, device_input) for index in range(count)]
         self._slots.extend(slots)
         return slots
 
@@ -242,21 +244,25 @@ class CudaBackend(Backend):
         return 3 if len(self.filters) > 1 else 2
 
     def _new_slot(self, index: int, shape: tuple[int, int, int], planes: YuvLayout | None,
-                  dtype: np.dtype) -> Slot:
+                  dtype: np.dtype, device_input: bool = False) -> Slot:
         layer_buffers = {number: stage.gpu_layer.allocate() for number, stage
                          in enumerate(self._stages_for(tuple(shape), dtype)) if stage.gpu_layer is not None}
         return new_slot(self._driver, index, shape, planes, dtype, frame_buffers=self._frame_buffers,
                         filtered=bool(self.filters), pinned=self.pinned, blocking_sync=self.blocking_sync,
-                        layer_buffers=layer_buffers)
+                        layer_buffers=layer_buffers, device_input=device_input)
 
     def submit(self, slot: Slot) -> None:
-        """Issue upload, kernels and download of the slot's frame on its stream; returns at once."""
+        """Issue upload, kernels and download of the slot's frame on its stream; returns at once.
+        A slot with ``device_input`` waits for its source's write instead of uploading."""
         state: DeviceSlot = slot.device
         stream, events = state.stream, state.events
         try:
             with self.activated():
                 events["start"].record(stream)
-                state.upload(stream)
+                if slot.device_input is not None:
+                    stream.wait_for_event(slot.device_input.written)
+                else:
+                    state.upload(stream)
                 events["uploaded"].record(stream)
                 self.launch_kernels(slot, stream)
                 events["computed"].record(stream)
@@ -309,7 +315,8 @@ class CudaBackend(Backend):
         try:
             with self.activated():
                 events["done"].synchronize()
-                slot.times["upload"] = events["uploaded"].time_since(events["start"]) / 1e3
+                if slot.device_input is None:  # else nothing was uploaded
+                    slot.times["upload"] = events["uploaded"].time_since(events["start"]) / 1e3
                 slot.times["kernel"] = events["computed"].time_since(events["uploaded"]) / 1e3
                 slot.times["download"] = events["done"].time_since(events["computed"]) / 1e3
         except self._driver.Error as exc:

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import BackendUnavailableError
 from ..io.yuv import YuvLayout
-from ..slots import Slot
+from ..slots import DeviceInput, Slot
 
 PITCH_SLACK = 512
 """Bytes a pitched row may add to its width (allowed for when checking free device memory)."""
@@ -58,7 +58,7 @@ def check_device_memory(driver, shape: tuple[int, int, int], count: int, planes:
 
 def new_slot(driver, index: int, shape: tuple[int, int, int], planes: YuvLayout | None, dtype: np.dtype, *,
              frame_buffers: int, filtered: bool, pinned: bool, blocking_sync: bool,
-             layer_buffers: dict) -> Slot:
+             layer_buffers: dict, device_input: bool = False) -> Slot:
     """A slot for (H, W, C) frames of ``dtype``, or for ``planes`` (flat 4:2:0 host buffers).
 
     Args:
@@ -67,6 +67,8 @@ def new_slot(driver, index: int, shape: tuple[int, int, int], planes: YuvLayout 
         pinned: page-locked host buffers (True) or pageable ones.
         blocking_sync: waiting for the done event sleeps (True) or spins.
         layer_buffers: per convolution-layer stage number, its float tensors (made by the caller).
+        device_input: (with ``planes``) the source writes the input planes on the device itself
+            (``slot.device_input``); ``host_in`` is then an empty placeholder and nothing is uploaded.
 
     Raises:
         BackendUnavailableError: not enough GPU or pinned memory.
@@ -75,12 +77,10 @@ def new_slot(driver, index: int, shape: tuple[int, int, int], planes: YuvLayout 
     row_bytes = width * channels * dtype.itemsize
     host_shape = planes.shape if planes is not None else shape
     host_dtype = planes.dtype if planes is not None else dtype
+    if device_input and planes is None:
+        raise ValueError("device input needs planes")
     try:
-        if pinned:
-            host_in = driver.pagelocked_empty(host_shape, host_dtype)
-            host_out = driver.pagelocked_empty(host_shape, host_dtype)
-        else:
-            host_in, host_out = np.empty(host_shape, host_dtype), np.empty(host_shape, host_dtype)
+        host_in, host_out = _host_buffers(driver, host_shape, host_dtype, pinned=pinned, device_input=device_input)
         buffers, pitch = [], 0
         for _ in range(frame_buffers):
             allocation, pitch = driver.mem_alloc_pitch(row_bytes, height, 16)
@@ -91,21 +91,40 @@ def new_slot(driver, index: int, shape: tuple[int, int, int], planes: YuvLayout 
         raise BackendUnavailableError(
             f"not enough GPU or pinned memory for a slot of {width}x{height}x{channels} "
             f"({megabytes:.1f} MiB host + device): {exc}") from None
-    if planes is not None:
-        # Planes go up and down whole; the last stage's RGB is converted into device_planes[1].
-        planes_out = device_planes[1] if filtered else device_planes[0]
-        upload = functools.partial(driver.memcpy_htod_async, device_planes[0], host_in)
-        download = functools.partial(driver.memcpy_dtoh_async, host_out, planes_out)
-    else:
-        upload = _copy_2d(driver, row_bytes, height, src_host=host_in, src_pitch=row_bytes,
-                          dst_device=buffers[0], dst_pitch=pitch)
-        download = _copy_2d(driver, row_bytes, height, src_device=buffers[1] if filtered else buffers[0],
-                            src_pitch=pitch, dst_host=host_out, dst_pitch=row_bytes)
+    upload, download = _copies(driver, shape, dtype, planes, host_in, host_out, buffers, pitch, device_planes,
+                               filtered=filtered, device_input=device_input)
     events = {name: driver.Event() for name in ("start", "uploaded", "computed")}
     events["done"] = driver.Event(driver.event_flags.BLOCKING_SYNC if blocking_sync else 0)
     device = DeviceSlot(stream=driver.Stream(), buffers=buffers, pitch=pitch, upload=upload,
                         download=download, events=events, layer_buffers=layer_buffers, planes=device_planes)
-    return Slot(index=index, host_in=host_in, host_out=host_out, device=device, planes=planes)
+    written = (DeviceInput(int(device_planes[0]), planes, driver.Event(driver.event_flags.DISABLE_TIMING))
+               if device_input else None)
+    return Slot(index=index, host_in=host_in, host_out=host_out, device=device, planes=planes,
+                device_input=written)
+
+
+def _copies(driver, shape, dtype, planes, host_in, host_out, buffers, pitch, device_planes, *,
+            filtered: bool, device_input: bool):
+    """The slot's (upload, download), each called with its stream; no upload for device input."""
+    height, width, channels = shape
+    row_bytes = width * channels * dtype.itemsize
+    if planes is not None:
+        # Planes go up and down whole; the last stage's RGB is converted into device_planes[1].
+        planes_out = device_planes[1] if filtered else device_planes[0]
+        upload = None if device_input else functools.partial(driver.memcpy_htod_async, device_planes[0], host_in)
+        return upload, functools.partial(driver.memcpy_dtoh_async, host_out, planes_out)
+    upload = _copy_2d(driver, row_bytes, height, src_host=host_in, src_pitch=row_bytes,
+                      dst_device=buffers[0], dst_pitch=pitch)
+    download = _copy_2d(driver, row_bytes, height, src_device=buffers[1] if filtered else buffers[0],
+                        src_pitch=pitch, dst_host=host_out, dst_pitch=row_bytes)
+    return upload, download
+
+
+def _host_buffers(driver, shape: tuple, dtype: np.dtype, *, pinned: bool, device_input: bool):
+    """(host_in, host_out): page-locked or pageable; host_in an empty placeholder for device input."""
+    allocate = driver.pagelocked_empty if pinned or device_input else np.empty
+    host_in = np.empty(0, dtype) if device_input else allocate(shape, dtype)
+    return host_in, allocate(shape, dtype)
 
 
 def _copy_2d(driver, width_bytes: int, height: int, *, src_pitch: int, dst_pitch: int,

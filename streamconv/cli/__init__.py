@@ -25,6 +25,8 @@ from ..backends import cuda_status
 from ..errors import EXIT_INTERRUPTED, StreamconvError
 from ..filters import describe_registry
 from ..interrupts import SignalGuard
+from ..io.encoder_check import hardware_encoders
+from ..io.nvdec_caps import NvdecUnsupported, decoder_table, nvdec_module
 from ..presets import list_presets, load_preset
 from .bench import cmd_bench
 from .parser import build_parser
@@ -60,7 +62,36 @@ def cmd_info(_args: argparse.Namespace) -> int:
     print("  cpu: available (NumPy + OpenCV reference)")
     usable, reason = cuda_status(0)
     print(f"  cuda: {'available: ' if usable else 'unavailable: '}{reason}")
+    _print_codecs(usable)
     return 0
+
+
+def _print_codecs(gpu: bool) -> None:
+    """The decoders (libavcodec, NVDEC's capabilities on device 0) and the NVENC encoders."""
+    print("decoders:")
+    print("  cpu: libavcodec (every codec of this FFmpeg build)")
+    try:
+        nvdec_module()
+        rows = decoder_table(0) if gpu else []
+        print(f"  nvdec: {_nvdec_summary(rows) if gpu else 'unavailable: no usable GPU'}")
+    except NvdecUnsupported as exc:
+        print(f"  nvdec: unavailable: {exc}")
+    print("encoders (NVENC):")
+    for codec, reason in hardware_encoders().items():
+        print(f"  {codec}: {'available' if reason is None else f'unavailable: {reason}'}")
+
+
+def _nvdec_summary(rows) -> str:
+    """``h264 8-bit (to 4096x4096); hevc 8/10/12-bit (to 8192x8192); ...`` for the supported rows."""
+    by_codec: dict[str, list] = {}
+    for row in rows:
+        if row.supported:
+            by_codec.setdefault(row.codec, []).append(row)
+    if not by_codec:
+        return "unavailable: NVDEC reports no 4:2:0 decoder on device 0"
+    parts = [f"{codec} {'/'.join(str(r.bits) for r in found)}-bit (to {found[0].max_width}x{found[0].max_height})"
+             for codec, found in by_codec.items()]
+    return "device 0: " + "; ".join(parts)
 
 
 COMMANDS = {"run": cmd_run, "filters": cmd_filters, "info": cmd_info, "bench": cmd_bench}

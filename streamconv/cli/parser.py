@@ -13,6 +13,7 @@ from .options import (MAX_TIMEOUT, crf_value, frame_size, non_negative_int, pixe
                         ring_size, timeout_seconds)
 from ..io.display import KEYS_HELP
 from ..io.file import NETWORK_TIMEOUT
+from ..io.nvdec_caps import DECODERS
 from ..frames import DEFAULT_MAX_PIXELS, MAX_RING
 from ..pipeline import COLOUR_PATHS
 from ..presets import list_presets
@@ -103,9 +104,13 @@ def _add_input_options(run: argparse.ArgumentParser) -> None:
                           "0: wait forever)")
     run.add_argument("--video-stream", type=non_negative_int, default=0, metavar="N",
                      help="which video stream of the input (default 0, the first)")
+    run.add_argument("--decoder", choices=DECODERS, default="auto",
+                     help="who decodes a file or stream: nvdec (the GPU's hardware decoder; frames stay "
+                          "on the GPU for the cuda backend), cpu (libavcodec), or auto (default): nvdec "
+                          "when the cuda backend runs and NVDEC can take the stream, else cpu")
     run.add_argument("--hwaccel", metavar="KIND",
-                     help="decode the input on a hardware decoder, e.g. cuda (NVDEC); frames come back "
-                          "to host memory as nv12/p010 planes (default: software decoding)")
+                     help="decode with FFmpeg's hardware decoder of this kind (e.g. cuda) instead; frames "
+                          "come back to host memory as nv12/p010 planes (implies --decoder cpu)")
     run.add_argument("--no-audio", action="store_true",
                      help="leave out the input's audio and subtitle streams (copied unchanged by default)")
 

@@ -12,7 +12,8 @@ from ..io.display import DisplaySink, check_display
 from ..errors import EXIT_DAMAGED_INPUT, CameraLostError
 from ..filters import FilterStage, parse_chain
 from ..io.live import RealtimeSource
-from ..pipeline import Pipeline
+from ..backends import resolve_backend
+from ..pipeline import Pipeline, choose_decoder
 from ..presets import list_presets, load_preset
 from ..publish import check_output_path
 from ..io.open import open_sink, open_source
@@ -76,6 +77,7 @@ def _build_pipeline(args: argparse.Namespace, stages: list[FilterStage], border:
     later step fails."""
     sink_options = {"codec": args.codec, "pix_fmt": args.pix_fmt, "crf": args.crf,
                     "preset": args.codec_preset, "overwrite": args.overwrite}
+    args.backend = resolve_backend(args.backend, device=args.device)  # once: auto's notice, and NVDEC's choice
     source = _open_run_source(args)
     try:
         label = _chain_label(args)
@@ -102,9 +104,11 @@ def _open_run_source(args: argparse.Namespace) -> Source:
         source = open_source(args.source, width=width, height=height, fps=args.fps)
     else:
         copy = args.output is not None and not args.no_audio
+        decoder = "cpu" if args.hwaccel else choose_decoder(args.decoder, args.backend)
         source = open_source(args.source, video_stream=args.video_stream, copy_streams=copy,
                              max_pixels=args.max_pixels, timeout=args.timeout,
-                             depth=None if args.depth == "auto" else int(args.depth), hwaccel=args.hwaccel)
+                             depth=None if args.depth == "auto" else int(args.depth), hwaccel=args.hwaccel,
+                             decoder=decoder, device=args.device)
     if args.realtime and not source.is_live:
         source = RealtimeSource(source)
     return source
@@ -181,3 +185,7 @@ def check_run_args(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
                      f"not to {args.source!r}")
     if args.hwaccel and (is_webcam_spec(args.source) or is_test_spec(args.source)):
         parser.error(f"--hwaccel applies to video files and streams, not to {args.source!r}")
+    if args.hwaccel and args.decoder == "nvdec":
+        parser.error("--hwaccel is FFmpeg's hardware decoding, --decoder nvdec is NVDEC's own: choose one")
+    if args.decoder == "nvdec" and (is_webcam_spec(args.source) or is_test_spec(args.source)):
+        parser.error(f"--decoder nvdec applies to video files and streams, not to {args.source!r}")

@@ -133,7 +133,8 @@ def check_encoder_options(codec: str, pix_fmt: str, width: int, height: int, fra
         return sorted(unused)
     setup = f"{codec} ({pix_fmt}, {width}x{height} at {float(rate):g} fps)"
     if not options or _try_open(codec, pix_fmt, width, height, rate, {})[0] is not None:
-        raise OutputError(f"cannot open encoder {setup}: {ffmpeg_reason(error)}")
+        hint = NVENC_HINT if codec.endswith("_nvenc") else ""
+        raise OutputError(f"cannot open encoder {setup}: {ffmpeg_reason(error)}{hint}")
     # It opens without the options: one (or more) of them is refused; find which, alone.
     refused = [key for key in options
                if len(options) == 1 or _try_open(codec, pix_fmt, width, height, rate,
@@ -141,6 +142,26 @@ def check_encoder_options(codec: str, pix_fmt: str, width: int, height: int, fra
     named = ", ".join(f"{key}={options[key]!r}" for key in refused) or \
         ", ".join(f"{key}={value!r}" for key, value in options.items())  # only together
     raise OutputError(f"encoder {setup} refuses option {named}: {ffmpeg_reason(error)}")
+
+
+NVENC_ENCODERS = ("h264_nvenc", "hevc_nvenc", "av1_nvenc")
+"""FFmpeg's encoders on NVIDIA's hardware encoder (NVENC), where the GPU and driver have one."""
+
+NVENC_HINT = (" (NVENC, NVIDIA's hardware encoder, is not usable here: GPUs such as the H100 and "
+              "H200 have none, and the driver must provide libnvidia-encode; a software encoder "
+              "such as libx264 works everywhere)")
+
+
+def hardware_encoders() -> dict[str, str | None]:
+    """Each NVENC encoder in this FFmpeg build -> None if it opens here (a 256x256 yuv420p
+    session), else FFmpeg's reason; encoders missing from the build are left out."""
+    found = {}
+    for codec in NVENC_ENCODERS:
+        if codec not in av.codecs_available:
+            continue
+        error, _ = _try_open(codec, "yuv420p", 256, 256, Fraction(30), {})
+        found[codec] = None if error is None else ffmpeg_reason(error)
+    return found
 
 
 def _frame_rate(codec: str, frame_rate) -> Fraction:

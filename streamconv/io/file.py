@@ -13,7 +13,6 @@ The input's audio and subtitle streams travel with the frames (see streamconv.io
 from __future__ import annotations
 
 import logging
-import struct
 from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
@@ -22,12 +21,11 @@ from typing import Iterator
 import cv2  # noqa: F401  (before av: see streamconv.io.display.check_import_order)
 import av
 import numpy as np
-from av.codec.hwaccel import HWAccel, hwdevices_available
-from av.sidedata.sidedata import Type as SideData
 
 from ..errors import FilterSpecError, FrameFormatError, FrameTypeError, InputError, NoVideoStreamError, StreamError
 from ..frames import DEFAULT_MAX_PIXELS, check_frame_size
 from ..slots import RESIZED, FrameMeta
+from .container import display_matrix, frame_count, open_container
 from .colour import FULL_RANGE, ColourTags, format_bits, frame_to_rgb, plane_rows
 from .damage import InputDamage, declared_end
 from .ffmpeglog import DamageLog, ffmpeg_reason
@@ -120,7 +118,7 @@ class FileSource(Source):
             options["rw_timeout"] = str(int(self.timeout * 1e6))
         self.hwaccel = hwaccel
         try:
-            self._container = self._open(options, hwaccel)
+            self._container = open_container(self.path, options, self.timeout, hwaccel)
         except InputError:
             raise
         except PermissionError:
@@ -129,24 +127,6 @@ class FileSource(Source):
             raise InputError(f"cannot open input {self.path}: {ffmpeg_reason(exc, self.timeout)}") from None
         # Before the streams are judged: a cut index can hide the video stream itself.
         self._damage = InputDamage(self.path, self._container.format.name)
-
-    def _open(self, options: dict, hwaccel: str | None):
-        """The input container, its video decoder on ``hwaccel`` hardware when asked."""
-        timeout = (self.timeout, 2 * self.timeout) if self.timeout else None
-        if hwaccel is None:
-            return av.open(self.path, mode="r", options=options, timeout=timeout)
-        if hwaccel not in hardware_decoders():
-            raise InputError(f"hardware decoder {hwaccel!r} is not in this FFmpeg build; it has: "
-                             f"{', '.join(hardware_decoders()) or 'none'}")
-        try:
-            return av.open(self.path, mode="r", options=options, timeout=timeout,
-                           hwaccel=HWAccel(device_type=hwaccel, allow_software_fallback=True))
-        except (av.FFmpegError, OSError, ValueError) as exc:
-            # The same open without the hardware tells a broken input from a missing device.
-            av.open(self.path, mode="r", options=options, timeout=timeout).close()
-            raise InputError(f"hardware decoding ({hwaccel}) could not start for {self.path}: "
-                             f"{ffmpeg_reason(exc, self.timeout)} (no such device here?); leave out "
-                             f"--hwaccel to decode in software") from None
 
     def _pick_stream(self, video_stream: int, threads: str) -> None:
         """Choose the video stream to decode; an input without it is closed and refused."""
@@ -181,27 +161,33 @@ class FileSource(Source):
         # a later size, and a file with nothing decodable is refused before any output exists.
         self._held: av.VideoFrame | None = self._first_frame()
         self.width, self.height = self._held.width, self._held.height
+        self._described = self._stream_picture()
         check_frame_size(self.width, self.height, max_pixels, self.path)
+
+    def _stream_picture(self) -> av.VideoFrame:
+        """A frame decoded by libavcodec that tells the stream's pixel format, range and side data
+        (here the first frame itself)."""
+        return self._held
 
     def _set_timing(self) -> None:
         """Frame rate, time base, frame count and the end the header declares."""
         rate = self._stream.average_rate or self._stream.guessed_rate or Fraction(30)
         self.frame_rate = Fraction(rate)
         self.time_base = Fraction(self._stream.time_base or Fraction(1, 1000))
-        self.frame_count = _frame_count(self._stream, self.frame_rate)
+        self.frame_count = frame_count(self._stream, self.frame_rate)
         # Kept as a number: damage() is asked after close(), when the stream is gone.
         self._damage.declared_end = declared_end(self._stream, self._container.format.name)
 
     def _set_colour(self) -> None:
         """The colour tags frames are converted with, and the display rotation to pass on."""
         self.colour = ColourTags.of(self._stream.codec_context)
-        if self._held.format.name.startswith("yuvj"):
+        if self._described.format.name.startswith("yuvj"):
             self.colour = replace(self.colour, range=FULL_RANGE)  # yuvj formats are full range untagged
-        self.display_matrix = _display_matrix(self._held)
+        self.display_matrix = display_matrix(self._described)
 
     def _set_depth(self, depth: int | None) -> None:
         """The samples' type of the frames delivered (see ``depth``), and their planes layout."""
-        pixel_format = self._held.format
+        pixel_format = self._described.format
         self.bits = format_bits(pixel_format)
         if depth is None:
             depth = 16 if self.bits > 8 else 8
@@ -213,12 +199,19 @@ class FileSource(Source):
         """Log how video of more than 8 bits per sample is filtered."""
         if self.bits <= 8:
             return
-        pixel_format = self._held.format.name
+        pixel_format = self._described.format.name
         if self.dtype == np.uint8:
             log.warning("%s is %d-bit %s: frames are filtered and written with 8 bits per channel "
                         "(depth 8 asked for)", self.path, self.bits, pixel_format)
         else:
             log.info("%s is %d-bit %s: frames are filtered in 16 bits", self.path, self.bits, pixel_format)
+
+    @property
+    def decoder(self) -> str:
+        """Which decoder runs, for logs and stats: ``cpu (h264)``, or with FFmpeg's hardware one
+        ``cpu (h264 on cuda)``."""
+        hardware = f" on {self.hwaccel}" if self.hardware_decoding else ""
+        return f"cpu ({self._stream.codec_context.name}{hardware})"
 
     @property
     def hardware_decoding(self) -> bool:
@@ -227,15 +220,11 @@ class FileSource(Source):
 
     def _report_decoder(self) -> None:
         """Log whether the hardware decoder asked for is the one decoding."""
-        if self.hwaccel is None:
-            return
-        context = self._stream.codec_context
-        if self.hardware_decoding:
-            log.info("%s: decoding %s on %s (frames come back as %s)", self.path, context.name, self.hwaccel,
-                     self._held.format.name)
-        else:
-            log.warning("%s: %s cannot decode %s here; decoding in software", self.path, self.hwaccel,
-                        context.name)
+        if self.hwaccel is not None and self.hardware_decoding:
+            log.info("%s: decoding on %s (frames come back as %s)", self.path, self.hwaccel,
+                     self._described.format.name)
+        elif self.hwaccel is not None:
+            log.warning("%s: %s cannot decode this stream here; decoding in software", self.path, self.hwaccel)
 
     def _layout(self, pixel_format: str) -> YuvLayout | None:
         """The planes layout frames of ``pixel_format`` can be read in: yuv420p for 8-bit frames
@@ -262,30 +251,8 @@ class FileSource(Source):
         return frame
 
     def _decode(self) -> Iterator[av.VideoFrame]:
-        """Demux and decode packet by packet, so one bad packet does not end the stream.
-
-        Packets of the copied streams are kept for the next frame's metadata (see CopiedStreams.keep).
-        """
-        packets = self._container.demux([self._stream, *self._copies.counted_streams])
-        while True:
-            try:
-                packet = next(packets)
-            except StopIteration:
-                return
-            except av.InvalidDataError:
-                self._damage.decode_errors += 1  # the container is unreadable from here on: end the video
-                self._damage.unreadable_after = self._index
-                yield from self._flush()
-                return
-            except (av.FFmpegError, OSError) as exc:
-                yield from self._flush()  # the frames the decoder still holds come first
-                raise StreamError(f"reading {self.path} failed after {self._index} frames: "
-                                  f"{ffmpeg_reason(exc, self.timeout)}") from None
-            if packet.stream is not self._stream:
-                if packet.size:  # demuxing ends each stream with an empty flush packet
-                    self._copies.keep(packet)
-                continue
-            self._damage.concealed += packet.is_corrupt  # the demuxer saw damage; the packet is still used
+        """Decode packet by packet, so one bad packet does not end the stream."""
+        for packet in self._video_packets():
             try:
                 frames = packet.decode()
             except av.InvalidDataError:
@@ -296,6 +263,43 @@ class FileSource(Source):
             for frame in frames:
                 self._damage.concealed += frame.is_corrupt  # decoded with errors hidden by concealment
                 yield frame
+        yield from self._flush()  # the frames the decoder still holds come first
+        self._raise_read_error()
+
+    def _video_packets(self) -> Iterator[av.Packet]:
+        """Demux the video packets to decode, counting those the demuxer flagged as damaged.
+
+        Packets of the copied streams are kept for the next frame's metadata (see CopiedStreams.keep).
+        Unreadable data ends the video (counted); a read failure ends it too, and
+        :meth:`_raise_read_error` raises it once the decoder has given up the frames it holds.
+        """
+        self._read_error: StreamError | None = None
+        packets = self._container.demux([self._stream, *self._copies.counted_streams])
+        while True:
+            try:
+                packet = next(packets)
+            except StopIteration:
+                return
+            except av.InvalidDataError:
+                self._damage.decode_errors += 1  # the container is unreadable from here on: end the video
+                self._damage.unreadable_after = self._index
+                return
+            except (av.FFmpegError, OSError) as exc:
+                self._read_error = StreamError(f"reading {self.path} failed after {self._index} frames: "
+                                               f"{ffmpeg_reason(exc, self.timeout)}")
+                return
+            if packet.stream is not self._stream:
+                if packet.size:  # demuxing ends each stream with an empty flush packet
+                    self._copies.keep(packet)
+                continue
+            self._damage.concealed += packet.is_corrupt  # the demuxer saw damage; the packet is still used
+            yield packet
+
+    def _raise_read_error(self) -> None:
+        """Raise the read failure that ended the demuxing, if one did."""
+        error, self._read_error = getattr(self, "_read_error", None), None
+        if error is not None:
+            raise error
 
     def _flush(self) -> Iterator[av.VideoFrame]:
         """The frames a decoder still holds after its input stopped early (none if it cannot say)."""
@@ -334,6 +338,15 @@ class FileSource(Source):
         buffer of ``dtype``, or copied plane by plane, unconverted, into a flat (1.5 W H,) buffer
         laid out as ``self.planes`` says (4:2:0 input of 8, 10 or 12 bits only; nv12 and p010le
         chroma is split apart on the way)."""
+        frame = self._next_frame()
+        if frame is None or frame is RESIZED:
+            return frame
+        self._deliver(frame, buffer)
+        return self._frame_meta(frame)
+
+    def _next_frame(self):
+        """The next decoded frame; None at the end; RESIZED (the frame held for the next call)
+        when its size differs from the frames before."""
         frame, self._held = (self._held if self._held is not None else next(self._frames, None)), None
         if frame is None:
             self._ended = True
@@ -342,19 +355,33 @@ class FileSource(Source):
             log.warning("%s: frame size changed at frame %d: %dx%d -> %dx%d", self.path, self._index,
                         self.width, self.height, frame.width, frame.height)
             self.width, self.height = frame.width, frame.height
-            self.planes = self._layout(frame.format.name)
+            self.planes = self._layout(self._pixel_format(frame))
             self._held = frame
             return RESIZED
+        return frame
+
+    def _pixel_format(self, frame) -> str:
+        """The FFmpeg pixel format name of a decoded frame."""
+        return frame.format.name
+
+    def _check_buffer(self, buffer: np.ndarray) -> None:
         if buffer.shape not in (self.shape, self.planes.shape if self.planes else None):
             raise FrameFormatError(f"buffer of shape {buffer.shape} for {self.width}x{self.height} frames")
+        if buffer.ndim == 3 and buffer.dtype != self.dtype:
+            raise FrameTypeError(f"buffer of dtype {buffer.dtype} for {self.dtype} frames")
+
+    def _deliver(self, frame: av.VideoFrame, buffer: np.ndarray) -> None:
+        """Write a decoded frame into a host ``buffer``: its planes, or RGB (see :meth:`read_into`)."""
+        self._check_buffer(buffer)
         if buffer.ndim == 1:
             frame_to_planes(buffer, frame, self.planes)
         else:
-            if buffer.dtype != self.dtype:
-                raise FrameTypeError(f"buffer of dtype {buffer.dtype} for {self.dtype} frames")
             plane = frame_to_rgb(frame, self._rgb_format).planes[0]
             rows = plane_rows(plane, self.dtype, self.height)
             np.copyto(buffer, rows[:, : self.width * 3].reshape(self.height, self.width, 3))
+
+    def _frame_meta(self, frame) -> FrameMeta:
+        """The delivered frame's FrameMeta (with the copied packets due before it); counts it."""
         pts = frame.pts
         if frame.time is not None:
             length = frame.duration * frame.time_base if frame.duration and frame.time_base else None
@@ -399,27 +426,3 @@ class FileSource(Source):
         if self._container is not None:
             self._container.close()
             self._container = None
-
-
-def hardware_decoders() -> list[str]:
-    """The hardware decoder kinds this FFmpeg build can open (e.g. ``["cuda", "vaapi"]``); a kind
-    listed here still needs its device (a GPU) to be present."""
-    return list(hwdevices_available())
-
-
-def _frame_count(stream, rate: Fraction) -> int | None:
-    if stream.frames:
-        return int(stream.frames)
-    if stream.duration and stream.time_base:
-        return max(1, round(float(stream.duration * stream.time_base * rate)))
-    return None
-
-
-def _display_matrix(frame: av.VideoFrame) -> tuple[int, ...] | None:
-    """The 3x3 display matrix (9 ints, FFmpeg's fixed point) a frame carries, or None: how a
-    player should rotate or mirror it. streamconv filters frames as stored and passes it on."""
-    data = frame.side_data.get(SideData.DISPLAYMATRIX)
-    if data is None or len(bytes(data)) < 36:
-        return None
-    matrix = struct.unpack("<9i", bytes(data)[:36])
-    return None if matrix == (65536, 0, 0, 0, 65536, 0, 0, 0, 1 << 30) else matrix

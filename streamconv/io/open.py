@@ -15,9 +15,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import FilterSpecError
 from .camera import is_webcam_spec, open_webcam
 from .file import FileSource
 from .filesink import FileSink
+from .nvdec import NvdecSource
+from .nvdec_caps import DECODERS, NvdecUnsupported
 from .pattern import is_test_spec, parse_test_spec
 from .sink import CallbackSink, FanoutSink, NullSink, Sink
 from .source import Source
@@ -28,16 +31,25 @@ SINKS = {"file": FileSink, "null": NullSink, "callback": CallbackSink, "fanout":
 """Sinks by name."""
 
 
-def open_source(spec: str | Path | Source, **options) -> Source:
+def open_source(spec: str | Path | Source, *, decoder: str = "cpu", device: int = 0, **options) -> Source:
     """Open a source from a spec: ``test[...]`` for the pattern, ``webcam[:N]`` or ``/dev/videoN``
-    for a camera, else a path or URL for FileSource.
+    for a camera, else a path or URL for FileSource (or NvdecSource).
 
     Args:
         spec: the SOURCE argument of ``streamconv run``, or a Source (returned as is).
+        decoder: for a file or stream: ``"cpu"`` (libavcodec), ``"nvdec"`` (the GPU's hardware
+            decoder, frames left in device memory: :class:`streamconv.io.nvdec.NvdecSource`), or
+            ``"auto"``: NVDEC if it can take the stream, else the CPU with a notice.
+        device: the CUDA device NVDEC decodes on.
         options: keyword options passed to FileSource (``video_stream``, ``threads``,
             ``copy_streams``, ``max_pixels``, ``timeout``, ``depth``, ``hwaccel``) or,
             for a camera, to WebcamSource (``width``, ``height``, ``fps``, ...).
+
+    Raises:
+        NvdecUnsupported: (exit 7) ``decoder="nvdec"`` and NVDEC cannot take the stream here.
     """
+    if decoder not in DECODERS:
+        raise FilterSpecError(f"unknown decoder {decoder!r}; known: {', '.join(DECODERS)}")
     if isinstance(spec, Source):
         return spec
     text = str(spec)
@@ -47,9 +59,24 @@ def open_source(spec: str | Path | Source, **options) -> Source:
         options.pop("max_pixels", None)  # a camera delivers the size it is asked for
         return open_webcam(text, **options)
     started = time.perf_counter()
-    source = FileSource(text, **options)
+    source = _open_nvdec(text, decoder, device, options) if decoder != "cpu" else None
+    if source is None:
+        source = FileSource(text, **options)
     log.debug("opened %s in %.1f ms", text, 1e3 * (time.perf_counter() - started))
     return source
+
+
+def _open_nvdec(path: str, decoder: str, device: int, options: dict) -> Source | None:
+    """An NvdecSource, or None where ``auto`` falls back to the CPU (said in the log)."""
+    try:
+        return NvdecSource(path, device=device, **options)
+    except NvdecUnsupported as exc:
+        if decoder == "nvdec":
+            raise NvdecUnsupported(f"--decoder nvdec: {path}: {exc}") from None
+        # Without PyNvVideoCodec, the CPU decoder is the plain default: only --verbose says so.
+        level = logging.INFO if "not installed" in str(exc) else logging.WARNING
+        log.log(level, "%s: decoding on the CPU: %s", path, exc)
+        return None
 
 
 def open_sink(output: str | Path | Sink | None, *, like=None, **options) -> Sink:

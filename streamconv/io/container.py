@@ -1,0 +1,68 @@
+"""Opening an input container for decoding, and what its video stream tells before decoding.
+
+:func:`open_container` opens any input FFmpeg reads, on FFmpeg's hardware decoder when asked
+(``--hwaccel``); the helpers read the frame count a stream declares and the display matrix
+(rotation, mirroring) a decoded frame carries.
+"""
+
+from __future__ import annotations
+
+import struct
+from fractions import Fraction
+
+import cv2  # noqa: F401  (before av: see streamconv.io.display.check_import_order)
+import av
+from av.codec.hwaccel import HWAccel, hwdevices_available
+from av.sidedata.sidedata import Type as SideData
+
+from ..errors import InputError
+from .ffmpeglog import ffmpeg_reason
+
+
+def open_container(path: str, options: dict, timeout: float | None, hwaccel: str | None):
+    """The input container at ``path`` (FFmpeg ``options``; ``timeout`` seconds to open and read,
+    None: none), its video decoder on ``hwaccel`` hardware (one of :func:`hardware_decoders`) when asked.
+
+    Raises:
+        InputError: the hardware decoder is not in this FFmpeg build, or could not start.
+        av.FFmpegError, OSError, ValueError: the input itself could not be opened.
+    """
+    timeouts = (timeout, 2 * timeout) if timeout else None
+    if hwaccel is None:
+        return av.open(path, mode="r", options=options, timeout=timeouts)
+    if hwaccel not in hardware_decoders():
+        raise InputError(f"hardware decoder {hwaccel!r} is not in this FFmpeg build; it has: "
+                         f"{', '.join(hardware_decoders()) or 'none'}")
+    try:
+        return av.open(path, mode="r", options=options, timeout=timeouts,
+                       hwaccel=HWAccel(device_type=hwaccel, allow_software_fallback=True))
+    except (av.FFmpegError, OSError, ValueError) as exc:
+        # The same open without the hardware tells a broken input from a missing device.
+        av.open(path, mode="r", options=options, timeout=timeouts).close()
+        raise InputError(f"hardware decoding ({hwaccel}) could not start for {path}: "
+                         f"{ffmpeg_reason(exc, timeout)} (no such device here?); leave out "
+                         f"--hwaccel to decode in software") from None
+
+
+def hardware_decoders() -> list[str]:
+    """The hardware decoder kinds this FFmpeg build can open (e.g. ``["cuda", "vaapi"]``); a kind
+    listed here still needs its device (a GPU) to be present."""
+    return list(hwdevices_available())
+
+
+def frame_count(stream, rate: Fraction) -> int | None:
+    if stream.frames:
+        return int(stream.frames)
+    if stream.duration and stream.time_base:
+        return max(1, round(float(stream.duration * stream.time_base * rate)))
+    return None
+
+
+def display_matrix(frame: av.VideoFrame) -> tuple[int, ...] | None:
+    """The 3x3 display matrix (9 ints, FFmpeg's fixed point) a frame carries, or None: how a
+    player should rotate or mirror it. streamconv filters frames as stored and passes it on."""
+    data = frame.side_data.get(SideData.DISPLAYMATRIX)
+    if data is None or len(bytes(data)) < 36:
+        return None
+    matrix = struct.unpack("<9i", bytes(data)[:36])
+    return None if matrix == (65536, 0, 0, 0, 65536, 0, 0, 0, 1 << 30) else matrix

@@ -1,0 +1,355 @@
+"""The NVDEC source: a video file or stream demuxed by PyAV and decoded on the GPU by PyNvVideoCodec.
+
+Everything a FileSource does around decoding stays (its demuxer, timestamps, audio and subtitle
+copies, colour tags, rotation, damage counting); the video packets go to the GPU's hardware
+decoder instead of libavcodec, and the decoded surface (NV12, or P016 for 10 and 12 bits) stays
+in device memory. ``read_into`` turns it into a slot's flat 4:2:0 planes with one kernel
+(colour.cu's ``semi_planar_to_planes``): straight into the slot's device buffer for a CUDA
+backend (a :class:`streamconv.slots.DeviceInput`: no host copy, no upload), or into host memory
+for any other consumer.
+
+Each keyframe is also decoded by libavcodec (keyframes only, a few per second at most): it gives
+the stream's pixel format, range and side data, and shows a change of size or depth, on which the
+hardware decoder is drained and made anew. The work runs in the thread that reads (the ring's
+reader), on the source's own CUDA stream in the device's primary context; a slot's backend waits
+on the event the source records after writing it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Iterator
+
+import av
+import numpy as np
+
+from .. import kernel_loader
+from ..cuda_device import load_driver
+from ..errors import FrameFormatError, StreamError
+from ..slots import DeviceInput
+from .file import FileSource
+from .nvdec_caps import CODECS, NvdecUnsupported, check_stream, nvdec_module
+from .nvdec_log import DecodeErrorLog, flush_c_stdout
+from .yuv import YuvLayout, planes_to_frame
+
+log = logging.getLogger(__name__)
+
+_ANNEX_B = {"h264": "h264_mp4toannexb", "hevc": "hevc_mp4toannexb"}
+"""Bitstream filters that turn MP4/Matroska packets into the start-code form NVDEC parses."""
+
+
+@dataclass
+class DecodedSurface:
+    """A frame NVDEC decoded, still in its surface (valid until the decoder's next call)."""
+
+    width: int
+    height: int
+    bits: int
+    luma: int  # device address of the luma plane
+    chroma: int  # device address of the interleaved U/V plane
+    pts: int | None
+    time_base: Fraction
+    duration: int | None
+
+    @property
+    def time(self) -> float | None:
+        return float(self.pts * self.time_base) if self.pts is not None else None
+
+
+class _GpuSide:
+    """The source's CUDA objects: the primary context of its device, a stream, the conversion
+    kernels (per depth) and a host-delivery staging buffer; every call inside :meth:`active`."""
+
+    def __init__(self, device: int) -> None:
+        self.driver = driver = load_driver("decoding with NVDEC")
+        gpu = driver.Device(device)
+        self.context = gpu.retain_primary_context()
+        major, minor = gpu.compute_capability()
+        self.arch = f"sm_{major}{minor}"
+        self._kernels: dict[int, Any] = {}
+        self._staging = None
+        with self.active():
+            self.stream = driver.Stream()
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[None]:
+        self.context.push()
+        try:
+            yield
+        finally:
+            self.driver.Context.pop()
+
+    def convert(self, surface: DecodedSurface, target: int) -> None:
+        """Queue the surface -> flat planes kernel (writing ``target``, a device address)."""
+        sample_bytes = 2 if surface.bits > 8 else 1
+        if sample_bytes not in self._kernels:
+            module = kernel_loader.load_module("colour", {"SAMPLE_BYTES": sample_bytes}, self.arch)
+            function = module.get_function("semi_planar_to_planes")
+            function.prepare("PPiPiii")
+            self._kernels[sample_bytes] = (module, function)  # the module must outlive the function
+        kernel = self._kernels[sample_bytes][1]
+        width, height = surface.width, surface.height
+        pitch = width * sample_bytes
+        grid = ((width // 2 + 31) // 32, (height // 2 + 7) // 8)
+        kernel.prepared_async_call(grid, (32, 8, 1), self.stream, surface.luma, surface.chroma, pitch,
+                                   target, width, height, 16 - surface.bits if surface.bits > 8 else 0)
+
+    def to_host(self, surface: DecodedSurface, layout: YuvLayout) -> np.ndarray:
+        """The surface as flat planes in a (reused) host array laid out as ``layout``."""
+        staging = self._staging
+        if staging is None or staging[1].shape != layout.shape or staging[1].dtype != layout.dtype:
+            self.free_staging()
+            self._staging = (self.driver.mem_alloc(layout.nbytes),
+                             self.driver.pagelocked_empty(layout.shape, layout.dtype))
+        device, host = self._staging
+        self.convert(surface, int(device))
+        self.driver.memcpy_dtoh_async(host, device, self.stream)
+        self.stream.synchronize()
+        return host
+
+    def free_staging(self) -> None:
+        if self._staging is not None:
+            device, host = self._staging
+            device.free()
+            host.base.free()
+            self._staging = None
+
+    def close(self) -> None:
+        with contextlib.suppress(self.driver.Error):
+            with self.active():
+                self.stream.synchronize()
+                self.free_staging()
+                self._kernels.clear()
+        self.context.detach()
+
+
+class NvdecSource(FileSource):
+    """Decodes a video file or stream on the GPU (NVDEC), the frames left in device memory.
+
+    Args:
+        path: anything FFmpeg opens (a file path or URL).
+        device: the CUDA device whose decoder runs (the backend must use the same one to take
+            the frames in place).
+        options: FileSource's (``video_stream``, ``copy_streams``, ``max_pixels``, ``timeout``,
+            ``depth``).
+
+    Frames are delivered as FileSource's are (``read_into`` a host buffer: RGB or planes), and
+    also into a slot's device planes (``read_into(DeviceInput)``). Damage counts, besides
+    FileSource's, the pictures NVDEC reports decoded with errors (``concealed``).
+
+    Raises:
+        NvdecUnsupported: PyNvVideoCodec missing, or a stream this GPU's NVDEC cannot take
+            (codec, chroma format, depth, size); the CPU decoder can take it instead.
+        InputError, and FileSource's other errors.
+    """
+
+    name = "nvdec"
+    device_frames = True
+
+    def __init__(self, path: str | Path, *, device: int = 0, **options) -> None:
+        options.pop("hwaccel", None)
+        options["threads"] = "SLICE"  # libavcodec decodes keyframes only, each at once
+        self.device = device
+        self._nvc = nvdec_module()
+        self._gpu: _GpuSide | None = None
+        self._decoder = None
+        self._decoded_as: tuple[int, int, int] | None = None  # (width, height, bits) of the decoder
+        self._errors = DecodeErrorLog()
+        self._first_picture: av.VideoFrame | None = None
+        self._delivered = 0
+        self.decoder_memory = 0
+        try:
+            super().__init__(path, **options)
+        except BaseException:
+            self._close_gpu()
+            raise
+
+    @property
+    def decoder(self) -> str:
+        """Which decoder runs, for logs and stats."""
+        return f"nvdec ({self._stream.codec_context.name}, device {self.device})"
+
+    # -- decoding ---------------------------------------------------------------------------
+
+    def _stream_picture(self) -> av.VideoFrame:
+        return self._first_picture
+
+    def _pixel_format(self, frame) -> str:
+        return self._layout_format(frame.bits)
+
+    def _layout_format(self, bits: int) -> str:
+        return {8: "yuv420p", 10: "yuv420p10le", 12: "yuv420p12le"}[bits]
+
+    def _decode(self) -> Iterator[DecodedSurface]:
+        """Demux, watch the keyframes, decode on the GPU; the decoder's last frames come at the end."""
+        self._gpu = _GpuSide(self.device)
+        self._errors.open()
+        codec = self._stream.codec_context.name
+        bitstream = av.bitstream.BitStreamFilterContext(_ANNEX_B[codec], self._stream) if codec in _ANNEX_B else None
+        self._prefix = _sequence_header(self._stream) if codec in ("av1", "mpeg4") else b""
+        self._synthetic_pts = 0
+        self._durations: dict[int, int | None] = {}
+        for packet in self._video_packets():
+            if packet.is_keyframe:
+                yield from self._watch(packet)
+            if self._decoder is None:
+                self._damage.decode_errors += 1  # before the first keyframe: nothing to decode it against
+                continue
+            pts, duration = packet.pts, packet.duration
+            try:
+                filtered = bitstream.filter(packet) if bitstream is not None else [packet]
+            except av.FFmpegError:
+                self._damage.decode_errors += 1  # a packet too damaged to restructure: skipped, as libavcodec would
+                continue
+            for part in filtered:
+                yield from self._decode_bytes(bytes(part), pts, duration)
+        if bitstream is not None:
+            for filtered in bitstream.filter(None):
+                yield from self._decode_bytes(bytes(filtered), filtered.pts, filtered.duration)
+        yield from self._drain()
+        self._raise_read_error()
+
+    def _watch(self, packet: av.Packet) -> Iterator[DecodedSurface]:
+        """Decode a keyframe with libavcodec: the first one describes the stream; one of another
+        size or depth drains the hardware decoder and makes a new one for it."""
+        context = self._stream.codec_context
+        try:
+            pictures = [*packet.decode(), *context.decode(None)]
+        except av.FFmpegError:
+            pictures = []  # FFmpeg's log counts it; NVDEC still gets the packet
+        context.flush_buffers()
+        if not pictures:
+            return
+        picture = pictures[-1]
+        if self._first_picture is None:
+            self._first_picture = picture
+        bits = self._depth_of(picture)
+        wanted = (picture.width, picture.height, bits)
+        if wanted == self._decoded_as:
+            return
+        if self._decoder is not None:
+            yield from self._drain()
+        self._new_decoder(*wanted)
+
+    def _depth_of(self, picture: av.VideoFrame) -> int:
+        """The depth NVDEC decodes ``picture``'s stream in. NvdecUnsupported before any frame is
+        decoded; a StreamError after (the CPU decoder would have to start over)."""
+        try:
+            return check_stream(self.device, self._stream.codec_context.name, picture.format.name,
+                                picture.width, picture.height)
+        except NvdecUnsupported as exc:
+            if self._decoder is None:
+                raise
+            raise StreamError(f"{self.path}: the stream changed at frame {self._index} to one NVDEC "
+                              f"cannot decode ({exc}); --decoder cpu decodes it in software") from None
+
+    def _new_decoder(self, width: int, height: int, bits: int) -> None:
+        nvc, gpu = self._nvc, self._gpu
+        self._decoder = None
+        with gpu.active():
+            free_before, _ = gpu.driver.mem_get_info()
+            codec = getattr(nvc.cudaVideoCodec, CODECS[self._stream.codec_context.name])
+            self._decoder = nvc.CreateDecoder(gpuid=self.device, codec=codec, cudacontext=gpu.context.handle,
+                                              cudastream=gpu.stream.handle, usedevicememory=True)
+        self._decoded_as = (width, height, bits)
+        self._memory_before = free_before
+        log.info("%s: NVDEC decodes %s %dx%d %d-bit on device %d", self.path, self._stream.codec_context.name,
+                 width, height, bits, self.device)
+
+    def _decode_bytes(self, data: bytes, pts: int | None, duration: int | None) -> Iterator[DecodedSurface]:
+        """Hand one packet's bytes to NVDEC; the frames it gives back (display order)."""
+        if not data:
+            return
+        if self._prefix:
+            data, self._prefix = self._prefix + data, b""
+        if pts is None:  # the decoder carries a number through; frames without pts get None back
+            pts, self._synthetic_pts = -1 - self._synthetic_pts, self._synthetic_pts + 1
+        self._durations[pts] = duration
+        buffer = np.frombuffer(data, np.uint8)
+        packet = self._nvc.PacketData()
+        packet.bsl_data, packet.bsl, packet.pts = buffer.ctypes.data, buffer.size, pts
+        yield from self._surfaces(packet)
+
+    def _drain(self) -> Iterator[DecodedSurface]:
+        """The frames the hardware decoder still holds (end of stream, or before a new decoder)."""
+        if self._decoder is not None:
+            yield from self._surfaces(self._nvc.PacketData())
+
+    def _count_decoder_memory(self) -> None:
+        """Device memory the decoder took by its first frame (its surfaces), for the log."""
+        free_after, _ = self._gpu.driver.mem_get_info()
+        self.decoder_memory = max(1, self._memory_before - free_after)
+        log.info("%s: the NVDEC session holds %.0f MiB of device memory", self.path, self.decoder_memory / 2**20)
+
+    def _surfaces(self, packet) -> Iterator[DecodedSurface]:
+        try:
+            with self._gpu.active():
+                frames = self._decoder.Decode(packet)
+                if frames and not self.decoder_memory:
+                    self._count_decoder_memory()
+        except Exception as exc:  # PyNvVideoCodec raises its own types
+            raise StreamError(f"NVDEC failed decoding {self.path} after {self._index} frames: {exc} "
+                              f"(--decoder cpu decodes it in software)") from None
+        finally:
+            flush_c_stdout()  # its decode-error lines reach the counter now
+        width, height, bits = self._decoded_as
+        for frame in frames:
+            pts = int(frame.timestamp)
+            yield DecodedSurface(width, height, bits, int(frame.GetPtrToPlane(0)), int(frame.GetPtrToPlane(1)),
+                                 pts if pts >= 0 else None, self.time_base, self._durations.pop(pts, None))
+
+    # -- delivery ---------------------------------------------------------------------------
+
+    def _deliver(self, frame: DecodedSurface, buffer) -> None:
+        """Write the surface into a slot's device planes (a DeviceInput) or a host buffer."""
+        gpu = self._gpu
+        if isinstance(buffer, DeviceInput):
+            if self.planes is None or buffer.layout.shape != self.planes.shape or buffer.layout.dtype != self.planes.dtype:
+                raise FrameFormatError(f"device planes of {buffer.layout.describe()} {buffer.layout.width}x"
+                                       f"{buffer.layout.height} for {self.width}x{self.height} frames")
+            with gpu.active():
+                gpu.convert(frame, buffer.address)
+                buffer.written.record(gpu.stream)
+            return
+        layout = YuvLayout(frame.width, frame.height, self.colour, self.colour.range == 2, frame.bits)
+        with gpu.active():
+            planes = gpu.to_host(frame, layout)
+        pix_fmt = "yuvj420p" if self._described.format.name == "yuvj420p" and frame.bits == 8 else layout.pix_fmt
+        super()._deliver(planes_to_frame(planes, layout, pix_fmt, self.colour), buffer)
+
+    @property
+    def concealed(self) -> int:
+        """Packets or frames flagged as damaged: by the demuxer, and pictures NVDEC decoded with errors."""
+        return self._damage.concealed + self._errors.count
+
+    def damage(self) -> list[str]:
+        errors = self._errors.count
+        self._damage.concealed += errors
+        try:
+            return super().damage()
+        finally:
+            self._damage.concealed -= errors
+
+    def close(self) -> None:
+        super().close()
+        self._close_gpu()
+
+    def _close_gpu(self) -> None:
+        self._decoder = None
+        if self._gpu is not None:
+            gpu, self._gpu = self._gpu, None
+            gpu.close()
+        self._errors.close()
+
+
+def _sequence_header(stream) -> bytes:
+    """What NVDEC needs before the first packet of a stream whose headers live in the container:
+    AV1's configuration OBUs (after av1C's 4 bytes), MPEG-4 part 2's extradata."""
+    extradata = bytes(stream.codec_context.extradata or b"")
+    if stream.codec_context.name == "av1":
+        return extradata[4:] if len(extradata) > 4 and extradata[0] & 0x80 else extradata
+    return extradata

@@ -1,0 +1,232 @@
+"""NVDEC through PyNvVideoCodec (--decoder nvdec): frames decoded into the slots' device planes
+give the same output as libavcodec's, frame for frame; damage is counted; what NVDEC cannot
+take is an error (nvdec) or goes to the CPU (auto); device memory does not grow."""
+
+from __future__ import annotations
+
+import gc
+import json
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+import streamconv
+from streamconv.io.file import FileSource
+from streamconv.io.sink import Sink
+
+from test_damage import DAMAGES, corpus, readable_frames  # noqa: F401  (corpus is a fixture)
+
+pytestmark = pytest.mark.cuda
+nvc = pytest.importorskip("PyNvVideoCodec", reason="PyNvVideoCodec not installed (the nvdec extra)")
+
+from streamconv.io.nvdec import NvdecSource  # noqa: E402
+from streamconv.io.nvdec_caps import decoder_caps  # noqa: E402
+
+CHAIN = ["box:size=5", "sharpen"]
+
+
+def write_clip(path: Path, codec: str, pix_fmt: str, frames: int = 40, size=(352, 240), *,
+               options: dict | None = None, seed: int = 5, container_format: str | None = None) -> Path:
+    """A clip of moving noise (every frame differs, B-frames where the codec makes them)."""
+    if codec not in av.codecs_available:
+        pytest.skip(f"this PyAV build has no {codec}")
+    width, height = size
+    rng = np.random.default_rng(seed)
+    base = rng.integers(0, 256, (height, width * 2, 3), dtype=np.uint8)
+    rgb_format = "rgb48le" if "10" in pix_fmt or "12" in pix_fmt else "rgb24"
+    with av.open(str(path), "w", format=container_format) as container:
+        stream = container.add_stream(codec, rate=25)
+        stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
+        stream.options = options or {}
+        for index in range(frames):
+            start = 3 * index % width
+            picture = np.ascontiguousarray(base[:, start: start + width])
+            if rgb_format == "rgb48le":
+                picture = picture.astype(np.uint16) * 257
+            frame = av.VideoFrame.from_ndarray(picture, format=rgb_format)
+            frame.pts = index
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    return path
+
+
+class PlanesRecorder(Sink):
+    """Keeps a copy of every filtered frame (planes when the pipeline carries them) and its pts."""
+
+    name = "recorder"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.frames: list[np.ndarray] = []
+        self.pts: list[int | None] = []
+
+    def send(self, frame: np.ndarray, meta) -> None:
+        self.frames.append(frame.copy())
+        self.pts.append(meta.pts)
+        self.frames_written += 1
+
+    def accepts_planes(self, layout) -> bool:
+        return True
+
+
+def filtered_by(clip: Path, decoder: str, chain=CHAIN):
+    source = streamconv.open_source(clip, decoder=decoder)
+    recorder = PlanesRecorder()
+    pipeline = streamconv.Pipeline(source, chain, recorder, backend="cuda")
+    in_place = pipeline.device_input
+    stats = pipeline.run()
+    return recorder, stats, in_place
+
+
+def needs(codec: str, bits: int) -> None:
+    if not decoder_caps(0, codec, bits).supported:
+        pytest.skip(f"this GPU's NVDEC has no {codec} {bits}-bit")
+
+
+CASES = [("libx264", "yuv420p", "h264", 8, {"preset": "veryfast", "bf": "3"}),
+         ("libx265", "yuv420p", "hevc", 8, {"preset": "veryfast", "x265-params": "log-level=error"}),
+         ("libx265", "yuv420p10le", "hevc", 10, {"preset": "veryfast", "x265-params": "log-level=error"}),
+         ("libx265", "yuv420p12le", "hevc", 12, {"preset": "veryfast", "x265-params": "log-level=error"}),
+         ("libvpx-vp9", "yuv420p", "vp9", 8, {"deadline": "realtime", "cpu-used": "8"}),
+         ("libsvtav1", "yuv420p", "av1", 8, {"preset": "12"})]
+
+
+@pytest.mark.parametrize("encoder, pix_fmt, codec, bits, options", CASES,
+                         ids=[f"{c}-{p}" for c, p, *_ in CASES])
+def test_nvdec_into_the_slots_equals_the_cpu_decoder_frame_for_frame(tmp_path, encoder, pix_fmt, codec, bits,
+                                                                       options):
+    needs(codec, bits)
+    suffix = "webm" if codec == "vp9" else "mkv" if codec == "av1" else "mp4"
+    clip = write_clip(tmp_path / f"clip.{suffix}", encoder, pix_fmt, options=options)
+    got, stats, in_place = filtered_by(clip, "nvdec")
+    expected, cpu_stats, _ = filtered_by(clip, "cpu")
+    assert in_place and stats.decoder.startswith("nvdec") and cpu_stats.decoder.startswith("cpu")
+    assert "upload" not in stats.summary() and "upload" in cpu_stats.summary()  # nothing went up
+    assert stats.damage == [] and stats.decode_errors == 0
+    assert len(got.frames) == len(expected.frames) == 40
+    assert got.pts == expected.pts
+    for index, (frame, reference) in enumerate(zip(got.frames, expected.frames)):
+        np.testing.assert_array_equal(frame, reference, err_msg=f"frame {index}")
+
+
+def test_the_cli_writes_the_same_file_with_nvdec_as_with_the_cpu_decoder(cli, tmp_path):
+    clip = write_clip(tmp_path / "in.mp4", "libx264", "yuv420p", options={"preset": "veryfast"})
+    outputs = {}
+    for decoder in ("nvdec", "cpu"):
+        out, stats = tmp_path / f"{decoder}.mkv", tmp_path / f"{decoder}.json"
+        result = cli("run", str(clip), "-o", str(out), "--filter", "edge", "--backend", "cuda",
+                     "--decoder", decoder, "--stats-json", str(stats), "--no-progress", "-q")
+        assert result.returncode == 0, result.stderr
+        assert json.loads(stats.read_text())["decoder"].startswith(decoder)
+        with av.open(str(out)) as container:
+            outputs[decoder] = [f.to_ndarray() for f in container.decode(video=0)]
+    assert len(outputs["nvdec"]) == len(outputs["cpu"]) == 40
+    for a, b in zip(outputs["nvdec"], outputs["cpu"]):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_frames_delivered_to_host_memory_equal_the_cpu_decoders(tmp_path):
+    clip = write_clip(tmp_path / "in.mp4", "libx264", "yuv420p", frames=12, options={"preset": "veryfast"})
+    with NvdecSource(clip) as hardware, FileSource(clip) as software:
+        assert hardware.decoder.startswith("nvdec") and hardware.planes == software.planes
+        for index in range(12):
+            shape = (hardware.shape, hardware.planes.shape)[index % 2]  # RGB and planes in turn
+            got = np.full(shape, 0xA5, np.uint8)
+            expected = np.full(shape, 0x5A, np.uint8)
+            assert hardware.read_into(got) is not None and software.read_into(expected) is not None
+            np.testing.assert_array_equal(got, expected, err_msg=f"frame {index}")
+        assert hardware.read_into(np.empty(hardware.shape, np.uint8)) is None
+
+
+def test_a_size_change_drains_and_remakes_the_decoder(tmp_path):
+    first = write_clip(tmp_path / "a.ts", "libx264", "yuv420p", frames=20, size=(320, 240),
+                       options={"preset": "veryfast"})
+    second = write_clip(tmp_path / "b.ts", "libx264", "yuv420p", frames=20, size=(416, 256),
+                        options={"preset": "veryfast"}, seed=9)
+    joined = tmp_path / "joined.ts"
+    joined.write_bytes(first.read_bytes() + second.read_bytes())
+    got, stats, _ = filtered_by(joined, "nvdec")
+    expected, cpu_stats, _ = filtered_by(joined, "cpu")
+    assert stats.resizes == cpu_stats.resizes == 1
+    assert [f.shape for f in got.frames] == [f.shape for f in expected.frames]
+    assert len(got.frames) == 40
+    for index, (frame, reference) in enumerate(zip(got.frames, expected.frames)):
+        np.testing.assert_array_equal(frame, reference, err_msg=f"frame {index}")
+
+
+@pytest.mark.parametrize("damage", ["flipped 4x300", "zeroed 2000 at 40%", "cut 60%"])
+@pytest.mark.parametrize("name", ["mp4", "mkv", "ts"])
+def test_damage_under_nvdec_exits_13_with_the_rest_written(cli, tmp_path, corpus, name, damage):  # noqa: F811
+    source = tmp_path / f"damaged.{name}"
+    source.write_bytes(DAMAGES[damage](corpus[name]))
+    output = tmp_path / "out.mkv"
+    result = cli("run", str(source), "-o", str(output), "--backend", "cuda", "--decoder", "nvdec",
+                 "--no-progress", "-q")
+    if readable_frames(source) == 0:
+        assert result.returncode == 4 and not output.exists(), result.stderr
+        return
+    assert result.returncode == 13, result.stderr
+    assert "input damaged:" in result.stderr and "Traceback" not in result.stderr
+    assert "Decode Error occurred" not in result.stdout  # counted, not printed
+    with av.open(str(output)) as container:
+        assert sum(1 for _ in container.decode(video=0)) > 0
+
+
+def test_a_stream_nvdec_cannot_take_is_exit_7_or_the_cpu_under_auto(cli, tmp_path):
+    clip = write_clip(tmp_path / "444.mp4", "libx264", "yuv444p", frames=5, options={"preset": "ultrafast"})
+    out = tmp_path / "out.mkv"
+    refused = cli("run", str(clip), "-o", str(out), "--backend", "cuda", "--decoder", "nvdec", "--no-progress")
+    assert refused.returncode == 7, refused.stderr
+    assert "yuv444p" in refused.stderr and not out.exists()
+    stats = tmp_path / "stats.json"
+    taken = cli("run", str(clip), "-o", str(out), "--backend", "cuda", "--stats-json", str(stats), "--no-progress")
+    assert taken.returncode == 0, taken.stderr
+    assert "decoding on the CPU" in taken.stderr and "yuv444p" in taken.stderr
+    assert json.loads(stats.read_text())["decoder"] == "cpu (h264)"
+
+
+def test_no_device_memory_grows_over_10000_frames(tmp_path):
+    import pycuda.driver as driver
+
+    clip = write_clip(tmp_path / "long.mp4", "libx264", "yuv420p", frames=10_000, size=(128, 96),
+                      options={"preset": "ultrafast", "g": "50"})
+    context = driver.Device(0).retain_primary_context()
+    free_at: dict[int, int] = {}
+    try:
+        with NvdecSource(clip) as source:
+            planes = np.empty(source.planes.shape, source.planes.dtype)
+            count = 0
+            while source.read_into(planes) is not None:
+                count += 1
+                if count in (500, 10_000):
+                    context.push()
+                    free_at[count] = driver.mem_get_info()[0]
+                    driver.Context.pop()
+        assert count == 10_000
+        assert abs(free_at[500] - free_at[10_000]) < 2**20, free_at
+        def free_memory() -> int:
+            gc.collect()  # modules and buffers of closed backends go when collected
+            context.push()
+            try:
+                return driver.mem_get_info()[0]
+            finally:
+                driver.Context.pop()
+
+        filtered_by(clip, "nvdec", chain=["box:size=3"])  # compiles and caches what a run needs
+        before = free_memory()
+        for _ in range(2):  # whole runs through the slots' device planes leave nothing behind
+            filtered_by(clip, "nvdec", chain=["box:size=3"])
+        after = free_memory()
+        assert before - after < 2**20, (before, after)
+    finally:
+        context.detach()
+
+
+def test_info_lists_the_nvdec_capabilities(cli):
+    result = cli("info")
+    assert result.returncode == 0, result.stderr
+    assert "nvdec:" in result.stdout and "h264 8-bit" in result.stdout
