@@ -249,8 +249,8 @@ class NvdecSource(FileSource):
 
     def _new_decoder(self, width: int, height: int, bits: int) -> None:
         nvc, gpu = self._nvc, self._gpu
-        self._decoder = None
         with gpu.active():
+            self._decoder = None  # the old one is destroyed with its context current
             free_before, _ = gpu.driver.mem_get_info()
             codec = getattr(nvc.cudaVideoCodec, CODECS[self._stream.codec_context.name])
             self._decoder = nvc.CreateDecoder(gpuid=self.device, codec=codec, cudacontext=gpu.context.handle,
@@ -339,10 +339,12 @@ class NvdecSource(FileSource):
         self._close_gpu()
 
     def _close_gpu(self) -> None:
-        self._decoder = None
         if self._gpu is not None:
             gpu, self._gpu = self._gpu, None
+            with contextlib.suppress(gpu.driver.Error), gpu.active():
+                self._decoder = None  # destroyed while its context is current and still held
             gpu.close()
+        self._decoder = None
         self._errors.close()
 
 

@@ -8,6 +8,7 @@ each query opens a CUDA context of its own. ``decoder_table`` lists them for ``s
 from __future__ import annotations
 
 import functools
+import logging
 from dataclasses import dataclass
 
 from ..errors import BackendUnavailableError
@@ -21,6 +22,11 @@ CODECS = {"h264": "H264", "hevc": "HEVC", "av1": "AV1", "vp9": "VP9", "vp8": "VP
 
 FORMAT_DEPTHS = {"yuv420p": 8, "yuvj420p": 8, "yuv420p10le": 10, "yuv420p12le": 12}
 """Decoded pixel formats NVDEC can deliver as 4:2:0 planes (NV12 or P016), by bit depth."""
+
+
+def _info_to_debug(record: logging.LogRecord) -> bool:
+    """Pass PyNvVideoCodec's warnings and errors; its INFO lines only when the root logger shows DEBUG."""
+    return record.levelno >= logging.WARNING or logging.getLogger().isEnabledFor(logging.DEBUG)
 
 
 class NvdecUnsupported(BackendUnavailableError):
@@ -56,6 +62,8 @@ class DecoderCaps:
 
 def nvdec_module():
     """PyNvVideoCodec, or NvdecUnsupported naming the extra to install."""
+    # It logs its driver checks at INFO on import, its logger forced to INFO: keep them to -v.
+    logging.getLogger("PyNvVideoCodec").addFilter(_info_to_debug)
     try:
         import PyNvVideoCodec  # optional (the nvdec extra)
     except ImportError:
