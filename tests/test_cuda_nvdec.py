@@ -217,11 +217,12 @@ def test_no_device_memory_grows_over_10000_frames(tmp_path):
                 driver.Context.pop()
 
         filtered_by(clip, "nvdec", chain=["box:size=3"])  # compiles and caches what a run needs
-        before = free_memory()
-        for _ in range(2):  # whole runs through the slots' device planes leave nothing behind
+        free = [free_memory()]
+        for _ in range(4):  # whole runs through the slots' device planes leave nothing behind
             filtered_by(clip, "nvdec", chain=["box:size=3"])
-        after = free_memory()
-        assert before - after < 2**20, (before, after)
+            free.append(free_memory())
+        # The driver hands memory out in 2 MiB pages; one NVDEC session alone holds more than 4 MiB.
+        assert free[0] - min(free) <= 4 * 2**20, free
     finally:
         context.detach()
 

@@ -224,7 +224,8 @@ class FileSource(Source):
             log.info("%s: decoding on %s (frames come back as %s)", self.path, self.hwaccel,
                      self._described.format.name)
         elif self.hwaccel is not None:
-            log.warning("%s: %s cannot decode this stream here; decoding in software", self.path, self.hwaccel)
+            log.warning("%s: %s cannot decode %s here; decoding in software", self.path, self.hwaccel,
+                        self._stream.codec_context.name)
 
     def _layout(self, pixel_format: str) -> YuvLayout | None:
         """The planes layout frames of ``pixel_format`` can be read in: yuv420p for 8-bit frames

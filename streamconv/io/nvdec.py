@@ -192,9 +192,14 @@ class NvdecSource(FileSource):
         bitstream = av.bitstream.BitStreamFilterContext(_ANNEX_B[codec], self._stream) if codec in _ANNEX_B else None
         self._prefix = _sequence_header(self._stream) if codec in ("av1", "mpeg4") else b""
         self._synthetic_pts = 0
+        extradata = bytes(self._stream.codec_context.extradata or b"")
+        self._length_prefixed = codec in _SEQUENCE_NAL_TYPES and extradata[:1] == b"\x01"  # avcC / hvcC
+        self._last_sets = b""
+        # libavcodec only describes keyframes here: their pixels are never used.
+        self._stream.codec_context.options = {"skip_loop_filter": "all", "skip_idct": "all"}
         self._durations: dict[int, int | None] = {}
         for packet in self._video_packets():
-            if packet.is_keyframe:
+            if packet.is_keyframe and self._worth_watching(packet):
                 yield from self._watch(packet)
             if self._decoder is None:
                 self._damage.decode_errors += 1  # before the first keyframe: nothing to decode it against
@@ -212,6 +217,19 @@ class NvdecSource(FileSource):
                 yield from self._decode_bytes(bytes(filtered), filtered.pts, filtered.duration)
         yield from self._drain()
         self._raise_read_error()
+
+    def _worth_watching(self, packet: av.Packet) -> bool:
+        """Whether a keyframe may start another size or depth: always for the first, and for
+        codecs whose sequence headers are not read here; H.264 and HEVC only when the sequence
+        parameter sets they carry in the stream differ from the last ones (in MP4 and Matroska
+        they live in the container's header and cannot change)."""
+        codec = self._stream.codec_context.name
+        if codec not in _SEQUENCE_NAL_TYPES:
+            return True
+        sets = b"" if self._length_prefixed else sequence_parameter_sets(bytes(packet), codec)
+        changed = bool(sets) and sets != self._last_sets
+        self._last_sets = sets or self._last_sets
+        return self._first_picture is None or changed
 
     def _watch(self, packet: av.Packet) -> Iterator[DecodedSurface]:
         """Decode a keyframe with libavcodec: the first one describes the stream; one of another
@@ -346,6 +364,25 @@ class NvdecSource(FileSource):
             gpu.close()
         self._decoder = None
         self._errors.close()
+
+
+_SEQUENCE_NAL_TYPES = {"h264": (lambda header: header & 0x1F, {7}),  # SPS
+                       "hevc": (lambda header: (header >> 1) & 0x3F, {32, 33})}  # VPS, SPS
+
+
+def sequence_parameter_sets(data: bytes, codec: str) -> bytes:
+    """The sequence parameter set NAL units (H.264's SPS, HEVC's VPS and SPS) of an Annex B
+    packet, joined: a change in them is a change of size or depth (empty: none in the packet).
+    Start codes cannot occur inside a NAL unit (emulation prevention), so a scan for them is exact."""
+    nal_type, wanted = _SEQUENCE_NAL_TYPES[codec]
+    found = []
+    start = data.find(b"\x00\x00\x01")
+    while 0 <= start < len(data) - 3:
+        following = data.find(b"\x00\x00\x01", start + 3)
+        if nal_type(data[start + 3]) in wanted:
+            found.append(data[start + 3: following if following >= 0 else len(data)].rstrip(b"\x00"))
+        start = following
+    return b"".join(found)
 
 
 def _sequence_header(stream) -> bytes:
