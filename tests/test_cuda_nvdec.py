@@ -231,3 +231,19 @@ def test_info_lists_the_nvdec_capabilities(cli):
     result = cli("info")
     assert result.returncode == 0, result.stderr
     assert "nvdec:" in result.stdout and "h264 8-bit" in result.stdout
+
+
+def test_nvenc_encodes_where_the_gpu_has_one(cli, tmp_path):
+    from streamconv.io.encoder_check import hardware_encoders
+
+    reason = hardware_encoders().get("h264_nvenc", "this FFmpeg build has no h264_nvenc")
+    if reason is not None:
+        pytest.skip(f"no NVENC here: {reason}")
+    clip = write_clip(tmp_path / "in.mp4", "libx264", "yuv420p", frames=20, options={"preset": "veryfast"})
+    out = tmp_path / "out.mp4"
+    result = cli("run", str(clip), "-o", str(out), "--backend", "cuda", "--codec", "h264_nvenc", "--crf", "23",
+                 "--bitrate", "4M", "--filter", "edge", "--no-progress", "-q")
+    assert result.returncode == 0, result.stderr
+    with av.open(str(out)) as container:
+        assert container.streams.video[0].codec_context.name == "h264"
+        assert sum(1 for _ in container.decode(video=0)) == 20

@@ -55,6 +55,14 @@ def crf_value(text: str) -> float:
     return value
 
 
+def bit_rate(text: str) -> str:
+    """--bitrate: bits per second, as FFmpeg writes them (2500000, 2500k, 2.5M)."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)([kKmMgG]?)\s*", text)
+    if not match or float(match[1]) <= 0:
+        raise argparse.ArgumentTypeError(f"expected bits per second such as 8M, 2500k or 800000, got {text!r}")
+    return f"{match[1]}{match[2]}"
+
+
 def positive_float(text: str) -> float:
     value = finite_float(text)
     if not value > 0:

@@ -9,7 +9,7 @@ from ..backends import BACKENDS
 from ..backends.plan import KERNEL_CHOICES
 from ..borders import BORDER_MODES, DEFAULT_BORDER
 from .bench import add_bench_parser
-from .options import (MAX_TIMEOUT, crf_value, frame_size, non_negative_int, pixel_limit, positive_float,
+from .options import (MAX_TIMEOUT, bit_rate, crf_value, frame_size, non_negative_int, pixel_limit, positive_float,
                         ring_size, timeout_seconds)
 from ..io.display import KEYS_HELP
 from ..io.file import NETWORK_TIMEOUT
@@ -116,15 +116,17 @@ def _add_input_options(run: argparse.ArgumentParser) -> None:
 
 
 def _add_encoder_options(run: argparse.ArgumentParser) -> None:
-    """How OUTPUT is written: --overwrite, --codec, --pix-fmt, --crf, --preset."""
+    """How OUTPUT is written: --overwrite, --codec, --pix-fmt, --crf, --bitrate, --preset."""
     run.add_argument("--overwrite", "-y", action="store_true",
                      help="replace OUTPUT and the --stats-json file if they exist (keeping their permissions)")
     run.add_argument("--codec", default="libx264", help="encoder (default libx264)")
     run.add_argument("--pix-fmt", default=None,
                      help="encoder pixel format (default yuv420p; for 10-bit and deeper input the "
                           "codec's 4:2:0 format of that depth, e.g. yuv420p10le)")
-    run.add_argument("--crf", type=crf_value, help="constant rate factor for x264/x265, a number >= 0 "
-                                                    "(codec default if omitted)")
+    run.add_argument("--crf", type=crf_value, help="constant quality, a number >= 0: x264/x265's crf, NVENC's "
+                                                    "cq (codec default if omitted)")
+    run.add_argument("--bitrate", type=bit_rate, metavar="RATE",
+                     help="target bits per second, e.g. 8M or 2500k (codec default if omitted)")
     run.add_argument("--preset", dest="codec_preset", metavar="PRESET",
                      help="encoder speed preset, e.g. ultrafast..veryslow (codec default if omitted)")
 

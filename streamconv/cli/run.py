@@ -75,7 +75,7 @@ def _build_pipeline(args: argparse.Namespace, stages: list[FilterStage], border:
                     display: bool) -> Pipeline:
     """Open SOURCE and the sinks and make the Pipeline; whatever was opened is released if a
     later step fails."""
-    sink_options = {"codec": args.codec, "pix_fmt": args.pix_fmt, "crf": args.crf,
+    sink_options = {"codec": args.codec, "pix_fmt": args.pix_fmt, "crf": args.crf, "bitrate": args.bitrate,
                     "preset": args.codec_preset, "overwrite": args.overwrite}
     args.backend = resolve_backend(args.backend, device=args.device)  # once: auto's notice, and NVDEC's choice
     source = _open_run_source(args)

@@ -53,7 +53,10 @@ class FileSink(Sink):
             deeper one (yuv420p10le, ...), with a warning where it has none.
         bits: bits per sample of the input (10 for yuv420p10le video; None: not known), for
             ``pix_fmt`` None and for the warning when 16-bit frames lose depth.
-        crf, preset: quality and speed options for x264/x265-style encoders (None: codec default).
+        crf, preset: quality and speed options (None: codec default): ``crf`` is x264/x265's
+            constant rate factor, NVENC's constant quality (``cq``) for the ``*_nvenc`` encoders.
+        bitrate: target bits per second as FFmpeg writes them (``"8M"``, ``"2500k"``; None:
+            codec default).
         overwrite: replace an existing file.
         protect: input specs (paths, ``file:`` URLs) the output must never be; checked when the
             sink is made and again when the file is published.
@@ -75,7 +78,7 @@ class FileSink(Sink):
     def __init__(self, path: str | Path, *, width: int, height: int, frame_rate: Fraction,
                  time_base: Fraction | None = None, codec: str = "libx264",
                  pix_fmt: str | None = None, bits: int | None = None, crf: float | None = None,
-                 preset: str | None = None,
+                 preset: str | None = None, bitrate: str | None = None,
                  overwrite: bool = False, protect: Sequence = (), options: dict[str, str] | None = None,
                  copy_streams: Sequence = (), colour: ColourTags | None = None,
                  display_matrix: Sequence[int] | None = None) -> None:
@@ -105,7 +108,7 @@ class FileSink(Sink):
         self._conversion = yuv_tags(pix_fmt, colour)  # fixed per sink: decided once, not per frame
         self._sample_bits = format_bits(pix_fmt)
         self._depth_warned = False
-        self._codec_options = _codec_options(options, crf, preset)
+        self._codec_options = _codec_options(codec, options, crf, preset, bitrate)
         check_encoder_options(codec, pix_fmt, *self._size, self._frame_rate, self._codec_options)
         self._closed = False
         self._last_pts: int | None = None
@@ -361,11 +364,15 @@ def _format_for(path: Path) -> str | None:
             ".avi": "avi", ".ts": "mpegts", ".nut": "nut"}.get(path.suffix.lower())
 
 
-def _codec_options(options: dict[str, str] | None, crf: float | None, preset: str | None) -> dict[str, str]:
-    """The encoder's options: ``options``, with ``crf`` and ``preset`` where given."""
+def _codec_options(codec: str, options: dict[str, str] | None, crf: float | None, preset: str | None,
+                   bitrate: str | None) -> dict[str, str]:
+    """The encoder's options: ``options``, with the quality (``crf``, or ``cq`` for NVENC), the
+    preset and the bit rate (``b``) where given."""
     chosen = dict(options or {})
     if crf is not None:
-        chosen["crf"] = f"{crf:g}"
+        chosen["cq" if codec.endswith("_nvenc") else "crf"] = f"{crf:g}"
+    if bitrate is not None:
+        chosen["b"] = bitrate
     if preset is not None:
         chosen["preset"] = preset
     return chosen
