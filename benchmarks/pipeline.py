@@ -284,6 +284,7 @@ def hardware_planes_difference(clip: Path, hwaccel: str) -> int:
 def nvdec_rows(row: dict, clip: Path, work: Path, backend: str, frames: int) -> None:
     """NVDEC's rows: its planes checked against software decoding, then decode alone, null, file."""
     row["nvdec_planes_max_diff"] = nvdec_planes_difference(clip)
+    row["nvdec_session_mib"] = NVDEC_SESSION_MIB[clip.stem]
     timed(row, "nvdec_decode", lambda: nvdec_decode_only(clip), frames, warm=True)
     timed(row, "streamconv_null_nvdec", lambda: streamconv_run(clip, None, backend, nvdec=True), frames, warm=True)
     timed(row, "streamconv_file_nvdec", lambda: streamconv_run(clip, work / "sc.mp4", backend, nvdec=True), frames,
@@ -292,6 +293,9 @@ def nvdec_rows(row: dict, clip: Path, work: Path, backend: str, frames: int) -> 
     row["nvdec_file_over_bound"] = row["streamconv_file_nvdec"] / bound
     row["nvdec_null_over_decode"] = row["streamconv_null_nvdec"] / row["nvdec_decode"]
     row["nvdec_cpu_ms_over_cpu_decode"] = row["streamconv_file_nvdec_cpu_ms"] / row["streamconv_file_cpu_ms"]
+
+
+NVDEC_SESSION_MIB: dict[str, float] = {}  # clip -> device memory one NVDEC session took
 
 
 def nvdec_planes_difference(clip: Path) -> int:
@@ -306,6 +310,7 @@ def nvdec_planes_difference(clip: Path) -> int:
             worst = max(worst, int(np.abs(got.astype(np.int64) - expected).max()))
         if software.read_into(expected) is not None:
             raise SystemExit("NVDEC gave fewer frames than the software decoder")
+        NVDEC_SESSION_MIB[clip.stem] = hardware.decoder_memory / 2**20
     return worst
 
 
@@ -393,10 +398,11 @@ def main() -> None:
             print(f"{row['size']:<7}" + "".join(f"{row[c]:>16.1f} ({row[c + '_cpu_ms']:5.2f})" for c in columns)
                   + f"{row['streamconv_file_cpu_ms']:>28.2f}")
         print(f"{'size':<7}{'planes diff':>12}{'file/min(enc,nvdec)':>21}{'null/nvdec':>12}{'cpu ratio':>11}"
-              "   targets 0, 0.9, 0.9, <= 0.5")
+              f"{'session MiB':>13}   targets 0, 0.9, 0.9, <= 0.5")
         for row in result["sizes"]:
             print(f"{row['size']:<7}{row['nvdec_planes_max_diff']:>12}{row['nvdec_file_over_bound']:>21.2f}"
-                  f"{row['nvdec_null_over_decode']:>12.2f}{row['nvdec_cpu_ms_over_cpu_decode']:>11.2f}")
+                  f"{row['nvdec_null_over_decode']:>12.2f}{row['nvdec_cpu_ms_over_cpu_decode']:>11.2f}"
+                  f"{row['nvdec_session_mib']:>13.0f}")
     print(f"\n{'size':<7}{'file/encode':>13}{'null/decode':>13}{'file/naive':>12}   targets 0.95, 0.9, 1.8 (1080p)")
     for row in result["sizes"]:
         print(f"{row['size']:<7}{row['file_over_encode']:>13.2f}{row['null_over_decode']:>13.2f}"

@@ -266,8 +266,10 @@ class Pipeline:
         self.close()
 
     def _count_losses(self, stats: RunStats) -> None:
-        """Frames dropped (live), and what was found wrong with the input."""
+        """Frames dropped (live), what was found wrong with the input, and who decoded it (a
+        decoder can hand over mid-way)."""
         stats.dropped = self.dropped
+        stats.decoder = getattr(self.source, "decoder", stats.decoder)
         stats.decode_errors = getattr(self.source, "decode_errors", 0) + getattr(self.source, "concealed", 0)
         damage = getattr(self.source, "damage", None)
         stats.damage = damage() if damage is not None else []

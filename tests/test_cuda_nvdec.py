@@ -158,6 +158,28 @@ def test_a_size_change_drains_and_remakes_the_decoder(tmp_path):
         np.testing.assert_array_equal(frame, reference, err_msg=f"frame {index}")
 
 
+def test_a_change_nvdec_cannot_take_goes_to_the_cpu_under_auto_and_fails_under_nvdec(cli, tmp_path):
+    if decoder_caps(0, "h264", 10).supported:
+        pytest.skip("this GPU's NVDEC decodes 10-bit H.264: no refused change to make")
+    first = write_clip(tmp_path / "a.ts", "libx264", "yuv420p", frames=20, options={"preset": "veryfast"})
+    second = write_clip(tmp_path / "b.ts", "libx264", "yuv420p10le", frames=20, options={"preset": "veryfast"},
+                        seed=9)
+    joined = tmp_path / "joined.ts"
+    joined.write_bytes(first.read_bytes() + second.read_bytes())
+    got, stats, in_place = filtered_by(joined, "auto")
+    expected, _, _ = filtered_by(joined, "cpu")
+    assert in_place and stats.decoder == "nvdec (h264, device 0, cpu from frame 20)"
+    assert len(got.frames) == len(expected.frames) == 40
+    for index, (frame, reference) in enumerate(zip(got.frames, expected.frames)):
+        np.testing.assert_array_equal(frame, reference, err_msg=f"frame {index}")
+    out = tmp_path / "out.mkv"
+    refused = cli("run", str(joined), "-o", str(out), "--backend", "cuda", "--decoder", "nvdec", "--no-progress")
+    assert refused.returncode == 8, refused.stderr
+    assert "NVDEC cannot decode" in refused.stderr and "h264 10-bit" in refused.stderr
+    with av.open(str(out)) as container:  # the frames before the change are kept
+        assert sum(1 for _ in container.decode(video=0)) == 20
+
+
 @pytest.mark.parametrize("damage", ["flipped 4x300", "zeroed 2000 at 40%", "cut 60%"])
 @pytest.mark.parametrize("name", ["mp4", "mkv", "ts"])
 def test_damage_under_nvdec_exits_13_with_the_rest_written(cli, tmp_path, corpus, name, damage):  # noqa: F811

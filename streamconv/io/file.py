@@ -228,9 +228,8 @@ class FileSource(Source):
                         self._stream.codec_context.name)
 
     def _layout(self, pixel_format: str) -> YuvLayout | None:
-        """The planes layout frames of ``pixel_format`` can be read in: yuv420p for 8-bit frames
-        (from yuv420p or nv12), yuv420p10le or yuv420p12le for 16-bit ones (from those, or
-        p010le); None for other formats, sizes or depths."""
+        """The planes layout ``pixel_format`` frames can be read in: yuv420p for 8-bit (from yuv420p,
+        nv12), yuv420p10le/12le for 16-bit (from those, p010le); None for other formats, sizes, depths."""
         layout = YuvLayout.of_stream(self.width, self.height, pixel_format, self.colour)
         return layout if layout is not None and layout.frame_dtype == self.dtype else None
 
@@ -254,18 +253,23 @@ class FileSource(Source):
     def _decode(self) -> Iterator[av.VideoFrame]:
         """Decode packet by packet, so one bad packet does not end the stream."""
         for packet in self._video_packets():
-            try:
-                frames = packet.decode()
-            except av.InvalidDataError:
-                self._damage.decode_errors += 1
-                continue
-            except av.FFmpegError as exc:
-                raise StreamError(f"decoding {self.path} failed: {ffmpeg_reason(exc)}") from None
-            for frame in frames:
-                self._damage.concealed += frame.is_corrupt  # decoded with errors hidden by concealment
-                yield frame
+            yield from self._decoded(self._stream.codec_context.decode, packet)
         yield from self._flush()  # the frames the decoder still holds come first
         self._raise_read_error()
+
+    def _decoded(self, decode, packet: av.Packet | None) -> list[av.VideoFrame]:
+        """``decode(packet)``'s frames (libavcodec's); failures counted and skipped, concealment counted."""
+        try:
+            frames = decode(packet)
+        except av.EOFError:
+            return []  # flushed already
+        except av.InvalidDataError:
+            self._damage.decode_errors += 1
+            return []
+        except av.FFmpegError as exc:
+            raise StreamError(f"decoding {self.path} failed: {ffmpeg_reason(exc)}") from None
+        self._damage.concealed += sum(frame.is_corrupt for frame in frames)  # errors hidden by concealment
+        return frames
 
     def _video_packets(self) -> Iterator[av.Packet]:
         """Demux the video packets to decode, counting those the demuxer flagged as damaged.
@@ -298,9 +302,8 @@ class FileSource(Source):
 
     def _raise_read_error(self) -> None:
         """Raise the read failure that ended the demuxing, if one did."""
-        error, self._read_error = getattr(self, "_read_error", None), None
-        if error is not None:
-            raise error
+        if getattr(self, "_read_error", None) is not None:
+            raise self._read_error
 
     def _flush(self) -> Iterator[av.VideoFrame]:
         """The frames a decoder still holds after its input stopped early (none if it cannot say)."""
@@ -312,13 +315,11 @@ class FileSource(Source):
     def damage(self) -> list[str]:
         """What was found wrong with the input so far, one phrase per kind (empty: nothing).
 
-        A file that ends inside its container's structure (cut short: found on opening), video
-        packets that failed to decode (skipped), packets or frames FFmpeg flagged as damaged
-        (concealed, still used; copied as they are for audio and subtitles), FFmpeg's log lines
-        about damage, streams left out for want of parameters; and, once the source has ended,
-        the container becoming unreadable, copied audio streams that had no packets, and a video
-        that ends before the time its header declares. Damage FFmpeg hides without flagging it
-        cannot be seen here.
+        A file cut short inside its container's structure (found on opening), video packets that
+        failed to decode (skipped), packets or frames flagged as damaged (concealed, still used;
+        copied as they are for audio and subtitles), FFmpeg's log lines about damage, streams left
+        out for want of parameters; once ended, the container becoming unreadable, copied audio
+        without packets, a video ending before its header's time. Unflagged damage is unseen.
         """
         return self._damage.report(ended=self._ended, frame_rate=self.frame_rate, reported=self.reported,
                                    copied_damaged=self.copied_damaged,

@@ -19,112 +19,24 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import av
 import numpy as np
 
-from .. import kernel_loader
-from ..cuda_device import load_driver
 from ..errors import FrameFormatError, StreamError
 from ..slots import DeviceInput
 from .file import FileSource
 from .nvdec_caps import CODECS, NvdecUnsupported, check_stream, nvdec_module
+from .nvdec_gpu import DecodedSurface, NvdecGpu
 from .nvdec_log import DecodeErrorLog, flush_c_stdout
-from .yuv import YuvLayout, planes_to_frame
+from .yuv import YuvLayout, frame_to_planes, planes_to_frame
 
 log = logging.getLogger(__name__)
 
 _ANNEX_B = {"h264": "h264_mp4toannexb", "hevc": "hevc_mp4toannexb"}
 """Bitstream filters that turn MP4/Matroska packets into the start-code form NVDEC parses."""
-
-
-@dataclass
-class DecodedSurface:
-    """A frame NVDEC decoded, still in its surface (valid until the decoder's next call)."""
-
-    width: int
-    height: int
-    bits: int
-    luma: int  # device address of the luma plane
-    chroma: int  # device address of the interleaved U/V plane
-    pts: int | None
-    time_base: Fraction
-    duration: int | None
-
-    @property
-    def time(self) -> float | None:
-        return float(self.pts * self.time_base) if self.pts is not None else None
-
-
-class _GpuSide:
-    """The source's CUDA objects: the primary context of its device, a stream, the conversion
-    kernels (per depth) and a host-delivery staging buffer; every call inside :meth:`active`."""
-
-    def __init__(self, device: int) -> None:
-        self.driver = driver = load_driver("decoding with NVDEC")
-        gpu = driver.Device(device)
-        self.context = gpu.retain_primary_context()
-        major, minor = gpu.compute_capability()
-        self.arch = f"sm_{major}{minor}"
-        self._kernels: dict[int, Any] = {}
-        self._staging = None
-        with self.active():
-            self.stream = driver.Stream()
-
-    @contextlib.contextmanager
-    def active(self) -> Iterator[None]:
-        self.context.push()
-        try:
-            yield
-        finally:
-            self.driver.Context.pop()
-
-    def convert(self, surface: DecodedSurface, target: int) -> None:
-        """Queue the surface -> flat planes kernel (writing ``target``, a device address)."""
-        sample_bytes = 2 if surface.bits > 8 else 1
-        if sample_bytes not in self._kernels:
-            module = kernel_loader.load_module("colour", {"SAMPLE_BYTES": sample_bytes}, self.arch)
-            function = module.get_function("semi_planar_to_planes")
-            function.prepare("PPiPiii")
-            self._kernels[sample_bytes] = (module, function)  # the module must outlive the function
-        kernel = self._kernels[sample_bytes][1]
-        width, height = surface.width, surface.height
-        pitch = width * sample_bytes
-        grid = ((width // 2 + 31) // 32, (height // 2 + 7) // 8)
-        kernel.prepared_async_call(grid, (32, 8, 1), self.stream, surface.luma, surface.chroma, pitch,
-                                   target, width, height, 16 - surface.bits if surface.bits > 8 else 0)
-
-    def to_host(self, surface: DecodedSurface, layout: YuvLayout) -> np.ndarray:
-        """The surface as flat planes in a (reused) host array laid out as ``layout``."""
-        staging = self._staging
-        if staging is None or staging[1].shape != layout.shape or staging[1].dtype != layout.dtype:
-            self.free_staging()
-            self._staging = (self.driver.mem_alloc(layout.nbytes),
-                             self.driver.pagelocked_empty(layout.shape, layout.dtype))
-        device, host = self._staging
-        self.convert(surface, int(device))
-        self.driver.memcpy_dtoh_async(host, device, self.stream)
-        self.stream.synchronize()
-        return host
-
-    def free_staging(self) -> None:
-        if self._staging is not None:
-            device, host = self._staging
-            device.free()
-            host.base.free()
-            self._staging = None
-
-    def close(self) -> None:
-        with contextlib.suppress(self.driver.Error):
-            with self.active():
-                self.stream.synchronize()
-                self.free_staging()
-                self._kernels.clear()
-        self.context.detach()
 
 
 class NvdecSource(FileSource):
@@ -134,6 +46,9 @@ class NvdecSource(FileSource):
         path: anything FFmpeg opens (a file path or URL).
         device: the CUDA device whose decoder runs (the backend must use the same one to take
             the frames in place).
+        fallback: when the stream changes mid-way to one NVDEC cannot take (a size or depth
+            beyond it), decode the rest with libavcodec (with a warning; frames still reach a
+            DeviceInput, uploaded) instead of failing with a StreamError.
         options: FileSource's (``video_stream``, ``copy_streams``, ``max_pixels``, ``timeout``,
             ``depth``).
 
@@ -150,12 +65,15 @@ class NvdecSource(FileSource):
     name = "nvdec"
     device_frames = True
 
-    def __init__(self, path: str | Path, *, device: int = 0, **options) -> None:
+    def __init__(self, path: str | Path, *, device: int = 0, fallback: bool = False, **options) -> None:
         options.pop("hwaccel", None)
+        self._fallback = fallback
+        self._software: av.CodecContext | None = None  # libavcodec, after a change NVDEC cannot take
+        self._software_from: int | None = None
         options["threads"] = "SLICE"  # libavcodec decodes keyframes only, each at once
         self.device = device
         self._nvc = nvdec_module()
-        self._gpu: _GpuSide | None = None
+        self._gpu: NvdecGpu | None = None
         self._decoder = None
         self._decoded_as: tuple[int, int, int] | None = None  # (width, height, bits) of the decoder
         self._errors = DecodeErrorLog()
@@ -171,7 +89,8 @@ class NvdecSource(FileSource):
     @property
     def decoder(self) -> str:
         """Which decoder runs, for logs and stats."""
-        return f"nvdec ({self._stream.codec_context.name}, device {self.device})"
+        then = f", cpu from frame {self._software_from}" if self._software_from is not None else ""
+        return f"nvdec ({self._stream.codec_context.name}, device {self.device}{then})"
 
     # -- decoding ---------------------------------------------------------------------------
 
@@ -179,14 +98,14 @@ class NvdecSource(FileSource):
         return self._first_picture
 
     def _pixel_format(self, frame) -> str:
-        return self._layout_format(frame.bits)
+        return frame.format.name if isinstance(frame, av.VideoFrame) else self._layout_format(frame.bits)
 
     def _layout_format(self, bits: int) -> str:
         return {8: "yuv420p", 10: "yuv420p10le", 12: "yuv420p12le"}[bits]
 
     def _decode(self) -> Iterator[DecodedSurface]:
         """Demux, watch the keyframes, decode on the GPU; the decoder's last frames come at the end."""
-        self._gpu = _GpuSide(self.device)
+        self._gpu = NvdecGpu(self.device)
         self._errors.open()
         codec = self._stream.codec_context.name
         bitstream = av.bitstream.BitStreamFilterContext(_ANNEX_B[codec], self._stream) if codec in _ANNEX_B else None
@@ -199,8 +118,14 @@ class NvdecSource(FileSource):
         self._stream.codec_context.options = {"skip_loop_filter": "all", "skip_idct": "all"}
         self._durations: dict[int, int | None] = {}
         for packet in self._video_packets():
-            if packet.is_keyframe and self._worth_watching(packet):
-                yield from self._watch(packet)
+            if self._software is None and packet.is_keyframe and self._worth_watching(packet):
+                try:
+                    yield from self._watch(packet)
+                except _Refused as refused:
+                    yield from self._to_software(str(refused))
+            if self._software is not None:
+                yield from self._decode_in_software(packet)
+                continue
             if self._decoder is None:
                 self._damage.decode_errors += 1  # before the first keyframe: nothing to decode it against
                 continue
@@ -212,10 +137,12 @@ class NvdecSource(FileSource):
                 continue
             for part in filtered:
                 yield from self._decode_bytes(bytes(part), pts, duration)
-        if bitstream is not None:
+        if bitstream is not None and self._software is None:
             for filtered in bitstream.filter(None):
                 yield from self._decode_bytes(bytes(filtered), filtered.pts, filtered.duration)
         yield from self._drain()
+        if self._software is not None:
+            yield from self._decode_in_software(None)
         self._raise_read_error()
 
     def _worth_watching(self, packet: av.Packet) -> bool:
@@ -255,15 +182,34 @@ class NvdecSource(FileSource):
 
     def _depth_of(self, picture: av.VideoFrame) -> int:
         """The depth NVDEC decodes ``picture``'s stream in. NvdecUnsupported before any frame is
-        decoded; a StreamError after (the CPU decoder would have to start over)."""
+        decoded; _Refused after (NVDEC's last frames still go out first)."""
         try:
             return check_stream(self.device, self._stream.codec_context.name, picture.format.name,
                                 picture.width, picture.height)
         except NvdecUnsupported as exc:
             if self._decoder is None:
                 raise
-            raise StreamError(f"{self.path}: the stream changed at frame {self._index} to one NVDEC "
-                              f"cannot decode ({exc}); --decoder cpu decodes it in software") from None
+            raise _Refused(str(exc)) from None
+
+    def _to_software(self, reason: str) -> Iterator[DecodedSurface]:
+        """NVDEC's last frames; then, with ``fallback``, libavcodec (a context of its own, decoding
+        every pixel) from here on, else a StreamError saying why."""
+        yield from self._drain()
+        if not self._fallback:
+            raise StreamError(f"{self.path}: the stream changes after frame {self._index} to one NVDEC cannot "
+                              f"decode ({reason}); --decoder cpu (or auto) decodes it in software")
+        log.warning("%s: the stream changes after frame %d to one NVDEC cannot decode (%s); decoding on "
+                    "the CPU from there", self.path, self._index, reason)
+        with self._gpu.active():
+            self._decoder = None
+        context = av.CodecContext.create(self._stream.codec_context.name, "r")
+        context.extradata = self._stream.codec_context.extradata
+        context.thread_type = "AUTO"
+        self._software = context
+
+    def _decode_in_software(self, packet: av.Packet | None) -> list[av.VideoFrame]:
+        """libavcodec's frames for ``packet`` (None: the ones it still holds), damage counted as FileSource does."""
+        return self._decoded(self._software.decode, packet)
 
     def _new_decoder(self, width: int, height: int, bits: int) -> None:
         nvc, gpu = self._nvc, self._gpu
@@ -322,16 +268,27 @@ class NvdecSource(FileSource):
 
     # -- delivery ---------------------------------------------------------------------------
 
-    def _deliver(self, frame: DecodedSurface, buffer) -> None:
-        """Write the surface into a slot's device planes (a DeviceInput) or a host buffer."""
+    def _deliver(self, frame: DecodedSurface | av.VideoFrame, buffer) -> None:
+        """Write the surface (or, after a fallback, libavcodec's frame) into a slot's device planes
+        (a DeviceInput) or a host buffer."""
         gpu = self._gpu
+        if isinstance(frame, av.VideoFrame) and self._software_from is None:
+            self._software_from = self._index
         if isinstance(buffer, DeviceInput):
             if self.planes is None or buffer.layout.shape != self.planes.shape or buffer.layout.dtype != self.planes.dtype:
                 raise FrameFormatError(f"device planes of {buffer.layout.describe()} {buffer.layout.width}x"
                                        f"{buffer.layout.height} for {self.width}x{self.height} frames")
             with gpu.active():
-                gpu.convert(frame, buffer.address)
+                if isinstance(frame, av.VideoFrame):
+                    planes = np.empty(buffer.layout.shape, buffer.layout.dtype)
+                    frame_to_planes(planes, frame, buffer.layout)
+                    gpu.upload(planes, buffer.address)
+                else:
+                    gpu.convert(frame, buffer.address)
                 buffer.written.record(gpu.stream)
+            return
+        if isinstance(frame, av.VideoFrame):
+            super()._deliver(frame, buffer)
             return
         layout = YuvLayout(frame.width, frame.height, self.colour, self.colour.range == 2, frame.bits)
         with gpu.active():
@@ -364,6 +321,10 @@ class NvdecSource(FileSource):
             gpu.close()
         self._decoder = None
         self._errors.close()
+
+
+class _Refused(Exception):
+    """The stream changes mid-way to one NVDEC cannot take (the message says why)."""
 
 
 _SEQUENCE_NAL_TYPES = {"h264": (lambda header: header & 0x1F, {7}),  # SPS

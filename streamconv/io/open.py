@@ -39,7 +39,8 @@ def open_source(spec: str | Path | Source, *, decoder: str = "cpu", device: int 
         spec: the SOURCE argument of ``streamconv run``, or a Source (returned as is).
         decoder: for a file or stream: ``"cpu"`` (libavcodec), ``"nvdec"`` (the GPU's hardware
             decoder, frames left in device memory: :class:`streamconv.io.nvdec.NvdecSource`), or
-            ``"auto"``: NVDEC if it can take the stream, else the CPU with a notice.
+            ``"auto"``: NVDEC if it can take the stream, else the CPU with a notice (also from a
+            mid-stream change NVDEC cannot take on).
         device: the CUDA device NVDEC decodes on.
         options: keyword options passed to FileSource (``video_stream``, ``threads``,
             ``copy_streams``, ``max_pixels``, ``timeout``, ``depth``, ``hwaccel``) or,
@@ -69,7 +70,7 @@ def open_source(spec: str | Path | Source, *, decoder: str = "cpu", device: int 
 def _open_nvdec(path: str, decoder: str, device: int, options: dict) -> Source | None:
     """An NvdecSource, or None where ``auto`` falls back to the CPU (said in the log)."""
     try:
-        return NvdecSource(path, device=device, **options)
+        return NvdecSource(path, device=device, fallback=decoder == "auto", **options)
     except NvdecUnsupported as exc:
         if decoder == "nvdec":
             raise NvdecUnsupported(f"--decoder nvdec: {path}: {exc}") from None
