@@ -47,6 +47,16 @@ def cuda_status(device: int = 0) -> tuple[bool, str]:
                   f"driver CUDA {version // 1000}.{version % 1000 // 10})")
 
 
+def cuda_device_count() -> int:
+    """GPUs the driver sees (0 without PyCUDA or a driver)."""
+    try:
+        import pycuda.driver as driver  # optional (the cuda extra), and slow to import
+        driver.init()
+        return driver.Device.count()
+    except Exception:  # no PyCUDA, no driver: no GPU to count
+        return 0
+
+
 def load_driver(user: str):
     """``pycuda.driver``, initialized.
 

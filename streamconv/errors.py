@@ -105,6 +105,9 @@ class DisplayError(StreamconvError, RuntimeError):
 EXIT_DAMAGED_INPUT = 13
 """A run that finished, output written, but skipped damaged parts of its input."""
 
+EXIT_SOME_FAILED = 14
+"""A batch whose every input ended, but some failed (or were aborted); the manifest says which."""
+
 class Interrupted(KeyboardInterrupt):
     """A signal ended the work at once: SIGINT or SIGTERM during start-up, or a second one
     while a run was finishing (whatever was half written is discarded).

@@ -85,13 +85,17 @@ class SignalGuard:
 def stop_on_signals(stop: Callable[[int], None]) -> Iterator[SignalGuard | None]:
     """While the block runs, the first SIGINT/SIGTERM calls ``stop(signum)`` instead of raising,
     and a second raises :class:`Interrupted`. Uses the installed guard, or installs one for the
-    block (main thread only; elsewhere signals are left alone and None is yielded).
+    block. In any other thread than the main one, signals are left alone and None is yielded
+    (the main thread handles them: a batch stops its workers' pipelines itself).
 
     A signal received before the block (start-up) already raised; one received during a
     previous block counts as the first.
     """
+    if threading.current_thread() is not threading.main_thread():
+        yield None  # signals reach the main thread only: a batch's worker leaves them to it
+        return
     guard = _active
-    own = guard is None and threading.current_thread() is threading.main_thread()
+    own = guard is None
     if own:
         guard = SignalGuard().install()
     if guard is None:

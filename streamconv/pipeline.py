@@ -164,6 +164,12 @@ class Pipeline:
         if interrupt is not None:
             interrupt()  # a live source may be waiting for its next frame
 
+    def abort(self, signum: int | None = None) -> None:
+        """Stop a running pipeline at once, from any thread: nothing more is written, the output
+        is discarded and :meth:`run` raises :class:`Interrupted` (a batch's second signal)."""
+        self._controls.aborting.set()
+        self.stop(signum)
+
     def _stop_on_signal(self, signum: int) -> None:
         log.warning("%s: stopping; finishing the frames in flight and the output (a second signal "
                     "aborts without it)", signal.Signals(signum).name)
@@ -231,6 +237,8 @@ class Pipeline:
                         attach(self)
                     self._apply_pending()
                     self._run_epochs(stats)
+                    if self._controls.aborting.is_set():
+                        raise Interrupted(self.stop_signal or signal.SIGTERM)
                     if self._counts.source_ended and not self.stopping:  # not after --max-frames
                         self._copy_trailing_packets()
             except BaseException as exc:

@@ -16,6 +16,7 @@ import streamconv
 from streamconv.io.file import FileSource
 from streamconv.io.sink import Sink
 
+from clips import write_clip
 from test_damage import DAMAGES, corpus, readable_frames  # noqa: F401  (corpus is a fixture)
 
 pytestmark = pytest.mark.cuda
@@ -25,33 +26,6 @@ from streamconv.io.nvdec import NvdecSource  # noqa: E402
 from streamconv.io.nvdec_caps import decoder_caps  # noqa: E402
 
 CHAIN = ["box:size=5", "sharpen"]
-
-
-def write_clip(path: Path, codec: str, pix_fmt: str, frames: int = 40, size=(352, 240), *,
-               options: dict | None = None, seed: int = 5, container_format: str | None = None) -> Path:
-    """A clip of moving noise (every frame differs, B-frames where the codec makes them)."""
-    if codec not in av.codecs_available:
-        pytest.skip(f"this PyAV build has no {codec}")
-    width, height = size
-    rng = np.random.default_rng(seed)
-    base = rng.integers(0, 256, (height, width * 2, 3), dtype=np.uint8)
-    rgb_format = "rgb48le" if "10" in pix_fmt or "12" in pix_fmt else "rgb24"
-    with av.open(str(path), "w", format=container_format) as container:
-        stream = container.add_stream(codec, rate=25)
-        stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
-        stream.options = options or {}
-        for index in range(frames):
-            start = 3 * index % width
-            picture = np.ascontiguousarray(base[:, start: start + width])
-            if rgb_format == "rgb48le":
-                picture = picture.astype(np.uint16) * 257
-            frame = av.VideoFrame.from_ndarray(picture, format=rgb_format)
-            frame.pts = index
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode(None):
-            container.mux(packet)
-    return path
 
 
 class PlanesRecorder(Sink):
@@ -101,7 +75,7 @@ def test_nvdec_into_the_slots_equals_the_cpu_decoder_frame_for_frame(tmp_path, e
                                                                        options):
     needs(codec, bits)
     suffix = "webm" if codec == "vp9" else "mkv" if codec == "av1" else "mp4"
-    clip = write_clip(tmp_path / f"clip.{suffix}", encoder, pix_fmt, options=options)
+    clip = write_clip(tmp_path / f"clip.{suffix}", encoder, pix_fmt, frames=40, size=(352, 240), options=options)
     got, stats, in_place = filtered_by(clip, "nvdec")
     expected, cpu_stats, _ = filtered_by(clip, "cpu")
     assert in_place and stats.decoder.startswith("nvdec") and cpu_stats.decoder.startswith("cpu")
@@ -114,7 +88,8 @@ def test_nvdec_into_the_slots_equals_the_cpu_decoder_frame_for_frame(tmp_path, e
 
 
 def test_the_cli_writes_the_same_file_with_nvdec_as_with_the_cpu_decoder(cli, tmp_path):
-    clip = write_clip(tmp_path / "in.mp4", "libx264", "yuv420p", options={"preset": "veryfast"})
+    clip = write_clip(tmp_path / "in.mp4", "libx264", "yuv420p", frames=40, size=(352, 240),
+                      options={"preset": "veryfast"})
     outputs = {}
     for decoder in ("nvdec", "cpu"):
         out, stats = tmp_path / f"{decoder}.mkv", tmp_path / f"{decoder}.json"
@@ -130,7 +105,8 @@ def test_the_cli_writes_the_same_file_with_nvdec_as_with_the_cpu_decoder(cli, tm
 
 
 def test_frames_delivered_to_host_memory_equal_the_cpu_decoders(tmp_path):
-    clip = write_clip(tmp_path / "in.mp4", "libx264", "yuv420p", frames=12, options={"preset": "veryfast"})
+    clip = write_clip(tmp_path / "in.mp4", "libx264", "yuv420p", frames=12, size=(352, 240),
+                      options={"preset": "veryfast"})
     with NvdecSource(clip) as hardware, FileSource(clip) as software:
         assert hardware.decoder.startswith("nvdec") and hardware.planes == software.planes
         for index in range(12):
@@ -161,8 +137,10 @@ def test_a_size_change_drains_and_remakes_the_decoder(tmp_path):
 def test_a_change_nvdec_cannot_take_goes_to_the_cpu_under_auto_and_fails_under_nvdec(cli, tmp_path):
     if decoder_caps(0, "h264", 10).supported:
         pytest.skip("this GPU's NVDEC decodes 10-bit H.264: no refused change to make")
-    first = write_clip(tmp_path / "a.ts", "libx264", "yuv420p", frames=20, options={"preset": "veryfast"})
-    second = write_clip(tmp_path / "b.ts", "libx264", "yuv420p10le", frames=20, options={"preset": "veryfast"},
+    first = write_clip(tmp_path / "a.ts", "libx264", "yuv420p", frames=20, size=(352, 240),
+                       options={"preset": "veryfast"})
+    second = write_clip(tmp_path / "b.ts", "libx264", "yuv420p10le", frames=20, size=(352, 240),
+                        options={"preset": "veryfast"},
                         seed=9)
     joined = tmp_path / "joined.ts"
     joined.write_bytes(first.read_bytes() + second.read_bytes())
@@ -199,7 +177,8 @@ def test_damage_under_nvdec_exits_13_with_the_rest_written(cli, tmp_path, corpus
 
 
 def test_a_stream_nvdec_cannot_take_is_exit_7_or_the_cpu_under_auto(cli, tmp_path):
-    clip = write_clip(tmp_path / "444.mp4", "libx264", "yuv444p", frames=5, options={"preset": "ultrafast"})
+    clip = write_clip(tmp_path / "444.mp4", "libx264", "yuv444p", frames=5, size=(352, 240),
+                      options={"preset": "ultrafast"})
     out = tmp_path / "out.mkv"
     refused = cli("run", str(clip), "-o", str(out), "--backend", "cuda", "--decoder", "nvdec", "--no-progress")
     assert refused.returncode == 7, refused.stderr
@@ -261,7 +240,8 @@ def test_nvenc_encodes_where_the_gpu_has_one(cli, tmp_path):
     reason = hardware_encoders().get("h264_nvenc", "this FFmpeg build has no h264_nvenc")
     if reason is not None:
         pytest.skip(f"no NVENC here: {reason}")
-    clip = write_clip(tmp_path / "in.mp4", "libx264", "yuv420p", frames=20, options={"preset": "veryfast"})
+    clip = write_clip(tmp_path / "in.mp4", "libx264", "yuv420p", frames=20, size=(352, 240),
+                      options={"preset": "veryfast"})
     out = tmp_path / "out.mp4"
     result = cli("run", str(clip), "-o", str(out), "--backend", "cuda", "--codec", "h264_nvenc", "--crf", "23",
                  "--bitrate", "4M", "--filter", "edge", "--no-progress", "-q")

@@ -28,6 +28,7 @@ from ..interrupts import SignalGuard
 from ..io.encoder_check import hardware_encoders
 from ..io.nvdec_caps import NvdecUnsupported, decoder_table, nvdec_module
 from ..presets import list_presets, load_preset
+from .batch import cmd_batch
 from .bench import cmd_bench
 from .parser import build_parser
 from .run import check_run_args, cmd_run
@@ -94,7 +95,7 @@ def _nvdec_summary(rows) -> str:
     return "device 0: " + "; ".join(parts)
 
 
-COMMANDS = {"run": cmd_run, "filters": cmd_filters, "info": cmd_info, "bench": cmd_bench}
+COMMANDS = {"run": cmd_run, "batch": cmd_batch, "filters": cmd_filters, "info": cmd_info, "bench": cmd_bench}
 
 
 def main(argv: Sequence[str] | None = None, *, signals: SignalGuard | None = None) -> int:

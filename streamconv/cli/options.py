@@ -55,6 +55,26 @@ def crf_value(text: str) -> float:
     return value
 
 
+def positive_int(text: str) -> int:
+    value = non_negative_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
+def device_list(text: str) -> str | list[int]:
+    """--devices: ``all`` or GPU numbers separated by commas (``0,1``)."""
+    if text.strip() == "all":
+        return "all"
+    try:
+        devices = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected all or GPU numbers such as 0,1, got {text!r}") from None
+    if any(d < 0 for d in devices) or len(set(devices)) != len(devices):
+        raise argparse.ArgumentTypeError(f"expected distinct GPU numbers >= 0, got {text!r}")
+    return devices
+
+
 def bit_rate(text: str) -> str:
     """--bitrate: bits per second, as FFmpeg writes them (2500000, 2500k, 2.5M)."""
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)([kKmMgG]?)\s*", text)

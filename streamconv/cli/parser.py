@@ -9,8 +9,8 @@ from ..backends import BACKENDS
 from ..backends.plan import KERNEL_CHOICES
 from ..borders import BORDER_MODES, DEFAULT_BORDER
 from .bench import add_bench_parser
-from .options import (MAX_TIMEOUT, bit_rate, crf_value, frame_size, non_negative_int, pixel_limit, positive_float,
-                        ring_size, timeout_seconds)
+from .options import (MAX_TIMEOUT, bit_rate, crf_value, device_list, frame_size, non_negative_int, pixel_limit,
+                      positive_float, positive_int, ring_size, timeout_seconds)
 from ..io.display import KEYS_HELP
 from ..io.file import NETWORK_TIMEOUT
 from ..io.nvdec_caps import DECODERS
@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"streamconv {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_run_parser(commands)
+    _add_batch_parser(commands)
     commands.add_parser("filters", help="list filters, their parameters and the presets")
     commands.add_parser("info", help="versions, and which backends can run here and why not")
     add_bench_parser(commands)
@@ -62,6 +63,46 @@ def _add_run_parser(commands) -> None:
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--quiet", "-q", action="store_true", help="no summary table")
     run.add_argument("--verbose", "-v", action="store_true", help="log what is opened and compiled")
+
+
+def _add_batch_parser(commands) -> None:
+    """Add ``streamconv batch``: INPUT... and OUTDIR, run's chain, engine, decoder, encoder and
+    sample options, and the batch's own."""
+    batch = commands.add_parser(
+        "batch", help="filter many files into a folder, several at a time, on every GPU",
+        description="Filter every INPUT into OUTDIR/<its name>, several at once per GPU in one process, "
+                    "keeping a manifest of what happened to each (OUTDIR/streamconv-batch.json).",
+        epilog="Examples:\n  streamconv batch clips/ -o filtered/ --filter edge\n"
+               "  streamconv batch 'in/*.mp4' -o out/ --pipeline blur --jobs 4 --devices all\n"
+               "  streamconv batch in/ -o out/ --recursive --ext mkv --resume\n"
+               "\nExit: 0 all done, 13 some inputs damaged, 14 some failed (see the manifest).",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    batch.add_argument("inputs", nargs="+", metavar="INPUT",
+                       help="video files, folders (their video files) or quoted globs ('clips/*.mp4')")
+    batch.add_argument("-o", "--output", dest="outdir", required=True, metavar="OUTDIR",
+                       help="output folder (made if missing); each output is OUTDIR/<input's name>")
+    _add_chain_options(batch)
+    batch.add_argument("--backend", choices=BACKENDS, default="auto",
+                       help="auto picks cuda when PyCUDA and a GPU are present (default auto)")
+    batch.add_argument("--kernel", choices=KERNEL_CHOICES, default="auto", metavar="NAME",
+                       help="CUDA kernel variant (as for run)")
+    batch.add_argument("--ring", type=ring_size, default=3, metavar="N", help="frames in flight per input (default 3)")
+    batch.add_argument("--decoder", choices=DECODERS, default="auto", help="as for run (default auto)")
+    batch.add_argument("--jobs", "-j", type=positive_int, metavar="N",
+                       help="inputs at once per GPU (default: a quarter of the cores, at least 2 on a GPU)")
+    batch.add_argument("--devices", type=device_list, default=None, metavar="all|N,N,...",
+                       help="GPUs to spread the inputs over (default 0)")
+    batch.add_argument("--recursive", "-r", action="store_true",
+                       help="take folders' subfolders too (outputs keep their relative paths), and ** in globs")
+    batch.add_argument("--ext", metavar="EXT", help="the outputs' extension, e.g. mkv (default: the input's)")
+    batch.add_argument("--manifest", metavar="PATH", help="where the manifest goes (default OUTDIR/streamconv-batch.json)")
+    batch.add_argument("--resume", action="store_true",
+                       help="skip inputs a previous batch finished, per its manifest (outputs still there)")
+    _add_encoder_options(batch)
+    _add_sample_options(batch)
+    batch.add_argument("--no-progress", action="store_true", help="no status line")
+    batch.add_argument("--quiet", "-q", action="store_true", help="no summary")
+    batch.add_argument("--verbose", "-v", action="store_true", help="log what is opened and compiled")
 
 
 def _add_chain_options(run: argparse.ArgumentParser) -> None:

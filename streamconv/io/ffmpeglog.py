@@ -33,6 +33,7 @@ def ffmpeg_reason(exc: BaseException, timeout: float | None = None) -> str:
 _lock = threading.Lock()
 _watches = 0
 _restore: bool | None = None
+_open: list["DamageLog"] = []
 
 _WORDS = ("corrupt", "truncat", "prematurely", "invalid", "missing", "error")
 
@@ -46,22 +47,32 @@ class DamageLog(logging.Handler):
 
     Attributes:
         count: lines counted: errors, and warnings that speak of damage.
+        shared: such lines not counted because another open watch listens to the same component.
 
-    FFmpeg's lines name the component, not the file: two inputs of the same format read at
-    once in one process count each other's reports.
+    FFmpeg's lines name the component, not the file: while two inputs of the same format or
+    codec are read at once in one process (a batch), a line could be either's, so it is counted
+    for neither (``shared``); their damage is still seen where the decoder flags it (skipped
+    packets, concealed frames) and in the container's structure.
     """
 
     def __init__(self, components: set[str]) -> None:
         super().__init__(level=logging.WARNING)
         self.components = set(components)
         self.count = 0
+        self.shared = 0
         self._logger = logging.getLogger("libav")
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.name.partition(".")[2] not in self.components:
+        component = record.name.partition(".")[2]
+        if component not in self.components:
             return
         if record.levelno >= logging.ERROR or any(w in record.getMessage().lower() for w in _WORDS):
-            self.count += 1
+            with _lock:
+                alone = sum(component in watch.components for watch in _open) <= 1
+            if alone:
+                self.count += 1
+            else:
+                self.shared += 1
 
     def start(self) -> "DamageLog":
         """Install the handler (and PyAV's log level, if none is set, until the last watch stops)."""
@@ -72,6 +83,7 @@ class DamageLog(logging.Handler):
                 av.logging.set_level(av.logging.WARNING)
                 self._logger.propagate = False  # FFmpeg's wording stays out of streamconv's output
             _watches += 1
+            _open.append(self)
         self._logger.addHandler(self)
         self._started = True
         return self
@@ -85,6 +97,7 @@ class DamageLog(logging.Handler):
         self._logger.removeHandler(self)
         with _lock:
             _watches -= 1
+            _open.remove(self)
             if _watches == 0 and _restore is not None:
                 av.logging.set_level(None)
                 self._logger.propagate, _restore = _restore, None

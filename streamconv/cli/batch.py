@@ -1,0 +1,49 @@
+"""``streamconv batch``: many inputs into a folder through :class:`streamconv.batch.Batch`; a summary and the exit code."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from ..batch import Batch
+from ..borders import DEFAULT_BORDER
+from ..filters import parse_chain
+from ..presets import load_preset
+
+log = logging.getLogger("streamconv")
+
+
+def cmd_batch(args: argparse.Namespace) -> int:
+    """``streamconv batch``: every input through its own pipeline; 0, 13, 14 or 128 + signal."""
+    stages, border = parse_chain(args.filters), args.border
+    if args.pipeline:
+        preset = load_preset(args.pipeline)
+        stages = [*preset.filters, *stages]
+        border = border or preset.border
+    if not stages:
+        log.warning("no --filter or --pipeline given: frames pass through unchanged")
+    sink_options = {"codec": args.codec, "pix_fmt": args.pix_fmt, "crf": args.crf, "bitrate": args.bitrate,
+                    "preset": args.codec_preset}
+    batch = Batch(args.inputs, stages, args.outdir, jobs=args.jobs, devices=args.devices, backend=args.backend,
+                  border=border or DEFAULT_BORDER, kernel=args.kernel, ring=args.ring, decoder=args.decoder,
+                  colour=args.colour, sink_options=sink_options, manifest=args.manifest, resume=args.resume,
+                  overwrite=args.overwrite, recursive=args.recursive, ext=args.ext, progress=not args.no_progress)
+    result = batch.run()
+    if not args.quiet:
+        print(_summary(result), file=sys.stderr)
+    return result.exit_code
+
+
+def _summary(result) -> str:
+    """One line per input that did not simply finish, then the totals."""
+    lines = [f"  {r.status:<11} {r.input}" + (f": {r.error}" if r.error else "")
+             for r in result.records if r.status not in ("done", "skipped")]
+    counts: dict[str, int] = {}
+    for record in result.records:
+        counts[record.status] = counts.get(record.status, 0) + 1
+    frames = sum(r.frames for r in result.records if r.status in ("done", "damaged"))
+    totals = ", ".join(f"{n} {status}" for status, n in counts.items())
+    lines.append(f"batch: {len(result.records)} input(s): {totals}; {frames} frames written; "
+                 f"manifest {result.manifest}")
+    return "\n".join(lines)

@@ -1,0 +1,153 @@
+"""``streamconv batch``: many real clips through one process on the CPU backend: outputs equal to
+one-at-a-time runs, a damaged and a broken input among them, globs and folders, refusals before
+any work, a manifest that stays true when the batch is killed, and --resume after the kill."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+import streamconv
+from streamconv.manifest import MANIFEST_NAME
+
+from clips import write_clip
+from test_cli import assert_error, assert_ok
+from test_reliability import flip_bytes
+
+
+def frames_of(path: Path) -> list[np.ndarray]:
+    with av.open(str(path)) as container:
+        return [f.to_ndarray() for f in container.decode(video=0)]
+
+
+def manifest_of(folder: Path) -> dict:
+    return json.loads((folder / MANIFEST_NAME).read_text())
+
+
+def batch(cli, *args: str):
+    return cli("batch", *args, "--backend", "cpu", "--no-progress", "--filter", "box:size=3")
+
+
+@pytest.fixture
+def clips(tmp_path) -> Path:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for n in range(3):
+        write_clip(folder / f"clip{n}.mp4", seed=n)
+    return folder
+
+
+def test_a_batch_writes_what_one_at_a_time_runs_write_and_a_true_manifest(cli, tmp_path, clips):
+    (clips / "broken.mp4").write_bytes(b"not a video at all" * 100)
+    (clips / "damaged.mp4").write_bytes(flip_bytes((clips / "clip0.mp4").read_bytes(), 4, 300))
+    out = tmp_path / "out"
+    result = batch(cli, str(clips), "-o", str(out), "--jobs", "2")
+    assert result.returncode == 14, result.stderr  # some failed
+    records = {Path(r["input"]).name: r for r in manifest_of(out)["inputs"]}
+    assert records["broken.mp4"]["status"] == "failed" and records["broken.mp4"]["exit_code"] == 4
+    assert "cannot open input" in records["broken.mp4"]["error"]
+    assert records["damaged.mp4"]["status"] == "damaged" and records["damaged.mp4"]["exit_code"] == 13
+    assert records["damaged.mp4"]["damage"] and (out / "damaged.mp4").exists()
+    for n in range(3):
+        record = records[f"clip{n}.mp4"]
+        assert record["status"] == "done" and record["frames"] == 24 and record["exit_code"] == 0
+        assert record["bytes"] == (out / f"clip{n}.mp4").stat().st_size
+    alone = tmp_path / "alone.mp4"
+    assert_ok(cli("run", str(clips / "clip1.mp4"), "-o", str(alone), "--backend", "cpu", "--filter", "box:size=3",
+                  "--no-progress", "-q"))
+    for got, expected in zip(frames_of(out / "clip1.mp4"), frames_of(alone), strict=True):
+        np.testing.assert_array_equal(got, expected)
+    assert not (out / "broken.mp4").exists()
+    assert not [p for p in out.iterdir() if ".partial" in p.name]
+
+
+def test_globs_folders_recursive_and_ext(cli, tmp_path, clips):
+    (clips / "sub").mkdir()
+    write_clip(clips / "sub" / "deep.mkv", seed=7)
+    (clips / "notes.txt").write_text("not a video")
+    out = tmp_path / "out"
+    assert_ok(batch(cli, str(clips / "clip*.mp4"), "-o", str(out)))
+    assert sorted(p.name for p in out.glob("*.mp4")) == ["clip0.mp4", "clip1.mp4", "clip2.mp4"]
+    nested = tmp_path / "nested"
+    assert_ok(batch(cli, str(clips), "-o", str(nested), "--recursive", "--ext", "mkv"))
+    assert (nested / "sub" / "deep.mkv").is_file() and (nested / "clip0.mkv").is_file()
+    assert len(manifest_of(nested)["inputs"]) == 4  # notes.txt is not a video
+
+
+@pytest.mark.parametrize("case", ["exists", "output is input", "same name twice", "missing input", "no match"])
+def test_refused_before_any_work(cli, tmp_path, clips, case):
+    out = tmp_path / "out"
+    args = [str(clips), "-o", str(out)]
+    code, fragment = 6, ""
+    if case == "exists":
+        out.mkdir()
+        (out / "clip1.mp4").write_bytes(b"keep me")
+        fragment = "output exists"
+    elif case == "output is input":
+        args = [str(clips), "-o", str(clips)]
+        fragment = "would be the input itself"
+    elif case == "same name twice":
+        other = tmp_path / "other"
+        other.mkdir()
+        write_clip(other / "clip0.mp4", seed=9)
+        args = [str(clips), str(other), "-o", str(out)]
+        fragment = "would both be written"
+    elif case == "missing input":
+        args, code, fragment = [str(tmp_path / "nowhere.mp4"), "-o", str(out)], 4, "input not found"
+    else:
+        args, code, fragment = [str(tmp_path / "*.avi"), "-o", str(out)], 4, "no file matches"
+    assert_error(batch(cli, *args), code, fragment)
+    assert not (out / MANIFEST_NAME).exists() and not (clips / MANIFEST_NAME).exists()
+    if case == "exists":
+        assert (out / "clip1.mp4").read_bytes() == b"keep me"
+
+
+def test_a_killed_batch_leaves_a_true_manifest_and_resume_finishes_it(tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for n in range(6):
+        write_clip(folder / f"c{n}.mp4", frames=48, seed=n, size=(320, 240))
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "streamconv", "batch", str(folder), "-o", str(out), "--backend", "cpu",
+               "--jobs", "1", "--filter", "gaussian:sigma=2", "--no-progress", "-q"]
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # kill it once one input is done and another is running
+        try:
+            counts = manifest_of(out)["counts"]
+        except (OSError, ValueError):
+            counts = {}
+        if counts.get("done", 0) >= 1 and counts.get("running", 0) == 1:
+            break
+        time.sleep(0.02)
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=30)
+    killed = manifest_of(out)  # whole: written atomically
+    done = [r for r in killed["inputs"] if r["status"] == "done"]
+    assert done and len(done) < 6 and killed["counts"]["running"] == 1
+    for record in killed["inputs"]:  # nothing published that is not recorded as done
+        assert Path(record["output"]).exists() == (record["status"] == "done")
+    stamps = {r["output"]: os.stat(r["output"]).st_mtime_ns for r in done}
+    resumed = subprocess.run(command + ["--resume"], capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    final = manifest_of(out)
+    assert final["counts"]["done"] == 6 - len(done) and final["counts"]["skipped"] == len(done)
+    for output, stamp in stamps.items():
+        assert os.stat(output).st_mtime_ns == stamp  # not written again
+    for n in range(6):
+        assert len(frames_of(out / f"c{n}.mp4")) == 48
+
+
+def test_the_python_api(tmp_path, clips):
+    result = streamconv.run_batch([str(clips)], ["edge"], tmp_path / "out", backend="cpu", jobs=2)
+    assert result.exit_code == 0 and [r.status for r in result.records] == ["done"] * 3
+    assert result.manifest == (tmp_path / "out" / MANIFEST_NAME).resolve() or result.manifest.exists()
