@@ -46,11 +46,12 @@ def clips(tmp_path) -> Path:
     return folder
 
 
-def test_a_batch_writes_what_one_at_a_time_runs_write_and_a_true_manifest(cli, tmp_path, clips):
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_a_batch_writes_what_one_at_a_time_runs_write_and_a_true_manifest(cli, tmp_path, clips, processes):
     (clips / "broken.mp4").write_bytes(b"not a video at all" * 100)
     (clips / "damaged.mp4").write_bytes(flip_bytes((clips / "clip0.mp4").read_bytes(), 4, 300))
     out = tmp_path / "out"
-    result = batch(cli, str(clips), "-o", str(out), "--jobs", "2")
+    result = batch(cli, str(clips), "-o", str(out), "--jobs", "2", "--processes", processes)
     assert result.returncode == 14, result.stderr  # some failed
     records = {Path(r["input"]).name: r for r in manifest_of(out)["inputs"]}
     assert records["broken.mp4"]["status"] == "failed" and records["broken.mp4"]["exit_code"] == 4
@@ -111,14 +112,15 @@ def test_refused_before_any_work(cli, tmp_path, clips, case):
         assert (out / "clip1.mp4").read_bytes() == b"keep me"
 
 
-def test_a_killed_batch_leaves_a_true_manifest_and_resume_finishes_it(tmp_path):
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_a_killed_batch_leaves_a_true_manifest_and_resume_finishes_it(tmp_path, processes):
     folder = tmp_path / "in"
     folder.mkdir()
     for n in range(6):
         write_clip(folder / f"c{n}.mp4", frames=48, seed=n, size=(320, 240))
     out = tmp_path / "out"
     command = [sys.executable, "-m", "streamconv", "batch", str(folder), "-o", str(out), "--backend", "cpu",
-               "--jobs", "1", "--filter", "gaussian:sigma=2", "--no-progress", "-q"]
+               "--jobs", "1", "--processes", processes, "--filter", "gaussian:sigma=2", "--no-progress", "-q"]
     child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # kill it once one input is done and another is running
@@ -131,6 +133,7 @@ def test_a_killed_batch_leaves_a_true_manifest_and_resume_finishes_it(tmp_path):
         time.sleep(0.02)
     child.send_signal(signal.SIGKILL)
     child.wait(timeout=30)
+    time.sleep(1.0)  # worker processes see their batch gone and abort (outputs discarded)
     killed = manifest_of(out)  # whole: written atomically
     done = [r for r in killed["inputs"] if r["status"] == "done"]
     assert done and len(done) < 6 and killed["counts"]["running"] == 1

@@ -25,7 +25,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
         log.warning("no --filter or --pipeline given: frames pass through unchanged")
     sink_options = {"codec": args.codec, "pix_fmt": args.pix_fmt, "crf": args.crf, "bitrate": args.bitrate,
                     "preset": args.codec_preset}
-    batch = Batch(args.inputs, stages, args.outdir, jobs=args.jobs, devices=args.devices, backend=args.backend,
+    batch = Batch(args.inputs, stages, args.outdir, jobs=args.jobs, processes=args.processes, devices=args.devices, backend=args.backend,
                   border=border or DEFAULT_BORDER, kernel=args.kernel, ring=args.ring, decoder=args.decoder,
                   colour=args.colour, sink_options=sink_options, manifest=args.manifest, resume=args.resume,
                   overwrite=args.overwrite, recursive=args.recursive, ext=args.ext, progress=not args.no_progress)

@@ -90,6 +90,9 @@ def _add_batch_parser(commands) -> None:
     batch.add_argument("--decoder", choices=DECODERS, default="auto", help="as for run (default auto)")
     batch.add_argument("--jobs", "-j", type=positive_int, metavar="N",
                        help="inputs at once per GPU (default: a quarter of the cores, at least 2 on a GPU)")
+    batch.add_argument("--processes", type=positive_int, metavar="N",
+                       help="worker processes the inputs are shared among (default: one per 4 inputs at once; "
+                            "1: threads of one process)")
     batch.add_argument("--devices", type=device_list, default=None, metavar="all|N,N,...",
                        help="GPUs to spread the inputs over (default 0)")
     batch.add_argument("--recursive", "-r", action="store_true",

@@ -1,0 +1,143 @@
+"""Running a batch's inputs: one input through its own Pipeline (:func:`run_input`), in a thread of
+the batch's process or in a worker process (:func:`worker_process`).
+
+One Python process drives about as many frames a second as its threads can get the interpreter
+lock for (some 450 1080p frames a second on a 16-core host); beyond that a batch shares its
+inputs among worker processes, each running its share in threads. Only the batch's own process
+writes the manifest: workers report each input's start and end on a queue.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import signal
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import EXIT_DAMAGED_INPUT, Interrupted, StreamconvError
+from .filters import FilterStage
+from .manifest import BatchRecord
+from .pipeline import Pipeline
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunSettings:
+    """How every input of a batch runs (picklable: it goes to worker processes as it is)."""
+
+    filters: list[FilterStage]
+    backend: str
+    options: dict[str, Any]  # Pipeline's border, kernel, ring, decoder, colour
+    sink_options: dict[str, Any]
+    overwrite: bool = False
+    ours: set[str] = field(default_factory=set)  # outputs an earlier batch wrote: ours to replace
+
+
+class Running:
+    """The pipelines running now in this process, so that a second signal can abort them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pipelines: dict[int, Pipeline] = {}
+
+    def add(self, pipeline: Pipeline) -> None:
+        with self._lock:
+            self._pipelines[threading.get_ident()] = pipeline
+
+    def remove(self) -> None:
+        with self._lock:
+            self._pipelines.pop(threading.get_ident(), None)
+
+    def frames(self) -> int:
+        """Frames the running pipelines have written so far."""
+        with self._lock:
+            return sum(p.stats.frames for p in self._pipelines.values() if p.stats is not None)
+
+    def abort_all(self, signum: int | None) -> None:
+        with self._lock:
+            pipelines = list(self._pipelines.values())
+        for pipeline in pipelines:
+            pipeline.abort(signum)
+
+
+def run_input(record: BatchRecord, device: int, settings: RunSettings, running: Running) -> None:
+    """Run one input through its own Pipeline; fill ``record`` with how it ended (never raises
+    for the input's own failure: that is the record's status)."""
+    started = time.perf_counter()
+    try:
+        Path(record.output).parent.mkdir(parents=True, exist_ok=True)
+        sink_options = {**settings.sink_options, "overwrite": settings.overwrite or record.output in settings.ours}
+        pipeline = Pipeline(record.input, settings.filters, record.output, backend=settings.backend,
+                            device=device, sink_options=sink_options, **settings.options)
+        running.add(pipeline)
+        stats = pipeline.run()
+        _finished(record, stats, pipeline.stop_signal)
+    except Interrupted as exc:
+        record.status, record.exit_code, record.error = "interrupted", exc.exit_code, "aborted by a signal"
+    except StreamconvError as exc:
+        record.status, record.exit_code, record.error = "failed", exc.exit_code, str(exc)
+    except Exception as exc:  # one input's surprise must not stop the others
+        record.status, record.exit_code, record.error = "failed", 1, f"internal error: {type(exc).__name__}: {exc}"
+    finally:
+        running.remove()
+        record.seconds = round(time.perf_counter() - started, 3)
+        if record.status == "failed":
+            log.warning("%s failed: %s", record.input, record.error)
+
+
+def _finished(record: BatchRecord, stats, stop_signal: int | None) -> None:
+    """Fill a record from a finished run's stats; a run stopped early is not complete."""
+    record.frames, record.decoder = stats.frames, stats.decoder
+    record.fps = round(stats.fps, 2)
+    record.damage = list(stats.damage)
+    if stop_signal is not None:
+        record.status, record.exit_code = "interrupted", 128 + stop_signal
+        return
+    record.status = "damaged" if stats.damage else "done"
+    record.exit_code = EXIT_DAMAGED_INPUT if stats.damage else 0
+    record.bytes = Path(record.output).stat().st_size
+
+
+def worker_process(settings: RunSettings, devices: list[int], tasks, results, stop_taking, abort,
+                   log_level: int) -> None:
+    """A worker process: one thread per entry of ``devices`` takes ``(index, record)`` tasks until
+    a None (or ``stop_taking``), and reports ``("running", index, device)`` and ``("ended", index,
+    record fields)`` on ``results``; ``abort`` set aborts the running pipelines, and so does the
+    batch's process dying (their outputs are discarded: no manifest would record them). Signals
+    are the batch's process's to handle: here they are ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    logging.basicConfig(level=log_level, format="streamconv: %(message)s", force=True)
+    running = Running()
+    parent, orphaned = os.getppid(), threading.Event()
+
+    def work(device: int) -> None:
+        while not stop_taking.is_set() and not orphaned.is_set():
+            try:
+                task = tasks.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if task is None:
+                return
+            index, record = task
+            results.put(("running", index, device))
+            run_input(record, device, settings, running)
+            results.put(("ended", index, asdict(record)))
+
+    threads = [threading.Thread(target=work, args=(device,), daemon=True) for device in devices]
+    for thread in threads:
+        thread.start()
+    while any(thread.is_alive() for thread in threads):
+        if os.getppid() != parent:  # the batch's process was killed: its manifest cannot record more
+            orphaned.set()
+        if abort.wait(0.1) or orphaned.is_set():
+            running.abort_all(None)
+            break
+    for thread in threads:
+        thread.join()
