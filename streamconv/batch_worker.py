@@ -126,6 +126,7 @@ def worker_process(settings: RunSettings, devices: list[int], tasks, results, st
             if task is None:
                 return
             index, record = task
+            record.status, record.device = "running", device if settings.backend == "cuda" else None
             results.put(("running", index, device))
             run_input(record, device, settings, running)
             results.put(("ended", index, asdict(record)))
