@@ -269,7 +269,8 @@ class Batch:
 def run_batch(inputs: Sequence[str], filters: Sequence[str | FilterStage], outdir: str | Path,
               **options) -> BatchResult:
     """Filter many inputs into ``outdir`` (see :class:`Batch` for the options) and return the
-    result; the manifest is written as the batch goes."""
+    result; the manifest is written as the batch goes. With more than one process, the workers
+    are spawned: a script calling this must do so under ``if __name__ == "__main__":``."""
     return Batch(inputs, filters, outdir, **options).run()
 
 

@@ -75,7 +75,6 @@ class NvdecSource(FileSource):
         self._nvc = nvdec_module()
         self._gpu: NvdecGpu | None = None
         self._decoder = None
-        self._in_use = None  # the frames of NVDEC's last call: their surfaces may still be read
         self._decoded_as: tuple[int, int, int] | None = None  # (width, height, bits) of the decoder
         self._errors = DecodeErrorLog()
         self._first_picture: av.VideoFrame | None = None
@@ -202,8 +201,6 @@ class NvdecSource(FileSource):
         log.warning("%s: the stream changes after frame %d to one NVDEC cannot decode (%s); decoding on "
                     "the CPU from there", self.path, self._index, reason)
         with self._gpu.active():
-            self._gpu.stream.synchronize()
-            self._in_use = None
             self._decoder = None
         context = av.CodecContext.create(self._stream.codec_context.name, "r")
         context.extradata = self._stream.codec_context.extradata
@@ -217,8 +214,6 @@ class NvdecSource(FileSource):
     def _new_decoder(self, width: int, height: int, bits: int) -> None:
         nvc, gpu = self._nvc, self._gpu
         with gpu.active():
-            gpu.stream.synchronize()  # the drained frames are converted before their decoder goes
-            self._in_use = None
             self._decoder = None  # the old one is destroyed with its context current
             free_before, _ = gpu.driver.mem_get_info()
             codec = getattr(nvc.cudaVideoCodec, CODECS[self._stream.codec_context.name])
@@ -257,13 +252,10 @@ class NvdecSource(FileSource):
     def _surfaces(self, packet) -> Iterator[DecodedSurface]:
         try:
             with self._gpu.active():
-                # The last call's surfaces are reused by this one (or, once their frames are
-                # released, by another decoder of the process), outside our stream's order: the
-                # conversions queued from them must have run first (a busy GPU delays them).
+                # The last call's surfaces are reused by this one, and not in our stream's order:
+                # the conversions queued from them must have run (a busy GPU delays them).
                 self._gpu.stream.synchronize()
-                self._in_use = None
                 frames = self._decoder.Decode(packet)
-                self._in_use = frames  # held until the next call has synchronized
                 if frames and not self.decoder_memory:
                     self._count_decoder_memory()
         except Exception as exc:  # PyNvVideoCodec raises its own types
@@ -328,8 +320,6 @@ class NvdecSource(FileSource):
         if self._gpu is not None:
             gpu, self._gpu = self._gpu, None
             with contextlib.suppress(gpu.driver.Error), gpu.active():
-                gpu.stream.synchronize()
-                self._in_use = None
                 self._decoder = None  # destroyed while its context is current and still held
             gpu.close()
         self._decoder = None
