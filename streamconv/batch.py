@@ -26,6 +26,7 @@ from .backends import resolve_backend
 from .batch_inputs import BatchInput, find_inputs, plan_outputs, refuse_existing
 from .borders import DEFAULT_BORDER
 from .cuda_device import cuda_device_count
+from .batch_ray import run_on_ray
 from .batch_worker import RunSettings, Running, run_input, worker_process
 from .errors import EXIT_DAMAGED_INPUT, EXIT_SOME_FAILED, FilterSpecError, Interrupted
 from .filters import FilterStage, parse_chain
@@ -80,6 +81,8 @@ class Batch:
         recursive: folders' subfolders too (outputs keep their relative paths), ``**`` in globs.
         ext: the outputs' extension (None: the input's).
         progress: draw a status line on stderr when it is a terminal.
+        ray: run each input as a task on a Ray cluster (:mod:`streamconv.batch_ray`): True for the
+            one in RAY_ADDRESS or a new local one, or the cluster's address; None: this host only.
 
     Raises (before any work):
         InputError: an input names nothing. OutputError: an output would be an input, two inputs
@@ -91,7 +94,7 @@ class Batch:
                  border: str = DEFAULT_BORDER, kernel: str = "auto", ring: int = 3, decoder: str = "auto",
                  colour: str = "auto", sink_options: dict[str, Any] | None = None, manifest: str | Path | None = None,
                  resume: bool = False, overwrite: bool = False, recursive: bool = False, ext: str | None = None,
-                 progress: bool = False) -> None:
+                 progress: bool = False, ray: str | bool | None = None) -> None:
         self.filters = parse_chain(filters)
         self.devices = _devices(devices)
         self.backend = resolve_backend(backend, device=self.devices[0])
@@ -106,6 +109,7 @@ class Batch:
             raise FilterSpecError(f"processes must be >= 1, got {processes}")
         self.processes = processes or default_processes(self.jobs * len(self.devices))
         self.progress = progress
+        self.ray = ray if ray not in (False, "") else None
         outdir = Path(outdir)
         items = plan_outputs(find_inputs(inputs, recursive=recursive), outdir, ext=ext)
         manifest_path = Path(manifest) if manifest is not None else outdir / MANIFEST_NAME
@@ -133,10 +137,15 @@ class Batch:
         self.manifest.write()
         started = time.perf_counter()
         with stop_on_signals(self._stop_taking):
-            if self.processes > 1:
-                self._run_processes(started)
-            else:
-                self._run_threads(started)
+            try:
+                if self.ray is not None:
+                    run_on_ray(self, None if self.ray is True else str(self.ray))
+                elif self.processes > 1:
+                    self._run_processes(started)
+                else:
+                    self._run_threads(started)
+            finally:
+                remove_stale_partials(Path(record.output) for record in self.manifest.records)
         self.manifest.write()
         return BatchResult(self.manifest.records, self._exit_code(), self.manifest.path)
 
@@ -145,17 +154,21 @@ class Batch:
         for record in self.manifest.records:
             if record.status == "pending":
                 self._pending.put(record)
-        workers = [threading.Thread(target=self._work, args=(device,), name=f"streamconv-batch-{device}-{n}",
+        # Each worker sets its event when it ends: a Thread.join() cut short by a signal would
+        # take the thread for ended (CPython releases its state lock), so it is not used here.
+        ended = [threading.Event() for _ in self.devices for _ in range(self.jobs)]
+        workers = [threading.Thread(target=self._work, args=(device, event), name=f"streamconv-batch-{device}-{n}",
                                     daemon=True)
-                   for device in self.devices for n in range(self.jobs)]
+                   for (device, n), event in zip(((d, n) for d in self.devices for n in range(self.jobs)), ended)]
         for worker in workers:
             worker.start()
         try:
-            self._wait(workers, started)
+            self._wait(ended, started)
         except Interrupted:
+            self._stopping.set()
             self._running.abort_all(self._stop_signal)
-            for worker in workers:
-                worker.join()
+            for event in ended:
+                event.wait()
             self.manifest.write()
             raise
 
@@ -179,6 +192,7 @@ class Batch:
         try:
             self._collect(workers, results, started)
         except Interrupted:
+            stop_taking.set()
             abort.set()
             self._collect(workers, results, started)  # until every worker has reported and ended
             raise
@@ -209,12 +223,16 @@ class Batch:
         if draw:
             sys.stderr.write("\r\033[K")
 
-    def _wait(self, workers: list[threading.Thread], started: float) -> None:
-        """Wait for the workers, drawing the status line (the main thread stays free for signals)."""
+    @property
+    def stopping(self) -> bool:
+        """True once a first signal said to start no new input."""
+        return self._stopping.is_set()
+
+    def _wait(self, ended: list[threading.Event], started: float) -> None:
+        """Wait for the workers to end, drawing the status line (the main thread stays free for signals)."""
         draw = self.progress and sys.stderr.isatty()
-        for worker in workers:
-            while worker.is_alive():
-                worker.join(0.25)
+        for event in ended:
+            while not event.wait(0.25):
                 if draw:
                     self._draw(started)
         if draw:
@@ -232,21 +250,25 @@ class Batch:
         sys.stderr.flush()
 
     def _stop_taking(self, signum: int) -> None:
-        log.warning("%s: no new inputs; the running ones finish (a second signal aborts them)",
-                    signal.Signals(signum).name)
+        # The flags before the message: a second signal may come as soon as it is seen.
         self._stop_signal = signum
         self._stopping.set()
         if self._events is not None:
             self._events[0].set()
+        log.warning("%s: no new inputs; the running ones finish (a second signal aborts them)",
+                    signal.Signals(signum).name)
 
-    def _work(self, device: int) -> None:
+    def _work(self, device: int, ended: threading.Event) -> None:
         """A worker: take pending inputs one by one until none is left or the batch stops."""
-        while not self._stopping.is_set():
-            try:
-                record = self._pending.get_nowait()
-            except queue.Empty:
-                return
-            self._run_one(record, device)
+        try:
+            while not self._stopping.is_set():
+                try:
+                    record = self._pending.get_nowait()
+                except queue.Empty:
+                    return
+                self._run_one(record, device)
+        finally:
+            ended.set()
 
     def _run_one(self, record: BatchRecord, device: int) -> None:
         """Run one input in this thread, the manifest written as it starts and ends."""
@@ -272,6 +294,17 @@ def run_batch(inputs: Sequence[str], filters: Sequence[str | FilterStage], outdi
     result; the manifest is written as the batch goes. With more than one process, the workers
     are spawned: a script calling this must do so under ``if __name__ == "__main__":``."""
     return Batch(inputs, filters, outdir, **options).run()
+
+
+def remove_stale_partials(outputs) -> None:
+    """Remove the temporary files (``.NAME.RANDOM.partial.EXT``) a killed writer of these outputs
+    left behind: once a batch has ended none of its writers is alive, and nothing else makes them."""
+    for output in outputs:
+        for stale in output.parent.glob(f".{output.stem}.*.partial{output.suffix}"):
+            try:
+                stale.unlink()
+            except OSError:
+                pass  # already gone, or not ours to remove: left as it is
 
 
 def _record(item: BatchInput, earlier: dict | None) -> BatchRecord:

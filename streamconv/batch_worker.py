@@ -45,10 +45,16 @@ class Running:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pipelines: dict[int, Pipeline] = {}
+        self._aborted = False
+        self._signal: int | None = None
 
     def add(self, pipeline: Pipeline) -> None:
+        """Keep a pipeline about to run; one made after :meth:`abort_all` is aborted at once."""
         with self._lock:
             self._pipelines[threading.get_ident()] = pipeline
+            aborted = self._aborted
+        if aborted:
+            pipeline.abort(self._signal)
 
     def remove(self) -> None:
         with self._lock:
@@ -60,7 +66,9 @@ class Running:
             return sum(p.stats.frames for p in self._pipelines.values() if p.stats is not None)
 
     def abort_all(self, signum: int | None) -> None:
+        """Abort every running pipeline, and any added from now on."""
         with self._lock:
+            self._aborted, self._signal = True, signum
             pipelines = list(self._pipelines.values())
         for pipeline in pipelines:
             pipeline.abort(signum)

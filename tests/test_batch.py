@@ -154,3 +154,38 @@ def test_the_python_api(tmp_path, clips):
     result = streamconv.run_batch([str(clips)], ["edge"], tmp_path / "out", backend="cpu", jobs=2)
     assert result.exit_code == 0 and [r.status for r in result.records] == ["done"] * 3
     assert result.manifest == (tmp_path / "out" / MANIFEST_NAME).resolve() or result.manifest.exists()
+
+
+@pytest.mark.parametrize("signals", [1, 2])
+def test_a_signal_starts_no_new_input_and_a_second_aborts_the_running_ones(tmp_path, signals):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    write_clip(folder / "c0.mp4", frames=360, seed=0, size=(320, 240))  # long enough for both signals
+    for n in range(1, 4):
+        write_clip(folder / f"c{n}.mp4", frames=24, seed=n, size=(320, 240))
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "streamconv", "batch", str(folder), "-o", str(out), "--backend", "cpu",
+               "--jobs", "1", "--processes", "1", "--filter", "gaussian:sigma=3", "--no-progress", "-q"]
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # the first input is running
+        try:
+            if manifest_of(out)["counts"]["running"] == 1:
+                break
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.02)
+    child.send_signal(signal.SIGINT)
+    said = child.stderr.readline()  # the first is handled before the second is sent
+    assert b"no new inputs" in said, said
+    if signals == 2:
+        child.send_signal(signal.SIGINT)
+    _, stderr = child.communicate(timeout=120)
+    stderr = said + stderr
+    assert child.returncode == 130, stderr
+    records = manifest_of(out)["inputs"]
+    first, rest = records[0], records[1:]
+    assert first["status"] == ("done" if signals == 1 else "interrupted"), stderr
+    assert Path(first["output"]).exists() == (signals == 1)
+    assert [r["status"] for r in rest] == ["pending"] * 3
+    assert not [p for p in out.iterdir() if p.suffix == ".mp4" and p.name != "c0.mp4" or ".partial" in p.name]

@@ -28,7 +28,8 @@ def cmd_batch(args: argparse.Namespace) -> int:
     batch = Batch(args.inputs, stages, args.outdir, jobs=args.jobs, processes=args.processes, devices=args.devices, backend=args.backend,
                   border=border or DEFAULT_BORDER, kernel=args.kernel, ring=args.ring, decoder=args.decoder,
                   colour=args.colour, sink_options=sink_options, manifest=args.manifest, resume=args.resume,
-                  overwrite=args.overwrite, recursive=args.recursive, ext=args.ext, progress=not args.no_progress)
+                  overwrite=args.overwrite, recursive=args.recursive, ext=args.ext, progress=not args.no_progress,
+                  ray=args.ray)
     result = batch.run()
     if not args.quiet:
         print(_summary(result), file=sys.stderr)

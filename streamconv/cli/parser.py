@@ -95,6 +95,9 @@ def _add_batch_parser(commands) -> None:
                             "1: threads of one process)")
     batch.add_argument("--devices", type=device_list, default=None, metavar="all|N,N,...",
                        help="GPUs to spread the inputs over (default 0)")
+    batch.add_argument("--ray", nargs="?", const=True, default=None, metavar="ADDRESS",
+                       help="run each input as a task on a Ray cluster (the ray extra): the one at ADDRESS, "
+                            "else RAY_ADDRESS's or a new local one; inputs and outputs on a shared path")
     batch.add_argument("--recursive", "-r", action="store_true",
                        help="take folders' subfolders too (outputs keep their relative paths), and ** in globs")
     batch.add_argument("--ext", metavar="EXT", help="the outputs' extension, e.g. mkv (default: the input's)")

@@ -1,0 +1,100 @@
+"""A batch across machines on Ray (the ``ray`` extra): each input one Ray task, on whichever node
+Ray places it, asking for a share of a GPU (``1 / jobs``) on the CUDA backend.
+
+Inputs and outputs must be on a path every node sees (a shared file system) or be URLs. Only
+the batch's own process writes the manifest, from the tasks' results, so an input is counted
+once however often it ran. A task whose worker dies is retried (``max_retries``) elsewhere; the
+lost attempt's output was never published (outputs are renamed into place only when complete).
+A first signal cancels the tasks not yet started (they stay pending for ``--resume``), a second
+cancels the running ones too.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from .batch_worker import RunSettings, Running, run_input
+from .errors import BackendUnavailableError, Interrupted
+from .manifest import BatchRecord
+
+if TYPE_CHECKING:
+    from .batch import Batch
+
+log = logging.getLogger(__name__)
+
+RAY_EXTRA = "pip install 'streamconv[ray]'"
+MAX_RETRIES = 3
+"""Attempts after the first when a task's worker or node is lost."""
+
+
+def ray_module():
+    """Ray, or BackendUnavailableError naming the extra."""
+    try:
+        import ray  # optional (the ray extra)
+    except ImportError:
+        raise BackendUnavailableError(f"--ray needs Ray ({RAY_EXTRA})") from None
+    return ray
+
+
+def run_input_task(record: dict, settings: RunSettings) -> dict:
+    """The Ray task: one input through its own Pipeline on the node it landed on; the record's fields."""
+    ray = ray_module()
+    gpus = ray.get_gpu_ids() if settings.backend == "cuda" else []
+    batch_record = BatchRecord(**record)
+    batch_record.status = "running"
+    # Ray makes the GPU share it granted the task's only visible device: number 0 here.
+    batch_record.device = int(gpus[0]) if gpus else None
+    run_input(batch_record, 0, settings, Running())
+    return asdict(batch_record)
+
+
+def run_on_ray(batch: "Batch", address: str | None) -> None:
+    """Run ``batch``'s pending inputs as Ray tasks on the cluster at ``address`` (None: the one
+    in RAY_ADDRESS, or a new local one), updating its manifest as results come in."""
+    ray = ray_module()
+    if not ray.is_initialized():
+        ray.init(address=address, log_to_driver=False, configure_logging=False)
+    share = 1.0 / batch.jobs if batch.backend == "cuda" else 0
+    task = ray.remote(run_input_task).options(num_gpus=share, num_cpus=1, max_retries=MAX_RETRIES,
+                                              retry_exceptions=False)
+    waiting: dict[Any, int] = {}
+    for index, record in enumerate(batch.manifest.records):
+        if record.status == "pending":
+            waiting[task.remote(asdict(record), batch.settings)] = index
+    try:
+        _collect(ray, batch, waiting)
+    except Interrupted:
+        for ref in waiting:
+            ray.cancel(ref, force=True)
+        _collect(ray, batch, waiting, cancelled=True)
+        raise
+
+
+def _collect(ray, batch: "Batch", waiting: dict, *, cancelled: bool = False) -> None:
+    """Record each task's result as it comes; after the first signal, cancel the ones not started."""
+    stopped = False
+    while waiting:
+        if batch.stopping and not stopped and not cancelled:
+            stopped = True
+            for ref in list(waiting):
+                ray.cancel(ref)  # a task not yet started is dropped; a running one finishes
+        done, _ = ray.wait(list(waiting), num_returns=1, timeout=0.25)
+        for ref in done:
+            _record_result(ray, batch.manifest.records[waiting.pop(ref)], ref, stopped or cancelled)
+            batch.manifest.write()
+
+
+def _record_result(ray, record: BatchRecord, ref, cancelled: bool) -> None:
+    try:
+        for name, value in ray.get(ref).items():
+            setattr(record, name, value)
+    except ray.exceptions.TaskCancelledError:
+        record.status = "interrupted" if record.status == "running" else "pending"
+    except (ray.exceptions.RayError, OSError) as exc:
+        if cancelled:
+            record.status = "interrupted"
+            return
+        record.status, record.exit_code = "failed", 1
+        record.error = f"the Ray task failed after {MAX_RETRIES} retries: {type(exc).__name__}: {exc}"
