@@ -41,6 +41,7 @@ class SignalGuard:
 
     def __init__(self) -> None:
         self.received: int | None = None
+        self.deferred = False  # record signals only (see streamconv.launch), raise nothing
         self._on_first: Callable[[int], None] | None = None
         self._previous: dict[int, object] = {}
         self._outer: SignalGuard | None = None
@@ -75,6 +76,8 @@ class SignalGuard:
         first = self.received is None
         if first:
             self.received = signum
+        if self.deferred:
+            return  # imports are running: an exception here could land in importlib's own code
         if first and self._on_first is not None:
             self._on_first(signum)  # a run in progress stops and finishes its output
             return

@@ -17,9 +17,17 @@ from .interrupts import SignalGuard
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``streamconv`` command; returns the process exit code."""
     with SignalGuard() as guard:
+        # While the imports run, a signal is only recorded: raised inside importlib (a module
+        # lock's callback) it would be printed as "Exception ignored" and lost.
+        guard.deferred = True
         try:
             from .cli import main as cli_main  # heavy: under the guard
         except Interrupted as exc:
             sys.stderr.write("streamconv: interrupted\n")
             return exc.exit_code
+        finally:
+            guard.deferred = False
+        if guard.received is not None:
+            sys.stderr.write("streamconv: interrupted\n")
+            return 128 + guard.received
         return cli_main(argv, signals=guard)
