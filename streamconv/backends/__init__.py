@@ -23,6 +23,9 @@ log = logging.getLogger(__name__)
 BACKENDS = ("auto", "cpu", "cuda")
 
 
+_NOTICED: set[str] = set()  # the reasons auto has already given for choosing the cpu backend
+
+
 def resolve_backend(name: str, *, device: int = 0) -> str:
     """Turn ``auto`` into ``cuda`` or ``cpu`` (with a one-line notice); check ``cuda`` is usable.
 
@@ -39,7 +42,9 @@ def resolve_backend(name: str, *, device: int = 0) -> str:
         return "cuda"
     if name == "cuda":
         raise BackendUnavailableError(f"cuda backend unavailable: {reason}")
-    log.warning("cuda unavailable: %s; using the cpu backend", reason)
+    if reason not in _NOTICED:  # once per process: a program making many Filters hears it once
+        _NOTICED.add(reason)
+        log.warning("cuda unavailable: %s; using the cpu backend", reason)
     return "cpu"
 
 

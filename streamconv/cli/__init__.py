@@ -42,7 +42,8 @@ def cmd_filters(_args: argparse.Namespace) -> int:
     for name in list_presets():
         preset = load_preset(name)
         chain = " -> ".join(f.describe() for f in preset.filters)
-        print(f"  {name:<10} {preset.description}\n  {'':<10} {chain}")
+        border = f", border {preset.border}" if preset.border else ""
+        print(f"  {name:<10} {preset.description}\n  {'':<10} {chain}{border}")
     return 0
 
 

@@ -166,7 +166,7 @@ def _add_encoder_options(run: argparse.ArgumentParser) -> None:
     """How OUTPUT is written: --overwrite, --codec, --pix-fmt, --crf, --bitrate, --preset."""
     run.add_argument("--overwrite", "-y", action="store_true",
                      help="replace OUTPUT and the --stats-json file if they exist (keeping their permissions)")
-    run.add_argument("--codec", default="libx264", help="encoder (default libx264)")
+    run.add_argument("--codec", default=None, help="encoder (default libx264; VP9 for .webm)")
     run.add_argument("--pix-fmt", default=None,
                      help="encoder pixel format (default yuv420p; for 10-bit and deeper input the "
                           "codec's 4:2:0 format of that depth, e.g. yuv420p10le)")

@@ -47,7 +47,8 @@ class FileSink(Sink):
         width, height: frame size of the frames sent (pixels).
         frame_rate: nominal rate written to the stream.
         time_base: time base of the pts the frames carry.
-        codec: FFmpeg encoder name (default libx264).
+        codec: FFmpeg encoder name (None: :func:`default_codec` for the file's container:
+            libx264, or VP9 for .webm).
         pix_fmt: encoder pixel format; None picks yuv420p, or for input of more than 8 bits
             per sample (``bits``) the encoder's 4:2:0 format of that depth or the nearest
             deeper one (yuv420p10le, ...), with a warning where it has none.
@@ -76,7 +77,7 @@ class FileSink(Sink):
     name = "file"
 
     def __init__(self, path: str | Path, *, width: int, height: int, frame_rate: Fraction,
-                 time_base: Fraction | None = None, codec: str = "libx264",
+                 time_base: Fraction | None = None, codec: str | None = None,
                  pix_fmt: str | None = None, bits: int | None = None, crf: float | None = None,
                  preset: str | None = None, bitrate: str | None = None,
                  overwrite: bool = False, protect: Sequence = (), options: dict[str, str] | None = None,
@@ -92,6 +93,7 @@ class FileSink(Sink):
         self._colour = colour
         self._display_matrix = display_matrix
         self.width, self.height = width, height
+        codec = codec or default_codec(self.path)
         self.codec_name = codec
         self._container = None
         encoder = find_encoder(codec)
@@ -104,6 +106,10 @@ class FileSink(Sink):
         check_pix_fmt(codec, encoder, pix_fmt)
         self._frame_rate = Fraction(frame_rate)
         self._time_base = time_base or 1 / self._frame_rate
+        if _format_for(self.path) == "avi":
+            # AVI has no timestamps of its own: its time base is the frame rate (readers take a
+            # 1/600 base for 600 fps); frames are numbered on the 1/rate grid instead.
+            self._time_base = 1 / self._frame_rate
         self._pix_fmt = pix_fmt
         self._conversion = yuv_tags(pix_fmt, colour)  # fixed per sink: decided once, not per frame
         self._sample_bits = format_bits(pix_fmt)
@@ -356,6 +362,16 @@ class FileSink(Sink):
 
     def describe(self) -> str:
         return f"{self.path} ({self.codec_name})"
+
+
+CONTAINER_CODECS = {".webm": "libvpx-vp9"}
+"""The encoder a container gets when none is asked for (libx264 for the others)."""
+
+
+def default_codec(path: str | Path) -> str:
+    """The encoder for a file whose container is named by its extension: VP9 for WebM (which
+    holds no H.264), else libx264."""
+    return CONTAINER_CODECS.get(Path(path).suffix.lower(), "libx264")
 
 
 def _format_for(path: Path) -> str | None:

@@ -10,6 +10,8 @@ the samples dropped, so damage in it is seen, not only passed on. On the sink si
 
 from __future__ import annotations
 
+import io
+
 import logging
 from pathlib import Path
 from typing import Sequence
@@ -132,11 +134,28 @@ def add_copied_streams(container, sources: Sequence, path: Path) -> dict[int, ob
             continue
         codec = source.codec_context.name
         if codec not in storable:
-            log.warning("%s stream %d (%s) cannot be stored in %s; not copied (try .mkv)",
-                        source.type, source.index, codec, path.suffix or "this container")
+            log.warning("%s stream %d (%s) cannot be stored in %s; not copied (%s)", source.type,
+                        source.index, codec, path.suffix or "this container", _holder(codec, path.suffix))
             continue
         try:
             copies[source.index] = container.add_stream_from_template(source)
         except (av.FFmpegError, ValueError) as exc:
             log.warning("%s stream %d (%s) not copied: %s", source.type, source.index, codec, exc)
     return copies
+
+
+_HOLDERS = ((".mkv", "matroska"), (".mp4", "mp4"), (".mov", "mov"), (".ts", "mpegts"))
+
+
+def _holder(codec: str, suffix: str) -> str:
+    """Which common container would hold ``codec``: a hint for the warning."""
+    for extension, format_name in _HOLDERS:
+        if extension == suffix.lower():
+            continue
+        try:
+            with av.open(io.BytesIO(), "w", format=format_name) as probe:
+                if codec in probe.supported_codecs:
+                    return f"{extension} holds it"
+        except (av.FFmpegError, ValueError):
+            continue
+    return "none of .mkv, .mp4, .mov and .ts holds it"
