@@ -279,8 +279,12 @@ def test_m2ts_192_byte_packets_cut_inside_a_packet_are_truncated_and_whole_ones_
         with streamconv.FileSource(path) as source:
             assert sum(1 for _ in source) == expected
             found = source.damage()
-        assert found == (["the file is cut short: its last 192-byte transport packet has 100 bytes (truncated)"]
-                         if damaged else []), found
+        if not damaged:
+            assert found == [], found
+            continue
+        assert found[0] == "the file is cut short: its last 192-byte transport packet has 100 bytes (truncated)"
+        # Whether the decoder also logs the cut frame depends on its threads' timing.
+        assert all(phrase.startswith("FFmpeg reported damage") for phrase in found[1:]), found
 
 
 # ---------------------------------------------------------------- a damaged secondary stream
