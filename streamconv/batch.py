@@ -213,8 +213,7 @@ class Batch:
             if kind == "running":
                 record.status, record.device = "running", detail if self.backend == "cuda" else None
             else:
-                for name, value in detail.items():
-                    setattr(record, name, value)
+                record.update(detail)
             self.manifest.write()
         for record in self.manifest.records:  # a worker that died with an input in hand
             if record.status == "running":

@@ -88,8 +88,7 @@ def _collect(ray, batch: "Batch", waiting: dict, *, cancelled: bool = False) -> 
 
 def _record_result(ray, record: BatchRecord, ref, cancelled: bool) -> None:
     try:
-        for name, value in ray.get(ref).items():
-            setattr(record, name, value)
+        record.update(ray.get(ref))
     except ray.exceptions.TaskCancelledError:
         record.status = "interrupted" if record.status == "running" else "pending"
     except (ray.exceptions.RayError, OSError) as exc:

@@ -56,6 +56,11 @@ class BatchRecord:
     device: int | None = None
     bytes: int | None = None
 
+    def update(self, fields: dict) -> None:
+        """Take the fields a worker (a process, a Ray task) reported for this input."""
+        for name, value in fields.items():
+            setattr(self, name, value)
+
 
 class Manifest:
     """The records of a batch and the file they are kept in.

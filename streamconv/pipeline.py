@@ -334,7 +334,6 @@ class Pipeline:
                                  device=self.device, kernel=self.kernel, plan=self.chain_plan)
         try:
             stats.backend = backend.describe()
-            stats.decoder = getattr(self.source, "decoder", "")
             log.info("%s -> %s on %s", self.source.describe(), self.sink.describe(), stats.backend)
             in_place = {"device_input": True} if planes is not None and self.device_input else {}
             slots = backend.allocate_slots(self.source.shape, self.ring, planes=planes,

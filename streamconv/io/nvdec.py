@@ -31,7 +31,7 @@ from .file import FileSource
 from .nvdec_caps import CODECS, NvdecUnsupported, check_stream, nvdec_module
 from .nvdec_gpu import DecodedSurface, NvdecGpu
 from .nvdec_log import DecodeErrorLog, flush_c_stdout
-from .yuv import YuvLayout, frame_to_planes, planes_to_frame
+from .yuv import YuvLayout, frame_to_planes, planes_format, planes_to_frame
 
 log = logging.getLogger(__name__)
 
@@ -98,10 +98,7 @@ class NvdecSource(FileSource):
         return self._first_picture
 
     def _pixel_format(self, frame) -> str:
-        return frame.format.name if isinstance(frame, av.VideoFrame) else self._layout_format(frame.bits)
-
-    def _layout_format(self, bits: int) -> str:
-        return {8: "yuv420p", 10: "yuv420p10le", 12: "yuv420p12le"}[bits]
+        return frame.format.name if isinstance(frame, av.VideoFrame) else planes_format(frame.bits)
 
     def _decode(self) -> Iterator[DecodedSurface]:
         """Demux, watch the keyframes, decode on the GPU; the decoder's last frames come at the end."""

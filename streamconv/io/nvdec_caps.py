@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass
 
 from ..errors import BackendUnavailableError
+from .yuv import DEEP_PLANE_FORMATS, PLANE_FORMATS
 
 DECODERS = ("auto", "cpu", "nvdec")
 """The ``--decoder`` choices: NVDEC where it can (auto), libavcodec on the CPU, or NVDEC or an error."""
@@ -20,7 +21,7 @@ CODECS = {"h264": "H264", "hevc": "HEVC", "av1": "AV1", "vp9": "VP9", "vp8": "VP
           "mpeg1video": "MPEG1", "mpeg2video": "MPEG2", "mpeg4": "MPEG4", "vc1": "VC1"}
 """FFmpeg codec names NVDEC may take -> their ``cudaVideoCodec`` member names."""
 
-FORMAT_DEPTHS = {"yuv420p": 8, "yuvj420p": 8, "yuv420p10le": 10, "yuv420p12le": 12}
+FORMAT_DEPTHS = {**{name: 8 for name in PLANE_FORMATS}, **DEEP_PLANE_FORMATS}
 """Decoded pixel formats NVDEC can deliver as 4:2:0 planes (NV12 or P016), by bit depth."""
 
 
@@ -31,6 +32,10 @@ def _info_to_debug(record: logging.LogRecord) -> bool:
 
 class NvdecUnsupported(BackendUnavailableError):
     """NVDEC cannot take this stream here (exit 7 under ``--decoder nvdec``); the message says what."""
+
+
+class NvdecMissing(NvdecUnsupported):
+    """PyNvVideoCodec is not installed: the CPU decoder is then the plain default, not a fallback."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +72,7 @@ def nvdec_module():
     try:
         import PyNvVideoCodec  # optional (the nvdec extra)
     except ImportError:
-        raise NvdecUnsupported("PyNvVideoCodec is not installed (pip install 'streamconv[nvdec]')") from None
+        raise NvdecMissing("PyNvVideoCodec is not installed (pip install 'streamconv[nvdec]')") from None
     except Exception as exc:  # its import loads the driver's libnvcuvid
         raise NvdecUnsupported(f"PyNvVideoCodec cannot load here: {exc}") from None
     return PyNvVideoCodec

@@ -20,7 +20,7 @@ from .camera import is_webcam_spec, open_webcam
 from .file import FileSource
 from .filesink import FileSink
 from .nvdec import NvdecSource
-from .nvdec_caps import DECODERS, NvdecUnsupported
+from .nvdec_caps import DECODERS, NvdecMissing, NvdecUnsupported
 from .pattern import is_test_spec, parse_test_spec
 from .sink import CallbackSink, FanoutSink, NullSink, Sink
 from .source import Source
@@ -75,7 +75,7 @@ def _open_nvdec(path: str, decoder: str, device: int, options: dict) -> Source |
         if decoder == "nvdec":
             raise NvdecUnsupported(f"--decoder nvdec: {path}: {exc}") from None
         # Without PyNvVideoCodec, the CPU decoder is the plain default: only --verbose says so.
-        level = logging.INFO if "not installed" in str(exc) else logging.WARNING
+        level = logging.INFO if isinstance(exc, NvdecMissing) else logging.WARNING
         log.log(level, "%s: decoding on the CPU: %s", path, exc)
         return None
 

@@ -71,6 +71,13 @@ WIDE_TO_YUV_BITS = DEEP_TO_YUV_BITS + 1
 """From this many fractional bits on, RGB -> YUV sums need 64-bit integers (CPU and GPU alike)."""
 
 
+def planes_format(bits: int) -> str:
+    """The FFmpeg pixel format of 4:2:0 planes of ``bits`` per sample (yuv420p, yuv420p10le, ...)."""
+    if bits == 8:
+        return "yuv420p"
+    return next(name for name, depth in DEEP_PLANE_FORMATS.items() if depth == bits)
+
+
 @dataclass(frozen=True)
 class YuvLayout:
     """Where the planes of one W x H 4:2:0 frame lie in a flat host buffer.
@@ -117,9 +124,7 @@ class YuvLayout:
     @property
     def pix_fmt(self) -> str:
         """The FFmpeg pixel format of these planes (yuv420p for 8 bits; yuvj420p reads the same)."""
-        if self.bits == 8:
-            return "yuv420p"
-        return next(name for name, bits in DEEP_PLANE_FORMATS.items() if bits == self.bits)
+        return planes_format(self.bits)
 
     @property
     def dtype(self) -> np.dtype:
