@@ -19,7 +19,7 @@ _EXPORTS = {
     "DisplaySink": "io.display",
     "BackendUnavailableError": "errors", "CameraError": "errors", "CameraLostError": "errors",
     "DisplayError": "errors", "FilterSpecError": "errors", "FrameFormatError": "errors",
-    "FrameTypeError": "errors", "GpuFaultError": "errors", "InputError": "errors",
+    "FrameTypeError": "errors", "FrameDeviceError": "errors", "GpuFaultError": "errors", "InputError": "errors",
     "Interrupted": "errors", "KernelCompileError": "errors", "NoVideoStreamError": "errors",
     "OutputError": "errors", "PresetError": "errors", "ShapeError": "errors",
     "StreamconvError": "errors", "StreamError": "errors",
@@ -33,7 +33,7 @@ _EXPORTS = {
     "FrameMeta": "slots",
     "FileSource": "io.file", "NvdecSource": "io.nvdec", "Batch": "batch", "run_batch": "batch",
     "ArraySource": "io.arrays", "open_source": "io.open", "TestPattern": "io.pattern",
-    "RunStats": "stats",
+    "RunStats": "stats", "DeviceFrame": "interop.device_frame",
     "WebcamSource": "io.camera",
 }
 """Public name -> the submodule that defines it."""
@@ -55,6 +55,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "__version__",
     "ArraySource",
     "BackendUnavailableError",
     "Batch",
@@ -64,6 +65,7 @@ __all__ = [
     "CameraError",
     "CameraLostError",
     "DEFAULT_BORDER",
+    "DeviceFrame",
     "DisplayError",
     "DisplaySink",
     "FanoutSink",
@@ -72,6 +74,7 @@ __all__ = [
     "Filter",
     "FilterSpecError",
     "FilterStage",
+    "FrameDeviceError",
     "FrameFormatError",
     "FrameMeta",
     "FrameTypeError",
@@ -84,8 +87,8 @@ __all__ = [
     "LiveSource",
     "load_preset",
     "NoVideoStreamError",
-    "NvdecSource",
     "NullSink",
+    "NvdecSource",
     "open_sink",
     "open_source",
     "OutputError",
@@ -102,5 +105,4 @@ __all__ = [
     "StreamFilter",
     "TestPattern",
     "WebcamSource",
-    "__version__",
 ]

@@ -4,7 +4,9 @@ your loop) is in :mod:`streamconv.streamfilter` and takes the same specs.
 Frames are host NumPy arrays of dtype uint8 or uint16: (H, W, 3) colour, (H, W) grey or
 (H, W, 4). Per-channel filters do not care about channel order, so OpenCV's BGR frames and
 RGB frames give the same result. Any strides are accepted (views, crops), for inputs and for
-writable outputs. A uint16 frame is filtered in 16 bits and saturates at 65535 (scale 10- or
+writable outputs. On the cuda backend, frames may also be CUDA device arrays (CuPy, PyTorch,
+PyCUDA, PyNvVideoCodec: anything speaking ``__cuda_array_interface__`` or DLPack): they are
+filtered where they are and the result stays on the GPU (:mod:`streamconv.interop`). A uint16 frame is filtered in 16 bits and saturates at 65535 (scale 10- or
 12-bit data up to the full range first if a filter could push it past its own maximum).
 
 A closed ``Filter`` or ``StreamFilter`` refuses further work with :class:`StreamError` (a
@@ -13,16 +15,18 @@ RuntimeError), on every backend.
 
 from __future__ import annotations
 
-from typing import Sequence, Union
+from typing import Any, Sequence, Union
 
 import numpy as np
 
 from .backends import create_backend, plan_kernels, resolve_backend
 from .backends.protocol import Backend
 from .borders import DEFAULT_BORDER, check_border
-from .errors import FilterSpecError, FrameFormatError, StreamError
+from .errors import FilterSpecError, FrameDeviceError, FrameFormatError, StreamError
 from .filters import FilterStage, parse_chain, validate_taps
 from .frames import as_count, as_hwc, check_same_frame
+from .interop.arrays import DeviceView, as_frame
+from .interop.libcuda import stream_handle
 
 Spec = Union[str, FilterStage, np.ndarray, Sequence[Union[str, FilterStage]]]
 """What names a filter chain: a spec string, a FilterStage, a list of either, or a 2-D taps array."""
@@ -145,45 +149,91 @@ class Filter:
         """Whether close() was called (further frames raise StreamError)."""
         return self._closed
 
-    def __call__(self, frame: np.ndarray) -> np.ndarray:
-        """Filter one frame into a new array.
+    def __call__(self, frame: Any, *, out: Any = None, stream: Any = None) -> Any:
+        """Filter one frame into a new array (or into ``out``).
 
         Args:
-            frame: (H, W), (H, W, 3) or (H, W, 4) uint8 or uint16 host array, any strides.
+            frame: (H, W), (H, W, 3) or (H, W, 4) uint8 or uint16: a host array (NumPy, or a host
+                tensor speaking DLPack or the array interface), any strides; or a CUDA device array
+                (``__cuda_array_interface__`` or DLPack: CuPy, PyTorch, PyCUDA, PyNvVideoCodec), its
+                pixels adjacent, rows at any pitch (cuda backend only).
+            out: where to write instead, as for :meth:`apply_into` (returned).
+            stream: a CUDA stream (an int handle, or a CuPy, PyTorch, PyCUDA or Numba stream) whose
+                pending work comes first; for device frames the call then returns at once and the
+                result is ready in that stream's order. Without it the result is complete on return.
 
         Returns:
-            A new C-contiguous host array of the same shape and dtype.
+            For a host frame, a new C-contiguous NumPy array (on the cuda backend in page-locked
+            memory, reused after it is dropped); for a device frame, a new
+            :class:`~streamconv.interop.device_frame.DeviceFrame` on the same GPU (CuPy and PyTorch
+            take it without a copy: ``torch.from_dlpack(result)``, ``cupy.asarray(result)``).
 
         Raises:
-            FrameTypeError: not a uint8 or uint16 NumPy array (a TypeError).
-            FrameFormatError: an unsupported shape (a ValueError).
+            FrameTypeError: not a uint8 or uint16 array (a TypeError).
+            FrameFormatError: an unsupported shape, or a device frame whose pixels are not adjacent.
+            FrameDeviceError: a device frame on another GPU, in host memory, or on the cpu backend.
             StreamError: the Filter is closed (a RuntimeError).
         """
-        out = np.empty(frame.shape, frame.dtype) if isinstance(frame, np.ndarray) else None
-        self.apply_into(out, frame)
-        return out
+        if out is not None:
+            self.apply_into(out, frame, stream=stream)
+            return out
+        self._check_open()
+        image = as_frame(frame, what="input frame")
+        handle = None if stream is None else stream_handle(stream)
+        if isinstance(image, DeviceView):
+            return self._device_engine().apply_device(image, None, handle)
+        if self.backend == "cuda":
+            return self._engine.apply(image, stream=handle).reshape(np.shape(frame))
+        result = np.empty(image.shape, image.dtype)
+        self._engine.apply_into(result, image)
+        return result.reshape(np.shape(frame))
 
-    def apply_into(self, dst: np.ndarray, src: np.ndarray) -> None:
-        """Filter ``src`` into ``dst``: host arrays of one shape and dtype, uint8 or uint16, any
-        strides. ``dst`` may be any writable view (a crop, every second pixel, BGR of an RGB
-        array); the result is written through to it and equals ``Filter(...)(src)``.
+    def apply_into(self, dst: Any, src: Any, *, stream: Any = None) -> None:
+        """Filter ``src`` into ``dst``: arrays of one shape and dtype, uint8 or uint16, both in host
+        memory or both on the GPU (as for :meth:`__call__`). A host ``dst`` may be any writable view
+        (a crop, every second pixel, BGR of an RGB array); the result is written through to it and
+        equals ``Filter(...)(src)``. A device ``dst`` may have any row pitch, and may be ``src``.
+
+        Args:
+            stream: as for :meth:`__call__`.
 
         Raises:
-            FrameTypeError: not NumPy arrays, a dtype other than uint8/uint16, or dtypes differ.
+            FrameTypeError: not arrays, a dtype other than uint8/uint16, or dtypes differ.
             FrameFormatError: an unsupported shape, shapes differ, or ``dst`` is read-only; all
                 checked before any work, on every backend.
+            FrameDeviceError: one frame on the GPU and the other in host memory, a device frame on
+                another GPU or in host memory, or device frames on the cpu backend.
             StreamError: the Filter is closed.
         """
-        if self._closed:
-            raise StreamError("Filter is closed; make a new one to filter more frames")
-        dst3 = check_output(dst, src)
+        self._check_open()
+        source, target = as_frame(src, what="input frame"), as_frame(dst, what="output frame")
+        handle = None if stream is None else stream_handle(stream)
+        if isinstance(source, DeviceView) or isinstance(target, DeviceView):
+            if not (isinstance(source, DeviceView) and isinstance(target, DeviceView)):
+                raise FrameDeviceError("input and output frames must both be device arrays or both host "
+                                       "arrays (DeviceFrame.get() copies a result to the host)")
+            check_same_frame(target, source)
+            self._device_engine().apply_device(source, target, handle)
+            return
+        dst3 = check_output(target, source)
+        engine_kwargs = {"stream": handle} if self.backend == "cuda" else {}
         if _opencv_writes_into(dst3):
-            self._engine.apply_into(dst, src)
+            self._engine.apply_into(dst3, source, **engine_kwargs)
             return
         # A layout OpenCV cannot write into: filter into a new array and copy it through the view.
         result = np.empty(dst3.shape, dst3.dtype)
-        self._engine.apply_into(result, src)
+        self._engine.apply_into(result, source, **engine_kwargs)
         np.copyto(dst3, result)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StreamError("Filter is closed; make a new one to filter more frames")
+
+    def _device_engine(self) -> Backend:
+        """The backend, for device frames: the cuda one only."""
+        if not hasattr(self._engine, "apply_device"):
+            raise FrameDeviceError(f"device frames need the cuda backend; this Filter runs on {self.backend}")
+        return self._engine
 
     def close(self) -> None:
         """Release the backend's buffers and GPU context; idempotent."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import shutil
+import threading
 
 from .errors import BackendUnavailableError
 
@@ -76,3 +77,25 @@ def load_driver(user: str):
     except driver.Error as exc:
         raise BackendUnavailableError(f"{user}: no usable NVIDIA driver ({exc})") from None
     return driver
+
+
+# One extra retain of each device's primary context, held for the process: creating and
+# destroying a context costs about 0.1 s each (H200), which every pipeline would otherwise pay
+# twice. A backend that met a GPU fault lets it go, so the next one starts on a fresh context.
+_KEPT_CONTEXTS: dict[int, object] = {}
+_KEPT_LOCK = threading.Lock()
+
+
+def keep_primary_context(device, number: int) -> None:
+    """Hold a retain of PyCUDA ``device``'s primary context (ordinal ``number``) for the process."""
+    with _KEPT_LOCK:
+        if number not in _KEPT_CONTEXTS:
+            _KEPT_CONTEXTS[number] = device.retain_primary_context()
+
+
+def release_kept_context(number: int) -> None:
+    """Let the process's hold on device ``number``'s primary context go (after a GPU fault)."""
+    with _KEPT_LOCK:
+        context = _KEPT_CONTEXTS.pop(number, None)
+    if context is not None:
+        context.detach()

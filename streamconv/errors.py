@@ -44,6 +44,13 @@ class FrameTypeError(StreamconvError, TypeError):
     exit_code = 3
 
 
+class FrameDeviceError(StreamconvError, ValueError):
+    """A device frame is somewhere the filter cannot use it: on another GPU, or host memory
+    that claims to be device memory."""
+
+    exit_code = 3
+
+
 class InputError(StreamconvError, OSError):
     """The input is missing, unreadable, or not a video FFmpeg can decode."""
 

@@ -72,3 +72,29 @@ class ParallelCopier:
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
+
+
+def same_buffer(image: np.ndarray, buffer: np.ndarray) -> bool:
+    """Whether host array ``image`` is ``buffer`` itself: the same first byte, shape and strides
+    (those of length-1 axes aside, which never step)."""
+    def steps(array: np.ndarray) -> tuple:
+        return tuple(stride for stride, size in zip(array.strides, array.shape) if size > 1)
+
+    return (image.__array_interface__["data"][0] == buffer.__array_interface__["data"][0]
+            and image.shape == buffer.shape and steps(image) == steps(buffer))
+
+
+LARGE_FRAME_BYTES = 8 << 20
+"""From this size (a 4K RGB frame is 24 MiB) a loop's frame copies take four threads, not two."""
+
+
+def copier_for(frame_bytes: int, current: ParallelCopier) -> ParallelCopier:
+    """The copier for a loop's frames of ``frame_bytes``: ``current`` if it has the right threads,
+    else a new one (``current`` closed). Two threads up to LARGE_FRAME_BYTES: each band thread costs
+    two GIL hand-offs a frame, which slowed 1080p loops busy in Python (benchmarks/api.py); four
+    beyond, where the copy is the bound (4K on an H100 host: 2.15 ms a frame on two, 1.64 on four)."""
+    workers = 4 if frame_bytes >= LARGE_FRAME_BYTES else 2
+    if workers == current.workers:
+        return current
+    current.close()
+    return ParallelCopier(workers)

@@ -8,26 +8,18 @@ slots, their order and the backend calls are those of the pipeline's compute thr
 from __future__ import annotations
 
 from collections import deque
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 
 from .api import Spec, check_output, make_engine
 from .borders import DEFAULT_BORDER
-from .errors import StreamconvError, StreamError
+from .errors import FrameDeviceError, StreamconvError, StreamError
 from .frames import as_count, as_hwc
-from .hostcopy import ParallelCopier
+from .interop.arrays import DeviceView, as_frame
+from .interop.libcuda import stream_handle
+from .hostcopy import ParallelCopier, copier_for, same_buffer
 from .slots import InFlight, Slot
-
-
-def _same_buffer(image: np.ndarray, buffer: np.ndarray) -> bool:
-    """Whether host array ``image`` is ``buffer`` itself: the same first byte, shape and strides
-    (those of length-1 axes aside, which never step)."""
-    def steps(array: np.ndarray) -> tuple:
-        return tuple(stride for stride, size in zip(array.strides, array.shape) if size > 1)
-
-    return (image.__array_interface__["data"][0] == buffer.__array_interface__["data"][0]
-            and image.shape == buffer.shape and steps(image) == steps(buffer))
 
 
 class StreamFilter:
@@ -73,10 +65,9 @@ class StreamFilter:
         self._free: list[Slot] = []
         self._in_flight: InFlight[tuple[int, ...]] = InFlight(self._engine)  # noted: the frame's own shape
         self._ready: deque = deque()  # outputs finished early because the ring was full
-        # Two threads: each band thread costs two GIL hand-offs per frame, which are slow while
-        # the loop body is busy in Python; on a 16-core host four threads were faster alone but
-        # slower in a loop with 0.25-2 ms of Python work per frame (benchmarks/api.py).
-        self._copier = ParallelCopier(2)
+        self._device_results: deque = deque()  # DeviceFrames of device frames submitted, in order
+        self._leased: dict[int, np.ndarray] = {}  # slot index -> the page-locked frame its result lands in
+        self._copier = ParallelCopier(2)  # re-sized per frame size (hostcopy.copier_for)
         self._staged: tuple | None = None  # (slot, output shape, PendingCopy) that map() is copying
         self._reserved = None  # the slot whose input_buffer() the application is filling
         # The map() that owns every frame in flight, or None: frames in flight then came from submit().
@@ -86,7 +77,7 @@ class StreamFilter:
     @property
     def pending(self) -> int:
         """Frames submitted whose result() has not been taken yet."""
-        return len(self._in_flight) + len(self._ready) + (self._staged is not None)
+        return len(self._in_flight) + len(self._ready) + (self._staged is not None) + len(self._device_results)
 
     @property
     def closed(self) -> bool:
@@ -113,10 +104,20 @@ class StreamFilter:
         self._map_owner = None
         self._end_staging(submit=False)
         self._in_flight.release(self._free)
+        self._leased.clear()
         self._ready.clear()
+        for frame in self._device_results:
+            frame.synchronize()  # its input may be the caller's to reuse once the call returns
+        self._device_results.clear()
 
-    def submit(self, frame: np.ndarray) -> None:
-        """Queue one frame: (H, W), (H, W, 3) or (H, W, 4) uint8 or uint16 host array, any strides.
+    def submit(self, frame: Any, *, stream: Any = None) -> None:
+        """Queue one frame: (H, W), (H, W, 3) or (H, W, 4) uint8 or uint16, a host array of any
+        strides or (cuda backend) a CUDA device array, as for :class:`streamconv.Filter`.
+
+        A device frame is read until its result is ready (keep it unchanged till then); its result()
+        is a DeviceFrame. ``stream`` (device frames): the caller's stream, whose pending work comes
+        first and which waits for the result (result() then does not block). Host and device frames
+        are not mixed while either has results pending.
 
         Returns at once while fewer than ``ring`` frames are in flight; otherwise it first
         finishes the oldest (its output is kept for ``result()``). A map() still in progress
@@ -127,21 +128,45 @@ class StreamFilter:
             StreamError: the StreamFilter is closed.
         """
         self._take_over("submit")
-        self._submit(frame)
+        self._submit(frame, stream)
 
-    def _submit(self, frame: np.ndarray) -> None:
+    def _submit(self, frame: Any, stream: Any = None) -> None:
         """submit() without the checks: map() queues its own frames through this."""
-        image = as_hwc(frame, what="input frame")
+        image = as_frame(frame, what="input frame")
+        if isinstance(image, DeviceView) or self._device_results:
+            self._submit_device(image, stream)
+            return
         self._fit_slots(image)
         slot = self._reserved if self._reserved is not None else self._take_slot()
         self._reserved = None
         self._keep_ring()
-        if not _same_buffer(image, slot.host_in):
+        if not same_buffer(image, slot.host_in):
             self._copier.copy(slot.host_in, image)
-        self._in_flight.submit(slot, np.shape(frame))
+        self._queue(slot, np.shape(frame))
+
+    def _queue(self, slot: Slot, shape: tuple[int, ...]) -> None:
+        """Put a filled slot in flight, its result going straight into a leased page-locked frame
+        where the backend offers one (then result() copies nothing)."""
+        route = getattr(self._engine, "route_output", None)
+        leased = route(slot) if route is not None else None
+        if leased is not None:
+            self._leased[slot.index] = leased
+        self._in_flight.submit(slot, shape)
+
+    def _submit_device(self, image: np.ndarray | DeviceView, stream: Any) -> None:
+        """Queue a device frame on the backend's device path; its DeviceFrame waits in order."""
+        if not isinstance(image, DeviceView) or len(self._in_flight) + len(self._ready) or self._staged:
+            raise StreamError("host and device frames cannot be mixed while results of the other kind are "
+                              "pending; take them with result() first")
+        apply_device = getattr(self._engine, "apply_device", None)
+        if apply_device is None:
+            raise FrameDeviceError(f"device frames need the cuda backend; this StreamFilter runs on {self.backend}")
+        handle = None if stream is None else stream_handle(stream)
+        self._device_results.append(apply_device(image, None, handle, wait=False))
 
     def input_buffer(self, shape: tuple[int, ...], dtype: np.dtype | type = np.uint8) -> np.ndarray:
-        """A page-locked host array to capture the next frame into, so that submit() copies nothing.
+        """A page-locked host array to capture the next frame into, so that submit() copies nothing:
+        the fastest route for host frames.
 
         Reserves a slot and returns its input buffer, writable, as ``shape`` ((H, W), (H, W, 3)
         or (H, W, 4)) of ``dtype`` (uint8 or uint16). The filter keeps one slot more than the
@@ -210,6 +235,14 @@ class StreamFilter:
 
     def _result(self, out: np.ndarray | None = None) -> np.ndarray:
         """result() without the checks: map() takes its own outputs through this."""
+        if self._device_results:
+            if out is not None:
+                raise FrameDeviceError("result(out=...) takes host frames; a device frame's result is a "
+                                       "DeviceFrame (Filter.apply_into writes device frames into your own array)")
+            frame = self._device_results.popleft()
+            if frame.stream is None:
+                frame.synchronize()
+            return frame
         if not self._ready and not self._in_flight:
             raise StreamconvError("result() called with no frame submitted")
         if out is not None:
@@ -322,16 +355,19 @@ class StreamFilter:
             self._free.append(slot)
             raise
         if submit:
-            self._in_flight.submit(slot, shape)
+            self._queue(slot, shape)
         else:
             self._free.append(slot)
 
     def _result_view(self) -> np.ndarray:
         """The oldest output as a read-only view of its slot, which is reused by a later submit."""
-        if self._ready or not self._in_flight:
+        if self._ready or not self._in_flight or self._device_results:
             return self._result()
         slot, shape = self._in_flight.retire()
         self._free.append(slot)
+        leased = self._leased.pop(slot.index, None)
+        if leased is not None:
+            return leased.reshape(shape)  # the caller's to keep: nothing reuses it while referenced
         view = slot.host_out.reshape(shape)
         view.flags.writeable = False
         return view
@@ -339,8 +375,11 @@ class StreamFilter:
     def _collect(self, slot: Slot, shape: tuple[int, ...], out: np.ndarray | None) -> np.ndarray:
         """The output of retired ``slot`` as the caller's frame ``shape``: a new array, or written
         into ``out``; the slot is free again."""
-        result = slot.host_out.reshape(shape)
         self._free.append(slot)
+        leased = self._leased.pop(slot.index, None)
+        if leased is not None and out is None:
+            return leased.reshape(shape)
+        result = (leased if leased is not None else slot.host_out).reshape(shape)
         if out is None:
             return result.copy()
         np.copyto(out, result)  # ``out`` was checked by _result()
@@ -363,6 +402,7 @@ class StreamFilter:
         # One slot more than the ring: the application can capture into a slot's input buffer
         # while ``ring`` frames are in flight, without finishing (and copying out) the oldest.
         self._free = self._engine.allocate_slots(shape, self.ring + 1, dtype=dtype)
+        self._copier = copier_for(int(np.prod(shape)) * np.dtype(dtype).itemsize, self._copier)
         self._frame_type = (shape, dtype)
 
     def close(self) -> None:

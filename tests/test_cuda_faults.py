@@ -42,7 +42,7 @@ def break_launch_of_frame(monkeypatch, frame: int, how: str) -> None:
     def launch(self, slot, stream):
         if slot.meta is None or slot.meta.index != frame:
             return real(self, slot, stream)
-        stage = self._stages_for(slot.frame_shape)[0]
+        stage = self.stages_for(slot.frame_shape)[0]
         height, width, _ = slot.frame_shape
         pitch = slot.device.pitch
         if how == "block":
@@ -86,7 +86,7 @@ def test_a_failed_launch_names_the_frame_keeps_the_frames_before_it_and_balances
 def test_the_kept_context_survives_a_clean_run_and_is_let_go_after_a_failed_one(rng, monkeypatch):
     import pycuda.driver as driver
 
-    from streamconv.backends import cuda
+    from streamconv import cuda_device as cuda
 
     frames = [rng.integers(0, 256, (72, 96, 3), np.uint8) for _ in range(8)]
     streamconv.Pipeline(ArraySource(frames), ["box"], backend="cuda").run()

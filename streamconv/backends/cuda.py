@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
@@ -29,13 +28,18 @@ from ..borders import BORDER_CODES, DEFAULT_BORDER, check_border
 from ..errors import BackendUnavailableError, GpuFaultError, StreamError
 from ..filters import FilterStage, check_sample_type
 from ..frames import as_hwc, check_same_frame
+from ..interop.arrays import DeviceView
+from ..interop.device_frame import DeviceFrame
 from ..nn.gpu import GpuEngine
 from ..nn.gpu_layer import GpuLayer
 from ..slots import Slot
+from .cuda_device_frames import DeviceFrameRunner
+from .cuda_host_frames import HostFrameRunner
 from .cuda_slots import DeviceSlot, check_device_memory, free_slot, new_slot
 from .protocol import Backend
 from ..io.yuv import YuvLayout
 from .. import kernel_loader
+from ..cuda_device import keep_primary_context, release_kept_context
 from .plan import AUTO, ChainPlan, plan_chain
 from .families.base import KernelPlan
 
@@ -52,26 +56,6 @@ class _Stage:
     extra_args: tuple = ()  # after (src, dst, width, height, pitches): a textbook kernel's taps pointer
     allocations: list = field(default_factory=list)  # device memory the stage owns
     gpu_layer: GpuLayer | None = None  # a convolution layer (the bank filter): plan, module, function None
-
-
-# One extra retain of each device's primary context, held for the process: creating and
-# destroying a context costs about 0.1 s each (H200), which every pipeline would otherwise pay
-# twice. A backend that met a GPU fault lets it go, so the next one starts on a fresh context.
-_KEPT_CONTEXTS: dict[int, Any] = {}
-_KEPT_LOCK = threading.Lock()
-
-
-def _keep_context(device, number: int) -> None:
-    with _KEPT_LOCK:
-        if number not in _KEPT_CONTEXTS:
-            _KEPT_CONTEXTS[number] = device.retain_primary_context()
-
-
-def _release_kept_context(number: int) -> None:
-    with _KEPT_LOCK:
-        context = _KEPT_CONTEXTS.pop(number, None)
-    if context is not None:
-        context.detach()
 
 
 class CudaBackend(Backend):
@@ -117,16 +101,17 @@ class CudaBackend(Backend):
         self.kernel = self.plan.kernel
         self._context = None
         self._slots: list[Slot] = []
-        self._single: dict[tuple, Slot] = {}  # (shape, dtype) -> apply_into's slot
         self._stages: dict[tuple, list[_Stage]] = {}  # (shape, dtype) -> compiled stages
         self._colour: dict[YuvLayout, tuple[Any, Any, Any]] = {}  # layout -> (module, to RGB, to YUV)
         self._device_number = device
+        self._device_frames: DeviceFrameRunner | None = None  # made at the first device frame
+        self._host_frames: HostFrameRunner | None = None  # made at the first apply_into
         self._failed = False  # a driver call failed: the context may be unusable
         try:
             driver.init()
             self._device = driver.Device(device)
             self._context = self._device.retain_primary_context()
-            _keep_context(self._device, device)
+            keep_primary_context(self._device, device)
         except driver.Error as exc:
             raise BackendUnavailableError(f"cuda backend unavailable on device {device}: {exc}") from None
         major, minor = self._device.compute_capability()
@@ -145,12 +130,22 @@ class CudaBackend(Backend):
         finally:
             self._driver.Context.pop()
 
+    @property
+    def driver(self):
+        """``pycuda.driver``."""
+        return self._driver
+
+    @property
+    def device_number(self) -> int:
+        """The CUDA device ordinal this backend runs on."""
+        return self._device_number
+
     def describe(self) -> str:
         """One line naming the GPU and host-memory mode, for logs and stats."""
         memory = "pinned" if self.pinned else "pageable"
         return f"cuda {self.device_name} ({self.arch}, {memory} host buffers)"
 
-    def _stages_for(self, shape: tuple[int, int, int], dtype=np.uint8) -> list[_Stage]:
+    def stages_for(self, shape: tuple[int, int, int], dtype=np.uint8) -> list[_Stage]:
         """Compile (memoized) and load one module per stage for (H, W, C) frames of ``dtype``.
 
         Raises:
@@ -197,7 +192,7 @@ class CudaBackend(Backend):
         """(plan, PyCUDA function) of each stage for (H, W, C) frames of ``dtype``, compiling
         them if needed; benchmarks read registers and shared memory from the functions."""
         with self.activated():
-            return [(stage.plan, stage.function) for stage in self._stages_for(tuple(shape), dtype)
+            return [(stage.plan, stage.function) for stage in self.stages_for(tuple(shape), dtype)
                     if stage.gpu_layer is None]
 
     def allocate_slots(self, shape: tuple[int, int, int], count: int, *,
@@ -217,7 +212,7 @@ class CudaBackend(Backend):
         """
         dtype = np.dtype(planes.frame_dtype if planes is not None else dtype)  # the filters' frames
         with self.activated():
-            self._stages_for(tuple(shape), dtype)
+            self.stages_for(tuple(shape), dtype)
             if planes is not None:
                 self._colour_functions(planes)
             check_device_memory(self._driver, shape, count, planes, dtype.itemsize, self._frame_buffers,
@@ -246,7 +241,7 @@ class CudaBackend(Backend):
     def _new_slot(self, index: int, shape: tuple[int, int, int], planes: YuvLayout | None,
                   dtype: np.dtype, device_input: bool = False) -> Slot:
         layer_buffers = {number: stage.gpu_layer.allocate() for number, stage
-                         in enumerate(self._stages_for(tuple(shape), dtype)) if stage.gpu_layer is not None}
+                         in enumerate(self.stages_for(tuple(shape), dtype)) if stage.gpu_layer is not None}
         return new_slot(self._driver, index, shape, planes, dtype, frame_buffers=self._frame_buffers,
                         filtered=bool(self.filters), pinned=self.pinned, blocking_sync=self.blocking_sync,
                         layer_buffers=layer_buffers, device_input=device_input)
@@ -278,27 +273,41 @@ class CudaBackend(Backend):
         """
         state: DeviceSlot = slot.device
         height, width, channels = slot.frame_shape
-        stages = self._stages_for((height, width, channels), slot.frame_dtype)
-        source = int(state.buffers[0])
+        stages = self.stages_for((height, width, channels), slot.frame_dtype)
         converting = slot.planes is not None and stages
         if converting:
             to_rgb, to_yuv = self._colour_functions(slot.planes)
             grid = ((width // 2 + 31) // 32, (height // 2 + 7) // 8)
-            to_rgb.prepared_async_call(grid, (32, 8, 1), stream, int(state.planes[0]), source,
+            to_rgb.prepared_async_call(grid, (32, 8, 1), stream, int(state.planes[0]), int(state.buffers[0]),
                                        width, height, state.pitch)
-        for number, stage in enumerate(stages):
-            # Ping-pong so that the last stage always lands in buffers[1].
-            target = int(state.buffers[1 if (len(stages) - 1 - number) % 2 == 0 else 2])
-            if stage.gpu_layer is not None:
-                stage.gpu_layer.launch(state.layer_buffers[number], source, target, state.pitch, stream)
-                source = target
-                continue
-            stage.function.prepared_async_call(stage.plan.grid, stage.plan.block, stream, source, target,
-                                               width, height, state.pitch, state.pitch, *stage.extra_args)
-            source = target
+        buffers = [(int(buffer), state.pitch) for buffer in state.buffers]
+        source = self.launch_chain(stream, slot.frame_shape, slot.frame_dtype, buffers[0], buffers[1],
+                                   buffers[2] if len(buffers) > 2 else None, state.layer_buffers)
         if converting:
             to_yuv.prepared_async_call(grid, (32, 8, 1), stream, source, state.pitch, int(state.planes[1]),
                                        width, height)
+
+    def launch_chain(self, stream, shape: tuple[int, int, int], dtype, source: tuple[int, int],
+                     final: tuple[int, int], spare: tuple[int, int] | None, layer_buffers: dict) -> int:
+        """Queue every stage on ``stream`` from the (H, W, C) frame at ``source`` to ``final``,
+        ping-ponging through ``spare`` (needed for two stages or more); each a (device address,
+        row pitch in bytes) pair, the address 16-byte aligned and the pitch a multiple of 16.
+
+        Returns:
+            The device address the last stage wrote: ``final``'s (``source``'s without stages).
+        """
+        height, width, _ = shape
+        stages = self.stages_for(tuple(shape), dtype)
+        for number, stage in enumerate(stages):
+            # Ping-pong so that the last stage always lands in ``final``.
+            target = final if (len(stages) - 1 - number) % 2 == 0 else spare
+            if stage.gpu_layer is not None:
+                stage.gpu_layer.launch(layer_buffers[number], source[0], source[1], target[0], target[1], stream)
+            else:
+                stage.function.prepared_async_call(stage.plan.grid, stage.plan.block, stream, source[0], target[0],
+                                                   width, height, source[1], target[1], *stage.extra_args)
+            source = target
+        return source[0]
 
     def is_done(self, slot: Slot) -> bool:
         """True once the slot's download has finished (non-blocking)."""
@@ -322,24 +331,46 @@ class CudaBackend(Backend):
         except self._driver.Error as exc:
             raise _async_fault(slot, exc) from None
 
-    def apply_into(self, dst: np.ndarray, src: np.ndarray) -> None:
+    def apply_into(self, dst: np.ndarray, src: np.ndarray, *, stream: int | None = None) -> None:
         """Filter ``src`` into ``dst`` synchronously: (H, W, C) or (H, W) host arrays of one
-        shape and dtype, uint8 or uint16.
-
-        Uses a private slot per frame shape and dtype, kept for reuse; any strides are accepted.
-        """
+        shape and dtype, uint8 or uint16, any strides; with ``stream`` (a handle), after that
+        stream's pending work. See :class:`HostFrameRunner` for the copies it saves."""
         src3, dst3 = as_hwc(src, what="input frame"), as_hwc(dst, what="output frame")
         check_same_frame(dst3, src3)
-        key = (src3.shape, src3.dtype)
-        slot = self._single.get(key)
-        if slot is None:
-            slot = self.allocate_slots(src3.shape, 1, dtype=src3.dtype)[0]
-            self._single[key] = slot
-        np.copyto(slot.host_in, src3)
-        slot.reset()
-        self.submit(slot)
-        self.wait(slot)
-        np.copyto(dst3, slot.host_out)
+        self._host_runner().run(dst3, src3, stream)
+
+    def apply(self, src: np.ndarray, *, stream: int | None = None) -> np.ndarray:
+        """Filter host ``src`` into a new host array of its shape and dtype: page-locked memory
+        from a pool (reused once the array is dropped), so nothing is copied on the host on the way out."""
+        out = self._host_runner().new_output(src.shape, src.dtype)
+        self.apply_into(out, src, stream=stream)
+        return out
+
+    def route_output(self, slot: Slot) -> np.ndarray | None:
+        """Point the (RGB) slot's download at a page-locked frame leased from the pool and return it,
+        or back at ``slot.host_out`` (None returned) for planes or when many frames are out."""
+        leased = None if slot.planes is not None else self._host_runner().new_output(slot.frame_shape,
+                                                                                    slot.frame_dtype, plain=False)
+        if slot.planes is None:
+            slot.device.download.set_dst_host(leased if leased is not None else slot.host_out)
+        return leased
+
+    def _host_runner(self) -> HostFrameRunner:
+        if self._host_frames is None:
+            self._host_frames = HostFrameRunner(self)
+        return self._host_frames
+
+    def apply_device(self, src: DeviceView, dst: DeviceView | None, stream: int | None, *,
+                     wait: bool = True) -> DeviceFrame | None:
+        """Filter a frame in this GPU's memory; see :meth:`DeviceFrameRunner.run` (``dst`` None: a
+        new DeviceFrame is returned; ``stream``: the caller's stream handle)."""
+        try:
+            with self.activated():
+                if self._device_frames is None:
+                    self._device_frames = DeviceFrameRunner(self)
+                return self._device_frames.run(src, dst, stream, wait=wait)
+        except self._driver.Error as exc:
+            raise GpuFaultError(f"GPU failed on a device frame: {exc}") from None
 
     def close(self) -> None:
         """Wait for work in flight, free every buffer, stream and module, and release this backend's
@@ -349,6 +380,12 @@ class CudaBackend(Backend):
         try:
             with self.activated():
                 try:
+                    if self._host_frames is not None:
+                        self._host_frames.close()
+                        self._host_frames = None
+                    if self._device_frames is not None:
+                        self._device_frames.close()
+                        self._device_frames = None
                     for slot in self._slots:
                         free_slot(self._driver, slot)
                     for stages in self._stages.values():
@@ -363,21 +400,21 @@ class CudaBackend(Backend):
                     # first error. The memory goes when the process releases the context.
                     log.warning("GPU buffers not freed (the context failed earlier): %s", exc)
                 self._slots.clear()
-                self._single.clear()
                 self._stages.clear()
                 self._colour.clear()
         finally:
             context, self._context = self._context, None
             context.detach()
             if self._failed:
-                _release_kept_context(self._device_number)
+                release_kept_context(self._device_number)
 
     def release_slots(self, slots: Sequence[Slot]) -> None:
         """Free the host and device buffers of slots no longer used (after their frames finished)."""
         with self.activated():
             for slot in slots:
+                # By identity: Slot's dataclass equality would compare (freed) buffers.
+                self._slots = [kept for kept in self._slots if kept is not slot]
                 free_slot(self._driver, slot)
-                self._slots.remove(slot)
 
 
 def _frame_number(slot: Slot) -> str:

@@ -7,7 +7,10 @@ The GPU runs them when PyCUDA and a device are present (``backend="auto"``), the
     y = nn.max_pool2d(nn.relu(y), 2)
 
 NumPy arrays in give NumPy arrays out (copied to the GPU and back); PyCUDA ``GPUArray``s in give
-``GPUArray``s out, with no copies (in the caller's current CUDA context). ``conv2d`` has three GPU
+``GPUArray``s out, with no copies (in the caller's current CUDA context). Other CUDA device
+arrays (CuPy, PyTorch: ``__cuda_array_interface__`` or DLPack; float32, C-contiguous) are used in
+place too, and give a :class:`~streamconv.interop.device_frame.DeviceFrame` that CuPy and PyTorch
+take without a copy. Work runs on the legacy default stream, in order with theirs by default. ``conv2d`` has three GPU
 implementations (``method``): ``direct``, ``tiled`` and ``im2col``; ``auto`` picks ``tiled``.
 The float64 references (``conv2d_reference`` ...) are the oracle the tests and benchmarks use.
 
@@ -26,6 +29,9 @@ from typing import Any
 import numpy as np
 
 from ..cuda_device import cuda_status
+from ..interop.raw import is_device_array, raw_device_array
+from ..interop.device_frame import wrap_device_array
+from ..interop.libcuda import pointer_memory
 from ..errors import BackendUnavailableError, FilterSpecError, ShapeError
 from . import cpu
 from .gpu import METHODS, check_method, engine, im2col_expansion
@@ -42,7 +48,7 @@ _fallback_noted = False
 
 
 def _is_device_array(value: Any) -> bool:
-    return hasattr(value, "gpudata")
+    return hasattr(value, "gpudata") or is_device_array(value)
 
 
 def _use_gpu(tensors: tuple, backend: str, device: int) -> bool:
@@ -76,11 +82,20 @@ def _host_float32(value: Any, what: str) -> np.ndarray:
 
 def _device_float32(value: Any, what: str):
     """A float32 contiguous GPUArray: GPUArrays are checked, host arrays uploaded."""
-    if _is_device_array(value):
+    from pycuda import gpuarray  # optional (the cuda extra): imported on first GPU use
+
+    if hasattr(value, "gpudata"):
         if value.dtype != np.float32 or not value.flags.c_contiguous:
             raise ShapeError(f"{what}: expected a C-contiguous float32 GPUArray, got {value.dtype}")
         return value
-    from pycuda import gpuarray  # optional (the cuda extra): imported on first GPU use
+    if is_device_array(value):
+        raw = raw_device_array(value)
+        if raw.dtype != np.float32 or not raw.c_contiguous:
+            raise ShapeError(f"{what}: expected a C-contiguous float32 device array, got {raw.dtype} with "
+                             f"strides {raw.strides}")
+        view = gpuarray.GPUArray(raw.shape, np.float32, gpudata=np.uintp(raw.address))
+        view.owner = raw.owner  # keeps the caller's memory (or its DLPack tensor) alive
+        return view
 
     return gpuarray.to_gpu(_host_float32(value, what))
 
@@ -95,7 +110,12 @@ def _run_on_gpu(device: int, inputs: tuple, names: tuple, out_shape: tuple, laun
         tensors = [None if t is None else _device_float32(t, name) for t, name in zip(inputs, names)]
         y = gpuarray.empty(out_shape, np.float32)
         launch(gpu, y, *tensors)
-        return y if _is_device_array(inputs[0]) else y.get()
+        if hasattr(inputs[0], "gpudata"):
+            return y
+        if _is_device_array(inputs[0]):
+            ordinal = pointer_memory(int(y.gpudata))[1]
+            return wrap_device_array(y, int(y.gpudata), out_shape, np.float32, ordinal or 0)
+        return y.get()
 
 
 def conv2d(x: Any, w: Any, bias: Any = None, *, stride: int = 1, padding: int = 0, method: str = "auto",

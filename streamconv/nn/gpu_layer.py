@@ -86,11 +86,12 @@ class GpuLayer:
         for tensor in (self.weights, self.weights_t):
             tensor.gpudata.free()
 
-    def launch(self, buffers: LayerBuffers, source: int, target: int, pitch: int, stream) -> None:
+    def launch(self, buffers: LayerBuffers, source: int, source_pitch: int, target: int, target_pitch: int,
+               stream) -> None:
         """Queue the layer on ``stream`` (a PyCUDA stream): the pitched uint8 frame at device address
-        ``source`` -> the pitched uint8 frame at ``target`` (both ``pitch`` bytes per row)."""
+        ``source`` (``source_pitch`` bytes per row) -> the pitched uint8 frame at ``target``."""
         height, width, channels = self.shape
-        self.to_planes(np.uintp(source), np.int32(pitch), buffers.planes.gpudata, np.int32(height),
+        self.to_planes(np.uintp(source), np.int32(source_pitch), buffers.planes.gpudata, np.int32(height),
                        np.int32(width), np.int32(channels), block=_BLOCK, grid=self.grid, stream=stream)
         self.gpu.conv2d_into(buffers.maps, buffers.planes, self.weights, None, self.conv, stream=stream,
                              w_t=self.weights_t)
@@ -100,7 +101,7 @@ class GpuLayer:
             self.gpu.max_pool2d_into(buffers.pooled, buffers.maps, self.layer.pool, self.layer.pool, stream=stream)
         layout = self.layout
         self.to_frame(buffers.pooled.gpudata, np.int32(self.layer.maps), np.int32(self.map_size[0]),
-                      np.int32(self.map_size[1]), np.uintp(target), np.int32(pitch), np.int32(height),
+                      np.int32(self.map_size[1]), np.uintp(target), np.int32(target_pitch), np.int32(height),
                       np.int32(width), np.int32(channels), np.int32(layout.cols), np.int32(layout.cell_h),
                       np.int32(layout.cell_w), np.int32(layout.colour), block=_BLOCK, grid=self.grid,
                       stream=stream)

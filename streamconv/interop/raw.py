@@ -1,0 +1,88 @@
+"""Any CUDA device array as its producer describes it (``__cuda_array_interface__`` or DLPack):
+what :mod:`.arrays` checks as a frame and :mod:`streamconv.nn` reads as a tensor."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import FrameTypeError
+from . import dlpack
+
+
+def is_device_array(frame: Any) -> bool:
+    """Whether ``frame`` is an array in CUDA device memory (by its interfaces; nothing checked)."""
+    if isinstance(frame, np.ndarray):
+        return False
+    if hasattr(frame, "__cuda_array_interface__"):
+        return True
+    device = getattr(frame, "__dlpack_device__", None)
+    return callable(device) and device()[0] in (dlpack.DEVICE_CUDA, dlpack.DEVICE_CUDA_MANAGED)
+
+
+@dataclass(frozen=True)
+class RawDeviceArray:
+    """Any device array as its producer describes it: address, shape, strides in bytes, dtype,
+    device ordinal (None: unknown), the stream to wait on (or None), read-only, and its owner."""
+
+    address: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    dtype: np.dtype
+    device: int | None
+    stream: Any
+    readonly: bool
+    owner: Any
+
+    @property
+    def c_contiguous(self) -> bool:
+        step = self.dtype.itemsize
+        for size, stride in zip(reversed(self.shape), reversed(self.strides)):
+            if size > 1 and stride != step:
+                return False
+            step *= size
+        return True
+
+
+@functools.lru_cache(maxsize=64)
+def _dtype(typestr: str) -> np.dtype:
+    return np.dtype(typestr)
+
+
+def contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """The strides in bytes of a C-contiguous array of ``shape`` (plain Python: called per frame)."""
+    steps, step = [], itemsize
+    for size in reversed(shape):
+        steps.append(step)
+        step *= size
+    return tuple(reversed(steps))
+
+
+def raw_device_array(array: Any) -> RawDeviceArray:
+    """Read a device array's description from ``__cuda_array_interface__`` (versions 0 to 3) or
+    DLPack (asked for on the legacy default stream, 1, so that the producer's pending work comes first).
+
+    Raises:
+        FrameTypeError: neither interface, or a DLPack tensor that is not in CUDA memory.
+    """
+    interface = getattr(array, "__cuda_array_interface__", None)
+    if interface is not None:
+        dtype = _dtype(interface["typestr"])
+        shape = tuple(interface["shape"])
+        strides = interface.get("strides")
+        strides = contiguous_strides(shape, dtype.itemsize) if strides is None else tuple(strides)
+        address, readonly = interface["data"]
+        return RawDeviceArray(address or 0, shape, strides, dtype, None, interface.get("stream"), bool(readonly),
+                              array)
+    if not is_device_array(array):
+        raise FrameTypeError(f"expected a CUDA device array, got {type(array).__name__}")
+    try:
+        capsule = array.__dlpack__(stream=1)
+    except TypeError:  # a producer without the stream keyword
+        capsule = array.__dlpack__()
+    tensor = dlpack.import_capsule(capsule)
+    return RawDeviceArray(tensor.address, tensor.shape, tensor.strides_bytes, tensor.dtype, tensor.device_id,
+                          None, False, tensor)
