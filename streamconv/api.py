@@ -182,11 +182,12 @@ class Filter:
         handle = None if stream is None else stream_handle(stream)
         if isinstance(image, DeviceView):
             return self._device_engine().apply_device(image, None, handle)
+        shape = tuple(getattr(frame, "shape", image.shape))  # (H, W) for a grey frame given so
         if self.backend == "cuda":
-            return self._engine.apply(image, stream=handle).reshape(np.shape(frame))
+            return self._engine.apply(image, stream=handle).reshape(shape)
         result = np.empty(image.shape, image.dtype)
         self._engine.apply_into(result, image)
-        return result.reshape(np.shape(frame))
+        return result.reshape(shape)
 
     def apply_into(self, dst: Any, src: Any, *, stream: Any = None) -> None:
         """Filter ``src`` into ``dst``: arrays of one shape and dtype, uint8 or uint16, both in host

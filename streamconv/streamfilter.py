@@ -366,9 +366,7 @@ class StreamFilter:
         slot, shape = self._in_flight.retire()
         self._free.append(slot)
         leased = self._leased.pop(slot.index, None)
-        if leased is not None:
-            return leased.reshape(shape)  # the caller's to keep: nothing reuses it while referenced
-        view = slot.host_out.reshape(shape)
+        view = (leased if leased is not None else slot.host_out).reshape(shape)
         view.flags.writeable = False
         return view
 

@@ -189,3 +189,13 @@ def test_host_results_in_leased_page_locked_memory_stay_valid_while_held(rng):
     assert_close(out, expected("sharpen", frames[3]))
     for frame, view in zip(frames, views):
         assert_close(view, expected("sharpen", frame))
+
+
+@pytest.mark.parametrize("name, library", [("cupy_interop.py", "cupy"), ("torch_interop.py", "torch")])
+def test_the_interop_examples_run(name, library, tmp_path):
+    pytest.importorskip(library, reason=f"{library} is not installed")
+    from test_examples import run_example
+
+    result = run_example(name, "--size", "320x240", "--frames", "12", tmp_path=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "equal to the host path: True" in result.stdout

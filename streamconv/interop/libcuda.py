@@ -27,12 +27,12 @@ def _library() -> ctypes.CDLL:
     library = ctypes.CDLL("libcuda.so.1")
     library.cuEventRecord.argtypes = (ctypes.c_void_p, ctypes.c_void_p)
     library.cuStreamWaitEvent.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint)
-    library.cuPointerGetAttribute.argtypes = (ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64)
+    library.cuPointerGetAttributes.argtypes = (ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64)
     library.cuEventCreate.argtypes = (ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint)
     library.cuEventDestroy_v2.argtypes = (ctypes.c_void_p,)
     library.cuEventSynchronize.argtypes = (ctypes.c_void_p,)
     library.cuEventQuery.argtypes = (ctypes.c_void_p,)
-    for function in (library.cuEventRecord, library.cuStreamWaitEvent, library.cuPointerGetAttribute,
+    for function in (library.cuEventRecord, library.cuStreamWaitEvent, library.cuPointerGetAttributes,
                      library.cuEventCreate, library.cuEventDestroy_v2, library.cuEventSynchronize,
                      library.cuEventQuery):
         function.restype = ctypes.c_int
@@ -100,16 +100,17 @@ def wait_event(stream_handle: int, event_handle: int) -> None:
     _check(_library().cuStreamWaitEvent(stream_handle or None, event_handle or None, 0), "cuStreamWaitEvent")
 
 
+_ATTRIBUTES = (ctypes.c_int * 2)(_ATTRIBUTE_MEMORY_TYPE, _ATTRIBUTE_DEVICE_ORDINAL)
+
+
 def pointer_memory(address: int) -> tuple[int | None, int | None]:
-    """(memory type, device ordinal) of a device address, or (None, None) for memory CUDA does not
-    know (pageable host memory). Call with a context current."""
-    library = _library()
+    """(memory type, device ordinal) of an address, or (None, None) for memory CUDA does not know
+    (pageable host memory); one driver call. Call with a context current."""
     kind, ordinal = ctypes.c_uint(0), ctypes.c_int(-1)
-    if library.cuPointerGetAttribute(ctypes.byref(kind), _ATTRIBUTE_MEMORY_TYPE, address) != _SUCCESS:
+    values = (ctypes.c_void_p * 2)(ctypes.addressof(kind), ctypes.addressof(ordinal))
+    if _library().cuPointerGetAttributes(2, _ATTRIBUTES, values, address) != _SUCCESS or kind.value == 0:
         return None, None
-    if library.cuPointerGetAttribute(ctypes.byref(ordinal), _ATTRIBUTE_DEVICE_ORDINAL, address) != _SUCCESS:
-        return kind.value, None
-    return kind.value, ordinal.value
+    return kind.value, (ordinal.value if ordinal.value >= 0 else None)
 
 
 def stream_handle(stream: Any) -> int:
