@@ -96,6 +96,13 @@ class CameraLostError(StreamError):
     exit_code = 10
 
 
+class InputLostError(StreamError):
+    """A network input read with reconnecting stalled or ended, and reopening it failed until
+    the time allowed ran out; the frames written before are kept."""
+
+    exit_code = 8
+
+
 class DisplayError(StreamconvError, RuntimeError):
     """No window can be shown: no display server, or an OpenCV build without a GUI."""
 
