@@ -72,6 +72,11 @@ class KernelCompileError(BackendUnavailableError):
     """nvcc rejected a kernel; the message carries nvcc's output."""
 
 
+class VirtualCameraError(BackendUnavailableError):
+    """A virtual camera output cannot be opened: pyvirtualcam is missing, or no virtual camera
+    device (v4l2loopback on Linux) is there."""
+
+
 class StreamError(StreamconvError, RuntimeError):
     """Decoding or encoding failed part-way through a run."""
 

@@ -53,8 +53,9 @@ def _add_run_parser(commands) -> None:
                      help="a video file or URL; webcam, webcam:N or /dev/videoN for a camera; "
                           "or test[:WxH][@FPS][,frames=N][,live] for a synthetic pattern")
     run.add_argument("-o", "--output", metavar="OUTPUT",
-                     help="output video file (container from its extension), or a network URL (rtmp://, "
-                          "rtsp://, srt://, udp://, tcp://) sent to as it is written; omit to discard frames")
+                     help="output video file (container from its extension), a network URL (rtmp://, "
+                          "rtsp://, srt://, udp://, tcp://) sent to as it is written, or vcam[:DEVICE] for a "
+                          "virtual camera (the vcam extra); omit to discard frames")
     _add_chain_options(run)
     _add_engine_options(run)
     _add_input_options(run)

@@ -16,6 +16,7 @@ from ..backends import resolve_backend
 from ..pipeline import Pipeline, choose_decoder
 from ..presets import list_presets, load_preset
 from ..publish import check_output_path
+from ..io.netsink import is_network_output
 from ..io.open import open_sink, open_source, writes_a_file
 from ..io.sink import FanoutSink, Sink
 from ..io.pattern import is_test_spec
@@ -211,5 +212,8 @@ def _check_network_args(parser: argparse.ArgumentParser, args: argparse.Namespac
         parser.error("--reconnect-timeout applies with --reconnect")
     if (args.output_options or args.output_format) and args.output is None:
         parser.error("--output-option and --output-format apply to an output (-o)")
+    if (args.output_options or args.output_format) and not writes_a_file(args.output) and \
+            not is_network_output(args.output):
+        parser.error("--output-option and --output-format do not apply to a virtual camera (-o vcam)")
     if args.output_format is not None and not args.output_format.strip():
         parser.error("--output-format is empty")

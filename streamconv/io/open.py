@@ -2,9 +2,10 @@
 
 The dispatchers of the SOURCE and ``-o`` arguments: a spec names the test pattern
 (streamconv.io.pattern), a camera (streamconv.io.camera) or else a file or stream
-(streamconv.io.file); an output is discarded (null) or encoded to a file
-(streamconv.io.filesink). They import every concrete source and sink; none of those
-imports this module.
+(streamconv.io.file, reopened on drops by streamconv.io.reconnect); an output is discarded
+(null), encoded to a file (streamconv.io.filesink) or sent to a network URL
+(streamconv.io.netsink), or shown on a virtual camera (streamconv.io.vcam). They import every
+concrete source and sink; none of those imports this module.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ from .pattern import is_test_spec, parse_test_spec
 from .reconnect import RECONNECT_WINDOW, ReconnectingSource
 from .sink import CallbackSink, FanoutSink, NullSink, Sink
 from .source import Source
+from .vcam import VirtualCameraSink, is_vcam_output, vcam_device
 
 log = logging.getLogger(__name__)
 
-SINKS = {"file": FileSink, "network": NetworkSink, "null": NullSink, "callback": CallbackSink, "fanout": FanoutSink}
+SINKS = {"file": FileSink, "network": NetworkSink, "vcam": VirtualCameraSink, "null": NullSink, "callback": CallbackSink, "fanout": FanoutSink}
 """Sinks by name."""
 
 
@@ -96,13 +98,14 @@ def _open_nvdec(path: str, decoder: str, device: int, options: dict) -> Source |
 
 def writes_a_file(output: str | Path) -> bool:
     """Whether an output is a file (checked and published whole), not a network URL, which is
-    sent to as it is written."""
-    return not is_network_output(output)
+    sent to as it is written, nor a virtual camera."""
+    return not is_network_output(output) and not is_vcam_output(output)
 
 
 def open_sink(output: str | Path | Sink | None, *, like=None, **options) -> Sink:
     """Open a sink: None or "null" discards, a Sink passes through, a network URL (``rtmp://``,
-    ``rtsp://``, ``srt://``, ``udp://``, ``tcp://``) makes a NetworkSink, a path a FileSink.
+    ``rtsp://``, ``srt://``, ``udp://``, ``tcp://``) makes a NetworkSink, ``vcam[:DEVICE]`` a
+    VirtualCameraSink (encoder options do not apply), a path a FileSink.
 
     Args:
         output: the -o argument.
@@ -117,6 +120,9 @@ def open_sink(output: str | Path | Sink | None, *, like=None, **options) -> Sink
         return NullSink()
     if like is None:
         raise ValueError("open_sink needs the source (like=...) to size a file output")
+    if is_vcam_output(output):
+        return VirtualCameraSink(vcam_device(output), width=like.width, height=like.height,
+                                 frame_rate=like.frame_rate)
     path = getattr(like, "path", None)
     options.setdefault("protect", (path,) if path is not None else ())  # never replace the input
     options.setdefault("copy_streams", getattr(like, "copied_streams", ()))
