@@ -294,3 +294,20 @@ def test_without_reconnect_a_dropped_stream_simply_ends(cli, tmp_path):
         server.close()
     assert_ok(result)
     assert len(read_output(out)[0]) == 10 and server.served == 1
+
+
+def test_a_receiver_that_goes_away_mid_run_ends_it_with_exit_8(cli):
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def take_some_and_leave() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(4096)  # the stream has started
+
+    threading.Thread(target=take_some_and_leave, daemon=True).start()
+    try:
+        result = cli("run", "test:64x48@25,live", "-o", f"tcp://127.0.0.1:{port}", *COMMON, timeout=60)
+    finally:
+        listener.close()
+    assert_error(result, 8, f"sending to tcp://127.0.0.1:{port} failed after")
