@@ -79,6 +79,11 @@ class KernelCompileError(BackendUnavailableError):
     """nvcc rejected a kernel; the message carries nvcc's output."""
 
 
+class VirtualCameraError(BackendUnavailableError):
+    """A virtual camera output cannot be opened: pyvirtualcam is missing, or no virtual camera
+    device (v4l2loopback on Linux) is there."""
+
+
 class StreamError(StreamconvError, RuntimeError):
     """Decoding or encoding failed part-way through a run."""
 
@@ -101,6 +106,13 @@ class CameraLostError(StreamError):
     """A camera stopped delivering frames and reopening it failed every time."""
 
     exit_code = 10
+
+
+class InputLostError(StreamError):
+    """A network input read with reconnecting stalled or ended, and reopening it failed until
+    the time allowed ran out; the frames written before are kept."""
+
+    exit_code = 8
 
 
 class DisplayError(StreamconvError, RuntimeError):

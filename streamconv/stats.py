@@ -157,7 +157,8 @@ class RunStats:
         decoder: who decoded the input (e.g. ``nvdec (h264, device 0)``, ``cpu (h264)``), empty
             for sources that are not decoded.
         frames: frames written to the sink.
-        dropped: frames a live source dropped because the pipeline was behind.
+        dropped: frames a live source dropped because the pipeline was behind, or a
+            reconnecting network input missed while it was away.
         wall_seconds: from the first read to the last write.
         interrupted: True if the run was stopped (Ctrl-C, SIGTERM) before the source ended.
         resizes: times the frame size changed mid-stream (the slots were re-allocated).

@@ -104,6 +104,14 @@ def pixel_limit(text: str) -> int | None:
     return value
 
 
+def ffmpeg_option(text: str) -> tuple[str, str]:
+    """--input-option, --output-option: KEY=VALUE, an FFmpeg option's name and its value."""
+    match = re.fullmatch(r"([A-Za-z0-9_][A-Za-z0-9_.:-]*)=(.*)", text, re.DOTALL)
+    if not match or not match[2].strip() or match[2].strip() != match[2]:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE such as rtsp_transport=tcp, got {text!r}")
+    return match[1], match[2]
+
+
 def argument_type(parse):
     """An argparse type from a parser that raises ValueError with a message of its own."""
     def convert(text: str):

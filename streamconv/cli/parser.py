@@ -9,10 +9,11 @@ from ..backends import BACKENDS
 from ..backends.plan import KERNEL_CHOICES
 from ..borders import BORDER_MODES, DEFAULT_BORDER
 from .bench import add_bench_parser
-from .options import (MAX_TIMEOUT, bit_rate, crf_value, device_list, frame_size, non_negative_int, pixel_limit,
-                      positive_float, positive_int, ring_size, timeout_seconds)
+from .options import (MAX_TIMEOUT, bit_rate, crf_value, device_list, ffmpeg_option, frame_size, non_negative_int,
+                      pixel_limit, positive_float, positive_int, ring_size, timeout_seconds)
 from ..io.display import KEYS_HELP
 from ..io.file import NETWORK_TIMEOUT
+from ..io.reconnect import RECONNECT_WINDOW
 from ..io.nvdec_caps import DECODERS
 from ..frames import DEFAULT_MAX_PIXELS, MAX_RING
 from ..pipeline import COLOUR_PATHS
@@ -52,12 +53,15 @@ def _add_run_parser(commands) -> None:
                      help="a video file or URL; webcam, webcam:N or /dev/videoN for a camera; "
                           "or test[:WxH][@FPS][,frames=N][,live] for a synthetic pattern")
     run.add_argument("-o", "--output", metavar="OUTPUT",
-                     help="output video file (container from its extension); omit to discard frames")
+                     help="output video file (container from its extension), a network URL (rtmp://, "
+                          "rtsp://, srt://, udp://, tcp://) sent to as it is written, or vcam[:DEVICE] for a "
+                          "virtual camera (the vcam extra); omit to discard frames")
     _add_chain_options(run)
     _add_engine_options(run)
     _add_input_options(run)
     _add_encoder_options(run)
     _add_sample_options(run)
+    _add_network_options(run)
     run.add_argument("--stats-json", metavar="PATH", help="write per-stage timings as JSON")
     _add_live_options(run)
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -188,6 +192,25 @@ def _add_sample_options(run: argparse.ArgumentParser) -> None:
                      help="bits per sample the filters work in: 16 keeps 10-bit and deeper video "
                           "without banding, 8 is faster; auto (default): 16 for input deeper than "
                           "8 bits, else 8")
+
+
+def _add_network_options(run: argparse.ArgumentParser) -> None:
+    """FFmpeg's own options for the input and output, the output's container, and reconnecting."""
+    run.add_argument("--input-option", dest="input_options", action="append", type=ffmpeg_option, default=[],
+                     metavar="KEY=VALUE", help="an FFmpeg option of the input's demuxer or protocol, "
+                                               "e.g. rtsp_transport=tcp; repeatable")
+    run.add_argument("--output-option", dest="output_options", action="append", type=ffmpeg_option, default=[],
+                     metavar="KEY=VALUE", help="an FFmpeg option of the output's muxer or protocol, "
+                                               "e.g. listen=1; repeatable")
+    run.add_argument("--output-format", metavar="NAME",
+                     help="the output's container (FFmpeg's muxer name), instead of the one its extension "
+                          "or URL scheme picks (flv for rtmp, rtsp, mpegts for srt, udp and tcp)")
+    run.add_argument("--reconnect", action="store_true",
+                     help="reopen a URL input that stalls (--timeout) or ends, with a growing pause; frames "
+                          "missed meanwhile count as dropped (video only: audio is not copied)")
+    run.add_argument("--reconnect-timeout", type=timeout_seconds, default=None, metavar="SECONDS",
+                     help=f"with --reconnect, give up once the input has been gone this long "
+                          f"(default {RECONNECT_WINDOW:g}; 0: never), finishing the output (exit 8)")
 
 
 def _add_live_options(run: argparse.ArgumentParser) -> None:

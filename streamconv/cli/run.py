@@ -9,14 +9,15 @@ from pathlib import Path
 
 from ..borders import DEFAULT_BORDER
 from ..io.display import DisplaySink, check_display
-from ..errors import EXIT_DAMAGED_INPUT, CameraLostError
+from ..errors import EXIT_DAMAGED_INPUT, CameraLostError, InputLostError
 from ..filters import FilterStage, parse_chain
 from ..io.live import RealtimeSource
 from ..backends import resolve_backend
 from ..pipeline import Pipeline, choose_decoder
 from ..presets import list_presets, load_preset
 from ..publish import check_output_path
-from ..io.open import open_sink, open_source
+from ..io.netsink import is_network_output
+from ..io.open import open_sink, open_source, writes_a_file
 from ..io.sink import FanoutSink, Sink
 from ..io.pattern import is_test_spec
 from ..io.source import Source
@@ -34,9 +35,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     pipeline = _build_pipeline(args, stages, border, display)
     try:
         stats = pipeline.run()
-    except CameraLostError:
+    except (CameraLostError, InputLostError):
         if pipeline.stats is not None and pipeline.stats.frames:
-            _report(args, pipeline.stats)  # what was recorded before the camera went away
+            _report(args, pipeline.stats)  # what was recorded before the camera or stream went away
         raise
     _report(args, stats)
     if pipeline.stop_signal is not None:
@@ -64,7 +65,7 @@ def _check_run_outputs(args: argparse.Namespace, display: bool) -> None:
     (new, or --overwrite) and none of the run's other files."""
     if display:
         check_display()  # before a camera or file is opened
-    if args.output is not None:
+    if args.output is not None and writes_a_file(args.output):
         check_output_path(args.output, overwrite=args.overwrite, protect=(args.source,))
     if args.stats_json is not None:
         check_output_path(args.stats_json, overwrite=args.overwrite, what="--stats-json",
@@ -76,7 +77,8 @@ def _build_pipeline(args: argparse.Namespace, stages: list[FilterStage], border:
     """Open SOURCE and the sinks and make the Pipeline; whatever was opened is released if a
     later step fails."""
     sink_options = {"codec": args.codec, "pix_fmt": args.pix_fmt, "crf": args.crf, "bitrate": args.bitrate,
-                    "preset": args.codec_preset, "overwrite": args.overwrite}
+                    "preset": args.codec_preset, "overwrite": args.overwrite, "container": args.output_format,
+                    "muxer_options": dict(args.output_options)}
     args.backend = resolve_backend(args.backend, device=args.device)  # once: auto's notice, and NVDEC's choice
     source = _open_run_source(args)
     try:
@@ -103,15 +105,21 @@ def _open_run_source(args: argparse.Namespace) -> Source:
         width, height = args.size or (None, None)
         source = open_source(args.source, width=width, height=height, fps=args.fps)
     else:
-        copy = args.output is not None and not args.no_audio
+        copy = args.output is not None and not args.no_audio and not args.reconnect
         decoder = "cpu" if args.hwaccel else choose_decoder(args.decoder, args.backend)
         source = open_source(args.source, video_stream=args.video_stream, copy_streams=copy,
                              max_pixels=args.max_pixels, timeout=args.timeout,
                              depth=None if args.depth == "auto" else int(args.depth), hwaccel=args.hwaccel,
-                             decoder=decoder, device=args.device)
+                             decoder=decoder, device=args.device, input_options=dict(args.input_options),
+                             reconnect=args.reconnect, **_reconnect_timeout(args))
     if args.realtime and not source.is_live:
         source = RealtimeSource(source)
     return source
+
+
+def _reconnect_timeout(args: argparse.Namespace) -> dict:
+    """--reconnect-timeout as open_source takes it (left out: its default)."""
+    return {} if args.reconnect_timeout is None else {"reconnect_timeout": args.reconnect_timeout}
 
 
 def _open_run_sink(args: argparse.Namespace, source: Source, display: bool,
@@ -189,3 +197,23 @@ def check_run_args(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         parser.error("--hwaccel is FFmpeg's hardware decoding, --decoder nvdec is NVDEC's own: choose one")
     if args.decoder == "nvdec" and (is_webcam_spec(args.source) or is_test_spec(args.source)):
         parser.error(f"--decoder nvdec applies to video files and streams, not to {args.source!r}")
+    _check_network_args(parser, args)
+
+
+def _check_network_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """--input-option and --reconnect need a file or URL input; the output's options an output."""
+    named = is_webcam_spec(args.source) or is_test_spec(args.source)
+    if args.input_options and named:
+        parser.error(f"--input-option applies to video files and streams, not to {args.source!r}")
+    if (args.reconnect or args.reconnect_timeout is not None) and "://" not in args.source:
+        parser.error(f"--reconnect and --reconnect-timeout apply to URL inputs (rtsp://, srt://, ...), "
+                     f"not to {args.source!r}")
+    if args.reconnect_timeout is not None and not args.reconnect:
+        parser.error("--reconnect-timeout applies with --reconnect")
+    if (args.output_options or args.output_format) and args.output is None:
+        parser.error("--output-option and --output-format apply to an output (-o)")
+    if (args.output_options or args.output_format) and not writes_a_file(args.output) and \
+            not is_network_output(args.output):
+        parser.error("--output-option and --output-format do not apply to a virtual camera (-o vcam)")
+    if args.output_format is not None and not args.output_format.strip():
+        parser.error("--output-format is empty")

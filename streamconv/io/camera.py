@@ -22,6 +22,7 @@ import cv2
 import numpy as np
 
 from ..errors import CameraError, CameraLostError, InputError
+from .backoff import Backoff
 from .live import LiveSource
 
 log = logging.getLogger(__name__)
@@ -243,11 +244,8 @@ class WebcamSource(LiveSource):
         log.warning("camera %s stopped delivering (%s); reopening", self._label(), reason)
         _release(self._cap)
         self._cap = None
-        started = time.perf_counter()
-        delay = self.backoff
-        for attempt in range(1, self.reconnect_attempts + 1):
-            if not self._sleep(delay):
-                return
+        backoff = Backoff(self.backoff, self.max_backoff, attempts=self.reconnect_attempts)
+        for attempt in backoff.pauses(self._sleep):
             self._beat()
             cap = self._open()
             frame = self._first_frame(cap) if cap is not None else None
@@ -260,11 +258,11 @@ class WebcamSource(LiveSource):
                 self._deliver(frame, time.perf_counter())
                 return
             _release(cap)
-            delay = min(2 * delay, self.max_backoff)
+        if self.stopping:
+            return
         raise CameraLostError(
             f"camera {self._label()} stopped delivering frames ({reason}); reopened "
-            f"{self.reconnect_attempts} times over {time.perf_counter() - started:.1f} s "
-            f"without a frame, giving up")
+            f"{backoff.attempts_made} times over {backoff.elapsed:.1f} s without a frame, giving up")
 
     def _hang_error(self, seconds: float) -> BaseException:
         return CameraLostError(f"camera {self._label()} stopped delivering frames: a read has "

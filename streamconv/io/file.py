@@ -1,13 +1,13 @@
 """The file source: a video file or stream (any input FFmpeg reads) decoded by PyAV.
 
-The first frame is decoded on opening, so the source knows its true size and an input with
-nothing decodable is refused before any output exists. Damage is counted, not fatal (see
-``FileSource.damage``); a network input that stalls past its timeout ends the run.
+The first frame is decoded on opening, so the source knows its true size and an input with nothing
+decodable is refused before any output exists. Damage is counted, not fatal (see ``FileSource.damage``);
+a network input that stalls past its timeout ends the run (or is reopened: streamconv.io.reconnect).
 
-A local file is also checked against its container's own structure (an MP4 box, a Matroska
-segment, an MPEG-TS packet that the file ends inside of), because a cut file often decodes
-without a single error: the frames after the cut are simply not there (see streamconv.io.damage).
-The input's audio and subtitle streams travel with the frames (see streamconv.io.streamcopy).
+A local file is also checked against its container's own structure (an MP4 box, a Matroska segment,
+an MPEG-TS packet that the file ends inside of), because a cut file often decodes without a single
+error: the frames after the cut are simply not there (see streamconv.io.damage). The input's audio
+and subtitle streams travel with the frames (see streamconv.io.streamcopy).
 """
 
 from __future__ import annotations
@@ -61,30 +61,32 @@ class FileSource(Source):
             :func:`hardware_decoders`; None decodes in software. Frames come back to host
             memory (nv12, or p010le for 10-bit) and travel as planes like software-decoded
             ones. A codec the hardware cannot decode falls back to software, with a notice.
+        input_options: FFmpeg options of the demuxer and protocol (``{"rtsp_transport": "tcp"}``);
+            an ``rw_timeout`` among them replaces the one ``timeout`` sets.
 
-    Frames are (H, W, 3) RGB in host memory, uint8 or uint16 (``dtype``, see ``depth``;
-    ``bits`` is the input's own bits per sample), or for yuv420p video, on request, the
-    decoder's planes unconverted (``planes``, see :meth:`read_into`); each carries the
-    decoder's pts and the stream's time base. Packets that fail to decode are skipped and counted in
-    ``decode_errors``; copied audio is decoded too, only to check it (``copied_damaged``); an
-    audio stream whose parameters are missing is not copied; ``damage()`` says all that was
-    found wrong. The first frame is decoded on opening: its size is the source's; a later
-    frame of another size makes ``read_into`` return ``RESIZED`` first. Frames are delivered as
-    stored; a rotation or mirroring for display is in ``display_matrix``, for a file sink to keep.
+    Frames are (H, W, 3) RGB in host memory, uint8 or uint16 (``dtype``, see ``depth``; ``bits`` is the
+    input's own bits per sample), or for yuv420p video, on request, the decoder's planes unconverted
+    (``planes``, see :meth:`read_into`); each carries the decoder's pts and the stream's time base. Packets
+    that fail to decode are skipped and counted in ``decode_errors``; copied audio is decoded too, only to
+    check it (``copied_damaged``); an audio stream whose parameters are missing is not copied; ``damage()``
+    says all that was found wrong. The first frame is decoded on opening: its size is the source's; a later
+    frame of another size makes ``read_into`` return ``RESIZED`` first. Frames are delivered as stored; a
+    rotation or mirroring for display is in ``display_matrix``, for a file sink to keep.
     """
 
     name = "file"
 
     def __init__(self, path: str | Path, *, video_stream: int = 0, threads: str = "AUTO",
                  copy_streams: bool = True, max_pixels: int | None = DEFAULT_MAX_PIXELS,
-                 timeout: float | None = None, depth: int | None = None, hwaccel: str | None = None) -> None:
+                 timeout: float | None = None, depth: int | None = None, hwaccel: str | None = None,
+                 input_options: dict[str, str] | None = None) -> None:
         if depth not in (None, 8, 16):
             raise InputError(f"depth must be 8 or 16 bits per sample (or None: from the input), got {depth!r}")
         self.path = str(path)
         self._ended = False
         self._container = None
         self._index = 0
-        self._open_input(timeout, hwaccel)
+        self._open_input(timeout, hwaccel, input_options)
         self._pick_stream(video_stream, threads)
         try:
             self._probe(copy_streams, max_pixels)
@@ -97,8 +99,8 @@ class FileSource(Source):
         self._report_decoder()
         self._report_depth()
 
-    def _open_input(self, timeout: float | None, hwaccel: str | None) -> None:
-        """Open the container (a local path is checked first) with the network timeout and the
+    def _open_input(self, timeout: float | None, hwaccel: str | None, input_options: dict | None) -> None:
+        """Open the container (a local path checked first) with the timeout, FFmpeg options and
         hardware decoder asked for, and judge how the file is cut short, if it is."""
         if "://" not in self.path:
             file = Path(self.path)
@@ -111,10 +113,9 @@ class FileSource(Source):
         if not 0 <= timeout <= MAX_TIMEOUT:  # NaN fails it too
             raise FilterSpecError(f"timeout must be 0 to {MAX_TIMEOUT:g} seconds (0: wait forever), got {timeout}")
         self.timeout = timeout or None
-        options = {}
-        if self.timeout:
-            # rw_timeout ends a stalled read with the data so far; PyAV's own timeout also covers
-            # the opening probe, which rw_timeout does not bound on every protocol.
+        options = dict(input_options or {})
+        if self.timeout and "rw_timeout" not in options:
+            # rw_timeout ends a stalled read; PyAV's timeout also bounds the opening probe, which it does not.
             options["rw_timeout"] = str(int(self.timeout * 1e6))
         self.hwaccel = hwaccel
         try:
@@ -315,11 +316,11 @@ class FileSource(Source):
     def damage(self) -> list[str]:
         """What was found wrong with the input so far, one phrase per kind (empty: nothing).
 
-        A file cut short inside its container's structure (found on opening), video packets that
-        failed to decode (skipped), packets or frames flagged as damaged (concealed, still used;
-        copied as they are for audio and subtitles), FFmpeg's log lines about damage, streams left
-        out for want of parameters; once ended, the container becoming unreadable, copied audio
-        without packets, a video ending before its header's time. Unflagged damage is unseen.
+        A file cut short inside its container's structure (found on opening), video packets that failed to
+        decode (skipped), packets or frames flagged as damaged (concealed, still used; copied as they are for
+        audio and subtitles), FFmpeg's log lines about damage, streams left out for want of parameters; once
+        ended, the container becoming unreadable, copied audio without packets, a video ending before its
+        header's time. Unflagged damage is unseen.
         """
         return self._damage.report(ended=self._ended, frame_rate=self.frame_rate, reported=self.reported,
                                    copied_damaged=self.copied_damaged,
@@ -418,8 +419,7 @@ class FileSource(Source):
     @property
     def reported(self) -> int:
         """FFmpeg log lines about damage in this input so far (see streamconv.io.ffmpeglog)."""
-        log_ = getattr(self, "_damage_log", None)
-        return log_.count if log_ is not None else 0
+        return getattr(getattr(self, "_damage_log", None), "count", 0)
 
     def close(self) -> None:
         damage_log = getattr(self, "_damage_log", None)

@@ -62,6 +62,8 @@ class FileSink(Sink):
         protect: input specs (paths, ``file:`` URLs) the output must never be; checked when the
             sink is made and again when the file is published.
         options: extra encoder options.
+        container: the FFmpeg muxer (None: from the extension); ``muxer_options``: its options
+            (FFmpeg's AVOptions of the muxer, e.g. ``{"movflags": "+frag_keyframe"}``).
         copy_streams: input streams (PyAV) whose packets arrive in ``FrameMeta.packets`` and
             are copied unchanged; one the container cannot hold is left out with a warning.
         colour: the input's colour tags: RGB is converted back to YUV with its matrix and
@@ -82,9 +84,11 @@ class FileSink(Sink):
                  preset: str | None = None, bitrate: str | None = None,
                  overwrite: bool = False, protect: Sequence = (), options: dict[str, str] | None = None,
                  copy_streams: Sequence = (), colour: ColourTags | None = None,
-                 display_matrix: Sequence[int] | None = None) -> None:
-        self.path = check_output_path(path, overwrite=overwrite, protect=protect)
-        self._file = AtomicFile(self.path, overwrite=overwrite, protect=protect)
+                 display_matrix: Sequence[int] | None = None, container: str | None = None,
+                 muxer_options: dict[str, str] | None = None) -> None:
+        self.path, self._file = self._target(path, overwrite, protect)
+        self.format = container or _format_for(self.path)
+        self._muxer_options = dict(muxer_options or {})
         # Held while the container is in use: an abort from another thread (a second Ctrl-C)
         # must not close it under an encode.
         self._busy = threading.RLock()
@@ -106,7 +110,7 @@ class FileSink(Sink):
         check_pix_fmt(codec, encoder, pix_fmt)
         self._frame_rate = Fraction(frame_rate)
         self._time_base = time_base or 1 / self._frame_rate
-        if _format_for(self.path) == "avi":
+        if self.format == "avi":
             # AVI has no timestamps of its own: its time base is the frame rate (readers take a
             # 1/600 base for 600 fps); frames are numbered on the 1/rate grid instead.
             self._time_base = 1 / self._frame_rate
@@ -120,6 +124,11 @@ class FileSink(Sink):
         self._last_pts: int | None = None
         self.retimed = 0  # frames whose pts was not after the previous one's, moved a tick later
         self._scaled_sizes: set[tuple[int, int]] = set()
+
+    def _target(self, path, overwrite: bool, protect: Sequence) -> tuple:
+        """The output's name and what it is written through: a file checked now and published whole."""
+        path = check_output_path(path, overwrite=overwrite, protect=protect)
+        return path, AtomicFile(path, overwrite=overwrite, protect=protect)
 
     def _encoded_size(self, pix_fmt: str) -> tuple[int, int]:
         """The size frames are encoded at: the frames' own, or the next even one where ``pix_fmt``
@@ -138,7 +147,7 @@ class FileSink(Sink):
         """Create the temporary file and the encoder, at the first frame: nothing exists before."""
         handle = self._file.create()
         try:
-            self._container = av.open(handle, mode="w", format=_format_for(self.path))
+            self._container = av.open(handle, mode="w", format=self.format, container_options=self._muxer_options)
         except (av.FFmpegError, ValueError, OSError) as exc:
             self._file.discard()
             raise OutputError(f"cannot write {self.path}: {exc}") from None
@@ -166,7 +175,7 @@ class FileSink(Sink):
 
     def _keep_display_matrix(self, stream) -> None:
         """Store the input's display rotation on the new stream (before its first packet)."""
-        if _format_for(self.path) not in ("mp4", "mov", "matroska", "webm") or \
+        if self.format not in ("mp4", "mov", "matroska", "webm") or \
                 not hasattr(stream, "set_display_matrix"):
             log.warning("%s cannot store the input's display rotation: players will show the frames "
                         "as stored (try .mp4 or .mkv)", self.path)

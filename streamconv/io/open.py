@@ -2,9 +2,10 @@
 
 The dispatchers of the SOURCE and ``-o`` arguments: a spec names the test pattern
 (streamconv.io.pattern), a camera (streamconv.io.camera) or else a file or stream
-(streamconv.io.file); an output is discarded (null) or encoded to a file
-(streamconv.io.filesink). They import every concrete source and sink; none of those
-imports this module.
+(streamconv.io.file, reopened on drops by streamconv.io.reconnect); an output is discarded
+(null), encoded to a file (streamconv.io.filesink) or sent to a network URL
+(streamconv.io.netsink), or shown on a virtual camera (streamconv.io.vcam). They import every
+concrete source and sink; none of those imports this module.
 """
 
 from __future__ import annotations
@@ -19,19 +20,23 @@ from ..errors import FilterSpecError
 from .camera import is_webcam_spec, open_webcam
 from .file import FileSource
 from .filesink import FileSink
+from .netsink import NetworkSink, is_network_output
 from .nvdec import NvdecSource
 from .nvdec_caps import DECODERS, NvdecMissing, NvdecUnsupported
 from .pattern import is_test_spec, parse_test_spec
+from .reconnect import RECONNECT_WINDOW, ReconnectingSource
 from .sink import CallbackSink, FanoutSink, NullSink, Sink
 from .source import Source
+from .vcam import VirtualCameraSink, is_vcam_output, vcam_device
 
 log = logging.getLogger(__name__)
 
-SINKS = {"file": FileSink, "null": NullSink, "callback": CallbackSink, "fanout": FanoutSink}
+SINKS = {"file": FileSink, "network": NetworkSink, "vcam": VirtualCameraSink, "null": NullSink, "callback": CallbackSink, "fanout": FanoutSink}
 """Sinks by name."""
 
 
-def open_source(spec: str | Path | Source, *, decoder: str = "cpu", device: int = 0, **options) -> Source:
+def open_source(spec: str | Path | Source, *, decoder: str = "cpu", device: int = 0, reconnect: bool = False,
+                reconnect_timeout: float | None = RECONNECT_WINDOW, **options) -> Source:
     """Open a source from a spec: ``test[...]`` for the pattern, ``webcam[:N]`` or ``/dev/videoN``
     for a camera, else a path or URL for FileSource (or NvdecSource).
 
@@ -42,9 +47,13 @@ def open_source(spec: str | Path | Source, *, decoder: str = "cpu", device: int 
             ``"auto"``: NVDEC if it can take the stream, else the CPU with a notice (also from a
             mid-stream change NVDEC cannot take on).
         device: the CUDA device NVDEC decodes on.
+        reconnect: for a file or stream (a URL): reopen it whenever it stalls (``timeout``) or
+            ends, with a growing pause, for up to ``reconnect_timeout`` seconds after each loss
+            (None or 0: no limit); see :class:`streamconv.io.reconnect.ReconnectingSource`.
         options: keyword options passed to FileSource (``video_stream``, ``threads``,
-            ``copy_streams``, ``max_pixels``, ``timeout``, ``depth``, ``hwaccel``) or,
-            for a camera, to WebcamSource (``width``, ``height``, ``fps``, ...).
+            ``copy_streams``, ``max_pixels``, ``timeout``, ``depth``, ``hwaccel``,
+            ``input_options``: FFmpeg's options of the demuxer and protocol) or, for a camera,
+            to WebcamSource (``width``, ``height``, ``fps``, ...).
 
     Raises:
         NvdecUnsupported: (exit 7) ``decoder="nvdec"`` and NVDEC cannot take the stream here.
@@ -59,8 +68,15 @@ def open_source(spec: str | Path | Source, *, decoder: str = "cpu", device: int 
     if is_webcam_spec(text):
         options.pop("max_pixels", None)  # a camera delivers the size it is asked for
         return open_webcam(text, **options)
+    if reconnect:
+        return ReconnectingSource(lambda: _open_file(text, decoder, device, options), within=reconnect_timeout)
+    return _open_file(text, decoder, device, options)
+
+
+def _open_file(text: str, decoder: str, device: int, options: dict) -> Source:
+    """A FileSource, or an NvdecSource where the decoder asked for takes the stream."""
     started = time.perf_counter()
-    source = _open_nvdec(text, decoder, device, options) if decoder != "cpu" else None
+    source = _open_nvdec(text, decoder, device, dict(options)) if decoder != "cpu" else None
     if source is None:
         source = FileSource(text, **options)
     log.debug("opened %s in %.1f ms", text, 1e3 * (time.perf_counter() - started))
@@ -80,14 +96,23 @@ def _open_nvdec(path: str, decoder: str, device: int, options: dict) -> Source |
         return None
 
 
+def writes_a_file(output: str | Path) -> bool:
+    """Whether an output is a file (checked and published whole), not a network URL, which is
+    sent to as it is written, nor a virtual camera."""
+    return not is_network_output(output) and not is_vcam_output(output)
+
+
 def open_sink(output: str | Path | Sink | None, *, like=None, **options) -> Sink:
-    """Open a sink: None or "null" discards, a Sink passes through, a path makes a FileSink.
+    """Open a sink: None or "null" discards, a Sink passes through, a network URL (``rtmp://``,
+    ``rtsp://``, ``srt://``, ``udp://``, ``tcp://``) makes a NetworkSink, ``vcam[:DEVICE]`` a
+    VirtualCameraSink (encoder options do not apply), a path a FileSink.
 
     Args:
         output: the -o argument.
-        like: the Source whose size, rate and time base the file takes; a file output never
+        like: the Source whose size, rate and time base the output takes; a file output never
             replaces its input (``path``), whatever ``overwrite`` says.
-        options: FileSink keyword options (codec, pix_fmt, crf, preset, overwrite).
+        options: FileSink keyword options (codec, pix_fmt, crf, preset, overwrite, container,
+            muxer_options); a network output is sent as it is written (see NetworkSink).
     """
     if isinstance(output, Sink):
         return output
@@ -95,6 +120,9 @@ def open_sink(output: str | Path | Sink | None, *, like=None, **options) -> Sink
         return NullSink()
     if like is None:
         raise ValueError("open_sink needs the source (like=...) to size a file output")
+    if is_vcam_output(output):
+        return VirtualCameraSink(vcam_device(output), width=like.width, height=like.height,
+                                 frame_rate=like.frame_rate)
     path = getattr(like, "path", None)
     options.setdefault("protect", (path,) if path is not None else ())  # never replace the input
     options.setdefault("copy_streams", getattr(like, "copied_streams", ()))
@@ -102,5 +130,6 @@ def open_sink(output: str | Path | Sink | None, *, like=None, **options) -> Sink
     options.setdefault("display_matrix", getattr(like, "display_matrix", None))
     deep = getattr(like, "dtype", None) == np.uint16  # a source read in 8 bits is written in 8
     options.setdefault("bits", getattr(like, "bits", 8) if deep else 8)
-    return FileSink(output, width=like.width, height=like.height, frame_rate=like.frame_rate,
-                    time_base=like.time_base, **options)
+    sink = NetworkSink if is_network_output(output) else FileSink
+    return sink(output, width=like.width, height=like.height, frame_rate=like.frame_rate,
+                time_base=like.time_base, **options)

@@ -1,0 +1,146 @@
+"""Network outputs: frames encoded and sent to an ``rtmp://``, ``rtsp://``, ``srt://``, ``udp://``
+or ``tcp://`` URL as they are filtered.
+
+A NetworkSink is a FileSink whose target is a URL: the stream is published as it is written
+(there is no temporary file to move into place, and what was sent before a failure has been
+received), FFmpeg opens the connection at the first frame, and the encoder is set up for
+viewers who join late (a keyframe every two seconds). Each URL scheme has its container:
+FLV for RTMP, RTSP's own muxer for RTSP, MPEG-TS for SRT, UDP and TCP. PyAV sets FFmpeg's
+global-header flag from the container, so FLV and RTSP carry the codec's parameter sets once,
+up front, and MPEG-TS repeats them in-band at every keyframe, where a receiver that tunes in
+later finds them.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import cv2  # noqa: F401  (before av: see streamconv.io.display.check_import_order)
+import av
+
+from ..errors import OutputError, StreamError
+from .ffmpeglog import ffmpeg_reason
+from .filesink import FileSink
+
+log = logging.getLogger(__name__)
+
+NETWORK_CONTAINERS = {"rtmp": "flv", "rtmps": "flv", "rtsp": "rtsp", "srt": "mpegts",
+                      "udp": "mpegts", "tcp": "mpegts"}
+"""The container each network scheme is written in when none is asked for."""
+
+QUERY_PROTOCOLS = ("tcp", "udp", "srt")
+"""Protocols whose options FFmpeg reads from the URL's query (``tcp://host:port?listen=1``).
+PyAV opens an output's connection without an options dictionary, so that is where the output
+options reach them; RTSP's muxer opens its own connection and takes them as muxer options."""
+
+KEYFRAME_SECONDS = 2.0
+"""Seconds between keyframes of a network output (FFmpeg's ``g``, unless given): a viewer who
+joins mid-stream waits at most this long for a picture."""
+
+_SCHEME = re.compile(r"^([a-z][a-z0-9+.-]*)://", re.IGNORECASE)
+
+
+def network_scheme(output: str | Path | None) -> str | None:
+    """The network scheme of an output (``"rtmp"``, ``"udp"``, ...), lower case, or None for a
+    file, a ``file:`` URL or another scheme."""
+    match = _SCHEME.match(str(output)) if output is not None and not isinstance(output, Path) else None
+    scheme = match[1].lower() if match else None
+    return scheme if scheme in NETWORK_CONTAINERS else None
+
+
+def is_network_output(output: str | Path | None) -> bool:
+    """True for an output that is a URL of a network protocol streamconv sends to."""
+    return network_scheme(output) is not None
+
+
+def with_query(url: str, options: dict[str, str]) -> str:
+    """``url`` with ``options`` appended to its query as FFmpeg's protocols read it (``k=v&k=v``,
+    not percent-encoded: FFmpeg does not decode it)."""
+    if not options:
+        return url
+    query = "&".join(f"{key}={value}" for key, value in options.items())
+    return f"{url}{'&' if '?' in url else '?'}{query}"
+
+
+class _SentAsWritten:
+    """A network output's stand-in for :class:`streamconv.publish.AtomicFile`: FFmpeg opens the
+    URL itself, and nothing is published at the end or removed after a failure."""
+
+    temp = None
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def create(self) -> str:
+        return self.url
+
+    def publish(self) -> None:
+        """Nothing to move: every packet went out as it was muxed."""
+
+    def discard(self) -> None:
+        """Nothing to remove: what was sent has been sent."""
+
+
+class NetworkSink(FileSink):
+    """Encodes RGB frames (or yuv420p planes) and sends them to a network URL with PyAV.
+
+    Args:
+        url: ``rtmp://``, ``rtmps://``, ``rtsp://``, ``srt://``, ``udp://`` or ``tcp://``.
+        container: the muxer (None: :data:`NETWORK_CONTAINERS` by scheme: flv, rtsp or mpegts).
+        muxer_options: FFmpeg options of the output (``--output-option``): given to the muxer,
+            and for tcp, udp and srt also to the protocol through the URL's query
+            (``{"listen": "1"}`` waits for a receiver to connect).
+        options: encoder options; ``g`` (the keyframe interval) defaults to
+            :data:`KEYFRAME_SECONDS` of frames.
+        other keyword arguments: FileSink's (``width``, ``height``, ``frame_rate``, ``codec``,
+            ``crf``, ...); ``overwrite`` and ``protect`` do not apply.
+
+    Frames are those FileSink takes: (H, W, 3) uint8 or uint16 RGB, or flat yuv420p planes, in
+    host memory.
+
+    Raises (from ``send``, at the first frame, when the connection is made):
+        OutputError: (exit 6) the URL cannot be reached (connection refused, no such host).
+        StreamError: (exit 8) sending failed after that (the receiver went away).
+    """
+
+    name = "network"
+
+    def __init__(self, url: str, *, container: str | None = None,
+                 muxer_options: dict[str, str] | None = None, options: dict[str, str] | None = None,
+                 **kwargs) -> None:
+        scheme = network_scheme(url)
+        if scheme is None:
+            raise OutputError(f"not a network output: {url} (expected one of "
+                              f"{', '.join(s + '://' for s in NETWORK_CONTAINERS)})")
+        muxer_options = dict(muxer_options or {})
+        self._send_to = with_query(str(url), muxer_options if scheme in QUERY_PROTOCOLS else {})
+        encoder = {"g": str(max(1, round(KEYFRAME_SECONDS * float(kwargs["frame_rate"])))), **(options or {})}
+        super().__init__(str(url), container=container or NETWORK_CONTAINERS[scheme],
+                         muxer_options=muxer_options, options=encoder, **kwargs)
+
+    def _target(self, path, overwrite: bool, protect) -> tuple:
+        """The URL itself: nothing local is checked, made or published."""
+        return str(path), _SentAsWritten(self._send_to)
+
+    def _open(self) -> None:
+        """Set up the encoder and connect (or, with ``listen``, wait for a receiver) at once,
+        at the first frame, rather than at the encoder's first packet some frames later."""
+        super()._open()
+        try:
+            self._container.start_encoding()
+        except (av.FFmpegError, OSError) as exc:
+            self.failed = True
+            self.abort()
+            raise OutputError(f"cannot send to {self.path}: {ffmpeg_reason(exc)}") from None
+
+    def _raise_write_error(self, exc: BaseException, doing: str) -> None:
+        """Sending failed after the connection was made (the receiver went away)."""
+        self.failed = True
+        self.abort()
+        raise StreamError(f"sending to {self.path} failed after {self.frames_written} frames "
+                          f"({doing}): {ffmpeg_reason(exc)}") from None
+
+    def describe(self) -> str:
+        return f"{self.path} ({self.format}, {self.codec_name})"

@@ -1,0 +1,313 @@
+"""Network outputs and inputs against real listeners on 127.0.0.1: MPEG-TS over TCP and UDP, FLV
+over TCP, FFmpeg options passed through (--input-option, --output-option), and --reconnect with
+a server that drops the connection, stalls, comes back, or never does.
+
+RTMP, RTSP and SRT need a server (or libsrt) these tests do not have; their schemes only pick
+the container, which the TCP tests exercise (FLV is what RTMP carries).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+import threading
+import time
+from fractions import Fraction
+
+import av
+import numpy as np
+import pytest
+
+import streamconv
+from streamconv.io.netsink import NetworkSink, is_network_output, network_scheme, with_query
+from streamconv.io.pattern import parse_test_spec
+from test_cli import assert_error, assert_ok
+
+SPEC = "test:64x48@25,frames=12"
+COMMON = ("--filter", "identity", "--backend", "cpu", "--no-progress", "-q")
+
+
+def expected_frames(spec: str = SPEC) -> list[np.ndarray]:
+    """The test pattern's frames, as streamconv makes them."""
+    return list(parse_test_spec(spec))
+
+
+def decode(data: bytes, container: str) -> list[np.ndarray]:
+    with av.open(io.BytesIO(data), format=container) as stream:
+        return [frame.to_ndarray(format="rgb24") for frame in stream.decode(video=0)]
+
+
+def assert_same_pictures(got: list[np.ndarray], want: list[np.ndarray]) -> None:
+    """Frame count, size and content within what yuv420p encoding loses; each frame closer to
+    its own original than to any other."""
+    assert len(got) == len(want)
+    for index, (frame, original) in enumerate(zip(got, want)):
+        assert frame.shape == original.shape
+        errors = [np.abs(frame.astype(int) - other.astype(int)).mean() for other in want]
+        assert errors[index] < 6 and int(np.argmin(errors)) == index, (index, errors)
+
+
+class Receiver:
+    """A TCP listener (bound before anything connects) that keeps every byte of each connection."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.data = bytearray()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        connection, _ = self.listener.accept()
+        with connection:
+            while chunk := connection.recv(65536):
+                self.data.extend(chunk)
+
+    def received(self) -> bytes:
+        self._thread.join(timeout=30)
+        self.listener.close()
+        return bytes(self.data)
+
+
+@pytest.mark.parametrize("container", ["mpegts", "flv"])
+def test_a_tcp_output_sends_every_frame_as_it_is_written(cli, tmp_path, container):
+    receiver = Receiver()
+    extra = () if container == "mpegts" else ("--output-format", "flv")  # mpegts is tcp's default
+    result = cli("run", SPEC, "-o", f"tcp://127.0.0.1:{receiver.port}", *extra, "--crf", "0", *COMMON, timeout=60)
+    assert_ok(result)
+    assert_same_pictures(decode(receiver.received(), container), expected_frames())
+    assert list(tmp_path.iterdir()) == []  # nothing local: no temporary file
+
+
+def test_a_udp_output_reaches_a_bound_socket(cli):
+    receiver = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    receiver.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+    receiver.bind(("127.0.0.1", 0))
+    port = receiver.getsockname()[1]
+    result = cli("run", SPEC, "-o", f"udp://127.0.0.1:{port}", "--crf", "0", *COMMON, timeout=60)
+    assert_ok(result)
+    receiver.settimeout(0.5)  # the sender has exited: what it sent is in the socket's buffer
+    data = bytearray()
+    try:
+        while True:
+            data.extend(receiver.recv(65536))
+    except socket.timeout:
+        pass
+    receiver.close()
+    assert_same_pictures(decode(bytes(data), "mpegts"), expected_frames())
+
+
+def connect_when_listening(port: int, deadline: float = 30.0) -> socket.socket:
+    """Connect to a listener that another process opens: refused until it listens."""
+    ends = time.monotonic() + deadline
+    while True:
+        try:
+            return socket.create_connection(("127.0.0.1", port), timeout=10)
+        except ConnectionRefusedError:
+            if time.monotonic() > ends:
+                raise
+            time.sleep(0.02)
+
+
+def free_port() -> int:
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        return probe.getsockname()[1]
+
+
+def test_output_options_reach_the_protocol_listen_waits_for_a_receiver(tmp_path):
+    port = free_port()
+    result: dict = {}
+
+    def run() -> None:
+        from conftest import run_cli
+        result["cli"] = run_cli("run", SPEC, "-o", f"tcp://127.0.0.1:{port}", "--output-option", "listen=1",
+                                "--crf", "0", *COMMON, timeout=60)
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    data = bytearray()
+    with connect_when_listening(port) as connection:
+        while chunk := connection.recv(65536):
+            data.extend(chunk)
+    runner.join(timeout=60)
+    assert_ok(result["cli"])
+    assert_same_pictures(decode(bytes(data), "mpegts"), expected_frames())
+
+
+def test_input_options_reach_the_protocol_listen_takes_a_sender(cli, tmp_path):
+    port = free_port()
+    payload = session(range(12))
+    out = tmp_path / "out.mkv"
+    sender = threading.Thread(target=lambda: connect_when_listening(port).sendall(payload) or None, daemon=True)
+    sender.start()
+    result = cli("run", f"tcp://127.0.0.1:{port}", "--input-option", "listen=1", "-o", str(out), *COMMON, timeout=60)
+    assert_ok(result)
+    with av.open(str(out)) as container:
+        assert sum(1 for _ in container.decode(video=0)) == 12
+
+
+def test_an_unreachable_output_exits_6(cli):
+    result = cli("run", SPEC, "-o", f"tcp://127.0.0.1:{free_port()}", *COMMON, timeout=60)
+    assert_error(result, 6, "cannot send to tcp://127.0.0.1")
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (("--input-option", "rtsp_transport"), "expected KEY=VALUE"),
+    (("--output-option", "=1", "-o", "udp://127.0.0.1:9"), "expected KEY=VALUE"),
+    (("--output-option", "listen=1"), "apply to an output"),
+    (("--input-option", "a=b"), "--input-option applies to video files and streams"),
+    (("--reconnect",), "--reconnect and --reconnect-timeout apply to URL inputs"),
+])
+def test_misused_network_options_are_usage_errors(cli, args, fragment):
+    result = cli("run", SPEC, *args, *COMMON)
+    assert result.returncode == 2 and fragment in result.stderr, result.stderr
+
+
+def test_network_outputs_are_told_apart_from_files():
+    assert [network_scheme(o) for o in ("rtmp://h/app/key", "SRT://h:1", "udp://h:1", "out.mp4", "file:x.ts",
+                                          "http://h/x")] == ["rtmp", "srt", "udp", None, None, None]
+    assert is_network_output("rtsp://h/live") and not is_network_output(None)
+    assert with_query("tcp://h:1", {"listen": "1"}) == "tcp://h:1?listen=1"
+    assert with_query("udp://h:1?ttl=2", {"pkt_size": "1316"}) == "udp://h:1?ttl=2&pkt_size=1316"
+
+
+def test_a_pipeline_sends_to_a_url_from_python():
+    receiver = Receiver()
+    sink_options = {"crf": 0, "muxer_options": {"mpegts_flags": "+resend_headers"}}
+    streamconv.Pipeline(SPEC, ["identity"], f"tcp://127.0.0.1:{receiver.port}", backend="cpu",
+                        progress=False, sink_options=sink_options).run()
+    assert_same_pictures(decode(receiver.received(), "mpegts"), expected_frames())
+
+
+def test_a_network_sink_asks_for_a_keyframe_every_two_seconds():
+    sink = NetworkSink("udp://127.0.0.1:9", width=64, height=48, frame_rate=Fraction(25))
+    assert sink.format == "mpegts" and sink._codec_options["g"] == "50"
+    sink.abort()
+
+
+# ---------------------------------------------------------------- --reconnect
+
+RATE = 25
+
+
+def session(indices) -> bytes:
+    """An MPEG-TS stream of the pattern's frames at ``indices``, pts = index: a server whose
+    clock runs on while nobody is connected."""
+    frames = expected_frames(f"test:64x48@{RATE},frames=40")
+    out = io.BytesIO()
+    with av.open(out, "w", format="mpegts") as container:
+        stream = container.add_stream("libx264", rate=RATE)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        stream.options = {"preset": "ultrafast", "qp": "0"}
+        for index in indices:
+            frame = av.VideoFrame.from_ndarray(frames[index], format="rgb24")
+            frame.pts = index
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    return out.getvalue()
+
+
+class SessionServer:
+    """Serves one byte string per connection, in turn. ``hold``: keep the connection open after
+    sending (a stall) instead of closing it (a drop). After the last session the listener is
+    closed: later connections are refused."""
+
+    def __init__(self, sessions: list[bytes], hold: bool = False) -> None:
+        self.sessions, self.hold = sessions, hold
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"tcp://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.held: list[socket.socket] = []
+        self.served = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        for data in self.sessions:
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:  # closed by close()
+                return
+            self.served += 1
+            connection.sendall(data)
+            if self.hold:
+                self.held.append(connection)  # open and silent: the reader stalls
+            else:
+                connection.close()
+        self.listener.close()
+
+    def close(self) -> None:
+        self.listener.close()
+        for connection in self.held:
+            connection.close()
+
+
+def run_reconnecting(cli, tmp_path, server: SessionServer, *args: str):
+    out, stats = tmp_path / "out.mkv", tmp_path / "stats.json"
+    try:
+        result = cli("run", server.url, "--reconnect", "--timeout", "1", "-o", str(out), "--stats-json", str(stats),
+                     "--filter", "identity", "--backend", "cpu", "--no-progress", *args, timeout=90)
+    finally:
+        server.close()
+    return result, out, stats
+
+
+def read_output(out) -> tuple[list[np.ndarray], list[float]]:
+    with av.open(str(out)) as container:
+        frames = list(container.decode(video=0))
+    return [f.to_ndarray(format="rgb24") for f in frames], [float(f.time) for f in frames]
+
+
+@pytest.mark.parametrize("hold", [False, True], ids=["drop", "stall"])
+def test_reconnect_goes_on_after_a_drop_or_a_stall_and_counts_the_frames_missed(cli, tmp_path, hold):
+    server = SessionServer([session(range(10)), session(range(20, 30))], hold=hold)
+    result, out, stats = run_reconnecting(cli, tmp_path, server, "--max-frames", "20")
+    assert_ok(result)
+    assert "reopened" in result.stderr and server.served == 2
+    assert json.loads(stats.read_text())["dropped"] == 10  # frames 10..19, by the stream's clock
+    pictures, times = read_output(out)
+    pattern = expected_frames(f"test:64x48@{RATE},frames=40")
+    assert_same_pictures(pictures, pattern[:10] + pattern[20:30])
+    steps = np.diff(times)
+    assert np.allclose(steps[:9], 1 / RATE) and np.isclose(steps[9], 11 / RATE) and np.allclose(steps[10:], 1 / RATE)
+
+
+def test_reconnect_gives_up_after_its_timeout_and_keeps_the_frames(cli, tmp_path):
+    server = SessionServer([session(range(10))])
+    started = time.monotonic()
+    result, out, stats = run_reconnecting(cli, tmp_path, server, "--reconnect-timeout", "1", "-q")
+    elapsed = time.monotonic() - started
+    assert_error(result, 8, "reopening it failed", "giving up")
+    assert elapsed < 30
+    pictures, _ = read_output(out)
+    assert len(pictures) == 10
+    assert json.loads(stats.read_text())["frames"] == 10
+
+
+def test_without_reconnect_a_dropped_stream_simply_ends(cli, tmp_path):
+    server = SessionServer([session(range(10)), session(range(20, 30))])
+    out = tmp_path / "out.mkv"
+    try:
+        result = cli("run", server.url, "-o", str(out), *COMMON, timeout=60)
+    finally:
+        server.close()
+    assert_ok(result)
+    assert len(read_output(out)[0]) == 10 and server.served == 1
+
+
+def test_a_receiver_that_goes_away_mid_run_ends_it_with_exit_8(cli):
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def take_some_and_leave() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(4096)  # the stream has started
+
+    threading.Thread(target=take_some_and_leave, daemon=True).start()
+    try:
+        result = cli("run", "test:64x48@25,live", "-o", f"tcp://127.0.0.1:{port}", *COMMON, timeout=60)
+    finally:
+        listener.close()
+    assert_error(result, 8, f"sending to tcp://127.0.0.1:{port} failed after")
