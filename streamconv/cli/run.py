@@ -16,6 +16,9 @@ from ..backends import resolve_backend
 from ..pipeline import Pipeline, choose_decoder
 from ..presets import list_presets, load_preset
 from ..publish import check_output_path
+from ..io.demuxed import is_demuxed_spec
+from ..io.formats import is_pipe, is_sequence
+from ..io.targets import check_target
 from ..io.open import open_sink, open_source
 from ..io.sink import FanoutSink, Sink
 from ..io.pattern import is_test_spec
@@ -65,7 +68,7 @@ def _check_run_outputs(args: argparse.Namespace, display: bool) -> None:
     if display:
         check_display()  # before a camera or file is opened
     if args.output is not None:
-        check_output_path(args.output, overwrite=args.overwrite, protect=(args.source,))
+        check_target(args.output, overwrite=args.overwrite, protect=(args.source,), format=args.format)
     if args.stats_json is not None:
         check_output_path(args.stats_json, overwrite=args.overwrite, what="--stats-json",
                           protect=_written_by_run(args, but="stats_json"))
@@ -76,7 +79,7 @@ def _build_pipeline(args: argparse.Namespace, stages: list[FilterStage], border:
     """Open SOURCE and the sinks and make the Pipeline; whatever was opened is released if a
     later step fails."""
     sink_options = {"codec": args.codec, "pix_fmt": args.pix_fmt, "crf": args.crf, "bitrate": args.bitrate,
-                    "preset": args.codec_preset, "overwrite": args.overwrite}
+                    "preset": args.codec_preset, "overwrite": args.overwrite, "format": args.format}
     args.backend = resolve_backend(args.backend, device=args.device)  # once: auto's notice, and NVDEC's choice
     source = _open_run_source(args)
     try:
@@ -105,10 +108,13 @@ def _open_run_source(args: argparse.Namespace) -> Source:
     else:
         copy = args.output is not None and not args.no_audio
         decoder = "cpu" if args.hwaccel else choose_decoder(args.decoder, args.backend)
+        demuxed = is_demuxed_spec(args.source, args.input_format)
+        demuxer = {"format": args.input_format, "size": args.size, "pix_fmt": args.input_pix_fmt,
+                   "fps": args.fps} if demuxed else {}
         source = open_source(args.source, video_stream=args.video_stream, copy_streams=copy,
                              max_pixels=args.max_pixels, timeout=args.timeout,
                              depth=None if args.depth == "auto" else int(args.depth), hwaccel=args.hwaccel,
-                             decoder=decoder, device=args.device)
+                             decoder=decoder, device=args.device, **demuxer)
     if args.realtime and not source.is_live:
         source = RealtimeSource(source)
     return source
@@ -170,8 +176,10 @@ def _report(args: argparse.Namespace, stats) -> None:
         print(stats.format_table(), file=sys.stderr)
 
 
-def check_run_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Usage errors argparse cannot express (exit 2)."""
+def check_run_args(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str] = ()) -> None:
+    """Usage errors argparse cannot express (exit 2, with run's usage); ``extra``: the arguments
+    argparse did not take. Settles ``args.source`` (the positional SOURCE or ``-i``)."""
+    _check_source_args(parser, args, extra)
     # An empty name would otherwise mean the current folder ('' -> '.') or be skipped as absent.
     for value, name in ((args.source, "SOURCE"), (args.output, "--output"), (args.pipeline, "--pipeline"),
                         (args.stats_json, "--stats-json"), (args.hwaccel, "--hwaccel"), (args.codec, "--codec"),
@@ -180,12 +188,47 @@ def check_run_args(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
             parser.error(f"{name} is empty")
     if args.max_frames == 0 and args.output is not None:
         parser.error("--max-frames 0 writes no frame, and an output file needs at least one")
-    if (args.size or args.fps) and not is_webcam_spec(args.source):
-        parser.error(f"--size and --fps apply to cameras (webcam, webcam:N, /dev/videoN), "
-                     f"not to {args.source!r}")
+    _check_format_args(parser, args)
     if args.hwaccel and (is_webcam_spec(args.source) or is_test_spec(args.source)):
         parser.error(f"--hwaccel applies to video files and streams, not to {args.source!r}")
     if args.hwaccel and args.decoder == "nvdec":
         parser.error("--hwaccel is FFmpeg's hardware decoding, --decoder nvdec is NVDEC's own: choose one")
     if args.decoder == "nvdec" and (is_webcam_spec(args.source) or is_test_spec(args.source)):
         parser.error(f"--decoder nvdec applies to video files and streams, not to {args.source!r}")
+
+
+def _check_source_args(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> None:
+    """One SOURCE, positional or ``-i``; a second name is not taken as OUTPUT (a glob such as
+    ``*.mp4`` would then replace a file with --overwrite): it is an error naming -o."""
+    unknown = [arg for arg in extra if arg.startswith("-") and arg != "-"]
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    sources = [spec for spec in (args.input_spec, args.source, *extra) if spec is not None]
+    if not sources:
+        parser.error("SOURCE is missing: streamconv run SOURCE [-o OUTPUT] (or -i SOURCE)")
+    if len(sources) > 1:
+        parser.error(f"one SOURCE only, got {' and '.join(map(repr, sources))}; name the output with "
+                     f"-o OUTPUT (a second name is never taken as the output)")
+    args.source = sources[0]
+
+
+def _check_format_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """--format belongs to OUTPUT, --input-format and its --size, --input-pix-fmt, --fps to SOURCE;
+    standard output carries one thing."""
+    if args.format is not None and args.output is None:
+        parser.error("--format names OUTPUT's container, and there is no -o OUTPUT "
+                     "(--input-format names SOURCE's)")
+    if args.output is not None and is_pipe(args.output) and args.progress is not None and is_pipe(args.progress):
+        parser.error("-o - and --progress - would both write to standard output: give --progress a file")
+    camera = is_webcam_spec(args.source)
+    if args.input_format is not None and (camera or is_test_spec(args.source)):
+        parser.error(f"--input-format applies to files, pipes and URLs, not to {args.source!r}")
+    raw = args.input_format == "rawvideo"
+    if raw and args.size is None:
+        parser.error("--input-format rawvideo needs the frames' --size WxH (raw video has no header)")
+    if args.input_pix_fmt is not None and not raw:
+        parser.error("--input-pix-fmt is the pixel format of --input-format rawvideo frames")
+    rated = camera or args.input_format is not None or is_sequence(args.source)
+    if (args.size and not (camera or raw)) or (args.fps and not rated):
+        parser.error(f"--size and --fps apply to cameras (webcam, webcam:N, /dev/videoN) and raw video "
+                     f"(--input-format rawvideo), --fps also to image sequences; not to {args.source!r}")

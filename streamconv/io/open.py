@@ -1,9 +1,9 @@
 """Opening sources and sinks by name: ``open_source(spec)`` and ``open_sink(output, like=source)``.
 
 The dispatchers of the SOURCE and ``-o`` arguments: a spec names the test pattern
-(streamconv.io.pattern), a camera (streamconv.io.camera) or else a file or stream
-(streamconv.io.file); an output is discarded (null) or encoded to a file
-(streamconv.io.filesink). They import every concrete source and sink; none of those
+(streamconv.io.pattern), a camera (streamconv.io.camera), standard input, raw video or an image
+sequence (streamconv.io.demuxed), or else a file or stream (streamconv.io.file); an output is
+discarded (null) or encoded to a file, a pipe or an image sequence (streamconv.io.filesink). They import every concrete source and sink; none of those
 imports this module.
 """
 
@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import FilterSpecError
 from .camera import is_webcam_spec, open_webcam
+from .demuxed import DemuxedSource, is_demuxed_spec
 from .file import FileSource
 from .filesink import FileSink
 from .nvdec import NvdecSource
@@ -33,7 +34,8 @@ SINKS = {"file": FileSink, "null": NullSink, "callback": CallbackSink, "fanout":
 
 def open_source(spec: str | Path | Source, *, decoder: str = "cpu", device: int = 0, **options) -> Source:
     """Open a source from a spec: ``test[...]`` for the pattern, ``webcam[:N]`` or ``/dev/videoN``
-    for a camera, else a path or URL for FileSource (or NvdecSource).
+    for a camera, ``-`` (standard input, also ``pipe:0``) or an image sequence (``img%04d.png``)
+    for DemuxedSource, else a path or URL for FileSource (or NvdecSource).
 
     Args:
         spec: the SOURCE argument of ``streamconv run``, or a Source (returned as is).
@@ -43,11 +45,14 @@ def open_source(spec: str | Path | Source, *, decoder: str = "cpu", device: int 
             mid-stream change NVDEC cannot take on).
         device: the CUDA device NVDEC decodes on.
         options: keyword options passed to FileSource (``video_stream``, ``threads``,
-            ``copy_streams``, ``max_pixels``, ``timeout``, ``depth``, ``hwaccel``) or,
-            for a camera, to WebcamSource (``width``, ``height``, ``fps``, ...).
+            ``copy_streams``, ``max_pixels``, ``timeout``, ``depth``, ``hwaccel``), and for
+            DemuxedSource also ``format`` (the demuxer, e.g. ``"rawvideo"``: any spec is then
+            read with it), ``size`` (W, H), ``pix_fmt`` and ``fps`` (raw video, image sequences);
+            or, for a camera, to WebcamSource (``width``, ``height``, ``fps``, ...).
 
     Raises:
-        NvdecUnsupported: (exit 7) ``decoder="nvdec"`` and NVDEC cannot take the stream here.
+        NvdecUnsupported: (exit 7) ``decoder="nvdec"`` and NVDEC cannot take the stream here (nor
+            a pipe, raw video or an image sequence: those decode on the CPU).
     """
     if decoder not in DECODERS:
         raise FilterSpecError(f"unknown decoder {decoder!r}; known: {', '.join(DECODERS)}")
@@ -59,6 +64,10 @@ def open_source(spec: str | Path | Source, *, decoder: str = "cpu", device: int 
     if is_webcam_spec(text):
         options.pop("max_pixels", None)  # a camera delivers the size it is asked for
         return open_webcam(text, **options)
+    if is_demuxed_spec(text, options.get("format")):
+        if decoder == "nvdec":
+            raise NvdecUnsupported(f"--decoder nvdec reads files and URLs; {text} is decoded on the CPU")
+        return DemuxedSource(text, **options)
     started = time.perf_counter()
     source = _open_nvdec(text, decoder, device, options) if decoder != "cpu" else None
     if source is None:
@@ -81,13 +90,15 @@ def _open_nvdec(path: str, decoder: str, device: int, options: dict) -> Source |
 
 
 def open_sink(output: str | Path | Sink | None, *, like=None, **options) -> Sink:
-    """Open a sink: None or "null" discards, a Sink passes through, a path makes a FileSink.
+    """Open a sink: None or "null" discards, a Sink passes through, a path makes a FileSink:
+    a file, ``-`` (standard output, also ``pipe:1``) or an image sequence (``out%03d.png``).
 
     Args:
         output: the -o argument.
         like: the Source whose size, rate and time base the file takes; a file output never
             replaces its input (``path``), whatever ``overwrite`` says.
-        options: FileSink keyword options (codec, pix_fmt, crf, preset, overwrite).
+        options: FileSink keyword options (codec, pix_fmt, crf, preset, overwrite, format: the
+            container, e.g. ``"mpegts"``; by default the extension's, Matroska for ``-``).
     """
     if isinstance(output, Sink):
         return output
