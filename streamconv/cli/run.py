@@ -15,6 +15,7 @@ from ..io.live import RealtimeSource
 from ..backends import resolve_backend
 from ..pipeline import Pipeline, choose_decoder
 from ..presets import list_presets, load_preset
+from ..progressfile import ProgressFile, check_progress_target
 from ..publish import check_output_path
 from ..io.demuxed import is_demuxed_spec
 from ..io.formats import is_pipe, is_sequence
@@ -72,6 +73,8 @@ def _check_run_outputs(args: argparse.Namespace, display: bool) -> None:
     if args.stats_json is not None:
         check_output_path(args.stats_json, overwrite=args.overwrite, what="--stats-json",
                           protect=_written_by_run(args, but="stats_json"))
+    if args.progress is not None:
+        check_progress_target(args.progress, overwrite=args.overwrite, protect=_written_by_run(args, but="progress"))
 
 
 def _build_pipeline(args: argparse.Namespace, stages: list[FilterStage], border: str,
@@ -85,13 +88,20 @@ def _build_pipeline(args: argparse.Namespace, stages: list[FilterStage], border:
     try:
         label = _chain_label(args)
         sink = _open_run_sink(args, source, display, _filter_cycle(args, label, stages), sink_options)
+        progress = None
         try:
+            if args.progress is not None:
+                progress = ProgressFile(args.progress, overwrite=args.overwrite,
+                                        protect=_written_by_run(args, but="progress"))
             pipeline = Pipeline(source, stages, sink, backend=args.backend, border=border,
                                 ring=args.ring, max_frames=args.max_frames, device=args.device,
                                 kernel=args.kernel, colour=args.colour, max_pixels=args.max_pixels,
-                                progress=not args.no_progress, status=display or source.is_live)
+                                progress=not args.no_progress, status=display or source.is_live,
+                                progress_file=progress)
         except BaseException:
             sink.abort()
+            if progress is not None:
+                progress.close()
             raise
     except BaseException:
         source.close()
@@ -163,7 +173,7 @@ def _written_by_run(args: argparse.Namespace, *, but: str) -> dict[str, str]:
     """The files a run reads or writes other than option ``but``'s, by role: a report must be
     none of them."""
     named = {"source": ("the input", args.source), "output": ("the output", args.output),
-             "stats_json": ("--stats-json", args.stats_json)}
+             "stats_json": ("--stats-json", args.stats_json), "progress": ("--progress", args.progress)}
     return {role: value for key, (role, value) in named.items() if key != but and value is not None}
 
 
