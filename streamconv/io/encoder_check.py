@@ -33,10 +33,12 @@ _DEEP_420 = ("yuv420p10le", "yuv420p12le", "p010le", "yuv420p16le", "p016le")
 _DEEP_RGB = ("rgb48le", "rgb48be")
 """16-bit RGB, for deep input to an encoder without a deep 4:2:0 format (png, tiff)."""
 
-_EIGHT_BIT = ("yuvj420p", "yuv420p", "rgb24", "bgr24", "rgb8")
-"""8-bit formats in order of preference among those an encoder lists: JPEG's full-range 4:2:0
-first (an encoder that lists it, mjpeg, refuses limited-range yuv420p), then yuv420p, RGB for
-image encoders (png, ppm), and gif's 3-3-2 RGB."""
+_EIGHT_BIT = ("yuv420p", "yuvj420p", "rgb24", "bgr24", "rgb8")
+"""8-bit formats in order of preference among those an encoder lists: yuv420p, JPEG's full-range
+4:2:0, RGB for image encoders (png, ppm), and gif's 3-3-2 RGB."""
+
+_JPEG = ("mjpeg", "ljpeg", "jpegls")
+"""JPEG encoders: they list yuv420p but refuse its limited range; yuvj420p comes first for them."""
 
 
 def find_encoder(codec: str) -> av.codec.Codec:
@@ -53,7 +55,8 @@ def find_encoder(codec: str) -> av.codec.Codec:
 
 def default_pix_fmt(encoder: av.codec.Codec, bits: int, *, warn: bool = True) -> str:
     """The pixel format for input of ``bits`` bits per sample: for 8 bits, the first of
-    _EIGHT_BIT the encoder takes (yuv420p for one that lists none, such as rawvideo); for deeper
+    _EIGHT_BIT the encoder takes (yuvj420p first for JPEG; yuv420p for an encoder that lists
+    none, such as rawvideo); for deeper
     input, its 4:2:0 (else 16-bit RGB) format of at least ``bits`` bits (the shallowest such),
     else its deepest, else the 8-bit choice with a warning (unless not ``warn``)."""
     supported = [f.name for f in (encoder.video_formats or ())]
@@ -71,7 +74,8 @@ def default_pix_fmt(encoder: av.codec.Codec, bits: int, *, warn: bool = True) ->
                         encoder.name, bits)
     if not supported:
         return "yuv420p"
-    return next((name for name in _EIGHT_BIT if name in supported), supported[0])
+    preference = ("yuvj420p", *_EIGHT_BIT) if encoder.name in _JPEG else _EIGHT_BIT
+    return next((name for name in preference if name in supported), supported[0])
 
 
 def deeper_pix_fmt(codec: str, pix_fmt: str, bits: int) -> str | None:
