@@ -18,6 +18,7 @@ from .filters import FilterStage, parse_chain
 from .frames import DEFAULT_MAX_PIXELS, MAX_RING, as_count, check_frame_size, check_slot_memory
 from .interrupts import stop_on_signals
 from .progress import ProgressBar, StatusLine
+from .progressfile import ProgressFile
 from .ring import RingEpoch, RunClock, RunControls, RunCounts, frames_dropped
 from .io.open import open_sink, open_source
 from .io.sink import Sink
@@ -54,6 +55,9 @@ class Pipeline:
         kernel: CUDA kernel variant, ``"auto"`` or a name from
             ``streamconv.backends.plan.VARIANTS`` (the cpu backend ignores it).
         progress: draw a progress bar (or the status line) on stderr if it is a terminal.
+        progress_file: also write FFmpeg-style key=value progress blocks (a
+            :class:`streamconv.progressfile.ProgressFile`, or a path or ``-`` to open as one),
+            about every 0.5 s and, with ``progress=end``, once the output is final.
         status: draw a live status line instead of the bar (fps, drops, per-stage p50/p95,
             once a second).
         on_frame: called as ``on_frame(frame, meta)`` in the writer thread after each
@@ -99,7 +103,8 @@ class Pipeline:
                  device: int = 0, kernel: str = "auto", progress: bool = False, status: bool = False,
                  on_frame: Callable[[np.ndarray, FrameMeta], None] | None = None,
                  sink_options: dict[str, Any] | None = None, colour: str = "auto",
-                 max_pixels: int | None = DEFAULT_MAX_PIXELS, decoder: str = "auto") -> None:
+                 max_pixels: int | None = DEFAULT_MAX_PIXELS, decoder: str = "auto",
+                 progress_file: ProgressFile | str | Path | None = None) -> None:
         ring = as_count(ring, "ring", 1, MAX_RING)
         device = as_count(device, "device", 0)
         if max_frames is not None:
@@ -129,6 +134,7 @@ class Pipeline:
         except BaseException:
             self.source.close()
             raise
+        self.progress_file = self._open_progress(progress_file)
         self._controls = RunControls()  # stop, swap and aborting, shared with the ring's threads
         self._counts = RunCounts()  # what the epochs read, skipped and found
         self.stop_signal: int | None = None
@@ -137,6 +143,19 @@ class Pipeline:
         self._swap_lock = threading.Lock()
         self._pending: tuple[list[FilterStage], ChainPlan | None, str | None] | None = None
         self._released = False  # run() or close() owns the source and sink now
+
+    def _open_progress(self, progress_file: ProgressFile | str | Path | None) -> ProgressFile | None:
+        """``progress_file`` as a ProgressFile (opened if a path), never the input's or output's
+        file; the source and sink are released if it is refused."""
+        if progress_file is None or isinstance(progress_file, ProgressFile):
+            return progress_file
+        named = {"the input": getattr(self.source, "path", None), "the output": getattr(self.sink, "path", None)}
+        try:
+            return ProgressFile(progress_file, protect={role: spec for role, spec in named.items() if spec is not None})
+        except BaseException:
+            self.source.close()
+            self.sink.abort()
+            raise
 
     @property
     def device_input(self) -> bool:
@@ -225,6 +244,13 @@ class Pipeline:
         if self._released:
             raise StreamError("this pipeline has already run or been closed; make a new one")
         self._released = True
+        try:
+            return self._run()
+        finally:
+            if self.progress_file is not None:
+                self.progress_file.close()  # progress=end: the output is final, or the run failed
+
+    def _run(self) -> RunStats:
         stats = RunStats()
         self.stats = stats
         # The handlers stay until the output is final: a first signal during the encoder's
@@ -266,6 +292,8 @@ class Pipeline:
             self.source.close()
         finally:
             self.sink.abort()
+            if self.progress_file is not None:
+                self.progress_file.close()
 
     def __enter__(self) -> "Pipeline":
         return self
@@ -324,7 +352,11 @@ class Pipeline:
         if self.max_frames is not None:
             total = self.max_frames if total is None else min(total, self.max_frames)
         enabled = None if self.progress else False
-        return StatusLine(stats, enabled=enabled) if self.status else ProgressBar(total, enabled=enabled)
+        bar = StatusLine(stats, enabled=enabled) if self.status else ProgressBar(total, enabled=enabled)
+        if self.progress_file is None:
+            return bar
+        self.progress_file.begin(stats, self.source.frame_rate)
+        return self.progress_file.alongside(bar)
 
     def _run_epoch(self, stats: RunStats, bar: ProgressBar | StatusLine, clock: RunClock,
                    planes: YuvLayout | None) -> None:

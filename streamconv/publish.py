@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterable
 
 from .errors import OutputError
+from .numbered import is_pattern, numbered_files
 
 _NAME_MAX = 255
 """Bytes in one file name on Linux file systems (ext4, xfs, btrfs, tmpfs)."""
@@ -33,8 +34,10 @@ _NAME_MAX = 255
 
 def local_path(spec: str | os.PathLike) -> Path | None:
     """The file on this machine that an input spec names (a path, or a ``file:`` URL as FFmpeg
-    reads it), or None for a URL, a pipe or a camera."""
+    reads it), or None for a URL, a pipe (``-`` too) or a camera."""
     text = os.fspath(spec)
+    if text == "-":
+        return None
     if text.startswith("file:"):
         return Path(text[len("file:"):])  # FFmpeg's file protocol takes the rest as a path
     if "://" in text or text.startswith(("pipe:", "fd:")):
@@ -44,9 +47,12 @@ def local_path(spec: str | os.PathLike) -> Path | None:
 
 def _protected(protect) -> list[tuple[str, Path]]:
     """(role, file) pairs from ``protect``: a mapping of role -> spec (``{"the output": ...}``),
-    or specs that are all inputs. Specs naming no local file (URLs) are left out."""
+    or specs that are all inputs. Specs naming no local file (URLs) are left out; an image
+    sequence's pattern (``img%04d.png``) stands for each of its files."""
     pairs = protect.items() if isinstance(protect, dict) else (("the input", spec) for spec in protect)
-    return [(role, path) for role, spec in pairs if (path := local_path(spec)) is not None]
+    found = [(role, path) for role, spec in pairs if (path := local_path(spec)) is not None]
+    return [(role, file) for role, path in found for file in ([path, *numbered_files(path)]
+                                                              if is_pattern(path) else [path])]
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -246,7 +246,6 @@ def test_output_that_is_a_folder_exits_6(cli, tmp_path):
 
 @pytest.mark.parametrize("options, fragment", [
     (["--codec", "no-such-encoder"], "unknown encoder 'no-such-encoder'"),
-    (["--pix-fmt", "no-such-format"], "unknown pixel format 'no-such-format'"),
     (["--codec", "libx264", "--pix-fmt", "rgb24"], "does not support pixel format 'rgb24'"),
 ])
 def test_encoder_refused_before_running_exits_6(cli, tmp_path, options, fragment):

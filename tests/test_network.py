@@ -73,7 +73,7 @@ class Receiver:
 @pytest.mark.parametrize("container", ["mpegts", "flv"])
 def test_a_tcp_output_sends_every_frame_as_it_is_written(cli, tmp_path, container):
     receiver = Receiver()
-    extra = () if container == "mpegts" else ("--output-format", "flv")  # mpegts is tcp's default
+    extra = () if container == "mpegts" else ("--format", "flv")  # mpegts is tcp's default
     result = cli("run", SPEC, "-o", f"tcp://127.0.0.1:{receiver.port}", *extra, "--crf", "0", *COMMON, timeout=60)
     assert_ok(result)
     assert_same_pictures(decode(receiver.received(), container), expected_frames())

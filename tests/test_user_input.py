@@ -70,6 +70,10 @@ def assert_usage(result, *fragments: str) -> None:
     (["--stats-json", ""], "--stats-json is empty"),
     (["--codec", ""], "--codec is empty"),
     (["--pix-fmt", " "], "--pix-fmt is empty"),
+    (["--pix-fmt", "no-such-format", "-o", "out.mp4"], "--pix-fmt: unknown pixel format 'no-such-format'"),
+    (["--format", "no-such-muxer", "-o", "out.mp4"], "--format: FFmpeg has no muxer 'no-such-muxer'"),
+    (["--input-format", "rawvideo"], "--input-format applies to files, pipes and URLs"),
+    (["--format", "mpegts"], "--format names OUTPUT's container, and there is no -o OUTPUT"),
     (["--preset", ""], "--preset is empty"),
     (["--max-frames", "0", "-o", "out.mp4"], "--max-frames 0 writes no frame"),
 ], ids=lambda value: " ".join(value) if isinstance(value, list) else None)

@@ -121,9 +121,11 @@ def main(argv: Sequence[str] | None = None, *, signals: SignalGuard | None = Non
 
 def _main(argv: Sequence[str] | None, guard: SignalGuard) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
     if args.command == "run":
-        check_run_args(parser, args)
+        check_run_args(args.command_parser, args, extra)
+    elif extra:  # the command's own usage, not the top level's
+        args.command_parser.error(f"unrecognized arguments: {' '.join(extra)}")
     verbose = getattr(args, "verbose", False)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="streamconv: %(message)s", stream=sys.stderr, force=True)

@@ -7,6 +7,9 @@ import argparse
 import math
 import re
 
+import cv2  # noqa: F401  (before av: see streamconv.io.display.check_import_order)
+import av
+
 from ..frames import MAX_RING
 from ..io.file import MAX_TIMEOUT
 
@@ -110,6 +113,31 @@ def ffmpeg_option(text: str) -> tuple[str, str]:
     if not match or not match[2].strip() or match[2].strip() != match[2]:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE such as rtsp_transport=tcp, got {text!r}")
     return match[1], match[2]
+
+
+def pixel_format(text: str) -> str:
+    """--pix-fmt, --input-pix-fmt: a pixel format FFmpeg knows (whether the encoder takes it is
+    checked when the output is opened). Blank text is left to the "is empty" check."""
+    if text.strip():
+        try:
+            av.VideoFormat(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"unknown pixel format {text!r} (see `ffmpeg -pix_fmts`)") from None
+    return text
+
+
+def container_format(mode: str):
+    """An argparse type for --format (``mode`` "w": a muxer) or --input-format ("r": a demuxer)."""
+    kind = "muxer" if mode == "w" else "demuxer"
+
+    def convert(text: str) -> str:
+        try:
+            av.ContainerFormat(text, mode)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"FFmpeg has no {kind} {text!r} (see `ffmpeg -formats`)") from None
+        return text
+    convert.__name__ = f"container_format_{mode}"
+    return convert
 
 
 def argument_type(parse):

@@ -9,8 +9,9 @@ from ..backends import BACKENDS
 from ..backends.plan import KERNEL_CHOICES
 from ..borders import BORDER_MODES, DEFAULT_BORDER
 from .bench import add_bench_parser
-from .options import (MAX_TIMEOUT, bit_rate, crf_value, device_list, ffmpeg_option, frame_size, non_negative_int,
-                      pixel_limit, positive_float, positive_int, ring_size, timeout_seconds)
+from .options import (MAX_TIMEOUT, bit_rate, container_format, crf_value, device_list, ffmpeg_option, frame_size,
+                      non_negative_int, pixel_format, pixel_limit, positive_float, positive_int, ring_size,
+                      timeout_seconds)
 from ..io.display import KEYS_HELP
 from ..io.file import NETWORK_TIMEOUT
 from ..io.reconnect import RECONNECT_WINDOW
@@ -34,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("filters", help="list filters, their parameters and the presets")
     commands.add_parser("info", help="versions, and which backends can run here and why not")
     add_bench_parser(commands)
+    for command in commands.choices.values():
+        command.set_defaults(command_parser=command)  # its own usage for its own errors
     return parser
 
 
@@ -47,15 +50,26 @@ def _add_run_parser(commands) -> None:
                "  streamconv run in.mkv -o out.mp4 --filter gaussian:sigma=2 --filter sharpen\n"
                "  streamconv run test:1920x1080@60,frames=600 --filter box:size=5 --backend cuda\n"
                "  streamconv run webcam --filter edge --display\n"
+               "  streamconv run - -o - --filter edge < in.mkv | ffplay -\n"
+               "  streamconv run 'img%04d.png' --fps 30 -o 'out%04d.png' --filter sharpen\n"
                f"\nWindow keys: {KEYS_HELP}.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    run.add_argument("source", metavar="SOURCE",
-                     help="a video file or URL; webcam, webcam:N or /dev/videoN for a camera; "
-                          "or test[:WxH][@FPS][,frames=N][,live] for a synthetic pattern")
+    run.add_argument("source", metavar="SOURCE", nargs="?",
+                     help="a video file or URL; - for standard input; an image sequence (img%%04d.png); "
+                          "webcam, webcam:N or /dev/videoN for a camera; or "
+                          "test[:WxH][@FPS][,frames=N][,live] for a synthetic pattern")
+    run.add_argument("-i", "--input", dest="input_spec", metavar="SOURCE",
+                     help="SOURCE, as FFmpeg users type it (-i in.mp4)")
     run.add_argument("-o", "--output", metavar="OUTPUT",
-                     help="output video file (container from its extension), a network URL (rtmp://, "
-                          "rtsp://, srt://, udp://, tcp://) sent to as it is written, or vcam[:DEVICE] for a "
-                          "virtual camera (the vcam extra); omit to discard frames")
+                     help="output file (container from its extension, or --format), - for standard "
+                          "output (Matroska unless --format names another), an image sequence "
+                          "(out%%03d.png), a network URL (rtmp://, rtsp://, srt://, udp://, tcp://) sent to as "
+                          "it is written, or vcam[:DEVICE] for a virtual camera (the vcam extra); omit to "
+                          "discard frames")
+    run.add_argument("--format", metavar="NAME", type=container_format("w"),
+                     help="OUTPUT's container, FFmpeg's name (-f after -i): matroska, mpegts, mp4, "
+                          "nut, rawvideo, image2, flv...; a URL's is by its scheme (flv for rtmp, rtsp, "
+                          "mpegts for srt, udp and tcp)")
     _add_chain_options(run)
     _add_engine_options(run)
     _add_input_options(run)
@@ -64,6 +78,10 @@ def _add_run_parser(commands) -> None:
     _add_network_options(run)
     run.add_argument("--stats-json", metavar="PATH", help="write per-stage timings as JSON")
     _add_live_options(run)
+    run.add_argument("--progress", metavar="PATH|-",
+                     help="write FFmpeg-style progress (key=value blocks: frame=, fps=, out_time_us=, "
+                          "dropped=, progress=continue|end) about every 0.5 s and at the end; - for "
+                          "standard output")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--quiet", "-q", action="store_true", help="no summary table")
     run.add_argument("--verbose", "-v", action="store_true", help="log what is opened and compiled")
@@ -162,6 +180,11 @@ def _add_input_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--hwaccel", metavar="KIND",
                      help="decode with FFmpeg's hardware decoder of this kind (e.g. cuda) instead; frames "
                           "come back to host memory as nv12/p010 planes (implies --decoder cpu)")
+    run.add_argument("--input-format", metavar="NAME", type=container_format("r"),
+                     help="read SOURCE with this FFmpeg demuxer (-f before -i), e.g. rawvideo (then "
+                          "--size, --input-pix-fmt, --fps), mpegts; default: probed")
+    run.add_argument("--input-pix-fmt", metavar="FMT", type=pixel_format,
+                     help="pixel format of --input-format rawvideo frames (default yuv420p)")
     run.add_argument("--no-audio", action="store_true",
                      help="leave out the input's audio and subtitle streams (copied unchanged by default)")
 
@@ -170,8 +193,9 @@ def _add_encoder_options(run: argparse.ArgumentParser) -> None:
     """How OUTPUT is written: --overwrite, --codec, --pix-fmt, --crf, --bitrate, --preset."""
     run.add_argument("--overwrite", "-y", action="store_true",
                      help="replace OUTPUT and the --stats-json file if they exist (keeping their permissions)")
-    run.add_argument("--codec", default=None, help="encoder (default libx264; VP9 for .webm)")
-    run.add_argument("--pix-fmt", default=None,
+    run.add_argument("--codec", default=None,
+                     help="encoder (default libx264; VP9 for .webm, gif for .gif, png, mjpeg... for images)")
+    run.add_argument("--pix-fmt", default=None, type=pixel_format,
                      help="encoder pixel format (default yuv420p; for 10-bit and deeper input the "
                           "codec's 4:2:0 format of that depth, e.g. yuv420p10le)")
     run.add_argument("--crf", type=crf_value, help="constant quality, a number >= 0: x264/x265's crf, NVENC's "
@@ -202,9 +226,6 @@ def _add_network_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--output-option", dest="output_options", action="append", type=ffmpeg_option, default=[],
                      metavar="KEY=VALUE", help="an FFmpeg option of the output's muxer or protocol, "
                                                "e.g. listen=1; repeatable")
-    run.add_argument("--output-format", metavar="NAME",
-                     help="the output's container (FFmpeg's muxer name), instead of the one its extension "
-                          "or URL scheme picks (flv for rtmp, rtsp, mpegts for srt, udp and tcp)")
     run.add_argument("--reconnect", action="store_true",
                      help="reopen a URL input that stalls (--timeout) or ends, with a growing pause; frames "
                           "missed meanwhile count as dropped (video only: audio is not copied)")
@@ -224,5 +245,8 @@ def _add_live_options(run: argparse.ArgumentParser) -> None:
                       help="start with the fps/latency overlay hidden (key o toggles it)")
     live.add_argument("--realtime", action="store_true",
                       help="deliver a file's frames at its frame rate (default: as fast as possible)")
-    live.add_argument("--size", type=frame_size, metavar="WxH", help="camera capture size to request")
-    live.add_argument("--fps", type=positive_float, metavar="FPS", help="camera frame rate to request")
+    live.add_argument("--size", type=frame_size, metavar="WxH",
+                      help="camera capture size to request; the frame size of --input-format rawvideo")
+    live.add_argument("--fps", type=positive_float, metavar="FPS",
+                      help="camera frame rate to request; the rate of an image sequence or raw video "
+                           "(default 25)")

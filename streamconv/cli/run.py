@@ -15,8 +15,12 @@ from ..io.live import RealtimeSource
 from ..backends import resolve_backend
 from ..pipeline import Pipeline, choose_decoder
 from ..presets import list_presets, load_preset
+from ..progressfile import ProgressFile, check_progress_target
 from ..publish import check_output_path
+from ..io.demuxed import is_demuxed_spec
+from ..io.formats import is_pipe, is_sequence
 from ..io.netsink import is_network_output
+from ..io.targets import check_target
 from ..io.open import open_sink, open_source, writes_a_file
 from ..io.sink import FanoutSink, Sink
 from ..io.pattern import is_test_spec
@@ -66,10 +70,12 @@ def _check_run_outputs(args: argparse.Namespace, display: bool) -> None:
     if display:
         check_display()  # before a camera or file is opened
     if args.output is not None and writes_a_file(args.output):
-        check_output_path(args.output, overwrite=args.overwrite, protect=(args.source,))
+        check_target(args.output, overwrite=args.overwrite, protect=(args.source,), format=args.format)
     if args.stats_json is not None:
         check_output_path(args.stats_json, overwrite=args.overwrite, what="--stats-json",
                           protect=_written_by_run(args, but="stats_json"))
+    if args.progress is not None:
+        check_progress_target(args.progress, overwrite=args.overwrite, protect=_written_by_run(args, but="progress"))
 
 
 def _build_pipeline(args: argparse.Namespace, stages: list[FilterStage], border: str,
@@ -77,20 +83,27 @@ def _build_pipeline(args: argparse.Namespace, stages: list[FilterStage], border:
     """Open SOURCE and the sinks and make the Pipeline; whatever was opened is released if a
     later step fails."""
     sink_options = {"codec": args.codec, "pix_fmt": args.pix_fmt, "crf": args.crf, "bitrate": args.bitrate,
-                    "preset": args.codec_preset, "overwrite": args.overwrite, "container": args.output_format,
+                    "preset": args.codec_preset, "overwrite": args.overwrite, "format": args.format,
                     "muxer_options": dict(args.output_options)}
     args.backend = resolve_backend(args.backend, device=args.device)  # once: auto's notice, and NVDEC's choice
     source = _open_run_source(args)
     try:
         label = _chain_label(args)
         sink = _open_run_sink(args, source, display, _filter_cycle(args, label, stages), sink_options)
+        progress = None
         try:
+            if args.progress is not None:
+                progress = ProgressFile(args.progress, overwrite=args.overwrite,
+                                        protect=_written_by_run(args, but="progress"))
             pipeline = Pipeline(source, stages, sink, backend=args.backend, border=border,
                                 ring=args.ring, max_frames=args.max_frames, device=args.device,
                                 kernel=args.kernel, colour=args.colour, max_pixels=args.max_pixels,
-                                progress=not args.no_progress, status=display or source.is_live)
+                                progress=not args.no_progress, status=display or source.is_live,
+                                progress_file=progress)
         except BaseException:
             sink.abort()
+            if progress is not None:
+                progress.close()
             raise
     except BaseException:
         source.close()
@@ -107,11 +120,14 @@ def _open_run_source(args: argparse.Namespace) -> Source:
     else:
         copy = args.output is not None and not args.no_audio and not args.reconnect
         decoder = "cpu" if args.hwaccel else choose_decoder(args.decoder, args.backend)
+        demuxed = is_demuxed_spec(args.source, args.input_format)
+        demuxer = {"format": args.input_format, "size": args.size, "pix_fmt": args.input_pix_fmt,
+                   "fps": args.fps} if demuxed else {}
         source = open_source(args.source, video_stream=args.video_stream, copy_streams=copy,
                              max_pixels=args.max_pixels, timeout=args.timeout,
                              depth=None if args.depth == "auto" else int(args.depth), hwaccel=args.hwaccel,
                              decoder=decoder, device=args.device, input_options=dict(args.input_options),
-                             reconnect=args.reconnect, **_reconnect_timeout(args))
+                             reconnect=args.reconnect, **_reconnect_timeout(args), **demuxer)
     if args.realtime and not source.is_live:
         source = RealtimeSource(source)
     return source
@@ -165,7 +181,7 @@ def _written_by_run(args: argparse.Namespace, *, but: str) -> dict[str, str]:
     """The files a run reads or writes other than option ``but``'s, by role: a report must be
     none of them."""
     named = {"source": ("the input", args.source), "output": ("the output", args.output),
-             "stats_json": ("--stats-json", args.stats_json)}
+             "stats_json": ("--stats-json", args.stats_json), "progress": ("--progress", args.progress)}
     return {role: value for key, (role, value) in named.items() if key != but and value is not None}
 
 
@@ -178,8 +194,10 @@ def _report(args: argparse.Namespace, stats) -> None:
         print(stats.format_table(), file=sys.stderr)
 
 
-def check_run_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Usage errors argparse cannot express (exit 2)."""
+def check_run_args(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str] = ()) -> None:
+    """Usage errors argparse cannot express (exit 2, with run's usage); ``extra``: the arguments
+    argparse did not take. Settles ``args.source`` (the positional SOURCE or ``-i``)."""
+    _check_source_args(parser, args, extra)
     # An empty name would otherwise mean the current folder ('' -> '.') or be skipped as absent.
     for value, name in ((args.source, "SOURCE"), (args.output, "--output"), (args.pipeline, "--pipeline"),
                         (args.stats_json, "--stats-json"), (args.hwaccel, "--hwaccel"), (args.codec, "--codec"),
@@ -188,9 +206,7 @@ def check_run_args(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
             parser.error(f"{name} is empty")
     if args.max_frames == 0 and args.output is not None:
         parser.error("--max-frames 0 writes no frame, and an output file needs at least one")
-    if (args.size or args.fps) and not is_webcam_spec(args.source):
-        parser.error(f"--size and --fps apply to cameras (webcam, webcam:N, /dev/videoN), "
-                     f"not to {args.source!r}")
+    _check_format_args(parser, args)
     if args.hwaccel and (is_webcam_spec(args.source) or is_test_spec(args.source)):
         parser.error(f"--hwaccel applies to video files and streams, not to {args.source!r}")
     if args.hwaccel and args.decoder == "nvdec":
@@ -210,10 +226,45 @@ def _check_network_args(parser: argparse.ArgumentParser, args: argparse.Namespac
                      f"not to {args.source!r}")
     if args.reconnect_timeout is not None and not args.reconnect:
         parser.error("--reconnect-timeout applies with --reconnect")
-    if (args.output_options or args.output_format) and args.output is None:
-        parser.error("--output-option and --output-format apply to an output (-o)")
-    if (args.output_options or args.output_format) and not writes_a_file(args.output) and \
+    if args.output_options and args.output is None:
+        parser.error("--output-option and --format apply to an output (-o)")
+    if (args.output_options or args.format) and not writes_a_file(args.output) and \
             not is_network_output(args.output):
-        parser.error("--output-option and --output-format do not apply to a virtual camera (-o vcam)")
-    if args.output_format is not None and not args.output_format.strip():
-        parser.error("--output-format is empty")
+        parser.error("--output-option and --format do not apply to a virtual camera (-o vcam)")
+
+
+def _check_source_args(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> None:
+    """One SOURCE, positional or ``-i``; a second name is not taken as OUTPUT (a glob such as
+    ``*.mp4`` would then replace a file with --overwrite): it is an error naming -o."""
+    unknown = [arg for arg in extra if arg.startswith("-") and arg != "-"]
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    sources = [spec for spec in (args.input_spec, args.source, *extra) if spec is not None]
+    if not sources:
+        parser.error("SOURCE is missing: streamconv run SOURCE [-o OUTPUT] (or -i SOURCE)")
+    if len(sources) > 1:
+        parser.error(f"one SOURCE only, got {' and '.join(map(repr, sources))}; name the output with "
+                     f"-o OUTPUT (a second name is never taken as the output)")
+    args.source = sources[0]
+
+
+def _check_format_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """--format belongs to OUTPUT, --input-format and its --size, --input-pix-fmt, --fps to SOURCE;
+    standard output carries one thing."""
+    if args.format is not None and args.output is None:
+        parser.error("--format names OUTPUT's container, and there is no -o OUTPUT "
+                     "(--input-format names SOURCE's)")
+    if args.output is not None and is_pipe(args.output) and args.progress is not None and is_pipe(args.progress):
+        parser.error("-o - and --progress - would both write to standard output: give --progress a file")
+    camera = is_webcam_spec(args.source)
+    if args.input_format is not None and (camera or is_test_spec(args.source)):
+        parser.error(f"--input-format applies to files, pipes and URLs, not to {args.source!r}")
+    raw = args.input_format == "rawvideo"
+    if raw and args.size is None:
+        parser.error("--input-format rawvideo needs the frames' --size WxH (raw video has no header)")
+    if args.input_pix_fmt is not None and not raw:
+        parser.error("--input-pix-fmt is the pixel format of --input-format rawvideo frames")
+    rated = camera or args.input_format is not None or is_sequence(args.source)
+    if (args.size and not (camera or raw)) or (args.fps and not rated):
+        parser.error(f"--size and --fps apply to cameras (webcam, webcam:N, /dev/videoN) and raw video "
+                     f"(--input-format rawvideo), --fps also to image sequences; not to {args.source!r}")

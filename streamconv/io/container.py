@@ -19,9 +19,11 @@ from ..errors import InputError
 from .ffmpeglog import ffmpeg_reason
 
 
-def open_container(path: str, options: dict, timeout: float | None, hwaccel: str | None):
+def open_container(path: str, options: dict, timeout: float | None, hwaccel: str | None,
+                   format: str | None = None):
     """The input container at ``path`` (FFmpeg ``options``; ``timeout`` seconds to open and read,
-    None: none), its video decoder on ``hwaccel`` hardware (one of :func:`hardware_decoders`) when asked.
+    None: none; ``format``: the demuxer, None: probed), its video decoder on ``hwaccel`` hardware
+    (one of :func:`hardware_decoders`) when asked.
 
     Raises:
         InputError: the hardware decoder is not in this FFmpeg build, or could not start.
@@ -29,16 +31,16 @@ def open_container(path: str, options: dict, timeout: float | None, hwaccel: str
     """
     timeouts = (timeout, 2 * timeout) if timeout else None
     if hwaccel is None:
-        return av.open(path, mode="r", options=options, timeout=timeouts)
+        return av.open(path, mode="r", format=format, options=options, timeout=timeouts)
     if hwaccel not in hardware_decoders():
         raise InputError(f"hardware decoder {hwaccel!r} is not in this FFmpeg build; it has: "
                          f"{', '.join(hardware_decoders()) or 'none'}")
     try:
-        return av.open(path, mode="r", options=options, timeout=timeouts,
+        return av.open(path, mode="r", format=format, options=options, timeout=timeouts,
                        hwaccel=HWAccel(device_type=hwaccel, allow_software_fallback=True))
     except (av.FFmpegError, OSError, ValueError) as exc:
         # The same open without the hardware tells a broken input from a missing device.
-        av.open(path, mode="r", options=options, timeout=timeouts).close()
+        av.open(path, mode="r", format=format, options=options, timeout=timeouts).close()
         raise InputError(f"hardware decoding ({hwaccel}) could not start for {path}: "
                          f"{ffmpeg_reason(exc, timeout)} (no such device here?); leave out "
                          f"--hwaccel to decode in software") from None

@@ -30,6 +30,16 @@ OverflowError, a missing device as PermissionError...)."""
 _DEEP_420 = ("yuv420p10le", "yuv420p12le", "p010le", "yuv420p16le", "p016le")
 """4:2:0 formats deeper than 8 bits, in order of preference for deep input."""
 
+_DEEP_RGB = ("rgb48le", "rgb48be")
+"""16-bit RGB, for deep input to an encoder without a deep 4:2:0 format (png, tiff)."""
+
+_EIGHT_BIT = ("yuv420p", "yuvj420p", "rgb24", "bgr24", "rgb8")
+"""8-bit formats in order of preference among those an encoder lists: yuv420p, JPEG's full-range
+4:2:0, RGB for image encoders (png, ppm), and gif's 3-3-2 RGB."""
+
+_JPEG = ("mjpeg", "ljpeg", "jpegls")
+"""JPEG encoders: they list yuv420p but refuse its limited range; yuvj420p comes first for them."""
+
 
 def find_encoder(codec: str) -> av.codec.Codec:
     """The FFmpeg encoder named ``codec``.
@@ -43,22 +53,36 @@ def find_encoder(codec: str) -> av.codec.Codec:
         raise OutputError(f"unknown encoder {codec!r} (see `ffmpeg -encoders`)") from None
 
 
-def default_pix_fmt(encoder: av.codec.Codec, bits: int) -> str:
-    """yuv420p for 8-bit input; for deeper input the encoder's 4:2:0 format of at least ``bits``
-    bits (the shallowest such), else its deepest, else yuv420p with a warning."""
-    if bits <= 8:
-        return "yuv420p"
+def default_pix_fmt(encoder: av.codec.Codec, bits: int, *, warn: bool = True) -> str:
+    """The pixel format for input of ``bits`` bits per sample: for 8 bits, the first of
+    _EIGHT_BIT the encoder takes (yuvj420p first for JPEG; yuv420p for an encoder that lists
+    none, such as rawvideo); for deeper
+    input, its 4:2:0 (else 16-bit RGB) format of at least ``bits`` bits (the shallowest such),
+    else its deepest, else the 8-bit choice with a warning (unless not ``warn``)."""
     supported = [f.name for f in (encoder.video_formats or ())]
-    deep = [name for name in _DEEP_420 if name in supported]
-    depth = {name: format_bits(name) for name in deep}
-    enough = [name for name in deep if depth[name] >= bits]
-    if enough:
-        return min(enough, key=lambda name: depth[name])
-    if deep:
-        return max(deep, key=lambda name: depth[name])
-    log.warning("encoder %s has no 4:2:0 format deeper than 8 bits: the %d-bit input is written with "
-                "8 bits per sample (choose a --codec such as libx264 or libx265 to keep it)", encoder.name, bits)
-    return "yuv420p"
+    if bits > 8:
+        deep = [name for name in _DEEP_420 + _DEEP_RGB if name in supported]
+        depth = {name: format_bits(name) for name in deep}
+        enough = [name for name in deep if depth[name] >= bits]
+        if enough:
+            return min(enough, key=lambda name: depth[name])
+        if deep:
+            return max(deep, key=lambda name: depth[name])
+        if warn:
+            log.warning("encoder %s has no 4:2:0 format deeper than 8 bits: the %d-bit input is written with "
+                        "8 bits per sample (choose a --codec such as libx264 or libx265 to keep it)",
+                        encoder.name, bits)
+    if not supported:
+        return "yuv420p"
+    preference = ("yuvj420p", *_EIGHT_BIT) if encoder.name in _JPEG else _EIGHT_BIT
+    return next((name for name in preference if name in supported), supported[0])
+
+
+def deeper_pix_fmt(codec: str, pix_fmt: str, bits: int) -> str | None:
+    """A pixel format the encoder ``codec`` takes that keeps more of ``bits``-bit input than
+    ``pix_fmt`` does (the one :func:`default_pix_fmt` picks), or None when it has none."""
+    choice = default_pix_fmt(find_encoder(codec), bits, warn=False)
+    return choice if format_bits(choice) > format_bits(pix_fmt) else None
 
 
 def check_pix_fmt(codec: str, encoder: av.codec.Codec, pix_fmt: str) -> None:

@@ -21,10 +21,12 @@ import numpy as np
 
 from ..errors import OutputError, StreamError
 from ..interrupts import wait_interruptibly
-from ..publish import AtomicFile, check_output_path
+from .formats import default_codec, output_format
+from .targets import open_target
 from ..slots import FrameMeta
 from .colour import ColourTags, format_bits, rgb_to_frame, yuv_tags
-from .encoder_check import check_encoder_options, check_pix_fmt, default_pix_fmt, find_encoder
+from .encoder_check import (check_encoder_options, check_pix_fmt, deeper_pix_fmt, default_pix_fmt,
+                            find_encoder)
 from .ffmpeglog import ffmpeg_reason
 from .sink import Sink
 from .streamcopy import add_copied_streams
@@ -43,12 +45,14 @@ class FileSink(Sink):
     the source.
 
     Args:
-        path: output file; its extension picks the container.
+        path: output file; its extension picks the container. ``-`` or ``pipe:N`` writes to a
+            pipe, ``out%03d.png`` an image sequence (see :mod:`streamconv.io.targets`: how each
+            is published).
         width, height: frame size of the frames sent (pixels).
         frame_rate: nominal rate written to the stream.
         time_base: time base of the pts the frames carry.
-        codec: FFmpeg encoder name (None: :func:`default_codec` for the file's container:
-            libx264, or VP9 for .webm).
+        codec: FFmpeg encoder name (None: :func:`streamconv.io.formats.default_codec` for the
+            container: libx264; VP9 for .webm, gif for .gif, png, mjpeg... for images).
         pix_fmt: encoder pixel format; None picks yuv420p, or for input of more than 8 bits
             per sample (``bits``) the encoder's 4:2:0 format of that depth or the nearest
             deeper one (yuv420p10le, ...), with a warning where it has none.
@@ -59,11 +63,12 @@ class FileSink(Sink):
         bitrate: target bits per second as FFmpeg writes them (``"8M"``, ``"2500k"``; None:
             codec default).
         overwrite: replace an existing file.
+        format: the container (FFmpeg's muxer name; None: by extension, Matroska for a pipe).
         protect: input specs (paths, ``file:`` URLs) the output must never be; checked when the
             sink is made and again when the file is published.
         options: extra encoder options.
-        container: the FFmpeg muxer (None: from the extension); ``muxer_options``: its options
-            (FFmpeg's AVOptions of the muxer, e.g. ``{"movflags": "+frag_keyframe"}``).
+        muxer_options: the muxer's FFmpeg options (``--output-option``, e.g.
+            ``{"movflags": "+frag_keyframe"}``).
         copy_streams: input streams (PyAV) whose packets arrive in ``FrameMeta.packets`` and
             are copied unchanged; one the container cannot hold is left out with a warning.
         colour: the input's colour tags: RGB is converted back to YUV with its matrix and
@@ -84,11 +89,12 @@ class FileSink(Sink):
                  preset: str | None = None, bitrate: str | None = None,
                  overwrite: bool = False, protect: Sequence = (), options: dict[str, str] | None = None,
                  copy_streams: Sequence = (), colour: ColourTags | None = None,
-                 display_matrix: Sequence[int] | None = None, container: str | None = None,
+                 display_matrix: Sequence[int] | None = None, format: str | None = None,
                  muxer_options: dict[str, str] | None = None) -> None:
-        self.path, self._file = self._target(path, overwrite, protect)
-        self.format = container or _format_for(self.path)
-        self._muxer_options = dict(muxer_options or {})
+        self._file = self._target(path, overwrite, protect, format)
+        self.path = self._file.target
+        self.format = output_format(path, format)
+        self._muxer_options = {**getattr(self._file, "container_options", {}), **(muxer_options or {})}
         # Held while the container is in use: an abort from another thread (a second Ctrl-C)
         # must not close it under an encode.
         self._busy = threading.RLock()
@@ -97,12 +103,13 @@ class FileSink(Sink):
         self._colour = colour
         self._display_matrix = display_matrix
         self.width, self.height = width, height
-        codec = codec or default_codec(self.path)
+        codec = codec or default_codec(path, self.format)
         self.codec_name = codec
         self._container = None
         encoder = find_encoder(codec)
-        if pix_fmt is None:
-            pix_fmt = default_pix_fmt(encoder, bits or 8)
+        defaulted = pix_fmt is None
+        if defaulted:
+            pix_fmt = default_pix_fmt(encoder, bits or 8)  # warns where the encoder loses depth
         self._input_bits = bits or 16  # not known: 16-bit frames may use all 16
         self._pad: np.ndarray | None = None  # made at the first frame, in its dtype
         self._size = self._encoded_size(pix_fmt)
@@ -117,7 +124,7 @@ class FileSink(Sink):
         self._pix_fmt = pix_fmt
         self._conversion = yuv_tags(pix_fmt, colour)  # fixed per sink: decided once, not per frame
         self._sample_bits = format_bits(pix_fmt)
-        self._depth_warned = False
+        self._depth_warned = defaulted and self._sample_bits < (bits or 8)
         self._codec_options = _codec_options(codec, options, crf, preset, bitrate)
         check_encoder_options(codec, pix_fmt, *self._size, self._frame_rate, self._codec_options)
         self._closed = False
@@ -125,10 +132,10 @@ class FileSink(Sink):
         self.retimed = 0  # frames whose pts was not after the previous one's, moved a tick later
         self._scaled_sizes: set[tuple[int, int]] = set()
 
-    def _target(self, path, overwrite: bool, protect: Sequence) -> tuple:
-        """The output's name and what it is written through: a file checked now and published whole."""
-        path = check_output_path(path, overwrite=overwrite, protect=protect)
-        return path, AtomicFile(path, overwrite=overwrite, protect=protect)
+    def _target(self, path, overwrite: bool, protect: Sequence, format: str | None):
+        """What the container is written through (:func:`streamconv.io.targets.open_target`: a file
+        checked now and published whole, a pipe, or an image sequence); its ``target`` names it."""
+        return open_target(path, overwrite=overwrite, protect=protect, format=format)
 
     def _encoded_size(self, pix_fmt: str) -> tuple[int, int]:
         """The size frames are encoded at: the frames' own, or the next even one where ``pix_fmt``
@@ -235,9 +242,11 @@ class FileSink(Sink):
             return
         if frame.dtype == np.uint16 and self._sample_bits < self._input_bits and not self._depth_warned:
             self._depth_warned = True
-            log.warning("%s: 16-bit frames of %d-bit input are written with %d bits per sample (%s); pass "
-                        "a deeper --pix-fmt such as yuv420p%dle, or a --codec that has one", self.path,
-                        self._input_bits, self._sample_bits, self._pix_fmt, self._input_bits)
+            deeper = deeper_pix_fmt(self.codec_name, self._pix_fmt, self._input_bits)
+            log.warning("%s: 16-bit frames of %d-bit input are written with %d bits per sample (%s); %s",
+                        self.path, self._input_bits, self._sample_bits, self._pix_fmt,
+                        f"pass a deeper --pix-fmt such as {deeper}" if deeper else
+                        f"{self.codec_name} has no deeper format: choose a --codec such as libx264 or libx265")
         if frame.shape[:2] != (self.height, self.width):
             frame = self._fit(frame)
         if self._padded:
@@ -289,6 +298,9 @@ class FileSink(Sink):
             written = 0
         self.failed = True
         self.abort()
+        if getattr(self._file, "published_as_written", False):  # a pipe or a sequence: no temporary file
+            raise OutputError(f"writing {self.path} failed after {self.frames_written} frames: "
+                              f"{exc.strerror or exc}") from None
         raise OutputError(
             f"writing {self.path} failed after {self.frames_written} frames "
             f"({written / 2**20:.1f} MiB written): {exc.strerror or exc}; the incomplete file "
@@ -371,22 +383,6 @@ class FileSink(Sink):
 
     def describe(self) -> str:
         return f"{self.path} ({self.codec_name})"
-
-
-CONTAINER_CODECS = {".webm": "libvpx-vp9"}
-"""The encoder a container gets when none is asked for (libx264 for the others)."""
-
-
-def default_codec(path: str | Path) -> str:
-    """The encoder for a file whose container is named by its extension: VP9 for WebM (which
-    holds no H.264), else libx264."""
-    return CONTAINER_CODECS.get(Path(path).suffix.lower(), "libx264")
-
-
-def _format_for(path: Path) -> str | None:
-    """Container by extension; None lets FFmpeg guess (and fail clearly) for unusual ones."""
-    return {".mp4": "mp4", ".m4v": "mp4", ".mov": "mov", ".mkv": "matroska", ".webm": "webm",
-            ".avi": "avi", ".ts": "mpegts", ".nut": "nut"}.get(path.suffix.lower())
 
 
 def _codec_options(codec: str, options: dict[str, str] | None, crf: float | None, preset: str | None,

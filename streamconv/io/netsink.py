@@ -69,9 +69,10 @@ class _SentAsWritten:
     URL itself, and nothing is published at the end or removed after a failure."""
 
     temp = None
+    published_as_written = True
 
-    def __init__(self, url: str) -> None:
-        self.url = url
+    def __init__(self, target: str, url: str) -> None:
+        self.target, self.url = target, url
 
     def create(self) -> str:
         return self.url
@@ -88,7 +89,7 @@ class NetworkSink(FileSink):
 
     Args:
         url: ``rtmp://``, ``rtmps://``, ``rtsp://``, ``srt://``, ``udp://`` or ``tcp://``.
-        container: the muxer (None: :data:`NETWORK_CONTAINERS` by scheme: flv, rtsp or mpegts).
+        format: the muxer (``--format``; None: :data:`NETWORK_CONTAINERS` by scheme: flv, rtsp or mpegts).
         muxer_options: FFmpeg options of the output (``--output-option``): given to the muxer,
             and for tcp, udp and srt also to the protocol through the URL's query
             (``{"listen": "1"}`` waits for a receiver to connect).
@@ -107,7 +108,7 @@ class NetworkSink(FileSink):
 
     name = "network"
 
-    def __init__(self, url: str, *, container: str | None = None,
+    def __init__(self, url: str, *, format: str | None = None,
                  muxer_options: dict[str, str] | None = None, options: dict[str, str] | None = None,
                  **kwargs) -> None:
         scheme = network_scheme(url)
@@ -117,12 +118,12 @@ class NetworkSink(FileSink):
         muxer_options = dict(muxer_options or {})
         self._send_to = with_query(str(url), muxer_options if scheme in QUERY_PROTOCOLS else {})
         encoder = {"g": str(max(1, round(KEYFRAME_SECONDS * float(kwargs["frame_rate"])))), **(options or {})}
-        super().__init__(str(url), container=container or NETWORK_CONTAINERS[scheme],
+        super().__init__(str(url), format=format or NETWORK_CONTAINERS[scheme],
                          muxer_options=muxer_options, options=encoder, **kwargs)
 
-    def _target(self, path, overwrite: bool, protect) -> tuple:
+    def _target(self, path, overwrite: bool, protect, format) -> "_SentAsWritten":
         """The URL itself: nothing local is checked, made or published."""
-        return str(path), _SentAsWritten(self._send_to)
+        return _SentAsWritten(str(path), self._send_to)
 
     def _open(self) -> None:
         """Set up the encoder and connect (or, with ``listen``, wait for a receiver) at once,

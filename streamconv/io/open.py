@@ -1,11 +1,12 @@
 """Opening sources and sinks by name: ``open_source(spec)`` and ``open_sink(output, like=source)``.
 
 The dispatchers of the SOURCE and ``-o`` arguments: a spec names the test pattern
-(streamconv.io.pattern), a camera (streamconv.io.camera) or else a file or stream
-(streamconv.io.file, reopened on drops by streamconv.io.reconnect); an output is discarded
-(null), encoded to a file (streamconv.io.filesink) or sent to a network URL
-(streamconv.io.netsink), or shown on a virtual camera (streamconv.io.vcam). They import every
-concrete source and sink; none of those imports this module.
+(streamconv.io.pattern), a camera (streamconv.io.camera), standard input, raw video or an image
+sequence (streamconv.io.demuxed), or else a file or stream (streamconv.io.file, reopened on drops
+by streamconv.io.reconnect); an output is discarded (null), encoded to a file, a pipe or an image
+sequence (streamconv.io.filesink), sent to a network URL (streamconv.io.netsink), or shown on a
+virtual camera (streamconv.io.vcam). They import every concrete source and sink; none of those
+imports this module.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 
 from ..errors import FilterSpecError
 from .camera import is_webcam_spec, open_webcam
+from .demuxed import DemuxedSource, is_demuxed_spec
 from .file import FileSource
 from .filesink import FileSink
 from .netsink import NetworkSink, is_network_output
@@ -38,7 +40,8 @@ SINKS = {"file": FileSink, "network": NetworkSink, "vcam": VirtualCameraSink, "n
 def open_source(spec: str | Path | Source, *, decoder: str = "cpu", device: int = 0, reconnect: bool = False,
                 reconnect_timeout: float | None = RECONNECT_WINDOW, **options) -> Source:
     """Open a source from a spec: ``test[...]`` for the pattern, ``webcam[:N]`` or ``/dev/videoN``
-    for a camera, else a path or URL for FileSource (or NvdecSource).
+    for a camera, ``-`` (standard input, also ``pipe:0``) or an image sequence (``img%04d.png``)
+    for DemuxedSource, else a path or URL for FileSource (or NvdecSource).
 
     Args:
         spec: the SOURCE argument of ``streamconv run``, or a Source (returned as is).
@@ -52,11 +55,14 @@ def open_source(spec: str | Path | Source, *, decoder: str = "cpu", device: int 
             (None or 0: no limit); see :class:`streamconv.io.reconnect.ReconnectingSource`.
         options: keyword options passed to FileSource (``video_stream``, ``threads``,
             ``copy_streams``, ``max_pixels``, ``timeout``, ``depth``, ``hwaccel``,
-            ``input_options``: FFmpeg's options of the demuxer and protocol) or, for a camera,
-            to WebcamSource (``width``, ``height``, ``fps``, ...).
+            ``input_options``: FFmpeg's options of the demuxer and protocol), and for
+            DemuxedSource also ``format`` (the demuxer, e.g. ``"rawvideo"``: any spec is then
+            read with it), ``size`` (W, H), ``pix_fmt`` and ``fps`` (raw video, image sequences);
+            or, for a camera, to WebcamSource (``width``, ``height``, ``fps``, ...).
 
     Raises:
-        NvdecUnsupported: (exit 7) ``decoder="nvdec"`` and NVDEC cannot take the stream here.
+        NvdecUnsupported: (exit 7) ``decoder="nvdec"`` and NVDEC cannot take the stream here (nor
+            a pipe, raw video or an image sequence: those decode on the CPU).
     """
     if decoder not in DECODERS:
         raise FilterSpecError(f"unknown decoder {decoder!r}; known: {', '.join(DECODERS)}")
@@ -68,6 +74,10 @@ def open_source(spec: str | Path | Source, *, decoder: str = "cpu", device: int 
     if is_webcam_spec(text):
         options.pop("max_pixels", None)  # a camera delivers the size it is asked for
         return open_webcam(text, **options)
+    if is_demuxed_spec(text, options.get("format")):
+        if decoder == "nvdec":
+            raise NvdecUnsupported(f"--decoder nvdec reads files and URLs; {text} is decoded on the CPU")
+        return DemuxedSource(text, **options)
     if reconnect:
         return ReconnectingSource(lambda: _open_file(text, decoder, device, options), within=reconnect_timeout)
     return _open_file(text, decoder, device, options)
@@ -105,14 +115,16 @@ def writes_a_file(output: str | Path) -> bool:
 def open_sink(output: str | Path | Sink | None, *, like=None, **options) -> Sink:
     """Open a sink: None or "null" discards, a Sink passes through, a network URL (``rtmp://``,
     ``rtsp://``, ``srt://``, ``udp://``, ``tcp://``) makes a NetworkSink, ``vcam[:DEVICE]`` a
-    VirtualCameraSink (encoder options do not apply), a path a FileSink.
+    VirtualCameraSink (encoder options do not apply), a path a FileSink: a file, ``-`` (standard
+    output, also ``pipe:1``) or an image sequence (``out%03d.png``).
 
     Args:
         output: the -o argument.
         like: the Source whose size, rate and time base the output takes; a file output never
             replaces its input (``path``), whatever ``overwrite`` says.
-        options: FileSink keyword options (codec, pix_fmt, crf, preset, overwrite, container,
-            muxer_options); a network output is sent as it is written (see NetworkSink).
+        options: FileSink keyword options (codec, pix_fmt, crf, preset, overwrite, format: the
+            container, e.g. ``"mpegts"``, by default the extension's, Matroska for ``-``, by scheme
+            for a URL; muxer_options); a network output is sent as it is written (see NetworkSink).
     """
     if isinstance(output, Sink):
         return output

@@ -1,0 +1,107 @@
+"""Inputs read with a named demuxer and its options: standard input, raw video, image sequences.
+
+``-`` (or ``pipe:``, ``pipe:0``) reads a container from standard input; ``img%04d.png`` reads
+an image sequence (FFmpeg's image2 demuxer, from the lowest number among the first five);
+``format`` names the demuxer outright (the CLI's ``--input-format``, FFmpeg's ``-f`` before
+``-i``), e.g. ``rawvideo``, whose frames carry no header: their size, pixel format and rate are
+given. Everything after opening (decoding, damage, copied streams) is FileSource's.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import cv2  # noqa: F401  (before av: see streamconv.io.display.check_import_order)
+import av
+
+from ..errors import InputError
+from .container import open_container
+from .damage import InputDamage
+from .ffmpeglog import ffmpeg_reason
+from .file import FileSource
+from .formats import is_pipe, is_sequence, pipe_url
+
+DEFAULT_RATE = 25
+"""Frames per second of an image sequence or raw video when none is given (FFmpeg's default)."""
+
+RAW_PIX_FMT = "yuv420p"
+"""The pixel format of raw video when none is given (FFmpeg's default)."""
+
+_STREAMABLE_HINT = ("; standard input is read as it comes, so its container must not need seeking: "
+                    "Matroska, MPEG-TS, NUT, raw video, or an MP4 with its index first (faststart) or fragmented")
+
+
+def is_demuxed_spec(spec: str | os.PathLike, format: str | None = None) -> bool:
+    """Whether ``spec`` is read by :class:`DemuxedSource`: a pipe, an image sequence, or any
+    input whose demuxer ``format`` names."""
+    return format is not None or is_pipe(spec) or is_sequence(spec)
+
+
+def demuxer_options(format: str | None, size: tuple[int, int] | None, pix_fmt: str | None,
+                    fps: float | None) -> dict[str, str]:
+    """FFmpeg's demuxer options for the frames' ``size`` (W, H), ``pix_fmt`` and ``fps``, where given;
+    raw video must be given its size.
+
+    Raises:
+        InputError: ``format`` is rawvideo and ``size`` is None.
+    """
+    options = {}
+    if format == "rawvideo":
+        if size is None:
+            raise InputError("raw video has no header: give its frame size (--size WxH)")
+        options["pixel_format"] = pix_fmt or RAW_PIX_FMT
+    elif pix_fmt is not None:
+        options["pixel_format"] = pix_fmt
+    if size is not None:
+        options["video_size"] = f"{size[0]}x{size[1]}"
+    if fps is not None:
+        options["framerate"] = f"{fps:g}"
+    return options
+
+
+class DemuxedSource(FileSource):
+    """A FileSource opened with a named demuxer: standard input, raw video, an image sequence.
+
+    Args:
+        path: ``-``/``pipe:``/``pipe:N`` (a pipe; ``-`` is standard input), an image sequence's
+            pattern (``img%04d.png``), or any input FileSource takes.
+        format: the demuxer (FFmpeg's name: ``rawvideo``, ``mpegts``, ``image2``...); None:
+            image2 for a pattern, else FFmpeg probes the input.
+        size: (W, H) of raw video frames (required for ``rawvideo``).
+        pix_fmt: pixel format of raw video (default yuv420p, as FFmpeg's).
+        fps: frames per second of raw video or an image sequence (default 25, as FFmpeg's).
+        options: FileSource's (video_stream, copy_streams, max_pixels, timeout, depth, hwaccel).
+
+    Frames are as FileSource's: (H, W, 3) RGB in host memory, uint8 or uint16.
+
+    Raises:
+        InputError: (exit 4) the input cannot be opened or decoded with that demuxer (standard
+            input in a container that needs seeking, such as an MP4 with its index last).
+    """
+
+    name = "file"
+
+    def __init__(self, path: str | Path, *, format: str | None = None, size: tuple[int, int] | None = None,
+                 pix_fmt: str | None = None, fps: float | None = None, **options) -> None:
+        text = os.fspath(path)
+        self._demuxer = format or ("image2" if is_sequence(text) else None)
+        self._demuxer_options = demuxer_options(self._demuxer, size, pix_fmt, fps)
+        super().__init__(pipe_url(text, 0) if is_pipe(text) else text, **options)
+
+    def _open_input(self, timeout: float | None, hwaccel: str | None, input_options: dict | None = None) -> None:
+        """Open with the demuxer and options asked for (``input_options`` over the raw-video or
+        sequence ones; a pipe or a pattern has no file to check first: FFmpeg says what is
+        missing), and start judging damage."""
+        self.timeout = timeout or None
+        self.hwaccel = hwaccel
+        try:
+            self._container = open_container(self.path, {**self._demuxer_options, **(input_options or {})},
+                                             self.timeout, hwaccel,
+                                             format=self._demuxer)
+        except InputError:
+            raise
+        except (av.FFmpegError, OSError, ValueError) as exc:
+            hint = _STREAMABLE_HINT if is_pipe(self.path) else ""
+            raise InputError(f"cannot open input {self.path}: {ffmpeg_reason(exc, self.timeout)}{hint}") from None
+        self._damage = InputDamage(self.path, self._container.format.name)

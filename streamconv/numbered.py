@@ -1,0 +1,67 @@
+"""Numbered file names: FFmpeg's image-sequence patterns (``img%04d.png``) and the files one names.
+
+A pattern holds one ``%d`` or ``%0Nd`` field (``%%`` is a plain ``%``). :func:`is_pattern`
+recognises one, :func:`numbered_files` lists the files on disk it names, and
+:func:`pattern_name` gives the name of one number. Reading and writing sequences (FFmpeg's
+image2 demuxer and muxer) and protecting an input sequence's files from being written over
+build on these; nothing here imports the rest of the package.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+_FIELD = re.compile(r"%(0?\d*)d")
+_PIECE = re.compile(r"%%|%0?\d*d")
+
+
+def _fields(name: str) -> list[str]:
+    """The ``%d`` fields of a file name, ``%%`` left out."""
+    return [piece for piece in _PIECE.findall(name) if piece != "%%"]
+
+
+def is_pattern(spec: str | os.PathLike) -> bool:
+    """Whether the file name of ``spec`` (a path) holds exactly one ``%d``/``%0Nd`` field: an image
+    sequence's pattern. URLs and ``pipe:`` specs are not patterns."""
+    text = os.fspath(spec)
+    if "://" in text or text.startswith(("pipe:", "fd:")):
+        return False
+    return len(_fields(Path(text).name)) == 1
+
+
+def _name_regex(name: str) -> re.Pattern:
+    """A regex of the file names a pattern's name matches: ``%0Nd`` as N or more digits, ``%d``
+    as one or more (a number wider than N digits is printed whole)."""
+    parts = []
+    for piece in re.split(r"(%%|%0?\d*d)", name):
+        if piece == "%%":
+            parts.append("%")
+        elif _FIELD.fullmatch(piece):
+            width = int(piece[1:-1] or 1)
+            parts.append(r"\d{%d,}" % max(width, 1))
+        else:
+            parts.append(re.escape(piece))
+    return re.compile("".join(parts))
+
+
+def numbered_files(pattern: str | os.PathLike) -> list[Path]:
+    """The files in the pattern's folder whose names it matches, sorted (none when the folder is
+    missing or unreadable)."""
+    path = Path(pattern)
+    regex = _name_regex(path.name)
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return []
+    return sorted(path.parent / name for name in names if regex.fullmatch(name))
+
+
+def pattern_name(pattern: str | os.PathLike, number: int) -> Path:
+    """The file a pattern names for ``number`` (``img%04d.png``, 7 -> ``img0007.png``)."""
+    path = Path(pattern)
+
+    def fill(match: re.Match) -> str:
+        return "%" if match[0] == "%%" else f"{number:0{int(match[0][1:-1] or 1)}d}"  # FFmpeg pads with zeros
+    return path.with_name(re.sub(r"%%|%0?\d*d", fill, path.name))

@@ -1,0 +1,170 @@
+"""Machine-readable progress (``--progress``): FFmpeg's ``-progress`` blocks of key=value lines.
+
+A block, written whole and flushed about every 0.5 s while frames are written, and once more
+with ``progress=end`` when the run is over (the output final, or the run failed: the exit code
+says which)::
+
+    frame=120
+    fps=57.12
+    out_time_us=4800000
+    out_time_ms=4800000
+    out_time=00:00:04.800000
+    drop_frames=0
+    dropped=0
+    speed=2.29x
+    progress=continue
+
+``out_time`` is the video written so far (frames / frame rate); ``out_time_ms`` repeats
+``out_time_us``, as FFmpeg writes it; ``dropped`` and FFmpeg's ``drop_frames`` are the frames a
+live source dropped.
+
+Where it goes: ``-`` (or ``pipe:1``) is standard output; a FIFO, a terminal or another character
+device (``/dev/stderr``) is written into; a regular file is written in place as the run goes,
+not published whole (it is meant to be read while it grows, with ``tail -f``), with the other
+outputs' protections: never an input or another file of the run, and an existing file is
+refused without ``overwrite`` (with it, it is removed and a new one created, so a link is
+replaced, its target untouched).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import time
+from typing import Iterable, TextIO
+
+from .errors import OutputError
+from .publish import check_output_path
+
+INTERVAL = 0.5
+"""Seconds between blocks while frames are written."""
+
+
+def _is_stdout(target: str | os.PathLike) -> bool:
+    return os.fspath(target) in ("-", "pipe:1", "pipe:")
+
+
+def _is_stream_device(target: str | os.PathLike) -> bool:
+    """A FIFO or character device (a terminal, /dev/stderr): written into, never replaced."""
+    try:
+        mode = os.stat(target).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
+
+
+def check_progress_target(target: str | os.PathLike, *, overwrite: bool = False, protect: Iterable = ()) -> None:
+    """Refuse a ``--progress`` file before any work, as :class:`ProgressFile` would.
+
+    Raises:
+        OutputError: (exit 6) as :func:`streamconv.publish.check_output_path` for a regular file.
+    """
+    if not _is_stdout(target) and not _is_stream_device(target):
+        check_output_path(target, overwrite=overwrite, protect=protect, what="--progress")
+
+
+class ProgressFile:
+    """Writes progress blocks to ``target`` (see the module's docstring).
+
+    Args:
+        target: a path, ``-`` for standard output, a FIFO or a character device.
+        overwrite: replace an existing regular file.
+        protect: files it must never be (as for :func:`streamconv.publish.check_output_path`).
+        interval: seconds between blocks.
+
+    The pipeline calls :meth:`begin` when frames start, :meth:`update` after each frame (from its
+    writer thread) and :meth:`close` when the run is over.
+
+    Raises:
+        OutputError: (exit 6) the file is refused or cannot be created.
+    """
+
+    def __init__(self, target: str | os.PathLike, *, overwrite: bool = False, protect: Iterable = (),
+                 interval: float = INTERVAL) -> None:
+        check_progress_target(target, overwrite=overwrite, protect=protect)
+        self.target = target
+        self._interval = interval
+        self._stream, self._own = self._open(target, overwrite)
+        self._stats = None
+        self._rate = 0.0
+        self._start = self._last = time.perf_counter()
+        self._closed = False
+
+    @staticmethod
+    def _open(target, overwrite: bool) -> tuple[TextIO, bool]:
+        """The stream to write, and whether it is this object's to close."""
+        if _is_stdout(target):
+            return sys.stdout, False
+        try:
+            if _is_stream_device(target):
+                return open(target, "w", encoding="utf-8"), True
+            if overwrite and os.path.lexists(target):
+                os.unlink(target)  # a link is replaced, its target left alone
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+            return os.fdopen(os.open(target, flags, 0o666), "w", encoding="utf-8"), True
+        except OSError as exc:
+            raise OutputError(f"cannot write --progress {target}: {exc.strerror or exc}") from None
+
+    def begin(self, stats, frame_rate) -> None:
+        """Frames start: ``stats`` (RunStats: ``frames``, ``dropped``) is read for each block;
+        ``frame_rate`` (frames per second) turns frames into output time."""
+        self._stats = stats
+        self._rate = float(frame_rate) or 0.0
+        self._start = self._last = time.perf_counter()
+
+    def update(self, count: int) -> None:
+        """After each frame written (``count`` so far): a block if ``interval`` has passed."""
+        now = time.perf_counter()
+        if now - self._last >= self._interval:
+            self._last = now
+            self._write(count, now, "continue")
+
+    def block(self, count: int, now: float, state: str) -> str:
+        """The text of one block for ``count`` frames at ``now`` (perf_counter seconds)."""
+        elapsed = max(now - self._start, 1e-9)
+        seconds = count / self._rate if self._rate else 0.0
+        micros = round(seconds * 1e6)
+        dropped = getattr(self._stats, "dropped", 0) or 0
+        clock = f"{int(seconds // 3600):02d}:{int(seconds % 3600 // 60):02d}:{seconds % 60:09.6f}"
+        return (f"frame={count}\nfps={count / elapsed:.2f}\nout_time_us={micros}\nout_time_ms={micros}\n"
+                f"out_time={clock}\ndrop_frames={dropped}\ndropped={dropped}\n"
+                f"speed={seconds / elapsed:.3g}x\nprogress={state}\n")
+
+    def _write(self, count: int, now: float, state: str) -> None:
+        try:
+            self._stream.write(self.block(count, now, state))
+            self._stream.flush()
+        except (OSError, ValueError):
+            pass  # a reader that went away does not end the run
+
+    def close(self) -> None:
+        """Write the last block (``progress=end``) and close the file; safe to call again."""
+        if self._closed:
+            return
+        self._closed = True
+        self._write(getattr(self._stats, "frames", 0), time.perf_counter(), "end")
+        if self._own:
+            try:
+                self._stream.close()
+            except OSError:
+                pass
+
+    def alongside(self, display):
+        """A progress display that drives ``display`` (the bar or status line) and this file;
+        closing it closes the display only (the file's last block waits for the output)."""
+        return _Both(display, self)
+
+
+class _Both:
+    """The bar and the progress file as one display (see :meth:`ProgressFile.alongside`)."""
+
+    def __init__(self, display, progress: ProgressFile) -> None:
+        self.display, self.progress = display, progress
+
+    def update(self, count: int) -> None:
+        self.display.update(count)
+        self.progress.update(count)
+
+    def close(self) -> None:
+        self.display.close()

@@ -1,0 +1,141 @@
+"""Image sequences in and out (img%03d.png), .gif and image codecs, and what a sequence output
+may never write over."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from test_cli import assert_error, assert_ok
+
+W, H = 64, 48
+
+
+def write_images(folder: Path, count: int = 5, pattern: str = "img%03d.png", seed: int = 3,
+                 smooth: bool = False) -> list[np.ndarray]:
+    """``count`` RGB pictures, random or (``smooth``) gradients, as PNG files named by ``pattern``
+    from 1; returns them."""
+    rng = np.random.default_rng(seed)
+    if smooth:  # what lossy image codecs are made for
+        ramp = np.add.outer(np.arange(H), np.arange(W)) * 2
+        pictures = [np.stack([(ramp + o) % 256 for o in rng.integers(0, 64, 3)], -1).astype(np.uint8)
+                    for _ in range(count)]
+    else:
+        pictures = list(rng.integers(0, 256, (count, H, W, 3), dtype=np.uint8))
+    for number, picture in enumerate(pictures, 1):
+        frame = av.VideoFrame.from_ndarray(picture, format="rgb24")
+        with av.open(str(folder / (pattern % number)), "w", format="image2") as container:
+            stream = container.add_stream("png", rate=1)
+            stream.width, stream.height, stream.pix_fmt = W, H, "rgb24"
+            for packet in [*stream.encode(frame), *stream.encode(None)]:
+                container.mux(packet)
+    return pictures
+
+
+def read_image(path: Path) -> np.ndarray:
+    with av.open(str(path)) as container:
+        return next(container.decode(video=0)).to_ndarray(format="rgb24")
+
+
+def run_quiet(cli, *args: str, cwd=None):
+    return cli("run", *args, "--backend", "cpu", "-q", "--no-progress", cwd=cwd)
+
+
+def test_a_png_sequence_comes_out_as_a_png_sequence_exactly_through_identity(cli, tmp_path):
+    pictures = write_images(tmp_path)
+    assert_ok(run_quiet(cli, "img%03d.png", "-o", "out%03d.png", "--filter", "identity", cwd=tmp_path))
+    written = sorted(path.name for path in tmp_path.iterdir() if not path.name.startswith("img"))
+    assert written == [f"out{n:03d}.png" for n in range(1, 6)]  # no temporary or partial file left
+    for number, picture in enumerate(pictures, 1):
+        assert np.array_equal(read_image(tmp_path / f"out{number:03d}.png"), picture)
+
+
+def test_a_sequence_is_read_at_the_rate_given(cli, tmp_path):
+    write_images(tmp_path, count=4)
+    out = tmp_path / "out.mkv"
+    assert_ok(run_quiet(cli, str(tmp_path / "img%03d.png"), "--fps", "10", "-o", str(out)))
+    with av.open(str(out)) as container:
+        stream = container.streams.video[0]
+        times = [f.pts * Fraction(stream.time_base) for f in container.decode(stream)]
+    assert times == [Fraction(n, 10) for n in range(4)]
+
+
+def test_a_sequence_defaults_to_25_frames_a_second(cli, tmp_path):
+    write_images(tmp_path, count=3)
+    out = tmp_path / "out.mkv"
+    assert_ok(run_quiet(cli, str(tmp_path / "img%03d.png"), "-o", str(out)))
+    with av.open(str(out)) as container:
+        assert container.streams.video[0].average_rate == 25
+
+
+@pytest.mark.parametrize("output, codec, count", [("out%02d.jpg", "mjpeg", 1), ("anim.gif", "gif", 5)])
+def test_images_and_gif_get_their_codecs(cli, tmp_path, output, codec, count):
+    pictures = write_images(tmp_path, smooth=True)
+    assert_ok(run_quiet(cli, "img%03d.png", "-o", output, cwd=tmp_path))
+    first = tmp_path / (output % 1 if "%" in output else output)
+    with av.open(str(first)) as container:
+        assert container.streams.video[0].codec_context.name == codec
+        frames = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+    assert len(frames) == count and frames[0].shape == (H, W, 3)  # frames in the first file
+    assert len(list(tmp_path.glob("out*.jpg"))) == (5 if codec == "mjpeg" else 0)
+    # Lossy, and gif's 256 colours: the picture is still there, not noise of its own.
+    error = np.abs(frames[0].astype(int) - pictures[0]).mean()
+    assert error < (4 if codec == "mjpeg" else 20), error
+
+
+def test_an_explicit_codec_still_wins_over_the_extensions(cli, tmp_path):
+    write_images(tmp_path, count=2)
+    assert_ok(run_quiet(cli, "img%03d.png", "-o", "out%02d.tif", "--codec", "png", cwd=tmp_path))
+    for name in ("out01.tif", "out02.tif"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # PNG, not TIFF, inside
+
+
+def test_existing_numbered_files_are_refused_before_the_first_image_unless_overwrite(cli, tmp_path):
+    write_images(tmp_path, count=3)
+    (tmp_path / "out002.png").write_bytes(b"keep me")
+    result = run_quiet(cli, "img%03d.png", "-o", "out%03d.png", cwd=tmp_path)
+    assert_error(result, 6, "exists", "out002.png", "--overwrite")
+    assert sorted(p.name for p in tmp_path.glob("out*")) == ["out002.png"]
+    assert (tmp_path / "out002.png").read_bytes() == b"keep me"
+    assert_ok(run_quiet(cli, "img%03d.png", "-o", "out%03d.png", "--overwrite", cwd=tmp_path))
+    assert sorted(p.name for p in tmp_path.glob("out*")) == ["out001.png", "out002.png", "out003.png"]
+    assert read_image(tmp_path / "out002.png").shape == (H, W, 3)
+
+
+@pytest.mark.parametrize("output", ["img%03d.png", "img%d.png", "img002.png"])
+def test_an_output_never_writes_over_an_input_image_even_with_overwrite(cli, tmp_path, output):
+    write_images(tmp_path, count=3)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    result = run_quiet(cli, "img%03d.png", "-o", output, "--overwrite", cwd=tmp_path)
+    assert_error(result, 6, "is the same file as the input")
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_a_failed_sequence_takes_back_only_the_images_it_wrote(tmp_path):
+    from streamconv.io.targets import SequenceTarget
+
+    (tmp_path / "out001.png").write_bytes(b"old")
+    target = SequenceTarget(tmp_path / "out%03d.png", overwrite=True)
+    assert target.create() == str(tmp_path / "out%03d.png")
+    for name in ("out002.png", "out003.png", "out004.png.tmp"):  # two written, one half-written
+        (tmp_path / name).write_bytes(b"new")
+    target.discard()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out001.png"]
+
+
+def test_a_sequence_sink_from_python_writes_numbered_images(tmp_path):
+    from streamconv import Pipeline
+
+    pictures = write_images(tmp_path, count=3)
+    stats = Pipeline(str(tmp_path / "img%03d.png"), ["identity"], str(tmp_path / "frame_%d.png"), backend="cpu").run()
+    assert stats.frames == 3
+    for number, picture in enumerate(pictures, 1):
+        assert np.array_equal(read_image(tmp_path / f"frame_{number}.png"), picture)
+
+
+def test_a_missing_sequence_exits_4(cli, tmp_path):
+    assert_error(run_quiet(cli, str(tmp_path / "none%03d.png")), 4, "none%03d.png")
