@@ -8,7 +8,13 @@ aggregate frames per second of:
                with libx264 ultrafast at once: what the host's cores allow a transcode
   batch nvdec  ``streamconv batch`` of the clips, 5x5 box, ``--jobs`` at once, NVDEC decoding
   batch cpu    the same with libavcodec decoding
-Target (H100 host, 16 1080p clips): batch >= 0.9 x ceiling.
+  first frame  time from an input's turn to its first frame written, for inputs after the first
+               (threads of this process, whose CUDA context and kernels the warm-up made):
+               median and max over a batch of --jobs clips
+With ``--devices 0,1`` (or ``all``) the batches spread over those GPUs, ``--jobs`` at once on each,
+and ``--per-device`` also times the same batch on the first GPU alone for the ratio.
+Targets (H100 host, 16 1080p clips): batch >= 0.9 x ceiling; first frame <= 50 ms; two GPUs
+>= 1.8 x one when the CPU is not the limit.
 """
 
 from __future__ import annotations
@@ -45,11 +51,11 @@ def ceiling(clip: Path, frames: int, jobs: int, work: Path, width: int, height: 
     return done / (time.perf_counter() - begin)
 
 
-def batch_fps(clips: list[Path], out: Path, jobs: int, decoder: str) -> tuple[float, list]:
+def batch_fps(clips: list[Path], out: Path, jobs: int, decoder: str, **options) -> tuple[float, list]:
     shutil.rmtree(out, ignore_errors=True)
     begin = time.perf_counter()
     result = streamconv.run_batch([str(c) for c in clips], [transcode.SPEC], out, backend="cuda", jobs=jobs,
-                                  decoder=decoder, sink_options={"preset": "ultrafast"})
+                                  decoder=decoder, sink_options={"preset": "ultrafast"}, **options)
     elapsed = time.perf_counter() - begin
     if result.exit_code != 0:
         raise SystemExit(f"batch failed: {[(r.input, r.error) for r in result.records if r.error]}")
@@ -63,7 +69,16 @@ def main() -> None:
     parser.add_argument("--size", default="1080p", choices=transcode.SIZES)
     parser.add_argument("--jobs", type=int, default=8)
     parser.add_argument("--json", default="batch.json")
+    parser.add_argument("--devices", default=None, help="GPUs to spread over (e.g. 0,1 or all; default 0)")
+    parser.add_argument("--per-device", action="store_true", help="also time the batch on the first GPU alone")
+    parser.add_argument("--skip-cpu", action="store_true", help="leave out the libavcodec batch")
     args = parser.parse_args()
+    devices = None
+    if args.devices is not None:
+        from streamconv.cuda_device import cuda_device_count
+
+        devices = (list(range(cuda_device_count())) if args.devices == "all"
+                   else [int(part) for part in args.devices.split(",")])
     width, height = transcode.SIZES[args.size]
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
@@ -75,17 +90,23 @@ def main() -> None:
             shutil.copyfile(clip, clips[-1])
         row = {"clips": args.clips, "frames": args.frames, "size": args.size, "jobs": args.jobs}
         row["ceiling"] = ceiling(clip, args.frames, args.jobs, work, width, height)
-        batch_fps(clips[:2], work / "warm", 2, "auto")  # contexts, kernels, NVDEC load
-        row["batch_nvdec"], records = batch_fps(clips, work / "out", args.jobs, "nvdec")
+        batch_fps(clips[:2], work / "warm", 2, "auto", processes=1, devices=devices)  # contexts, kernels, NVDEC
+        _, records = batch_fps(clips[:args.jobs], work / "first", args.jobs, "nvdec", processes=1, devices=devices)
+        firsts = sorted(r.first_frame_ms for r in records)
+        row["first_frame_ms_median"], row["first_frame_ms_max"] = firsts[len(firsts) // 2], firsts[-1]
+        row["batch_nvdec"], records = batch_fps(clips, work / "out", args.jobs, "nvdec", devices=devices)
         row["decoders"] = sorted({r.decoder for r in records})
-        row["batch_cpu"], _ = batch_fps(clips, work / "out", args.jobs, "cpu")
+        row["devices_used"] = sorted({r.device for r in records})
+        if args.per_device and devices and len(devices) > 1:
+            row["batch_nvdec_one_gpu"], _ = batch_fps(clips, work / "out", args.jobs, "nvdec", devices=devices[:1])
+            row["gpus_over_one"] = row["batch_nvdec"] / row["batch_nvdec_one_gpu"]
+        if not args.skip_cpu:
+            row["batch_cpu"], _ = batch_fps(clips, work / "out", args.jobs, "cpu", devices=devices)
+            row["cpu_over_ceiling"] = row["batch_cpu"] / row["ceiling"]
     row["nvdec_over_ceiling"] = row["batch_nvdec"] / row["ceiling"]
-    row["cpu_over_ceiling"] = row["batch_cpu"] / row["ceiling"]
     Path(args.json).write_text(json.dumps(row, indent=1) + "\n")
     print(f"{args.clips} x {args.size} clips of {args.frames} frames, {args.jobs} at once, 5x5 box, libx264 ultrafast")
-    print(f"{'ceiling':>10}{'batch nvdec':>14}{'batch cpu':>12}{'nvdec/ceil':>12}{'cpu/ceil':>10}   (aggregate fps)")
-    print(f"{row['ceiling']:>10.1f}{row['batch_nvdec']:>14.1f}{row['batch_cpu']:>12.1f}"
-          f"{row['nvdec_over_ceiling']:>12.2f}{row['cpu_over_ceiling']:>10.2f}")
+    print(json.dumps(row, indent=1))
 
 
 if __name__ == "__main__":

@@ -86,6 +86,8 @@ def run_input(record: BatchRecord, device: int, settings: RunSettings, running: 
         running.add(pipeline)
         stats = pipeline.run()
         _finished(record, stats, pipeline.stop_signal)
+        if stats.first_written is not None:
+            record.first_frame_ms = round((stats.first_written - started) * 1e3, 2)
     except Interrupted as exc:
         record.status, record.exit_code, record.error = "interrupted", exc.exit_code, "aborted by a signal"
     except StreamconvError as exc:

@@ -41,6 +41,9 @@ class BatchRecord:
         damage: what was found wrong with a damaged input.
         decoder, device: who decoded it, and on which GPU it ran (None: the CPU backend).
         bytes: the output's size once complete.
+        first_frame_ms: from the input's turn to its first frame written (opening the input and
+            the encoder, the first decode and filter; no CUDA context or kernel build after the
+            worker's first input).
     """
 
     input: str
@@ -55,6 +58,7 @@ class BatchRecord:
     decoder: str = ""
     device: int | None = None
     bytes: int | None = None
+    first_frame_ms: float | None = None
 
     def update(self, fields: dict) -> None:
         """Take the fields a worker (a process, a Ray task) reported for this input."""

@@ -345,6 +345,7 @@ class Pipeline:
             bar.close()
             if clock.seconds is not None:
                 stats.wall_seconds = clock.seconds
+            stats.first_written = clock.first_written
 
     def _progress_display(self, stats: RunStats) -> ProgressBar | StatusLine:
         """The progress bar (of max_frames or the source's frame count), or the status line."""

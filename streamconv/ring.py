@@ -68,10 +68,11 @@ def frames_dropped(source: Source, counts: RunCounts) -> int:
 
 @dataclass
 class RunClock:
-    """When the run's first frame was read and its last one written (``time.perf_counter()``)."""
+    """When the run's first frame was read, its first written and its last written (``time.perf_counter()``)."""
 
     first: float | None = None
     last: float | None = None
+    first_written: float | None = None
 
     @property
     def seconds(self) -> float | None:
@@ -229,6 +230,8 @@ class RingEpoch:
         slot.times["write"] = end - begin
         slot.times["latency"] = end - slot.started
         self.clock.last = end
+        if self.clock.first_written is None:
+            self.clock.first_written = end
         self.stats.record(slot.times)
         self.stats.dropped = frames_dropped(self.source, self.counts)
         self.bar.update(self.stats.frames)

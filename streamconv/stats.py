@@ -160,6 +160,8 @@ class RunStats:
         dropped: frames a live source dropped because the pipeline was behind, or a
             reconnecting network input missed while it was away.
         wall_seconds: from the first read to the last write.
+        first_written: when the first frame was written (``time.perf_counter()`` of the run's
+            process; None before one is): with the run's own start, its time to first frame.
         interrupted: True if the run was stopped (Ctrl-C, SIGTERM) before the source ended.
         resizes: times the frame size changed mid-stream (the slots were re-allocated).
         decode_errors: damaged packets or frames of the input that were skipped or concealed.
@@ -173,6 +175,7 @@ class RunStats:
     frames: int = 0
     dropped: int = 0
     wall_seconds: float = 0.0
+    first_written: float | None = None
     interrupted: bool = False
     resizes: int = 0
     decode_errors: int = 0

@@ -62,6 +62,8 @@ def test_a_batch_writes_what_one_at_a_time_runs_write_and_a_true_manifest(cli, t
         record = records[f"clip{n}.mp4"]
         assert record["status"] == "done" and record["frames"] == 24 and record["exit_code"] == 0
         assert record["bytes"] == (out / f"clip{n}.mp4").stat().st_size
+        assert 0 < record["first_frame_ms"] < 1e3 * record["seconds"]  # within the input's own run
+    assert records["broken.mp4"]["first_frame_ms"] is None
     alone = tmp_path / "alone.mp4"
     assert_ok(cli("run", str(clips / "clip1.mp4"), "-o", str(alone), "--backend", "cpu", "--filter", "box:size=3",
                   "--no-progress", "-q"))

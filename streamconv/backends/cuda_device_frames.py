@@ -40,6 +40,9 @@ class DeviceFrameRunner:
         self._driver = driver
         self.stream = driver.Stream()
         self._entered = libcuda.Event()
+        # Spun on: a device frame's wait is microseconds, a sleeping wake-up about 0.1 ms.
+        self._events = [libcuda.Event() for _ in range(16)]
+        self._event_index = 0
         self.pool = DeviceFramePool(driver, backend.device_number)
         self._work: dict[tuple, list] = {}  # (shape, dtype) -> [(allocation, pitch)], made on demand
         self._layers: dict[tuple, dict] = {}  # (shape, dtype) -> convolution-layer buffers per stage number
@@ -85,7 +88,7 @@ class DeviceFrameRunner:
         for producer in {caller_stream, src.stream, dst.stream if dst is not None else None} - {None, *_IMPLICIT_STREAMS}:
             libcuda.record_event(self._entered.handle, producer)
             libcuda.wait_event(stream.handle, self._entered.handle)
-        done = libcuda.Event()  # spun on: a device frame's wait is microseconds, a sleeping wake-up is ~0.1 ms
+        done = self._next_event()
         frame = None
         if dst is None:
             frame = self.pool.lease(src.frame_shape, src.dtype, stream=caller_stream, done_event=done)
@@ -99,6 +102,12 @@ class DeviceFrameRunner:
         elif wait:
             done.synchronize()
         return frame
+
+    def _next_event(self) -> libcuda.Event:
+        """The next of a ring of events (made once): recording one again for a later frame only makes
+        a frame's waiters wait for that later work too, on the same stream."""
+        self._event_index = (self._event_index + 1) % len(self._events)
+        return self._events[self._event_index]
 
     def _filter(self, src: DeviceView, dst: DeviceView) -> None:
         """Queue the copies (where needed) and the chain on the runner's stream."""

@@ -19,7 +19,7 @@ from . import dlpack
 from .raw import RawDeviceArray, raw_device_array
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # made per frame: plain slots, not frozen (whose __init__ is slower)
 class DeviceView:
     """A frame in device memory, as the kernels address it.
 

@@ -23,7 +23,7 @@ def is_device_array(frame: Any) -> bool:
     return callable(device) and device()[0] in (dlpack.DEVICE_CUDA, dlpack.DEVICE_CUDA_MANAGED)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # made per frame: plain slots, not frozen (whose __init__ is slower)
 class RawDeviceArray:
     """Any device array as its producer describes it: address, shape, strides in bytes, dtype,
     device ordinal (None: unknown), the stream to wait on (or None), read-only, and its owner."""
