@@ -27,7 +27,7 @@ from .batch_inputs import BatchInput, find_inputs, plan_outputs, refuse_existing
 from .borders import DEFAULT_BORDER
 from .cuda_device import cuda_device_count
 from .batch_ray import run_on_ray
-from .batch_worker import RunSettings, Running, run_input, worker_process
+from .batch_worker import Prefetch, RunSettings, Running, run_input, worker_process
 from .errors import EXIT_DAMAGED_INPUT, EXIT_SOME_FAILED, FilterSpecError, Interrupted
 from .filters import FilterStage, parse_chain
 from .interrupts import stop_on_signals
@@ -258,23 +258,38 @@ class Batch:
                     signal.Signals(signum).name)
 
     def _work(self, device: int, ended: threading.Event) -> None:
-        """A worker: take pending inputs one by one until none is left or the batch stops."""
+        """A worker: take pending inputs one by one until none is left or the batch stops, each
+        next one opened ahead while the current one runs (an input opened but not run stays pending)."""
+        ahead: Prefetch | None = None
         try:
             while not self._stopping.is_set():
-                try:
-                    record = self._pending.get_nowait()
-                except queue.Empty:
-                    return
-                self._run_one(record, device)
+                if ahead is not None:
+                    record, prefetch, ahead = ahead.record, ahead, None
+                else:
+                    record, prefetch = self._next_pending(), None
+                    if record is None:
+                        return
+                following = self._next_pending()
+                if following is not None:
+                    ahead = Prefetch(following, device, self.settings)
+                self._run_one(record, device, prefetch)
         finally:
+            if ahead is not None:
+                ahead.discard()
             ended.set()
 
-    def _run_one(self, record: BatchRecord, device: int) -> None:
+    def _next_pending(self) -> BatchRecord | None:
+        try:
+            return self._pending.get_nowait()
+        except queue.Empty:
+            return None
+
+    def _run_one(self, record: BatchRecord, device: int, prefetch: Prefetch | None) -> None:
         """Run one input in this thread, the manifest written as it starts and ends."""
         record.status, record.device = "running", device if self.backend == "cuda" else None
         self.manifest.write()
         try:
-            run_input(record, device, self.settings, self._running)
+            run_input(record, device, self.settings, self._running, prefetch)
         finally:
             self.manifest.write()
 

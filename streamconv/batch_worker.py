@@ -74,20 +74,67 @@ class Running:
             pipeline.abort(signum)
 
 
-def run_input(record: BatchRecord, device: int, settings: RunSettings, running: Running) -> None:
-    """Run one input through its own Pipeline; fill ``record`` with how it ended (never raises
-    for the input's own failure: that is the record's status)."""
-    started = time.perf_counter()
+class Prefetch:
+    """The next input of a worker opened ahead (source, decoder, sink: ``Pipeline(...)``) on a thread
+    of its own while the worker's current input runs, so that the next one's first frame follows
+    the end of the current one without the file's opening and probing in between.
+
+    Args:
+        record: the input; it stays pending until it runs.
+        device: the GPU it will run on. settings: the batch's.
+    """
+
+    def __init__(self, record: BatchRecord, device: int, settings: RunSettings) -> None:
+        self.record = record
+        self.started = time.perf_counter()
+        self._pipeline: Pipeline | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._open, args=(device, settings), daemon=True,
+                                        name="streamconv-batch-prefetch")
+        self._thread.start()
+
+    def _open(self, device: int, settings: RunSettings) -> None:
+        try:
+            self._pipeline = open_input(self.record, device, settings)
+        except BaseException as exc:  # raised again where the input runs, and judged there
+            self._error = exc
+
+    def pipeline(self) -> Pipeline:
+        """The opened pipeline, once opening ends; raises what opening raised."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._pipeline
+
+    def discard(self) -> None:
+        """Let an input that will not run go (the batch stops): its pipeline is closed, nothing written."""
+        self._thread.join()
+        if self._pipeline is not None:
+            self._pipeline.close()
+
+
+def open_input(record: BatchRecord, device: int, settings: RunSettings) -> Pipeline:
+    """The Pipeline of one input (its source and sink open; nothing written until it runs)."""
+    Path(record.output).parent.mkdir(parents=True, exist_ok=True)
+    sink_options = {**settings.sink_options, "overwrite": settings.overwrite or record.output in settings.ours}
+    return Pipeline(record.input, settings.filters, record.output, backend=settings.backend,
+                    device=device, sink_options=sink_options, **settings.options)
+
+
+def run_input(record: BatchRecord, device: int, settings: RunSettings, running: Running,
+              prefetch: Prefetch | None = None) -> None:
+    """Run one input through its own Pipeline (opened here, or ahead by ``prefetch``); fill
+    ``record`` with how it ended (never raises for the input's own failure: that is the record's
+    status). ``record.first_frame_ms`` counts from the input's turn: when it starts to run."""
+    turn = time.perf_counter()
+    started = prefetch.started if prefetch is not None else turn
     try:
-        Path(record.output).parent.mkdir(parents=True, exist_ok=True)
-        sink_options = {**settings.sink_options, "overwrite": settings.overwrite or record.output in settings.ours}
-        pipeline = Pipeline(record.input, settings.filters, record.output, backend=settings.backend,
-                            device=device, sink_options=sink_options, **settings.options)
+        pipeline = prefetch.pipeline() if prefetch is not None else open_input(record, device, settings)
         running.add(pipeline)
         stats = pipeline.run()
         _finished(record, stats, pipeline.stop_signal)
         if stats.first_written is not None:
-            record.first_frame_ms = round((stats.first_written - started) * 1e3, 2)
+            record.first_frame_ms = round((stats.first_written - turn) * 1e3, 2)
     except Interrupted as exc:
         record.status, record.exit_code, record.error = "interrupted", exc.exit_code, "aborted by a signal"
     except StreamconvError as exc:
@@ -114,6 +161,51 @@ def _finished(record: BatchRecord, stats, stop_signal: int | None) -> None:
     record.bytes = Path(record.output).stat().st_size
 
 
+def _work(device: int, settings: RunSettings, tasks, results, stop_taking, orphaned: threading.Event,
+          running: Running) -> None:
+    """A worker process's thread: run tasks until a None, the batch stops taking, or it is orphaned,
+    each next input opened ahead (:class:`Prefetch`) while the current one runs."""
+    ahead, last = None, False  # (index, Prefetch) of the next input; its None seen: end after it
+    try:
+        while not stop_taking.is_set() and not orphaned.is_set():
+            if ahead is not None:
+                (index, prefetch), ahead = ahead, None
+                record = prefetch.record
+            elif last:
+                return
+            else:
+                try:
+                    task = tasks.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+                if task is None:
+                    return
+                (index, record), prefetch = task, None
+            if not last:
+                following = _take_now(tasks)
+                last = following is None
+                if following not in (None, _NOTHING):
+                    ahead = following[0], Prefetch(following[1], device, settings)
+            record.status, record.device = "running", device if settings.backend == "cuda" else None
+            results.put(("running", index, device))
+            run_input(record, device, settings, running, prefetch)
+            results.put(("ended", index, asdict(record)))
+    finally:
+        if ahead is not None:
+            ahead[1].discard()
+
+
+_NOTHING = object()
+
+
+def _take_now(tasks) -> Any:
+    """The next task if one is there at once (a task, or None: no more), else _NOTHING."""
+    try:
+        return tasks.get_nowait()
+    except queue.Empty:
+        return _NOTHING
+
+
 def worker_process(settings: RunSettings, devices: list[int], tasks, results, stop_taking, abort,
                    log_level: int) -> None:
     """A worker process: one thread per entry of ``devices`` takes ``(index, record)`` tasks until
@@ -127,21 +219,8 @@ def worker_process(settings: RunSettings, devices: list[int], tasks, results, st
     running = Running()
     parent, orphaned = os.getppid(), threading.Event()
 
-    def work(device: int) -> None:
-        while not stop_taking.is_set() and not orphaned.is_set():
-            try:
-                task = tasks.get(timeout=0.1)
-            except queue.Empty:
-                continue
-            if task is None:
-                return
-            index, record = task
-            record.status, record.device = "running", device if settings.backend == "cuda" else None
-            results.put(("running", index, device))
-            run_input(record, device, settings, running)
-            results.put(("ended", index, asdict(record)))
-
-    threads = [threading.Thread(target=work, args=(device,), daemon=True) for device in devices]
+    threads = [threading.Thread(target=_work, args=(device, settings, tasks, results, stop_taking, orphaned, running),
+                                daemon=True) for device in devices]
     for thread in threads:
         thread.start()
     while any(thread.is_alive() for thread in threads):

@@ -16,7 +16,7 @@ from av.codec.hwaccel import HWAccel, hwdevices_available
 from av.sidedata.sidedata import Type as SideData
 
 from ..errors import InputError
-from .ffmpeglog import ffmpeg_reason
+from .ffmpeglog import ffmpeg_reason, opening
 
 
 def open_container(path: str, options: dict, timeout: float | None, hwaccel: str | None,
@@ -29,6 +29,11 @@ def open_container(path: str, options: dict, timeout: float | None, hwaccel: str
         InputError: the hardware decoder is not in this FFmpeg build, or could not start.
         av.FFmpegError, OSError, ValueError: the input itself could not be opened.
     """
+    with opening():  # its probe's lines are not another input's
+        return _open(path, options, timeout, hwaccel, format)
+
+
+def _open(path: str, options: dict, timeout: float | None, hwaccel: str | None, format: str | None):
     timeouts = (timeout, 2 * timeout) if timeout else None
     if hwaccel is None:
         return av.open(path, mode="r", format=format, options=options, timeout=timeouts)

@@ -9,6 +9,7 @@ watches set it while any is open and keep the lines out of the application's log
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import threading
@@ -34,6 +35,21 @@ _lock = threading.Lock()
 _watches = 0
 _restore: bool | None = None
 _open: list["DamageLog"] = []
+_opening = 0  # inputs being opened (probed) now, whose lines come before their watch starts
+
+
+@contextlib.contextmanager
+def opening():
+    """Mark an input's opening: FFmpeg's probe may log its damage before the input's own watch
+    exists, so while any input is opening every watch counts such lines as shared."""
+    global _opening
+    with _lock:
+        _opening += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _opening -= 1
 
 _WORDS = ("corrupt", "truncat", "prematurely", "invalid", "missing", "error")
 
@@ -51,7 +67,7 @@ class DamageLog(logging.Handler):
 
     FFmpeg's lines name the component, not the file: while two inputs of the same format or
     codec are read at once in one process (a batch), a line could be either's, so it is counted
-    for neither (``shared``); their damage is still seen where the decoder flags it (skipped
+    for neither (``shared``), nor is one logged while another input is being opened; their damage is still seen where the decoder flags it (skipped
     packets, concealed frames) and in the container's structure.
     """
 
@@ -68,7 +84,7 @@ class DamageLog(logging.Handler):
             return
         if record.levelno >= logging.ERROR or any(w in record.getMessage().lower() for w in _WORDS):
             with _lock:
-                alone = sum(component in watch.components for watch in _open) <= 1
+                alone = _opening == 0 and sum(component in watch.components for watch in _open) <= 1
             if alone:
                 self.count += 1
             else:
