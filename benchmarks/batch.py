@@ -91,10 +91,15 @@ def main() -> None:
         row = {"clips": args.clips, "frames": args.frames, "size": args.size, "jobs": args.jobs}
         row["ceiling"] = ceiling(clip, args.frames, args.jobs, work, width, height)
         batch_fps(clips[:2], work / "warm", 2, "auto", processes=1, devices=devices)  # contexts, kernels, NVDEC
-        _, records = batch_fps(clips[:args.jobs], work / "first", args.jobs, "nvdec", processes=1, devices=devices)
-        firsts = sorted(r.first_frame_ms for r in records)
-        row["first_frame_ms_median"], row["first_frame_ms_max"] = firsts[len(firsts) // 2], firsts[-1]
+        _, records = batch_fps(clips, work / "first", args.jobs, "nvdec", processes=1, devices=devices)
+        for ahead in (False, True):  # inputs opened while the worker's previous one ran, and the others
+            firsts = sorted(r.first_frame_ms for r in records if r.opened_ahead == ahead)
+            if firsts:
+                name = "opened_ahead" if ahead else "first_wave"
+                row[f"first_frame_ms_{name}"] = {"median": firsts[len(firsts) // 2], "max": firsts[-1]}
         row["batch_nvdec"], records = batch_fps(clips, work / "out", args.jobs, "nvdec", devices=devices)
+        row["batch_nvdec_one_at_a_time"], _ = batch_fps(clips, work / "out", args.jobs, "nvdec", devices=devices,
+                                                        open_ahead=False)
         row["decoders"] = sorted({r.decoder for r in records})
         row["devices_used"] = sorted({r.device for r in records})
         if args.per_device and devices and len(devices) > 1:

@@ -83,6 +83,8 @@ class Batch:
         progress: draw a status line on stderr when it is a terminal.
         ray: run each input as a task on a Ray cluster (:mod:`streamconv.batch_ray`): True for the
             one in RAY_ADDRESS or a new local one, or the cluster's address; None: this host only.
+        open_ahead: each worker opens its next input while the current one runs (see
+            :class:`streamconv.batch_worker.Prefetch`); False: one at a time.
 
     Raises (before any work):
         InputError: an input names nothing. OutputError: an output would be an input, two inputs
@@ -94,7 +96,7 @@ class Batch:
                  border: str = DEFAULT_BORDER, kernel: str = "auto", ring: int = 3, decoder: str = "auto",
                  colour: str = "auto", sink_options: dict[str, Any] | None = None, manifest: str | Path | None = None,
                  resume: bool = False, overwrite: bool = False, recursive: bool = False, ext: str | None = None,
-                 progress: bool = False, ray: str | bool | None = None) -> None:
+                 progress: bool = False, ray: str | bool | None = None, open_ahead: bool = True) -> None:
         self.filters = parse_chain(filters)
         self.devices = _devices(devices)
         self.backend = resolve_backend(backend, device=self.devices[0])
@@ -120,7 +122,7 @@ class Batch:
                                     {"border": border, "kernel": kernel, "ring": ring, "decoder": decoder,
                                      "colour": colour},
                                     {k: v for k, v in (sink_options or {}).items() if v is not None},
-                                    overwrite, set(earlier))
+                                    overwrite, set(earlier), open_ahead)
         refuse_existing(items, overwrite=overwrite, done={Path(p) for p in earlier})
         outdir.mkdir(parents=True, exist_ok=True)
         records = [_record(item, complete.get(str(item.output))) for item in items]
@@ -269,7 +271,7 @@ class Batch:
                     record, prefetch = self._next_pending(), None
                     if record is None:
                         return
-                following = self._next_pending()
+                following = self._next_pending() if self.settings.open_ahead else None
                 if following is not None:
                     ahead = Prefetch(following, device, self.settings)
                 self._run_one(record, device, prefetch)

@@ -37,6 +37,7 @@ class RunSettings:
     sink_options: dict[str, Any]
     overwrite: bool = False
     ours: set[str] = field(default_factory=set)  # outputs an earlier batch wrote: ours to replace
+    open_ahead: bool = True  # open each worker's next input while its current one runs
 
 
 class Running:
@@ -142,6 +143,7 @@ def run_input(record: BatchRecord, device: int, settings: RunSettings, running: 
     except Exception as exc:  # one input's surprise must not stop the others
         record.status, record.exit_code, record.error = "failed", 1, f"internal error: {type(exc).__name__}: {exc}"
     finally:
+        record.opened_ahead = prefetch is not None
         running.remove()
         record.seconds = round(time.perf_counter() - started, 3)
         if record.status == "failed":

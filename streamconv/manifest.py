@@ -44,6 +44,7 @@ class BatchRecord:
         first_frame_ms: from the input's turn to its first frame written (opening the input and
             the encoder, the first decode and filter; no CUDA context or kernel build after the
             worker's first input).
+        opened_ahead: whether it was opened while the worker's previous input ran.
     """
 
     input: str
@@ -59,6 +60,7 @@ class BatchRecord:
     device: int | None = None
     bytes: int | None = None
     first_frame_ms: float | None = None
+    opened_ahead: bool = False
 
     def update(self, fields: dict) -> None:
         """Take the fields a worker (a process, a Ray task) reported for this input."""
