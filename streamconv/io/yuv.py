@@ -16,8 +16,9 @@ CPU backend (NumPy) and the GPU kernels (``cuda/colour.cu``) give the same bytes
   (limited: Y 16..235, chroma 16..240; full: 0..255). Rows of the RGB -> YUV matrix are
   rounded so that white stays white and greys keep U = V = 128 exactly.
 
-A flat colour inside the RGB gamut comes back within 1 LSB of itself through an identity
-filter (the RGB in between holds 8 bits).
+Every sample whose pixel lies inside the RGB gamut (a chroma sample: all four of its pixels)
+comes back exactly through an identity filter; one outside it is clipped to the RGB cube on
+the way in (see :mod:`streamconv.io.gamut`).
 
 The planes enter a slot from a decoded PyAV frame (:func:`frame_to_planes`) and leave it as a
 frame to encode (:func:`planes_to_frame`), copied row by row: no scaler pass either way.
