@@ -76,7 +76,8 @@ class Pipeline:
             the slots carry the planes and the backend converts (cuda: on the GPU, so half the
             bytes cross PCIe and no host scaler runs; cpu: with NumPy, exactly as the GPU).
             ``"host"``: FFmpeg's scaler in the reader and writer threads, RGB slots.
-            ``"auto"``: backend on cuda, host on cpu (each the faster there).
+            ``"auto"`` (default): backend on every backend wherever the formats allow it (so
+            the CPU and the GPU give the same bytes), else host (yuv444p, odd sizes, ...).
 
     The frames move through the slot ring (:mod:`streamconv.ring`) in epochs, each with one
     backend and one set of slots: a new epoch begins when set_filters() swaps the chain or
@@ -168,8 +169,9 @@ class Pipeline:
     def planes(self) -> YuvLayout | None:
         """The yuv420p layout the slots carry, or None when frames travel as RGB."""
         layout = getattr(self.source, "planes", None)
-        wanted = self.colour == "backend" or (self.colour == "auto" and self.backend_name == "cuda")
-        if not wanted or layout is None or self.on_frame is not None:
+        # auto and backend alike: the planes path is exact for in-gamut colours on every backend,
+        # where FFmpeg's scaler is not; host is only taken when asked for or the format needs it.
+        if self.colour == "host" or layout is None or self.on_frame is not None:
             return None
         accepts = getattr(self.sink, "accepts_planes", None)
         return layout if accepts is not None and accepts(layout) else None

@@ -13,6 +13,8 @@ from streamconv.filters import parse_chain
 from streamconv.io.sink import CallbackSink, NullSink
 from streamconv.io.yuv import YuvLayout, conversion_coefficients, rgb_to_yuv, yuv_to_rgb
 
+from clips import write_clip
+
 # (AVColorSpace, full range) cases: BT.709, BT.601 (both numbers FFmpeg uses), BT.2020, untagged.
 CASES = [(1, False), (1, True), (5, False), (6, True), (9, False), (2, False)]
 CASE_IDS = ["bt709-limited", "bt709-full", "bt601-limited", "bt601-full", "bt2020-limited", "untagged"]
@@ -283,7 +285,10 @@ def test_rgb_path_where_planes_cannot_go(tmp_path):
     with streamconv.Pipeline(str(source), ["edge"], None, backend="cpu", colour="host") as host_colour:
         assert host_colour.planes is None
     with streamconv.Pipeline(str(source), ["edge"], None, backend="cpu") as auto_colour:
-        assert auto_colour.planes is None  # auto: host on cpu
+        assert auto_colour.planes == backend_colour.planes  # auto: the planes on the cpu too
+    wide = write_clip(tmp_path / "444.mkv", "ffv1", "yuv444p", frames=2, size=(64, 48))
+    with streamconv.Pipeline(str(wide), ["edge"], None, backend="cpu") as auto_444:
+        assert auto_444.source.planes is None and auto_444.planes is None  # 4:4:4 needs the scaler
     with pytest.raises(ValueError, match="unknown colour path 'gpu'; known: auto, backend, host"):
         streamconv.Pipeline(str(source), ["edge"], None, backend="cpu", colour="gpu")
     seen = []

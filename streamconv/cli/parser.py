@@ -209,9 +209,10 @@ def _add_encoder_options(run: argparse.ArgumentParser) -> None:
 def _add_sample_options(run: argparse.ArgumentParser) -> None:
     """What the filters see: --colour (where yuv420p is converted) and --depth (bits per sample)."""
     run.add_argument("--colour", choices=COLOUR_PATHS, default="auto",
-                     help="where yuv420p video is converted to and from RGB: backend (the slots carry "
-                          "the planes; on the GPU for cuda), host (FFmpeg's scaler in the reader and "
-                          "writer), auto (default: backend on cuda, host on cpu)")
+                     help="where yuv420p (and 10-, 12-bit 4:2:0) video is converted to and from RGB: "
+                          "backend (the slots carry the planes; on the GPU for cuda; in-gamut colours "
+                          "come back exactly), host (FFmpeg's scaler in the reader and writer), auto "
+                          "(default: backend on every backend where the formats allow it, else host)")
     run.add_argument("--depth", choices=("auto", "8", "16"), default="auto",
                      help="bits per sample the filters work in: 16 keeps 10-bit and deeper video "
                           "without banding, 8 is faster; auto (default): 16 for input deeper than "

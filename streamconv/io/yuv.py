@@ -16,8 +16,9 @@ CPU backend (NumPy) and the GPU kernels (``cuda/colour.cu``) give the same bytes
   (limited: Y 16..235, chroma 16..240; full: 0..255). Rows of the RGB -> YUV matrix are
   rounded so that white stays white and greys keep U = V = 128 exactly.
 
-A flat colour inside the RGB gamut comes back within 1 LSB of itself through an identity
-filter (the RGB in between holds 8 bits).
+Every sample whose pixel lies inside the RGB gamut (a chroma sample: all four of its pixels)
+comes back exactly through an identity filter; one outside it is clipped to the RGB cube on
+the way in (see :mod:`streamconv.io.gamut`).
 
 The planes enter a slot from a decoded PyAV frame (:func:`frame_to_planes`) and leave it as a
 frame to encode (:func:`planes_to_frame`), copied row by row: no scaler pass either way.
@@ -333,27 +334,33 @@ def rgb_to_planes(luma: np.ndarray, u_plane: np.ndarray, v_plane: np.ndarray, rg
 
     Any band of an even number of rows converts alone.
     """
-    height, width = luma.shape
     shift = c["TO_YUV_BITS"]
     integer = np.int64 if c["YUV_SUM_BITS"] == 64 else np.int32
-    wide = rgb.astype(integer)
-    y = wide @ np.array([c["YR"], c["YG"], c["YB"]], integer)
+    # One contiguous plane per channel and explicit multiply-adds: NumPy's integer matmul is a
+    # generic loop, several times slower; integer sums are exact in any order.
+    red, green, blue = (rgb[..., k].astype(integer) for k in range(3))
+    y = red * c["YR"]
+    work = green * c["YG"]
+    y += work
+    np.multiply(blue, c["YB"], out=work)
+    y += work
     y += (c["Y0"] << shift) + (1 << (shift - 1))
     y >>= shift
     np.clip(y, 0, c["CODE_MAX"], out=y)
     luma[...] = y
     # Sums of each 2 x 2 block (0..4 RGB_MAX per channel): the row pair first, then the column pair.
-    rows = wide.reshape(height // 2, 2, width * 3)
-    pair = rows[:, 0] + rows[:, 1]
-    columns = pair.reshape(height // 2, width // 2, 2, 3)
-    sums = columns[:, :, 0] + columns[:, :, 1]
-    weights = np.array([[c["UR"], c["VR"]], [c["UG"], c["VG"]], [c["UB"], c["VB"]]], integer)
-    chroma = sums @ weights  # (h/2, w/2, 2): U and V
-    # Zero chroma is added after the shift (the same value, since it is a whole multiple of
-    # 2^(shift + 2)), so the sum before it stays within 32 bits at 10 bits (64 are used above).
-    chroma += 1 << (shift + 1)
-    chroma >>= shift + 2
-    chroma += c["CMID"]
-    np.clip(chroma, 0, c["CODE_MAX"], out=chroma)
-    u_plane[...] = chroma[..., 0]
-    v_plane[...] = chroma[..., 1]
+    sums = []
+    for plane in (red, green, blue):
+        pair = plane[0::2] + plane[1::2]
+        sums.append(pair[:, 0::2] + pair[:, 1::2])
+    for target, names in ((u_plane, ("UR", "UG", "UB")), (v_plane, ("VR", "VG", "VB"))):
+        chroma = sums[0] * c[names[0]]
+        chroma += sums[1] * c[names[1]]
+        chroma += sums[2] * c[names[2]]
+        # Zero chroma is added after the shift (the same value, since it is a whole multiple of
+        # 2^(shift + 2)), so the sum before it stays within 32 bits at 10 bits (64 are used above).
+        chroma += 1 << (shift + 1)
+        chroma >>= shift + 2
+        chroma += c["CMID"]
+        np.clip(chroma, 0, c["CODE_MAX"], out=chroma)
+        target[...] = chroma
