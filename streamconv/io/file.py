@@ -29,12 +29,12 @@ from .container import display_matrix, frame_count, open_container
 from .colour import FULL_RANGE, ColourTags, format_bits, frame_to_rgb, plane_rows
 from .damage import InputDamage, declared_end
 from .ffmpeglog import DamageLog, ffmpeg_reason
+from .metadata import InputMetadata
 from .source import Source
 from .streamcopy import CopiedStreams
 from .yuv import YuvLayout, frame_to_planes
 
 log = logging.getLogger(__name__)
-
 
 NETWORK_TIMEOUT = 10.0
 """Seconds a network input may send nothing before the run gives up (``--timeout``)."""
@@ -70,8 +70,8 @@ class FileSource(Source):
     that fail to decode are skipped and counted in ``decode_errors``; copied audio is decoded too, only to
     check it (``copied_damaged``); an audio stream whose parameters are missing is not copied; ``damage()``
     says all that was found wrong. The first frame is decoded on opening: its size is the source's; a later
-    frame of another size makes ``read_into`` return ``RESIZED`` first. Frames are delivered as stored; a
-    rotation or mirroring for display is in ``display_matrix``, for a file sink to keep.
+    frame of another size makes ``read_into`` return ``RESIZED`` first. Frames are delivered as stored; a rotation
+    or mirroring for display is in ``display_matrix``, the tags and HDR metadata in ``metadata``, for a file sink.
     """
 
     name = "file"
@@ -180,11 +180,12 @@ class FileSource(Source):
         self._damage.declared_end = declared_end(self._stream, self._container.format.name)
 
     def _set_colour(self) -> None:
-        """The colour tags frames are converted with, and the display rotation to pass on."""
+        """The colour tags frames are converted with; the display rotation, tags and HDR metadata to pass on."""
         self.colour = ColourTags.of(self._stream.codec_context)
         if self._described.format.name.startswith("yuvj"):
             self.colour = replace(self.colour, range=FULL_RANGE)  # yuvj formats are full range untagged
         self.display_matrix = display_matrix(self._described)
+        self.metadata = InputMetadata.of(self._container, self._stream, self._described)
 
     def _set_depth(self, depth: int | None) -> None:
         """The samples' type of the frames delivered (see ``depth``), and their planes layout."""
@@ -222,8 +223,7 @@ class FileSource(Source):
     def _report_decoder(self) -> None:
         """Log whether the hardware decoder asked for is the one decoding."""
         if self.hwaccel is not None and self.hardware_decoding:
-            log.info("%s: decoding on %s (frames come back as %s)", self.path, self.hwaccel,
-                     self._described.format.name)
+            log.info("%s: decoding on %s (frames come back as %s)", self.path, self.hwaccel, self._described.format.name)
         elif self.hwaccel is not None:
             log.warning("%s: %s cannot decode %s here; decoding in software", self.path, self.hwaccel,
                         self._stream.codec_context.name)

@@ -28,6 +28,8 @@ from .colour import ColourTags, format_bits, rgb_to_frame, yuv_tags
 from .encoder_check import (check_encoder_options, check_pix_fmt, deeper_pix_fmt, default_pix_fmt,
                             find_encoder)
 from .ffmpeglog import ffmpeg_reason
+from .metadata import InputMetadata
+from .signalling import signalled_options
 from .sink import Sink
 from .streamcopy import add_copied_streams
 from .yuv import DEEP_PLANE_FORMATS, YuvLayout, planes_to_frame
@@ -76,6 +78,11 @@ class FileSink(Sink):
         display_matrix: the input's display rotation/mirroring (9 ints, FFmpeg's layout), stored
             in the output where the container can hold it (MP4, MOV, Matroska); frames are
             written as they are stored, so players show them as they showed the input.
+        metadata: the input's tags and HDR metadata (:class:`streamconv.io.metadata.InputMetadata`):
+            the file's and the video stream's tags are given to the output's, those the container
+            holds kept by its muxer; the mastering display and content light level are written
+            through the encoder's options where it takes them (libx265, libx264, libsvtav1; see
+            :mod:`streamconv.io.signalling`). The copied streams keep their own tags.
 
     Frames of another size than width x height (the input's size changed mid-stream) are
     scaled to it. Frames are uint8 or uint16 (16-bit samples, kept as deep as ``pix_fmt`` is).
@@ -90,7 +97,7 @@ class FileSink(Sink):
                  overwrite: bool = False, protect: Sequence = (), options: dict[str, str] | None = None,
                  copy_streams: Sequence = (), colour: ColourTags | None = None,
                  display_matrix: Sequence[int] | None = None, format: str | None = None,
-                 muxer_options: dict[str, str] | None = None) -> None:
+                 muxer_options: dict[str, str] | None = None, metadata: InputMetadata | None = None) -> None:
         self._file = self._target(path, overwrite, protect, format)
         self.path = self._file.target
         self.format = output_format(path, format)
@@ -102,6 +109,7 @@ class FileSink(Sink):
         self._copies: dict[int, object] = {}  # input stream index -> output stream
         self._colour = colour
         self._display_matrix = display_matrix
+        self._metadata = metadata
         self.width, self.height = width, height
         codec = codec or default_codec(path, self.format)
         self.codec_name = codec
@@ -125,7 +133,8 @@ class FileSink(Sink):
         self._conversion = yuv_tags(pix_fmt, colour)  # fixed per sink: decided once, not per frame
         self._sample_bits = format_bits(pix_fmt)
         self._depth_warned = defaulted and self._sample_bits < (bits or 8)
-        self._codec_options = _codec_options(codec, options, crf, preset, bitrate)
+        self._codec_options = signalled_options(codec, _codec_options(codec, options, crf, preset, bitrate),
+                                                self._conversion, metadata and metadata.hdr, self.path)
         check_encoder_options(codec, pix_fmt, *self._size, self._frame_rate, self._codec_options)
         self._closed = False
         self._last_pts: int | None = None
@@ -173,6 +182,8 @@ class FileSink(Sink):
                 self._colour.tag(stream.codec_context)
             if self._display_matrix is not None:
                 self._keep_display_matrix(stream)
+            if self._metadata is not None:
+                self._metadata.tag(self._container, stream)
             self._stream = stream
         except (av.FFmpegError, ValueError, TypeError) as exc:
             self.abort()

@@ -140,6 +140,7 @@ def open_sink(output: str | Path | Sink | None, *, like=None, **options) -> Sink
     options.setdefault("copy_streams", getattr(like, "copied_streams", ()))
     options.setdefault("colour", getattr(like, "colour", None))
     options.setdefault("display_matrix", getattr(like, "display_matrix", None))
+    options.setdefault("metadata", getattr(like, "metadata", None))
     deep = getattr(like, "dtype", None) == np.uint16  # a source read in 8 bits is written in 8
     options.setdefault("bits", getattr(like, "bits", 8) if deep else 8)
     sink = NetworkSink if is_network_output(output) else FileSink

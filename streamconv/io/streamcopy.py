@@ -19,6 +19,7 @@ from typing import Sequence
 import av
 
 from .damage import missing_parameters
+from .metadata import stream_tags
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +120,8 @@ class CopiedStreams:
 
 def add_copied_streams(container, sources: Sequence, path: Path) -> dict[int, object]:
     """Output streams of ``container`` (a PyAV output) for the input's audio/subtitle streams
-    ``sources``, from their templates (no re-encoding), by input stream index.
+    ``sources``, from their templates (no re-encoding), by input stream index, with the input
+    streams' tags (language, title, handler name...; see :func:`streamconv.io.metadata.carried_tags`).
 
     A stream the container cannot hold is left out with a warning, and so is one whose
     parameters are missing (an audio stream of sample rate 0: damaged input), which would
@@ -139,6 +141,7 @@ def add_copied_streams(container, sources: Sequence, path: Path) -> dict[int, ob
             continue
         try:
             copies[source.index] = container.add_stream_from_template(source)
+            copies[source.index].metadata.update(stream_tags(source, encoded=False))
         except (av.FFmpegError, ValueError) as exc:
             log.warning("%s stream %d (%s) not copied: %s", source.type, source.index, codec, exc)
     return copies
