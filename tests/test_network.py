@@ -2,8 +2,8 @@
 over TCP, FFmpeg options passed through (--input-option, --output-option), and --reconnect with
 a server that drops the connection, stalls, comes back, or never does.
 
-RTMP, RTSP and SRT need a server (or libsrt) these tests do not have; their schemes only pick
-the container, which the TCP tests exercise (FLV is what RTMP carries).
+RTMP and RTSP are published to FFmpeg's own servers in test_network_publish.py. SRT needs libsrt,
+which PyAV's FFmpeg lacks: its scheme only picks the container (MPEG-TS), tested here over TCP.
 """
 
 from __future__ import annotations

@@ -1,0 +1,104 @@
+"""RTMP and RTSP outputs published to servers on 127.0.0.1: FFmpeg's own one-client listen modes
+(RTMP's ``listen``, RTSP's ``rtsp_flags=listen``), run by PyAV in a child process
+(tests/netreceiver.py), take what ``streamconv run`` sends and decode it.
+
+The server takes exactly one client, so nothing may connect to it to see whether it is up: the
+test waits until its port is in the kernel's table of listening sockets (/proc/net/tcp).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from clips import write_clip
+from test_cli import assert_error, assert_ok
+from test_network import COMMON, assert_same_pictures, free_port
+
+RECEIVER = Path(__file__).resolve().parent / "netreceiver.py"
+TCP_TABLE = Path("/proc/net/tcp")
+LISTEN = "0A"  # the state of a listening socket in /proc/net/tcp
+
+# FFmpeg's RTSP server asks TCP to wait -1000 ms for its client when no listen_timeout (seconds)
+# is given, which TCP refuses ("Numerical result out of range"): the server needs one.
+RTSP_SERVER = {"rtsp_flags": "listen", "rtsp_transport": "tcp", "listen_timeout": "20"}
+
+
+def is_listening(port: int) -> bool:
+    """True when a socket listens on 127.0.0.1:``port`` (or on every address)."""
+    ends = {f"0100007F:{port:04X}", f"00000000:{port:04X}"}
+    for line in TCP_TABLE.read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[1] in ends and fields[3] == LISTEN:
+            return True
+    return False
+
+
+def wait_until_listening(port: int, server: subprocess.Popen, deadline: float = 30.0) -> None:
+    ends = time.monotonic() + deadline
+    while not is_listening(port):
+        if server.poll() is not None:
+            pytest.fail(f"the server exited ({server.returncode}) before listening: {server.stderr.read()}")
+        if time.monotonic() > ends:
+            pytest.fail(f"nothing listens on port {port} after {deadline} s")
+        time.sleep(0.02)
+
+
+def publish(cli, tmp_path: Path, source: Path, url: str, port: int, demuxer: str, server_options: dict,
+            *args: str) -> np.ndarray:
+    """Start a server for ``url``, ``streamconv run source -o url ARGS`` to it, and return the
+    frames the server decoded."""
+    if not TCP_TABLE.is_file():
+        pytest.skip("no /proc/net/tcp to see when the server listens")
+    received = tmp_path / "received.npy"
+    server = subprocess.Popen([sys.executable, str(RECEIVER), url, demuxer, json.dumps(server_options),
+                               str(received)], stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until_listening(port, server)
+        assert_ok(cli("run", str(source), "-o", url, *args, "--crf", "0", *COMMON, timeout=60))
+        _, errors = server.communicate(timeout=30)
+        assert server.returncode == 0, errors
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.communicate()
+    return np.load(received)
+
+
+def frames_of(clip: Path) -> list[np.ndarray]:
+    with av.open(str(clip)) as container:
+        return [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]
+
+
+@pytest.fixture
+def clip(tmp_path) -> Path:
+    return write_clip(tmp_path / "clip.mp4", frames=12, size=(64, 48))
+
+
+def test_an_rtmp_output_is_published_to_an_rtmp_server(cli, tmp_path, clip):
+    port = free_port()
+    url = f"rtmp://127.0.0.1:{port}/live/test"
+    received = publish(cli, tmp_path, clip, url, port, "flv", {"listen": "1"})
+    assert_same_pictures(list(received), frames_of(clip))
+
+
+def test_an_rtsp_output_announces_and_records_to_an_rtsp_server(cli, tmp_path, clip):
+    port = free_port()
+    url = f"rtsp://127.0.0.1:{port}/live"
+    received = publish(cli, tmp_path, clip, url, port, "rtsp", RTSP_SERVER, "--output-option", "rtsp_transport=tcp")
+    assert_same_pictures(list(received), frames_of(clip))
+
+
+@pytest.mark.parametrize("path, args", [("rtmp://127.0.0.1:{port}/live/test", ()),
+                                        ("rtsp://127.0.0.1:{port}/live", ("--output-option", "rtsp_transport=tcp"))])
+def test_an_rtmp_or_rtsp_server_that_is_not_there_exits_6(cli, clip, path, args):
+    url = path.format(port=free_port())
+    result = cli("run", str(clip), "-o", url, *args, *COMMON, timeout=60)
+    assert_error(result, 6, f"cannot send to {url}")
