@@ -89,7 +89,8 @@ def main() -> None:
             clips.append(work / f"in{n:02d}.mp4")
             shutil.copyfile(clip, clips[-1])
         row = {"clips": args.clips, "frames": args.frames, "size": args.size, "jobs": args.jobs}
-        row["ceiling"] = ceiling(clip, args.frames, args.jobs, work, width, height)
+        # As many encoders at once as the batch runs: --jobs on each GPU.
+        row["ceiling"] = ceiling(clip, args.frames, args.jobs * len(devices or [0]), work, width, height)
         batch_fps(clips[:2], work / "warm", 2, "auto", processes=1, devices=devices)  # contexts, kernels, NVDEC
         _, records = batch_fps(clips, work / "first", args.jobs, "nvdec", processes=1, devices=devices)
         for ahead in (False, True):  # inputs opened while the worker's previous one ran, and the others
