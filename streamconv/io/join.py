@@ -1,0 +1,144 @@
+"""Joining the encoded segments of a segmented run into one output, without re-encoding.
+
+The parts' video packets are remuxed in order into the output, and the input's audio and
+subtitle packets are copied once from the input (the streams a one-piece run copies, see
+:mod:`streamconv.io.streamcopy`), so the output carries the input's frames, timestamps and audio
+as a one-piece run gives them. Each part begins with a keyframe; the parts must share one
+codec description (extradata: H.264's SPS/PPS in MP4 or Matroska), which the same encoder
+settings give and which is checked before anything is written.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import av
+
+from ..errors import OutputError, StreamError
+from .formats import output_format
+from .streamcopy import CopiedStreams, add_copied_streams
+from .targets import open_target
+
+log = logging.getLogger(__name__)
+
+
+def join_parts(parts: Sequence[Path], output: str | Path, *, source: str | Path, copy_streams: bool = True,
+               overwrite: bool = False, format: str | None = None,
+               muxer_options: dict[str, str] | None = None) -> int:
+    """Write ``output`` from the parts' video packets and the input's audio/subtitle packets.
+
+    Args:
+        parts: the segments' encoded files (video only), in order.
+        output: the output file, published whole (:class:`streamconv.publish.AtomicFile`): never
+            the input, an existing file replaced only with ``overwrite``.
+        source: the input file, for its audio and subtitle streams (and never overwritten).
+        copy_streams: copy the input's audio and subtitle streams (False: video only).
+        format: the output's container (None: by extension), the parts' as well.
+        muxer_options: the output muxer's FFmpeg options.
+
+    Returns:
+        The video packets written.
+
+    Raises:
+        StreamError: the parts' codec descriptions differ, or a part cannot be read.
+        OutputError: the output cannot be written or published; nothing is left behind.
+    """
+    target = open_target(output, overwrite=overwrite, protect=(str(source),), format=format)
+    containers = [_open_part(part) for part in parts]
+    try:
+        _check_alike(containers, parts)
+        handle = target.create()
+        try:
+            written = _remux(containers, handle, output, source, copy_streams, format, muxer_options)
+        except BaseException:
+            target.discard()
+            raise
+        target.publish()
+        return written
+    finally:
+        for container in containers:
+            container.close()
+
+
+def _open_part(part: Path):
+    try:
+        return av.open(str(part))
+    except (av.FFmpegError, OSError) as exc:
+        raise StreamError(f"cannot read the segment {part.name}: {exc}") from None
+
+
+def _check_alike(containers: Sequence, parts: Sequence[Path]) -> None:
+    """Every part holds one video stream of the first part's codec, size and extradata."""
+    first = containers[0].streams.video[0].codec_context
+    for container, part in zip(containers, parts):
+        if not container.streams.video:
+            raise StreamError(f"the segment {part.name} has no video stream")
+        context = container.streams.video[0].codec_context
+        if (context.name, context.width, context.height) != (first.name, first.width, first.height):
+            raise StreamError(f"the segment {part.name} is {context.name} {context.width}x{context.height}, "
+                              f"the first {first.name} {first.width}x{first.height}: they cannot be joined")
+        if bytes(context.extradata or b"") != bytes(first.extradata or b""):
+            raise StreamError(f"the segment {part.name} was encoded with other codec parameters "
+                              f"(extradata) than the first; they cannot be joined without re-encoding")
+
+
+def _remux(containers: Sequence, handle, output, source, copy_streams: bool, format: str | None,
+           muxer_options: dict[str, str] | None) -> int:
+    """Mux the parts' video and the input's copied packets, interleaved by time, into ``handle``."""
+    try:
+        out = av.open(handle, mode="w", format=output_format(output, format),
+                      container_options=dict(muxer_options or {}))
+    except (av.FFmpegError, ValueError, OSError) as exc:
+        raise OutputError(f"cannot write {output}: {exc}") from None
+    with out, av.open(str(source)) as original:
+        template = containers[0].streams.video[0]
+        video = out.add_stream_from_template(template)
+        video.time_base = template.time_base
+        out.metadata.update(containers[0].metadata)
+        video.metadata.update(template.metadata)
+        wanted = [s for s in original.streams if copy_streams and s.type in ("audio", "subtitle")]
+        copied = CopiedStreams(str(source), wanted, None).streams
+        copies = add_copied_streams(out, copied, Path(output))
+        streams = [original.streams[index] for index in copies]
+        written = 0
+        for packet in heapq.merge(_video_packets(containers), _packets(original, streams), key=_seconds):
+            if packet.stream.type == "video":  # only the parts' video is demuxed
+                packet.stream = video
+                written += 1
+            else:
+                packet.stream = copies[packet.stream.index]
+            _mux(out, packet, output)
+    return written
+
+
+def _video_packets(containers: Sequence) -> Iterator[av.Packet]:
+    """The parts' video packets, part after part (each in its file's order)."""
+    for container in containers:
+        yield from _packets(container, [container.streams.video[0]])
+
+
+def _packets(container, streams: Sequence) -> Iterator[av.Packet]:
+    """The packets of ``streams`` that hold data (demuxing ends each with an empty one)."""
+    if not streams:
+        return
+    for packet in container.demux(list(streams)):
+        if packet.size:
+            yield packet
+
+
+def _seconds(packet: av.Packet) -> float:
+    """When a packet is due in the file (its dts, else pts, in seconds): the muxing order."""
+    stamp = packet.dts if packet.dts is not None else packet.pts
+    return float(stamp * packet.time_base) if stamp is not None and packet.time_base else 0.0
+
+
+def _mux(out, packet: av.Packet, output) -> None:
+    try:
+        out.mux(packet)
+    except OSError as exc:
+        raise OutputError(f"writing {output} failed: {exc.strerror or exc}") from None
+    except av.FFmpegError as exc:
+        raise StreamError(f"joining the segments into {output} failed: {exc}") from None

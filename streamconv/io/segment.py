@@ -1,0 +1,155 @@
+"""One stretch of a video file, from a keyframe to just before a later one: the source of one
+segment of a segmented run (see :mod:`streamconv.segments`).
+
+:func:`keyframe_times` finds where a file can be cut (demuxing only, nothing decoded),
+:func:`plan_cuts` chooses the cuts, and :class:`SegmentSource` decodes the frames between two
+of them with the frames' own timestamps, so that the segments' outputs, joined, carry exactly
+the frames and pts a one-piece run gives.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import av
+
+from ..errors import InputError
+from .file import FileSource
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Segment:
+    """The frames ``start <= pts < end`` of a video stream, in its time base (None: from the
+    beginning, to the end), numbered ``index`` from 0."""
+
+    index: int
+    start: int | None
+    end: int | None
+
+    def describe(self) -> str:
+        """``segment 2 (pts 160 to 320)`` for messages."""
+        start = "the start" if self.start is None else self.start
+        end = "the end" if self.end is None else self.end
+        return f"segment {self.index} (pts {start} to {end})"
+
+
+def keyframe_times(path: str | Path, video_stream: int = 0) -> tuple[list[int], int | None]:
+    """The pts of the video stream's keyframe packets, in time-base ticks, ascending, and the
+    last packet's pts (None: no packet had one); demuxes the packets, decodes nothing.
+
+    A file that cannot be read past some point yields the keyframes before it: the segments
+    then find the damage as a one-piece run does.
+
+    Raises:
+        InputError: the file cannot be opened or has no such video stream.
+    """
+    try:
+        container = av.open(str(path))
+    except (av.FFmpegError, OSError, ValueError) as exc:
+        raise InputError(f"cannot open input {path}: {exc}") from None
+    with container:
+        videos = container.streams.video
+        if not 0 <= video_stream < len(videos):
+            raise InputError(f"video stream {video_stream} requested, input has {len(videos)}: {path}")
+        keyframes: set[int] = set()
+        last = None
+        try:
+            for packet in container.demux(videos[video_stream]):
+                if packet.pts is None:
+                    continue
+                last = packet.pts if last is None else max(last, packet.pts)
+                if packet.is_keyframe:
+                    keyframes.add(packet.pts)
+        except (av.FFmpegError, OSError):
+            pass  # unreadable from here on: cut among the keyframes before it
+    return sorted(keyframes), last
+
+
+def plan_cuts(keyframes: list[int], last: int | None, segments: int) -> list[Segment]:
+    """Up to ``segments`` segments of near equal duration, cut at keyframes.
+
+    Args:
+        keyframes: keyframe pts, ascending (see :func:`keyframe_times`).
+        last: the last packet's pts (the stream's end, for the durations).
+        segments: how many segments are wanted (>= 1).
+
+    Returns:
+        The segments in order: the first from the file's start (start None, so frames before the
+        first keyframe are kept as a one-piece run keeps them), the last to its end (end None).
+        Fewer than asked when there are not as many keyframes after the first one to cut at.
+    """
+    if segments < 1:
+        raise ValueError(f"segments must be >= 1, got {segments}")
+    cuttable = keyframes[1:] if keyframes else []  # a cut at the first keyframe cuts nothing off
+    if not cuttable or last is None or segments == 1:
+        return [Segment(0, None, None)]
+    begin = keyframes[0]
+    cuts: list[int] = []
+    for part in range(1, segments):
+        target = begin + (last - begin) * part / segments
+        later = segments - 1 - part  # cuts still to come: leave a keyframe for each
+        room = cuttable[:len(cuttable) - later] if len(cuttable) > later else cuttable[:1]
+        if not room:
+            break
+        chosen = min(room, key=lambda pts: abs(pts - target))
+        cuts.append(chosen)
+        cuttable = [pts for pts in cuttable if pts > chosen]
+    bounds = [None, *cuts, None]
+    return [Segment(i, bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
+
+
+class SegmentSource(FileSource):
+    """A FileSource that delivers only the frames of one :class:`Segment` of the file.
+
+    The file is sought to the segment's start keyframe before anything is decoded (the first
+    frame, decoded on opening, is the segment's), frames before the start are skipped and
+    reading ends at the first frame at or after the end. Frames are (H, W, 3) RGB or planes in
+    host memory with the input's own pts and time base, exactly as :class:`FileSource` gives
+    them. Audio and subtitles are never carried: a segmented run copies them once, when the
+    segments are joined.
+
+    Args:
+        path: the input file.
+        segment: which frames.
+        options: FileSource's keyword options (``copy_streams`` is always False).
+    """
+
+    name = "segment"
+
+    def __init__(self, path: str | Path, segment: Segment, **options) -> None:
+        self.segment = segment
+        options["copy_streams"] = False
+        super().__init__(path, **options)
+
+    def _decode(self) -> Iterator[av.VideoFrame]:
+        """The file's frames from the segment's start keyframe to just before its end."""
+        start, end = self.segment.start, self.segment.end
+        if start is not None:
+            try:
+                # Backward: the keyframe at or before start (start is a keyframe's own pts).
+                self._container.seek(start, stream=self._stream, backward=True)
+            except (av.FFmpegError, OSError) as exc:
+                raise InputError(f"cannot seek {self.path} to pts {start}: {exc}") from None
+        for frame in super()._decode():
+            if frame.pts is not None and start is not None and frame.pts < start:
+                continue  # a frame before the cut: the previous segment's
+            if frame.pts is not None and end is not None and frame.pts >= end:
+                return  # frames come out in pts order: the rest are the next segment's
+            yield frame
+
+    def _set_timing(self) -> None:
+        """As FileSource, but a segment that stops before the file's end is not short of its
+        header's duration (that is judged by the last segment), and its frame count is unknown."""
+        super()._set_timing()
+        if self.segment.end is not None:
+            self._damage.declared_end = None
+        if self.segment.start is not None or self.segment.end is not None:
+            self.frame_count = None
+
+    def describe(self) -> str:
+        return f"{super().describe()}, {self.segment.describe()}"

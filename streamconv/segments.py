@@ -1,0 +1,212 @@
+"""A segmented run: one file cut at keyframes, the segments filtered and encoded at once, and
+the encoded parts joined into one output (``streamconv run --segments N``, :func:`run_segments`).
+
+Each segment is a :class:`~streamconv.pipeline.Pipeline` of a
+:class:`~streamconv.io.segment.SegmentSource` into a video-only part file, run in a thread of
+this process (on the cuda backend the segments take the GPUs of ``devices`` in turn); the
+parts are then remuxed, not re-encoded, with the input's audio and subtitles copied once
+(:mod:`streamconv.io.join`). The output has the frames, pts and audio packets of a one-piece
+run. The parts live in a hidden temporary folder beside the output, removed at the end
+whatever happens (an error, Ctrl-C): a segmented run leaves its output whole or not at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import Any, Sequence
+
+from .errors import FilterSpecError, Interrupted
+from .filters import FilterStage
+from .frames import as_count
+from .interrupts import stop_on_signals
+from .io.file import FileSource
+from .io.formats import output_format
+from .io.join import join_parts
+from .io.open import open_sink
+from .io.segment import Segment, SegmentSource, keyframe_times, plan_cuts
+from .io.targets import check_target
+from .pipeline import Pipeline
+from .stats import RunStats
+
+log = logging.getLogger(__name__)
+
+
+def plan_segments(source: str | Path, segments: int, *, video_stream: int = 0) -> list[Segment]:
+    """Cut ``source`` into up to ``segments`` segments of near equal duration at its video
+    keyframes (demuxing only), with a notice when there are fewer keyframes than cuts.
+
+    Returns:
+        The segments in order (:class:`streamconv.io.segment.Segment`, pts in the stream's time base).
+    """
+    keyframes, last = keyframe_times(source, video_stream)
+    planned = plan_cuts(keyframes, last, segments)
+    if len(planned) < segments:
+        log.warning("%s has %d keyframe(s) to cut at: %d segment(s) instead of %d", source,
+                    max(0, len(keyframes) - 1), len(planned), segments)
+    return planned
+
+
+def run_segments(source: str | Path, filters: Sequence[str | FilterStage], output: str | Path, *,
+                 segments: int, jobs: int | None = None, devices: Sequence[int] | None = None,
+                 backend: str = "cpu", copy_streams: bool = True, overwrite: bool = False,
+                 format: str | None = None, muxer_options: dict[str, str] | None = None,
+                 sink_options: dict[str, Any] | None = None, source_options: dict[str, Any] | None = None,
+                 **pipeline_options) -> RunStats:
+    """Filter one video file in ``segments`` pieces at once and join them into ``output``.
+
+    Frames are decoded by libavcodec (host memory) and filtered as in a one-piece
+    :class:`~streamconv.pipeline.Pipeline` run; the output holds the same frames, pts and
+    audio/subtitle packets.
+
+    Args:
+        source: a local video file (seekable: not a pipe, URL, camera or pattern).
+        filters: the chain, as for Pipeline.
+        output: a file (not a pipe, sequence or URL), published whole or not at all.
+        segments: segments wanted (>= 1; fewer where the input has too few keyframes).
+        jobs: segments run at once (None: all of them).
+        devices: GPUs the cuda backend's segments take in turn (None: [0]).
+        backend: ``"cpu"``, ``"cuda"`` or ``"auto"``.
+        copy_streams: copy the input's audio and subtitles into the output.
+        overwrite, format, muxer_options: as for FileSink (the output's).
+        sink_options: the encoder's FileSink options (codec, pix_fmt, crf, preset, bitrate),
+            the same for every part (their codec descriptions must match to be joined).
+        source_options: FileSource options (max_pixels, depth, threads, video_stream).
+        pipeline_options: Pipeline keyword options (border, ring, kernel, colour, ...).
+
+    Returns:
+        RunStats of the whole run (see :func:`combine_stats`), wall time from plan to output.
+
+    Raises:
+        The errors of a one-piece run; Interrupted on SIGINT/SIGTERM (nothing is left).
+    """
+    segments = as_count(segments, "segments", 1)
+    source_options = dict(source_options or {})
+    check_target(output, overwrite=overwrite, protect=(str(source),), format=format)
+    FileSource(source, copy_streams=False, **source_options).close()  # a one-piece run's input errors
+    started = time.perf_counter()
+    plan = plan_segments(source, segments, video_stream=source_options.get("video_stream", 0))
+    parts_dir = Path(tempfile.mkdtemp(prefix=".streamconv-segments-", dir=Path(output).resolve().parent))
+    try:
+        runner = _SegmentRunner(source, filters, output, plan, parts_dir, backend=backend, devices=devices,
+                                format=format, sink_options=sink_options, source_options=source_options,
+                                pipeline_options=pipeline_options)
+        results = runner.run(jobs or len(plan))
+        join_parts(runner.parts, output, source=source, copy_streams=copy_streams, overwrite=overwrite,
+                   format=format, muxer_options=muxer_options)
+    finally:
+        shutil.rmtree(parts_dir, ignore_errors=True)
+    return combine_stats(results, time.perf_counter() - started)
+
+
+def combine_stats(results: Sequence[RunStats], seconds: float) -> RunStats:
+    """One RunStats for a segmented run: the segments' frames, errors and damage (each phrase
+    once), their stage times merged, and ``seconds`` of wall time."""
+    total = RunStats(backend=results[0].backend, decoder=results[0].decoder, wall_seconds=seconds)
+    for stats in results:
+        total.frames += stats.frames
+        total.decode_errors += stats.decode_errors
+        total.resizes += stats.resizes
+        total.damage += [phrase for phrase in stats.damage if phrase not in total.damage]
+        for stage, times in stats.stages.items():
+            total.stages.setdefault(stage, times)  # the first segment's samples stand for the stage
+    return total
+
+
+class _SegmentRunner:
+    """Runs the plan's segments as Pipelines in threads; stops them all on a failure or signal."""
+
+    def __init__(self, source, filters, output, plan: list[Segment], parts_dir: Path, *, backend: str,
+                 devices: Sequence[int] | None, format: str | None, sink_options: dict | None,
+                 source_options: dict, pipeline_options: dict) -> None:
+        self.source, self.filters, self.plan = str(source), list(filters), plan
+        self.format = output_format(output, format)
+        suffix = Path(output).suffix or ".part"
+        self.parts = [parts_dir / f"part{segment.index:04d}{suffix}" for segment in plan]
+        self.backend = backend
+        self.devices = list(devices) if devices else [0]
+        self.sink_options = dict(sink_options or {})
+        self.source_options = source_options
+        self.pipeline_options = pipeline_options
+        if "max_frames" in pipeline_options:
+            raise FilterSpecError("a segmented run filters the whole input: max_frames does not apply")
+        self._running: dict[int, Pipeline] = {}
+        self._lock = threading.Lock()
+        self._stopping: int | None = None  # the signal that stopped the run, or -1 after a failure
+
+    def run(self, jobs: int) -> list[RunStats]:
+        """Run every segment, ``jobs`` at once; their stats in order.
+
+        Raises:
+            The first segment's error (the others are aborted), or Interrupted on a signal.
+        """
+        pool = ThreadPoolExecutor(max_workers=as_count(jobs, "jobs", 1), thread_name_prefix="streamconv-segment")
+        try:
+            with stop_on_signals(self._on_signal):
+                futures = [pool.submit(self._run_one, segment) for segment in self.plan]
+                wait(futures, return_when=FIRST_EXCEPTION)
+                if any(f.done() and f.exception() is not None for f in futures):
+                    self._abort_all(-1)  # one segment failed: the output cannot be whole
+                    wait(futures)
+        except BaseException:
+            self._abort_all(-1)
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
+        return self._outcome(futures)
+
+    def _outcome(self, futures: list[Future]) -> list[RunStats]:
+        """The segments' stats; or the signal that stopped them, else the first real failure."""
+        if self._stopping is not None and self._stopping > 0:
+            raise Interrupted(self._stopping)
+        errors = [f.exception() for f in futures if f.exception() is not None]
+        if errors:
+            raise next((e for e in errors if not isinstance(e, Interrupted)), errors[0])
+        return [future.result() for future in futures]
+
+    def _on_signal(self, signum: int) -> None:
+        log.warning("%s: stopping the segments; a segmented run leaves no output when stopped",
+                    signal.Signals(signum).name)
+        self._abort_all(signum)
+
+    def _abort_all(self, why: int) -> None:
+        with self._lock:
+            if self._stopping is None:
+                self._stopping = why
+            running = list(self._running.values())
+        for pipeline in running:
+            pipeline.abort(why if why > 0 else None)
+
+    def _run_one(self, segment: Segment) -> RunStats:
+        """One segment: its source, its part file, its Pipeline; aborted when the run stops."""
+        device = self.devices[segment.index % len(self.devices)]
+        with self._lock:
+            if self._stopping is not None:
+                raise Interrupted(self._stopping if self._stopping > 0 else signal.SIGTERM)
+        source = SegmentSource(self.source, segment, **self.source_options)
+        sink = None
+        try:
+            sink = open_sink(self.parts[segment.index], like=source, format=self.format, **self.sink_options)
+            pipeline = Pipeline(source, self.filters, sink, backend=self.backend, device=device,
+                                decoder="cpu", **self.pipeline_options)
+        except BaseException:
+            source.close()
+            if sink is not None:
+                sink.abort()
+            raise
+        with self._lock:
+            self._running[segment.index] = pipeline
+            stopping = self._stopping
+        if stopping is not None:
+            pipeline.abort(stopping if stopping > 0 else None)
+        try:
+            return pipeline.run()
+        finally:
+            with self._lock:
+                self._running.pop(segment.index, None)
