@@ -34,7 +34,7 @@ _EXPORTS = {
     "FileSource": "io.file", "NvdecSource": "io.nvdec", "Batch": "batch", "run_batch": "batch",
     "ArraySource": "io.arrays", "open_source": "io.open", "TestPattern": "io.pattern",
     "RunStats": "stats", "DeviceFrame": "interop.device_frame",
-    "WebcamSource": "io.camera",
+    "WebcamSource": "io.camera", "run_segments": "segments",
 }
 """Public name -> the submodule that defines it."""
 
@@ -98,6 +98,7 @@ __all__ = [
     "PresetError",
     "RealtimeSource",
     "run_batch",
+    "run_segments",
     "RunStats",
     "ShapeError",
     "StreamconvError",

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 from .backends import resolve_backend
 from .batch_inputs import BatchInput, find_inputs, plan_outputs, refuse_existing
 from .borders import DEFAULT_BORDER
-from .cuda_device import cuda_device_count
+from .cuda_device import gpu_numbers
 from .batch_ray import run_on_ray
 from .batch_worker import Prefetch, RunSettings, Running, run_input, worker_process
 from .errors import EXIT_DAMAGED_INPUT, EXIT_SOME_FAILED, FilterSpecError, Interrupted
@@ -98,7 +98,7 @@ class Batch:
                  resume: bool = False, overwrite: bool = False, recursive: bool = False, ext: str | None = None,
                  progress: bool = False, ray: str | bool | None = None, open_ahead: bool = True) -> None:
         self.filters = parse_chain(filters)
-        self.devices = _devices(devices)
+        self.devices = gpu_numbers(devices)
         self.backend = resolve_backend(backend, device=self.devices[0])
         if self.backend == "cpu":
             self.devices = [0]
@@ -331,15 +331,3 @@ def _record(item: BatchInput, earlier: dict | None) -> BatchRecord:
             setattr(record, name, earlier.get(name, getattr(record, name)))
         record.exit_code = earlier.get("exit_code", 0)
     return record
-
-
-def _devices(devices: Sequence[int] | str | None) -> list[int]:
-    """The GPU numbers: None -> [0]; "all" -> every GPU present; a list as given (each checked later)."""
-    if devices is None:
-        return [0]
-    if devices == "all":
-        return list(range(max(1, cuda_device_count())))
-    chosen = [int(d) for d in devices]
-    if not chosen or any(d < 0 for d in chosen) or len(set(chosen)) != len(chosen):
-        raise FilterSpecError(f"devices must be distinct GPU numbers >= 0, got {devices!r}")
-    return chosen

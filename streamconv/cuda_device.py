@@ -11,8 +11,9 @@ from __future__ import annotations
 import functools
 import shutil
 import threading
+from typing import Sequence
 
-from .errors import BackendUnavailableError
+from .errors import BackendUnavailableError, FilterSpecError
 
 CUDA_EXTRA = "pip install 'streamconv[cuda]'"
 """What to run when PyCUDA is missing."""
@@ -56,6 +57,23 @@ def cuda_device_count() -> int:
         return driver.Device.count()
     except Exception:  # no PyCUDA, no driver: no GPU to count
         return 0
+
+
+def gpu_numbers(devices: Sequence[int] | str | None) -> list[int]:
+    """The GPU numbers of a ``devices`` option: None -> [0]; "all" -> every GPU present (at least
+    [0]); a list as given (each checked when used).
+
+    Raises:
+        FilterSpecError: the numbers are not distinct numbers >= 0.
+    """
+    if devices is None:
+        return [0]
+    if devices == "all":
+        return list(range(max(1, cuda_device_count())))
+    chosen = [int(d) for d in devices]
+    if not chosen or any(d < 0 for d in chosen) or len(set(chosen)) != len(chosen):
+        raise FilterSpecError(f"devices must be distinct GPU numbers >= 0, got {devices!r}")
+    return chosen
 
 
 def load_driver(user: str):

@@ -22,6 +22,8 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Sequence
 
+from .backends import resolve_backend
+from .cuda_device import gpu_numbers
 from .errors import FilterSpecError, Interrupted
 from .filters import FilterStage
 from .frames import as_count
@@ -54,8 +56,8 @@ def plan_segments(source: str | Path, segments: int, *, video_stream: int = 0) -
 
 
 def run_segments(source: str | Path, filters: Sequence[str | FilterStage], output: str | Path, *,
-                 segments: int, jobs: int | None = None, devices: Sequence[int] | None = None,
-                 backend: str = "cpu", copy_streams: bool = True, overwrite: bool = False,
+                 segments: int, jobs: int | None = None, devices: Sequence[int] | str | None = None,
+                 backend: str = "auto", copy_streams: bool = True, overwrite: bool = False,
                  format: str | None = None, muxer_options: dict[str, str] | None = None,
                  sink_options: dict[str, Any] | None = None, source_options: dict[str, Any] | None = None,
                  **pipeline_options) -> RunStats:
@@ -71,7 +73,7 @@ def run_segments(source: str | Path, filters: Sequence[str | FilterStage], outpu
         output: a file (not a pipe, sequence or URL), published whole or not at all.
         segments: segments wanted (>= 1; fewer where the input has too few keyframes).
         jobs: segments run at once (None: all of them).
-        devices: GPUs the cuda backend's segments take in turn (None: [0]).
+        devices: GPUs the cuda backend's segments take in turn (None: [0]; "all": every one).
         backend: ``"cpu"``, ``"cuda"`` or ``"auto"``.
         copy_streams: copy the input's audio and subtitles into the output.
         overwrite, format, muxer_options: as for FileSink (the output's).
@@ -123,14 +125,14 @@ class _SegmentRunner:
     """Runs the plan's segments as Pipelines in threads; stops them all on a failure or signal."""
 
     def __init__(self, source, filters, output, plan: list[Segment], parts_dir: Path, *, backend: str,
-                 devices: Sequence[int] | None, format: str | None, sink_options: dict | None,
+                 devices: Sequence[int] | str | None, format: str | None, sink_options: dict | None,
                  source_options: dict, pipeline_options: dict) -> None:
         self.source, self.filters, self.plan = str(source), list(filters), plan
         self.format = output_format(output, format)
         suffix = Path(output).suffix or ".part"
         self.parts = [parts_dir / f"part{segment.index:04d}{suffix}" for segment in plan]
-        self.backend = backend
-        self.devices = list(devices) if devices else [0]
+        self.devices = gpu_numbers(devices)
+        self.backend = resolve_backend(backend, device=self.devices[0])  # once: auto's notice
         self.sink_options = dict(sink_options or {})
         self.source_options = source_options
         self.pipeline_options = pipeline_options

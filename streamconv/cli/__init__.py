@@ -32,6 +32,7 @@ from .batch import cmd_batch
 from .bench import cmd_bench
 from .parser import build_parser
 from .run import check_run_args, cmd_run
+from .segments import check_segment_args, cmd_run_segments
 
 
 
@@ -96,7 +97,12 @@ def _nvdec_summary(rows) -> str:
     return "device 0: " + "; ".join(parts)
 
 
-COMMANDS = {"run": cmd_run, "batch": cmd_batch, "filters": cmd_filters, "info": cmd_info, "bench": cmd_bench}
+def cmd_run_any(args: argparse.Namespace) -> int:
+    """``streamconv run``: in one piece, or in segments with --segments N."""
+    return cmd_run_segments(args) if args.segments is not None else cmd_run(args)
+
+
+COMMANDS = {"run": cmd_run_any, "batch": cmd_batch, "filters": cmd_filters, "info": cmd_info, "bench": cmd_bench}
 
 
 def main(argv: Sequence[str] | None = None, *, signals: SignalGuard | None = None) -> int:
@@ -124,6 +130,7 @@ def _main(argv: Sequence[str] | None, guard: SignalGuard) -> int:
     args, extra = parser.parse_known_args(argv)
     if args.command == "run":
         check_run_args(args.command_parser, args, extra)
+        check_segment_args(args.command_parser, args)
     elif extra:  # the command's own usage, not the top level's
         args.command_parser.error(f"unrecognized arguments: {' '.join(extra)}")
     verbose = getattr(args, "verbose", False)

@@ -157,6 +157,13 @@ def _add_engine_options(run: argparse.ArgumentParser) -> None:
                      help=f"frames in flight between reader, GPU and writer, 1 to {MAX_RING} "
                           "(default 3; each holds two frames in host memory, checked against the "
                           "memory available before any is allocated)")
+    run.add_argument("--segments", type=positive_int, metavar="N",
+                     help="cut a video file at keyframes into N segments of near equal duration, filter "
+                          "and encode them at once, and join them into OUTPUT (same frames, timestamps "
+                          "and audio as a one-piece run; fewer segments if there are fewer keyframes)")
+    run.add_argument("--devices", type=device_list, default=None, metavar="all|N,N,...",
+                     help="with --segments and the cuda backend: GPUs the segments take in turn "
+                          "(default: --device)")
 
 
 def _add_input_options(run: argparse.ArgumentParser) -> None:

@@ -1,0 +1,61 @@
+"""``streamconv run --segments N``: one file cut at keyframes, filtered in N pieces at once and
+joined (see :mod:`streamconv.segments`); its usage checks and its command."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..errors import EXIT_DAMAGED_INPUT
+from ..io.camera import is_webcam_spec
+from ..io.demuxed import is_demuxed_spec
+from ..io.formats import is_pipe, is_sequence
+from ..io.netsink import is_network_output
+from ..io.pattern import is_test_spec
+from ..io.vcam import is_vcam_output
+from ..segments import run_segments
+from .run import _check_run_outputs, _report, _run_chain
+
+# The options a segmented run cannot honour, and why not in a word.
+_REFUSED = (("max_frames", "--max-frames"), ("display", "--display"), ("side_by_side", "--side-by-side"),
+            ("realtime", "--realtime"), ("reconnect", "--reconnect"), ("progress", "--progress"))
+
+
+def check_segment_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Usage errors of --segments and --devices (exit 2): a local file in, a file out, and none
+    of the options that need one reader and one writer."""
+    if args.segments is None:
+        if args.devices is not None:
+            parser.error("--devices spreads the segments of --segments N over GPUs; use --device for one run")
+        return
+    source, output = args.source, args.output
+    if is_webcam_spec(source) or is_test_spec(source) or "://" in source or \
+            is_demuxed_spec(source, args.input_format):
+        parser.error(f"--segments cuts a video file at its keyframes, not {source!r}")
+    if output is None or is_pipe(output) or is_sequence(output, args.format) or \
+            is_network_output(output) or is_vcam_output(output):
+        parser.error("--segments joins the segments into one output file: give -o FILE "
+                     "(not a pipe, an image sequence, a URL or a virtual camera)")
+    for name, option in _REFUSED:
+        if getattr(args, name):
+            parser.error(f"{option} does not apply with --segments (each segment is read and written apart)")
+    if args.decoder == "nvdec":
+        parser.error("--segments decodes with libavcodec (a seek per segment): --decoder nvdec does not apply")
+
+
+def cmd_run_segments(args: argparse.Namespace) -> int:
+    """``streamconv run IN -o OUT --segments N``: run, report, and exit 0 (13 if the input was damaged)."""
+    stages, border = _run_chain(args)
+    _check_run_outputs(args, display=False)
+    sink_options = {"codec": args.codec, "pix_fmt": args.pix_fmt, "crf": args.crf, "bitrate": args.bitrate,
+                    "preset": args.codec_preset}
+    source_options = {"video_stream": args.video_stream, "max_pixels": args.max_pixels,
+                      "depth": None if args.depth == "auto" else int(args.depth), "hwaccel": args.hwaccel,
+                      "input_options": dict(args.input_options)}
+    stats = run_segments(args.source, stages, args.output, segments=args.segments,
+                         devices=args.devices if args.devices is not None else [args.device],
+                         backend=args.backend, copy_streams=not args.no_audio, overwrite=args.overwrite,
+                         format=args.format, muxer_options=dict(args.output_options), sink_options=sink_options,
+                         source_options=source_options, border=border, ring=args.ring, kernel=args.kernel,
+                         colour=args.colour, max_pixels=args.max_pixels)
+    _report(args, stats)
+    return EXIT_DAMAGED_INPUT if stats.damage else 0

@@ -1,0 +1,162 @@
+"""``run --segments N``: one file cut at keyframes, filtered in pieces and joined, gives what a
+one-piece run gives: the same frames (lossless FFV1 to compare pixels), pts and audio packets;
+an H.264 MP4 joined from parts decodes cleanly; failures and Ctrl-C leave nothing behind."""
+
+from __future__ import annotations
+
+import signal
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+import streamconv
+from streamconv.io.segment import plan_cuts
+from test_signals import Run, leftovers
+
+RATE, SAMPLE_RATE, SAMPLES = 25, 48000, 1024
+
+
+def make_clip(path: Path, codec: str, *, frames: int = 48, gop: int = 8, size=(64, 48)) -> Path:
+    """``frames`` frames of a sliding random picture, a keyframe every ``gop``, and an AAC track."""
+    width, height = size
+    base = np.random.default_rng(3).integers(0, 256, (height, 2 * width, 3), np.uint8)
+    with av.open(str(path), "w") as container:
+        video = container.add_stream(codec, rate=RATE)
+        video.width, video.height, video.pix_fmt = width, height, "yuv420p"
+        video.options = {"g": str(gop), **({"preset": "ultrafast"} if codec == "libx264" else {})}
+        audio = container.add_stream("aac", rate=SAMPLE_RATE)
+        audio.codec_context.layout = "stereo"
+        for index in range(frames):
+            start = 3 * index % width
+            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(base[:, start:start + width]), format="rgb24")
+            frame.pts = index
+            container.mux(video.encode(frame))
+        for start in range(0, frames * SAMPLE_RATE // RATE, SAMPLES):
+            wave = (0.3 * np.sin(2 * np.pi * 440 * (np.arange(SAMPLES) + start) / SAMPLE_RATE)).astype(np.float32)
+            chunk = av.AudioFrame.from_ndarray(np.stack([wave, wave]), format="fltp", layout="stereo")
+            chunk.sample_rate, chunk.pts, chunk.time_base = SAMPLE_RATE, start, Fraction(1, SAMPLE_RATE)
+            container.mux(audio.encode(chunk))
+        for stream in (video, audio):
+            container.mux(stream.encode(None))
+    return path
+
+
+def decoded(path: Path) -> tuple[list[int], list[np.ndarray]]:
+    """The video's frames' pts and RGB pictures; damage the decoder finds fails the test."""
+    pts, pictures = [], []
+    with av.open(str(path)) as container:
+        for packet in container.demux(video=0):
+            for frame in packet.decode():
+                assert not frame.is_corrupt, f"{path.name}: corrupt frame at pts {frame.pts}"
+                pts.append(frame.pts)
+                pictures.append(frame.to_ndarray(format="rgb24"))
+    return pts, pictures
+
+
+def packets(path: Path, kind: str) -> list[tuple[int, bytes]]:
+    """(pts, payload) of every packet of the first ``kind`` stream, in file order."""
+    with av.open(str(path)) as container:
+        streams = getattr(container.streams, kind)
+        return [(p.pts, bytes(p)) for p in container.demux(streams[0]) if p.size] if streams else []
+
+
+def keyframes(path: Path) -> list[int]:
+    with av.open(str(path)) as container:
+        return [p.pts for p in container.demux(video=0) if p.size and p.is_keyframe]
+
+
+def one_piece_and_segments(cli, clip: Path, out: Path, segments: int, *extra: str):
+    """Run the clip through the same chain once whole and once in ``segments``; both outputs."""
+    whole, pieces = out.with_name("whole" + out.suffix), out.with_name("pieces" + out.suffix)
+    chain = ("--filter", "gaussian:sigma=1.5", "--filter", "sharpen", "--backend", "cpu", "--no-progress")
+    first = cli("run", str(clip), "-o", str(whole), *chain, *extra)
+    assert first.returncode == 0, first.stderr
+    second = cli("run", str(clip), "-o", str(pieces), *chain, *extra, "--segments", str(segments), "-v")
+    assert second.returncode == 0, second.stderr
+    return whole, pieces, second.stderr
+
+
+def test_lossless_segmented_output_equals_the_one_piece_run(cli, tmp_path):
+    clip = make_clip(tmp_path / "in.mkv", "ffv1")
+    whole, pieces, log = one_piece_and_segments(cli, clip, tmp_path / "out.mkv", 3, "--codec", "ffv1")
+    assert "segment 2 (pts" in log and "segment 3" not in log  # three segments ran
+    (pts_a, frames_a), (pts_b, frames_b) = decoded(whole), decoded(pieces)
+    assert len(pts_a) == 48 and pts_b == pts_a
+    assert all(np.array_equal(a, b) for a, b in zip(frames_a, frames_b))
+    audio = packets(whole, "audio")
+    assert len(audio) > 40 and packets(pieces, "audio") == audio
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no parts folder left
+
+
+def test_h264_mp4_joined_from_parts_decodes_cleanly_with_the_same_pts(cli, tmp_path):
+    clip = make_clip(tmp_path / "in.mp4", "libx264")
+    whole, pieces, log = one_piece_and_segments(cli, clip, tmp_path / "out.mp4", 4)
+    assert "segment 3 (pts" in log
+    pts_a, _ = decoded(whole)
+    pts_b, frames = decoded(pieces)
+    assert len(pts_b) == 48 and pts_b == pts_a
+    assert len(keyframes(pieces)) >= 4  # each part began with one
+    assert packets(pieces, "audio") == packets(whole, "audio") == packets(clip, "audio")
+    # The last frame is not a copy of the first: the parts are in order, not the same part twice.
+    assert not np.array_equal(frames[0], frames[-1])
+
+
+def test_more_segments_than_keyframes_gives_fewer_with_a_notice(cli, tmp_path):
+    clip = make_clip(tmp_path / "in.mkv", "ffv1", gop=16)  # keyframes at frames 0, 16, 32
+    whole, pieces, log = one_piece_and_segments(cli, clip, tmp_path / "out.mkv", 10, "--codec", "ffv1")
+    assert "3 segment(s) instead of 10" in log
+    assert decoded(pieces)[0] == decoded(whole)[0]
+
+
+def test_the_cuts_are_keyframes_of_near_equal_durations():
+    plan = plan_cuts(list(range(0, 100, 10)), 99, 4)
+    assert [(s.start, s.end) for s in plan] == [(None, 20), (20, 50), (50, 70), (70, None)]
+    assert len(plan_cuts([0, 10], 20, 5)) == 2 and len(plan_cuts([0], 20, 5)) == 1
+
+
+def test_run_segments_from_python(tmp_path):
+    clip = make_clip(tmp_path / "in.mkv", "ffv1")
+    out = tmp_path / "out.mkv"
+    stats = streamconv.run_segments(clip, ["edge"], out, segments=2, backend="cpu", sink_options={"codec": "ffv1"})
+    assert stats.frames == 48 and decoded(out)[0] == decoded(clip)[0]
+    with pytest.raises(streamconv.OutputError):
+        streamconv.run_segments(clip, ["edge"], out, segments=2, backend="cpu")  # exists, no overwrite
+
+
+def test_missing_and_damaged_inputs_exit_as_a_one_piece_run(cli, tmp_path):
+    clip = make_clip(tmp_path / "in.mkv", "ffv1", frames=96)
+    cut = tmp_path / "cut.mkv"
+    cut.write_bytes(clip.read_bytes()[: clip.stat().st_size * 6 // 10])
+    for source in (tmp_path / "missing.mkv", cut):
+        whole = cli("run", str(source), "-o", str(tmp_path / "a.mkv"), "--backend", "cpu", "--codec", "ffv1")
+        pieces = cli("run", str(source), "-o", str(tmp_path / "b.mkv"), "--backend", "cpu", "--codec", "ffv1",
+                     "--segments", "3")
+        assert whole.returncode in (4, 13) and pieces.returncode == whole.returncode, pieces.stderr
+        if whole.returncode == 13:
+            assert decoded(tmp_path / "b.mkv")[0] == decoded(tmp_path / "a.mkv")[0]
+    assert leftovers(tmp_path) == [] and not [p for p in tmp_path.iterdir() if "segments" in p.name]
+
+
+def test_usage_errors(cli, tmp_path):
+    clip = make_clip(tmp_path / "in.mkv", "ffv1", frames=8)
+    for args in (("-o", "-"), ("-o", str(tmp_path / "o.mkv"), "--max-frames", "4")):
+        result = cli("run", str(clip), *args, "--segments", "2")
+        assert result.returncode == 2 and "--segments" in result.stderr
+    result = cli("run", str(clip), "-o", str(tmp_path / "o.mkv"), "--devices", "0")
+    assert result.returncode == 2 and "--devices" in result.stderr
+
+
+def test_sigint_during_the_segments_leaves_no_output_and_no_parts(tmp_path):
+    clip = make_clip(tmp_path / "in.mkv", "ffv1", frames=48, size=(640, 360))
+    output = tmp_path / "out.mp4"
+    run = Run("run", str(clip), "-o", str(output), "--filter", "box:size=3", "--backend", "cpu",
+              "--preset", "veryslow", "--segments", "3", "--no-progress", "-v", cwd=tmp_path)
+    run.wait_for(lambda: any(p.name.startswith(".streamconv-segments-") and any(p.iterdir())
+                             for p in tmp_path.iterdir() if p.is_dir()), "a part file")
+    run.process.send_signal(signal.SIGINT)
+    assert run.finish() == 130, run.stderr
+    assert "Traceback" not in run.stderr, run.stderr
+    assert not output.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["in.mkv"]
