@@ -160,3 +160,14 @@ def test_sigint_during_the_segments_leaves_no_output_and_no_parts(tmp_path):
     assert run.finish() == 130, run.stderr
     assert "Traceback" not in run.stderr, run.stderr
     assert not output.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["in.mkv"]
+
+
+def test_a_failing_segment_leaves_nothing_and_exits_as_a_one_piece_run(cli, tmp_path):
+    clip = make_clip(tmp_path / "in.mkv", "ffv1", frames=16)
+    # libx264 refuses rgb24 where each segment's encoder is made (in its thread), as a one-piece run's.
+    args = ("--backend", "cpu", "--codec", "libx264", "--pix-fmt", "rgb24")
+    whole = cli("run", str(clip), "-o", str(tmp_path / "a.mp4"), *args)
+    pieces = cli("run", str(clip), "-o", str(tmp_path / "b.mp4"), *args, "--segments", "2")
+    assert whole.returncode not in (0, 13) and pieces.returncode == whole.returncode, pieces.stderr
+    assert "Traceback" not in pieces.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mkv"]
