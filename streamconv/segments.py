@@ -63,9 +63,8 @@ def run_segments(source: str | Path, filters: Sequence[str | FilterStage], outpu
                  **pipeline_options) -> RunStats:
     """Filter one video file in ``segments`` pieces at once and join them into ``output``.
 
-    Frames are decoded by libavcodec (host memory) and filtered as in a one-piece
-    :class:`~streamconv.pipeline.Pipeline` run; the output holds the same frames, pts and
-    audio/subtitle packets.
+    Frames are decoded by libavcodec (host memory) and filtered as in a one-piece Pipeline
+    run; the output holds the same frames, pts and audio/subtitle packets.
 
     Args:
         source: a local video file (seekable: not a pipe, URL, camera or pattern).
@@ -79,16 +78,17 @@ def run_segments(source: str | Path, filters: Sequence[str | FilterStage], outpu
         overwrite, format, muxer_options: as for FileSink (the output's).
         sink_options: the encoder's FileSink options (codec, pix_fmt, crf, preset, bitrate),
             the same for every part (their codec descriptions must match to be joined).
-        source_options: FileSource options (max_pixels, depth, threads, video_stream).
-        pipeline_options: Pipeline keyword options (border, ring, kernel, colour, ...).
+        source_options, pipeline_options: FileSource options (max_pixels, depth, video_stream);
+            Pipeline's (border, ring, kernel, colour; not max_frames).
 
     Returns:
         RunStats of the whole run (see :func:`combine_stats`), wall time from plan to output.
 
-    Raises:
-        The errors of a one-piece run; Interrupted on SIGINT/SIGTERM (nothing is left).
+    Raises: the errors of a one-piece run; Interrupted on SIGINT/SIGTERM (nothing is left).
     """
     segments = as_count(segments, "segments", 1)
+    if "max_frames" in pipeline_options:  # before any work: each segment would stop at its own count
+        raise FilterSpecError("a segmented run filters the whole input: max_frames does not apply")
     source_options = dict(source_options or {})
     check_target(output, overwrite=overwrite, protect=(str(source),), format=format)
     FileSource(source, copy_streams=False, **source_options).close()  # a one-piece run's input errors
@@ -136,8 +136,6 @@ class _SegmentRunner:
         self.sink_options = dict(sink_options or {})
         self.source_options = source_options
         self.pipeline_options = pipeline_options
-        if "max_frames" in pipeline_options:
-            raise FilterSpecError("a segmented run filters the whole input: max_frames does not apply")
         self._running: dict[int, Pipeline] = {}
         self._lock = threading.Lock()
         self._stopping: int | None = None  # the signal that stopped the run, or -1 after a failure
