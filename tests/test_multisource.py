@@ -88,7 +88,7 @@ def test_a_lost_camera_ends_alone_and_the_run_exits_with_its_code(tmp_path):
     assert live.stats.wall_seconds > 0.8  # it kept going long after the camera was lost
     for name, stats in (("cam.mp4", lost.stats), ("live.mp4", live.stats)):
         with av.open(str(tmp_path / name)) as container:
-            assert sum(1 for _ in container.decode(video=0)) == stats.frames > 5
+            assert sum(1 for _ in container.decode(video=0)) == stats.frames >= 1  # a camera drops, never queues
 
 
 def test_run_many_refuses_one_output_for_several_sources(tmp_path):
@@ -120,7 +120,7 @@ def test_an_output_that_would_be_one_of_the_sources_is_refused(cli, tmp_path):
     (tmp_path / "o0.mp4").write_bytes(b"an input")
     result = cli("run", "o0.mp4", "test:64x48,frames=5,live", "-o", "o{n}.mp4", "-y", "--backend", "cpu",
                  cwd=tmp_path)
-    assert result.returncode != 0 and "o0.mp4" in result.stderr
+    assert result.returncode == 6 and "output is the same file as the input: o0.mp4" in result.stderr
     assert (tmp_path / "o0.mp4").read_bytes() == b"an input" and not (tmp_path / "o1.mp4").exists()
 
 
