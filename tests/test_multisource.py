@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
 import time
-from pathlib import Path
 
 import av
 import cv2
@@ -21,6 +24,7 @@ from streamconv.io.filesink import FileSink
 from streamconv.io.pattern import LivePattern, TestPattern
 from streamconv.io.tiles import grid
 
+from conftest import REPO
 from fakecam import FakeCameraFactory, FakeCapture
 from test_display import finish, start, xserver  # noqa: F401 - the module-scoped virtual X server
 from xdisplay import find_window, press, window_geometry
@@ -174,3 +178,21 @@ def _settled_tiles(display, geometry, timeout: float = 8.0) -> np.ndarray:
             if time.monotonic() > deadline:
                 return pixels
             time.sleep(0.1)
+
+
+def test_ctrl_c_stops_every_source_and_finishes_each_output(tmp_path):
+    process = subprocess.Popen([sys.executable, "-m", "streamconv", "run", "test:64x48@30,live", "test:48x32@30,live",
+                                "-f", "identity", "--backend", "cpu", "-o", str(tmp_path / "c{n}.mp4"),
+                                "--stats-json", str(tmp_path / "s.json")],
+                               env={**os.environ, "PYTHONPATH": str(REPO)},
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3.0)  # imports, then about a second of frames
+    process.send_signal(signal.SIGINT)
+    code, stderr = finish(process)
+    assert code == 130, stderr
+    assert "Traceback" not in stderr
+    records = json.loads((tmp_path / "s.json").read_text())
+    for n, record in enumerate(records):
+        assert record["interrupted"] and record["exit_code"] == 130
+        with av.open(str(tmp_path / f"c{n}.mp4")) as container:
+            assert sum(1 for _ in container.decode(video=0)) == record["frames"] > 5
