@@ -244,7 +244,8 @@ def _add_live_options(run: argparse.ArgumentParser) -> None:
     """The "live video and display" group: the window, real-time files, camera settings."""
     live = run.add_argument_group("live video and display")
     live.add_argument("--display", action="store_true",
-                      help="show the filtered video in a window (with -o: record while watching)")
+                      help="show the filtered video in a window (with -o: record while watching); several "
+                           "SOURCEs are tiled in one window")
     live.add_argument("--side-by-side", action="store_true",
                       help="show input and output side by side (implies --display)")
     live.add_argument("--no-overlay", action="store_true",
