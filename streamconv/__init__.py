@@ -7,6 +7,7 @@ The public API is what this module exports::
     with streamconv.StreamFilter("edge", ring=3) as sf:      # overlapped with your loop
         for out in sf.map(frames): ...
     stats = streamconv.Pipeline("in.mp4", ["gaussian:sigma=2", "edge"], "out.mp4").run()
+    result = streamconv.run_many(["webcam:0", "webcam:1"], ["edge"], "cam{n}.mp4")  # one output each
 """
 
 import importlib
@@ -25,7 +26,7 @@ _EXPORTS = {
     "StreamconvError": "errors", "StreamError": "errors",
     "build_filter": "filters", "FilterStage": "filters", "parse_chain": "filters",
     "parse_filter": "filters",
-    "Pipeline": "pipeline",
+    "Pipeline": "pipeline", "run_many": "multi", "MultiRun": "multi", "MultiResult": "multi",
     "list_presets": "presets", "load_preset": "presets",
     "LivePattern": "io.pattern", "LiveSource": "io.live", "RealtimeSource": "io.live",
     "CallbackSink": "io.sink", "FanoutSink": "io.sink", "FileSink": "io.filesink", "NullSink": "io.sink",
@@ -85,6 +86,8 @@ __all__ = [
     "list_presets",
     "LivePattern",
     "LiveSource",
+    "MultiResult",
+    "MultiRun",
     "load_preset",
     "NoVideoStreamError",
     "NullSink",
@@ -98,6 +101,7 @@ __all__ = [
     "PresetError",
     "RealtimeSource",
     "run_batch",
+    "run_many",
     "run_segments",
     "RunStats",
     "ShapeError",

@@ -106,7 +106,7 @@ import sys  # noqa: E402
 import av  # noqa: E402
 
 import streamconv  # noqa: E402
-from streamconv.io.display import _to_bgr  # noqa: E402
+from streamconv.io.display import to_bgr  # noqa: E402
 from streamconv.io.file import FileSource  # noqa: E402
 
 LOSSLESS = {"codec": "libx264", "options": {"qp": "0"}}  # x264 is lossless at 10 bits with qp 0
@@ -245,7 +245,7 @@ def test_file_source_depth_option(tmp_path):
 def test_display_shows_16_bit_frames_by_their_high_byte():
     frame = np.array([[[0x1234, 0xABCD, 0xFFFF]]], np.uint16)
     out = np.zeros((1, 1, 3), np.uint8)
-    _to_bgr(frame, out)
+    to_bgr(frame, out)
     assert out[0, 0].tolist() == [0xFF, 0xAB, 0x12]  # BGR
 
 

@@ -50,6 +50,7 @@ def _add_run_parser(commands) -> None:
                "  streamconv run in.mkv -o out.mp4 --filter gaussian:sigma=2 --filter sharpen\n"
                "  streamconv run test:1920x1080@60,frames=600 --filter box:size=5 --backend cuda\n"
                "  streamconv run webcam --filter edge --display\n"
+               "  streamconv run webcam:0 webcam:1 --filter edge --display -o 'cam{n}.mp4'\n"
                "  streamconv run - -o - --filter edge < in.mkv | ffplay -\n"
                "  streamconv run 'img%04d.png' --fps 30 -o 'out%04d.png' --filter sharpen\n"
                f"\nWindow keys: {KEYS_HELP}.",
@@ -57,7 +58,10 @@ def _add_run_parser(commands) -> None:
     run.add_argument("source", metavar="SOURCE", nargs="?",
                      help="a video file or URL; - for standard input; an image sequence (img%%04d.png); "
                           "webcam, webcam:N or /dev/videoN for a camera; or "
-                          "test[:WxH][@FPS][,frames=N][,live] for a synthetic pattern")
+                          "test[:WxH][@FPS][,frames=N][,live] for a synthetic pattern. Several SOURCEs run at "
+                          "once, each through its own pipeline, with --display (tiled in one window), -o with "
+                          "{n} (one output per source, n its index from 0), or when every one is a camera or "
+                          "live test pattern; a second name is otherwise an error, never taken as OUTPUT")
     run.add_argument("-i", "--input", dest="input_spec", metavar="SOURCE",
                      help="SOURCE, as FFmpeg users type it (-i in.mp4)")
     run.add_argument("-o", "--output", metavar="OUTPUT",
@@ -65,7 +69,8 @@ def _add_run_parser(commands) -> None:
                           "output (Matroska unless --format names another), an image sequence "
                           "(out%%03d.png), a network URL (rtmp://, rtsp://, srt://, udp://, tcp://) sent to as "
                           "it is written, or vcam[:DEVICE] for a virtual camera (the vcam extra); omit to "
-                          "discard frames")
+                          "discard frames. With several SOURCEs, {n} in it is each source's index from 0 "
+                          "(cam{n}.mp4: cam0.mp4, cam1.mp4...)")
     run.add_argument("--format", metavar="NAME", type=container_format("w"),
                      help="OUTPUT's container, FFmpeg's name (-f after -i): matroska, mpegts, mp4, "
                           "nut, rawvideo, image2, flv...; a URL's is by its scheme (flv for rtmp, rtsp, "
@@ -246,7 +251,8 @@ def _add_live_options(run: argparse.ArgumentParser) -> None:
     """The "live video and display" group: the window, real-time files, camera settings."""
     live = run.add_argument_group("live video and display")
     live.add_argument("--display", action="store_true",
-                      help="show the filtered video in a window (with -o: record while watching)")
+                      help="show the filtered video in a window (with -o: record while watching); several "
+                           "SOURCEs are tiled in one window")
     live.add_argument("--side-by-side", action="store_true",
                       help="show input and output side by side (implies --display)")
     live.add_argument("--no-overlay", action="store_true",

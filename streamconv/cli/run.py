@@ -26,6 +26,7 @@ from ..io.sink import FanoutSink, Sink
 from ..io.pattern import is_test_spec
 from ..io.source import Source
 from ..io.camera import is_webcam_spec
+from .several import check_several_sources, run_several
 
 
 log = logging.getLogger("streamconv")
@@ -35,6 +36,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     """``streamconv run``: validate everything cheap first, then run the pipeline."""
     stages, border = _run_chain(args)
     display = args.display or args.side_by_side
+    if len(args.sources) > 1:
+        if display:
+            check_display()  # before a camera or file is opened
+        args.backend = resolve_backend(args.backend, device=args.device)  # auto's notice once, not per source
+        cycle = _filter_cycle(args, _chain_label(args), stages)
+        return run_several(args, lambda own: _build_pipeline(own, stages, border, False), cycle)
     _check_run_outputs(args, display)
     pipeline = _build_pipeline(args, stages, border, display)
     try:
@@ -199,13 +206,21 @@ def check_run_args(parser: argparse.ArgumentParser, args: argparse.Namespace, ex
     argparse did not take. Settles ``args.source`` (the positional SOURCE or ``-i``)."""
     _check_source_args(parser, args, extra)
     # An empty name would otherwise mean the current folder ('' -> '.') or be skipped as absent.
-    for value, name in ((args.source, "SOURCE"), (args.output, "--output"), (args.pipeline, "--pipeline"),
+    for value, name in (*((spec, "SOURCE") for spec in args.sources), (args.output, "--output"), (args.pipeline, "--pipeline"),
                         (args.stats_json, "--stats-json"), (args.hwaccel, "--hwaccel"), (args.codec, "--codec"),
                         (args.pix_fmt, "--pix-fmt"), (args.codec_preset, "--preset")):
         if value is not None and not value.strip():
             parser.error(f"{name} is empty")
     if args.max_frames == 0 and args.output is not None:
         parser.error("--max-frames 0 writes no frame, and an output file needs at least one")
+    for spec in args.sources:  # every check of SOURCE holds for each of several
+        args.source = spec
+        _check_source_spec(parser, args)
+    args.source = args.sources[0]
+
+
+def _check_source_spec(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The usage errors of SOURCE (``args.source``) with the input options given."""
     _check_format_args(parser, args)
     if args.hwaccel and (is_webcam_spec(args.source) or is_test_spec(args.source)):
         parser.error(f"--hwaccel applies to video files and streams, not to {args.source!r}")
@@ -234,8 +249,9 @@ def _check_network_args(parser: argparse.ArgumentParser, args: argparse.Namespac
 
 
 def _check_source_args(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> None:
-    """One SOURCE, positional or ``-i``; a second name is not taken as OUTPUT (a glob such as
-    ``*.mp4`` would then replace a file with --overwrite): it is an error naming -o."""
+    """SOURCE, positional or ``-i``, and any more SOURCEs; settles ``args.sources`` and ``args.source``
+    (the first). A second name is never taken as OUTPUT (a glob such as ``*.mp4`` would then replace
+    a file with --overwrite): several are refused unless :func:`check_several_sources` takes them."""
     unknown = [arg for arg in extra if arg.startswith("-") and arg != "-"]
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
@@ -243,9 +259,8 @@ def _check_source_args(parser: argparse.ArgumentParser, args: argparse.Namespace
     if not sources:
         parser.error("SOURCE is missing: streamconv run SOURCE [-o OUTPUT] (or -i SOURCE)")
     if len(sources) > 1:
-        parser.error(f"one SOURCE only, got {' and '.join(map(repr, sources))}; name the output with "
-                     f"-o OUTPUT (a second name is never taken as the output)")
-    args.source = sources[0]
+        check_several_sources(parser, args, sources)
+    args.sources, args.source = sources, sources[0]
 
 
 def _check_format_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

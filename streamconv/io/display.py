@@ -176,6 +176,35 @@ class _GuiThread:
                     log.debug("GUI pump: %s", exc)
 
 
+# ------------------------------------------------------------------ windows (GUI thread only)
+
+
+def open_window(title: str) -> None:
+    """Open an autosized window named ``title``; DisplayError, with the toolkit's reason, if it cannot be."""
+    try:
+        cv2.namedWindow(title, cv2.WINDOW_AUTOSIZE | cv2.WINDOW_GUI_NORMAL)
+    except cv2.error as exc:
+        raise DisplayError(f"cannot open a window ({gui_backend()}): "
+                           f"{str(exc).strip().splitlines()[-1]}") from None
+
+
+def window_visible(title: str) -> bool:
+    """Whether the window named ``title`` is still on screen (False once the user closed it)."""
+    try:
+        return cv2.getWindowProperty(title, cv2.WND_PROP_VISIBLE) >= 1
+    except cv2.error:  # Qt drops its state once the last window closed
+        return False
+
+
+def destroy_window(title: str) -> None:
+    """Close the window named ``title``; a toolkit already gone is not an error."""
+    try:
+        cv2.destroyWindow(title)
+        cv2.waitKey(1)  # let the toolkit process the destruction
+    except cv2.error as exc:
+        log.debug("destroying the window: %s", exc)
+
+
 # ------------------------------------------------------------------ the sink
 
 
@@ -228,11 +257,7 @@ class DisplaySink(Sink):
     # -------------------------------------------------------- on the GUI thread
 
     def _create(self) -> None:
-        try:
-            cv2.namedWindow(self.title, cv2.WINDOW_AUTOSIZE | cv2.WINDOW_GUI_NORMAL)
-        except cv2.error as exc:
-            raise DisplayError(f"cannot open a window ({gui_backend()}): "
-                               f"{str(exc).strip().splitlines()[-1]}") from None
+        open_window(self.title)
         self._open = True
         self._gui.listeners[self.title] = self._on_event
 
@@ -251,10 +276,7 @@ class DisplaySink(Sink):
             self._request_quit("window closed")
 
     def _visible(self) -> bool:
-        try:
-            return cv2.getWindowProperty(self.title, cv2.WND_PROP_VISIBLE) >= 1
-        except cv2.error:  # Qt drops its state once the last window closed
-            return False
+        return window_visible(self.title)
 
     def _on_key(self, key: int) -> None:
         if key in _QUIT_KEYS:
@@ -275,11 +297,7 @@ class DisplaySink(Sink):
         self._gui.listeners.pop(self.title, None)
         if self._open:
             self._open = False
-            try:
-                cv2.destroyWindow(self.title)
-                cv2.waitKey(1)  # let the toolkit process the destruction
-            except cv2.error as exc:
-                log.debug("destroying the window: %s", exc)
+            destroy_window(self.title)
 
     # -------------------------------------------------------- control
 
@@ -346,12 +364,12 @@ class DisplaySink(Sink):
         canvas = self._canvas
         if self.side_by_side:
             if source_frame is not None:
-                _to_bgr(source_frame, canvas[:, :width])
+                to_bgr(source_frame, canvas[:, :width])
             else:
                 canvas[:, :width] = 0
-            _to_bgr(frame, canvas[:, width:])
+            to_bgr(frame, canvas[:, width:])
         else:
-            _to_bgr(frame, canvas)
+            to_bgr(frame, canvas)
         return canvas
 
     def overlay_text(self) -> list[str]:
@@ -395,7 +413,7 @@ class DisplaySink(Sink):
         return f"window {self.title!r} ({mode}, {gui_backend()})"
 
 
-def _to_bgr(frame: np.ndarray, out: np.ndarray) -> None:
+def to_bgr(frame: np.ndarray, out: np.ndarray) -> None:
     """Convert an (H, W, C) uint8 or uint16 RGB/gray/RGBA host frame into ``out`` ((H, W, 3)
     uint8 BGR view); 16-bit samples are shown by their high byte."""
     if frame.dtype == np.uint16:

@@ -1,0 +1,117 @@
+"""``streamconv run SRC1 SRC2 ...``: when several SOURCEs are taken, and how they run and report.
+
+A second name after SOURCE was long refused so that a mistyped OUTPUT (``run in.mp4 out.mp4``,
+or a glob ``*.mp4`` expanded by the shell) is never read as something to overwrite. Several
+SOURCEs are therefore taken only when the run itself says where each one goes, or when none
+of them could be a file meant as the output:
+
+- ``--display`` (the sources tiled in one window), or
+- ``-o`` with ``{n}`` in its name (one output per source, ``n`` its 0-based index), or
+- every SOURCE is a camera (``webcam``, ``webcam:N``, ``/dev/videoN``) or a live test pattern.
+
+No source is ever written to: each output is checked against every SOURCE as for one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Callable
+
+from ..errors import StreamconvError
+from ..io.camera import is_webcam_spec
+from ..io.open import writes_a_file
+from ..io.targets import check_target
+from ..multi import PLACEHOLDER, MultiResult, MultiRun, open_all, output_for
+from ..pipeline import Pipeline
+from ..publish import check_output_path, write_atomically
+
+SEVERAL_HELP = ("several SOURCEs run at once, each through its own pipeline, with --display (tiled in one "
+                "window), -o OUTPUT with {n} (one output per source, n from 0), or when every one is a camera "
+                "or live test pattern")
+
+
+def is_live_spec(spec: str) -> bool:
+    """Whether a SOURCE argument is a camera or a live test pattern: never a file meant as OUTPUT."""
+    return is_webcam_spec(spec) or (spec.startswith("test") and spec.endswith(",live"))
+
+
+def check_several_sources(parser: argparse.ArgumentParser, args: argparse.Namespace, sources: list[str]) -> None:
+    """Usage errors of several SOURCEs (exit 2): taken only as the module docstring says, with
+    an OUTPUT per source, and without the options that belong to one run's terminal."""
+    display = args.display or args.side_by_side
+    numbered = args.output is not None and PLACEHOLDER in args.output
+    if not (display or numbered or all(map(is_live_spec, sources))):
+        parser.error(f"one SOURCE only, got {' and '.join(map(repr, sources))}; name the output with "
+                     f"-o OUTPUT (a second name is never taken as the output); {SEVERAL_HELP}")
+    if args.output is not None and not numbered:
+        parser.error(f"{len(sources)} SOURCEs into one -o {args.output!r}: put {PLACEHOLDER} in its name "
+                     f"(each source's index from 0), e.g. -o 'out{PLACEHOLDER}.mp4'")
+    if args.side_by_side:
+        parser.error("--side-by-side shows one SOURCE; --display tiles several")
+    if args.progress is not None:
+        parser.error("--progress reports one SOURCE's run; with several use --stats-json")
+
+
+def run_several(args: argparse.Namespace, build: Callable[[argparse.Namespace], Pipeline],
+                cycle: list) -> int:
+    """Run every SOURCE at once, each through ``build(its own args)``, tiled in one window with
+    --display; report each, and return the worst exit code (see :class:`streamconv.multi.MultiResult`)."""
+    outputs = [output_for(args.output, n) for n in range(len(args.sources))]
+    _check_outputs(args, outputs)
+    wall = None
+    if args.display:
+        from ..io.tiles import TileWall  # OpenCV's GUI only when a window is asked for
+        wall = TileWall(title=f"streamconv: {len(args.sources)} sources", overlay=not args.no_overlay,
+                        filter_cycle=cycle)
+
+    def maker(index: int) -> Callable[[], Pipeline]:
+        def make() -> Pipeline:
+            own = argparse.Namespace(**{**vars(args), "source": args.sources[index], "output": outputs[index],
+                                        "display": False, "no_progress": True})
+            pipeline = build(own)
+            if wall is not None:
+                pipeline.sink = wall.add(pipeline.source, args.sources[index], pipeline.sink)
+            return pipeline
+        return make
+
+    try:
+        result = MultiRun(open_all([maker(n) for n in range(len(args.sources))]), args.sources).run()
+    finally:
+        if wall is not None:
+            wall.close()
+    _report(args, result, outputs)
+    return result.exit_code
+
+
+def _check_outputs(args: argparse.Namespace, outputs: list[str | None]) -> None:
+    """Before any source is opened: each output new (or --overwrite) and none of the sources, and
+    --stats-json none of the run's files."""
+    for output in outputs:
+        if output is not None and writes_a_file(output):
+            check_target(output, overwrite=args.overwrite, protect=args.sources, format=args.format)
+    if args.stats_json is not None:
+        check_output_path(args.stats_json, overwrite=args.overwrite, what="--stats-json",
+                          protect=[*args.sources, *filter(None, outputs)])
+
+
+def _report(args: argparse.Namespace, result: MultiResult, outputs: list[str | None]) -> None:
+    """Each source's error; --stats-json as a list of the sources' records (whole or not at all);
+    unless --quiet, each source's table and the total."""
+    for item in result.results:
+        if item.error is not None and isinstance(item.error, (StreamconvError, OSError)):
+            print(f"streamconv: error: source {item.index} ({item.source}): {item.error}", file=sys.stderr)
+    if args.stats_json:
+        text = json.dumps([item.to_dict() for item in result.results], indent=1) + "\n"
+        write_atomically(args.stats_json, text, overwrite=args.overwrite, what="--stats-json",
+                         protect=[*args.sources, *filter(None, outputs)])
+    if args.quiet:
+        return
+    for item in result.results:
+        if item.stats is not None:
+            print(f"source {item.index}: {item.source}\n{item.stats.format_table()}", file=sys.stderr)
+    ended = sum(item.error is None for item in result.results)
+    seconds = max((item.stats.wall_seconds for item in result.results if item.stats is not None), default=0.0)
+    print(f"total: {result.frames} frames from {len(result.results)} sources ({ended} ended without error) "
+          f"in {seconds:.2f} s", file=sys.stderr)
