@@ -72,6 +72,8 @@ def main() -> None:
     parser.add_argument("--devices", default=None, help="GPUs to spread over (e.g. 0,1 or all; default 0)")
     parser.add_argument("--per-device", action="store_true", help="also time the batch on the first GPU alone")
     parser.add_argument("--skip-cpu", action="store_true", help="leave out the libavcodec batch")
+    parser.add_argument("--processes", default="", help="also time the NVDEC batch with these worker process "
+                                                       "counts, e.g. 1,4,8 (the default count is always timed)")
     args = parser.parse_args()
     devices = None
     if args.devices is not None:
@@ -103,6 +105,9 @@ def main() -> None:
                                                         open_ahead=False)
         row["decoders"] = sorted({r.decoder for r in records})
         row["devices_used"] = sorted({r.device for r in records})
+        for count in filter(None, args.processes.split(",")):
+            row[f"batch_nvdec_{count}_processes"], _ = batch_fps(clips, work / "out", args.jobs, "nvdec",
+                                                                  devices=devices, processes=int(count))
         if args.per_device and devices and len(devices) > 1:
             row["batch_nvdec_one_gpu"], _ = batch_fps(clips, work / "out", args.jobs, "nvdec", devices=devices[:1])
             row["gpus_over_one"] = row["batch_nvdec"] / row["batch_nvdec_one_gpu"]
