@@ -107,6 +107,17 @@ def make_engine(spec: Spec, *, border: str, backend: str, device: int, kernel: s
                                                 plan=plan, **cuda_options)
 
 
+def device_engine(engine: Backend, where: str) -> Backend:
+    """``engine``, for device frames: the cuda backend only.
+
+    Raises:
+        FrameDeviceError: another backend (``where`` says which, for the message).
+    """
+    if not hasattr(engine, "apply_device"):
+        raise FrameDeviceError(f"device frames need the cuda backend; {where}")
+    return engine
+
+
 class Filter:
     """A filter chain bound to a backend, called on one frame at a time.
 
@@ -181,13 +192,9 @@ class Filter:
         image = as_frame(frame, what="input frame")
         handle = None if stream is None else stream_handle(stream)
         if isinstance(image, DeviceView):
-            return self._device_engine().apply_device(image, None, handle)
+            return device_engine(self._engine, f"this Filter runs on {self.backend}").apply_device(image, None, handle)
         shape = tuple(getattr(frame, "shape", image.shape))  # (H, W) for a grey frame given so
-        if self.backend == "cuda":
-            return self._engine.apply(image, stream=handle).reshape(shape)
-        result = np.empty(image.shape, image.dtype)
-        self._engine.apply_into(result, image)
-        return result.reshape(shape)
+        return self._engine.apply(image, **self._stream_kwargs(handle)).reshape(shape)
 
     def apply_into(self, dst: Any, src: Any, *, stream: Any = None) -> None:
         """Filter ``src`` into ``dst``: arrays of one shape and dtype, uint8 or uint16, both in host
@@ -214,10 +221,10 @@ class Filter:
                 raise FrameDeviceError("input and output frames must both be device arrays or both host "
                                        "arrays (DeviceFrame.get() copies a result to the host)")
             check_same_frame(target, source)
-            self._device_engine().apply_device(source, target, handle)
+            device_engine(self._engine, f"this Filter runs on {self.backend}").apply_device(source, target, handle)
             return
         dst3 = check_output(target, source)
-        engine_kwargs = {"stream": handle} if self.backend == "cuda" else {}
+        engine_kwargs = self._stream_kwargs(handle)
         if _opencv_writes_into(dst3):
             self._engine.apply_into(dst3, source, **engine_kwargs)
             return
@@ -230,11 +237,9 @@ class Filter:
         if self._closed:
             raise StreamError("Filter is closed; make a new one to filter more frames")
 
-    def _device_engine(self) -> Backend:
-        """The backend, for device frames: the cuda one only."""
-        if not hasattr(self._engine, "apply_device"):
-            raise FrameDeviceError(f"device frames need the cuda backend; this Filter runs on {self.backend}")
-        return self._engine
+    def _stream_kwargs(self, handle: int | None) -> dict:
+        """The engine's keyword for a caller's stream: the cuda backend orders host frames after it."""
+        return {"stream": handle} if self.backend == "cuda" else {}
 
     def close(self) -> None:
         """Release the backend's buffers and GPU context; idempotent."""

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from .api import Spec, check_output, make_engine
+from .api import Spec, check_output, device_engine, make_engine
 from .borders import DEFAULT_BORDER
 from .errors import FrameDeviceError, StreamconvError, StreamError
 from .frames import as_count, as_hwc
@@ -158,11 +158,9 @@ class StreamFilter:
         if not isinstance(image, DeviceView) or len(self._in_flight) + len(self._ready) or self._staged:
             raise StreamError("host and device frames cannot be mixed while results of the other kind are "
                               "pending; take them with result() first")
-        apply_device = getattr(self._engine, "apply_device", None)
-        if apply_device is None:
-            raise FrameDeviceError(f"device frames need the cuda backend; this StreamFilter runs on {self.backend}")
+        engine = device_engine(self._engine, f"this StreamFilter runs on {self.backend}")
         handle = None if stream is None else stream_handle(stream)
-        self._device_results.append(apply_device(image, None, handle, wait=False))
+        self._device_results.append(engine.apply_device(image, None, handle, wait=False))
 
     def input_buffer(self, shape: tuple[int, ...], dtype: np.dtype | type = np.uint8) -> np.ndarray:
         """A page-locked host array to capture the next frame into, so that submit() copies nothing:

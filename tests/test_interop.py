@@ -135,3 +135,18 @@ def test_stream_handles_from_every_library_shape():
     for bad in (True, -1, "stream", object()):
         with pytest.raises(streamconv.FrameTypeError):
             stream_handle(bad)
+
+
+def test_reuse_pool_keeps_a_few_buffers_per_size_and_caps_what_is_out():
+    from streamconv.interop.reuse import ReusePool
+
+    made, freed = [], []
+    pool = ReusePool(lambda nbytes: made.append(bytearray(nbytes)) or made[-1], freed.append, keep=1, max_taken=2)
+    first, second = pool.take(8), pool.take(8)
+    assert pool.take(8) is None  # two out: the cap
+    pool.give_back(first, 8)
+    pool.give_back(second, 8)  # one of size 8 is kept already: this one is freed
+    assert len(freed) == 1 and freed[0] is second and pool.take(8) is first and pool.allocated == 2
+    pool.give_back(first, 8)
+    pool.close()
+    assert len(freed) == 2 and freed[1] is first and pool.take(8) is None

@@ -349,10 +349,10 @@ class CudaBackend(Backend):
     def route_output(self, slot: Slot) -> np.ndarray | None:
         """Point the (RGB) slot's download at a page-locked frame leased from the pool and return it,
         or back at ``slot.host_out`` (None returned) for planes or when many frames are out."""
-        leased = None if slot.planes is not None else self._host_runner().new_output(slot.frame_shape,
-                                                                                    slot.frame_dtype, plain=False)
-        if slot.planes is None:
-            slot.device.download.set_dst_host(leased if leased is not None else slot.host_out)
+        if slot.planes is not None:
+            return None
+        leased = self._host_runner().new_output(slot.frame_shape, slot.frame_dtype, plain=False)
+        slot.device.download.set_dst_host(leased if leased is not None else slot.host_out)
         return leased
 
     def _host_runner(self) -> HostFrameRunner:

@@ -10,17 +10,18 @@ one frame at a time allocates nothing after its first frames.
 
 from __future__ import annotations
 
-import threading
+import math
 from typing import Any
 
 import numpy as np
 
 from . import dlpack, libcuda
-from .raw import contiguous_strides
+from .dlpack import contiguous_strides
+from .reuse import ReusePool
 
 
 class DeviceFramePool:
-    """Device buffers of frames, reused once the frames are dropped.
+    """Device buffers of frames, reused once the frames are dropped (:class:`.reuse.ReusePool`).
 
     Args:
         driver: ``pycuda.driver``. device: the CUDA device ordinal the buffers are on.
@@ -31,54 +32,36 @@ class DeviceFramePool:
     """
 
     def __init__(self, driver, device: int, *, keep: int = 4) -> None:
-        self._driver = driver
         self.device = device
-        self.keep = keep
-        self._free: dict[int, list] = {}
-        self._lock = threading.Lock()
-        self._closed = False
-        self.allocated = 0  # buffers made so far (benchmarks show that a steady loop makes none)
+        self.buffers = ReusePool(driver.mem_alloc, lambda allocation: allocation.free(), keep=keep)
+
+    @property
+    def allocated(self) -> int:
+        """Buffers made so far (a steady loop makes none after its first frames)."""
+        return self.buffers.allocated
 
     def lease(self, shape: tuple[int, ...], dtype: np.dtype, *, stream: int | None = None,
               done_event: Any = None) -> "DeviceFrame":
         """A DeviceFrame of ``shape`` and ``dtype`` (its contents undefined until written), with the
-        caller's ``stream`` its filtering is ordered on and the PyCUDA event recorded after it."""
+        caller's ``stream`` its filtering is ordered on and the event recorded after it."""
         dtype = np.dtype(dtype)
-        nbytes = int(np.prod(shape)) * dtype.itemsize
-        with self._lock:
-            blocks = self._free.get(nbytes)
-            allocation = blocks.pop() if blocks else None
-        if allocation is None:
-            allocation = self._driver.mem_alloc(nbytes)
-            self.allocated += 1
-        return DeviceFrame(_Lease(self, allocation, nbytes), shape, dtype, self.device, stream, done_event)
-
-    def _give_back(self, allocation, nbytes: int) -> None:
-        with self._lock:
-            blocks = self._free.setdefault(nbytes, [])
-            if not self._closed and len(blocks) < self.keep:
-                blocks.append(allocation)
-                return
-        allocation.free()
+        nbytes = math.prod(shape) * dtype.itemsize
+        return DeviceFrame(_Lease(self.buffers, self.buffers.take(nbytes), nbytes), shape, dtype, self.device,
+                           stream, done_event)
 
     def close(self) -> None:
         """Free the buffers held for reuse (call with the context current); idempotent."""
-        with self._lock:
-            self._closed = True
-            held = [allocation for blocks in self._free.values() for allocation in blocks]
-            self._free.clear()
-        for allocation in held:
-            allocation.free()
+        self.buffers.close()
 
 
 class _Lease:
     """A pool buffer on loan: back to the pool when the last holder lets it go."""
 
-    def __init__(self, pool: DeviceFramePool, allocation, nbytes: int) -> None:
-        self.pool, self.allocation, self.nbytes = pool, allocation, nbytes
+    def __init__(self, buffers: ReusePool, allocation, nbytes: int) -> None:
+        self.buffers, self.allocation, self.nbytes = buffers, allocation, nbytes
 
     def __del__(self) -> None:
-        self.pool._give_back(self.allocation, self.nbytes)
+        self.buffers.give_back(self.allocation, self.nbytes)
 
 
 class _Held:
@@ -91,7 +74,7 @@ class _Held:
 def wrap_device_array(owner: Any, address: int, shape: tuple[int, ...], dtype: np.dtype, device: int) -> "DeviceFrame":
     """A DeviceFrame over C-contiguous device memory that ``owner`` keeps alive (no copy)."""
     dtype = np.dtype(dtype)
-    return DeviceFrame(_Held(owner, address, int(np.prod(shape)) * dtype.itemsize), shape, dtype, device, None, None)
+    return DeviceFrame(_Held(owner, address, math.prod(shape) * dtype.itemsize), shape, dtype, device, None, None)
 
 
 class DeviceFrame:

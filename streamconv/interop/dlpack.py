@@ -75,6 +75,15 @@ def _destroy_capsule(capsule: int) -> None:
                                      ctypes.POINTER(_ManagedTensor)))
 
 
+def contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """The strides in bytes of a C-contiguous array of ``shape`` (plain Python: called per frame)."""
+    steps, step = [], itemsize
+    for size in reversed(shape):
+        steps.append(step)
+        step *= size
+    return tuple(reversed(steps))
+
+
 def export_capsule(owner: Any, address: int, shape: tuple[int, ...], strides_bytes: tuple[int, ...],
                    dtype: np.dtype, device_type: int, device_id: int) -> Any:
     """A ``dltensor`` capsule of the buffer at ``address`` (``owner`` is kept alive until the
@@ -141,7 +150,6 @@ def import_capsule(capsule: Any) -> ImportedTensor:
     if tensor.strides:
         imported.strides_bytes = tuple(tensor.strides[k] * imported.dtype.itemsize for k in range(tensor.ndim))
     else:  # NULL: C-contiguous
-        imported.strides_bytes = tuple(int(np.prod(imported.shape[k + 1:], dtype=np.int64)) * imported.dtype.itemsize
-                                       for k in range(tensor.ndim))
+        imported.strides_bytes = contiguous_strides(imported.shape, imported.dtype.itemsize)
     imported.address = (tensor.data or 0) + tensor.byte_offset
     return imported

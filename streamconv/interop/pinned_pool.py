@@ -9,13 +9,15 @@ so that pinning never grows without bound.
 
 from __future__ import annotations
 
-import threading
+import math
 
 import numpy as np
 
+from .reuse import ReusePool
+
 
 class PinnedFramePool:
-    """Page-locked host buffers for frames, by size in bytes.
+    """Page-locked host buffers for frames, by size in bytes (:class:`.reuse.ReusePool`).
 
     Args:
         driver: ``pycuda.driver`` (allocation needs a context current; the memory is portable).
@@ -24,62 +26,34 @@ class PinnedFramePool:
 
     def __init__(self, driver, *, keep: int = 4, max_leased: int = 16) -> None:
         self._driver = driver
-        self.keep, self.max_leased = keep, max_leased
-        self._free: dict[int, list[np.ndarray]] = {}
-        self._leased = 0
-        self._lock = threading.Lock()
-        self._closed = False
-        self.allocated = 0
+        self.buffers = ReusePool(self._allocate, lambda block: block.base.free(), keep=keep, max_taken=max_leased)
+
+    def _allocate(self, nbytes: int) -> np.ndarray:
+        return self._driver.pagelocked_empty(nbytes, np.uint8, mem_flags=self._driver.host_alloc_flags.PORTABLE)
 
     def lease(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
         """A C-contiguous page-locked host array of ``shape`` and ``dtype`` (contents undefined),
-        or None when ``max_leased`` are out already."""
+        or None when ``max_leased`` are out already (or no page-locked memory is left)."""
         dtype = np.dtype(dtype)
-        nbytes = int(np.prod(shape)) * dtype.itemsize
-        with self._lock:
-            if self._closed or self._leased >= self.max_leased:
-                return None
-            blocks = self._free.get(nbytes)
-            block = blocks.pop() if blocks else None
-            self._leased += 1
-        if block is None:
-            try:
-                block = self._driver.pagelocked_empty(nbytes, np.uint8,
-                                                      mem_flags=self._driver.host_alloc_flags.PORTABLE)
-            except (self._driver.MemoryError, self._driver.Error):
-                with self._lock:
-                    self._leased -= 1
-                return None
-            self.allocated += 1
-        return np.asarray(_HostLease(self, block, shape, dtype))
-
-    def _give_back(self, block: np.ndarray) -> None:
-        with self._lock:
-            self._leased -= 1
-            blocks = self._free.setdefault(block.nbytes, [])
-            if not self._closed and len(blocks) < self.keep:
-                blocks.append(block)
-                return
-        block.base.free()
+        try:
+            block = self.buffers.take(math.prod(shape) * dtype.itemsize)
+        except (self._driver.MemoryError, self._driver.Error):
+            return None
+        return None if block is None else np.asarray(_HostLease(self.buffers, block, shape, dtype))
 
     def close(self) -> None:
         """Free the buffers held for reuse; those on loan are freed when they come back. Idempotent."""
-        with self._lock:
-            self._closed = True
-            held = [block for blocks in self._free.values() for block in blocks]
-            self._free.clear()
-        for block in held:
-            block.base.free()
+        self.buffers.close()
 
 
 class _HostLease:
     """A pool buffer on loan, seen by NumPy through the array interface; back to the pool when
     the last array on it is gone."""
 
-    def __init__(self, pool: PinnedFramePool, block: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> None:
-        self._pool, self._block = pool, block
+    def __init__(self, buffers: ReusePool, block: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        self._buffers, self._block = buffers, block
         self.__array_interface__ = {"shape": tuple(shape), "typestr": dtype.str, "version": 3,
                                     "data": (block.ctypes.data, False)}
 
     def __del__(self) -> None:
-        self._pool._give_back(self._block)
+        self._buffers.give_back(self._block, self._block.nbytes)

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..errors import FrameTypeError
 from . import dlpack
+from .dlpack import contiguous_strides
 
 
 def is_device_array(frame: Any) -> bool:
@@ -50,15 +51,6 @@ class RawDeviceArray:
 @functools.lru_cache(maxsize=64)
 def _dtype(typestr: str) -> np.dtype:
     return np.dtype(typestr)
-
-
-def contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
-    """The strides in bytes of a C-contiguous array of ``shape`` (plain Python: called per frame)."""
-    steps, step = [], itemsize
-    for size in reversed(shape):
-        steps.append(step)
-        step *= size
-    return tuple(reversed(steps))
 
 
 def raw_device_array(array: Any) -> RawDeviceArray:
