@@ -28,7 +28,8 @@ from .borders import DEFAULT_BORDER
 from .cuda_device import gpu_numbers
 from .batch_ray import run_on_ray
 from .batch_worker import Prefetch, RunSettings, Running, run_input, worker_process
-from .errors import EXIT_DAMAGED_INPUT, EXIT_SOME_FAILED, FilterSpecError, Interrupted
+from .errors import EXIT_DAMAGED_INPUT, EXIT_SOME_FAILED, Interrupted
+from .frames import as_count
 from .filters import FilterStage, parse_chain
 from .interrupts import stop_on_signals
 from .manifest import FINISHED, MANIFEST_NAME, BatchRecord, Manifest, earlier_records, is_complete
@@ -104,12 +105,9 @@ class Batch:
             self.devices = [0]
         for device in self.devices[1:]:
             resolve_backend("cuda", device=device)  # each GPU asked for must be there
-        if jobs is not None and jobs < 1:
-            raise FilterSpecError(f"jobs must be >= 1, got {jobs}")
-        self.jobs = jobs or default_jobs(self.backend)
-        if processes is not None and processes < 1:
-            raise FilterSpecError(f"processes must be >= 1, got {processes}")
-        self.processes = processes or default_processes(self.jobs * len(self.devices))
+        self.jobs = as_count(jobs, "jobs", 1) if jobs is not None else default_jobs(self.backend)
+        self.processes = (as_count(processes, "processes", 1) if processes is not None
+                          else default_processes(self.jobs * len(self.devices)))
         self.progress = progress
         self.ray = ray if ray not in (False, "") else None
         outdir = Path(outdir)
@@ -148,7 +146,7 @@ class Batch:
                     self._run_threads(started)
             finally:
                 remove_stale_partials(Path(record.output) for record in self.manifest.records)
-        self.manifest.write()
+                self.manifest.write()  # the last word, also after a signal
         return BatchResult(self.manifest.records, self._exit_code(), self.manifest.path)
 
     def _run_threads(self, started: float) -> None:
@@ -171,7 +169,6 @@ class Batch:
             self._running.abort_all(self._stop_signal)
             for event in ended:
                 event.wait()
-            self.manifest.write()
             raise
 
     def _run_processes(self, started: float) -> None:
@@ -198,8 +195,6 @@ class Batch:
             abort.set()
             self._collect(workers, results, started)  # until every worker has reported and ended
             raise
-        finally:
-            self.manifest.write()
 
     def _collect(self, workers: list, results, started: float) -> None:
         """Apply the workers' reports to the records (writing the manifest) until all have ended."""

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import EXIT_DAMAGED_INPUT, Interrupted, StreamconvError
+from .errors import Interrupted, StreamconvError, run_exit_code
 from .filters import FilterStage
 from .manifest import BatchRecord
 from .pipeline import Pipeline
@@ -155,11 +155,11 @@ def _finished(record: BatchRecord, stats, stop_signal: int | None) -> None:
     record.frames, record.decoder = stats.frames, stats.decoder
     record.fps = round(stats.fps, 2)
     record.damage = list(stats.damage)
+    record.exit_code = run_exit_code(bool(stats.damage), stop_signal)
     if stop_signal is not None:
-        record.status, record.exit_code = "interrupted", 128 + stop_signal
+        record.status = "interrupted"
         return
     record.status = "damaged" if stats.damage else "done"
-    record.exit_code = EXIT_DAMAGED_INPUT if stats.damage else 0
     record.bytes = Path(record.output).stat().st_size
 
 

@@ -144,4 +144,12 @@ class Interrupted(KeyboardInterrupt):
         self.exit_code = 128 + signum
 
 
+def run_exit_code(damaged: bool, stop_signal: int | None) -> int:
+    """The exit code of one run that ended without an error: 128 + the signal that stopped it,
+    EXIT_DAMAGED_INPUT when its input was damaged, else 0."""
+    if stop_signal is not None:
+        return 128 + stop_signal
+    return EXIT_DAMAGED_INPUT if damaged else 0
+
+
 EXIT_INTERRUPTED = 130

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .errors import EXIT_DAMAGED_INPUT, Interrupted, OutputError, StreamconvError
+from .errors import EXIT_DAMAGED_INPUT, Interrupted, OutputError, StreamconvError, run_exit_code
 from .filters import FilterStage
 from .interrupts import stop_on_signals
 from .io.source import Source
@@ -56,9 +56,7 @@ class SourceResult:
         13 if its input was damaged, else 0."""
         if self.error is not None:
             return getattr(self.error, "exit_code", 1)
-        if self.stop_signal is not None:
-            return 128 + self.stop_signal
-        return EXIT_DAMAGED_INPUT if self.stats is not None and self.stats.damage else 0
+        return run_exit_code(self.stats is not None and bool(self.stats.damage), self.stop_signal)
 
     def to_dict(self) -> dict:
         """JSON-ready: the index, source, exit code, error message and the stats' own dict."""

@@ -35,7 +35,7 @@ def _name_regex(name: str) -> re.Pattern:
     """A regex of the file names a pattern's name matches: ``%0Nd`` as N or more digits, ``%d``
     as one or more (a number wider than N digits is printed whole)."""
     parts = []
-    for piece in re.split(r"(%%|%0?\d*d)", name):
+    for piece in re.split(f"({_PIECE.pattern})", name):
         if piece == "%%":
             parts.append("%")
         elif _FIELD.fullmatch(piece):
@@ -64,4 +64,4 @@ def pattern_name(pattern: str | os.PathLike, number: int) -> Path:
 
     def fill(match: re.Match) -> str:
         return "%" if match[0] == "%%" else f"{number:0{int(match[0][1:-1] or 1)}d}"  # FFmpeg pads with zeros
-    return path.with_name(re.sub(r"%%|%0?\d*d", fill, path.name))
+    return path.with_name(_PIECE.sub(fill, path.name))

@@ -3,30 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
 from ..batch import Batch
-from ..borders import DEFAULT_BORDER
-from ..filters import parse_chain
-from ..presets import load_preset
-
-log = logging.getLogger("streamconv")
+from .run import _run_chain, encoder_options
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
     """``streamconv batch``: every input through its own pipeline; 0, 13, 14 or 128 + signal."""
-    stages, border = parse_chain(args.filters), args.border
-    if args.pipeline:
-        preset = load_preset(args.pipeline)
-        stages = [*preset.filters, *stages]
-        border = border or preset.border
-    if not stages:
-        log.warning("no --filter or --pipeline given: frames pass through unchanged")
-    sink_options = {"codec": args.codec, "pix_fmt": args.pix_fmt, "crf": args.crf, "bitrate": args.bitrate,
-                    "preset": args.codec_preset}
+    stages, border = _run_chain(args)
+    sink_options = encoder_options(args)
     batch = Batch(args.inputs, stages, args.outdir, jobs=args.jobs, processes=args.processes, devices=args.devices, backend=args.backend,
-                  border=border or DEFAULT_BORDER, kernel=args.kernel, ring=args.ring, decoder=args.decoder,
+                  border=border, kernel=args.kernel, ring=args.ring, decoder=args.decoder,
                   colour=args.colour, sink_options=sink_options, manifest=args.manifest, resume=args.resume,
                   overwrite=args.overwrite, recursive=args.recursive, ext=args.ext, progress=not args.no_progress,
                   ray=args.ray)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..borders import DEFAULT_BORDER
 from ..io.display import DisplaySink, check_display
-from ..errors import EXIT_DAMAGED_INPUT, CameraLostError, InputLostError
+from ..errors import CameraLostError, InputLostError, run_exit_code
 from ..filters import FilterStage, parse_chain
 from ..io.live import RealtimeSource
 from ..backends import resolve_backend
@@ -51,9 +51,13 @@ def cmd_run(args: argparse.Namespace) -> int:
             _report(args, pipeline.stats)  # what was recorded before the camera or stream went away
         raise
     _report(args, stats)
-    if pipeline.stop_signal is not None:
-        return 128 + pipeline.stop_signal
-    return EXIT_DAMAGED_INPUT if stats.damage else 0
+    return run_exit_code(bool(stats.damage), pipeline.stop_signal)
+
+
+def encoder_options(args: argparse.Namespace) -> dict:
+    """The FileSink options the encoder group sets (``run``, ``run --segments``, ``batch``)."""
+    return {"codec": args.codec, "pix_fmt": args.pix_fmt, "crf": args.crf, "bitrate": args.bitrate,
+            "preset": args.codec_preset}
 
 
 def _run_chain(args: argparse.Namespace) -> tuple[list[FilterStage], str]:
@@ -89,8 +93,7 @@ def _build_pipeline(args: argparse.Namespace, stages: list[FilterStage], border:
                     display: bool) -> Pipeline:
     """Open SOURCE and the sinks and make the Pipeline; whatever was opened is released if a
     later step fails."""
-    sink_options = {"codec": args.codec, "pix_fmt": args.pix_fmt, "crf": args.crf, "bitrate": args.bitrate,
-                    "preset": args.codec_preset, "overwrite": args.overwrite, "format": args.format,
+    sink_options = {**encoder_options(args), "overwrite": args.overwrite, "format": args.format,
                     "muxer_options": dict(args.output_options)}
     args.backend = resolve_backend(args.backend, device=args.device)  # once: auto's notice, and NVDEC's choice
     source = _open_run_source(args)

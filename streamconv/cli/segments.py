@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import EXIT_DAMAGED_INPUT
+from ..errors import run_exit_code
 from ..io.camera import is_webcam_spec
 from ..io.demuxed import is_demuxed_spec
 from ..io.formats import is_pipe, is_sequence
@@ -13,7 +13,7 @@ from ..io.netsink import is_network_output
 from ..io.pattern import is_test_spec
 from ..io.vcam import is_vcam_output
 from ..segments import run_segments
-from .run import _check_run_outputs, _report, _run_chain
+from .run import _check_run_outputs, _report, _run_chain, encoder_options
 
 # The options a segmented run cannot honour, and why not in a word.
 _REFUSED = (("max_frames", "--max-frames"), ("display", "--display"), ("side_by_side", "--side-by-side"),
@@ -46,8 +46,7 @@ def cmd_run_segments(args: argparse.Namespace) -> int:
     """``streamconv run IN -o OUT --segments N``: run, report, and exit 0 (13 if the input was damaged)."""
     stages, border = _run_chain(args)
     _check_run_outputs(args, display=False)
-    sink_options = {"codec": args.codec, "pix_fmt": args.pix_fmt, "crf": args.crf, "bitrate": args.bitrate,
-                    "preset": args.codec_preset}
+    sink_options = encoder_options(args)
     source_options = {"video_stream": args.video_stream, "max_pixels": args.max_pixels,
                       "depth": None if args.depth == "auto" else int(args.depth), "hwaccel": args.hwaccel,
                       "input_options": dict(args.input_options)}
@@ -58,4 +57,4 @@ def cmd_run_segments(args: argparse.Namespace) -> int:
                          source_options=source_options, border=border, ring=args.ring, kernel=args.kernel,
                          colour=args.colour, max_pixels=args.max_pixels)
     _report(args, stats)
-    return EXIT_DAMAGED_INPUT if stats.damage else 0
+    return run_exit_code(bool(stats.damage), None)

@@ -15,7 +15,7 @@ class Backoff:
 
     Args:
         first, most: the first pause and the longest (seconds).
-        attempts: the most attempts (None: no limit but ``within``).
+        attempts: the most attempts (None: no limit but ``within``; neither: until an attempt succeeds or a pause is cut short).
         within: seconds from the start (the loss) after which no attempt starts; an attempt
             whose pause would end after it is not made (None: no limit but ``attempts``).
 
@@ -24,8 +24,6 @@ class Backoff:
 
     def __init__(self, first: float, most: float, *, attempts: int | None = None,
                  within: float | None = None) -> None:
-        if attempts is None and within is None:
-            raise ValueError("a backoff needs a limit: attempts or within")
         self.first, self.most = first, max(first, most)
         self.attempts, self.within = attempts, within
         self.attempts_made = 0

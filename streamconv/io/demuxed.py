@@ -22,9 +22,6 @@ from .ffmpeglog import ffmpeg_reason
 from .file import FileSource
 from .formats import is_pipe, is_sequence, pipe_url
 
-DEFAULT_RATE = 25
-"""Frames per second of an image sequence or raw video when none is given (FFmpeg's default)."""
-
 RAW_PIX_FMT = "yuv420p"
 """The pixel format of raw video when none is given (FFmpeg's default)."""
 

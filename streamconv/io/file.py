@@ -4,10 +4,9 @@ The first frame is decoded on opening, so the source knows its true size and an 
 decodable is refused before any output exists. Damage is counted, not fatal (see ``FileSource.damage``);
 a network input that stalls past its timeout ends the run (or is reopened: streamconv.io.reconnect).
 
-A local file is also checked against its container's own structure (an MP4 box, a Matroska segment,
-an MPEG-TS packet that the file ends inside of), because a cut file often decodes without a single
-error: the frames after the cut are simply not there (see streamconv.io.damage). The input's audio
-and subtitle streams travel with the frames (see streamconv.io.streamcopy).
+A local file is also checked against its container's own structure (an MP4 box, a Matroska segment, an
+MPEG-TS packet the file ends inside of), because a cut file often decodes without a single error: the
+frames after the cut are simply not there (streamconv.io.damage). Audio and subtitles travel with the frames.
 """
 
 from __future__ import annotations
@@ -303,8 +302,9 @@ class FileSource(Source):
 
     def _raise_read_error(self) -> None:
         """Raise the read failure that ended the demuxing, if one did."""
-        if getattr(self, "_read_error", None) is not None:
-            raise self._read_error
+        error, self._read_error = getattr(self, "_read_error", None), None
+        if error is not None:
+            raise error
 
     def _flush(self) -> Iterator[av.VideoFrame]:
         """The frames a decoder still holds after its input stopped early (none if it cannot say)."""

@@ -72,10 +72,11 @@ def _open_part(part: Path):
 
 def _check_alike(containers: Sequence, parts: Sequence[Path]) -> None:
     """Every part holds one video stream of the first part's codec, size and extradata."""
-    first = containers[0].streams.video[0].codec_context
     for container, part in zip(containers, parts):
         if not container.streams.video:
             raise StreamError(f"the segment {part.name} has no video stream")
+    first = containers[0].streams.video[0].codec_context
+    for container, part in zip(containers, parts):
         context = container.streams.video[0].codec_context
         if (context.name, context.width, context.height) != (first.name, first.width, first.height):
             raise StreamError(f"the segment {part.name} is {context.name} {context.width}x{context.height}, "

@@ -73,6 +73,7 @@ class ReconnectingSource(Source):
         self._adopt()
         self.time_base = self.inner.time_base
         self.frame_rate = self.inner.frame_rate
+        self._period = 1 / float(self.frame_rate)  # seconds a frame: what a gap is counted in
 
     def __getattr__(self, name: str):
         if name == "inner":  # not set yet: avoid recursing during construction
@@ -126,8 +127,7 @@ class ReconnectingSource(Source):
         label = getattr(self.inner, "path", self.inner.describe())
         log.warning("%s: %s after %d frames; reopening", label, reason, self._index)
         self.inner.close()
-        backoff = Backoff(self.backoff, self.max_backoff, within=self.within,
-                          attempts=None if self.within else 1_000_000)
+        backoff = Backoff(self.backoff, self.max_backoff, within=self.within)  # no limit without ``within``
         for attempt in backoff.pauses(lambda seconds: not self._interrupt.wait(seconds)):
             try:
                 self.inner = self._opener()
@@ -148,7 +148,7 @@ class ReconnectingSource(Source):
         count the frames missed before the first frame after a reconnect."""
         now = time.perf_counter()
         raw = float(meta.pts * meta.time_base) if meta.pts is not None and meta.time_base else None
-        period = 1 / float(self.frame_rate)
+        period = self._period
         if self._resumed:
             self._resumed = False
             if raw is not None and self._last_raw is not None and raw > self._last_raw:
@@ -164,8 +164,9 @@ class ReconnectingSource(Source):
         if raw is None:
             return meta
         self._last_raw, self._last = raw, raw + self._shift
-        meta.pts = round(Fraction(self._last).limit_denominator(10**9) / self.time_base)
-        meta.time_base = self.time_base
+        if self._shift or meta.time_base != self.time_base:  # else the pts is on the timeline already
+            meta.pts = round(Fraction(self._last).limit_denominator(10**9) / self.time_base)
+            meta.time_base = self.time_base
         return meta
 
     def interrupt(self) -> None:
