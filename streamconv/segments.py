@@ -35,7 +35,8 @@ from .io.open import open_sink
 from .io.segment import Segment, SegmentSource, keyframe_times, plan_cuts
 from .io.targets import check_target
 from .pipeline import Pipeline
-from .stats import RunStats
+from .batch_worker import Running
+from .stats import RunStats, StageTimes
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +118,7 @@ def combine_stats(results: Sequence[RunStats], seconds: float) -> RunStats:
         total.resizes += stats.resizes
         total.damage += [phrase for phrase in stats.damage if phrase not in total.damage]
         for stage, times in stats.stages.items():
-            total.stages.setdefault(stage, times)  # the first segment's samples stand for the stage
+            total.stages.setdefault(stage, StageTimes(total.sample_cap)).merge(times)
     return total
 
 
@@ -136,7 +137,7 @@ class _SegmentRunner:
         self.sink_options = dict(sink_options or {})
         self.source_options = source_options
         self.pipeline_options = pipeline_options
-        self._running: dict[int, Pipeline] = {}
+        self._running = Running()  # the segments' pipelines, aborted together
         self._lock = threading.Lock()
         self._stopping: int | None = None  # the signal that stopped the run, or -1 after a failure
 
@@ -179,9 +180,7 @@ class _SegmentRunner:
         with self._lock:
             if self._stopping is None:
                 self._stopping = why
-            running = list(self._running.values())
-        for pipeline in running:
-            pipeline.abort(why if why > 0 else None)
+        self._running.abort_all(why if why > 0 else None)  # and any segment's pipeline made after
 
     def _run_one(self, segment: Segment) -> RunStats:
         """One segment: its source, its part file, its Pipeline; aborted when the run stops."""
@@ -200,13 +199,8 @@ class _SegmentRunner:
             if sink is not None:
                 sink.abort()
             raise
-        with self._lock:
-            self._running[segment.index] = pipeline
-            stopping = self._stopping
-        if stopping is not None:
-            pipeline.abort(stopping if stopping > 0 else None)
+        self._running.add(pipeline)  # aborted at once if the run stopped meanwhile
         try:
             return pipeline.run()
         finally:
-            with self._lock:
-                self._running.pop(segment.index, None)
+            self._running.remove()

@@ -106,6 +106,17 @@ class StageTimes:
         buckets = self._buckets
         buckets[index] = buckets.get(index, 0) + 1
 
+    def merge(self, other: "StageTimes") -> None:
+        """Take in another record of the same stage (another segment's): counts, extremes and the
+        histogram add up; the raw times kept are this one's, then the other's, the last ``cap``."""
+        self.count += other.count
+        self.total += other.total
+        self.minimum, self.maximum = min(self.minimum, other.minimum), max(self.maximum, other.maximum)
+        for index, count in other._buckets.items():
+            self._buckets[index] = self._buckets.get(index, 0) + count
+        self._recent = array("d", (self.recent() + other.recent())[-self.cap:])
+        self._next = 0  # oldest first: the ring's start
+
     @property
     def exact(self) -> bool:
         """True while every time recorded is still kept raw (percentiles are then exact)."""

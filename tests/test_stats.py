@@ -132,3 +132,22 @@ def test_empty_stats_summarise_to_nothing():
     assert stats.summary() == {} and stats.samples == {} and stats.exact
     assert "0 frames" in stats.format_table()
     assert stats.to_dict()["samples_kept"] == {}
+
+
+def test_merged_stage_times_describe_every_frame_of_both(rng):
+    """Two records merged (a segmented run's stages) are the record of all their times at once."""
+    first, second = rng.exponential(1e-3, 700), rng.exponential(2e-3, 500)
+    merged, whole = StageTimes(cap=1000), StageTimes(cap=1000)
+    part_a, part_b = StageTimes(cap=1000), StageTimes(cap=1000)
+    for value in first:
+        part_a.add(value)
+        whole.add(value)
+    for value in second:
+        part_b.add(value)
+        whole.add(value)
+    merged.merge(part_a)
+    merged.merge(part_b)
+    assert (merged.count, merged.minimum, merged.maximum) == (whole.count, whole.minimum, whole.maximum)
+    assert merged.total == pytest.approx(whole.total)
+    assert merged.recent() == whole.recent()  # the last 1000, oldest first
+    assert not merged.exact and merged.percentiles([50, 99]) == whole.percentiles([50, 99])
