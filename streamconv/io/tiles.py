@@ -49,16 +49,17 @@ class TileSink(Sink):
         self.pipeline = None
         self.ended = False
         self.shown_at: deque[float] = deque(maxlen=31)
+        self._live = False  # the attached pipeline's source is live (set by attach)
 
     def attach(self, pipeline) -> None:
         """Keep the pipeline: the wall's keys stop it and swap its filters."""
         self.pipeline = pipeline
+        self._live = bool(getattr(getattr(pipeline, "source", None), "is_live", False))  # once, not per frame
 
     def send(self, frame: np.ndarray, meta: FrameMeta) -> None:
         """Copy one (H, W, C) uint8 or uint16 RGB host frame into this tile; waits while the window
         is paused, for a source that is not live."""
-        live = bool(getattr(getattr(self.pipeline, "source", None), "is_live", False))
-        while self.wall.paused and not live and not self.wall.quit_requested:
+        while self.wall.paused and not self._live and not self.wall.quit_requested:
             if self.pipeline is not None and self.pipeline.stopping:
                 break
             time.sleep(0.05)
@@ -114,6 +115,7 @@ class TileWall:
         self._lock = threading.Lock()
         self._canvas: np.ndarray | None = None
         self._cell = (0, 0)
+        self._columns = 1  # the grid's, with the cell size once the canvas is laid out
         self._changed = False
         self._quit = threading.Event()
         self._open = self._closed = False
@@ -149,10 +151,11 @@ class TileWall:
         with self._lock:
             if self._canvas is None:
                 height, width = self.size()
+                rows, self._columns = grid(len(self.tiles))
                 self._canvas = np.zeros((height, width, 3), np.uint8)
-                self._cell = (height // grid(len(self.tiles))[0], width // grid(len(self.tiles))[1])
+                self._cell = (height // rows, width // self._columns)
             cell_h, cell_w = self._cell
-            row, column = divmod(index, grid(len(self.tiles))[1])
+            row, column = divmod(index, self._columns)
             cell = self._canvas[row * cell_h:(row + 1) * cell_h, column * cell_w:(column + 1) * cell_w]
             _fit(frame, cell)
             self._changed = True
@@ -192,11 +195,10 @@ class TileWall:
 
     def _draw_overlays(self, canvas: np.ndarray) -> None:
         cell_h, cell_w = self._cell
-        columns = grid(len(self.tiles))[1]
+        _, _, width, height = overlay_box(cell_w)
         for tile in self.tiles:
-            row, column = divmod(tile.index, columns)
+            row, column = divmod(tile.index, self._columns)
             top, left = row * cell_h, column * cell_w
-            _, _, width, height = overlay_box(cell_w)
             region = canvas[top:top + min(height, cell_h), left:left + width]
             region //= 3  # darkened, not blanked: the frame stays visible behind the text
             for number, line in enumerate(tile.overlay_text()):
