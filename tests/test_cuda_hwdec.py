@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from streamconv.io.file import FileSource
+from streamconv.io.yuv import YuvLayout, planes_to_frame
 
 from test_yuv import make_clip
 
@@ -47,10 +48,11 @@ def test_nvdec_hevc_10_bit_gives_the_software_planes(tmp_path):
         stream = container.add_stream("libx265", rate=25)
         stream.width, stream.height, stream.pix_fmt = 320, 240, "yuv420p10le"
         stream.options = {"x265-params": "log-level=error"}
-        rng = np.random.default_rng(3)
+        rng, layout = np.random.default_rng(3), YuvLayout(320, 240, bits=10)
         for index in range(8):
-            samples = rng.integers(64, 940, (240 * 3 // 2, 320), dtype=np.uint16)
-            frame = av.VideoFrame.from_ndarray(samples, format="yuv420p10le")
+            samples = rng.integers(64, 940, layout.shape, dtype=np.uint16)
+            # Copied in plane by plane: PyAV before 18 (the last for Python 3.10) has no yuv420p10le from_ndarray.
+            frame = planes_to_frame(samples, layout, "yuv420p10le", None)
             frame.pts = index
             for packet in stream.encode(frame):
                 container.mux(packet)

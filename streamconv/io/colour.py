@@ -15,9 +15,11 @@ import av
 import numpy as np
 from av.video.reformatter import ColorRange, Colorspace
 
+# SWS_CS_BT2020: PyAV names it from 18 on (which needs Python 3.11); older releases take the number.
+_BT2020 = getattr(Colorspace, "BT2020", 9)
 # FFmpeg's AVColorSpace numbers -> the matrices its scaler knows.
 _MATRICES = {1: Colorspace.ITU709, 4: Colorspace.FCC, 5: Colorspace.ITU601, 6: Colorspace.ITU601,
-             7: Colorspace.SMPTE240M, 9: Colorspace.BT2020, 10: Colorspace.BT2020}
+             7: Colorspace.SMPTE240M, 9: _BT2020, 10: _BT2020}
 FULL_RANGE = 2  # AVCOL_RANGE_JPEG
 UNSPECIFIED = 2  # AVCOL_SPC_UNSPECIFIED, AVCOL_PRI_UNSPECIFIED, AVCOL_TRC_UNSPECIFIED
 
@@ -44,7 +46,7 @@ class ColourTags:
                    int(described.color_primaries), int(described.color_trc))
 
     @property
-    def matrix(self) -> Colorspace | None:
+    def matrix(self) -> Colorspace | int | None:
         """The scaler's matrix, or None for its default (BT.601)."""
         return _MATRICES.get(self.space)
 
