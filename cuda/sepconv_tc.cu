@@ -45,7 +45,12 @@
 #include "conv_common.cuh"
 #include "tc_common.cuh"
 
-#include <type_traits>
+// A compile-time flag of its own: NVRTC, which compiles these kernels where no toolkit is
+// installed, ships no standard headers.
+template <bool kValue>
+struct EdgeFlag {
+  static constexpr bool value = kValue;
+};
 
 #if ELEM_BYTES != 1 || BANKS != 1
 #error "sepconv_tc.cu takes one bank of uint8 samples"
@@ -307,7 +312,7 @@ sepconv_tc_u8(const unsigned char* __restrict__ src, unsigned char* __restrict__
     }
   };
   if (inner_x)
-    run(std::false_type{});
+    run(EdgeFlag<false>{});
   else
-    run(std::true_type{});
+    run(EdgeFlag<true>{});
 }

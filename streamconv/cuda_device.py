@@ -13,10 +13,12 @@ import shutil
 import threading
 from typing import Sequence
 
+from . import kernel_loader, prebuilt
 from .errors import BackendUnavailableError, FilterSpecError
 
-CUDA_EXTRA = "pip install 'streamconv[cuda]'"
-"""What to run when PyCUDA is missing."""
+CUDA_EXTRA = "streamconv install-cuda"
+"""What to run when PyCUDA is missing (it needs only the NVIDIA driver; with a CUDA toolkit,
+``pip install 'streamconv[cuda]'`` works too)."""
 
 
 @functools.lru_cache(maxsize=None)
@@ -40,13 +42,35 @@ def cuda_status(device: int = 0) -> tuple[bool, str]:
         return False, "no NVIDIA GPU found"
     if not 0 <= device < count:
         return False, f"device {device} requested, {count} GPU(s) present (0..{count - 1})"
-    if shutil.which("nvcc") is None:
-        return False, "nvcc not found on PATH (the CUDA toolkit compiles the kernels)"
     gpu = driver.Device(device)
     major, minor = gpu.compute_capability()
     version = driver.get_driver_version()
-    return True, (f"{gpu.name()} (device {device}, sm_{major}{minor}, "
-                  f"driver CUDA {version // 1000}.{version % 1000 // 10})")
+    described = (f"{gpu.name()} (device {device}, sm_{major}{minor}, "
+                 f"driver CUDA {version // 1000}.{version % 1000 // 10})")
+    kernels = kernel_supply(f"sm_{major}{minor}")
+    if kernels is None:
+        return False, f"{described}: no kernels for it: {kernel_loader.missing_compiler_hint()}"
+    return True, f"{described}; kernels {kernels}"
+
+
+def kernel_supply(arch: str) -> str | None:
+    """Where this GPU's kernels come from, e.g. ``prebuilt (212), else NVRTC 13.0``, or None when
+    nothing is prebuilt for ``arch`` and no compiler is usable."""
+    index = prebuilt.read_index() if kernel_loader.prebuilt_enabled() else None
+    covered = 0 if index is None else index.count_for(arch, kernel_loader.driver_cuda_major())
+    compiler = kernel_loader.chosen_compiler()
+    found = kernel_loader.find_nvrtc() if compiler in ("auto", "nvrtc") else None
+    if found is not None:
+        compiling = f"NVRTC {found.version[0]}.{found.version[1]}"
+    elif compiler in ("auto", "nvcc") and shutil.which("nvcc") is not None:
+        compiling = "nvcc"
+    else:
+        compiling = None
+    if covered and compiling:
+        return f"prebuilt ({covered}), else {compiling}"
+    if covered:
+        return f"prebuilt only ({covered}; others cannot compile: {kernel_loader.missing_compiler_hint(compiler)})"
+    return f"compiled by {compiling}" if compiling else None
 
 
 def cuda_device_count() -> int:

@@ -70,13 +70,13 @@ class OutputError(StreamconvError, OSError):
 
 
 class BackendUnavailableError(StreamconvError, RuntimeError):
-    """The requested compute backend cannot run here (no PyCUDA, no GPU, no nvcc)."""
+    """The requested compute backend cannot run here (no PyCUDA, no GPU, no kernel for it and no compiler)."""
 
     exit_code = 7
 
 
 class KernelCompileError(BackendUnavailableError):
-    """nvcc rejected a kernel; the message carries nvcc's output."""
+    """NVRTC or nvcc rejected a kernel; the message carries the compiler's output."""
 
 
 class VirtualCameraError(BackendUnavailableError):

@@ -1,12 +1,20 @@
-"""The one place CUDA kernels are compiled: read from the installed package, specialised, memoized.
+"""The one place CUDA kernels come from: prebuilt with the wheel, or compiled here, memoized.
 
 A *specialisation* is a kernel file plus sorted ``#define``s, e.g.
-``conv2d[BANKS=1,BORDER=reflect101,CHANNELS=3,RADIUS=2]``. Each is compiled with nvcc
-(through PyCUDA) once per process and GPU architecture, and PyCUDA's on-disk cache keeps
-the cubin across processes. A module instance is loaded per filter stage, because each
-stage holds its own taps in the module's ``__constant__`` memory.
+``conv2d[BANKS=1,BORDER=reflect101,CHANNELS=3,RADIUS=2]``. Each is found, in this order:
 
-The CUDA backend and :mod:`streamconv.nn` both compile their kernels here; it sits beneath
+1. prebuilt: a fatbin the wheel carries (:mod:`streamconv.prebuilt`), which the driver loads with
+   no compiler installed;
+2. compiled by NVRTC (:mod:`streamconv.nvrtc`, a wheel), its cubin kept in the per-user cache
+   (:mod:`streamconv.kernel_cache`);
+3. compiled by nvcc, a CUDA toolkit's, through PyCUDA (which keeps its own cache).
+
+``STREAMCONV_PREBUILT=0`` skips the first; ``STREAMCONV_COMPILER=nvrtc|nvcc|none`` picks the
+compiler (default: NVRTC where found, else nvcc). Each specialisation is resolved once per process
+and GPU architecture. A module instance is loaded per filter stage, because each stage holds its
+own taps in the module's ``__constant__`` memory.
+
+The CUDA backend and :mod:`streamconv.nn` both load their kernels here; it sits beneath
 both (it imports neither), so that nn imports no module of backends.
 """
 
@@ -14,11 +22,15 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import shutil
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Mapping
 
+from . import cuda_setup, kernel_cache, nvrtc, prebuilt
 from .borders import BORDER_CODES
 from .errors import BackendUnavailableError, KernelCompileError
 from .resources import data_dir
@@ -26,7 +38,8 @@ from .resources import data_dir
 log = logging.getLogger(__name__)
 
 NVCC_OPTIONS = ("-O3", "-std=c++17")
-
+COMPILERS = ("auto", "nvrtc", "nvcc", "none")
+"""The values of ``STREAMCONV_COMPILER``."""
 
 def kernel_source(name: str) -> str:
     """The text of ``cuda/<name>.cu`` from this installation (never the working directory)."""
@@ -53,43 +66,167 @@ def with_defines(source: str, defines: Mapping[str, object]) -> str:
     return header + source
 
 
+@dataclass(frozen=True)
+class KernelImage:
+    """A specialisation's loadable code.
+
+    Attributes:
+        data: a fatbin or cubin, for ``cuModuleLoadData`` (host bytes).
+        origin: ``"prebuilt"``, ``"nvrtc"`` (compiled or read from the cache) or ``"nvcc"``.
+    """
+
+    data: bytes
+    origin: str
+
+
+_origins: dict[str, str] = {}
+_origins_lock = threading.Lock()
+
+
+def origins() -> dict[str, str]:
+    """Each specialisation this process loaded (its log label, with the arch) -> where its code
+    came from (``prebuilt``, ``nvrtc``, ``nvcc``)."""
+    with _origins_lock:
+        return dict(_origins)
+
+
+def chosen_compiler() -> str:
+    """``STREAMCONV_COMPILER`` (``auto`` when unset).
+
+    Raises:
+        BackendUnavailableError: an unknown value.
+    """
+    value = os.environ.get("STREAMCONV_COMPILER", "auto") or "auto"
+    if value not in COMPILERS:
+        raise BackendUnavailableError(f"STREAMCONV_COMPILER={value!r}; known: {', '.join(COMPILERS)}")
+    return value
+
+
+def prebuilt_enabled() -> bool:
+    """Whether prebuilt kernels are used (``STREAMCONV_PREBUILT`` is not ``0``)."""
+    return os.environ.get("STREAMCONV_PREBUILT", "1") != "0"
+
+
 @functools.lru_cache(maxsize=None)
-def _compile_cached(name: str, define_items: tuple[tuple[str, object], ...], arch: str) -> bytes:
+def driver_cuda_major() -> int | None:
+    """The CUDA major version of the installed driver (13 for 580), or None without a driver:
+    NVRTC must not be newer than it."""
+    driver = cuda_setup.find_driver()
+    return None if driver is None else driver.major
+
+
+def find_nvrtc() -> "nvrtc.Nvrtc | None":
+    """The NVRTC this process compiles with (None where none matches the driver)."""
+    return nvrtc.find(driver_cuda_major())
+
+
+@functools.lru_cache(maxsize=None)
+def _image_cached(name: str, define_items: tuple[tuple[str, object], ...], arch: str,
+                  use_prebuilt: bool, compiler: str) -> KernelImage:
     defines = dict(define_items)
+    text = with_defines(kernel_source(name), defines)
+    if use_prebuilt:
+        fatbin = prebuilt.lookup(name, text, arch, driver_cuda_major())
+        if fatbin is not None:
+            return KernelImage(fatbin, "prebuilt")
+    return compile_image(name, defines, arch, compiler)
+
+
+def compile_image(name: str, defines: Mapping[str, object], arch: str, compiler: str = "auto") -> KernelImage:
+    """Compile a specialisation for ``arch`` with ``compiler`` (``auto``: NVRTC where found,
+    else nvcc), not looking at the prebuilt kernels.
+
+    Raises:
+        KernelCompileError: the compiler rejected it; the message carries its output.
+        BackendUnavailableError: no compiler (the message names the command that installs one),
+            or the source is missing.
+    """
     label = specialisation_name(name, defines)
-    if shutil.which("nvcc") is None:
-        raise BackendUnavailableError(f"nvcc not found on PATH; it is needed to compile {label}")
+    text = with_defines(kernel_source(name), defines)
+    started = time.perf_counter()
+    found = find_nvrtc() if compiler in ("auto", "nvrtc") else None
+    if found is not None:
+        key = prebuilt.source_key(name, text)
+        tag = f"nvrtc{found.version[0]}.{found.version[1]}"
+        cubin = kernel_cache.read(key, arch, tag)
+        if cubin is None:
+            cubin = nvrtc.compile_cubin(found, text, label, arch, str(data_dir("cuda")))
+            kernel_cache.write(key, arch, tag, cubin)
+        image = KernelImage(cubin, "nvrtc")
+    elif compiler in ("auto", "nvcc") and shutil.which("nvcc") is not None:
+        image = KernelImage(_nvcc(text, label, arch), "nvcc")
+    else:
+        raise BackendUnavailableError(f"no compiler for {label} on {arch}: {missing_compiler_hint(compiler)}")
+    log.info("%s for %s from %s in %.2f s", label, arch, image.origin, time.perf_counter() - started)
+    return image
+
+
+def missing_compiler_hint(compiler: str = "auto") -> str:
+    """Why no compiler is usable, and the one command that installs one."""
+    if compiler == "none":
+        return "STREAMCONV_COMPILER=none forbids compiling"
+    major = driver_cuda_major()
+    command = nvrtc.INSTALL_HINT.get(major or 13, nvrtc.INSTALL_HINT[13])
+    if compiler == "nvcc":
+        return "STREAMCONV_COMPILER=nvcc, and nvcc is not on PATH"
+    return f"neither NVRTC nor nvcc was found; `{command}` installs NVRTC"
+
+
+def _nvcc(text: str, label: str, arch: str) -> bytes:
     from pycuda import compiler  # optional (the cuda extra), and slow to import
     from pycuda.driver import CompileError
 
-    source = with_defines(kernel_source(name), defines)
-    started = time.perf_counter()
     try:
-        cubin = compiler.compile(source, options=list(NVCC_OPTIONS), no_extern_c=True, arch=arch,
-                                 include_dirs=[str(data_dir("cuda"))])
+        return compiler.compile(text, options=list(NVCC_OPTIONS), no_extern_c=True, arch=arch,
+                                include_dirs=[str(data_dir("cuda"))])
     except CompileError as exc:
         output = "\n".join(part for part in (exc.stdout, exc.stderr) if part) or str(exc)
         raise KernelCompileError(f"nvcc failed to compile {label} for {arch}:\n{output.strip()}") from None
-    log.info("compiled %s for %s in %.2f s (or loaded from the cache)", label, arch,
-             time.perf_counter() - started)
-    return cubin
+
+
+def kernel_image(name: str, defines: Mapping[str, object], arch: str) -> KernelImage:
+    """The code of ``cuda/<name>.cu`` with ``defines`` for ``arch`` (e.g. ``sm_90``): prebuilt
+    if the wheel carries it, else compiled; memoized.
+
+    Raises:
+        KernelCompileError: the compiler rejected it; the message carries its output.
+        BackendUnavailableError: nothing prebuilt and no compiler, or the source is missing.
+    """
+    return _image_cached(name, tuple(sorted(defines.items())), arch, prebuilt_enabled(), chosen_compiler())
 
 
 def compile_kernel(name: str, defines: Mapping[str, object], arch: str) -> bytes:
-    """Compile ``cuda/<name>.cu`` with ``defines`` for ``arch`` (e.g. ``sm_90``); memoized.
-
-    Raises:
-        KernelCompileError: nvcc rejected it; the message carries nvcc's output.
-        BackendUnavailableError: no nvcc on the PATH, or the source is missing.
-    """
-    return _compile_cached(name, tuple(sorted(defines.items())), arch)
+    """The bytes of :func:`kernel_image` (a fatbin or a cubin)."""
+    return kernel_image(name, defines, arch).data
 
 
 def load_module(name: str, defines: Mapping[str, object], arch: str):
-    """A new PyCUDA module instance of a specialisation, in the current CUDA context."""
+    """A new PyCUDA module instance of a specialisation, in the current CUDA context.
+
+    A prebuilt fatbin the driver refuses (a driver older than the CUDA that built it) is
+    logged and the specialisation compiled instead.
+    """
     import pycuda.driver as driver  # optional (the cuda extra)
 
-    return driver.module_from_buffer(compile_kernel(name, defines, arch))
+    image = kernel_image(name, defines, arch)
+    label = f"{specialisation_name(name, defines)} {arch}"
+    if image.origin == "prebuilt":
+        try:
+            module = driver.module_from_buffer(image.data)
+        except driver.Error as exc:
+            log.warning("the driver refused the prebuilt %s (%s); compiling it", label, exc)
+            image = compile_image(name, defines, arch, chosen_compiler())
+        else:
+            _record(label, image.origin)
+            return module
+    module = driver.module_from_buffer(image.data)
+    _record(label, image.origin)
+    return module
+
+
+def _record(label: str, origin: str) -> None:
+    with _origins_lock:
+        _origins[label] = origin
 
 
 def precompile(specialisations: list[tuple[str, Mapping[str, object]]], arch: str, *,

@@ -1,11 +1,12 @@
 """The CUDA backend against the CPU oracle, on fresh random data with every output poisoned first.
 
 Every test here carries the ``cuda`` marker and is skipped, with the reason, where there
-is no GPU, PyCUDA or nvcc.
+is no GPU or PyCUDA, or no kernel for it.
 """
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
@@ -126,12 +127,17 @@ def test_contexts_stay_balanced_over_several_pipelines(driver):
         assert driver.Context.get_current() is None
 
 
-def test_compile_error_carries_nvcc_output():
+@pytest.mark.parametrize("compiler", ["nvrtc", "nvcc"])
+def test_compile_error_carries_the_compilers_output(compiler, monkeypatch):
     from streamconv import kernel_loader
 
+    if compiler == "nvcc" and shutil.which("nvcc") is None:
+        pytest.skip("nvcc not on PATH (only the driver and NVRTC here)")
+    monkeypatch.setenv("STREAMCONV_COMPILER", compiler)
     with pytest.raises(KernelCompileError) as info:
         kernel_loader.compile_kernel("conv2d", {"RADIUS": "not_a_number", "CHANNELS": 3}, "sm_90")
-    assert "nvcc failed to compile conv2d[CHANNELS=3,RADIUS=not_a_number]" in str(info.value)
+    assert f"{'NVRTC' if compiler == 'nvrtc' else 'nvcc'}" in str(info.value)
+    assert "failed to compile conv2d[CHANNELS=3,RADIUS=not_a_number]" in str(info.value)
     assert "error" in str(info.value)
 
 

@@ -85,6 +85,26 @@ def test_wheel_contains_kernels_and_presets(wheel):
     assert "streamconv = streamconv.launch:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
 
+TREE_INDEX = REPO / "cuda" / "prebuilt" / "index.json"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not TREE_INDEX.is_file(),
+                    reason="no prebuilt kernels in this checkout (python -m streamconv.prebuild --out cuda/prebuilt)")
+def test_wheel_carries_the_prebuilt_kernels(wheel):
+    archive = zipfile.ZipFile(wheel)
+    index = json.loads(archive.read("streamconv/cuda/prebuilt/index.json"))
+    assert index == json.loads(TREE_INDEX.read_text())
+    names = set(archive.namelist())
+    assert len(index["entries"]) >= 150
+    for entry in index["entries"].values():
+        name = f"streamconv/cuda/prebuilt/{entry['file']}"
+        assert name in names, entry["label"]
+        assert archive.read(name)[:4] == b"\x50\xed\x55\xba", entry["label"]  # a fatbin
+        assert "sm_90" in entry["archs"] and "sm_80" in entry["archs"], entry["label"]
+    assert {"sm_75", "sm_80", "sm_90"} <= set(index["archs"])
+
+
 @pytest.mark.slow
 def test_installed_wheel_finds_its_data(wheel, tmp_path):
     target = tmp_path / "site"
@@ -99,6 +119,7 @@ def test_installed_wheel_finds_its_data(wheel, tmp_path):
         import streamconv
         from streamconv.resources import data_dir
         from streamconv.presets import list_presets, load_preset
+        from streamconv import prebuilt
         cuda = data_dir("cuda")
         print(json.dumps({
             "package": streamconv.__file__,
@@ -107,6 +128,7 @@ def test_installed_wheel_finds_its_data(wheel, tmp_path):
             "pipelines": str(data_dir("pipelines")),
             "presets": list_presets(),
             "edge_stages": len(load_preset("edge").filters),
+            "prebuilt": 0 if prebuilt.read_index() is None else len(prebuilt.read_index().entries),
         }))
     """)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -122,6 +144,8 @@ def test_installed_wheel_finds_its_data(wheel, tmp_path):
     assert "README.md" in found["cuda_files"]
     assert found["presets"] == sorted(p.stem for p in (REPO / "pipelines").glob("*.toml"))
     assert found["edge_stages"] >= 1
+    if TREE_INDEX.is_file():  # the installed copy finds its own prebuilt kernels
+        assert found["prebuilt"] == len(json.loads(TREE_INDEX.read_text())["entries"])
     # the command runs from the installed copy too
     cli = subprocess.run([sys.executable, "-m", "streamconv", "filters"], capture_output=True,
                          text=True, cwd=elsewhere, env=env, timeout=120)

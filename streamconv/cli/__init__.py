@@ -12,24 +12,19 @@ from __future__ import annotations
 
 import argparse
 import logging
-import platform
 import sys
 from typing import Sequence
 
-import cv2  # (before av: see streamconv.io.display.check_import_order)
-import av
-import numpy
+import cv2  # noqa: F401 - first, before any module imports av (streamconv.io.display.check_import_order)
 
-from .. import __version__
-from ..backends import cuda_status
 from ..errors import EXIT_INTERRUPTED, StreamconvError
 from ..filters import describe_registry
 from ..interrupts import SignalGuard
-from ..io.encoder_check import hardware_encoders
-from ..io.nvdec_caps import NvdecUnsupported, decoder_table, nvdec_module
 from ..presets import list_presets, load_preset
 from .batch import cmd_batch
 from .bench import cmd_bench
+from .info import cmd_info
+from .install_cuda import cmd_install_cuda, take_pip_args
 from .parser import build_parser
 from .run import check_run_args, cmd_run
 from .segments import check_segment_args, cmd_run_segments
@@ -48,61 +43,13 @@ def cmd_filters(_args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_info(_args: argparse.Namespace) -> int:
-    """``streamconv info``: versions and backend availability."""
-    print(f"streamconv {__version__}")
-    print(f"python     {platform.python_version()} ({sys.executable})")
-    print(f"numpy      {numpy.__version__}")
-    print(f"av         {av.__version__} (FFmpeg libavcodec {'.'.join(map(str, av.library_versions['libavcodec']))})")
-    print(f"opencv     {cv2.__version__}")
-    try:
-        import pycuda  # optional (the cuda extra): its absence is what info reports
-
-        print(f"pycuda     {pycuda.VERSION_TEXT}")
-    except ImportError:
-        print("pycuda     not installed")
-    print("backends:")
-    print("  cpu: available (NumPy + OpenCV reference)")
-    usable, reason = cuda_status(0)
-    print(f"  cuda: {'available: ' if usable else 'unavailable: '}{reason}")
-    _print_codecs(usable)
-    return 0
-
-
-def _print_codecs(gpu: bool) -> None:
-    """The decoders (libavcodec, NVDEC's capabilities on device 0) and the NVENC encoders."""
-    print("decoders:")
-    print("  cpu: libavcodec (every codec of this FFmpeg build)")
-    try:
-        nvdec_module()
-        rows = decoder_table(0) if gpu else []
-        print(f"  nvdec: {_nvdec_summary(rows) if gpu else 'unavailable: no usable GPU'}")
-    except NvdecUnsupported as exc:
-        print(f"  nvdec: unavailable: {exc}")
-    print("encoders (NVENC):")
-    for codec, reason in hardware_encoders().items():
-        print(f"  {codec}: {'available' if reason is None else f'unavailable: {reason}'}")
-
-
-def _nvdec_summary(rows) -> str:
-    """``h264 8-bit (to 4096x4096); hevc 8/10/12-bit (to 8192x8192); ...`` for the supported rows."""
-    by_codec: dict[str, list] = {}
-    for row in rows:
-        if row.supported:
-            by_codec.setdefault(row.codec, []).append(row)
-    if not by_codec:
-        return "unavailable: NVDEC reports no 4:2:0 decoder on device 0"
-    parts = [f"{codec} {'/'.join(str(r.bits) for r in found)}-bit (to {found[0].max_width}x{found[0].max_height})"
-             for codec, found in by_codec.items()]
-    return "device 0: " + "; ".join(parts)
-
-
 def cmd_run_any(args: argparse.Namespace) -> int:
     """``streamconv run``: in one piece, or in segments with --segments N."""
     return cmd_run_segments(args) if args.segments is not None else cmd_run(args)
 
 
-COMMANDS = {"run": cmd_run_any, "batch": cmd_batch, "filters": cmd_filters, "info": cmd_info, "bench": cmd_bench}
+COMMANDS = {"run": cmd_run_any, "batch": cmd_batch, "filters": cmd_filters, "info": cmd_info, "bench": cmd_bench,
+            "install-cuda": cmd_install_cuda}
 
 
 def main(argv: Sequence[str] | None = None, *, signals: SignalGuard | None = None) -> int:
@@ -131,6 +78,8 @@ def _main(argv: Sequence[str] | None, guard: SignalGuard) -> int:
     if args.command == "run":
         check_run_args(args.command_parser, args, extra)
         check_segment_args(args.command_parser, args)
+    elif args.command == "install-cuda":
+        take_pip_args(args, extra)
     elif extra:  # the command's own usage, not the top level's
         args.command_parser.error(f"unrecognized arguments: {' '.join(extra)}")
     verbose = getattr(args, "verbose", False)

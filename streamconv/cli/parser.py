@@ -9,6 +9,7 @@ from ..backends import BACKENDS
 from ..backends.plan import KERNEL_CHOICES
 from ..borders import BORDER_MODES, DEFAULT_BORDER
 from .bench import add_bench_parser
+from .install_cuda import add_install_cuda_parser
 from .options import (MAX_TIMEOUT, bit_rate, container_format, crf_value, device_list, ffmpeg_option, frame_size,
                       non_negative_int, pixel_format, pixel_limit, positive_float, positive_int, ring_size,
                       timeout_seconds)
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("filters", help="list filters, their parameters and the presets")
     commands.add_parser("info", help="versions, and which backends can run here and why not")
     add_bench_parser(commands)
+    add_install_cuda_parser(commands)
     for command in commands.choices.values():
         command.set_defaults(command_parser=command)  # its own usage for its own errors
     return parser

@@ -1,0 +1,109 @@
+"""``streamconv info``: versions, the GPU and its kernels, the codecs, each missing piece named
+with the one command that fixes it."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import sys
+
+import cv2  # (before av: see streamconv.io.display.check_import_order)
+import av
+import numpy
+
+from .. import __version__, cuda_setup, kernel_cache, kernel_loader, nvrtc, prebuilt
+from ..backends import cuda_status
+from ..io.encoder_check import hardware_encoders
+from ..io.nvdec_caps import NvdecUnsupported, decoder_table, nvdec_module
+
+INSTALL_CUDA = "streamconv install-cuda"
+"""The one command that installs the GPU path (PyCUDA, NVRTC) on a machine with the driver."""
+
+
+def cmd_info(_args: argparse.Namespace) -> int:
+    """``streamconv info``: versions and backend availability."""
+    print(f"streamconv {__version__}")
+    print(f"python     {platform.python_version()} ({sys.executable})")
+    print(f"numpy      {numpy.__version__}")
+    print(f"av         {av.__version__} (FFmpeg libavcodec {'.'.join(map(str, av.library_versions['libavcodec']))})")
+    print(f"opencv     {cv2.__version__}")
+    arch = _print_gpu()
+    print("backends:")
+    print("  cpu: available (NumPy + OpenCV reference)")
+    usable, reason = cuda_status(0)
+    print(f"  cuda: {'available: ' if usable else 'unavailable: '}{reason}")
+    _print_kernels(arch)
+    _print_codecs(usable)
+    return 0
+
+
+def _print_gpu() -> str | None:
+    """The driver and PyCUDA lines; device 0's architecture (``sm_90``) where both work."""
+    driver = cuda_setup.find_driver()
+    print(f"driver     {driver.describe() if driver else 'not found (libcuda.so.1 does not load; install the NVIDIA driver)'}")
+    try:
+        import pycuda  # optional (the cuda extra): its absence is what info reports
+        import pycuda.driver as cuda
+    except ImportError:
+        print(f"pycuda     not installed (fix: {INSTALL_CUDA})")
+        return None
+    print(f"pycuda     {pycuda.VERSION_TEXT}")
+    try:
+        cuda.init()
+        major, minor = cuda.Device(0).compute_capability()
+    except Exception:  # no GPU or a broken driver: cuda_status says which below
+        return None
+    return f"sm_{major}{minor}"
+
+
+def _print_kernels(arch: str | None) -> None:
+    """Where kernels come from here: prebuilt, NVRTC, nvcc, and the cache."""
+    print("kernels:")
+    enabled = kernel_loader.prebuilt_enabled()
+    driver = cuda_setup.find_driver()
+    shown = prebuilt.summary(arch, driver.major if driver else None)
+    print(f"  prebuilt: {shown if enabled else 'not used (STREAMCONV_PREBUILT=0)'}")
+    found = nvrtc.find(driver.major if driver else None)
+    hint = nvrtc.INSTALL_HINT.get(driver.major if driver else 13, nvrtc.INSTALL_HINT[13])
+    print(f"  nvrtc: {found.describe() if found else f'not found (fix: {hint}, or {INSTALL_CUDA})'}")
+    nvcc = shutil.which("nvcc")
+    print(f"  nvcc: {nvcc or 'not on PATH (not needed: NVRTC compiles what is not prebuilt)'}")
+    try:
+        compiler = kernel_loader.chosen_compiler()
+    except Exception as exc:  # a bad STREAMCONV_COMPILER: say so rather than fail info
+        print(f"  compiler: {exc}")
+        return
+    using = "NVRTC" if found and compiler in ("auto", "nvrtc") else \
+        "nvcc" if nvcc and compiler in ("auto", "nvcc") else f"none ({kernel_loader.missing_compiler_hint(compiler)})"
+    print(f"  compiles with: {using} (STREAMCONV_COMPILER={os.environ.get('STREAMCONV_COMPILER', 'auto')})")
+    print(f"  cache: {kernel_cache.cache_dir()} ({kernel_cache.entries()} kernels)")
+def _print_codecs(gpu: bool) -> None:
+    """The decoders (libavcodec, NVDEC's capabilities on device 0) and the NVENC encoders."""
+    print("decoders:")
+    print("  cpu: libavcodec (every codec of this FFmpeg build)")
+    try:
+        nvdec_module()
+        rows = decoder_table(0) if gpu else []
+        print(f"  nvdec: {_nvdec_summary(rows) if gpu else 'unavailable: no usable GPU'}")
+    except NvdecUnsupported as exc:
+        print(f"  nvdec: unavailable: {exc}")
+    print("encoders (NVENC):")
+    for codec, reason in hardware_encoders().items():
+        print(f"  {codec}: {'available' if reason is None else f'unavailable: {reason}'}")
+
+
+def _nvdec_summary(rows) -> str:
+    """``h264 8-bit (to 4096x4096); hevc 8/10/12-bit (to 8192x8192); ...`` for the supported rows."""
+    by_codec: dict[str, list] = {}
+    for row in rows:
+        if row.supported:
+            by_codec.setdefault(row.codec, []).append(row)
+    if not by_codec:
+        return "unavailable: NVDEC reports no 4:2:0 decoder on device 0"
+    parts = [f"{codec} {'/'.join(str(r.bits) for r in found)}-bit (to {found[0].max_width}x{found[0].max_height})"
+             for codec, found in by_codec.items()]
+    return "device 0: " + "; ".join(parts)
+
+
