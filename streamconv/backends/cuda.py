@@ -74,8 +74,9 @@ class CudaBackend(Backend):
             it already; else it is made here from ``filters`` and ``kernel``.
 
     Raises:
-        BackendUnavailableError: PyCUDA, the driver, the device or nvcc is missing.
-        KernelCompileError: nvcc rejected a kernel.
+        BackendUnavailableError: PyCUDA, the driver or the device is missing, or a kernel is
+            neither prebuilt nor compilable here.
+        KernelCompileError: NVRTC or nvcc rejected a kernel.
         FilterSpecError: an unknown kernel, or one that cannot run a stage (``separable``
             for taps that are not rank 1).
     """
