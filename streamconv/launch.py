@@ -10,7 +10,6 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from .errors import Interrupted
 from .interrupts import SignalGuard
 
 
@@ -22,9 +21,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         guard.deferred = True
         try:
             from .cli import main as cli_main  # heavy: under the guard
-        except Interrupted as exc:
-            sys.stderr.write("streamconv: interrupted\n")
-            return exc.exit_code
         finally:
             guard.deferred = False
         if guard.received is not None:

@@ -9,6 +9,7 @@ finishes its output), a second aborts them all.
 
 from __future__ import annotations
 
+import functools
 import logging
 import signal
 import threading
@@ -223,17 +224,25 @@ def run_many(sources: Sequence[Source | str | Path], filters: Sequence[str | Fil
     if display:
         from .io.tiles import TileWall  # OpenCV's GUI only when a window is asked for
         wall = TileWall()
+    makers = [functools.partial(Pipeline, sources[n], filters, output_for(output, n), **options)
+              for n in range(len(sources))]
+    return run_tiled(makers, labels, wall)
 
-    def maker(index: int) -> Callable[[], Pipeline]:
-        def make() -> Pipeline:
-            pipeline = Pipeline(sources[index], filters, output_for(output, index), **options)
+
+def run_tiled(makers: Sequence[Callable[[], Pipeline]], labels: Sequence[str], wall=None) -> MultiResult:
+    """Open every pipeline that ``makers`` build (each shown in its own tile of ``wall``, a
+    :class:`streamconv.io.tiles.TileWall`, when given), run them all at once, then close the
+    wall; ``labels`` name the sources in tiles and results."""
+    def shown(index: int, make: Callable[[], Pipeline]) -> Callable[[], Pipeline]:
+        def opened() -> Pipeline:
+            pipeline = make()
             if wall is not None:
                 pipeline.sink = wall.add(pipeline.source, labels[index], pipeline.sink)
             return pipeline
-        return make
+        return opened
 
     try:
-        return MultiRun(open_all([maker(n) for n in range(len(sources))]), labels).run()
+        return MultiRun(open_all([shown(n, make) for n, make in enumerate(makers)]), list(labels)).run()
     finally:
         if wall is not None:
             wall.close()

@@ -45,14 +45,22 @@ def local_path(spec: str | os.PathLike) -> Path | None:
     return Path(text)
 
 
-def _protected(protect) -> list[tuple[str, Path]]:
+class ProtectedFiles(list):
+    """(role, file) pairs already expanded by :func:`protected_files`, so that checking many
+    outputs against the same inputs lists an input sequence's folder once, not per output."""
+
+
+def protected_files(protect) -> ProtectedFiles:
     """(role, file) pairs from ``protect``: a mapping of role -> spec (``{"the output": ...}``),
-    or specs that are all inputs. Specs naming no local file (URLs) are left out; an image
-    sequence's pattern (``img%04d.png``) stands for each of its files."""
+    or specs that are all inputs, or pairs this function made already (returned as they are).
+    Specs naming no local file (URLs) are left out; an image sequence's pattern (``img%04d.png``)
+    stands for each of its files."""
+    if isinstance(protect, ProtectedFiles):
+        return protect
     pairs = protect.items() if isinstance(protect, dict) else (("the input", spec) for spec in protect)
     found = [(role, path) for role, spec in pairs if (path := local_path(spec)) is not None]
-    return [(role, file) for role, path in found for file in ([path, *numbered_files(path)]
-                                                              if is_pattern(path) else [path])]
+    return ProtectedFiles((role, file) for role, path in found
+                          for file in ([path, *numbered_files(path)] if is_pattern(path) else [path]))
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -72,8 +80,9 @@ def check_output_path(output: str | os.PathLike, *, overwrite: bool, protect: It
     Args:
         output: the file to write.
         overwrite: whether an existing file may be replaced.
-        protect: files the output must never be: input specs (paths or ``file:`` URLs), or a
-            mapping of role -> spec (``{"the output": "out.mp4"}``) that messages name.
+        protect: files the output must never be: input specs (paths or ``file:`` URLs), a
+            mapping of role -> spec (``{"the output": "out.mp4"}``) that messages name, or
+            :func:`protected_files`' result.
         what: how messages name the file (``output``, ``--stats-json``...).
 
     Returns:
@@ -85,7 +94,7 @@ def check_output_path(output: str | os.PathLike, *, overwrite: bool, protect: It
             ``overwrite`` is False.
     """
     path = Path(output)
-    for role, other in _protected(protect):
+    for role, other in protected_files(protect):
         if _same_file(other, path):
             raise OutputError(f"{what} is the same file as {role}: {output}")
     if len(os.fsencode(path.name)) > _NAME_MAX:
@@ -144,13 +153,20 @@ class AtomicFile:
     :meth:`create` makes the temporary file; :meth:`publish` moves it into place;
     :meth:`discard` removes it. ``publish`` and ``discard`` may race from two threads (a
     second Ctrl-C while a file is being finished): whichever comes first wins.
+
+    A sink's output target: ``container_options`` are the muxer options it needs (none), and
+    ``published_as_written`` is False (the file appears only once whole), unlike the targets of
+    :mod:`streamconv.io.targets`.
     """
+
+    container_options: dict[str, str] = {}
+    published_as_written = False
 
     def __init__(self, target: str | os.PathLike, *, overwrite: bool = False, protect: Iterable = (),
                  what: str = "output") -> None:
         self.target = Path(target)
         self.overwrite = overwrite
-        self.protect = protect if isinstance(protect, dict) else tuple(protect)
+        self.protect = protect if isinstance(protect, (dict, ProtectedFiles)) else tuple(protect)
         self.what = what
         self.temp: Path | None = None
         self.handle: BinaryIO | None = None
@@ -230,7 +246,7 @@ class AtomicFile:
                 pass
 
     def _move(self) -> None:
-        for role, other in _protected(self.protect):
+        for role, other in protected_files(self.protect):
             if _same_file(other, self.target):
                 raise OutputError(f"{self.what} became the same file as {role}: {self.target}; "
                                   f"not replaced")

@@ -7,19 +7,22 @@ and drives the window with real key presses.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import signal
 import subprocess
 import sys
 import time
+from typing import Iterator
 
 import av
 import numpy as np
 import pytest
 
 from streamconv.backends.cpu import CpuBackend
-from streamconv.io.display import gui_backend, overlay_box
+from streamconv.io.display import gui_backend
+from streamconv.io.overlay import overlay_box
 from streamconv.errors import DisplayError
 from streamconv.filters import parse_chain
 from streamconv.presets import load_preset
@@ -51,6 +54,18 @@ def start(display: VirtualDisplay, *args: str) -> subprocess.Popen:
     env = dict(display.env, PYTHONPATH=str(REPO))
     return subprocess.Popen([sys.executable, "-m", "streamconv", "run", *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@contextlib.contextmanager
+def running(display: VirtualDisplay, *args: str) -> Iterator[subprocess.Popen]:
+    """``streamconv run ARGS`` on the virtual display, killed on the way out if still running."""
+    process = start(display, *args)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
 
 
 def finish(process: subprocess.Popen, timeout: float = 15) -> tuple[int, str]:
@@ -105,10 +120,9 @@ def settled_pixels(display: VirtualDisplay, window: int, frames: list[np.ndarray
 def test_window_shows_input_and_output_and_keys_drive_it(xserver, tmp_path):
     frames = pattern_frames(1200)
     out, stats_path = tmp_path / "watched.mp4", tmp_path / "stats.json"
-    process = start(xserver, f"test:{WIDTH}x{HEIGHT}@30,frames=100000", "--realtime", "--side-by-side",
-                    "--filter", "edge", "--backend", "cpu", "-o", str(out), "--stats-json",
-                    str(stats_path), "-v")
-    try:
+    with running(xserver, f"test:{WIDTH}x{HEIGHT}@30,frames=100000", "--realtime", "--side-by-side",
+                 "--filter", "edge", "--backend", "cpu", "-o", str(out), "--stats-json",
+                 str(stats_path), "-v") as process:
         window = find_window(xserver, "^streamconv: test")
         time.sleep(0.5)  # a few frames in, so the overlay has numbers
         with_overlay = settled_pixels(xserver, window, frames, skip_overlay=True)
@@ -126,9 +140,6 @@ def test_window_shows_input_and_output_and_keys_drive_it(xserver, tmp_path):
         switched = settled_pixels(xserver, window, frames)
         press(xserver, window, "q")
         code, stderr = finish(process)
-    finally:
-        if process.poll() is None:
-            process.kill()
     assert code == 0, stderr
     assert with_overlay.shape == (HEIGHT, 2 * WIDTH, 3)
 
@@ -162,9 +173,8 @@ def test_window_shows_input_and_output_and_keys_drive_it(xserver, tmp_path):
 @pytest.mark.parametrize("how, code", [("close the window", 0), ("Ctrl-C", 130)])
 def test_closing_the_window_or_ctrl_c_stops_and_finalizes(xserver, tmp_path, how, code):
     out = tmp_path / "live.mp4"
-    process = start(xserver, "test:160x120@30,live", "--display", "--filter", "box:size=3",
-                    "--backend", "cpu", "-o", str(out))
-    try:
+    with running(xserver, "test:160x120@30,live", "--display", "--filter", "box:size=3",
+                 "--backend", "cpu", "-o", str(out)) as process:
         window = find_window(xserver, "^streamconv: test")
         time.sleep(0.6)
         if how == "Ctrl-C":
@@ -172,9 +182,6 @@ def test_closing_the_window_or_ctrl_c_stops_and_finalizes(xserver, tmp_path, how
         else:
             close_window(xserver, window)
         returncode, stderr = finish(process)
-    finally:
-        if process.poll() is None:
-            process.kill()
     assert returncode == code, stderr
     assert "Traceback" not in stderr
     frames = int(re.search(r"(\d+) frames in", stderr)[1])

@@ -26,7 +26,7 @@ from streamconv.io.tiles import grid
 
 from conftest import REPO
 from fakecam import FakeCameraFactory, FakeCapture
-from test_display import finish, start, xserver  # noqa: F401 - the module-scoped virtual X server
+from test_display import finish, running, xserver  # noqa: F401 - the module-scoped virtual X server
 from xdisplay import find_window, press, window_geometry
 
 SIZES = [(64, 48, 30), (48, 32, 20)]  # width, height, frames of each live pattern
@@ -137,18 +137,14 @@ TILES = [(160, 120), (96, 72), (128, 96)]  # three sources: a 2x2 grid of 160x12
 
 def test_window_tiles_every_source_and_q_stops_them_all(xserver, tmp_path):  # noqa: F811 - the fixture
     specs = [f"test:{w}x{h}@30,live" for w, h in TILES]
-    process = start(xserver, *specs, "--display", "--no-overlay", "-f", "identity", "--backend", "cpu",
-                    "-o", str(tmp_path / "t{n}.mkv"))
-    try:
+    with running(xserver, *specs, "--display", "--no-overlay", "-f", "identity", "--backend", "cpu",
+                 "-o", str(tmp_path / "t{n}.mkv")) as process:
         window = find_window(xserver, "^streamconv: 3 sources")
         time.sleep(1.0)
         x, y, width, height = window_geometry(xserver, window)
         pixels = _settled_tiles(xserver, (x, y, width, height))
         press(xserver, window, "q")
         code, stderr = finish(process)
-    finally:
-        if process.poll() is None:
-            process.kill()
     assert code == 0, stderr
     assert (height, width) == (2 * 120, 2 * 160)
     for n, (w, h) in enumerate(TILES):

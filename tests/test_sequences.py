@@ -139,3 +139,12 @@ def test_a_sequence_sink_from_python_writes_numbered_images(tmp_path):
 
 def test_a_missing_sequence_exits_4(cli, tmp_path):
     assert_error(run_quiet(cli, str(tmp_path / "none%03d.png")), 4, "none%03d.png")
+
+
+def test_a_sequence_or_pipe_checks_its_timeout_as_a_file_does(tmp_path):
+    from streamconv.errors import FilterSpecError
+    from streamconv.io.demuxed import DemuxedSource
+
+    for path in (str(tmp_path / "img%03d.png"), "pipe:0"):
+        with pytest.raises(FilterSpecError, match="timeout must be 0 to"):
+            DemuxedSource(path, timeout=-1.0)

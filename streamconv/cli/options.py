@@ -11,7 +11,7 @@ import cv2  # noqa: F401  (before av: see streamconv.io.display.check_import_ord
 import av
 
 from ..frames import MAX_RING
-from ..io.file import MAX_TIMEOUT
+from ..io.container import MAX_TIMEOUT
 
 
 def non_negative_int(text: str) -> int:

@@ -14,7 +14,7 @@ from .options import (MAX_TIMEOUT, bit_rate, container_format, crf_value, device
                       non_negative_int, pixel_format, pixel_limit, positive_float, positive_int, ring_size,
                       timeout_seconds)
 from ..io.display import KEYS_HELP
-from ..io.file import NETWORK_TIMEOUT
+from ..io.container import NETWORK_TIMEOUT
 from ..io.reconnect import RECONNECT_WINDOW
 from ..io.nvdec_caps import DECODERS
 from ..frames import DEFAULT_MAX_PIXELS, MAX_RING

@@ -15,6 +15,7 @@ No source is ever written to: each output is checked against every SOURCE as for
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from typing import Callable
@@ -23,7 +24,7 @@ from ..errors import StreamconvError
 from ..io.camera import is_webcam_spec
 from ..io.open import writes_a_file
 from ..io.targets import check_target
-from ..multi import PLACEHOLDER, MultiResult, MultiRun, open_all, output_for
+from ..multi import PLACEHOLDER, MultiResult, output_for, run_tiled
 from ..pipeline import Pipeline
 from ..publish import check_output_path, write_atomically
 
@@ -66,21 +67,11 @@ def run_several(args: argparse.Namespace, build: Callable[[argparse.Namespace], 
         wall = TileWall(title=f"streamconv: {len(args.sources)} sources", overlay=not args.no_overlay,
                         filter_cycle=cycle)
 
-    def maker(index: int) -> Callable[[], Pipeline]:
-        def make() -> Pipeline:
-            own = argparse.Namespace(**{**vars(args), "source": args.sources[index], "output": outputs[index],
-                                        "display": False, "no_progress": True})
-            pipeline = build(own)
-            if wall is not None:
-                pipeline.sink = wall.add(pipeline.source, args.sources[index], pipeline.sink)
-            return pipeline
-        return make
+    def own_args(index: int) -> argparse.Namespace:
+        return argparse.Namespace(**{**vars(args), "source": args.sources[index], "output": outputs[index],
+                                     "display": False, "no_progress": True})
 
-    try:
-        result = MultiRun(open_all([maker(n) for n in range(len(args.sources))]), args.sources).run()
-    finally:
-        if wall is not None:
-            wall.close()
+    result = run_tiled([functools.partial(build, own_args(n)) for n in range(len(args.sources))], args.sources, wall)
     _report(args, result, outputs)
     return result.exit_code
 

@@ -15,8 +15,56 @@ import av
 from av.codec.hwaccel import HWAccel, hwdevices_available
 from av.sidedata.sidedata import Type as SideData
 
-from ..errors import InputError
+from pathlib import Path
+
+from ..errors import FilterSpecError, InputError
 from .ffmpeglog import ffmpeg_reason, opening
+
+NETWORK_TIMEOUT = 10.0
+"""Seconds a network input may send nothing before the run gives up (``--timeout``)."""
+MAX_TIMEOUT = 1e6
+"""Longest timeout, in seconds (11.6 days; FFmpeg counts it in int64 microseconds). 0 waits forever."""
+
+
+def open_input(path: str, timeout: float | None, hwaccel: str | None, options: dict | None, *,
+               format: str | None = None, local_check: bool = True, hint: str = ""):
+    """Open a source's input: (the container, the timeout in force or None).
+
+    Args:
+        path: a file, URL, pipe or pattern FFmpeg reads.
+        timeout: seconds; None: NETWORK_TIMEOUT for URLs, no limit otherwise; 0: no limit. It
+            bounds the opening and, as ``rw_timeout`` (unless ``options`` has one), every read.
+        hwaccel, format: as :func:`open_container`.
+        options: FFmpeg options of the demuxer and protocol.
+        local_check: a path without ``://`` must be an existing file (False for a pipe or pattern,
+            where FFmpeg says what is missing).
+        hint: appended to the message when FFmpeg cannot open it.
+
+    Raises:
+        InputError: missing, a folder, unreadable or not openable; FilterSpecError: a timeout
+            out of range.
+    """
+    if local_check and "://" not in path:
+        if not Path(path).exists():
+            raise InputError(f"input not found: {path}")
+        if Path(path).is_dir():
+            raise InputError(f"input is a directory, not a video: {path}")
+    if timeout is None:
+        timeout = NETWORK_TIMEOUT if "://" in path else 0
+    if not 0 <= timeout <= MAX_TIMEOUT:  # NaN fails it too
+        raise FilterSpecError(f"timeout must be 0 to {MAX_TIMEOUT:g} seconds (0: wait forever), got {timeout}")
+    options = dict(options or {})
+    if timeout and "rw_timeout" not in options:
+        # rw_timeout ends a stalled read; PyAV's timeout also bounds the opening probe, which it does not.
+        options["rw_timeout"] = str(int(timeout * 1e6))
+    try:
+        return open_container(path, options, timeout or None, hwaccel, format), timeout or None
+    except InputError:
+        raise
+    except PermissionError:
+        raise InputError(f"input not readable (permission denied): {path}") from None
+    except (av.FFmpegError, OSError, ValueError) as exc:
+        raise InputError(f"cannot open input {path}: {ffmpeg_reason(exc, timeout or None)}{hint}") from None
 
 
 def open_container(path: str, options: dict, timeout: float | None, hwaccel: str | None,

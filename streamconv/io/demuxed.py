@@ -12,13 +12,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import cv2  # noqa: F401  (before av: see streamconv.io.display.check_import_order)
-import av
-
 from ..errors import InputError
-from .container import open_container
+from .container import open_input
 from .damage import InputDamage
-from .ffmpeglog import ffmpeg_reason
 from .file import FileSource
 from .formats import is_pipe, is_sequence, pipe_url
 
@@ -90,15 +86,9 @@ class DemuxedSource(FileSource):
         """Open with the demuxer and options asked for (``input_options`` over the raw-video or
         sequence ones; a pipe or a pattern has no file to check first: FFmpeg says what is
         missing), and start judging damage."""
-        self.timeout = timeout or None
         self.hwaccel = hwaccel
-        try:
-            self._container = open_container(self.path, {**self._demuxer_options, **(input_options or {})},
-                                             self.timeout, hwaccel,
-                                             format=self._demuxer)
-        except InputError:
-            raise
-        except (av.FFmpegError, OSError, ValueError) as exc:
-            hint = _STREAMABLE_HINT if is_pipe(self.path) else ""
-            raise InputError(f"cannot open input {self.path}: {ffmpeg_reason(exc, self.timeout)}{hint}") from None
+        self._container, self.timeout = open_input(
+            self.path, timeout, hwaccel, {**self._demuxer_options, **(input_options or {})}, format=self._demuxer,
+            local_check=not (is_pipe(self.path) or is_sequence(self.path)),
+            hint=_STREAMABLE_HINT if is_pipe(self.path) else "")
         self._damage = InputDamage(self.path, self._container.format.name)

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..errors import DisplayError
 from ..slots import FrameMeta
+from .overlay import draw_overlay, overlay_box, recent_fps
 from .sink import Sink
 
 log = logging.getLogger(__name__)
@@ -34,18 +35,6 @@ log = logging.getLogger(__name__)
 KEYS_HELP = "q/Esc quit, space pause, o overlay, f next filter"
 _QUIT_KEYS = {ord("q"), ord("Q"), 27}
 _PAUSE_KEY, _OVERLAY_KEY, _CYCLE_KEY = ord(" "), ord("o"), ord("f")
-
-_FONT = cv2.FONT_HERSHEY_SIMPLEX
-_FONT_SCALE = 0.5
-_LINE_HEIGHT = 20
-_OVERLAY_LINES = 2
-
-
-def overlay_box(frame_width: int) -> tuple[int, int, int, int]:
-    """The region (x, y, width, height) in window pixels that the overlay may cover: the top
-    left of the first panel (the input, when side by side), at most ``frame_width`` wide."""
-    return 0, 0, min(frame_width, 460), _LINE_HEIGHT * _OVERLAY_LINES + 8
-
 
 # ------------------------------------------------------------------ availability
 
@@ -374,11 +363,7 @@ class DisplaySink(Sink):
 
     def overlay_text(self) -> list[str]:
         """The overlay's lines: fps and latency p50/p95 over recent frames; filter and drops."""
-        fps = 0.0
-        if len(self._shown_at) > 1:
-            span = self._shown_at[-1] - self._shown_at[0]
-            fps = (len(self._shown_at) - 1) / span if span > 0 else 0.0
-        first = f"{fps:5.1f} fps"
+        first = f"{recent_fps(self._shown_at):5.1f} fps"
         if self._latency:
             p50, p95 = np.percentile(np.asarray(self._latency) * 1e3, (50, 95))
             first += f"  latency p50 {p50:.1f} ms  p95 {p95:.1f} ms"
@@ -389,14 +374,7 @@ class DisplaySink(Sink):
 
     def _draw_overlay(self, canvas: np.ndarray) -> None:
         panel_width = canvas.shape[1] // 2 if self.side_by_side else canvas.shape[1]
-        x, y, width, height = overlay_box(panel_width)
-        height = min(height, canvas.shape[0])
-        # Darken rather than blank the box so the frame stays visible behind the text.
-        region = canvas[y:y + height, x:x + width]
-        region //= 3
-        for number, line in enumerate(self.overlay_text()):
-            cv2.putText(canvas, line, (x + 6, y + _LINE_HEIGHT * (number + 1)), _FONT, _FONT_SCALE,
-                        (255, 255, 255), 1, cv2.LINE_AA)
+        draw_overlay(canvas, self.overlay_text(), *overlay_box(panel_width))
 
     # -------------------------------------------------------- lifecycle
 

@@ -21,10 +21,10 @@ import cv2  # noqa: F401  (before av: see streamconv.io.display.check_import_ord
 import av
 import numpy as np
 
-from ..errors import FilterSpecError, FrameFormatError, FrameTypeError, InputError, NoVideoStreamError, StreamError
+from ..errors import FrameFormatError, FrameTypeError, InputError, NoVideoStreamError, StreamError
 from ..frames import DEFAULT_MAX_PIXELS, check_frame_size
 from ..slots import RESIZED, FrameMeta
-from .container import display_matrix, frame_count, open_container
+from .container import display_matrix, frame_count, open_input
 from .colour import FULL_RANGE, ColourTags, format_bits, frame_to_rgb, plane_rows
 from .damage import InputDamage, declared_end
 from .ffmpeglog import DamageLog, ffmpeg_reason
@@ -35,10 +35,6 @@ from .yuv import YuvLayout, frame_to_planes
 
 log = logging.getLogger(__name__)
 
-NETWORK_TIMEOUT = 10.0
-"""Seconds a network input may send nothing before the run gives up (``--timeout``)."""
-MAX_TIMEOUT = 1e6
-"""Longest timeout, in seconds (11.6 days; FFmpeg counts it in int64 microseconds). 0 waits forever."""
 
 
 class FileSource(Source):
@@ -99,32 +95,10 @@ class FileSource(Source):
         self._report_depth()
 
     def _open_input(self, timeout: float | None, hwaccel: str | None, input_options: dict | None) -> None:
-        """Open the container (a local path checked first) with the timeout, FFmpeg options and
-        hardware decoder asked for, and judge how the file is cut short, if it is."""
-        if "://" not in self.path:
-            file = Path(self.path)
-            if not file.exists():
-                raise InputError(f"input not found: {self.path}")
-            if file.is_dir():
-                raise InputError(f"input is a directory, not a video: {self.path}")
-        if timeout is None:
-            timeout = NETWORK_TIMEOUT if "://" in self.path else 0
-        if not 0 <= timeout <= MAX_TIMEOUT:  # NaN fails it too
-            raise FilterSpecError(f"timeout must be 0 to {MAX_TIMEOUT:g} seconds (0: wait forever), got {timeout}")
-        self.timeout = timeout or None
-        options = dict(input_options or {})
-        if self.timeout and "rw_timeout" not in options:
-            # rw_timeout ends a stalled read; PyAV's timeout also bounds the opening probe, which it does not.
-            options["rw_timeout"] = str(int(self.timeout * 1e6))
+        """Open the container with the timeout, FFmpeg options and hardware decoder asked for, and
+        judge how the file is cut short, if it is."""
         self.hwaccel = hwaccel
-        try:
-            self._container = open_container(self.path, options, self.timeout, hwaccel)
-        except InputError:
-            raise
-        except PermissionError:
-            raise InputError(f"input not readable (permission denied): {self.path}") from None
-        except (av.FFmpegError, OSError, ValueError) as exc:
-            raise InputError(f"cannot open input {self.path}: {ffmpeg_reason(exc, self.timeout)}") from None
+        self._container, self.timeout = open_input(self.path, timeout, hwaccel, input_options)
         # Before the streams are judged: a cut index can hide the video stream itself.
         self._damage = InputDamage(self.path, self._container.format.name)
 

@@ -101,7 +101,7 @@ class FileSink(Sink):
         self._file = self._target(path, overwrite, protect, format)
         self.path = self._file.target
         self.format = output_format(path, format)
-        self._muxer_options = {**getattr(self._file, "container_options", {}), **(muxer_options or {})}
+        self._muxer_options = {**self._file.container_options, **(muxer_options or {})}
         # Held while the container is in use: an abort from another thread (a second Ctrl-C)
         # must not close it under an encode.
         self._busy = threading.RLock()
@@ -309,7 +309,7 @@ class FileSink(Sink):
             written = 0
         self.failed = True
         self.abort()
-        if getattr(self._file, "published_as_written", False):  # a pipe or a sequence: no temporary file
+        if self._file.published_as_written:  # a pipe, a sequence or a URL: no temporary file
             raise OutputError(f"writing {self.path} failed after {self.frames_written} frames: "
                               f"{exc.strerror or exc}") from None
         raise OutputError(

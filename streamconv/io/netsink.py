@@ -23,6 +23,7 @@ import av
 from ..errors import OutputError, StreamError
 from .ffmpeglog import ffmpeg_reason
 from .filesink import FileSink
+from .targets import MuxedTarget
 
 log = logging.getLogger(__name__)
 
@@ -64,26 +65,6 @@ def with_query(url: str, options: dict[str, str]) -> str:
     return f"{url}{'&' if '?' in url else '?'}{query}"
 
 
-class _SentAsWritten:
-    """A network output's stand-in for :class:`streamconv.publish.AtomicFile`: FFmpeg opens the
-    URL itself, and nothing is published at the end or removed after a failure."""
-
-    temp = None
-    published_as_written = True
-
-    def __init__(self, target: str, url: str) -> None:
-        self.target, self.url = target, url
-
-    def create(self) -> str:
-        return self.url
-
-    def publish(self) -> None:
-        """Nothing to move: every packet went out as it was muxed."""
-
-    def discard(self) -> None:
-        """Nothing to remove: what was sent has been sent."""
-
-
 class NetworkSink(FileSink):
     """Encodes RGB frames (or yuv420p planes) and sends them to a network URL with PyAV.
 
@@ -121,9 +102,9 @@ class NetworkSink(FileSink):
         super().__init__(str(url), format=format or NETWORK_CONTAINERS[scheme],
                          muxer_options=muxer_options, options=encoder, **kwargs)
 
-    def _target(self, path, overwrite: bool, protect, format) -> "_SentAsWritten":
+    def _target(self, path, overwrite: bool, protect, format) -> MuxedTarget:
         """The URL itself: nothing local is checked, made or published."""
-        return _SentAsWritten(str(path), self._send_to)
+        return MuxedTarget(str(path), self._send_to)  # FFmpeg opens the URL itself
 
     def _open(self) -> None:
         """Set up the encoder and connect (or, with ``listen``, wait for a receiver) at once,

@@ -22,33 +22,41 @@ from pathlib import Path
 from typing import Iterable
 
 from ..numbered import numbered_files, pattern_name
-from ..publish import AtomicFile, check_output_path
+from ..publish import AtomicFile, check_output_path, protected_files
 from .formats import is_pipe, is_sequence, pipe_url
 
 log = logging.getLogger(__name__)
 
 
-class PipeTarget:
-    """A pipe: standard output (``-``, ``pipe:``, ``pipe:1``) or another descriptor (``pipe:N``),
-    written through FFmpeg's pipe protocol as the muxer writes."""
+class MuxedTarget:
+    """An output FFmpeg writes as the muxer goes (a pipe, a network URL), in place of
+    :class:`streamconv.publish.AtomicFile`: no temporary file, nothing to publish at the end or
+    to take back after a failure (what was written has been read or sent)."""
 
     temp = None
     container_options: dict[str, str] = {}
     published_as_written = True
 
-    def __init__(self, spec: str | os.PathLike) -> None:
-        self.target = Path(os.fspath(spec))
-        self.url = pipe_url(spec, 1)
+    def __init__(self, target, url: str) -> None:
+        self.target, self.url = target, url
 
     def create(self) -> str:
-        """The URL the muxer opens (``pipe:1``)."""
+        """The URL the muxer opens."""
         return self.url
 
     def publish(self) -> None:
         """Nothing to do: the muxer's close wrote the last bytes."""
 
     def discard(self) -> None:
-        """Nothing to take back: what was written has been read."""
+        """Nothing to take back."""
+
+
+class PipeTarget(MuxedTarget):
+    """A pipe: standard output (``-``, ``pipe:``, ``pipe:1``) or another descriptor (``pipe:N``),
+    written through FFmpeg's pipe protocol (``pipe:1``) as the muxer writes."""
+
+    def __init__(self, spec: str | os.PathLike) -> None:
+        super().__init__(Path(os.fspath(spec)), pipe_url(spec, 1))
 
 
 class SequenceTarget:
@@ -74,6 +82,7 @@ class SequenceTarget:
                  what: str = "output") -> None:
         self.target = Path(pattern)
         existing = numbered_files(self.target)
+        protect = protected_files(protect)  # once, not per numbered file
         for path in [pattern_name(self.target, 1), *existing]:
             check_output_path(path, overwrite=overwrite, protect=protect, what=what)
         self._existing = set(existing)

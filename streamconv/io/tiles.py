@@ -25,8 +25,9 @@ import cv2
 import numpy as np
 
 from ..slots import FrameMeta
-from .display import (_CYCLE_KEY, _FONT, _FONT_SCALE, _LINE_HEIGHT, _OVERLAY_KEY, _PAUSE_KEY, _QUIT_KEYS, _GuiThread,
-                      check_display, destroy_window, open_window, overlay_box, to_bgr, window_visible)
+from .display import (_CYCLE_KEY, _OVERLAY_KEY, _PAUSE_KEY, _QUIT_KEYS, _GuiThread, check_display, destroy_window,
+                      open_window, to_bgr, window_visible)
+from .overlay import draw_overlay, overlay_box, recent_fps
 from .sink import FanoutSink, NullSink, Sink
 from .source import Source
 
@@ -69,10 +70,7 @@ class TileSink(Sink):
 
     def overlay_text(self) -> list[str]:
         """The tile's overlay: its index and source; fps over recent frames and frames dropped."""
-        fps = 0.0
-        if len(self.shown_at) > 1:
-            span = self.shown_at[-1] - self.shown_at[0]
-            fps = (len(self.shown_at) - 1) / span if span > 0 else 0.0
+        fps = recent_fps(self.shown_at)
         dropped = getattr(self.pipeline, "dropped", 0) if self.pipeline is not None else 0
         state = "  ended" if self.ended else ""
         return [f"{self.index}: {self.label}", f"{fps:5.1f} fps  dropped {dropped}{state}"]
@@ -199,11 +197,7 @@ class TileWall:
         for tile in self.tiles:
             row, column = divmod(tile.index, self._columns)
             top, left = row * cell_h, column * cell_w
-            region = canvas[top:top + min(height, cell_h), left:left + width]
-            region //= 3  # darkened, not blanked: the frame stays visible behind the text
-            for number, line in enumerate(tile.overlay_text()):
-                cv2.putText(canvas, line, (left + 6, top + _LINE_HEIGHT * (number + 1)), _FONT, _FONT_SCALE,
-                            (255, 255, 255), 1, cv2.LINE_AA)
+            draw_overlay(canvas, tile.overlay_text(), left, top, width, min(height, cell_h))
 
     def _on_key(self, key: int) -> None:
         if key in _QUIT_KEYS:
