@@ -28,7 +28,7 @@ from ..interrupts import SignalGuard
 from ..io.encoder_check import hardware_encoders
 from ..io.nvdec_caps import NvdecUnsupported, decoder_table, nvdec_module
 from ..presets import list_presets, load_preset
-from .batch import cmd_batch
+from .batch import check_batch_args, cmd_batch
 from .bench import cmd_bench
 from .parser import build_parser
 from .run import check_run_args, cmd_run
@@ -133,6 +133,8 @@ def _main(argv: Sequence[str] | None, guard: SignalGuard) -> int:
         check_segment_args(args.command_parser, args)
     elif extra:  # the command's own usage, not the top level's
         args.command_parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.command == "batch":
+        check_batch_args(args.command_parser, args)
     verbose = getattr(args, "verbose", False)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="streamconv: %(message)s", stream=sys.stderr, force=True)
