@@ -6,6 +6,9 @@ stats. Past what one process's threads can drive, the inputs are shared among wo
 (:mod:`streamconv.batch_worker`), each with its threads; only this process writes the manifest. One input failing never stops the others; the manifest (:mod:`streamconv.manifest`) says
 what happened to each. Signals (the main thread's): a first SIGINT/SIGTERM starts no new input
 and lets the running ones finish; a second aborts them, their outputs discarded.
+
+With ``segments`` each input is instead cut at keyframes and filtered in segments by
+:func:`streamconv.segments.run_segments`, the inputs one after another (see :class:`Batch`).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import logging
 import multiprocessing
 import os
 import queue
+import shutil
 import signal
 import sys
 import threading
@@ -27,12 +31,14 @@ from .batch_inputs import BatchInput, find_inputs, plan_outputs, refuse_existing
 from .borders import DEFAULT_BORDER
 from .cuda_device import gpu_numbers
 from .batch_ray import run_on_ray
-from .batch_worker import Prefetch, RunSettings, Running, run_input, worker_process
-from .errors import EXIT_DAMAGED_INPUT, EXIT_SOME_FAILED, Interrupted
+from .batch_worker import Prefetch, RunSettings, Running, judge_run, run_input, worker_process
+from .errors import EXIT_DAMAGED_INPUT, EXIT_SOME_FAILED, FilterSpecError, Interrupted
 from .frames import as_count
 from .filters import FilterStage, parse_chain
 from .interrupts import stop_on_signals
 from .manifest import FINISHED, MANIFEST_NAME, BatchRecord, Manifest, earlier_records, is_complete
+from .segments import parts_prefix, run_segments
+from .stats import RunStats
 
 log = logging.getLogger(__name__)
 
@@ -86,10 +92,19 @@ class Batch:
             one in RAY_ADDRESS or a new local one, or the cluster's address; None: this host only.
         open_ahead: each worker opens its next input while the current one runs (see
             :class:`streamconv.batch_worker.Prefetch`); False: one at a time.
+        segments: filter each input in this many segments (None: whole), cut at its keyframes
+            and joined into its output (:func:`streamconv.segments.run_segments`). The inputs
+            then run one after another, each one's segments at once over ``devices`` (``jobs``
+            given: at most ``jobs`` times the devices), in threads of this process: the segments
+            are the parallel work, so a long input is not left to one slot while the others'
+            slots idle, and one input's output is whole before the next starts. Every input
+            is a regular file (:func:`find_inputs`), so it can be sought. Not with ``ray``,
+            ``processes`` > 1 or ``decoder="nvdec"`` (see :func:`segments_refusal`).
 
     Raises (before any work):
         InputError: an input names nothing. OutputError: an output would be an input, two inputs
-        one output, or an output exists. FilterSpecError, BackendUnavailableError: as for Pipeline.
+        one output, or an output exists. FilterSpecError, BackendUnavailableError: as for Pipeline;
+        FilterSpecError also for ``segments`` with an option it cannot take.
     """
 
     def __init__(self, inputs: Sequence[str], filters: Sequence[str | FilterStage], outdir: str | Path, *,
@@ -97,7 +112,8 @@ class Batch:
                  border: str = DEFAULT_BORDER, kernel: str = "auto", ring: int = 3, decoder: str = "auto",
                  colour: str = "auto", sink_options: dict[str, Any] | None = None, manifest: str | Path | None = None,
                  resume: bool = False, overwrite: bool = False, recursive: bool = False, ext: str | None = None,
-                 progress: bool = False, ray: str | bool | None = None, open_ahead: bool = True) -> None:
+                 progress: bool = False, ray: str | bool | None = None, open_ahead: bool = True,
+                 segments: int | None = None) -> None:
         self.filters = parse_chain(filters)
         self.devices = gpu_numbers(devices)
         self.backend = resolve_backend(backend, device=self.devices[0])
@@ -106,6 +122,14 @@ class Batch:
         for device in self.devices[1:]:
             resolve_backend("cuda", device=device)  # each GPU asked for must be there
         self.jobs = as_count(jobs, "jobs", 1) if jobs is not None else default_jobs(self.backend)
+        self.segments = None if segments is None else as_count(segments, "segments", 1)
+        self.segment_jobs = None  # segments at once (None: all of an input's)
+        if self.segments is not None:
+            refusal = segments_refusal(processes=processes, ray=ray, decoder=decoder)
+            if refusal is not None:
+                raise FilterSpecError(refusal)
+            processes, open_ahead = 1, False  # one worker: an input's segments are the parallel work
+            self.segment_jobs = self.jobs * len(self.devices) if jobs is not None else None
         self.processes = (as_count(processes, "processes", 1) if processes is not None
                           else default_processes(self.jobs * len(self.devices)))
         self.progress = progress
@@ -150,16 +174,18 @@ class Batch:
         return BatchResult(self.manifest.records, self._exit_code(), self.manifest.path)
 
     def _run_threads(self, started: float) -> None:
-        """``jobs`` threads per device in this process."""
+        """``jobs`` threads per device in this process (in segments: one, the inputs in turn)."""
         for record in self.manifest.records:
             if record.status == "pending":
                 self._pending.put(record)
+        slots = ([(d, n) for d in self.devices for n in range(self.jobs)] if self.segments is None
+                 else [(self.devices[0], 0)])
         # Each worker sets its event when it ends: a Thread.join() cut short by a signal would
         # take the thread for ended (CPython releases its state lock), so it is not used here.
-        ended = [threading.Event() for _ in self.devices for _ in range(self.jobs)]
+        ended = [threading.Event() for _ in slots]
         workers = [threading.Thread(target=self._work, args=(device, event), name=f"streamconv-batch-{device}-{n}",
                                     daemon=True)
-                   for (device, n), event in zip(((d, n) for d in self.devices for n in range(self.jobs)), ended)]
+                   for (device, n), event in zip(slots, ended)]
         for worker in workers:
             worker.start()
         try:
@@ -283,10 +309,15 @@ class Batch:
 
     def _run_one(self, record: BatchRecord, device: int, prefetch: Prefetch | None) -> None:
         """Run one input in this thread, the manifest written as it starts and ends."""
-        record.status, record.device = "running", device if self.backend == "cuda" else None
+        one_gpu = self.segments is None or len(self.devices) == 1  # segments may take several
+        record.status, record.device = "running", device if self.backend == "cuda" and one_gpu else None
         self.manifest.write()
         try:
-            run_input(record, device, self.settings, self._running, prefetch)
+            if self.segments is None:
+                run_input(record, device, self.settings, self._running, prefetch)
+            else:
+                run_segmented_input(record, self.settings, self._running, segments=self.segments,
+                                    devices=self.devices, jobs=self.segment_jobs)
         finally:
             self.manifest.write()
 
@@ -307,15 +338,56 @@ def run_batch(inputs: Sequence[str], filters: Sequence[str | FilterStage], outdi
     return Batch(inputs, filters, outdir, **options).run()
 
 
+def segments_refusal(*, processes: int | None, ray: str | bool | None, decoder: str) -> str | None:
+    """Why a batch in segments cannot run with these options (None: it can), in the command's words.
+
+    An input's segments run as threads of the batch's process, each decoding with libavcodec
+    after a seek: Ray tasks and worker processes (which take whole inputs) and NVDEC do not apply.
+    """
+    if ray not in (None, False, ""):
+        return "--ray runs whole inputs as Ray tasks; --segments runs an input's segments in this process"
+    if processes is not None and processes > 1:
+        return "--processes does not apply with --segments (an input's segments run in threads of one process)"
+    if decoder == "nvdec":
+        return "--segments decodes with libavcodec (a seek per segment): --decoder nvdec does not apply"
+    return None
+
+
+def run_segmented_input(record: BatchRecord, settings: RunSettings, running: Running, *, segments: int,
+                        devices: list[int], jobs: int | None) -> None:
+    """Run one input in ``segments`` segments (:func:`streamconv.segments.run_segments`: cut at
+    keyframes, ``jobs`` at once over ``devices``, joined into its output, which appears whole or
+    not at all) and fill ``record`` as :func:`streamconv.batch_worker.run_input` does.
+
+    The run is kept in ``running``: a batch's second signal aborts every segment (nothing is
+    joined); a first lets it finish. The segments decode with libavcodec whatever the decoder.
+    """
+
+    def segmented() -> tuple[RunStats, None]:
+        Path(record.output).parent.mkdir(parents=True, exist_ok=True)
+        options = {k: v for k, v in settings.options.items() if k != "decoder"}
+        stats = run_segments(record.input, settings.filters, record.output, segments=segments, jobs=jobs,
+                             devices=devices, backend=settings.backend, overwrite=settings.replaces(record.output),
+                             sink_options=settings.sink_options, running=running, **options)
+        return stats, None  # never stopped early and finished: it ends whole or is aborted
+
+    judge_run(record, segmented, running)
+
+
 def remove_stale_partials(outputs) -> None:
-    """Remove the temporary files (``.NAME.RANDOM.partial.EXT``) a killed writer of these outputs
-    left behind: once a batch has ended none of its writers is alive, and nothing else makes them."""
+    """Remove the temporary files (``.NAME.RANDOM.partial.EXT``) and segments' part folders
+    (:func:`streamconv.segments.parts_prefix`) a killed writer of these outputs left behind: once
+    a batch has ended none of its writers is alive, and nothing else makes them."""
     for output in outputs:
         for stale in output.parent.glob(f".{output.stem}.*.partial{output.suffix}"):
             try:
                 stale.unlink()
             except OSError:
                 pass  # already gone, or not ours to remove: left as it is
+        prefix = parts_prefix(output)
+        for folder in output.parent.glob(".streamconv-segments-*"):
+            if folder.name.startswith(prefix) and folder.is_dir():
+                shutil.rmtree(folder, ignore_errors=True)
 
 
 def _record(item: BatchInput, earlier: dict | None) -> BatchRecord:

@@ -17,12 +17,13 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .errors import Interrupted, StreamconvError, run_exit_code
 from .filters import FilterStage
 from .manifest import BatchRecord
 from .pipeline import Pipeline
+from .stats import RunStats
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +40,15 @@ class RunSettings:
     ours: set[str] = field(default_factory=set)  # outputs an earlier batch wrote: ours to replace
     open_ahead: bool = True  # open each worker's next input while its current one runs
 
+    def replaces(self, output: str) -> bool:
+        """Whether ``output`` may be replaced: --overwrite, or an earlier batch of ours wrote it."""
+        return self.overwrite or output in self.ours
+
 
 class Running:
-    """The pipelines running now in this process, so that a second signal can abort them."""
+    """The pipelines running now in this process, so that a second signal can abort them; a
+    segmented input's run stands in for its segments (see :func:`streamconv.segments.run_segments`:
+    like a Pipeline it has ``abort(signum)`` and ``stats.frames``)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -117,7 +124,7 @@ class Prefetch:
 def open_input(record: BatchRecord, device: int, settings: RunSettings) -> Pipeline:
     """The Pipeline of one input (its source and sink open; nothing written until it runs)."""
     Path(record.output).parent.mkdir(parents=True, exist_ok=True)
-    sink_options = {**settings.sink_options, "overwrite": settings.overwrite or record.output in settings.ours}
+    sink_options = {**settings.sink_options, "overwrite": settings.replaces(record.output)}
     return Pipeline(record.input, settings.filters, record.output, backend=settings.backend,
                     device=device, sink_options=sink_options, **settings.options)
 
@@ -127,13 +134,31 @@ def run_input(record: BatchRecord, device: int, settings: RunSettings, running: 
     """Run one input through its own Pipeline (opened here, or ahead by ``prefetch``); fill
     ``record`` with how it ended (never raises for the input's own failure: that is the record's
     status). ``record.first_frame_ms`` counts from the input's turn: when it starts to run."""
-    turn = time.perf_counter()
-    started = prefetch.started if prefetch is not None else turn
-    try:
+
+    def one_piece() -> tuple[RunStats, int | None]:
         pipeline = prefetch.pipeline() if prefetch is not None else open_input(record, device, settings)
         running.add(pipeline)
-        stats = pipeline.run()
-        _finished(record, stats, pipeline.stop_signal)
+        return pipeline.run(), pipeline.stop_signal
+
+    record.opened_ahead = prefetch is not None
+    judge_run(record, one_piece, running, started=prefetch.started if prefetch is not None else None)
+
+
+def judge_run(record: BatchRecord, work: Callable[[], tuple[RunStats, int | None]], running: Running, *,
+              started: float | None = None) -> None:
+    """Call ``work()`` for one input, which runs it and returns its stats and the signal that
+    stopped it early (None: it ran to the end), and fill ``record`` with how it ended: its
+    figures, or failed / interrupted with the error (never raises for the input's own failure).
+
+    Args:
+        running: where ``work`` kept what it ran (this thread's entry is removed at the end).
+        started: when the input began to be opened (None: now), for ``record.seconds``.
+    """
+    turn = time.perf_counter()
+    started = turn if started is None else started
+    try:
+        stats, stop_signal = work()
+        _finished(record, stats, stop_signal)
         if stats.first_written is not None:
             record.first_frame_ms = round((stats.first_written - turn) * 1e3, 2)
     except Interrupted as exc:
@@ -143,7 +168,6 @@ def run_input(record: BatchRecord, device: int, settings: RunSettings, running: 
     except Exception as exc:  # one input's surprise must not stop the others
         record.status, record.exit_code, record.error = "failed", 1, f"internal error: {type(exc).__name__}: {exc}"
     finally:
-        record.opened_ahead = prefetch is not None
         running.remove()
         record.seconds = round(time.perf_counter() - started, 3)
         if record.status == "failed":

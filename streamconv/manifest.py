@@ -39,7 +39,8 @@ class BatchRecord:
         exit_code: what ``streamconv run`` would have returned for this input (None: not run yet).
         error: the error's message for a failed input.
         damage: what was found wrong with a damaged input.
-        decoder, device: who decoded it, and on which GPU it ran (None: the CPU backend).
+        decoder, device: who decoded it, and on which GPU it ran (None: the CPU backend, or a
+            segmented input's segments spread over several GPUs).
         bytes: the output's size once complete.
         first_frame_ms: from the input's turn to its first frame written (opening the input and
             the encoder, the first decode and filter; no CUDA context or kernel build after the

@@ -56,12 +56,19 @@ def plan_segments(source: str | Path, segments: int, *, video_stream: int = 0) -
     return planned
 
 
+def parts_prefix(output: str | Path) -> str:
+    """How the hidden folder of ``output``'s parts is named before its random ending, beside the
+    output: ``.streamconv-segments-NAME.`` (NAME cut to 100 characters, within any file system's
+    name limit), so that a batch can find what a killed run of its own left."""
+    return f".streamconv-segments-{Path(output).name[:100]}."
+
+
 def run_segments(source: str | Path, filters: Sequence[str | FilterStage], output: str | Path, *,
                  segments: int, jobs: int | None = None, devices: Sequence[int] | str | None = None,
                  backend: str = "auto", copy_streams: bool = True, overwrite: bool = False,
                  format: str | None = None, muxer_options: dict[str, str] | None = None,
                  sink_options: dict[str, Any] | None = None, source_options: dict[str, Any] | None = None,
-                 **pipeline_options) -> RunStats:
+                 running: Running | None = None, **pipeline_options) -> RunStats:
     """Filter one video file in ``segments`` pieces at once and join them into ``output``.
 
     Frames are decoded by libavcodec (host memory) and filtered as in a one-piece Pipeline
@@ -81,10 +88,10 @@ def run_segments(source: str | Path, filters: Sequence[str | FilterStage], outpu
             the same for every part (their codec descriptions must match to be joined).
         source_options, pipeline_options: FileSource options (max_pixels, depth, video_stream);
             Pipeline's (border, ring, kernel, colour; not max_frames).
+        running: a batch's running pipelines, which hold the run as one (their ``abort_all``
+            aborts every segment); signals are then the batch's to handle.
 
-    Returns:
-        RunStats of the whole run (see :func:`combine_stats`), wall time from plan to output.
-
+    Returns: RunStats of the whole run (see :func:`combine_stats`), wall time from plan to output.
     Raises: the errors of a one-piece run; Interrupted on SIGINT/SIGTERM (nothing is left).
     """
     segments = as_count(segments, "segments", 1)
@@ -95,12 +102,12 @@ def run_segments(source: str | Path, filters: Sequence[str | FilterStage], outpu
     FileSource(source, copy_streams=False, **source_options).close()  # a one-piece run's input errors
     started = time.perf_counter()
     plan = plan_segments(source, segments, video_stream=source_options.get("video_stream", 0))
-    parts_dir = Path(tempfile.mkdtemp(prefix=".streamconv-segments-", dir=Path(output).resolve().parent))
+    parts_dir = Path(tempfile.mkdtemp(prefix=parts_prefix(output), dir=Path(output).resolve().parent))
     try:
         runner = _SegmentRunner(source, filters, output, plan, parts_dir, backend=backend, devices=devices,
                                 format=format, sink_options=sink_options, source_options=source_options,
                                 pipeline_options=pipeline_options)
-        results = runner.run(jobs or len(plan))
+        results = runner.run(jobs or len(plan), running)
         join_parts(runner.parts, output, source=source, copy_streams=copy_streams, overwrite=overwrite,
                    format=format, muxer_options=muxer_options)
     finally:
@@ -110,8 +117,9 @@ def run_segments(source: str | Path, filters: Sequence[str | FilterStage], outpu
 
 def combine_stats(results: Sequence[RunStats], seconds: float) -> RunStats:
     """One RunStats for a segmented run: the segments' frames, errors and damage (each phrase
-    once), their stage times merged, and ``seconds`` of wall time."""
+    once), their stage times merged, the first frame any of them wrote, and ``seconds`` of wall time."""
     total = RunStats(backend=results[0].backend, decoder=results[0].decoder, wall_seconds=seconds)
+    total.first_written = min((s.first_written for s in results if s.first_written is not None), default=None)
     for stats in results:
         total.frames += stats.frames
         total.decode_errors += stats.decode_errors
@@ -141,13 +149,16 @@ class _SegmentRunner:
         self._lock = threading.Lock()
         self._stopping: int | None = None  # the signal that stopped the run, or -1 after a failure
 
-    def run(self, jobs: int) -> list[RunStats]:
-        """Run every segment, ``jobs`` at once; their stats in order.
+    def run(self, jobs: int, running: Running | None = None) -> list[RunStats]:
+        """Run every segment, ``jobs`` at once; their stats in order. With ``running`` (a batch's),
+        the run is kept there as this thread's, to be aborted with the batch's pipelines.
 
         Raises:
             The first segment's error (the others are aborted), or Interrupted on a signal.
         """
         pool = ThreadPoolExecutor(max_workers=as_count(jobs, "jobs", 1), thread_name_prefix="streamconv-segment")
+        if running is not None:
+            running.add(self)  # aborted at once if the batch is already aborting
         try:
             with stop_on_signals(self._on_signal):
                 futures = [pool.submit(self._run_one, segment) for segment in self.plan]
@@ -159,8 +170,21 @@ class _SegmentRunner:
             self._abort_all(-1)
             pool.shutdown(wait=True, cancel_futures=True)
             raise
+        finally:
+            if running is not None:
+                running.remove()
         pool.shutdown(wait=True)
         return self._outcome(futures)
+
+    @property
+    def stats(self) -> RunStats:
+        """The frames the segments have written so far (a batch's status line counts them)."""
+        return RunStats(frames=self._running.frames())
+
+    def abort(self, signum: int | None = None) -> None:
+        """Abort every segment at once, from any thread (a batch's second signal); :meth:`run`
+        then raises Interrupted and nothing is joined."""
+        self._abort_all(signum if signum is not None else -1)
 
     def _outcome(self, futures: list[Future]) -> list[RunStats]:
         """The segments' stats; or the signal that stopped them, else the first real failure."""

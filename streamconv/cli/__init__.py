@@ -21,7 +21,7 @@ from ..errors import EXIT_INTERRUPTED, StreamconvError
 from ..filters import describe_registry
 from ..interrupts import SignalGuard
 from ..presets import list_presets, load_preset
-from .batch import cmd_batch
+from .batch import check_batch_args, cmd_batch
 from .bench import cmd_bench
 from .info import cmd_info
 from .install_cuda import cmd_install_cuda, take_pip_args
@@ -82,6 +82,8 @@ def _main(argv: Sequence[str] | None, guard: SignalGuard) -> int:
         take_pip_args(args, extra)
     elif extra:  # the command's own usage, not the top level's
         args.command_parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.command == "batch":
+        check_batch_args(args.command_parser, args)
     verbose = getattr(args, "verbose", False)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="streamconv: %(message)s", stream=sys.stderr, force=True)

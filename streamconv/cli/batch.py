@@ -5,8 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..batch import Batch
+from ..batch import Batch, segments_refusal
 from .run import _run_chain, encoder_options
+
+
+def check_batch_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Usage errors of ``batch --segments`` (exit 2): the options a segmented input cannot take."""
+    if args.segments is not None:
+        refusal = segments_refusal(processes=args.processes, ray=args.ray, decoder=args.decoder)
+        if refusal is not None:
+            parser.error(refusal)
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
@@ -17,7 +25,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
                   border=border, kernel=args.kernel, ring=args.ring, decoder=args.decoder,
                   colour=args.colour, sink_options=sink_options, manifest=args.manifest, resume=args.resume,
                   overwrite=args.overwrite, recursive=args.recursive, ext=args.ext, progress=not args.no_progress,
-                  ray=args.ray)
+                  ray=args.ray, segments=args.segments)
     result = batch.run()
     if not args.quiet:
         print(_summary(result), file=sys.stderr)

@@ -104,6 +104,7 @@ def _add_batch_parser(commands) -> None:
         epilog="Examples:\n  streamconv batch clips/ -o filtered/ --filter edge\n"
                "  streamconv batch 'in/*.mp4' -o out/ --pipeline blur --jobs 4 --devices all\n"
                "  streamconv batch in/ -o out/ --recursive --ext mkv --resume\n"
+               "  streamconv batch long/ -o out/ --pipeline blur --segments 4\n"
                "\nExit: 0 all done, 13 some inputs damaged, 14 some failed (see the manifest).",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     batch.add_argument("inputs", nargs="+", metavar="INPUT",
@@ -127,6 +128,11 @@ def _add_batch_parser(commands) -> None:
     batch.add_argument("--ray", nargs="?", const=True, default=None, metavar="ADDRESS",
                        help="run each input as a task on a Ray cluster (the ray extra): the one at ADDRESS, "
                             "else RAY_ADDRESS's or a new local one; inputs and outputs on a shared path")
+    batch.add_argument("--segments", type=positive_int, metavar="N",
+                       help="filter each input in N segments cut at its keyframes and joined into its output "
+                            "(as run --segments): the inputs one after another, each one's segments at once "
+                            "over --devices (with --jobs J: J times the GPUs at most); not with --ray, "
+                            "--processes above 1 or --decoder nvdec")
     batch.add_argument("--recursive", "-r", action="store_true",
                        help="take folders' subfolders too (outputs keep their relative paths), and ** in globs")
     batch.add_argument("--ext", metavar="EXT", help="the outputs' extension, e.g. mkv (default: the input's)")

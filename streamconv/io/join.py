@@ -116,9 +116,20 @@ def _remux(containers: Sequence, handle, output, source, copy_streams: bool, for
 
 
 def _video_packets(containers: Sequence) -> Iterator[av.Packet]:
-    """The parts' video packets, part after part (each in its file's order)."""
+    """The parts' video packets, part after part (each in its file's order).
+
+    Matroska stores no dts, so a part's first packets of reordered video (B-frames) come back
+    without one, and the muxer would guess one below the previous part's last: such a packet
+    gets the dts just after the last one (never past its pts; a part's pts all follow the
+    previous part's), which keeps the dts rising as the muxer requires.
+    """
+    last = None
     for container in containers:
-        yield from _packets(container, [container.streams.video[0]])
+        for packet in _packets(container, [container.streams.video[0]]):
+            if packet.dts is None and last is not None and packet.pts is not None:
+                packet.dts = min(last + 1, packet.pts)
+            last = packet.dts if packet.dts is not None else last
+            yield packet
 
 
 def _packets(container, streams: Sequence) -> Iterator[av.Packet]:
