@@ -103,7 +103,12 @@ class Manifest:
 
     def counts(self) -> dict[str, int]:
         """How many records have each status."""
-        return {status: sum(r.status == status for r in self.records) for status in STATUSES}
+        return status_counts(self.records)
+
+
+def status_counts(records) -> dict[str, int]:
+    """How many of ``records`` (BatchRecords) have each status, every status named."""
+    return {status: sum(r.status == status for r in records) for status in STATUSES}
 
 
 def earlier_records(path: Path) -> dict[str, dict]:

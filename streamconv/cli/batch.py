@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from ..batch import Batch, segments_refusal
+from ..manifest import FINISHED, status_counts
 from .run import _run_chain, encoder_options
 
 
@@ -36,11 +37,8 @@ def _summary(result) -> str:
     """One line per input that did not simply finish, then the totals."""
     lines = [f"  {r.status:<11} {r.input}" + (f": {r.error}" if r.error else "")
              for r in result.records if r.status not in ("done", "skipped")]
-    counts: dict[str, int] = {}
-    for record in result.records:
-        counts[record.status] = counts.get(record.status, 0) + 1
-    frames = sum(r.frames for r in result.records if r.status in ("done", "damaged"))
-    totals = ", ".join(f"{n} {status}" for status, n in counts.items())
+    frames = sum(r.frames for r in result.records if r.status in FINISHED)
+    totals = ", ".join(f"{n} {status}" for status, n in status_counts(result.records).items() if n)
     lines.append(f"batch: {len(result.records)} input(s): {totals}; {frames} frames written; "
                  f"manifest {result.manifest}")
     return "\n".join(lines)
