@@ -37,7 +37,7 @@ from .frames import as_count
 from .filters import FilterStage, parse_chain
 from .interrupts import stop_on_signals
 from .manifest import FINISHED, MANIFEST_NAME, BatchRecord, Manifest, earlier_records, is_complete
-from .segments import parts_prefix, run_segments
+from .segments import parts_prefix, run_segments, segment_decoder
 from .stats import RunStats
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ class Batch:
             are the parallel work, so a long input is not left to one slot while the others'
             slots idle, and one input's output is whole before the next starts. Every input
             is a regular file (:func:`find_inputs`), so it can be sought. Not with ``ray``,
-            ``processes`` > 1 or ``decoder="nvdec"`` (see :func:`segments_refusal`).
+            ``processes`` > 1 (see :func:`segments_refusal`); on NVDEC with ``decoder="nvdec"``.
 
     Raises (before any work):
         InputError: an input names nothing. OutputError: an output would be an input, two inputs
@@ -125,7 +125,7 @@ class Batch:
         self.segments = None if segments is None else as_count(segments, "segments", 1)
         self.segment_jobs = None  # segments at once (None: all of an input's)
         if self.segments is not None:
-            refusal = segments_refusal(processes=processes, ray=ray, decoder=decoder)
+            refusal = segments_refusal(processes=processes, ray=ray)
             if refusal is not None:
                 raise FilterSpecError(refusal)
             processes, open_ahead = 1, False  # one worker: an input's segments are the parallel work
@@ -338,18 +338,16 @@ def run_batch(inputs: Sequence[str], filters: Sequence[str | FilterStage], outdi
     return Batch(inputs, filters, outdir, **options).run()
 
 
-def segments_refusal(*, processes: int | None, ray: str | bool | None, decoder: str) -> str | None:
+def segments_refusal(*, processes: int | None, ray: str | bool | None) -> str | None:
     """Why a batch in segments cannot run with these options (None: it can), in the command's words.
 
-    An input's segments run as threads of the batch's process, each decoding with libavcodec
-    after a seek: Ray tasks and worker processes (which take whole inputs) and NVDEC do not apply.
+    An input's segments run as threads of the batch's process, each decoding after a seek: Ray
+    tasks and worker processes (which take whole inputs) do not apply.
     """
     if ray not in (None, False, ""):
         return "--ray runs whole inputs as Ray tasks; --segments runs an input's segments in this process"
     if processes is not None and processes > 1:
         return "--processes does not apply with --segments (an input's segments run in threads of one process)"
-    if decoder == "nvdec":
-        return "--segments decodes with libavcodec (a seek per segment): --decoder nvdec does not apply"
     return None
 
 
@@ -360,7 +358,8 @@ def run_segmented_input(record: BatchRecord, settings: RunSettings, running: Run
     not at all) and fill ``record`` as :func:`streamconv.batch_worker.run_input` does.
 
     The run is kept in ``running``: a batch's second signal aborts every segment (nothing is
-    joined); a first lets it finish. The segments decode with libavcodec whatever the decoder.
+    joined); a first lets it finish. The segments decode on NVDEC when the batch's decoder is
+    nvdec, else with libavcodec (:func:`streamconv.segments.segment_decoder`).
     """
 
     def segmented() -> tuple[RunStats, None]:
@@ -368,7 +367,8 @@ def run_segmented_input(record: BatchRecord, settings: RunSettings, running: Run
         options = {k: v for k, v in settings.options.items() if k != "decoder"}
         stats = run_segments(record.input, settings.filters, record.output, segments=segments, jobs=jobs,
                              devices=devices, backend=settings.backend, overwrite=settings.replaces(record.output),
-                             sink_options=settings.sink_options, running=running, **options)
+                             sink_options=settings.sink_options, running=running,
+                             decoder=segment_decoder(settings.options.get("decoder", "cpu")), **options)
         return stats, None  # never stopped early and finished: it ends whole or is aborted
 
     judge_run(record, segmented, running)

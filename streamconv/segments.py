@@ -32,7 +32,7 @@ from .io.file import FileSource
 from .io.formats import output_format
 from .io.join import join_parts
 from .io.open import open_sink
-from .io.segment import Segment, SegmentSource, keyframe_times, plan_cuts
+from .io.segment import Segment, keyframe_times, plan_cuts, segment_source
 from .io.targets import check_target
 from .pipeline import Pipeline
 from .batch_worker import Running
@@ -63,16 +63,23 @@ def parts_prefix(output: str | Path) -> str:
     return f".streamconv-segments-{Path(output).name[:100]}."
 
 
+def segment_decoder(decoder: str) -> str:
+    """The decoder of a segmented run for ``--decoder``: NVDEC when asked for by name, else
+    libavcodec (``auto`` too: one decoder session per segment is opted into, not assumed)."""
+    return "nvdec" if decoder == "nvdec" else "cpu"
+
+
 def run_segments(source: str | Path, filters: Sequence[str | FilterStage], output: str | Path, *,
                  segments: int, jobs: int | None = None, devices: Sequence[int] | str | None = None,
                  backend: str = "auto", copy_streams: bool = True, overwrite: bool = False,
                  format: str | None = None, muxer_options: dict[str, str] | None = None,
                  sink_options: dict[str, Any] | None = None, source_options: dict[str, Any] | None = None,
-                 running: Running | None = None, **pipeline_options) -> RunStats:
+                 running: Running | None = None, decoder: str = "cpu", **pipeline_options) -> RunStats:
     """Filter one video file in ``segments`` pieces at once and join them into ``output``.
 
-    Frames are decoded by libavcodec (host memory) and filtered as in a one-piece Pipeline
-    run; the output holds the same frames, pts and audio/subtitle packets.
+    Frames are decoded by libavcodec (host memory), or by NVDEC (device memory, one decoder
+    session per segment), and filtered as in a one-piece Pipeline run; the output holds the
+    same frames, pts and audio/subtitle packets.
 
     Args:
         source: a local video file (seekable: not a pipe, URL, camera or pattern).
@@ -90,29 +97,40 @@ def run_segments(source: str | Path, filters: Sequence[str | FilterStage], outpu
             Pipeline's (border, ring, kernel, colour; not max_frames).
         running: a batch's running pipelines, which hold the run as one (their ``abort_all``
             aborts every segment); signals are then the batch's to handle.
+        decoder: ``"cpu"`` (libavcodec) or ``"nvdec"`` (each segment on its GPU's NVDEC).
 
     Returns: RunStats of the whole run (see :func:`combine_stats`), wall time from plan to output.
     Raises: the errors of a one-piece run; Interrupted on SIGINT/SIGTERM (nothing is left).
     """
     segments = as_count(segments, "segments", 1)
-    if "max_frames" in pipeline_options:  # before any work: each segment would stop at its own count
-        raise FilterSpecError("a segmented run filters the whole input: max_frames does not apply")
     source_options = dict(source_options or {})
-    check_target(output, overwrite=overwrite, protect=(str(source),), format=format)
-    FileSource(source, copy_streams=False, **source_options).close()  # a one-piece run's input errors
+    _check_before_work(source, output, overwrite=overwrite, format=format, decoder=decoder,
+                       source_options=source_options, pipeline_options=pipeline_options)
     started = time.perf_counter()
     plan = plan_segments(source, segments, video_stream=source_options.get("video_stream", 0))
     parts_dir = Path(tempfile.mkdtemp(prefix=parts_prefix(output), dir=Path(output).resolve().parent))
     try:
         runner = _SegmentRunner(source, filters, output, plan, parts_dir, backend=backend, devices=devices,
                                 format=format, sink_options=sink_options, source_options=source_options,
-                                pipeline_options=pipeline_options)
+                                pipeline_options={**pipeline_options, "decoder": decoder})
         results = runner.run(jobs or len(plan), running)
         join_parts(runner.parts, output, source=source, copy_streams=copy_streams, overwrite=overwrite,
                    format=format, muxer_options=muxer_options)
     finally:
         shutil.rmtree(parts_dir, ignore_errors=True)
     return combine_stats(results, time.perf_counter() - started)
+
+
+def _check_before_work(source, output, *, overwrite: bool, format: str | None, decoder: str,
+                       source_options: dict, pipeline_options: dict) -> None:
+    """What a one-piece run would refuse (the output, the input's errors), and the options a
+    segmented run cannot take, before anything is cut or written."""
+    if decoder not in ("cpu", "nvdec"):
+        raise FilterSpecError(f"a segmented run decodes with cpu or nvdec, got decoder {decoder!r}")
+    if "max_frames" in pipeline_options:  # each segment would stop at its own count
+        raise FilterSpecError("a segmented run filters the whole input: max_frames does not apply")
+    check_target(output, overwrite=overwrite, protect=(str(source),), format=format)
+    FileSource(source, copy_streams=False, **source_options).close()
 
 
 def combine_stats(results: Sequence[RunStats], seconds: float) -> RunStats:
@@ -212,12 +230,13 @@ class _SegmentRunner:
         with self._lock:
             if self._stopping is not None:
                 raise Interrupted(self._stopping if self._stopping > 0 else signal.SIGTERM)
-        source = SegmentSource(self.source, segment, **self.source_options)
+        decoder = self.pipeline_options["decoder"]
+        source = segment_source(self.source, segment, decoder=decoder, device=device, **self.source_options)
         sink = None
         try:
             sink = open_sink(self.parts[segment.index], like=source, format=self.format, **self.sink_options)
             pipeline = Pipeline(source, self.filters, sink, backend=self.backend, device=device,
-                                decoder="cpu", **self.pipeline_options)
+                                **self.pipeline_options)
         except BaseException:
             source.close()
             if sink is not None:

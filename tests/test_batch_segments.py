@@ -83,7 +83,7 @@ def test_resume_skips_what_a_segmented_batch_finished(cli, tmp_path, inputs):
     assert not killed.exists() and foreign.is_dir()
 
 
-@pytest.mark.parametrize("extra", [("--ray",), ("--processes", "2"), ("--decoder", "nvdec")])
+@pytest.mark.parametrize("extra", [("--ray",), ("--processes", "2")])
 def test_usage_errors(cli, tmp_path, inputs, extra):
     result = batch(cli, str(inputs), "-o", str(tmp_path / "out"), "--segments", "2", *extra)
     assert result.returncode == 2 and extra[0] in result.stderr and "--segments" in result.stderr

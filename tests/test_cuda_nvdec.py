@@ -104,6 +104,25 @@ def test_the_cli_writes_the_same_file_with_nvdec_as_with_the_cpu_decoder(cli, tm
         np.testing.assert_array_equal(a, b)
 
 
+def test_segments_on_nvdec_equal_a_one_piece_nvdec_run(cli, tmp_path):
+    """run --segments 3 --decoder nvdec: each segment on its own NVDEC session after a seek; the
+    joined output holds the one-piece run's frames and pts (B-frames, so display order counts)."""
+    clip = write_clip(tmp_path / "in.mp4", "libx264", "yuv420p", frames=90, size=(352, 240),
+                      options={"preset": "veryfast", "g": "15", "bf": "2"})
+    outputs = {}
+    for name, extra in (("whole", ()), ("segments", ("--segments", "3"))):
+        out, stats = tmp_path / f"{name}.mkv", tmp_path / f"{name}.json"
+        result = cli("run", str(clip), "-o", str(out), "--filter", "edge", "--backend", "cuda", "--decoder", "nvdec",
+                     "--codec", "ffv1", "--stats-json", str(stats), "--no-progress", "-q", *extra)
+        assert result.returncode == 0, result.stderr
+        assert json.loads(stats.read_text())["frames"] == 90
+        with av.open(str(out)) as container:
+            outputs[name] = [(f.pts, f.to_ndarray()) for f in container.decode(video=0)]
+    assert [pts for pts, _ in outputs["segments"]] == [pts for pts, _ in outputs["whole"]]
+    for (_, a), (_, b) in zip(outputs["segments"], outputs["whole"]):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_frames_delivered_to_host_memory_equal_the_cpu_decoders(tmp_path):
     clip = write_clip(tmp_path / "in.mp4", "libx264", "yuv420p", frames=12, size=(352, 240),
                       options={"preset": "veryfast"})

@@ -13,7 +13,7 @@ from .run import _run_chain, encoder_options
 def check_batch_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Usage errors of ``batch --segments`` (exit 2): the options a segmented input cannot take."""
     if args.segments is not None:
-        refusal = segments_refusal(processes=args.processes, ray=args.ray, decoder=args.decoder)
+        refusal = segments_refusal(processes=args.processes, ray=args.ray)
         if refusal is not None:
             parser.error(refusal)
 

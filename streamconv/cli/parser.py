@@ -117,8 +117,8 @@ def _add_batch_parser(commands) -> None:
         devices_help="GPUs to spread the inputs over (default 0)",
         segments_help="filter each input in N segments cut at its keyframes and joined into its output "
                       "(as run --segments): the inputs one after another, each one's segments at once "
-                      "over --devices (with --jobs J: J times the GPUs at most); not with --ray, "
-                      "--processes above 1 or --decoder nvdec")
+                      "over --devices (with --jobs J: J times the GPUs at most), on NVDEC with --decoder nvdec; "
+                      "not with --ray or --processes above 1")
     batch.add_argument("--decoder", choices=DECODERS, default="auto", help="as for run (default auto)")
     batch.add_argument("--jobs", "-j", type=positive_int, metavar="N",
                        help="inputs at once per GPU (default: a quarter of the cores, at least 2 on a GPU)")
@@ -164,7 +164,8 @@ def _add_engine_options(run: argparse.ArgumentParser) -> None:
         devices_help="with --segments and the cuda backend: GPUs the segments take in turn (default: --device)",
         segments_help="cut a video file at keyframes into N segments of near equal duration, filter "
                       "and encode them at once, and join them into OUTPUT (same frames, timestamps "
-                      "and audio as a one-piece run; fewer segments if there are fewer keyframes)")
+                      "and audio as a one-piece run; fewer segments if there are fewer keyframes); decoded by "
+                      "libavcodec, or each segment on NVDEC with --decoder nvdec")
 
 
 def _add_shared_engine_options(parser: argparse.ArgumentParser, *, kernel_help: str, ring_help: str,

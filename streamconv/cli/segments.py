@@ -12,7 +12,7 @@ from ..io.formats import is_pipe, is_sequence
 from ..io.netsink import is_network_output
 from ..io.pattern import is_test_spec
 from ..io.vcam import is_vcam_output
-from ..segments import run_segments
+from ..segments import run_segments, segment_decoder
 from .run import _check_run_outputs, _report, _run_chain, encoder_options
 
 # The options a segmented run cannot honour, and why not in a word.
@@ -38,8 +38,6 @@ def check_segment_args(parser: argparse.ArgumentParser, args: argparse.Namespace
     for name, option in _REFUSED:
         if getattr(args, name):
             parser.error(f"{option} does not apply with --segments (each segment is read and written apart)")
-    if args.decoder == "nvdec":
-        parser.error("--segments decodes with libavcodec (a seek per segment): --decoder nvdec does not apply")
 
 
 def cmd_run_segments(args: argparse.Namespace) -> int:
@@ -55,6 +53,6 @@ def cmd_run_segments(args: argparse.Namespace) -> int:
                          backend=args.backend, copy_streams=not args.no_audio, overwrite=args.overwrite,
                          format=args.format, muxer_options=dict(args.output_options), sink_options=sink_options,
                          source_options=source_options, border=border, ring=args.ring, kernel=args.kernel,
-                         colour=args.colour, max_pixels=args.max_pixels)
+                         colour=args.colour, max_pixels=args.max_pixels, decoder=segment_decoder(args.decoder))
     _report(args, stats)
     return run_exit_code(bool(stats.damage), None)

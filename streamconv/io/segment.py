@@ -18,6 +18,7 @@ import av
 
 from ..errors import InputError
 from .file import FileSource
+from .nvdec import NvdecSource
 
 log = logging.getLogger(__name__)
 
@@ -153,3 +154,25 @@ class SegmentSource(FileSource):
 
     def describe(self) -> str:
         return f"{super().describe()}, {self.segment.describe()}"
+
+
+class NvdecSegmentSource(SegmentSource, NvdecSource):
+    """A :class:`SegmentSource` decoded on the GPU by NVDEC: the seek and the segment's bounds of
+    SegmentSource, around NvdecSource's decoding; frames left in device memory as NvdecSource's,
+    in display order, each segment its own decoder session.
+
+    Args:
+        path, segment: as SegmentSource.
+        options: NvdecSource's (``device`` among them) and FileSource's keyword options.
+    """
+
+    name = "nvdec segment"
+
+
+def segment_source(path: str | Path, segment: Segment, *, decoder: str = "cpu", **options) -> SegmentSource:
+    """The source of one segment: decoded by libavcodec (``decoder`` "cpu", frames in host
+    memory) or by NVDEC ("nvdec", on ``options["device"]``, frames in device memory)."""
+    if decoder == "nvdec":
+        return NvdecSegmentSource(path, segment, **options)
+    options.pop("device", None)
+    return SegmentSource(path, segment, **options)
