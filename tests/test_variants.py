@@ -172,3 +172,22 @@ def test_textbook_variants_share_one_specialisation():
     stage = parse_filter("gaussian:sigma=1")
     defines = {planning.plan_stage(stage, v).kernel_plan((64, 64, 3), 0).label.split(" ", 1)[1] for v in textbook.ENTRIES}
     assert len(defines) == 1
+
+
+def test_without_int8_tensor_cores_auto_keeps_to_the_fp32_kernels():
+    """A GPU before sm_80 (Turing) has no int8 tensor-core mma: auto must pick kernels it can run."""
+    import numpy as np
+
+    from streamconv.backends.plan import plan_chain
+    from streamconv.errors import FilterSpecError
+    from streamconv.filters import parse_chain
+
+    rng = np.random.default_rng(5)
+    big = ";".join(",".join(f"{v:.4f}" for v in row) for row in np.outer(rng.uniform(1, 2, 15), rng.uniform(1, 2, 15)))
+    chain = parse_chain(["box:size=5", "sharpen", "edge", f"custom:taps={big}"])
+    with_tc = plan_chain(chain).kernel_plans((64, 64, 3), 2)
+    assert {"conv2d_tc", "conv3_tc", "sepconv_tc"} & {p.source for p in with_tc}  # the case is a real one
+    without = plan_chain(chain, tensor_cores=False).kernel_plans((64, 64, 3), 2)
+    assert all(p.math_unit == "FP32" and not p.source.endswith("_tc") for p in without), [p.source for p in without]
+    with pytest.raises(FilterSpecError, match="sm_80"):
+        plan_chain(chain[:1], "tensor-core", tensor_cores=False)

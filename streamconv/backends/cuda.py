@@ -111,11 +111,13 @@ class CudaBackend(Backend):
         try:
             driver.init()
             self._device = driver.Device(device)
+            major, minor = self._device.compute_capability()
+            if major < 8 and self.plan.tensor_cores:  # no int8 tensor-core mma before sm_80: plan again
+                self.plan = plan_chain(self.filters, self.kernel, tensor_cores=False)
             self._context = self._device.retain_primary_context()
             keep_primary_context(self._device, device)
         except driver.Error as exc:
             raise BackendUnavailableError(f"cuda backend unavailable on device {device}: {exc}") from None
-        major, minor = self._device.compute_capability()
         self.arch = f"sm_{major}{minor}"
         self.device_name = self._device.name()
 

@@ -68,34 +68,41 @@ def check_kernel(name: str) -> str:
     return name
 
 
-def plan_stage(stage: FilterStage, kernel: str = AUTO, dtype=np.uint8) -> StagePlan:
+def plan_stage(stage: FilterStage, kernel: str = AUTO, dtype=np.uint8, *, tensor_cores: bool = True) -> StagePlan:
     """The variant ``stage`` runs as under ``kernel`` (``auto`` or a variant name) on frames of
-    ``dtype`` (uint8 or uint16), with what its family prepared from the taps.
+    ``dtype`` (uint8 or uint16), with what its family prepared from the taps. Without
+    ``tensor_cores`` (a GPU before sm_80, whose tensor cores lack the int8 ``mma`` shapes the
+    kernels use) ``auto`` never picks them, and ``separable`` keeps to sepconv.cu.
 
     Raises:
         FilterSpecError: an unknown kernel; a variant that cannot run the stage (``separable``
-            for taps that are not rank 1, ``tensor-core`` above K = 9 or for taps its digits
-            cannot hold) or that takes 8-bit frames only, for 16-bit ones.
+            for taps that are not rank 1, ``tensor-core`` above K = 9, for taps its digits
+            cannot hold or without ``tensor_cores``) or that takes 8-bit frames only, for 16-bit ones.
     """
     check_kernel(kernel)
     sample_bytes = np.dtype(dtype).itemsize
     if kernel == AUTO:
         for rule in AUTO_TABLE:
-            if sample_bytes in rule.family.SAMPLE_BYTES and rule.when(stage):
+            if sample_bytes in rule.family.SAMPLE_BYTES and rule.when(stage) and \
+                    (tensor_cores or rule.family is not tensor_core):
                 try:
-                    return _prepared(stage, rule.family.VARIANTS[0], sample_bytes)
+                    return _prepared(stage, rule.family.VARIANTS[0], sample_bytes, tensor_cores)
                 except FilterSpecError:
                     continue  # the family cannot hold these taps: the next row
         raise AssertionError("the last row of AUTO_TABLE runs every stage")
     if sample_bytes not in BY_VARIANT[kernel].SAMPLE_BYTES:
         raise FilterSpecError(f"--kernel {kernel} takes 8-bit frames only; 16-bit frames run as "
                               f"{REGISTER_BLOCKED} (--kernel auto)")
-    return _prepared(stage, kernel, sample_bytes)
+    if BY_VARIANT[kernel] is tensor_core and not tensor_cores:
+        raise FilterSpecError(f"--kernel {kernel} needs a GPU of sm_80 or later (int8 tensor-core mma); "
+                              f"use --kernel auto")
+    return _prepared(stage, kernel, sample_bytes, tensor_cores)
 
 
-def _prepared(stage: FilterStage, variant: str, sample_bytes: int) -> StagePlan:
+def _prepared(stage: FilterStage, variant: str, sample_bytes: int, tensor_cores: bool = True) -> StagePlan:
     family = BY_VARIANT[variant]
-    return StagePlan(stage, variant, family, family.prepare(stage, variant, sample_bytes), sample_bytes)
+    return StagePlan(stage, variant, family, family.prepare(stage, variant, sample_bytes), sample_bytes,
+                     tensor_cores)
 
 
 @dataclass
@@ -110,6 +117,7 @@ class ChainPlan:
 
     filters: tuple[FilterStage, ...]
     kernel: str
+    tensor_cores: bool = True
     _stages: dict[int, tuple[StagePlan | None, ...]] = field(default_factory=dict, repr=False)
 
     def stages(self, dtype=np.uint8) -> tuple[StagePlan | None, ...]:
@@ -122,7 +130,8 @@ class ChainPlan:
         sample_bytes = np.dtype(dtype).itemsize
         if sample_bytes not in self._stages:
             self._stages[sample_bytes] = tuple(
-                None if stage.layer is not None else plan_stage(stage, self.kernel, dtype)
+                None if stage.layer is not None else plan_stage(stage, self.kernel, dtype,
+                                                                tensor_cores=self.tensor_cores)
                 for stage in self.filters)
         return self._stages[sample_bytes]
 
@@ -133,13 +142,14 @@ class ChainPlan:
                 for stage in self.stages(dtype)]
 
 
-def plan_chain(filters: Sequence[FilterStage], kernel: str = AUTO) -> ChainPlan:
-    """Plan a chain under ``kernel``: every stage's variant for 8-bit frames, decided here.
+def plan_chain(filters: Sequence[FilterStage], kernel: str = AUTO, *, tensor_cores: bool = True) -> ChainPlan:
+    """Plan a chain under ``kernel``: every stage's variant for 8-bit frames, decided here
+    (``tensor_cores``: as for :func:`plan_stage`).
 
     Raises:
         FilterSpecError: an unknown kernel, or one that cannot run a stage.
     """
-    plan = ChainPlan(tuple(filters), check_kernel(kernel))
+    plan = ChainPlan(tuple(filters), check_kernel(kernel), tensor_cores)
     plan.stages(np.uint8)
     return plan
 

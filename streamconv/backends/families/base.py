@@ -32,6 +32,7 @@ class StagePlan:
         family: the family module that runs it.
         data: what the family prepared from the taps (its own type; None where it needs nothing).
         sample_bytes: 1 (uint8 frames) or 2 (uint16).
+        tensor_cores: whether the GPU has the int8 tensor-core ``mma`` (sm_80 on).
     """
 
     stage: FilterStage
@@ -39,6 +40,7 @@ class StagePlan:
     family: ModuleType
     data: object
     sample_bytes: int
+    tensor_cores: bool = True
 
     def kernel_plan(self, shape: tuple[int, int, int], border_code: int) -> "KernelPlan":
         """The launch for (H, W, C) frames under ``border_code`` (borders.BORDER_CODES)."""

@@ -40,7 +40,7 @@ def kernel_plan(plan: StagePlan, shape: tuple[int, int, int], border_code: int) 
     height, width, channels = shape
     stage, factors = plan.stage, plan.data
     base = base_defines(stage, channels, border_code)
-    fast = None if factors.exact or stage.size < TENSOR_FROM_K else \
+    fast = None if factors.exact or stage.size < TENSOR_FROM_K or not plan.tensor_cores else \
         separable_tc.plan(factors, stage.radius, channels)
     if fast is not None:
         block, grid = separable_tc.launch(width, height, channels)
