@@ -32,11 +32,9 @@ def _setuptools_can_build_here() -> bool:
     def parse(text: str) -> tuple[int, ...]:
         return tuple(int(p) for p in text.split(".")[:2] if p.isdigit())
 
-    setuptools_version = parse(version("setuptools"))
-    # pyproject.toml asks for setuptools>=68; bdist_wheel is built into setuptools from 70.1,
-    # before that it comes from the wheel package.
-    has_bdist_wheel = setuptools_version >= (70, 1) or importlib.util.find_spec("wheel") is not None
-    return setuptools_version >= (68,) and has_bdist_wheel
+    # pyproject.toml asks for setuptools>=77 (the license as an SPDX expression), which also
+    # carries bdist_wheel itself.
+    return parse(version("setuptools")) >= (77,)
 
 
 def _copy_source_tree(target: Path) -> Path:
