@@ -2,8 +2,9 @@
 the encoded parts joined into one output (``streamconv run --segments N``, :func:`run_segments`).
 
 Each segment is a :class:`~streamconv.pipeline.Pipeline` of a
-:class:`~streamconv.io.segment.SegmentSource` into a video-only part file, run in a thread of
-this process (on the cuda backend the segments take the GPUs of ``devices`` in turn); the
+:class:`~streamconv.io.segment.SegmentSource` into a video-only part file (made by
+:meth:`SegmentWork.open`), run in a thread of this process (on the cuda backend the segments
+take the GPUs of ``devices`` in turn) or as a Ray task (:mod:`streamconv.segments_ray`); the
 parts are then remuxed, not re-encoded, with the input's audio and subtitles copied once
 (:mod:`streamconv.io.join`). The output has the frames, pts and audio packets of a one-piece
 run. The parts live in a hidden temporary folder beside the output, removed at the end
@@ -19,10 +20,12 @@ import tempfile
 import threading
 import time
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 from .backends import resolve_backend
+from .batch_ray import ray_module
 from .cuda_device import gpu_numbers
 from .errors import FilterSpecError, Interrupted
 from .filters import FilterStage
@@ -36,6 +39,7 @@ from .io.segment import Segment, keyframe_times, plan_cuts, segment_source
 from .io.targets import check_target
 from .pipeline import Pipeline
 from .batch_worker import Running
+from .segments_ray import run_on_ray
 from .stats import RunStats, StageTimes
 
 log = logging.getLogger(__name__)
@@ -74,46 +78,46 @@ def run_segments(source: str | Path, filters: Sequence[str | FilterStage], outpu
                  backend: str = "auto", copy_streams: bool = True, overwrite: bool = False,
                  format: str | None = None, muxer_options: dict[str, str] | None = None,
                  sink_options: dict[str, Any] | None = None, source_options: dict[str, Any] | None = None,
-                 running: Running | None = None, decoder: str = "cpu", **pipeline_options) -> RunStats:
+                 running: Running | None = None, decoder: str = "cpu", ray: str | bool | None = None,
+                 **pipeline_options) -> RunStats:
     """Filter one video file in ``segments`` pieces at once and join them into ``output``.
 
-    Frames are decoded by libavcodec (host memory), or by NVDEC (device memory, one decoder
-    session per segment), and filtered as in a one-piece Pipeline run; the output holds the
-    same frames, pts and audio/subtitle packets.
+    Frames are decoded by libavcodec (host memory) or NVDEC (device memory, a decoder session per
+    segment) and filtered as in a one-piece run: the output has the same frames, pts and packets.
 
     Args:
         source: a local video file (seekable: not a pipe, URL, camera or pattern).
-        filters: the chain, as for Pipeline.
-        output: a file (not a pipe, sequence or URL), published whole or not at all.
+        filters: the chain, as for Pipeline. output: a file (not a pipe, sequence or URL), whole or absent.
         segments: segments wanted (>= 1; fewer where the input has too few keyframes).
-        jobs: segments run at once (None: all of them).
-        devices: GPUs the cuda backend's segments take in turn (None: [0]; "all": every one).
-        backend: ``"cpu"``, ``"cuda"`` or ``"auto"``.
+        jobs: segments run at once (None: all of them); on Ray, segments per GPU (None: 1).
+        devices: GPUs the cuda backend's segments take in turn (None: [0]; "all": every one); not with ray.
+        backend: ``"cpu"``, ``"cuda"`` or ``"auto"`` (resolved in this process).
         copy_streams: copy the input's audio and subtitles into the output.
         overwrite, format, muxer_options: as for FileSink (the output's).
         sink_options: the encoder's FileSink options (codec, pix_fmt, crf, preset, bitrate),
             the same for every part (their codec descriptions must match to be joined).
         source_options, pipeline_options: FileSource options (max_pixels, depth, video_stream);
             Pipeline's (border, ring, kernel, colour; not max_frames).
-        running: a batch's running pipelines, which hold the run as one (their ``abort_all``
-            aborts every segment); signals are then the batch's to handle.
+        running: a batch's running pipelines, holding the run as one (aborted with them; signals the batch's).
         decoder: ``"cpu"`` (libavcodec) or ``"nvdec"`` (each segment on its GPU's NVDEC).
+        ray: each segment a Ray task (:mod:`streamconv.segments_ray`) on the cluster at this address
+            (True: RAY_ADDRESS's or a new local one); input and output (parts beside it) on a shared path.
 
     Returns: RunStats of the whole run (see :func:`combine_stats`), wall time from plan to output.
     Raises: the errors of a one-piece run; Interrupted on SIGINT/SIGTERM (nothing is left).
     """
-    segments = as_count(segments, "segments", 1)
-    source_options = dict(source_options or {})
-    _check_before_work(source, output, overwrite=overwrite, format=format, decoder=decoder,
-                       source_options=source_options, pipeline_options=pipeline_options)
+    segments, source_options = as_count(segments, "segments", 1), dict(source_options or {})
+    _check_before_work(source, output, overwrite=overwrite, format=format, decoder=decoder, ray=ray,
+                       devices=devices, source_options=source_options, pipeline_options=pipeline_options)
     started = time.perf_counter()
     plan = plan_segments(source, segments, video_stream=source_options.get("video_stream", 0))
+    work = SegmentWork.make(source, filters, output, backend=backend, devices=devices, format=format,
+                            decoder=decoder, sink_options=sink_options, source_options=source_options,
+                            pipeline_options=pipeline_options)
     parts_dir = Path(tempfile.mkdtemp(prefix=parts_prefix(output), dir=Path(output).resolve().parent))
     try:
-        runner = _SegmentRunner(source, filters, output, plan, parts_dir, backend=backend, devices=devices,
-                                format=format, sink_options=sink_options, source_options=source_options,
-                                pipeline_options={**pipeline_options, "decoder": decoder})
-        results = runner.run(jobs or len(plan), running)
+        runner = _SegmentRunner(work, plan, parts_dir, output, ray=ray)
+        results = runner.run(jobs, running)
         join_parts(runner.parts, output, source=source, copy_streams=copy_streams, overwrite=overwrite,
                    format=format, muxer_options=muxer_options)
     finally:
@@ -122,13 +126,17 @@ def run_segments(source: str | Path, filters: Sequence[str | FilterStage], outpu
 
 
 def _check_before_work(source, output, *, overwrite: bool, format: str | None, decoder: str,
-                       source_options: dict, pipeline_options: dict) -> None:
+                       ray: str | bool | None, devices, source_options: dict, pipeline_options: dict) -> None:
     """What a one-piece run would refuse (the output, the input's errors), and the options a
     segmented run cannot take, before anything is cut or written."""
     if decoder not in ("cpu", "nvdec"):
         raise FilterSpecError(f"a segmented run decodes with cpu or nvdec, got decoder {decoder!r}")
     if "max_frames" in pipeline_options:  # each segment would stop at its own count
         raise FilterSpecError("a segmented run filters the whole input: max_frames does not apply")
+    if ray not in (None, False, ""):
+        if devices is not None:
+            raise FilterSpecError("on Ray the cluster grants each segment its GPU: devices does not apply")
+        ray_module()  # the extra is there, before anything is cut
     check_target(output, overwrite=overwrite, protect=(str(source),), format=format)
     FileSource(source, copy_streams=False, **source_options).close()
 
@@ -148,49 +156,106 @@ def combine_stats(results: Sequence[RunStats], seconds: float) -> RunStats:
     return total
 
 
-class _SegmentRunner:
-    """Runs the plan's segments as Pipelines in threads; stops them all on a failure or signal."""
+@dataclass
+class SegmentWork:
+    """How each segment of a run is made, the one home of that work for the threads of this
+    process and for Ray tasks (picklable: it goes to a task as it is).
 
-    def __init__(self, source, filters, output, plan: list[Segment], parts_dir: Path, *, backend: str,
-                 devices: Sequence[int] | str | None, format: str | None, sink_options: dict | None,
-                 source_options: dict, pipeline_options: dict) -> None:
-        self.source, self.filters, self.plan = str(source), list(filters), plan
-        self.format = output_format(output, format)
+    Attributes:
+        source: the input file. filters: the chain, as for Pipeline. format: the parts' container.
+        backend: the resolved backend. devices: the GPUs segments run in threads take in turn (a
+            Ray task takes the one Ray grants it).
+        sink_options, source_options: FileSink's and FileSource's.
+        pipeline_options: Pipeline's, ``decoder`` among them.
+    """
+
+    source: str
+    filters: list[str | FilterStage]
+    format: str
+    backend: str
+    devices: list[int]
+    sink_options: dict[str, Any]
+    source_options: dict[str, Any]
+    pipeline_options: dict[str, Any]
+
+    @classmethod
+    def make(cls, source, filters, output, *, backend: str, devices, format: str | None, decoder: str,
+             sink_options: dict | None, source_options: dict, pipeline_options: dict) -> "SegmentWork":
+        """The work of a run into ``output``; ``backend`` resolved once here (auto's notice)."""
+        devices = gpu_numbers(devices)
+        return cls(str(source), list(filters), output_format(output, format),
+                   resolve_backend(backend, device=devices[0]), devices, dict(sink_options or {}),
+                   source_options, {**pipeline_options, "decoder": decoder})
+
+    def open(self, segment: Segment, part: Path, device: int) -> Pipeline:
+        """One segment's Pipeline, not yet run: its source (frames in host memory, or in device
+        memory on NVDEC), its part file on ``device``'s GPU (the cuda backend or NVDEC). The part
+        is published whole when the pipeline ends and may replace one an earlier attempt of the
+        same segment completed (a Ray retry); the parts folder is the run's own."""
+        source = segment_source(self.source, segment, decoder=self.pipeline_options["decoder"], device=device,
+                                **self.source_options)
+        sink = None
+        try:
+            sink = open_sink(part, like=source, format=self.format, overwrite=True, **self.sink_options)
+            return Pipeline(source, self.filters, sink, backend=self.backend, device=device, **self.pipeline_options)
+        except BaseException:
+            source.close()
+            if sink is not None:
+                sink.abort()
+            raise
+
+
+class _SegmentRunner:
+    """Runs the plan's segments as Pipelines in threads, or as Ray tasks; stops them all on a
+    failure or signal."""
+
+    def __init__(self, work: SegmentWork, plan: list[Segment], parts_dir: Path, output: str | Path, *,
+                 ray: str | bool | None) -> None:
+        self.work, self.plan = work, plan
+        self.ray = ray if ray not in (False, "") else None
         suffix = Path(output).suffix or ".part"
         self.parts = [parts_dir / f"part{segment.index:04d}{suffix}" for segment in plan]
-        self.devices = gpu_numbers(devices)
-        self.backend = resolve_backend(backend, device=self.devices[0])  # once: auto's notice
-        self.sink_options = dict(sink_options or {})
-        self.source_options = source_options
-        self.pipeline_options = pipeline_options
         self._running = Running()  # the segments' pipelines, aborted together
         self._lock = threading.Lock()
         self._stopping: int | None = None  # the signal that stopped the run, or -1 after a failure
 
-    def run(self, jobs: int, running: Running | None = None) -> list[RunStats]:
-        """Run every segment, ``jobs`` at once; their stats in order. With ``running`` (a batch's),
-        the run is kept there as this thread's, to be aborted with the batch's pipelines.
+    def run(self, jobs: int | None, running: Running | None = None) -> list[RunStats]:
+        """Run every segment, ``jobs`` at once (None: all; on Ray, per GPU, None: 1); their stats
+        in order. With ``running`` (a batch's), the run is kept there as this thread's, to be
+        aborted with the batch's pipelines.
 
         Raises:
             The first segment's error (the others are aborted), or Interrupted on a signal.
         """
-        pool = ThreadPoolExecutor(max_workers=as_count(jobs, "jobs", 1), thread_name_prefix="streamconv-segment")
         if running is not None:
             running.add(self)  # aborted at once if the batch is already aborting
         try:
             with stop_on_signals(self._on_signal):
-                futures = [pool.submit(self._run_one, segment) for segment in self.plan]
-                wait(futures, return_when=FIRST_EXCEPTION)
-                if any(f.done() and f.exception() is not None for f in futures):
-                    self._abort_all(-1)  # one segment failed: the output cannot be whole
-                    wait(futures)
+                if self.ray is None:
+                    return self._in_threads(as_count(jobs or len(self.plan), "jobs", 1))
+                results = run_on_ray(self.work, self.plan, self.parts, jobs=as_count(jobs or 1, "jobs", 1),
+                                     address=None if self.ray is True else str(self.ray),
+                                     stopped=lambda: self._stopping is not None)
+        finally:
+            if running is not None:
+                running.remove()
+        if results is None:
+            raise Interrupted(self._stopping if self._stopping > 0 else signal.SIGTERM)
+        return results
+
+    def _in_threads(self, jobs: int) -> list[RunStats]:
+        """Every segment in a thread pool of ``jobs``; a failure aborts the rest."""
+        pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="streamconv-segment")
+        try:
+            futures = [pool.submit(self._run_one, segment) for segment in self.plan]
+            wait(futures, return_when=FIRST_EXCEPTION)
+            if any(f.done() and f.exception() is not None for f in futures):
+                self._abort_all(-1)  # one segment failed: the output cannot be whole
+                wait(futures)
         except BaseException:
             self._abort_all(-1)
             pool.shutdown(wait=True, cancel_futures=True)
             raise
-        finally:
-            if running is not None:
-                running.remove()
         pool.shutdown(wait=True)
         return self._outcome(futures)
 
@@ -225,23 +290,12 @@ class _SegmentRunner:
         self._running.abort_all(why if why > 0 else None)  # and any segment's pipeline made after
 
     def _run_one(self, segment: Segment) -> RunStats:
-        """One segment: its source, its part file, its Pipeline; aborted when the run stops."""
-        device = self.devices[segment.index % len(self.devices)]
+        """One segment in a thread of this process, on the devices in turn; aborted when the run stops."""
         with self._lock:
             if self._stopping is not None:
                 raise Interrupted(self._stopping if self._stopping > 0 else signal.SIGTERM)
-        decoder = self.pipeline_options["decoder"]
-        source = segment_source(self.source, segment, decoder=decoder, device=device, **self.source_options)
-        sink = None
-        try:
-            sink = open_sink(self.parts[segment.index], like=source, format=self.format, **self.sink_options)
-            pipeline = Pipeline(source, self.filters, sink, backend=self.backend, device=device,
-                                **self.pipeline_options)
-        except BaseException:
-            source.close()
-            if sink is not None:
-                sink.abort()
-            raise
+        device = self.work.devices[segment.index % len(self.work.devices)]
+        pipeline = self.work.open(segment, self.parts[segment.index], device)
         self._running.add(pipeline)  # aborted at once if the run stopped meanwhile
         try:
             return pipeline.run()

@@ -118,16 +118,15 @@ def _add_batch_parser(commands) -> None:
         segments_help="filter each input in N segments cut at its keyframes and joined into its output "
                       "(as run --segments): the inputs one after another, each one's segments at once "
                       "over --devices (with --jobs J: J times the GPUs at most), on NVDEC with --decoder nvdec; "
-                      "not with --ray or --processes above 1")
+                      "not with --ray or --processes above 1",
+        ray_help="run each input as a task on a Ray cluster (the ray extra): the one at ADDRESS, "
+                 "else RAY_ADDRESS's or a new local one; inputs and outputs on a shared path")
     batch.add_argument("--decoder", choices=DECODERS, default="auto", help="as for run (default auto)")
     batch.add_argument("--jobs", "-j", type=positive_int, metavar="N",
                        help="inputs at once per GPU (default: a quarter of the cores, at least 2 on a GPU)")
     batch.add_argument("--processes", type=positive_int, metavar="N",
                        help="worker processes the inputs are shared among (default: one per 4 inputs at once; "
                             "1: threads of one process)")
-    batch.add_argument("--ray", nargs="?", const=True, default=None, metavar="ADDRESS",
-                       help="run each input as a task on a Ray cluster (the ray extra): the one at ADDRESS, "
-                            "else RAY_ADDRESS's or a new local one; inputs and outputs on a shared path")
     batch.add_argument("--recursive", "-r", action="store_true",
                        help="take folders' subfolders too (outputs keep their relative paths), and ** in globs")
     batch.add_argument("--ext", metavar="EXT", help="the outputs' extension, e.g. mkv (default: the input's)")
@@ -152,7 +151,7 @@ def _add_chain_options(run: argparse.ArgumentParser) -> None:
 
 
 def _add_engine_options(run: argparse.ArgumentParser) -> None:
-    """Where and how the chain runs: --device, then --backend, --kernel, --ring, --devices, --segments."""
+    """Where and how the chain runs: --device, then --backend, --kernel, --ring, --devices, --segments, --ray."""
     run.add_argument("--device", type=non_negative_int, default=0, metavar="N", help="CUDA device number")
     _add_shared_engine_options(
         run, kernel_help="CUDA kernel variant: auto (default: separable for rank-1 taps of 7x7 and "
@@ -165,19 +164,24 @@ def _add_engine_options(run: argparse.ArgumentParser) -> None:
         segments_help="cut a video file at keyframes into N segments of near equal duration, filter "
                       "and encode them at once, and join them into OUTPUT (same frames, timestamps "
                       "and audio as a one-piece run; fewer segments if there are fewer keyframes); decoded by "
-                      "libavcodec, or each segment on NVDEC with --decoder nvdec")
+                      "libavcodec, or each segment on NVDEC with --decoder nvdec",
+        ray_help="with --segments: run each segment as a task on a Ray cluster (the ray extra): the one at "
+                 "ADDRESS, else RAY_ADDRESS's or a new local one, each task on the cuda backend or NVDEC "
+                 "with a GPU of its own; SOURCE and OUTPUT on a path every node sees (the parts are "
+                 "written beside OUTPUT), joined here")
 
 
 def _add_shared_engine_options(parser: argparse.ArgumentParser, *, kernel_help: str, ring_help: str,
-                               devices_help: str, segments_help: str) -> None:
-    """--backend, --kernel, --ring, --devices and --segments, declared once for run and batch
-    (the help says what each means for the command)."""
+                               devices_help: str, segments_help: str, ray_help: str) -> None:
+    """--backend, --kernel, --ring, --devices, --segments and --ray, declared once for run and
+    batch (the help says what each means for the command)."""
     parser.add_argument("--backend", choices=BACKENDS, default="auto",
                         help="auto picks cuda when PyCUDA and a GPU are present (default auto)")
     parser.add_argument("--kernel", choices=KERNEL_CHOICES, default="auto", metavar="NAME", help=kernel_help)
     parser.add_argument("--ring", type=ring_size, default=3, metavar="N", help=ring_help)
     parser.add_argument("--devices", type=device_list, default=None, metavar="all|N,N,...", help=devices_help)
     parser.add_argument("--segments", type=positive_int, metavar="N", help=segments_help)
+    parser.add_argument("--ray", nargs="?", const=True, default=None, metavar="ADDRESS", help=ray_help)
 
 
 def _add_input_options(run: argparse.ArgumentParser) -> None:

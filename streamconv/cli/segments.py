@@ -21,12 +21,16 @@ _REFUSED = (("max_frames", "--max-frames"), ("display", "--display"), ("side_by_
 
 
 def check_segment_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Usage errors of --segments and --devices (exit 2): a local file in, a file out, and none
-    of the options that need one reader and one writer."""
+    """Usage errors of --segments, --devices and --ray (exit 2): a local file in, a file out, and
+    none of the options that need one reader and one writer."""
     if args.segments is None:
         if args.devices is not None:
             parser.error("--devices spreads the segments of --segments N over GPUs; use --device for one run")
+        if args.ray is not None:
+            parser.error("--ray runs the segments of --segments N as Ray tasks; a one-piece run has none")
         return
+    if args.ray is not None and args.devices is not None:
+        parser.error("--devices does not apply with --ray (the cluster grants each segment its GPU)")
     source, output = args.source, args.output
     if is_webcam_spec(source) or is_test_spec(source) or "://" in source or \
             is_demuxed_spec(source, args.input_format):
@@ -41,7 +45,8 @@ def check_segment_args(parser: argparse.ArgumentParser, args: argparse.Namespace
 
 
 def cmd_run_segments(args: argparse.Namespace) -> int:
-    """``streamconv run IN -o OUT --segments N``: run, report, and exit 0 (13 if the input was damaged)."""
+    """``streamconv run IN -o OUT --segments N [--ray [ADDRESS]]``: run, report, and exit 0 (13
+    if the input was damaged)."""
     stages, border = _run_chain(args)
     _check_run_outputs(args, display=False)
     sink_options = encoder_options(args)
@@ -49,10 +54,11 @@ def cmd_run_segments(args: argparse.Namespace) -> int:
                       "depth": None if args.depth == "auto" else int(args.depth), "hwaccel": args.hwaccel,
                       "input_options": dict(args.input_options)}
     stats = run_segments(args.source, stages, args.output, segments=args.segments,
-                         devices=args.devices if args.devices is not None else [args.device],
+                         devices=args.devices if args.devices is not None or args.ray else [args.device],
                          backend=args.backend, copy_streams=not args.no_audio, overwrite=args.overwrite,
                          format=args.format, muxer_options=dict(args.output_options), sink_options=sink_options,
                          source_options=source_options, border=border, ring=args.ring, kernel=args.kernel,
-                         colour=args.colour, max_pixels=args.max_pixels, decoder=segment_decoder(args.decoder))
+                         colour=args.colour, max_pixels=args.max_pixels, decoder=segment_decoder(args.decoder),
+                         ray=args.ray)
     _report(args, stats)
     return run_exit_code(bool(stats.damage), None)
