@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import json
 import sys
 import time
@@ -51,9 +52,14 @@ class _Location(ctypes.Structure):
     _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
 
 
+@functools.lru_cache(maxsize=None)
+def _libcuda() -> ctypes.CDLL:
+    return ctypes.CDLL("libcuda.so.1")  # once, not per frame
+
+
 def prefetch(address: int, size: int, to_device: int | None, stream_handle: int) -> None:
     """cuMemPrefetchAsync of managed memory to GPU ``to_device`` (None: to the host) on a stream."""
-    library = ctypes.CDLL("libcuda.so.1")
+    library = _libcuda()
     location = _Location(_LOCATION_HOST, 0) if to_device is None else _Location(_LOCATION_DEVICE, to_device)
     code = library.cuMemPrefetchAsync_v2(ctypes.c_uint64(address), ctypes.c_size_t(size), location,
                                          ctypes.c_uint(0), ctypes.c_void_p(stream_handle))
@@ -75,27 +81,23 @@ class ManagedSlot:
             self.stream, self.done = driver.Stream(), driver.Event()
         self.host_out.fill(POISON)
         self.pitch = shape[1] * shape[2]
+        self.addresses = [int(a.base.get_device_pointer()) for a in (self.host_in, self.host_out, self.spare)]
 
     def submit(self) -> None:
         """Queue (prefetch in,) the chain in place in managed memory, (prefetch out,) the event."""
-        handle = self.stream.handle
+        handle, (source, target, spare) = self.stream.handle, self.addresses
         with self.backend.activated():
             if self.prefetching:
-                prefetch(self._address(self.host_in), self.host_in.nbytes, self.backend.device_number, handle)
-            self.backend.launch_chain(self.stream, self.shape, np.uint8, (self._address(self.host_in), self.pitch),
-                                      (self._address(self.host_out), self.pitch),
-                                      (self._address(self.spare), self.pitch), {})
+                prefetch(source, self.host_in.nbytes, self.backend.device_number, handle)
+            self.backend.launch_chain(self.stream, self.shape, np.uint8, (source, self.pitch), (target, self.pitch),
+                                      (spare, self.pitch), {})
             if self.prefetching:
-                prefetch(self._address(self.host_out), self.host_out.nbytes, None, handle)
+                prefetch(target, self.host_out.nbytes, None, handle)
             self.done.record(self.stream)
 
     def wait(self) -> None:
         with self.backend.activated():
             self.done.synchronize()
-
-    @staticmethod
-    def _address(array: np.ndarray) -> int:
-        return int(array.base.get_device_pointer())
 
 
 class PinnedSlot:

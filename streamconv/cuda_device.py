@@ -9,7 +9,6 @@ at import time.
 from __future__ import annotations
 
 import functools
-import shutil
 import threading
 from typing import Sequence
 
@@ -59,13 +58,8 @@ def kernel_supply(arch: str) -> str | None:
     index = prebuilt.read_index() if kernel_loader.prebuilt_enabled() else None
     covered = 0 if index is None else index.count_for(arch, kernel_loader.driver_cuda_major())
     compiler = kernel_loader.chosen_compiler()
-    found = kernel_loader.find_nvrtc() if compiler in ("auto", "nvrtc") else None
-    if found is not None:
-        compiling = f"NVRTC {found.version[0]}.{found.version[1]}"
-    elif compiler in ("auto", "nvcc") and shutil.which("nvcc") is not None:
-        compiling = "nvcc"
-    else:
-        compiling = None
+    found = kernel_loader.usable_compiler(compiler)
+    compiling = None if found is None else kernel_loader.compiler_label(found)
     if covered and compiling:
         return f"prebuilt ({covered}), else {compiling}"
     if covered:

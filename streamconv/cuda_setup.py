@@ -12,6 +12,7 @@ point it at them, and installs it, all with this interpreter's pip.
 from __future__ import annotations
 
 import ctypes
+import functools
 import glob
 import os
 import subprocess
@@ -50,8 +51,10 @@ class Driver:
         return f"CUDA {self.major}.{self.minor} ({self.path})"
 
 
+@functools.lru_cache(maxsize=None)
 def find_driver() -> Driver | None:
-    """The driver library loaded by its soname, or None where there is none (no PyCUDA needed)."""
+    """The driver library loaded by its soname, or None where there is none (no PyCUDA needed);
+    looked up once per process."""
     try:
         library = ctypes.CDLL("libcuda.so.1")
     except OSError:

@@ -41,8 +41,10 @@ NVCC_OPTIONS = ("-O3", "-std=c++17")
 COMPILERS = ("auto", "nvrtc", "nvcc", "none")
 """The values of ``STREAMCONV_COMPILER``."""
 
+@functools.lru_cache(maxsize=None)
 def kernel_source(name: str) -> str:
-    """The text of ``cuda/<name>.cu`` from this installation (never the working directory)."""
+    """The text of ``cuda/<name>.cu`` from this installation (never the working directory); read
+    once per process."""
     path = data_dir("cuda") / f"{name}.cu"
     if not path.is_file():
         raise BackendUnavailableError(f"CUDA kernel source missing from the installation: {path}")
@@ -107,7 +109,6 @@ def prebuilt_enabled() -> bool:
     return os.environ.get("STREAMCONV_PREBUILT", "1") != "0"
 
 
-@functools.lru_cache(maxsize=None)
 def driver_cuda_major() -> int | None:
     """The CUDA major version of the installed driver (13 for 580), or None without a driver:
     NVRTC must not be newer than it."""
@@ -118,6 +119,20 @@ def driver_cuda_major() -> int | None:
 def find_nvrtc() -> "nvrtc.Nvrtc | None":
     """The NVRTC this process compiles with (None where none matches the driver)."""
     return nvrtc.find(driver_cuda_major())
+
+
+def usable_compiler(compiler: str = "auto") -> "nvrtc.Nvrtc | str | None":
+    """What ``compiler`` (a ``STREAMCONV_COMPILER`` value) compiles with here: the NVRTC found,
+    ``"nvcc"``, or None (nothing usable). ``auto`` prefers NVRTC."""
+    found = find_nvrtc() if compiler in ("auto", "nvrtc") else None
+    if found is not None:
+        return found
+    return "nvcc" if compiler in ("auto", "nvcc") and shutil.which("nvcc") is not None else None
+
+
+def compiler_label(found: "nvrtc.Nvrtc | str") -> str:
+    """``NVRTC 13.0`` or ``nvcc``, for :func:`usable_compiler`'s result."""
+    return found if isinstance(found, str) else found.label
 
 
 @functools.lru_cache(maxsize=None)
@@ -144,8 +159,12 @@ def compile_image(name: str, defines: Mapping[str, object], arch: str, compiler:
     label = specialisation_name(name, defines)
     text = with_defines(kernel_source(name), defines)
     started = time.perf_counter()
-    found = find_nvrtc() if compiler in ("auto", "nvrtc") else None
-    if found is not None:
+    found = usable_compiler(compiler)
+    if found is None:
+        raise BackendUnavailableError(f"no compiler for {label} on {arch}: {missing_compiler_hint(compiler)}")
+    if found == "nvcc":
+        image = KernelImage(_nvcc(text, label, arch), "nvcc")
+    else:
         key = prebuilt.source_key(name, text)
         tag = f"nvrtc{found.version[0]}.{found.version[1]}"
         cubin = kernel_cache.read(key, arch, tag)
@@ -153,10 +172,6 @@ def compile_image(name: str, defines: Mapping[str, object], arch: str, compiler:
             cubin = nvrtc.compile_cubin(found, text, label, arch, str(data_dir("cuda")))
             kernel_cache.write(key, arch, tag, cubin)
         image = KernelImage(cubin, "nvrtc")
-    elif compiler in ("auto", "nvcc") and shutil.which("nvcc") is not None:
-        image = KernelImage(_nvcc(text, label, arch), "nvcc")
-    else:
-        raise BackendUnavailableError(f"no compiler for {label} on {arch}: {missing_compiler_hint(compiler)}")
     log.info("%s for %s from %s in %.2f s", label, arch, image.origin, time.perf_counter() - started)
     return image
 
@@ -210,23 +225,17 @@ def load_module(name: str, defines: Mapping[str, object], arch: str):
 
     image = kernel_image(name, defines, arch)
     label = f"{specialisation_name(name, defines)} {arch}"
-    if image.origin == "prebuilt":
-        try:
-            module = driver.module_from_buffer(image.data)
-        except driver.Error as exc:
-            log.warning("the driver refused the prebuilt %s (%s); compiling it", label, exc)
-            image = compile_image(name, defines, arch, chosen_compiler())
-        else:
-            _record(label, image.origin)
-            return module
-    module = driver.module_from_buffer(image.data)
-    _record(label, image.origin)
-    return module
-
-
-def _record(label: str, origin: str) -> None:
+    try:
+        module = driver.module_from_buffer(image.data)
+    except driver.Error as exc:
+        if image.origin != "prebuilt":
+            raise
+        log.warning("the driver refused the prebuilt %s (%s); compiling it", label, exc)
+        image = compile_image(name, defines, arch, chosen_compiler())
+        module = driver.module_from_buffer(image.data)
     with _origins_lock:
-        _origins[label] = origin
+        _origins[label] = image.origin
+    return module
 
 
 def precompile(specialisations: list[tuple[str, Mapping[str, object]]], arch: str, *,

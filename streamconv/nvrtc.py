@@ -45,9 +45,14 @@ class Nvrtc:
     version: tuple[int, int]
     library: ctypes.CDLL
 
+    @property
+    def label(self) -> str:
+        """E.g. ``NVRTC 13.0``."""
+        return f"NVRTC {self.version[0]}.{self.version[1]}"
+
     def describe(self) -> str:
         """E.g. ``NVRTC 13.0 (/.../libnvrtc.so.13)``."""
-        return f"NVRTC {self.version[0]}.{self.version[1]} ({self.path})"
+        return f"{self.label} ({self.path})"
 
 
 def candidate_paths() -> list[str]:
@@ -136,8 +141,7 @@ def compile_cubin(nvrtc: Nvrtc, source: str, name: str, arch: str, include_dir: 
         argv = (ctypes.c_char_p * len(args))(*(a.encode() for a in args))
         status = lib.nvrtcCompileProgram(program, len(args), argv)
         if status != 0:
-            raise KernelCompileError(f"NVRTC {nvrtc.version[0]}.{nvrtc.version[1]} failed to compile "
-                                     f"{name} for {arch}:\n{_log(lib, program)}")
+            raise KernelCompileError(f"{nvrtc.label} failed to compile {name} for {arch}:\n{_log(lib, program)}")
         size = ctypes.c_size_t()
         _check(lib, lib.nvrtcGetCUBINSize(program, ctypes.byref(size)), "nvrtcGetCUBINSize")
         cubin = ctypes.create_string_buffer(size.value)

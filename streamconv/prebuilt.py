@@ -35,9 +35,15 @@ def source_key(name: str, text: str) -> str:
     """The key of one specialisation: SHA-256 of its name, its full text (``#define`` lines
     included) and every header of the cuda folder, which its ``#include`` lines may read."""
     digest = hashlib.sha256(f"{name}\0{text}\0".encode())
-    for header in sorted(data_dir("cuda").glob("*.cuh")):
-        digest.update(header.name.encode() + b"\0" + header.read_bytes() + b"\0")
+    digest.update(_headers())
     return digest.hexdigest()[:32]
+
+
+@functools.lru_cache(maxsize=None)
+def _headers() -> bytes:
+    """Every header of the cuda folder, named, as the key hashes them (read once per process)."""
+    return b"".join(header.name.encode() + b"\0" + header.read_bytes() + b"\0"
+                    for header in sorted(data_dir("cuda").glob("*.cuh")))
 
 
 @dataclass(frozen=True)

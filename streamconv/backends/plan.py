@@ -83,8 +83,7 @@ def plan_stage(stage: FilterStage, kernel: str = AUTO, dtype=np.uint8, *, tensor
     sample_bytes = np.dtype(dtype).itemsize
     if kernel == AUTO:
         for rule in AUTO_TABLE:
-            if sample_bytes in rule.family.SAMPLE_BYTES and rule.when(stage) and \
-                    (tensor_cores or rule.family is not tensor_core):
+            if sample_bytes in rule.family.SAMPLE_BYTES and rule.when(stage):
                 try:
                     return _prepared(stage, rule.family.VARIANTS[0], sample_bytes, tensor_cores)
                 except FilterSpecError:
@@ -93,14 +92,14 @@ def plan_stage(stage: FilterStage, kernel: str = AUTO, dtype=np.uint8, *, tensor
     if sample_bytes not in BY_VARIANT[kernel].SAMPLE_BYTES:
         raise FilterSpecError(f"--kernel {kernel} takes 8-bit frames only; 16-bit frames run as "
                               f"{REGISTER_BLOCKED} (--kernel auto)")
-    if BY_VARIANT[kernel] is tensor_core and not tensor_cores:
-        raise FilterSpecError(f"--kernel {kernel} needs a GPU of sm_80 or later (int8 tensor-core mma); "
-                              f"use --kernel auto")
     return _prepared(stage, kernel, sample_bytes, tensor_cores)
 
 
 def _prepared(stage: FilterStage, variant: str, sample_bytes: int, tensor_cores: bool = True) -> StagePlan:
     family = BY_VARIANT[variant]
+    if family is tensor_core and not tensor_cores:  # auto then takes the next row
+        raise FilterSpecError(f"--kernel {variant} needs a GPU of sm_80 or later (int8 tensor-core mma); "
+                              f"use --kernel auto")
     return StagePlan(stage, variant, family, family.prepare(stage, variant, sample_bytes), sample_bytes,
                      tensor_cores)
 

@@ -61,24 +61,24 @@ def _print_gpu() -> str | None:
 def _print_kernels(arch: str | None) -> None:
     """Where kernels come from here: prebuilt, NVRTC, nvcc, and the cache."""
     print("kernels:")
-    enabled = kernel_loader.prebuilt_enabled()
-    driver = cuda_setup.find_driver()
-    shown = prebuilt.summary(arch, driver.major if driver else None)
-    print(f"  prebuilt: {shown if enabled else 'not used (STREAMCONV_PREBUILT=0)'}")
-    found = nvrtc.find(driver.major if driver else None)
-    hint = nvrtc.INSTALL_HINT.get(driver.major if driver else 13, nvrtc.INSTALL_HINT[13])
+    major = kernel_loader.driver_cuda_major()
+    shown = prebuilt.summary(arch, major) if kernel_loader.prebuilt_enabled() else "not used (STREAMCONV_PREBUILT=0)"
+    print(f"  prebuilt: {shown}")
+    found = kernel_loader.find_nvrtc()
+    hint = nvrtc.INSTALL_HINT.get(major or 13, nvrtc.INSTALL_HINT[13])
     print(f"  nvrtc: {found.describe() if found else f'not found (fix: {hint}, or {INSTALL_CUDA})'}")
-    nvcc = shutil.which("nvcc")
-    print(f"  nvcc: {nvcc or 'not on PATH (not needed: NVRTC compiles what is not prebuilt)'}")
+    print(f"  nvcc: {shutil.which('nvcc') or 'not on PATH (not needed: NVRTC compiles what is not prebuilt)'}")
     try:
         compiler = kernel_loader.chosen_compiler()
     except Exception as exc:  # a bad STREAMCONV_COMPILER: say so rather than fail info
         print(f"  compiler: {exc}")
         return
-    using = "NVRTC" if found and compiler in ("auto", "nvrtc") else \
-        "nvcc" if nvcc and compiler in ("auto", "nvcc") else f"none ({kernel_loader.missing_compiler_hint(compiler)})"
-    print(f"  compiles with: {using} (STREAMCONV_COMPILER={os.environ.get('STREAMCONV_COMPILER', 'auto')})")
+    using = kernel_loader.usable_compiler(compiler)
+    shown = kernel_loader.compiler_label(using) if using else f"none ({kernel_loader.missing_compiler_hint(compiler)})"
+    print(f"  compiles with: {shown} (STREAMCONV_COMPILER={os.environ.get('STREAMCONV_COMPILER', 'auto')})")
     print(f"  cache: {kernel_cache.cache_dir()} ({kernel_cache.entries()} kernels)")
+
+
 def _print_codecs(gpu: bool) -> None:
     """The decoders (libavcodec, NVDEC's capabilities on device 0) and the NVENC encoders."""
     print("decoders:")
