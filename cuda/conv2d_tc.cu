@@ -79,29 +79,6 @@ namespace {
 
 using namespace conv;
 
-// The 16 bytes of frame row y from byte column gx, through the border map (rows above or below
-// the frame, or columns off either side).
-__device__ __noinline__ uint4 load_edge_vector(const unsigned char* __restrict__ src, int src_pitch,
-                                               int y, int gx, int width, int height) {
-  const int sy = map_index(y, height);
-  if (sy < 0) return make_uint4(0u, 0u, 0u, 0u);
-  const unsigned char* row = src + (size_t)sy * src_pitch;
-  const int row_bytes = width * CHANNELS;
-  if (gx >= 0 && gx + 16 <= row_bytes) return __ldg(reinterpret_cast<const uint4*>(row + gx));
-  unsigned int w[4];
-#pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    unsigned int by[4];
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int c = map_column(gx + 4 * q + e, row_bytes, width);
-      by[e] = c < 0 ? 0u : (unsigned int)row[c];
-    }
-    w[q] = pack4(by[0], by[1], by[2], by[3]);
-  }
-  return make_uint4(w[0], w[1], w[2], w[3]);
-}
-
 constexpr int kReach = CHANNELS * RADIUS;              // bytes a tap row reaches each side
 constexpr int kFirstWord = -((kReach + 3) / 4);       // relative to a unit's first output byte
 constexpr int kLastWord = (8 * GROUP - 1 + kReach) / 4;
@@ -127,7 +104,6 @@ constexpr int kThreads = WARPS * 32;
 constexpr int kStageVecs = kStagedW / 16;
 constexpr int kStageIters = (kInRows * kStageVecs + kThreads - 1) / kThreads;
 constexpr int kOutVecs = TILE_W / 16;
-constexpr int kStoreIters = (TILE_H * kOutVecs + kThreads - 1) / kThreads;
 static_assert(kUnits % WARPS == 0, "each warp takes the same number of units");
 
 // Whether k-step s holds any input byte that n-tile j's outputs use (else its mma is skipped).
@@ -321,21 +297,5 @@ conv2d_tc_u8(const unsigned char* __restrict__ src, unsigned char* __restrict__ 
   __syncthreads();
 
   // 3. Store the output tile.
-#pragma unroll
-  for (int k = 0; k < kStoreIters; ++k) {
-    const int i = tid + k * kThreads;
-    const int r = i / kOutVecs;
-    const int v = i - r * kOutVecs;
-    const int y = y0 + r;
-    const int gx = x0 + 16 * v;
-    if (i >= TILE_H * kOutVecs || y >= height || gx >= row_bytes) continue;
-    const uint4 val = *reinterpret_cast<const uint4*>(s_out + r * kOutPitch + 16 * v);
-    unsigned char* d = dst + (size_t)y * dst_pitch + gx;
-    if (gx + 16 <= row_bytes) {
-      *reinterpret_cast<uint4*>(d) = val;
-    } else {
-      const unsigned int w[4] = {val.x, val.y, val.z, val.w};
-      for (int e = 0; e < row_bytes - gx; ++e) d[e] = (unsigned char)(w[e >> 2] >> (8 * (e & 3)));
-    }
-  }
+  store_tile<TILE_H, kOutVecs, kOutPitch, kThreads>(dst, s_out, row_bytes, height, dst_pitch, x0, y0);
 }

@@ -33,7 +33,7 @@ from .kernel_loader import NVCC_OPTIONS, kernel_source, specialisation_name, wit
 from .resources import data_dir
 
 ARCHS = ("sm_75", "sm_80", "sm_90", "sm_100", "sm_120")
-TENSOR_CORE_SOURCES = ("conv2d_tc", "conv3_tc", "sepconv_tc")
+TENSOR_CORE_SOURCES = ("conv2d_tc", "conv2d_tcp", "conv3_tc", "sepconv_tc")
 """Kernel files that use sm_80's integer mma instructions."""
 
 

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from streamconv.backends import plan as planning
-from streamconv.backends.families import tensor_core
 from streamconv.borders import BORDER_MODES
 from streamconv.errors import FilterSpecError
 from streamconv.filters import FilterStage, build_filter, parse_filter, validate_taps
@@ -49,6 +48,8 @@ def driver():
                for b in range(3)]
     wanted += [(stage, (64, 64, c), b) for k in (3, 7, 9) for c in (1, 3, 4) for b in range(3)
                for stage in (full_rank_stage(rng, k, True), full_rank_stage(rng, k, False), three_digit_stage(rng, k))]
+    wanted += [(stage, (64, 64, c), b) for k in LARGE_KS for c in (1, 3, 4) for b in range(3)
+               for stage in large_k_stages(rng, k)]
     return precompile_plans(wanted, "all")
 
 
@@ -56,9 +57,6 @@ def driver():
 @pytest.mark.parametrize("size", KS)
 @pytest.mark.parametrize("variant", TWO_D)
 def test_2d_variants_on_random_taps(rng, driver, variant, size, border):
-    if not planning.supports(full_rank_stage(rng, size, False), variant):
-        assert variant == planning.TENSOR_CORE and size > 2 * tensor_core.MAX_RADIUS + 1
-        return
     for exact in (True, False):
         stage = full_rank_stage(rng, size, exact)
         for height, width in FRAMES:
@@ -94,9 +92,33 @@ def test_tensor_core_at_every_size_it_takes(rng, driver, size, border, channels)
             check_against_cpu([stage], frame, border, driver, planning.TENSOR_CORE)
 
 
+LARGE_KS = [11, 15, 21, 31]
+
+
+def large_k_stages(rng, size: int) -> list[FilterStage]:
+    """conv2d_tcp.cu's cases: exact taps, inexact ones (a top digit on the centre: the sparse
+    list), and small taps of equal size (a blur: two dense digits, no list)."""
+    blur = rng.uniform(0.0, 1.0, (size, size))
+    return [full_rank_stage(rng, size, True), full_rank_stage(rng, size, False),
+            FilterStage("custom", {}, (validate_taps(blur / blur.sum()),))]
+
+
+@pytest.mark.parametrize("border", BORDER_MODES)
+@pytest.mark.parametrize("size", LARGE_KS)
+@pytest.mark.parametrize("channels", [1, 3, 4])
+def test_tensor_core_at_large_k(rng, driver, size, border, channels):
+    # tiles of 64 x 32 pixels: frames below one, across several, and rows ending mid-vector
+    for stage in large_k_stages(rng, size):
+        assert planning.plan_stage(stage, planning.TENSOR_CORE).kernel_plan((8, 8, channels), 0).source == "conv2d_tcp"
+        for height, width in [*FRAMES, (67, 93), (33, 130), (5, 43)]:
+            frame = rng.integers(0, 256, (height, width, channels), dtype=np.uint8)
+            check_against_cpu([stage], frame, border, driver, planning.TENSOR_CORE)
+
+
 def test_tensor_core_at_4k_and_on_named_filters(rng, driver):
     frame = rng.integers(0, 256, (2160, 3840, 3), dtype=np.uint8)
-    check_against_cpu([full_rank_stage(rng, 5, False)], frame, "reflect101", driver, planning.TENSOR_CORE)
+    for size in (5, 15, 31):
+        check_against_cpu([full_rank_stage(rng, size, False)], frame, "reflect101", driver, planning.TENSOR_CORE)
     small = frame[:131, :257]
     for spec in ("sharpen", "emboss", "identity", "box:size=3", "box:size=9", "gaussian:sigma=1.3"):
         check_against_cpu([parse_filter(spec)], small, "replicate", driver, planning.TENSOR_CORE)

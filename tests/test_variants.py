@@ -16,7 +16,7 @@ from streamconv.filters import FilterStage, parse_filter, validate_taps
 from oracle import random_taps
 
 SHAPES = [(1, 1, 3), (37, 1, 1), (1, 37, 4), (1080, 1920, 3), (2160, 3840, 3), (49, 65, 3)]
-TENSOR_CORE_KS = (3, 5, 7, 9)  # auto's tensor-core row
+TENSOR_CORE_KS = (3, 5, 7, 9, 11, 15, 31)  # auto's tensor-core row
 
 
 def random_stage(rng, size: int) -> FilterStage:
@@ -38,8 +38,10 @@ def test_auto_choice(spec, expected):
 
 
 def test_auto_keeps_full_rank_taps_2d(rng):
-    assert planning.plan_stage(random_stage(rng, 15)).variant == planning.REGISTER_BLOCKED
+    assert planning.plan_stage(random_stage(rng, 15)).variant == planning.TENSOR_CORE
+    assert planning.plan_stage(random_stage(rng, 15)).kernel_plan((64, 64, 3), 2).source == "conv2d_tcp"
     assert planning.plan_stage(random_stage(rng, 3)).variant == planning.TENSOR_CORE
+    assert planning.plan_stage(_bank(rng, 15)).variant == planning.REGISTER_BLOCKED  # a bank above 9x9
 
 
 @pytest.mark.parametrize("size", TENSOR_CORE_KS)
@@ -56,12 +58,18 @@ def test_auto_takes_the_tensor_cores_for_full_rank_taps_they_hold(rng, size):
 
 
 def test_tensor_core_refuses_what_it_cannot_run(rng):
-    with pytest.raises(FilterSpecError, match="K up to 9"):
-        planning.plan_stage(random_stage(rng, 11), planning.TENSOR_CORE).variant
+    with pytest.raises(FilterSpecError, match="bank of two taps up to K = 9"):
+        planning.plan_stage(_bank(rng, 11), planning.TENSOR_CORE)
     with pytest.raises(FilterSpecError, match="8-bit frames only"):
         planning.plan_stage(random_stage(rng, 5), planning.TENSOR_CORE, np.uint16).variant
-    assert not planning.supports(random_stage(rng, 11), planning.TENSOR_CORE)
-    assert planning.supports(random_stage(rng, 9), planning.TENSOR_CORE)
+    assert not planning.supports(_bank(rng, 11), planning.TENSOR_CORE)
+    assert planning.supports(random_stage(rng, 11), planning.TENSOR_CORE)
+    assert planning.supports(random_stage(rng, 31), planning.TENSOR_CORE)
+
+
+def _bank(rng, size: int) -> FilterStage:
+    """Two banks of random taps combined as a gradient magnitude."""
+    return FilterStage("custom", {}, tuple(random_stage(rng, size).taps[0] for _ in range(2)))
 
 
 def test_tensor_core_plan_rounds_like_the_cpu_for_exact_taps(rng):
@@ -125,9 +133,6 @@ def test_api_takes_a_kernel(rng):
 def test_every_plan_covers_the_frame(variant, shape, size):
     height, width, channels = shape
     stage = parse_filter(f"box:size={size}")
-    if not planning.supports(stage, variant):
-        assert variant == planning.TENSOR_CORE and size > 9
-        return
     plan = planning.plan_stage(stage, variant).kernel_plan(shape, 2)
     assert plan.variant == variant
     defines = plan.defines
@@ -152,6 +157,11 @@ def test_every_plan_covers_the_frame(variant, shape, size):
         assert (gx - 1) * span < width * channels and (gy - 1) * defines["ROWS"] < height
         assert threads == 32 * defines["WARPS"]
         assert set(plan.constants) == {"g_bband", "c_round"}
+    elif plan.source == "conv2d_tcp":
+        assert gx * defines["TILE_PX"] >= width and gy * defines["TILE_H"] >= height
+        assert (gx - 1) * defines["TILE_PX"] < width and (gy - 1) * defines["TILE_H"] < height
+        assert threads == 32 * defines["WARPS"]
+        assert set(plan.constants) <= {"g_bfrag", "c_round", "c_sparse"}
     elif variant == planning.TENSOR_CORE:
         assert gx * defines["TILE_W"] >= width * channels and gy * defines["TILE_H"] >= height
         assert (gx - 1) * defines["TILE_W"] < width * channels and (gy - 1) * defines["TILE_H"] < height

@@ -53,9 +53,9 @@ class AutoRule:
 AUTO_TABLE: tuple[AutoRule, ...] = (
     AutoRule(separable, lambda stage: stage.size >= 7,
              "rank-1 taps from 7x7 (at 5x5 the tensor cores win)"),
-    AutoRule(tensor_core, lambda stage: stage.size in (3, 5, 7, 9) and
-             (stage.size > 3 or tensor_core.one_3x3_matrix(stage)),
-             "8-bit taps of 5x5 to 9x9 its digits hold, and one 3x3 matrix (a 3x3 bank loses there)"),
+    AutoRule(tensor_core, lambda stage: stage.size > 3 or tensor_core.one_3x3_matrix(stage),
+             "8-bit taps from 5x5 to 31x31 its digits hold (2.7-5.7x register-blocked from 11x11), and "
+             "one 3x3 matrix (a 3x3 bank loses there)"),
     AutoRule(register_blocked, lambda stage: True, "everything else, 16-bit frames included"),
 )
 """``auto``'s choice, first match wins (benchmarks/README.md has the figures behind each row)."""
@@ -76,8 +76,8 @@ def plan_stage(stage: FilterStage, kernel: str = AUTO, dtype=np.uint8, *, tensor
 
     Raises:
         FilterSpecError: an unknown kernel; a variant that cannot run the stage (``separable``
-            for taps that are not rank 1, ``tensor-core`` above K = 9, for taps its digits
-            cannot hold or without ``tensor_cores``) or that takes 8-bit frames only, for 16-bit ones.
+            for taps that are not rank 1, ``tensor-core`` for a bank of two taps above K = 9,
+            for taps its digits cannot hold or without ``tensor_cores``) or that takes 8-bit frames only, for 16-bit ones.
     """
     check_kernel(kernel)
     sample_bytes = np.dtype(dtype).itemsize

@@ -35,8 +35,9 @@ MAX_QUANT_ERROR = 0.25
 result within 1 LSB of the CPU backend; 0.25 keeps outputs that differ from it rare (random 5 x 5
 taps in 2 digits: about 0.1% of them, by 1) while most full-rank taps up to 7 x 7 fit 2 digits."""
 
-_MAX_SHIFT = 30
-_INT32_MAX = 2**31 - 1
+MAX_SHIFT = 30
+"""The largest power of two the taps are scaled by."""
+INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ class IntegerTaps:
         return np.stack(planes)
 
 
-def _digit_limit(digits: int) -> int:
+def digit_limit(digits: int) -> int:
     """The largest |n| that ``digits`` signed base-256 digits always hold."""
     return 127 * (256**digits - 1) // 255
 
@@ -92,12 +93,12 @@ def fit(taps: np.ndarray, digits: int) -> IntegerTaps | None:
     """``taps`` ((banks, K, K) float64 host array, not all zero) in ``digits`` digits at the
     largest shift whose values fit the digits and whose byte sums fit int32, or None if no shift
     from 1 does. The error is rounded taps' worst case, as in :class:`IntegerTaps`."""
-    limit = _digit_limit(digits)
+    limit = digit_limit(digits)
     peak = float(np.abs(taps).max())
-    shift = _MAX_SHIFT if peak == 0 else min(_MAX_SHIFT, int(np.floor(np.log2(limit / peak))))
+    shift = MAX_SHIFT if peak == 0 else min(MAX_SHIFT, int(np.floor(np.log2(limit / peak))))
     for shift in range(shift, 0, -1):
         values = np.round(taps * 2.0**shift).astype(np.int64)
-        if np.abs(values).max() <= limit and 255 * np.abs(values).sum(axis=(1, 2)).max() <= _INT32_MAX:
+        if np.abs(values).max() <= limit and 255 * np.abs(values).sum(axis=(1, 2)).max() <= INT32_MAX:
             error = float(255 * np.abs(taps - values / 2.0**shift).sum(axis=(1, 2)).max())
             return IntegerTaps(values, shift, digits, error)
     return None
