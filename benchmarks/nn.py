@@ -1,12 +1,13 @@
 """Convolution-layer benchmark of streamconv.nn on the GPU: checks correctness, then times.
 
-    python benchmarks/nn.py [--json PATH] [--quick] [--methods direct,tiled,im2col]
+    python benchmarks/nn.py [--json PATH] [--quick] [--methods direct,tiled,im2col,tf32]
 
 For C in {3, 16, 64} input channels, M in {8, 64} output channels, K in {3, 5, 7}, batch N in
 {1, 8}, at 1080p (stride 1, padding K // 2, so the output is 1080p too), each conv2d method is:
 1. checked: the output is poisoned (NaN) first, then 4096 random outputs are held against the
-   float64 definition computed for just those outputs (relative error, at most 1e-4), on fresh
-   uniform random inputs in [-1, 1);
+   float64 definition computed for just those outputs (relative error, at most 1e-4; ``tf32``,
+   TF32 operands on the tensor cores: within 2^-10 of sum |w x| at each), on fresh uniform
+   random inputs in [-1, 1);
 2. timed with CUDA events after a warm-up (median of several runs), the taps already in the
    kernels' layout (a once-per-model cost, like any library's weight transform);
 3. reported as ms, GFLOP/s (2 N M Ho Wo C K K per call) and the fraction of the FP32 peak
@@ -33,7 +34,8 @@ from streamconv import kernel_loader  # noqa: E402
 from streamconv.gpu_timing import fp32_fma_peak, occupancy  # noqa: E402
 from streamconv.cuda_device import cuda_status  # noqa: E402
 from streamconv.nn import conv2d_shape, im2col_expansion  # noqa: E402
-from streamconv.nn.gpu import METHODS, engine, gemm_defines, gemm_threads, tiled_defines, tiled_threads  # noqa: E402
+from streamconv.nn.gpu import (METHODS, engine, gemm_defines, gemm_threads, tf32_defines, tiled_defines,  # noqa: E402
+                               tiled_threads)
 
 HEIGHT, WIDTH = 1080, 1920
 CHANNELS = (3, 16, 64)
@@ -42,6 +44,7 @@ KS = (3, 5, 7)
 BATCHES = (1, 8)
 CHECK_POINTS = 4096
 TOLERANCE = 1e-4
+TF32_BOUND = 2.0**-10  # tf32's promise, per output, relative to sum |w x| (streamconv.nn.gpu.METHODS)
 TIME_BUDGET_S = 1.0
 
 
@@ -58,14 +61,21 @@ def reference_at(x: np.ndarray, w: np.ndarray, bias: np.ndarray, shape, picks) -
     return np.einsum("pckl,pckl->p", windows, w[m].astype(np.float64)) + bias[m]
 
 
-def check(y_host: np.ndarray, x: np.ndarray, w: np.ndarray, bias: np.ndarray, shape, rng) -> float:
-    """Relative error of sampled outputs against the definition; raises if NaN or above tolerance."""
+def check(y_host: np.ndarray, x: np.ndarray, w: np.ndarray, bias: np.ndarray, shape, rng,
+          method: str) -> float:
+    """Relative error of sampled outputs against the definition; raises if NaN or above the
+    method's bound (TOLERANCE; for tf32, TF32_BOUND of sum |w x| at each output)."""
     if np.isnan(y_host).any():
         raise SystemExit("outputs left unwritten (NaN poison survived)")
     picks = tuple(rng.integers(0, size, CHECK_POINTS) for size in shape.out_shape)
     expected = reference_at(x, w, bias, shape, picks)
-    error = float(np.max(np.abs(y_host[picks] - expected)) / np.max(np.abs(expected)))
-    if error > TOLERANCE:
+    difference = np.abs(y_host[picks] - expected)
+    error = float(np.max(difference) / np.max(np.abs(expected)))
+    if method == "tf32":
+        magnitude = reference_at(np.abs(x), np.abs(w), np.zeros_like(bias), shape, picks)
+        if np.any(difference > TF32_BOUND * magnitude + 1e-6 * np.abs(expected)):
+            raise SystemExit(f"tf32 beyond 2^-10 of sum |w x| (relative error {error:.2e})")
+    elif error > TOLERANCE:
         raise SystemExit(f"relative error {error:.2e} > {TOLERANCE:g}")
     return error
 
@@ -92,6 +102,8 @@ def kernel_facts(gpu, method: str, shape, device, driver) -> dict:
     """Registers, shared memory and occupancy of the method's main kernel."""
     if method == "direct":
         function, threads = gpu.function("nn_conv", "conv_direct", {"DIRECT_TILE": 16}), 256
+    elif method == "tf32":
+        function, threads = gpu.function("conv_tf32", "conv_tf32", tf32_defines(shape)), 256
     elif method == "tiled" and tiled_defines(shape) is not None:
         d = tiled_defines(shape)
         function, threads = gpu.function("nn_conv", "conv_tiled", d), tiled_threads(d)
@@ -110,6 +122,7 @@ def precompile(shapes, arch: str) -> None:
         if defines:
             wanted.add(("nn_conv", tuple(sorted(defines.items()))))
         wanted.add(("gemm", tuple(sorted(gemm_defines(shape.m).items()))))
+        wanted.add(("conv_tf32", tuple(sorted(tf32_defines(shape).items()))))
     kernel_loader.precompile([(name, dict(items)) for name, items in sorted(wanted)], arch, workers=16)
 
 
@@ -133,7 +146,7 @@ def measure(gpu, shape, methods, rng, device, peak_flops: float) -> list[dict]:
             gpu.conv2d_into(y, x, w, bias, shape, method=method, w_t=w_t)
 
         call()
-        error = check(y.get(), x_host, w_host, bias_host, shape, rng)
+        error = check(y.get(), x_host, w_host, bias_host, shape, rng, method)
         seconds = time_call(call, driver)
         row = {"n": shape.n, "c": shape.c, "m": shape.m, "k": shape.k, "method": method,
                "ms": seconds * 1e3, "gflops": shape.flops / seconds / 1e9,

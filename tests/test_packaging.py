@@ -222,13 +222,14 @@ NN_CASES = {  # (N, C, H, W), (M, C, K, K), stride, padding
 
 def _nn_specialisations(name: str) -> list[tuple[Path, dict]]:
     """Every (kernel file, defines) streamconv.nn would compile for this conv2d call."""
-    from streamconv.nn.gpu import gemm_defines, tiled_defines
+    from streamconv.nn.gpu import gemm_defines, tf32_defines, tiled_defines
     from streamconv.nn.shapes import conv2d_shape
 
     x_shape, w_shape, stride, padding = NN_CASES[name]
     shape = conv2d_shape(x_shape, w_shape, None, stride, padding)
     return [(REPO / "cuda" / "nn_conv.cu", tiled_defines(shape)), (REPO / "cuda" / "nn_conv.cu", {"DIRECT_TILE": 16}),
-            (REPO / "cuda" / "gemm.cu", gemm_defines(shape.m)), (REPO / "cuda" / "nn_ops.cu", {})]
+            (REPO / "cuda" / "gemm.cu", gemm_defines(shape.m)), (REPO / "cuda" / "nn_ops.cu", {}),
+            *([(REPO / "cuda" / "conv_tf32.cu", tf32_defines(shape))] if tf32_defines(shape) else [])]
 
 
 @needs_nvcc

@@ -10,8 +10,9 @@ NumPy arrays in give NumPy arrays out (copied to the GPU and back); PyCUDA ``GPU
 ``GPUArray``s out, with no copies (in the caller's current CUDA context). Other CUDA device
 arrays (CuPy, PyTorch: ``__cuda_array_interface__`` or DLPack; float32, C-contiguous) are used in
 place too, and give a :class:`~streamconv.interop.device_frame.DeviceFrame` that CuPy and PyTorch
-take without a copy. Work runs on the legacy default stream, in order with theirs by default. ``conv2d`` has three GPU
-implementations (``method``): ``direct``, ``tiled`` and ``im2col``; ``auto`` picks ``tiled``.
+take without a copy. Work runs on the legacy default stream, in order with theirs by default. ``conv2d`` has four GPU
+implementations (``method``): ``direct``, ``tiled`` and ``im2col`` in float32, and ``tf32`` on the
+tensor cores (TF32 operands: about 3 decimal digits, stated in :data:`METHODS`); ``auto`` picks ``tiled``.
 The float64 references (``conv2d_reference`` ...) are the oracle the tests and benchmarks use.
 
 A layer also runs over video frames, as the ``bank`` filter: :mod:`streamconv.nn.layer` reads
@@ -126,8 +127,9 @@ def conv2d(x: Any, w: Any, bias: Any = None, *, stride: int = 1, padding: int = 
         x: N x C x H x W, a host array (any real dtype, computed in float32) or a float32 GPUArray.
         w: M x C x K x K taps, host or GPUArray. bias: (M,) or None.
         stride: output step in pixels (>= 1). padding: zero rows/columns added on every side.
-        method: ``auto`` (``tiled``), ``direct``, ``tiled`` or ``im2col`` (GPU only; the CPU
-            runs im2col with BLAS whatever is asked).
+        method: ``auto`` (``tiled``), ``direct``, ``tiled``, ``im2col`` or ``tf32`` (tensor
+            cores, TF32 operands: within 2^-10 of sum |w x| of the float32 result; sm_80 on).
+            GPU only; the CPU runs im2col with BLAS whatever is asked.
         backend: ``auto`` (GPU if usable), ``cuda`` or ``cpu``. device: CUDA device number.
 
     Returns:

@@ -20,9 +20,11 @@ from .shapes import ConvShape
 
 log = logging.getLogger(__name__)
 
-METHODS = ("direct", "tiled", "im2col")
+METHODS = ("direct", "tiled", "im2col", "tf32")
 """conv2d implementations: the textbook's one-thread-per-output kernel, the shared-memory tiled
-kernel with register blocking, and im2col unrolling followed by a tiled GEMM."""
+kernel with register blocking, im2col unrolling followed by a tiled GEMM (all float32), and an
+implicit GEMM on the tensor cores with TF32 operands (sm_80 on; about 3 decimal digits: within
+2^-10 of sum |w x| of the float32 result, never chosen by ``auto``)."""
 
 DEFAULT_METHOD = "tiled"
 """What ``method="auto"`` runs on the GPU: the fastest in ``benchmarks/nn.py`` on the H100."""
@@ -37,6 +39,7 @@ _IM2COL_THREADS = 256
 _ELEMENTWISE_THREADS = 256
 _SHARED_BUDGET = 46 * 1024  # static shared memory per block is capped at 48 KB
 _MAX_CHUNK_CHANNELS = 8
+_TF32_TILE, _TF32_CHANNELS, _TF32_THREADS = (8, 16), 64, 256  # conv_tf32.cu's pixel tile, channels, block
 
 
 def tiled_defines(shape: ConvShape) -> dict[str, int] | None:
@@ -66,6 +69,17 @@ def tiled_defines(shape: ConvShape) -> dict[str, int] | None:
     # bytes (benchmarks/README.md).
     return {"KSIZE": k, "STRIDE": s, "TILE_W": tile_w, "TILE_H": tile_h, "PX": px, "MT": mt, "MB": mb,
             "CB": chunk, "MIN_BLOCKS": 2 if mt == 16 else 3}
+
+
+def tf32_defines(shape: ConvShape) -> dict[str, int] | None:
+    """The #defines of conv_tf32.cu for a call, or None when a chunk's input patch (8 channels of
+    (8 - 1) x stride + K by (16 - 1) x stride + K, each plane padded as the kernel pads it)
+    overflows shared memory (then ``tiled`` runs)."""
+    rows, columns = 7 * shape.stride + shape.k, 15 * shape.stride + shape.k
+    plane = (rows * columns + 23) // 32 * 32 + 8
+    if 8 * plane * 4 > 48 * 1024:
+        return None
+    return {"KSIZE": shape.k, "STRIDE": shape.stride}
 
 
 def check_method(method: str) -> str:
@@ -177,6 +191,13 @@ class GpuEngine:
         if method == "direct":
             self._direct(y, x, w, bias, shape, stream)
             return
+        if method == "tf32" and tf32_defines(shape) is not None:
+            self._tf32(y, x, w, bias, shape, stream)
+            return
+        if method == "tf32":
+            log.info("conv2d: K=%d, stride %d overflow the tf32 kernel's shared memory; using tiled",
+                     shape.k, shape.stride)
+            method = "tiled"
         w_t = self.transpose_taps(w, stream) if w_t is None else w_t
         defines = tiled_defines(shape) if method == "tiled" else None
         if defines is not None:
@@ -195,6 +216,23 @@ class GpuEngine:
             *_ints(shape.c, shape.h, shape.w, shape.m, shape.out_h, shape.out_w, shape.k, shape.stride,
                    shape.padding, tiles_x),
             block=(_DIRECT_TILE, _DIRECT_TILE, 1), grid=(tiles, shape.m, shape.n), stream=stream)
+
+    def _tf32(self, y, x, w, bias, shape: ConvShape, stream) -> None:
+        if int(self.arch[3:]) < 80:
+            raise ShapeError(f"conv2d: method 'tf32' needs a GPU of sm_80 or later (TF32 mma); this one is "
+                             f"{self.arch}: use method='auto'")
+        defines = tf32_defines(shape)
+        chunks, mtiles = -(-shape.c // 8), -(-shape.m // 16)
+        words = chunks * shape.k * shape.k * mtiles * 128
+        taps = self._workspace(words, stream)  # 32-bit words, read as TF32 fragments
+        self.function("conv_tf32", "tf32_taps", defines)(
+            w.gpudata, taps.gpudata, *_ints(shape.m, shape.c, chunks, mtiles),
+            block=(_ELEMENTWISE_THREADS, 1, 1), grid=(-(-words // _ELEMENTWISE_THREADS), 1), stream=stream)
+        tiles = -(-shape.out_w // _TF32_TILE[1]) * -(-shape.out_h // _TF32_TILE[0])
+        self.function("conv_tf32", "conv_tf32", defines)(
+            x.gpudata, taps.gpudata, _bias_pointer(bias), y.gpudata,
+            *_ints(shape.c, shape.h, shape.w, shape.m, shape.out_h, shape.out_w, shape.padding, mtiles),
+            block=(_TF32_THREADS, 1, 1), grid=(tiles, -(-shape.m // _TF32_CHANNELS), shape.n), stream=stream)
 
     def _tiled(self, y, x, w_t, bias, shape: ConvShape, defines: dict[str, int], stream) -> None:
         threads = tiled_threads(defines)
