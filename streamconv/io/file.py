@@ -12,6 +12,7 @@ frames after the cut are simply not there (streamconv.io.damage). Audio and subt
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
@@ -80,6 +81,7 @@ class FileSource(Source):
         self.path = str(path)
         self._ended = False
         self._container = None
+        self._decoding = threading.Lock()  # a decode call, or the drain at close
         self._index = 0
         self._open_input(timeout, hwaccel, input_options)
         self._pick_stream(video_stream, threads)
@@ -234,7 +236,8 @@ class FileSource(Source):
     def _decoded(self, decode, packet: av.Packet | None) -> list[av.VideoFrame]:
         """``decode(packet)``'s frames (libavcodec's); failures counted and skipped, concealment counted."""
         try:
-            frames = decode(packet)
+            with self._decoding:
+                frames = decode(packet)
         except av.EOFError:
             return []  # flushed already
         except av.InvalidDataError:
@@ -283,9 +286,11 @@ class FileSource(Source):
     def _flush(self) -> Iterator[av.VideoFrame]:
         """The frames a decoder still holds after its input stopped early (none if it cannot say)."""
         try:
-            yield from self._stream.codec_context.decode(None)
+            with self._decoding:
+                frames = self._stream.codec_context.decode(None)
         except (av.FFmpegError, OSError):
             return
+        yield from frames
 
     def damage(self) -> list[str]:
         """What was found wrong with the input so far, one phrase per kind (empty: nothing).
@@ -396,9 +401,29 @@ class FileSource(Source):
         return getattr(getattr(self, "_damage_log", None), "count", 0)
 
     def close(self) -> None:
+        self._drain_decoder()
         damage_log = getattr(self, "_damage_log", None)
         if damage_log is not None:
             damage_log.stop()
         if self._container is not None:
             self._container.close()
             self._container = None
+
+    def _drain_decoder(self) -> None:
+        """End the decoder's stream (frames still in flight are dropped) while the input is open.
+
+        A libavcodec decoder freed with frames in flight on its worker threads can deadlock in
+        avcodec_free_context (seen with PyAV 19 on Python 3.13, a few exits in a hundred, when
+        the last reference went with an error's traceback at interpreter exit); drained, its
+        threads are idle when it is freed."""
+        stream = getattr(self, "_stream", None)
+        if stream is None or getattr(self, "_container", None) is None or not stream.codec_context.is_open:
+            return  # (decode would open a decoder that never ran)
+        if not self._decoding.acquire(timeout=1.0):
+            return  # a reader still blocked in a decode call (an abort does not wait for it)
+        try:
+            stream.codec_context.decode(None)
+        except av.FFmpegError:  # drained already
+            pass
+        finally:
+            self._decoding.release()
