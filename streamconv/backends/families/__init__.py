@@ -4,5 +4,6 @@ Adding a family: a module here with ``VARIANTS``, ``SAMPLE_BYTES``, ``prepare`` 
 ``kernel_plan``, its name in :data:`streamconv.backends.plan.FAMILIES` and (to let ``auto``
 pick it) one row in :data:`streamconv.backends.plan.AUTO_TABLE`. The tap arithmetic the
 families share lives here too: :mod:`.integer_taps` (taps as int8 digits over a power of two),
-:mod:`.rank1` (rank-1 factors) and :mod:`.separable_tc` (sepconv_tc.cu's fragments).
+:mod:`.planar_taps` (conv2d_tcp.cu's fragments and sparse taps), :mod:`.rank1` (rank-1 factors)
+and :mod:`.separable_tc` (sepconv_tc.cu's fragments).
 """
