@@ -59,7 +59,8 @@ def one_3x3_matrix(stage: FilterStage) -> bool:
 
 
 def kernel_plan(plan: StagePlan, shape: tuple[int, int, int], border_code: int) -> KernelPlan:
-    """conv3_tc.cu's launch for one 3x3 matrix, else conv2d_tc.cu's: the digits' fragments and rounding."""
+    """conv3_tc.cu's launch for one 3x3 matrix, conv2d_tcp.cu's from K = 11, else conv2d_tc.cu's:
+    the digits' fragments and rounding."""
     height, width, channels = shape
     stage, taps = plan.stage, plan.data
     if isinstance(taps, planar_taps.PlanarTaps):
