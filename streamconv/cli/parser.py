@@ -155,7 +155,7 @@ def _add_engine_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--device", type=non_negative_int, default=0, metavar="N", help="CUDA device number")
     _add_shared_engine_options(
         run, kernel_help="CUDA kernel variant: auto (default: separable for rank-1 taps of 7x7 and "
-                         "up, tensor-core for other taps of 5x5 to 9x9 and one 3x3 matrix, else "
+                         "up, tensor-core for other 8-bit taps of 5x5 to 31x31 and one 3x3 matrix, else "
                          "register-blocked), " + ", ".join(KERNEL_CHOICES[1:]),
         ring_help=f"frames in flight between reader, GPU and writer, 1 to {MAX_RING} "
                   "(default 3; each holds two frames in host memory, checked against the "
