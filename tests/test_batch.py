@@ -206,3 +206,12 @@ def test_a_signal_starts_no_new_input_and_a_second_aborts_the_running_ones(tmp_p
     assert Path(first["output"]).exists() == (signals == 1)
     assert [r["status"] for r in rest] == ["pending"] * 3
     assert not [p for p in out.iterdir() if p.suffix == ".mp4" and p.name != "c0.mp4" or ".partial" in p.name]
+
+
+@pytest.mark.parametrize("option", [("--devices", "0"), ("--processes", "2")])
+def test_what_a_ray_task_decides_is_refused_with_ray(cli, tmp_path, clips, option):
+    """The cluster grants each task its GPU and process: --devices and --processes are usage errors."""
+    out = tmp_path / "out"
+    result = batch(cli, str(clips), "-o", str(out), "--ray", *option)
+    assert result.returncode == 2 and "do not apply with --ray" in result.stderr
+    assert not out.exists()

@@ -11,7 +11,11 @@ from .run import _run_chain, encoder_options
 
 
 def check_batch_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Usage errors of ``batch --segments`` (exit 2): the options a segmented input cannot take."""
+    """Usage errors of ``batch --segments`` and ``batch --ray`` (exit 2): the options a segmented
+    input, or a task on a cluster, cannot take."""
+    if args.ray is not None and (args.devices is not None or args.processes is not None):
+        parser.error("--devices and --processes do not apply with --ray (each input is a task that the "
+                     "cluster grants a GPU share on the node where it runs)")
     if args.segments is not None:
         refusal = segments_refusal(processes=args.processes, ray=args.ray)
         if refusal is not None:

@@ -29,8 +29,8 @@ def check_segment_args(parser: argparse.ArgumentParser, args: argparse.Namespace
         if args.ray is not None:
             parser.error("--ray runs the segments of --segments N as Ray tasks; a one-piece run has none")
         return
-    if args.ray is not None and args.devices is not None:
-        parser.error("--devices does not apply with --ray (the cluster grants each segment its GPU)")
+    if args.ray is not None and (args.devices is not None or args.device != 0):
+        parser.error("--devices and --device do not apply with --ray (the cluster grants each segment its GPU)")
     source, output = args.source, args.output
     if is_webcam_spec(source) or is_test_spec(source) or "://" in source or \
             is_demuxed_spec(source, args.input_format):
