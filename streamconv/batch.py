@@ -90,6 +90,7 @@ class Batch:
         progress: draw a status line on stderr when it is a terminal.
         ray: run each input as a task on a Ray cluster (:mod:`streamconv.batch_ray`): True for the
             one in RAY_ADDRESS or a new local one, or the cluster's address; None: this host only.
+            Not with ``devices`` or ``processes``: the cluster places each task.
         open_ahead: each worker opens its next input while the current one runs (see
             :class:`streamconv.batch_worker.Prefetch`); False: one at a time.
         segments: filter each input in this many segments (None: whole), cut at its keyframes
@@ -104,7 +105,8 @@ class Batch:
     Raises (before any work):
         InputError: an input names nothing. OutputError: an output would be an input, two inputs
         one output, or an output exists. FilterSpecError, BackendUnavailableError: as for Pipeline;
-        FilterSpecError also for ``segments`` with an option it cannot take.
+        FilterSpecError also for ``segments`` with an option it cannot take, and for ``ray``
+        with ``devices`` or ``processes`` (see :func:`ray_refusal`).
     """
 
     def __init__(self, inputs: Sequence[str], filters: Sequence[str | FilterStage], outdir: str | Path, *,
@@ -114,6 +116,10 @@ class Batch:
                  resume: bool = False, overwrite: bool = False, recursive: bool = False, ext: str | None = None,
                  progress: bool = False, ray: str | bool | None = None, open_ahead: bool = True,
                  segments: int | None = None) -> None:
+        refusal = ray_refusal(devices=devices, processes=processes, ray=ray) or \
+            (segments_refusal(processes=processes, ray=ray) if segments is not None else None)
+        if refusal is not None:
+            raise FilterSpecError(refusal)
         self.filters = parse_chain(filters)
         self.devices = gpu_numbers(devices)
         self.backend = resolve_backend(backend, device=self.devices[0])
@@ -125,9 +131,6 @@ class Batch:
         self.segments = None if segments is None else as_count(segments, "segments", 1)
         self.segment_jobs = None  # segments at once (None: all of an input's)
         if self.segments is not None:
-            refusal = segments_refusal(processes=processes, ray=ray)
-            if refusal is not None:
-                raise FilterSpecError(refusal)
             processes, open_ahead = 1, False  # one worker: an input's segments are the parallel work
             self.segment_jobs = self.jobs * len(self.devices) if jobs is not None else None
         self.processes = (as_count(processes, "processes", 1) if processes is not None
@@ -336,6 +339,16 @@ def run_batch(inputs: Sequence[str], filters: Sequence[str | FilterStage], outdi
     result; the manifest is written as the batch goes. With more than one process, the workers
     are spawned: a script calling this must do so under ``if __name__ == "__main__":``."""
     return Batch(inputs, filters, outdir, **options).run()
+
+
+def ray_refusal(*, devices: Sequence[int] | str | None, processes: int | None, ray: str | bool | None) -> str | None:
+    """Why a batch on Ray cannot take these options (None: it can), in the command's words: the
+    cluster grants each input's task its GPU and process, so ``devices`` and ``processes`` do
+    not apply."""
+    if ray not in (None, False, "") and (devices is not None or processes is not None):
+        return ("--devices and --processes do not apply with --ray (each input is a task that the "
+                "cluster grants a GPU share on the node where it runs)")
+    return None
 
 
 def segments_refusal(*, processes: int | None, ray: str | bool | None) -> str | None:

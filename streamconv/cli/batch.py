@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..batch import Batch, segments_refusal
+from ..batch import Batch, ray_refusal, segments_refusal
 from ..manifest import FINISHED, status_counts
 from .run import _run_chain, encoder_options
 
@@ -13,9 +13,9 @@ from .run import _run_chain, encoder_options
 def check_batch_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Usage errors of ``batch --segments`` and ``batch --ray`` (exit 2): the options a segmented
     input, or a task on a cluster, cannot take."""
-    if args.ray is not None and (args.devices is not None or args.processes is not None):
-        parser.error("--devices and --processes do not apply with --ray (each input is a task that the "
-                     "cluster grants a GPU share on the node where it runs)")
+    refusal = ray_refusal(devices=args.devices, processes=args.processes, ray=args.ray)
+    if refusal is not None:
+        parser.error(refusal)
     if args.segments is not None:
         refusal = segments_refusal(processes=args.processes, ray=args.ray)
         if refusal is not None:
