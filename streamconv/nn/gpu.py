@@ -191,10 +191,11 @@ class GpuEngine:
         if method == "direct":
             self._direct(y, x, w, bias, shape, stream)
             return
-        if method == "tf32" and tf32_defines(shape) is not None:
-            self._tf32(y, x, w, bias, shape, stream)
-            return
         if method == "tf32":
+            defines = tf32_defines(shape)
+            if defines is not None:
+                self._tf32(y, x, w, bias, shape, defines, stream)
+                return
             log.info("conv2d: K=%d, stride %d overflow the tf32 kernel's shared memory; using tiled",
                      shape.k, shape.stride)
             method = "tiled"
@@ -217,11 +218,10 @@ class GpuEngine:
                    shape.padding, tiles_x),
             block=(_DIRECT_TILE, _DIRECT_TILE, 1), grid=(tiles, shape.m, shape.n), stream=stream)
 
-    def _tf32(self, y, x, w, bias, shape: ConvShape, stream) -> None:
+    def _tf32(self, y, x, w, bias, shape: ConvShape, defines: dict[str, int], stream) -> None:
         if int(self.arch[3:]) < 80:
             raise ShapeError(f"conv2d: method 'tf32' needs a GPU of sm_80 or later (TF32 mma); this one is "
                              f"{self.arch}: use method='auto'")
-        defines = tf32_defines(shape)
         chunks, mtiles = -(-shape.c // 8), -(-shape.m // 16)
         words = chunks * shape.k * shape.k * mtiles * 128
         taps = self._workspace(words, stream)  # 32-bit words, read as TF32 fragments

@@ -97,11 +97,21 @@ def fit(taps: np.ndarray, digits: int) -> IntegerTaps | None:
     peak = float(np.abs(taps).max())
     shift = MAX_SHIFT if peak == 0 else min(MAX_SHIFT, int(np.floor(np.log2(limit / peak))))
     for shift in range(shift, 0, -1):
-        values = np.round(taps * 2.0**shift).astype(np.int64)
-        if np.abs(values).max() <= limit and 255 * np.abs(values).sum(axis=(1, 2)).max() <= INT32_MAX:
-            error = float(255 * np.abs(taps - values / 2.0**shift).sum(axis=(1, 2)).max())
-            return IntegerTaps(values, shift, digits, error)
+        found = at_shift(taps, shift, digits)
+        if found is not None:
+            return found
     return None
+
+
+def at_shift(taps: np.ndarray, shift: int, digits: int) -> IntegerTaps | None:
+    """``taps`` ((banks, K, K) float64 host array) as integers at ``shift`` in ``digits`` digits,
+    with the rounding's worst-case error; None if a value exceeds the digits or a bank's byte
+    sums could overflow int32."""
+    values = np.round(taps * 2.0**shift).astype(np.int64)
+    if np.abs(values).max() > digit_limit(digits) or 255 * np.abs(values).sum(axis=(1, 2)).max() > INT32_MAX:
+        return None
+    error = float(255 * np.abs(taps - values / 2.0**shift).sum(axis=(1, 2)).max())
+    return IntegerTaps(values, shift, digits, error)
 
 
 @dataclass(frozen=True)

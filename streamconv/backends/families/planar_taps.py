@@ -109,18 +109,11 @@ def quantize(banks: Sequence[np.ndarray], radius: int,
 
 def _split_at(taps: np.ndarray, shift: int, dense: int, max_error: float) -> PlanarTaps | None:
     """The taps at ``shift`` with ``dense`` dense digits, or None if they miss a bound."""
-    values = np.round(taps * 2.0**shift).astype(np.int64)
-    peak = int(np.abs(values).max())
-    if peak > integer_taps.digit_limit(integer_taps.MAX_DIGITS) or \
-            255 * int(np.abs(values).sum()) > integer_taps.INT32_MAX:
+    whole = integer_taps.at_shift(taps, shift, integer_taps.MAX_DIGITS)
+    if whole is None or whole.error > max_error:
         return None
-    error = float(255 * np.abs(taps - values / 2.0**shift).sum())
-    if error > max_error:
-        return None
-    digits = next(d for d in range(1, integer_taps.MAX_DIGITS + 1) if peak <= integer_taps.digit_limit(d))
-    whole = integer_taps.IntegerTaps(values, shift, digits, error)
-    planes = whole.digit_planes()[:, 0]
-    rest = values[0] - sum(planes[d] * 256**d for d in range(min(dense, digits)))
+    planes = whole.digit_planes()[:, 0]  # digits above the taps' own are zero
+    rest = whole.values[0] - sum(planes[d] * 256**d for d in range(dense))
     where = np.argwhere(rest != 0)
     if len(where) > MAX_SPARSE:
         return None
@@ -133,7 +126,7 @@ def planar_fragments(taps: PlanarTaps, radius: int) -> np.ndarray:
     every lane for every k-step and half; byte j of a word is the digit for input byte j of the
     lane's word."""
     layout = planar_layout(radius)
-    planes = taps.taps.digit_planes()[:taps.dense, 0]  # (up to dense, K, K)
+    planes = taps.taps.digit_planes()[:taps.dense, 0]  # (dense, K, K)
     size = 2 * radius + 1
     table = np.zeros((taps.dense, layout.steps, 2, 32, 4), np.int64)
     for half in range(2 * layout.steps):
@@ -146,7 +139,7 @@ def planar_fragments(taps: PlanarTaps, radius: int) -> np.ndarray:
             for j in range(4):
                 dx = 4 * word + j - n + radius  # input pixel - output pixel + R
                 if 0 <= dx < size:
-                    table[:len(planes), half // 2, half % 2, lane, j] = planes[:, dy, dx]
+                    table[:, half // 2, half % 2, lane, j] = planes[:, dy, dx]
     return pack_words(table)
 
 
