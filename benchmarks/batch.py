@@ -11,6 +11,11 @@ aggregate frames per second of:
   first frame  time from an input's turn to its first frame written, for inputs after the first
                (threads of this process, whose CUDA context and kernels the warm-up made):
                median and max over a batch of --jobs clips
+  rounds       with ``--rounds N``, the ceiling and the NVDEC batch again, one after the other, N
+               times: the host's speed drifts by a fifth between minutes, so a ratio is only
+               worth its pair; the median ratio is reported
+  null scaling with ``--null-scaling``, ``--jobs`` pipelines to no output (NVDEC, 5x5 box) as
+               threads of one process and as processes: what the decoding side alone can feed
 With ``--devices 0,1`` (or ``all``) the batches spread over those GPUs, ``--jobs`` at once on each,
 and ``--per-device`` also times the same batch on the first GPU alone for the ratio.
 Targets (H100 host, 16 1080p clips): batch >= 0.9 x ceiling; first frame <= 50 ms; two GPUs
@@ -51,6 +56,55 @@ def ceiling(clip: Path, frames: int, jobs: int, work: Path, width: int, height: 
     return done / (time.perf_counter() - begin)
 
 
+def pipeline_to_null(clip: str) -> int:
+    """Frames of one NVDEC pipeline of ``clip`` through the 5x5 box into no output."""
+    return streamconv.Pipeline(clip, [transcode.SPEC], None, backend="cuda", decoder="nvdec").run().frames
+
+
+def null_scaling(clip: Path, count: int) -> dict:
+    """Aggregate fps of ``count`` pipelines to no output, as threads of this process and as
+    processes (each warmed by one untimed run): the decoding side's own limit."""
+    import threading
+
+    frames = [0] * count
+
+    def one(index: int) -> None:
+        frames[index] = pipeline_to_null(str(clip))
+
+    pipeline_to_null(str(clip))
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(count)]
+    begin = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    row = {"threads": sum(frames) / (time.perf_counter() - begin)}
+    with multiprocessing.get_context("spawn").Pool(count) as pool:
+        pool.map(pipeline_to_null, [str(clip)] * count)
+        begin = time.perf_counter()
+        row["processes"] = sum(pool.map(pipeline_to_null, [str(clip)] * count)) / (time.perf_counter() - begin)
+    return row
+
+
+def rounds(clip: Path, clips: list[Path], work: Path, args, devices, width: int, height: int) -> dict:
+    """The ceiling and the NVDEC batch (the default processes, then each of ``--processes``), one
+    after the other, ``args.rounds`` times."""
+    counts = [None] + [int(count) for count in filter(None, args.processes.split(","))]
+    pairs = []
+    for _ in range(args.rounds):
+        pair = {"ceiling": ceiling(clip, args.frames, args.jobs * len(devices or [0]), work, width, height)}
+        for count in counts:
+            name = "batch_nvdec" if count is None else f"batch_nvdec_{count}_processes"
+            pair[name], _ = batch_fps(clips, work / "out", args.jobs, "nvdec", devices=devices, processes=count)
+            pair[name.replace("batch_nvdec", "ratio")] = pair[name] / pair["ceiling"]
+        pairs.append(pair)
+    medians = {}
+    for key in (key for key in pairs[0] if key.startswith("ratio")):
+        ratios = sorted(pair[key] for pair in pairs)
+        medians[f"median_{key}"] = ratios[len(ratios) // 2]
+    return {"rounds": pairs, **medians}
+
+
 def batch_fps(clips: list[Path], out: Path, jobs: int, decoder: str, **options) -> tuple[float, list]:
     shutil.rmtree(out, ignore_errors=True)
     begin = time.perf_counter()
@@ -72,8 +126,13 @@ def main() -> None:
     parser.add_argument("--devices", default=None, help="GPUs to spread over (e.g. 0,1 or all; default 0)")
     parser.add_argument("--per-device", action="store_true", help="also time the batch on the first GPU alone")
     parser.add_argument("--skip-cpu", action="store_true", help="leave out the libavcodec batch")
+    parser.add_argument("--rounds", type=int, default=0, help="also time the ceiling and the NVDEC batch "
+                                                              "in turn this many times (median ratio)")
+    parser.add_argument("--null-scaling", action="store_true", help="also time --jobs pipelines to no output "
+                                                                     "as threads and as processes")
     parser.add_argument("--processes", default="", help="also time the NVDEC batch with these worker process "
-                                                       "counts, e.g. 1,4,8 (the default count is always timed)")
+                                                       "counts, e.g. 1,4,8 (the default count is always timed; "
+                                                       "with --rounds, in every round)")
     args = parser.parse_args()
     devices = None
     if args.devices is not None:
@@ -105,12 +164,16 @@ def main() -> None:
                                                         open_ahead=False)
         row["decoders"] = sorted({r.decoder for r in records})
         row["devices_used"] = sorted({r.device for r in records})
-        for count in filter(None, args.processes.split(",")):
+        for count in filter(None, "" if args.rounds else args.processes.split(",")):
             row[f"batch_nvdec_{count}_processes"], _ = batch_fps(clips, work / "out", args.jobs, "nvdec",
                                                                   devices=devices, processes=int(count))
         if args.per_device and devices and len(devices) > 1:
             row["batch_nvdec_one_gpu"], _ = batch_fps(clips, work / "out", args.jobs, "nvdec", devices=devices[:1])
             row["gpus_over_one"] = row["batch_nvdec"] / row["batch_nvdec_one_gpu"]
+        if args.rounds:
+            row.update(rounds(clip, clips, work, args, devices, width, height))
+        if args.null_scaling:
+            row["null_scaling"] = null_scaling(clip, args.jobs)
         if not args.skip_cpu:
             row["batch_cpu"], _ = batch_fps(clips, work / "out", args.jobs, "cpu", devices=devices)
             row["cpu_over_ceiling"] = row["batch_cpu"] / row["ceiling"]
