@@ -116,7 +116,7 @@ def batch_fps(clips: list[Path], out: Path, jobs: int, decoder: str, **options) 
     return sum(r.frames for r in result.records) / elapsed, result.records
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clips", type=int, default=16)
     parser.add_argument("--frames", type=int, default=300)
@@ -133,7 +133,11 @@ def main() -> None:
     parser.add_argument("--processes", default="", help="also time the NVDEC batch with these worker process "
                                                        "counts, e.g. 1,4,8 (the default count is always timed; "
                                                        "with --rounds, in every round)")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
     devices = None
     if args.devices is not None:
         from streamconv.cuda_device import cuda_device_count
