@@ -28,9 +28,11 @@ import argparse
 import json
 import multiprocessing
 import shutil
+import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -61,47 +63,38 @@ def pipeline_to_null(clip: str) -> int:
     return streamconv.Pipeline(clip, [transcode.SPEC], None, backend="cuda", decoder="nvdec").run().frames
 
 
+def _fps_of(pool, clip: Path, count: int) -> float:
+    """Aggregate fps of ``count`` pipelines to no output on ``pool`` (an executor)."""
+    begin = time.perf_counter()
+    return sum(pool.map(pipeline_to_null, [str(clip)] * count)) / (time.perf_counter() - begin)
+
+
 def null_scaling(clip: Path, count: int) -> dict:
     """Aggregate fps of ``count`` pipelines to no output, as threads of this process and as
     processes (each warmed by one untimed run): the decoding side's own limit."""
-    import threading
-
-    frames = [0] * count
-
-    def one(index: int) -> None:
-        frames[index] = pipeline_to_null(str(clip))
-
-    pipeline_to_null(str(clip))
-    threads = [threading.Thread(target=one, args=(n,)) for n in range(count)]
-    begin = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    row = {"threads": sum(frames) / (time.perf_counter() - begin)}
-    with multiprocessing.get_context("spawn").Pool(count) as pool:
-        pool.map(pipeline_to_null, [str(clip)] * count)
-        begin = time.perf_counter()
-        row["processes"] = sum(pool.map(pipeline_to_null, [str(clip)] * count)) / (time.perf_counter() - begin)
-    return row
+    pipeline_to_null(str(clip))  # this process's context and kernels
+    with ThreadPoolExecutor(count) as pool:
+        threads = _fps_of(pool, clip, count)
+    with ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("spawn")) as pool:
+        list(pool.map(pipeline_to_null, [str(clip)] * count))  # the workers' contexts and kernels
+        processes = _fps_of(pool, clip, count)
+    return {"threads": threads, "processes": processes}
 
 
 def rounds(clip: Path, clips: list[Path], work: Path, args, devices, width: int, height: int) -> dict:
     """The ceiling and the NVDEC batch (the default processes, then each of ``--processes``), one
     after the other, ``args.rounds`` times."""
-    counts = [None] + [int(count) for count in filter(None, args.processes.split(","))]
     pairs = []
     for _ in range(args.rounds):
         pair = {"ceiling": ceiling(clip, args.frames, args.jobs * len(devices or [0]), work, width, height)}
-        for count in counts:
-            name = "batch_nvdec" if count is None else f"batch_nvdec_{count}_processes"
-            pair[name], _ = batch_fps(clips, work / "out", args.jobs, "nvdec", devices=devices, processes=count)
-            pair[name.replace("batch_nvdec", "ratio")] = pair[name] / pair["ceiling"]
+        for count in [None, *args.processes]:
+            suffix = "" if count is None else f"_{count}_processes"
+            pair[f"batch_nvdec{suffix}"], _ = batch_fps(clips, work / "out", args.jobs, "nvdec", devices=devices,
+                                                        processes=count)
+            pair[f"ratio{suffix}"] = pair[f"batch_nvdec{suffix}"] / pair["ceiling"]
         pairs.append(pair)
-    medians = {}
-    for key in (key for key in pairs[0] if key.startswith("ratio")):
-        ratios = sorted(pair[key] for pair in pairs)
-        medians[f"median_{key}"] = ratios[len(ratios) // 2]
+    medians = {f"median_{key}": statistics.median_high(pair[key] for pair in pairs)
+               for key in pairs[0] if key.startswith("ratio")}
     return {"rounds": pairs, **medians}
 
 
@@ -130,7 +123,8 @@ def parse_args() -> argparse.Namespace:
                                                               "in turn this many times (median ratio)")
     parser.add_argument("--null-scaling", action="store_true", help="also time --jobs pipelines to no output "
                                                                      "as threads and as processes")
-    parser.add_argument("--processes", default="", help="also time the NVDEC batch with these worker process "
+    parser.add_argument("--processes", default=[], type=lambda text: [int(part) for part in text.split(",") if part],
+                        help="also time the NVDEC batch with these worker process "
                                                        "counts, e.g. 1,4,8 (the default count is always timed; "
                                                        "with --rounds, in every round)")
     return parser.parse_args()
@@ -168,9 +162,9 @@ def main() -> None:
                                                         open_ahead=False)
         row["decoders"] = sorted({r.decoder for r in records})
         row["devices_used"] = sorted({r.device for r in records})
-        for count in filter(None, "" if args.rounds else args.processes.split(",")):
+        for count in [] if args.rounds else args.processes:  # with --rounds, timed in every round instead
             row[f"batch_nvdec_{count}_processes"], _ = batch_fps(clips, work / "out", args.jobs, "nvdec",
-                                                                  devices=devices, processes=int(count))
+                                                                  devices=devices, processes=count)
         if args.per_device and devices and len(devices) > 1:
             row["batch_nvdec_one_gpu"], _ = batch_fps(clips, work / "out", args.jobs, "nvdec", devices=devices[:1])
             row["gpus_over_one"] = row["batch_nvdec"] / row["batch_nvdec_one_gpu"]
