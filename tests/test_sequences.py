@@ -148,3 +148,22 @@ def test_a_sequence_or_pipe_checks_its_timeout_as_a_file_does(tmp_path):
     for path in (str(tmp_path / "img%03d.png"), "pipe:0"):
         with pytest.raises(FilterSpecError, match="timeout must be 0 to"):
             DemuxedSource(path, timeout=-1.0)
+
+
+def test_a_sink_owns_no_frame_buffer_once_send_returns(tmp_path):
+    # PNG's encoder works on frames in threads after send returns: the sink must have copied the
+    # frame by then, or the pictures come out torn by the next frame written into the same buffer.
+    from streamconv import FileSink
+    from streamconv.slots import FrameMeta
+
+    rng = np.random.default_rng(11)
+    pictures = rng.integers(0, 256, (24, H, W, 3), dtype=np.uint8)
+    slot = np.empty((H, W, 3), np.uint8)
+    sink = FileSink(tmp_path / "out%03d.png", width=W, height=H, frame_rate=Fraction(25))
+    for index, picture in enumerate(pictures):
+        slot[:] = picture
+        sink.send(slot, FrameMeta(index, index, Fraction(1, 25)))
+        slot[:] = 255 - picture  # the caller reuses its buffer at once
+    sink.close()
+    for number, picture in enumerate(pictures, 1):
+        assert np.array_equal(read_image(tmp_path / f"out{number:03d}.png"), picture), number

@@ -86,12 +86,18 @@ def rgb_to_frame(rgb: np.ndarray, pix_fmt: str, tags: ColourTags | None) -> av.V
     with ``tags``' matrix and range.
 
     ``tags`` None leaves the conversion to the encoder: FFmpeg's defaults for a YUV format,
-    and no matrix at all for an RGB one (see :func:`yuv_tags`).
+    and no matrix at all for an RGB one (see :func:`yuv_tags`). The frame returned never
+    shares ``rgb``'s memory: the caller may reuse it as soon as this returns.
     """
-    frame = av.VideoFrame.from_numpy_buffer(rgb, format="rgb48le" if rgb.dtype == np.uint16 else "rgb24")
-    if tags is None:
-        return frame
-    return frame.reformat(format=pix_fmt, dst_colorspace=tags.matrix, dst_color_range=tags.scaler_range)
+    rgb_format = "rgb48le" if rgb.dtype == np.uint16 else "rgb24"
+    if tags is not None:
+        converted = av.VideoFrame.from_numpy_buffer(rgb, format=rgb_format).reformat(
+            format=pix_fmt, dst_colorspace=tags.matrix, dst_color_range=tags.scaler_range)
+        if converted.planes[0].buffer_ptr != rgb.ctypes.data:  # the scaler wrote a new frame
+            return converted
+    # A copy: a frame-threaded encoder (png) reads a frame after send returns, and a frame
+    # wrapping the caller's buffer would be encoded from whatever it holds by then.
+    return av.VideoFrame.from_ndarray(rgb, format=rgb_format)
 
 
 def yuv_tags(pix_fmt: str, tags: ColourTags | None) -> ColourTags | None:
