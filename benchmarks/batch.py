@@ -13,7 +13,8 @@ aggregate frames per second of:
                median and max over a batch of --jobs clips
   rounds       with ``--rounds N``, the ceiling and the NVDEC batch again, one after the other, N
                times: the host's speed drifts by a fifth between minutes, so a ratio is only
-               worth its pair; the median ratio is reported
+               worth its pair; the median ratio is reported. ``--other-jobs 4,8`` adds batches
+               of those many inputs at once to every round, against the same ceiling
   null scaling with ``--null-scaling``, ``--jobs`` pipelines to no output (NVDEC, 5x5 box) as
                threads of one process and as processes: what the decoding side alone can feed
 With ``--devices 0,1`` (or ``all``) the batches spread over those GPUs, ``--jobs`` at once on each,
@@ -82,14 +83,15 @@ def null_scaling(clip: Path, count: int) -> dict:
 
 
 def rounds(clip: Path, clips: list[Path], work: Path, args, devices, width: int, height: int) -> dict:
-    """The ceiling and the NVDEC batch (the default processes, then each of ``--processes``), one
-    after the other, ``args.rounds`` times."""
+    """The ceiling and the NVDEC batch (the default processes, then each of ``--processes``, then
+    each of ``--other-jobs`` with its default processes), one after the other, ``args.rounds`` times."""
     pairs = []
     for _ in range(args.rounds):
         pair = {"ceiling": ceiling(clip, args.frames, args.jobs * len(devices or [0]), work, width, height)}
-        for count in [None, *args.processes]:
-            suffix = "" if count is None else f"_{count}_processes"
-            pair[f"batch_nvdec{suffix}"], _ = batch_fps(clips, work / "out", args.jobs, "nvdec", devices=devices,
+        settings = [(args.jobs, None, "")] + [(args.jobs, count, f"_{count}_processes") for count in args.processes] \
+            + [(jobs, None, f"_{jobs}_jobs") for jobs in args.other_jobs]
+        for jobs, count, suffix in settings:
+            pair[f"batch_nvdec{suffix}"], _ = batch_fps(clips, work / "out", jobs, "nvdec", devices=devices,
                                                         processes=count)
             pair[f"ratio{suffix}"] = pair[f"batch_nvdec{suffix}"] / pair["ceiling"]
         pairs.append(pair)
@@ -109,6 +111,11 @@ def batch_fps(clips: list[Path], out: Path, jobs: int, decoder: str, **options) 
     return sum(r.frames for r in result.records) / elapsed, result.records
 
 
+def counts(text: str) -> list[int]:
+    """A comma-separated list of counts (``4,8``) as integers."""
+    return [int(part) for part in text.split(",") if part]
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clips", type=int, default=16)
@@ -123,10 +130,13 @@ def parse_args() -> argparse.Namespace:
                                                               "in turn this many times (median ratio)")
     parser.add_argument("--null-scaling", action="store_true", help="also time --jobs pipelines to no output "
                                                                      "as threads and as processes")
-    parser.add_argument("--processes", default=[], type=lambda text: [int(part) for part in text.split(",") if part],
-                        help="also time the NVDEC batch with these worker process "
-                                                       "counts, e.g. 1,4,8 (the default count is always timed; "
-                                                       "with --rounds, in every round)")
+    parser.add_argument("--processes", default=[], type=counts,
+                        help="also time the NVDEC batch with these worker process counts, e.g. 1,4,8 "
+                             "(the default count is always timed; with --rounds, in every round)")
+    parser.add_argument("--other-jobs", default=[], type=counts,
+                        help="with --rounds, also time the NVDEC batch at these --jobs counts in every round, "
+                             "each against that round's ceiling of --jobs encoders (e.g. --jobs 16 "
+                             "--other-jobs 4,8: which count comes nearest the host's ceiling)")
     return parser.parse_args()
 
 
