@@ -63,6 +63,12 @@ def _opencv_writes_into(frame: np.ndarray) -> bool:
             and cols == frame.shape[2] * item and rows >= frame.shape[1] * cols and rows % item == 0)
 
 
+def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two host arrays are views of exactly the same samples (same start, shape, strides)."""
+    return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+            and a.shape == b.shape and a.strides == b.strides)
+
+
 def check_output(dst: object, src: np.ndarray, *, what: str = "output frame") -> np.ndarray:
     """Check that ``dst`` can take the filtered ``src``, before any work is done.
 
@@ -199,8 +205,9 @@ class Filter:
     def apply_into(self, dst: Any, src: Any, *, stream: Any = None) -> None:
         """Filter ``src`` into ``dst``: arrays of one shape and dtype, uint8 or uint16, both in host
         memory or both on the GPU (as for :meth:`__call__`). A host ``dst`` may be any writable view
-        (a crop, every second pixel, BGR of an RGB array); the result is written through to it and
-        equals ``Filter(...)(src)``. A device ``dst`` may have any row pitch, and may be ``src``.
+        (a crop, every second pixel, BGR of an RGB array), even one sharing memory with ``src``; the
+        result is written through to it and equals ``Filter(...)(src)``. A device ``dst`` may have any
+        row pitch, and may be ``src``.
 
         Args:
             stream: as for :meth:`__call__`.
@@ -225,10 +232,12 @@ class Filter:
             return
         dst3 = check_output(target, source)
         engine_kwargs = self._stream_kwargs(handle)
-        if _opencv_writes_into(dst3):
+        # OpenCV would read samples it has already written where ``dst`` partly overlaps ``src``
+        # (``dst`` being ``src`` itself it handles: in place stays without a copy).
+        if _opencv_writes_into(dst3) and (_same_view(dst3, source) or not np.shares_memory(dst3, source)):
             self._engine.apply_into(dst3, source, **engine_kwargs)
             return
-        # A layout OpenCV cannot write into: filter into a new array and copy it through the view.
+        # Overlap, or a layout OpenCV cannot write into: filter into a new array and copy it through.
         result = np.empty(dst3.shape, dst3.dtype)
         self._engine.apply_into(result, source, **engine_kwargs)
         np.copyto(dst3, result)

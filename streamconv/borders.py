@@ -29,7 +29,7 @@ _CV_DTYPES = {np.dtype(t) for t in (np.uint8, np.int8, np.uint16, np.int16, np.i
 
 def check_border(mode: str) -> str:
     """Return ``mode`` if it is a known border mode, else raise FilterSpecError naming the known ones."""
-    if mode not in BORDER_CODES:
+    if not isinstance(mode, str) or mode not in BORDER_CODES:  # a list would fail the lookup as unhashable
         raise FilterSpecError(f"unknown border mode {mode!r}; known: {', '.join(BORDER_MODES)}")
     return mode
 

@@ -16,6 +16,7 @@ text and files by :mod:`streamconv.tapfiles`.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -107,10 +108,10 @@ def validate_taps(taps: Any, *, what: str = "taps") -> np.ndarray:
 
     Raises:
         FilterSpecError: not 2-D, not square, even or out-of-range size, non-finite or
-            too-large values, or not numeric.
+            too-large values, or not real numbers (complex, text or other objects).
     """
     try:
-        array = np.asarray(taps, dtype=np.float64)
+        array = np.asarray(taps)
     except (TypeError, ValueError) as exc:
         raise FilterSpecError(f"{what}: not a numeric matrix ({exc})") from None
     if array.ndim == 1 and array.size == 1:
@@ -122,6 +123,7 @@ def validate_taps(taps: Any, *, what: str = "taps") -> np.ndarray:
         raise FilterSpecError(f"{what}: expected an odd square matrix, got {rows}x{cols}")
     if rows > MAX_SIZE:
         raise FilterSpecError(f"{what}: {rows}x{cols} is too large (at most {MAX_SIZE}x{MAX_SIZE})")
+    array = _real_taps(array, what)
     if not np.all(np.isfinite(array)):
         raise FilterSpecError(f"{what}: contains NaN or infinity")
     largest = float(np.max(np.abs(array)))
@@ -130,6 +132,26 @@ def validate_taps(taps: Any, *, what: str = "taps") -> np.ndarray:
     result = np.ascontiguousarray(array, dtype=np.float32)
     result.setflags(write=False)
     return result
+
+
+def _real_taps(array: np.ndarray, what: str) -> np.ndarray:
+    """A (K, K) host array of real numbers as float64; complex taps are refused as a complex .npy
+    is (casting would drop the imaginary part with only a warning), and so is an object such as None
+    (it would turn into NaN).
+
+    Raises:
+        FilterSpecError: a dtype other than bool, integer or float, or objects that are not real numbers.
+    """
+    if array.dtype.kind == "O":
+        for value in array.flat:
+            if not isinstance(value, numbers.Real):
+                raise FilterSpecError(f"{what}: taps must be real numbers, got {type(value).__name__}")
+    elif array.dtype.kind not in "biuf":
+        raise FilterSpecError(f"{what}: dtype {array.dtype} is not numeric; taps must be real numbers")
+    try:
+        return array.astype(np.float64)
+    except OverflowError:  # a Python int beyond float64
+        raise FilterSpecError(f"{what}: |tap| exceeds {MAX_ABS_TAP:g}") from None
 
 
 def _odd_size(value: int, what: str) -> int:

@@ -15,7 +15,7 @@ import numpy as np
 from .api import Spec, check_output, device_engine, make_engine
 from .borders import DEFAULT_BORDER
 from .errors import FrameDeviceError, StreamconvError, StreamError
-from .frames import as_count, as_hwc
+from .frames import MAX_RING, as_count, as_hwc, check_host_memory
 from .interop.arrays import DeviceView, as_frame
 from .interop.libcuda import stream_handle
 from .hostcopy import ParallelCopier, copier_for, same_buffer
@@ -34,7 +34,7 @@ class StreamFilter:
 
     Args:
         spec: as for :class:`streamconv.Filter`.
-        ring: frames in flight (>= 1); 3 overlaps the upload of one frame with the kernel
+        ring: frames in flight, 1 to MAX_RING (64); 3 overlaps the upload of one frame with the kernel
             of the previous one and the download of the one before.
         border, backend, device, kernel: as for :class:`streamconv.Filter`.
 
@@ -43,8 +43,8 @@ class StreamFilter:
     call raises :class:`streamconv.StreamError`.
 
     Raises:
-        FilterSpecError: ``ring`` not an int >= 1 (a bool is refused), ``device`` not an int >= 0,
-            or a bad spec, border, backend name or kernel.
+        FilterSpecError: ``ring`` not an int from 1 to MAX_RING (a bool is refused), ``device`` not
+            an int >= 0, or a bad spec, border, backend name or kernel.
 
     Example:
         >>> import numpy as np, streamconv
@@ -57,7 +57,7 @@ class StreamFilter:
     def __init__(self, spec: Spec, *, ring: int = 3, border: str = DEFAULT_BORDER,
                  backend: str = "auto", device: int = 0, kernel: str = "auto") -> None:
         self._closed = True  # until the engine exists: close() of a half-made StreamFilter does nothing
-        self.ring = as_count(ring, "ring", 1)
+        self.ring = as_count(ring, "ring", 1, MAX_RING)  # as --ring: a typo must not take all memory
         # An application waits for its own results: spin rather than sleep, for latency.
         self.stages, self.border, self.backend, self._engine = make_engine(
             spec, border=border, backend=backend, device=device, kernel=kernel, blocking_sync=False)
@@ -125,6 +125,7 @@ class StreamFilter:
 
         Raises:
             FrameTypeError, FrameFormatError: a frame of the wrong dtype or shape.
+            InputError: a new frame size whose ring of slots would not fit in host memory.
             StreamError: the StreamFilter is closed.
         """
         self._take_over("submit")
@@ -140,8 +141,8 @@ class StreamFilter:
         slot = self._reserved if self._reserved is not None else self._take_slot()
         self._reserved = None
         self._keep_ring()
-        if not same_buffer(image, slot.host_in):
-            self._copier.copy(slot.host_in, image)
+        if not same_buffer(image, slot.host_in):  # NumPy buffers a view into the slot; bands would race on it
+            (np.copyto if np.may_share_memory(image, slot.host_in) else self._copier.copy)(slot.host_in, image)
         self._queue(slot, np.shape(frame))
 
     def _queue(self, slot: Slot, shape: tuple[int, ...]) -> None:
@@ -174,7 +175,7 @@ class StreamFilter:
         reserved slot instead.
 
         Raises:
-            FrameTypeError, FrameFormatError: a dtype or shape that submit() would refuse.
+            FrameTypeError, FrameFormatError, InputError: a dtype or shape that submit() would refuse.
             StreamError: the StreamFilter is closed.
 
         Example:
@@ -334,7 +335,8 @@ class StreamFilter:
             image = as_hwc(frame, what="input frame")
         except (TypeError, ValueError):
             return False
-        if (image.shape, image.dtype) != self._frame_type or not self._free or self._reserved is not None:
+        if ((image.shape, image.dtype) != self._frame_type or not self._free or self._reserved is not None
+                or any(np.may_share_memory(image, slot.host_in) for slot in self._free)):  # submit() copies those
             return False
         slot = self._take_slot()
         self._staged = (slot, np.shape(frame), self._copier.start(slot.host_in, image))
@@ -387,7 +389,10 @@ class StreamFilter:
             self._reshape(image.shape, image.dtype)
 
     def _reshape(self, shape: tuple[int, int, int], dtype: np.dtype) -> None:
-        """New frame shape or dtype: finish what is in flight, then make slots for the new one."""
+        """New frame shape or dtype: check that its slots fit in memory, finish what is in flight, make them."""
+        slots, sample = self.ring + 1, np.dtype(dtype)
+        check_host_memory(2 * slots * int(np.prod(shape)) * sample.itemsize, hint="use a smaller ring",
+                          what=f"{slots} slot(s) of 2 x {'x'.join(map(str, shape))} {sample.name} frames")
         if self._reserved is not None:
             self._free.append(self._reserved)
             self._reserved = None

@@ -105,8 +105,20 @@ def read_file(path: Path, what: str, max_bytes: int) -> bytes:
         FilterSpecError: missing, not a regular file, unreadable, or larger than ``max_bytes``.
     """
     if not is_file(path):
-        raise FilterSpecError(f"{what} not found: {path}")
+        kind = _not_a_file(path)
+        raise FilterSpecError(f"{what} {path}: {kind}" if kind else f"{what} not found: {path}")
     return read_limited(path, max_bytes, what=f"{what} {path}", error=FilterSpecError)
+
+
+def _not_a_file(path: Path) -> str | None:
+    """What is at ``path``, which is not a regular file: a folder, something else (a device, a FIFO:
+    reading one could block or never end), or None for nothing (or a name the OS refuses)."""
+    try:
+        if path.is_dir():
+            return "a folder, not a file"
+        return "not a regular file" if path.exists() else None
+    except OSError:
+        return None
 
 
 def _npy_claims_more_than(data: bytes) -> bool:

@@ -70,7 +70,7 @@ def test_bad_specs_and_ring():
         streamconv.Filter(3, backend="cpu")
     with pytest.raises(ValueError, match="expected an odd square matrix, got 2x2"):
         streamconv.Filter(np.ones((2, 2)), backend="cpu")
-    with pytest.raises(ValueError, match="ring must be an integer >= 1, got 0"):
+    with pytest.raises(ValueError, match="ring must be an integer from 1 to 64, got 0"):
         streamconv.StreamFilter("edge", ring=0, backend="cpu")
 
 
@@ -416,7 +416,7 @@ def test_closed_filters_refuse_every_call(rng, backend):
 
 @pytest.mark.parametrize("value", [True, False, 2.0, "3", None, [3], 0, -1, np.float64(2)])
 def test_ring_must_be_an_integer_not_a_bool(value):
-    message = re.escape(f"ring must be an integer >= 1, got {value!r}")
+    message = re.escape(f"ring must be an integer from 1 to 64, got {value!r}")
     with pytest.raises(streamconv.FilterSpecError, match=message):
         streamconv.StreamFilter("identity", ring=value, backend="cpu")
 

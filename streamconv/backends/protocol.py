@@ -87,7 +87,9 @@ class Backend(Protocol):
 
     def apply_into(self, dst: np.ndarray, src: np.ndarray) -> None:
         """Filter ``src`` into ``dst`` now: host arrays of one shape, (H, W, C) or (H, W), and
-        one dtype, uint8 or uint16, any strides.
+        one dtype, uint8 or uint16, any strides. ``dst`` may be ``src`` but not otherwise share its
+        memory (OpenCV would read samples already written): :meth:`streamconv.Filter.apply_into`
+        filters such a pair through a new array.
 
         Raises:
             FrameTypeError, FrameFormatError: arrays of another dtype or shape, or that differ.
@@ -100,8 +102,8 @@ class Backend(Protocol):
 
     def apply(self, src: np.ndarray) -> np.ndarray:
         """Filter ``src`` (a host array, as for :meth:`apply_into`) into a new host array of
-        the same shape and dtype."""
-        dst = np.empty_like(src)
+        the same shape and dtype, C-contiguous whatever ``src``'s strides."""
+        dst = np.empty(src.shape, src.dtype)  # not empty_like: it keeps a transposed or Fortran order
         self.apply_into(dst, src)
         return dst
 
