@@ -28,7 +28,7 @@ def is_pattern(spec: str | os.PathLike) -> bool:
     text = os.fspath(spec)
     if "://" in text or text.startswith(("pipe:", "fd:")):
         return False
-    return len(_fields(Path(text).name)) == 1
+    return field_count(text) == 1
 
 
 def _name_regex(name: str) -> re.Pattern:
@@ -65,3 +65,20 @@ def pattern_name(pattern: str | os.PathLike, number: int) -> Path:
     def fill(match: re.Match) -> str:
         return "%" if match[0] == "%%" else f"{number:0{int(match[0][1:-1] or 1)}d}"  # FFmpeg pads with zeros
     return path.with_name(_PIECE.sub(fill, path.name))
+
+
+def is_named_by(pattern: str | os.PathLike, path: str | os.PathLike) -> bool:
+    """Whether ``path`` is one of the files ``pattern`` names, existing or not (same folder,
+    resolved; a name its regex matches)."""
+    pattern, path = Path(pattern), Path(path)
+    if not _name_regex(pattern.name).fullmatch(path.name):
+        return False
+    try:
+        return pattern.parent.resolve() == path.parent.resolve()
+    except (OSError, RuntimeError):
+        return False
+
+
+def field_count(spec: str | os.PathLike) -> int:
+    """How many ``%d``/``%0Nd`` fields the file name of ``spec`` holds (``%%`` left out)."""
+    return len(_fields(Path(os.fspath(spec)).name))

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterable
 
 from .errors import OutputError
-from .numbered import is_pattern, numbered_files
+from .numbered import is_named_by, is_pattern, numbered_files
 
 _NAME_MAX = 255
 """Bytes in one file name on Linux file systems (ext4, xfs, btrfs, tmpfs)."""
@@ -94,9 +94,13 @@ def check_output_path(output: str | os.PathLike, *, overwrite: bool, protect: It
             ``overwrite`` is False.
     """
     path = Path(output)
-    for role, other in protected_files(protect):
+    protected = protected_files(protect)
+    for role, other in protected:
         if _same_file(other, path):
             raise OutputError(f"{what} is the same file as {role}: {output}")
+    for role, other in protected:
+        if is_pattern(other) and is_named_by(other, path):  # an image the sequence may write yet
+            raise OutputError(f"{what} is one of the files of {role} ({other}): {output}")
     if len(os.fsencode(path.name)) > _NAME_MAX:
         raise OutputError(f"{what} file name is too long ({len(os.fsencode(path.name))} bytes; "
                           f"the limit is {_NAME_MAX}): {str(output)[:60]}...")

@@ -120,6 +120,8 @@ def test_garbage_on_stdin_exits_4_naming_standard_input():
 
 @pytest.mark.parametrize("args, fragment", [
     (["-o", "-", "--progress", "-"], "would both write to standard output"),
+    (["-o", "-", "--progress", "/dev/stdout"], "would both write to standard output"),
+    (["-o", "pipe:1", "--progress", "/dev/fd/1"], "would both write to standard output"),
     (["--input-format", "rawvideo"], "needs the frames' --size WxH"),
     (["--input-pix-fmt", "rgb24"], "--input-pix-fmt is the pixel format of --input-format rawvideo"),
     (["--size", "64x48"], "--size and --fps apply to cameras"),

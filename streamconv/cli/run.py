@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from ..presets import list_presets, load_preset
 from ..progressfile import ProgressFile, check_progress_target
 from ..publish import check_output_path
 from ..io.demuxed import is_demuxed_spec
-from ..io.formats import is_pipe, is_sequence
+from ..io.formats import is_pipe, is_sequence, pipe_url
 from ..io.netsink import is_network_output
 from ..io.targets import check_target
 from ..io.open import open_sink, open_source, writes_a_file
@@ -266,13 +267,22 @@ def _check_source_args(parser: argparse.ArgumentParser, args: argparse.Namespace
     args.sources, args.source = sources, sources[0]
 
 
+def _is_standard_output(path: str) -> bool:
+    """Whether ``path`` opens this process's standard output (``/dev/stdout``, ``/dev/fd/1``)."""
+    try:
+        return os.path.samestat(os.stat(path), os.fstat(1))
+    except (OSError, ValueError):
+        return False
+
+
 def _check_format_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """--format belongs to OUTPUT, --input-format and its --size, --input-pix-fmt, --fps to SOURCE;
     standard output carries one thing."""
     if args.format is not None and args.output is None:
         parser.error("--format names OUTPUT's container, and there is no -o OUTPUT "
                      "(--input-format names SOURCE's)")
-    if args.output is not None and is_pipe(args.output) and args.progress is not None and is_pipe(args.progress):
+    if args.output is not None and pipe_url(args.output, 1) == "pipe:1" and args.progress is not None \
+            and (is_pipe(args.progress) or _is_standard_output(args.progress)):
         parser.error("-o - and --progress - would both write to standard output: give --progress a file")
     camera = is_webcam_spec(args.source)
     if args.input_format is not None and (camera or is_test_spec(args.source)):

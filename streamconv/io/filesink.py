@@ -22,6 +22,7 @@ import numpy as np
 from ..errors import OutputError, StreamError
 from ..interrupts import wait_interruptibly
 from .formats import default_codec, output_format
+from .sequence import SequenceTarget
 from .targets import open_target
 from ..slots import FrameMeta
 from .colour import ColourTags, format_bits, rgb_to_frame, yuv_tags
@@ -99,6 +100,7 @@ class FileSink(Sink):
                  display_matrix: Sequence[int] | None = None, format: str | None = None,
                  muxer_options: dict[str, str] | None = None, metadata: InputMetadata | None = None) -> None:
         self._file = self._target(path, overwrite, protect, format)
+        self._images = isinstance(self._file, SequenceTarget)  # packets written as image files
         self.path = self._file.target
         self.format = output_format(path, format)
         self._muxer_options = {**self._file.container_options, **(muxer_options or {})}
@@ -107,12 +109,9 @@ class FileSink(Sink):
         self._busy = threading.RLock()
         self._copy_streams = list(copy_streams)
         self._copies: dict[int, object] = {}  # input stream index -> output stream
-        self._colour = colour
-        self._display_matrix = display_matrix
-        self._metadata = metadata
+        self._colour, self._display_matrix, self._metadata = colour, display_matrix, metadata
         self.width, self.height = width, height
-        codec = codec or default_codec(path, self.format)
-        self.codec_name = codec
+        self.codec_name = codec = codec or default_codec(path, self.format)
         self._container = None
         encoder = find_encoder(codec)
         defaulted = pix_fmt is None
@@ -163,7 +162,8 @@ class FileSink(Sink):
         """Create the temporary file and the encoder, at the first frame: nothing exists before."""
         handle = self._file.create()
         try:
-            self._container = av.open(handle, mode="w", format=self.format, container_options=self._muxer_options)
+            self._container = av.open(handle, mode="w", format=self._file.muxer if self._images else self.format,
+                                      container_options=self._muxer_options)
         except (av.FFmpegError, ValueError, OSError) as exc:
             self._file.discard()
             raise OutputError(f"cannot write {self.path}: {exc}") from None
@@ -292,15 +292,26 @@ class FileSink(Sink):
         video.time_base = self._time_base
         try:
             for packet in self._stream.encode(video):
-                self._container.mux(packet)
+                self._write_packet(packet)
         except (av.FFmpegError, OSError) as exc:
             self._raise_write_error(exc, f"encoding frame {meta.index}")
         self.frames_written += 1
+
+    def _write_packet(self, packet) -> None:
+        """Mux an encoded video packet, or write it as the next image (a whole image file)."""
+        if self._images:
+            self._file.write_image(bytes(packet))
+        else:
+            self._container.mux(packet)
 
     def _raise_write_error(self, exc: BaseException, doing: str) -> None:
         """Raise the error of a failed encode or write. A full disk (any OS-level write error)
         is an OutputError saying how much was written; the incomplete file is removed at once,
         to give the space back, and the sink is marked ``failed``."""
+        if isinstance(exc, OutputError):  # an image's name taken meanwhile, a second frame for one image
+            self.failed = True
+            self.abort(keep_finished=True)
+            raise exc
         if not isinstance(exc, OSError) or exc.errno is None:
             raise StreamError(f"{doing} to {self.path} failed: {exc}") from None
         try:
@@ -308,10 +319,11 @@ class FileSink(Sink):
         except OSError:
             written = 0
         self.failed = True
-        self.abort()
+        self.abort(keep_finished=True)
         if self._file.published_as_written:  # a pipe, a sequence or a URL: no temporary file
-            raise OutputError(f"writing {self.path} failed after {self.frames_written} frames: "
-                              f"{exc.strerror or exc}") from None
+            done = self._file.images_finished if self._images else self.frames_written
+            kept = f"; the {done} images finished are kept" if self._images and done else ""
+            raise OutputError(f"writing {self.path} failed after {done} frames: {exc.strerror or exc}{kept}") from None
         raise OutputError(
             f"writing {self.path} failed after {self.frames_written} frames "
             f"({written / 2**20:.1f} MiB written): {exc.strerror or exc}; the incomplete file "
@@ -365,7 +377,7 @@ class FileSink(Sink):
                 return
             try:
                 for packet in self._stream.encode(None):
-                    self._container.mux(packet)
+                    self._write_packet(packet)
                 self._container.close()
             except (av.FFmpegError, OSError) as exc:
                 self._raise_write_error(exc, "finishing the file")
@@ -375,10 +387,11 @@ class FileSink(Sink):
                 raise StreamError(f"no frames were written; {self.path} not created")
             self._file.publish()
 
-    def abort(self) -> None:
+    def abort(self, *, keep_finished: bool = False) -> None:
         """Drop the partial file; the output path is left as it was. Safe from another thread
         while a frame is encoded or the file finished: the container is then left to that
-        thread, and only the file is removed."""
+        thread, and only the file is removed. ``keep_finished``: an image sequence keeps the
+        images already finished (after a failure mid-run), removing only a half-written one."""
         self._closed = True
         if self._busy.acquire(blocking=False):
             try:
@@ -390,7 +403,10 @@ class FileSink(Sink):
                         pass
             finally:
                 self._busy.release()
-        self._file.discard()
+        if self._images:
+            self._file.discard(keep_finished=keep_finished)
+        else:
+            self._file.discard()
 
     def describe(self) -> str:
         return f"{self.path} ({self.codec_name})"

@@ -24,8 +24,11 @@ CONTAINERS = {".mp4": "mp4", ".m4v": "mp4", ".mov": "mov", ".mkv": "matroska", "
 """Containers by extension; FFmpeg guesses the others from the name."""
 
 IMAGE_CODECS = {".png": "png", ".jpg": "mjpeg", ".jpeg": "mjpeg", ".bmp": "bmp", ".tif": "tiff",
-                ".tiff": "tiff", ".ppm": "ppm", ".webp": "libwebp"}
-"""The encoder of an image file (or sequence) by extension."""
+                ".tiff": "tiff", ".ppm": "ppm", ".webp": "libwebp", ".tga": "targa", ".pgm": "pgm",
+                ".pbm": "pbm", ".pam": "pam", ".sgi": "sgi", ".xwd": "xwd", ".dpx": "dpx", ".qoi": "qoi",
+                ".jp2": "jpeg2000", ".j2k": "jpeg2000", ".hdr": "hdr", ".pcx": "pcx", ".pfm": "pfm",
+                ".exr": "exr", ".ras": "sunrast", ".sun": "sunrast"}
+"""The encoder of an image file (or sequence) by extension (FFmpeg's image2 muxer's names)."""
 
 CONTAINER_CODECS = {".webm": "libvpx-vp9", ".gif": "gif", **IMAGE_CODECS}
 """The encoder a file gets when none is asked for, by extension (libx264 for the others)."""
@@ -47,12 +50,20 @@ def pipe_url(spec: str | os.PathLike, fd: int) -> str:
     return f"pipe:{fd}" if text in ("-", "pipe:") else text
 
 
+def is_image_output(spec: str | os.PathLike, format: str | None = None) -> bool:
+    """Whether ``spec`` names image files rather than a container: ``format`` image2, or an image
+    extension and no other ``format`` (a sequence ``img%04d.png`` or one image ``still.png``);
+    never a pipe or a URL."""
+    text = os.fspath(spec)
+    if format not in (None, "image2") or is_pipe(text) or "://" in text:
+        return False
+    return format == "image2" or Path(text).suffix.lower() in IMAGE_CODECS
+
+
 def is_sequence(spec: str | os.PathLike, format: str | None = None) -> bool:
     """Whether ``spec`` is an image sequence: a pattern (``img%04d.png``) with an image extension
     and no other ``format``, or any pattern with ``format`` image2."""
-    if format not in (None, "image2") or not is_pattern(spec):
-        return False
-    return format == "image2" or Path(spec).suffix.lower() in IMAGE_CODECS
+    return is_pattern(spec) and is_image_output(spec, format)
 
 
 def output_format(spec: str | os.PathLike, format: str | None = None) -> str | None:
@@ -62,7 +73,7 @@ def output_format(spec: str | os.PathLike, format: str | None = None) -> str | N
         return format
     if is_pipe(spec):
         return STREAM_FORMAT
-    if is_sequence(spec):
+    if is_image_output(spec):
         return "image2"
     return CONTAINERS.get(Path(spec).suffix.lower())
 
