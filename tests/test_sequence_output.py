@@ -5,6 +5,8 @@ take back images someone else wrote."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import av
@@ -135,3 +137,35 @@ def test_an_image_published_stays_whatever_is_called_after(tmp_path: Path):
     target.publish()
     target.discard()  # a late abort (a signal after the end) takes nothing back
     assert np.array_equal(read_image(tmp_path / "still.png"), picture)
+
+
+SLOW_SEQUENCE_RUN = """
+import os, signal, sys, threading, time
+import streamconv
+from streamconv.interrupts import SignalGuard
+from streamconv.io.filesink import FileSink
+
+send = FileSink._send
+def slow_send(self, frame, meta):  # a slow disk: each image takes 50 ms to write
+    time.sleep(0.05)
+    return send(self, frame, meta)
+FileSink._send = slow_send
+with SignalGuard():
+    pipeline = streamconv.Pipeline("test:160x120,frames=400", ["identity"], "o%03d.png", backend="cpu", ring=8)
+    for delay in (1.0, 1.12):  # Ctrl-C, and a second one while an image is being written
+        threading.Timer(delay, os.kill, (os.getpid(), signal.SIGINT)).start()
+    try:
+        pipeline.run()
+    except KeyboardInterrupt:
+        pass
+time.sleep(0.3)  # a writer thread that went on would publish now
+print(sorted(os.listdir(".")))
+"""
+
+
+def test_a_second_signal_leaves_no_image_behind_even_mid_write(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    result = subprocess.run([sys.executable, "-c", SLOW_SEQUENCE_RUN], capture_output=True, text=True,
+                            timeout=120, cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]", result.stdout
