@@ -169,3 +169,46 @@ def test_a_signal_while_a_fifo_input_is_opened_exits_with_the_signals_code(tmp_p
     assert run.finish(timeout=30) == CODES[signum], run.stderr
     assert "Traceback" not in run.stderr and "error:" not in run.stderr, run.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["input.fifo"]
+
+
+def bar_clip(path: Path, frames: int = 200) -> None:
+    """A bar sweeping a 320x240 picture, x264 at its default preset: cheap frames to encode, so
+    the encoders' threads are busy finishing frames when a batch is aborted."""
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=25)
+        stream.width, stream.height, stream.pix_fmt = 320, 240, "yuv420p"
+        for index in range(frames):
+            picture = np.zeros((240, 320, 3), np.uint8)
+            picture[:, index * 3 % 320: index * 3 % 320 + 8] = 255
+            picture[..., 1] = index * 5 % 256
+            frame = av.VideoFrame.from_ndarray(picture, format="rgb24")
+            frame.pts = index
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode(None))
+
+
+def test_a_second_signal_ends_a_batch_of_encoders_mid_frame(tmp_path):
+    # The encoders are freed while their threads work: none may wait on the interpreter lock then.
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    for index in range(4):
+        bar_clip(inputs / f"clip{index}.mp4")
+    run = Run("batch", str(inputs), "-o", str(tmp_path / "out"), "--filter", "box:size=15", "--backend", "cpu",
+              "--jobs", "2", "--no-progress", cwd=tmp_path)
+    run.wait_for(lambda: (tmp_path / "out").is_dir() and len(leftovers(tmp_path / "out")) == 2, "two inputs running")
+    time.sleep(0.5)
+    run.process.send_signal(signal.SIGINT)
+    time.sleep(0.1)
+    run.process.send_signal(signal.SIGINT)
+    assert run.finish(timeout=30) == 130, run.stderr
+    assert "Traceback" not in run.stderr, run.stderr
+    assert leftovers(tmp_path / "out") == []
+
+
+def test_x264_is_kept_quiet_unless_its_log_level_is_asked_for():
+    from streamconv.io.ffmpeglog import quiet_encoder_threads
+
+    assert quiet_encoder_threads("libx264", {"crf": "20"}) == {"crf": "20", "x264-params": "log=1"}
+    assert quiet_encoder_threads("libx264", {"x264-params": "keyint=30"})["x264-params"] == "keyint=30:log=1"
+    assert quiet_encoder_threads("libx264", {"x264-params": "log=3"}) == {"x264-params": "log=3"}
+    assert quiet_encoder_threads("libx265", {"crf": "20"}) == {"crf": "20"}

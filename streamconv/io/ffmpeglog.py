@@ -29,6 +29,26 @@ def ffmpeg_reason(exc: BaseException, timeout: float | None = None) -> str:
     return reason
 
 
+_X264 = ("libx264", "libx264rgb")
+
+
+def quiet_encoder_threads(codec: str, options: dict[str, str]) -> dict[str, str]:
+    """``options`` with libx264 set to log warnings and errors only (unless they set its level).
+
+    libavcodec has x264 log at debug level: a line for every frame, from x264's own threads. While
+    a watch has PyAV's log callback installed, each line takes the interpreter lock in that
+    thread, before PyAV looks at its level: the encoder waits behind Python threads, and an
+    encoder freed while one of its threads waits so deadlocks (the freeing thread holds the lock
+    and joins that thread).
+    """
+    if codec not in _X264:
+        return options
+    params = options.get("x264-params", "")
+    if any(item.partition("=")[0] in ("log", "log-level") for item in params.split(":")):
+        return options
+    return {**options, "x264-params": f"{params}:log=1" if params else "log=1"}
+
+
 # Watches open now, and the libav logger's propagation to restore once none is (set if the
 # first watch had to set PyAV's level): sources can overlap, in threads or one after another.
 _lock = threading.Lock()

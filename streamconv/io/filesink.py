@@ -28,7 +28,7 @@ from ..slots import FrameMeta
 from .colour import ColourTags, format_bits, rgb_to_frame, yuv_tags
 from .encoder_check import (check_encoder_options, check_pix_fmt, deeper_pix_fmt, default_pix_fmt,
                             find_encoder)
-from .ffmpeglog import ffmpeg_reason
+from .ffmpeglog import ffmpeg_reason, quiet_encoder_threads
 from .metadata import InputMetadata
 from .signalling import signalled_options
 from .sink import Sink
@@ -415,7 +415,7 @@ class FileSink(Sink):
 def _codec_options(codec: str, options: dict[str, str] | None, crf: float | None, preset: str | None,
                    bitrate: str | None) -> dict[str, str]:
     """The encoder's options: ``options``, with the quality (``crf``, or ``cq`` for NVENC), the
-    preset and the bit rate (``b``) where given."""
+    preset and the bit rate (``b``) where given, and x264's threads kept quiet."""
     chosen = dict(options or {})
     if crf is not None:
         chosen["cq" if codec.endswith("_nvenc") else "crf"] = f"{crf:g}"
@@ -423,4 +423,4 @@ def _codec_options(codec: str, options: dict[str, str] | None, crf: float | None
         chosen["b"] = bitrate
     if preset is not None:
         chosen["preset"] = preset
-    return chosen
+    return quiet_encoder_threads(codec, chosen)
