@@ -40,7 +40,7 @@ def _name_regex(name: str) -> re.Pattern:
             parts.append("%")
         elif _FIELD.fullmatch(piece):
             width = int(piece[1:-1] or 1)
-            parts.append(r"\d{%d,}" % max(width, 1))
+            parts.append(r"(\d{%d,})" % max(width, 1))
         else:
             parts.append(re.escape(piece))
     return re.compile("".join(parts))
@@ -82,3 +82,23 @@ def is_named_by(pattern: str | os.PathLike, path: str | os.PathLike) -> bool:
 def field_count(spec: str | os.PathLike) -> int:
     """How many ``%d``/``%0Nd`` fields the file name of ``spec`` holds (``%%`` left out)."""
     return len(_fields(Path(os.fspath(spec)).name))
+
+
+def sequence_gap(pattern: str | os.PathLike, search: int = 5) -> tuple[Path, int] | None:
+    """Where a sequence on disk has a hole that FFmpeg's image2 demuxer stops at: (the first
+    missing file after the first image, how many numbered files lie beyond it), or None.
+
+    The demuxer starts at the lowest number among 0 .. ``search`` - 1 that exists and reads on
+    while the next number exists (a hole ends the video early, or fails it mid-way).
+    """
+    path = Path(pattern)
+    regex = _name_regex(path.name)
+    numbers = {int(match[1]) for match in map(regex.fullmatch, (p.name for p in numbered_files(path))) if match}
+    first = next((number for number in range(search) if number in numbers), None)
+    if first is None:
+        return None
+    missing = first
+    while missing in numbers:
+        missing += 1
+    beyond = sum(number > missing for number in numbers)
+    return (pattern_name(path, missing), beyond) if beyond else None

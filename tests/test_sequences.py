@@ -155,3 +155,16 @@ def test_a_sink_owns_no_frame_buffer_once_send_returns(tmp_path):
     sink.close()
     for number, picture in enumerate(pictures, 1):
         assert np.array_equal(read_image(tmp_path / f"out{number:03d}.png"), picture), number
+
+
+def test_a_hole_in_an_input_sequence_is_never_passed_over_in_silence(cli, tmp_path):
+    write_images(tmp_path, count=10)
+    for number in (1, 2, 4):  # FFmpeg starts at img003 and stops at the hole after it
+        (tmp_path / f"img{number:03d}.png").unlink()
+    result = run_quiet(cli, "img%03d.png", "-o", "out.mkv", cwd=tmp_path)
+    assert result.returncode == 13, result.stderr
+    assert "img004.png is missing: the 6 numbered image(s) after it were not read" in result.stderr
+    (tmp_path / "img001.png").write_bytes((tmp_path / "img003.png").read_bytes())
+    (tmp_path / "img002.png").write_bytes((tmp_path / "img003.png").read_bytes())
+    result = run_quiet(cli, "img%03d.png", "-o", "out2.mkv", cwd=tmp_path)  # the hole mid-way fails the read
+    assert_error(result, 8, "img004.png is missing from the sequence")

@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import InputError
+from ..errors import InputError, StreamError
+from ..numbered import sequence_gap
 from .container import open_input
 from .damage import InputDamage
 from .file import FileSource
@@ -92,3 +93,24 @@ class DemuxedSource(FileSource):
             local_check=not (is_pipe(self.path) or is_sequence(self.path)),
             hint=_STREAMABLE_HINT if is_pipe(self.path) else "")
         self._damage = InputDamage(self.path, self._container.format.name)
+
+    def damage(self) -> list[str]:
+        """FileSource's, and for an image sequence read to its end a hole in its numbering:
+        the images beyond it were never read (FFmpeg's image2 demuxer stops there)."""
+        found = super().damage()
+        gap = sequence_gap(self.path) if self._ended and self._demuxer == "image2" else None
+        if gap is not None:
+            missing, beyond = gap
+            found.append(f"{missing.name} is missing: the {beyond} numbered image(s) after it were not read")
+        return found
+
+    def _raise_read_error(self) -> None:
+        """FileSource's, naming the image a sequence lacks where a hole in its numbering made
+        the read fail (the demuxer said only "No such file or directory")."""
+        try:
+            super()._raise_read_error()
+        except StreamError as exc:
+            gap = sequence_gap(self.path) if self._demuxer == "image2" else None
+            if gap is None:
+                raise
+            raise StreamError(f"{exc}: {gap[0].name} is missing from the sequence") from None
