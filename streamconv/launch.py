@@ -26,4 +26,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if guard.received is not None:
             sys.stderr.write("streamconv: interrupted\n")
             return 128 + guard.received
-        return cli_main(argv, signals=guard)
+        try:
+            return cli_main(argv, signals=guard)
+        finally:
+            # The command has ended: a signal now only is recorded, or it would raise in the
+            # guard's own exit and print a traceback after the command's last word.
+            guard.deferred = True
