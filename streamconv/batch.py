@@ -17,7 +17,6 @@ import logging
 import multiprocessing
 import os
 import queue
-import shutil
 import signal
 import sys
 import threading
@@ -27,17 +26,20 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .backends import resolve_backend
-from .batch_inputs import BatchInput, find_inputs, plan_outputs, refuse_existing
+from .batch_inputs import (BatchInput, check_outdir, find_inputs, make_folders, plan_outputs, refuse_existing,
+                           remove_folders, remove_stale_partials)
 from .borders import DEFAULT_BORDER
 from .cuda_device import gpu_numbers
 from .batch_ray import run_on_ray
-from .batch_worker import Prefetch, RunSettings, Running, judge_run, run_input, worker_process
+from .batch_worker import (AheadGate, Prefetch, RunSettings, Running, judge_run, note_input, run_input, take_inputs,
+                           worker_process)
 from .errors import EXIT_DAMAGED_INPUT, EXIT_SOME_FAILED, FilterSpecError, Interrupted
 from .frames import as_count
 from .filters import FilterStage, parse_chain
 from .interrupts import stop_on_signals
-from .manifest import FINISHED, MANIFEST_NAME, BatchRecord, Manifest, earlier_records, is_complete
-from .segments import parts_prefix, run_segments, segment_decoder
+from .manifest import (FINISHED, MANIFEST_NAME, BatchRecord, Manifest, earlier_records, resume_plan,
+                       settings_fingerprint)
+from .segments import run_segments, segment_decoder
 from .stats import RunStats
 
 log = logging.getLogger(__name__)
@@ -83,10 +85,15 @@ class Batch:
         backend, border, kernel, ring, decoder, colour: as for Pipeline.
         sink_options: FileSink options (codec, pix_fmt, crf, bitrate, preset).
         manifest: the manifest file (None: OUTDIR/streamconv-batch.json).
-        resume: skip inputs an earlier batch finished (per its manifest, outputs still there).
+        resume: skip inputs an earlier batch of this manifest finished: the same input file,
+            unchanged, under the same settings, its output still there at the size recorded
+            (:func:`streamconv.manifest.resume_plan`); the others run again, replacing an output
+            that batch published only while it is still exactly as published.
         overwrite: replace existing outputs (and an existing manifest).
         recursive: folders' subfolders too (outputs keep their relative paths), ``**`` in globs.
-        ext: the outputs' extension (None: the input's).
+            A folder scan passes over hidden files and folders, OUTDIR's tree, the manifest and,
+            resuming, the outputs the manifest names (:func:`find_inputs`).
+        ext: the outputs' extension (None: the input's); one FFmpeg has a muxer for.
         progress: draw a status line on stderr when it is a terminal.
         ray: run each input as a task on a Ray cluster (:mod:`streamconv.batch_ray`): True for the
             one in RAY_ADDRESS or a new local one, or the cluster's address; None: this host only.
@@ -102,9 +109,10 @@ class Batch:
             is a regular file (:func:`find_inputs`), so it can be sought. Not with ``ray``,
             ``processes`` > 1 (see :func:`segments_refusal`); on NVDEC with ``decoder="nvdec"``.
 
-    Raises (before any work):
+    Raises (before any work, OUTDIR made only once every check passed):
         InputError: an input names nothing. OutputError: an output would be an input, two inputs
-        one output, or an output exists. FilterSpecError, BackendUnavailableError: as for Pipeline;
+        one output, an output exists, ``ext`` has no muxer, OUTDIR is (under) a file, or the
+        manifest cannot be written. FilterSpecError, BackendUnavailableError: as for Pipeline;
         FilterSpecError also for ``segments`` with an option it cannot take, and for ``ray``
         with ``devices`` or ``processes`` (see :func:`ray_refusal`).
     """
@@ -138,26 +146,46 @@ class Batch:
         self.progress = progress
         self.ray = ray if ray not in (False, "") else None
         outdir = Path(outdir)
-        items = plan_outputs(find_inputs(inputs, recursive=recursive), outdir, ext=ext)
         manifest_path = Path(manifest) if manifest is not None else outdir / MANIFEST_NAME
-        earlier = earlier_records(manifest_path) if resume else {}
-        complete = {output: record for output, record in earlier.items() if is_complete(record)}
-        # What an earlier batch wrote is its own to replace (a failed input's partial output).
         self.settings = RunSettings(self.filters, self.backend,
                                     {"border": border, "kernel": kernel, "ring": ring, "decoder": decoder,
                                      "colour": colour},
                                     {k: v for k, v in (sink_options or {}).items() if v is not None},
-                                    overwrite, set(earlier), open_ahead)
-        refuse_existing(items, overwrite=overwrite, done={Path(p) for p in earlier})
-        outdir.mkdir(parents=True, exist_ok=True)
-        records = [_record(item, complete.get(str(item.output))) for item in items]
-        protect = [str(item.source) for item in items] + [str(item.output) for item in items]
-        self.manifest = Manifest(manifest_path, records, protect=protect, replace=resume or overwrite)
-        self._pending: queue.Queue[BatchRecord] = queue.Queue()
+                                    overwrite, set(), open_ahead)
+        items, records = self._plan(inputs, outdir, manifest_path, resume=resume, recursive=recursive, ext=ext)
+        protect = {**{f"the input {item.source}": item.source for item in items},
+                   **{f"the output of {item.source}": item.output for item in items}}
+        made = make_folders(outdir)
+        try:
+            self.manifest = Manifest(manifest_path, records, protect=protect, replace=resume or overwrite)
+        except BaseException:
+            remove_folders(made)  # refused: leave no folder behind
+            raise
+        self._pending: queue.Queue[tuple[int, BatchRecord]] = queue.Queue()
         self._running = Running()
         self._stopping = threading.Event()
         self._stop_signal: int | None = None
         self._events = None  # the worker processes' (stop taking, abort) events
+
+    def _plan(self, inputs: Sequence[str], outdir: Path, manifest_path: Path, *, resume: bool, recursive: bool,
+              ext: str | None) -> tuple[list[BatchInput], list[BatchRecord]]:
+        """The inputs, their outputs and records, after every check (see the class's Raises); with
+        ``resume``, complete ones skipped and outputs still as the manifest's batch published them
+        replaceable (``settings.ours``)."""
+        earlier = earlier_records(manifest_path) if resume else {}
+        found = find_inputs(inputs, recursive=recursive, outdir=outdir,
+                            skip=[manifest_path, *(Path(output) for output in earlier)])
+        check_outdir(outdir)
+        items = plan_outputs(found, outdir, ext=ext, recursive=recursive)
+        options = {name: self.settings.options[name] for name in ("border", "colour", "kernel")}
+        fingerprint = settings_fingerprint(self.filters, {**options, "backend": self.backend,
+                                                          "sink": self.settings.sink_options})
+        complete, ours = resume_plan(earlier, [(item.source, item.output) for item in items], fingerprint)
+        refuse_existing(items, overwrite=self.settings.overwrite, exempt={Path(o) for o in complete} | ours,
+                        resume=resume)
+        self.settings.ours = {str(output) for output in ours}
+        return items, [_record(item, fingerprint, earlier.get(str(item.output)), complete=str(item.output) in complete,
+                               ours=item.output in ours) for item in items]
 
     def run(self) -> BatchResult:
         """Filter every input not yet complete; returns when all have ended (or a signal stopped them)."""
@@ -172,22 +200,23 @@ class Batch:
                 else:
                     self._run_threads(started)
             finally:
-                remove_stale_partials(Path(record.output) for record in self.manifest.records)
+                remove_stale_partials([Path(record.output) for record in self.manifest.records] + [self.manifest.path])
                 self.manifest.write()  # the last word, also after a signal
         return BatchResult(self.manifest.records, self._exit_code(), self.manifest.path)
 
     def _run_threads(self, started: float) -> None:
         """``jobs`` threads per device in this process (in segments: one, the inputs in turn)."""
-        for record in self.manifest.records:
+        for index, record in enumerate(self.manifest.records):
             if record.status == "pending":
-                self._pending.put(record)
+                self._pending.put((index, record))
         slots = ([(d, n) for d in self.devices for n in range(self.jobs)] if self.segments is None
                  else [(self.devices[0], 0)])
+        gate = AheadGate([self._pending.qsize(), len(slots)])
         # Each worker sets its event when it ends: a Thread.join() cut short by a signal would
         # take the thread for ended (CPython releases its state lock), so it is not used here.
         ended = [threading.Event() for _ in slots]
-        workers = [threading.Thread(target=self._work, args=(device, event), name=f"streamconv-batch-{device}-{n}",
-                                    daemon=True)
+        workers = [threading.Thread(target=self._work, args=(device, gate, event),
+                                    name=f"streamconv-batch-{device}-{n}", daemon=True)
                    for (device, n), event in zip(slots, ended)]
         for worker in workers:
             worker.start()
@@ -206,14 +235,13 @@ class Batch:
         tasks, results = context.Queue(), context.Queue()
         self._events = stop_taking, abort = context.Event(), context.Event()
         threads = [device for device in self.devices for _ in range(self.jobs)]
-        for index, record in enumerate(self.manifest.records):
-            if record.status == "pending":
-                tasks.put((index, record))
-        for _ in threads:
-            tasks.put(None)
+        pending = [(index, record) for index, record in enumerate(self.manifest.records) if record.status == "pending"]
+        for task in pending:
+            tasks.put(task)
+        gate = context.Array("i", [len(pending), len(threads)])  # AheadGate's counts, shared
         workers = [context.Process(target=worker_process, daemon=True, name=f"streamconv-batch-worker-{n}",
-                                   args=(self.settings, threads[n::self.processes], tasks, results, stop_taking,
-                                         abort, logging.getLogger().getEffectiveLevel()))
+                                   args=(self.settings, threads[n::self.processes], gate, tasks, results, stop_taking,
+                                         abort, logging.getLogger().getEffectiveLevel(), os.getpid()))
                    for n in range(min(self.processes, len(threads)))]
         for worker in workers:
             worker.start()
@@ -283,32 +311,14 @@ class Batch:
         log.warning("%s: no new inputs; the running ones finish (a second signal aborts them)",
                     signal.Signals(signum).name)
 
-    def _work(self, device: int, ended: threading.Event) -> None:
-        """A worker: take pending inputs one by one until none is left or the batch stops, each
-        next one opened ahead while the current one runs (an input opened but not run stays pending)."""
-        ahead: Prefetch | None = None
+    def _work(self, device: int, gate: AheadGate, ended: threading.Event) -> None:
+        """A worker thread: pending inputs one by one (:func:`streamconv.batch_worker.take_inputs`)
+        until none is left or the batch stops, the next opened ahead where the gate allows."""
         try:
-            while not self._stopping.is_set():
-                if ahead is not None:
-                    record, prefetch, ahead = ahead.record, ahead, None
-                else:
-                    record, prefetch = self._next_pending(), None
-                    if record is None:
-                        return
-                following = self._next_pending() if self.settings.open_ahead else None
-                if following is not None:
-                    ahead = Prefetch(following, device, self.settings)
-                self._run_one(record, device, prefetch)
+            take_inputs(gate, self._pending.get_nowait, device, self.settings, self._stopping.is_set,
+                        lambda task, prefetch: self._run_one(task[1], device, prefetch))
         finally:
-            if ahead is not None:
-                ahead.discard()
             ended.set()
-
-    def _next_pending(self) -> BatchRecord | None:
-        try:
-            return self._pending.get_nowait()
-        except queue.Empty:
-            return None
 
     def _run_one(self, record: BatchRecord, device: int, prefetch: Prefetch | None) -> None:
         """Run one input in this thread, the manifest written as it starts and ends."""
@@ -376,6 +386,7 @@ def run_segmented_input(record: BatchRecord, settings: RunSettings, running: Run
     """
 
     def segmented() -> tuple[RunStats, None]:
+        note_input(record)
         Path(record.output).parent.mkdir(parents=True, exist_ok=True)
         options = {k: v for k, v in settings.options.items() if k != "decoder"}
         stats = run_segments(record.input, settings.filters, record.output, segments=segments, jobs=jobs,
@@ -387,27 +398,18 @@ def run_segmented_input(record: BatchRecord, settings: RunSettings, running: Run
     judge_run(record, segmented, running)
 
 
-def remove_stale_partials(outputs) -> None:
-    """Remove the temporary files (``.NAME.RANDOM.partial.EXT``) and segments' part folders
-    (:func:`streamconv.segments.parts_prefix`) a killed writer of these outputs left behind: once
-    a batch has ended none of its writers is alive, and nothing else makes them."""
-    for output in outputs:
-        for stale in output.parent.glob(f".{output.stem}.*.partial{output.suffix}"):
-            try:
-                stale.unlink()
-            except OSError:
-                pass  # already gone, or not ours to remove: left as it is
-        prefix = parts_prefix(output)
-        for folder in output.parent.glob(".streamconv-segments-*"):
-            if folder.name.startswith(prefix) and folder.is_dir():
-                shutil.rmtree(folder, ignore_errors=True)
-
-
-def _record(item: BatchInput, earlier: dict | None) -> BatchRecord:
-    record = BatchRecord(str(item.source), str(item.output))
-    if earlier is not None:  # complete from an earlier batch: skipped, its figures kept
+def _record(item: BatchInput, fingerprint: str, earlier: dict | None, *, complete: bool, ours: bool) -> BatchRecord:
+    """An input's record: pending, or skipped with an earlier batch's figures when ``complete``;
+    an earlier output still as published keeps its size and mtime (it stays replaceable)."""
+    record = BatchRecord(str(item.source), str(item.output), settings=fingerprint)
+    if earlier is None:
+        return record
+    if complete:
         record.status = "skipped"
-        for name in ("frames", "fps", "seconds", "decoder", "device", "bytes", "damage"):
+        for name in ("frames", "fps", "seconds", "decoder", "device", "bytes", "damage", "input_bytes",
+                     "input_mtime_ns", "output_mtime_ns"):
             setattr(record, name, earlier.get(name, getattr(record, name)))
         record.exit_code = earlier.get("exit_code", 0)
+    elif ours:
+        record.bytes, record.output_mtime_ns = earlier["bytes"], earlier["output_mtime_ns"]
     return record

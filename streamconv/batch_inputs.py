@@ -2,18 +2,23 @@
 
 Every decision that can refuse a batch is made here, before any work: an input that is not
 there, two inputs that would write the same output, an output that is an input, an output that
-exists (unless overwriting or resuming).
+exists (unless overwriting, or still as a batch of the manifest left it), an extension with no
+muxer, an output folder that is a file. Here too: the hidden temporary files a killed batch
+left beside its outputs, found by their exact names (:func:`remove_stale_partials`).
 """
 
 from __future__ import annotations
 
 import glob
 import os
+import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
 from .errors import InputError, OutputError
+from .segments import parts_prefix
 
 VIDEO_SUFFIXES = frozenset({".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".ts", ".m2ts", ".mts", ".mpg",
                             ".mpeg", ".flv", ".wmv", ".ogv", ".3gp", ".y4m", ".nut", ".h264", ".h265", ".hevc",
@@ -35,26 +40,32 @@ class BatchInput:
     output: Path
 
 
-def find_inputs(specs: Iterable[str], *, recursive: bool = False) -> list[tuple[Path, Path]]:
+def find_inputs(specs: Iterable[str], *, recursive: bool = False, outdir: Path | None = None,
+                skip: Iterable[Path] = ()) -> list[tuple[Path, Path]]:
     """The input files ``specs`` name, each with the relative path its output takes, in order,
-    each once: a file as it is; a glob (``"clips/*.mp4"``, ``**`` with ``recursive``) expanded
-    here; a folder's video files (VIDEO_SUFFIXES), and its subfolders' with ``recursive``.
+    each once (resolved): a file or folder that exists as named (glob characters in its name
+    too); else a glob (``"clips/*.mp4"``, ``**`` with ``recursive``) expanded here; a folder's
+    video files (VIDEO_SUFFIXES), and its subfolders' with ``recursive``.
+
+    Neither takes what the batch itself writes: a folder scan passes over hidden files and
+    folders (temporary files, parts folders) and ``outdir``'s tree where it lies inside the
+    folder; a scan and a glob, over the files in ``skip`` (the manifest, an earlier batch's outputs).
 
     Raises:
         InputError: a spec names nothing (a missing file, a glob or folder with no video).
     """
+    skip = {Path(p).resolve() for p in skip}
+    outdir = outdir.resolve() if outdir is not None else None
     found: dict[Path, Path] = {}
     for spec in specs:
         path = Path(spec)
-        if glob.has_magic(spec):
-            matches = sorted(Path(m) for m in glob.glob(spec, recursive=recursive) if Path(m).is_file())
-            named = [(m, Path(m.name)) for m in matches]
-        elif path.is_dir():
-            pattern = "**/*" if recursive else "*"
-            named = [(m, m.relative_to(path)) for m in sorted(path.glob(pattern))
-                     if m.is_file() and m.suffix.lower() in VIDEO_SUFFIXES]
-        elif path.is_file():
+        if path.is_file():  # an existing name is taken as it is, even with [ ] ? * in it
             named = [(path, Path(path.name))]
+        elif path.is_dir():
+            named = _scan(path, recursive=recursive, outdir=outdir, skip=skip)
+        elif glob.has_magic(spec):
+            named = [(m, Path(m.name)) for m in sorted(Path(m) for m in glob.glob(spec, recursive=recursive))
+                     if m.is_file() and m.resolve() not in skip]
         else:
             raise InputError(f"input not found: {spec}")
         if not named:
@@ -64,12 +75,61 @@ def find_inputs(specs: Iterable[str], *, recursive: bool = False) -> list[tuple[
     return list(found.items())
 
 
-def plan_outputs(inputs: list[tuple[Path, Path]], outdir: Path, *, ext: str | None = None) -> list[BatchInput]:
+def _scan(folder: Path, *, recursive: bool, outdir: Path | None, skip: set[Path]) -> list[tuple[Path, Path]]:
+    """A folder's video files (and its subfolders' with ``recursive``) with their paths below it,
+    sorted; hidden entries, ``skip`` and ``outdir``'s tree (when strictly inside) left out."""
+    root = folder.resolve()
+    inside = outdir if outdir is not None and root in outdir.parents else None
+    named = []
+    for top, folders, files in os.walk(folder):
+        folders[:] = [name for name in folders if recursive and not name.startswith(".")
+                      and Path(top, name).resolve() != inside]
+        for name in files:
+            file = Path(top, name)
+            if not name.startswith(".") and file.suffix.lower() in VIDEO_SUFFIXES and file.is_file() \
+                    and file.resolve() not in skip:
+                named.append((file, file.relative_to(folder)))
+    return sorted(named)
+
+
+def ext_refusal(ext: str | None) -> str | None:
+    """Why ``ext`` cannot be the outputs' extension (None: it can): it must be letters, digits,
+    ``_``, ``+`` or ``-``, with or without one leading dot, that FFmpeg has a muxer for."""
+    if ext is None:
+        return None
+    name = ext[1:] if ext.startswith(".") else ext
+    if not re.fullmatch(r"[A-Za-z0-9_+-]+", name):
+        return f"--ext {ext!r} is not a file extension (give one such as mkv or .mp4)"
+    if name.lower() not in _muxer_extensions():
+        return f"--ext {ext!r}: FFmpeg has no muxer for .{name} files (try mkv, mp4, mov or ts)"
+    return None
+
+
+def _muxer_extensions() -> set[str]:
+    """The file extensions FFmpeg (this PyAV build) guesses an output container from."""
+    import av  # here: the batch's checks need it, not every importer of this module
+    from av.format import ContainerFormat
+
+    extensions = set()
+    for name in av.formats_available:
+        try:
+            extensions.update(e.strip().lower() for e in ContainerFormat(name, "w").extensions)
+        except ValueError:  # a demuxer only
+            pass
+    return extensions
+
+
+def plan_outputs(inputs: list[tuple[Path, Path]], outdir: Path, *, ext: str | None = None,
+                 recursive: bool = False) -> list[BatchInput]:
     """Each input's output: OUTDIR/<relative path>, its extension replaced by ``ext`` if given.
 
     Raises:
-        OutputError: two inputs would write one output, or an output would be an input.
+        OutputError: ``ext`` is refused (:func:`ext_refusal`), two inputs would write one
+            output, or an output would be an input.
     """
+    refusal = ext_refusal(ext)
+    if refusal is not None:
+        raise OutputError(refusal)
     ext = None if ext is None else (ext if ext.startswith(".") else f".{ext}")
     planned: dict[Path, Path] = {}
     sources = {source for source, _ in inputs}
@@ -78,7 +138,7 @@ def plan_outputs(inputs: list[tuple[Path, Path]], outdir: Path, *, ext: str | No
         output = outdir / (relative.with_suffix(ext) if ext else relative)
         if output in planned:
             raise OutputError(f"{planned[output]} and {source} would both be written to {output}; "
-                              f"give them different names, or use --ext or --recursive")
+                              + _collision_advice(planned[output], source, ext=ext, recursive=recursive))
         if output in sources or _same_file(output, source):
             raise OutputError(f"the output for {source} would be the input itself ({output}); "
                               f"choose another output folder or --ext")
@@ -86,20 +146,124 @@ def plan_outputs(inputs: list[tuple[Path, Path]], outdir: Path, *, ext: str | No
     return [BatchInput(source, output) for output, source in planned.items()]
 
 
-def refuse_existing(items: list[BatchInput], *, overwrite: bool, done: set[Path]) -> None:
+def _collision_advice(first: Path, second: Path, *, ext: str | None, recursive: bool) -> str:
+    """What would part two inputs that would write one output, short of renaming them."""
+    if ext is not None and first.stem == second.stem and first.parent == second.parent:
+        return f"--ext {ext[1:]} gives both one name (leave it out, or rename one)"
+    if recursive:
+        return "give them different names, or write them into different output folders"
+    return ("give them different names, or name the folder that holds both with --recursive "
+            "(the outputs then keep their paths below it)")
+
+
+def check_outdir(outdir: Path) -> None:
+    """Refuse an output folder that is a file or lies under one, before any work.
+
+    Raises:
+        OutputError: naming the file in the way.
+    """
+    blocking = _file_in_the_way(outdir)
+    if blocking is not None:
+        where = "is a file" if blocking == outdir else f"is under a file ({blocking})"
+        raise OutputError(f"the output folder {outdir} {where}; choose another -o")
+
+
+def make_folders(folder: Path) -> list[Path]:
+    """Make ``folder`` and any missing parents; returns those made, outermost first.
+
+    Raises:
+        OutputError: a file is in the way, or the OS refuses (permissions, a read-only disk).
+    """
+    check_outdir(folder)
+    missing = [p for p in (folder, *folder.parents) if not p.exists()][::-1]
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot make the output folder {folder}: {exc.strerror or exc}") from None
+    return missing
+
+
+def remove_folders(made: list[Path]) -> None:
+    """Remove the folders :func:`make_folders` made, innermost first, where still empty."""
+    for folder in reversed(made):
+        try:
+            folder.rmdir()
+        except OSError:
+            return  # not empty (someone else's file now): left, and so are its parents
+
+
+def _file_in_the_way(folder: Path) -> Path | None:
+    """The nearest existing one of ``folder`` and its parents, if it is not a folder."""
+    for path in (folder, *folder.parents):
+        if os.path.lexists(path):
+            return None if path.is_dir() else path
+    return None
+
+
+def refuse_existing(items: list[BatchInput], *, overwrite: bool, exempt: set[Path], resume: bool = False) -> None:
     """Refuse the batch, before any work, if an output to be written exists and ``overwrite`` is
-    False (outputs in ``done``, complete from an earlier run, are skipped, not written).
+    False, or its folder is a file (outputs in ``exempt``: complete from an earlier batch and
+    skipped, or still as a batch of the manifest published them and so replaceable).
 
     Raises:
         OutputError: naming the first few such outputs.
     """
+    for folder in sorted({item.output.parent for item in items}):
+        blocking = _file_in_the_way(folder)
+        if blocking is not None:
+            raise OutputError(f"cannot write into {folder}: {blocking} is a file")
     if overwrite:
         return
-    existing = [str(item.output) for item in items if item.output not in done and item.output.exists()]
+    existing = [str(item.output) for item in items if item.output not in exempt and os.path.lexists(item.output)]
     if existing:
         more = f" and {len(existing) - 3} more" if len(existing) > 3 else ""
-        raise OutputError(f"output exists: {', '.join(existing[:3])}{more} (use --overwrite to replace, "
-                          f"or --resume to skip the ones a previous batch finished)")
+        why = ("not as a batch of this manifest left it; use --overwrite to replace" if resume
+               else "use --overwrite to replace, or --resume to skip the ones a previous batch finished")
+        raise OutputError(f"output exists: {', '.join(existing[:3])}{more} ({why})")
+
+
+_NAME_MAX = 255
+"""Bytes in one file name (as streamconv.publish cuts its temporary names to)."""
+
+
+def temporary_names(output: Path) -> re.Pattern:
+    """The exact names :class:`streamconv.publish.AtomicFile` gives ``output``'s temporary files
+    (``.STEM.RANDOM.partial.EXT``, RANDOM 8 hex digits, the stem cut to the name limit, the
+    extension left out past 32 bytes) and the hidden parts folders of a segmented run of it
+    (``streamconv.segments.parts_prefix`` and mkdtemp's 8 characters): no other output's."""
+    suffix = output.suffix if len(os.fsencode(output.suffix)) <= 32 else ""
+    room = _NAME_MAX - len(os.fsencode(f"..{'0' * 8}.partial{suffix}"))
+    stem = os.fsencode(output.stem)[:room].decode(errors="ignore")
+    temporary = re.escape(f".{stem}.") + r"[0-9a-f]{8}" + re.escape(f".partial{suffix}")
+    parts = re.escape(parts_prefix(output)) + r"[a-z0-9_]{8}"
+    return re.compile(f"{temporary}|{parts}")
+
+
+def remove_stale_partials(outputs: Iterable[Path]) -> None:
+    """Remove the temporary files and segments' parts folders (:func:`temporary_names`) a killed
+    writer of these outputs left behind: once a batch has ended none of its writers is alive,
+    and nothing else makes them."""
+    by_folder: dict[Path, list[re.Pattern]] = {}
+    for output in outputs:
+        by_folder.setdefault(output.parent, []).append(temporary_names(output))
+    for folder, patterns in by_folder.items():
+        try:
+            hidden = [entry for entry in os.scandir(folder) if entry.name.startswith(".")]
+        except OSError:
+            continue  # no folder: nothing left there
+        for entry in hidden:
+            if any(pattern.fullmatch(entry.name) for pattern in patterns):
+                _remove(Path(entry.path))
+
+
+def _remove(stale: Path) -> None:
+    try:
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale, ignore_errors=True)
+        else:
+            stale.unlink()
+    except OSError:
+        pass  # already gone, or not ours to remove: left as it is
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -9,10 +9,12 @@ writes the manifest: workers report each input's start and end on a queue.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import queue
 import signal
+import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -21,7 +23,7 @@ from typing import Any, Callable
 
 from .errors import Interrupted, StreamconvError, run_exit_code
 from .filters import FilterStage
-from .manifest import BatchRecord
+from .manifest import FINISHED, BatchRecord, file_identity
 from .pipeline import Pipeline
 from .stats import RunStats
 
@@ -37,11 +39,12 @@ class RunSettings:
     options: dict[str, Any]  # Pipeline's border, kernel, ring, decoder, colour
     sink_options: dict[str, Any]
     overwrite: bool = False
-    ours: set[str] = field(default_factory=set)  # outputs an earlier batch wrote: ours to replace
+    ours: set[str] = field(default_factory=set)  # outputs still as a batch of the manifest published them
     open_ahead: bool = True  # open each worker's next input while its current one runs
 
     def replaces(self, output: str) -> bool:
-        """Whether ``output`` may be replaced: --overwrite, or an earlier batch of ours wrote it."""
+        """Whether ``output`` may be replaced: --overwrite, or it is still exactly what an earlier
+        batch of this manifest published (:func:`streamconv.manifest.resume_plan`)."""
         return self.overwrite or output in self.ours
 
 
@@ -94,7 +97,6 @@ class Prefetch:
 
     def __init__(self, record: BatchRecord, device: int, settings: RunSettings) -> None:
         self.record = record
-        self.started = time.perf_counter()
         self._pipeline: Pipeline | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._open, args=(device, settings), daemon=True,
@@ -121,19 +123,100 @@ class Prefetch:
             self._pipeline.close()
 
 
+class AheadGate:
+    """Whether a worker may take one more input, to open it ahead (:class:`Prefetch`) while its
+    current one runs: only while more inputs are pending than the other workers that will take
+    their next one from the queue (those not holding one opened ahead), so that no worker finds
+    the queue empty and ends while another holds an input it has not started.
+
+    Args:
+        counts: [inputs pending, workers not holding an input opened ahead]: a list (threads of
+            one process) or a ``multiprocessing`` Array("i", 2) shared by worker processes.
+    """
+
+    def __init__(self, counts) -> None:
+        self.counts = counts
+        self._lock = counts.get_lock() if hasattr(counts, "get_lock") else threading.Lock()
+
+    def take(self) -> bool:
+        """Claim a pending input to run next (False: none is left)."""
+        with self._lock:
+            if self.counts[0] <= 0:
+                return False
+            self.counts[0] -= 1
+            return True
+
+    def take_ahead(self) -> bool:
+        """Claim a pending input to open ahead, if the other workers that take from the queue
+        leave one over; the caller then holds it."""
+        with self._lock:
+            pending, takers = self.counts[0], self.counts[1]
+            if pending <= takers - 1:
+                return False
+            self.counts[0], self.counts[1] = pending - 1, takers - 1
+            return True
+
+    def start_held(self) -> None:
+        """The input held ahead starts: its worker takes from the queue again."""
+        with self._lock:
+            self.counts[1] += 1
+
+    def leave(self, holding: bool) -> None:
+        """A worker ends (a worker holding an input was not counted as one that takes)."""
+        if not holding:
+            with self._lock:
+                self.counts[1] -= 1
+
+
+def take_inputs(gate: AheadGate, take: Callable[[], Any], device: int, settings: RunSettings,
+                stopped: Callable[[], bool], run: Callable[[Any, Prefetch | None], None]) -> None:
+    """A worker's loop (a thread of the batch's process, or of a worker process): claim pending
+    inputs through ``gate`` and ``take()`` each (an ``(index, record)`` task; None: the batch
+    stops) until none is left or ``stopped()``, and ``run(task, prefetch)`` it, the next one
+    opened ahead where the gate allows (an input opened but not run stays pending)."""
+    ahead: tuple[Any, Prefetch] | None = None
+    try:
+        while not stopped():
+            if ahead is not None:
+                (task, prefetch), ahead = ahead, None
+                gate.start_held()
+            else:
+                task, prefetch = (take() if gate.take() else None), None
+                if task is None:
+                    return
+            if settings.open_ahead and gate.take_ahead():
+                following = take()
+                if following is not None:
+                    ahead = following, Prefetch(following[1], device, settings)
+            run(task, prefetch)
+    finally:
+        gate.leave(holding=ahead is not None)
+        if ahead is not None:
+            ahead[1].discard()
+
+
 def open_input(record: BatchRecord, device: int, settings: RunSettings) -> Pipeline:
-    """The Pipeline of one input (its source and sink open; nothing written until it runs)."""
+    """The Pipeline of one input (its source and sink open; nothing written until it runs); the
+    input's size and mtime are recorded as it is opened (``--resume`` compares them)."""
+    note_input(record)
     Path(record.output).parent.mkdir(parents=True, exist_ok=True)
     sink_options = {**settings.sink_options, "overwrite": settings.replaces(record.output)}
     return Pipeline(record.input, settings.filters, record.output, backend=settings.backend,
                     device=device, sink_options=sink_options, **settings.options)
 
 
+def note_input(record: BatchRecord) -> None:
+    """Record the input's size and mtime (ns) as it is about to be read (None: not a file)."""
+    identity = file_identity(record.input)
+    record.input_bytes, record.input_mtime_ns = identity if identity is not None else (None, None)
+
+
 def run_input(record: BatchRecord, device: int, settings: RunSettings, running: Running,
               prefetch: Prefetch | None = None) -> None:
     """Run one input through its own Pipeline (opened here, or ahead by ``prefetch``); fill
     ``record`` with how it ended (never raises for the input's own failure: that is the record's
-    status). ``record.first_frame_ms`` counts from the input's turn: when it starts to run."""
+    status). ``record.seconds`` and ``record.first_frame_ms`` count from the input's turn: when
+    it starts to run, not when it began to be opened ahead."""
 
     def one_piece() -> tuple[RunStats, int | None]:
         pipeline = prefetch.pipeline() if prefetch is not None else open_input(record, device, settings)
@@ -141,21 +224,21 @@ def run_input(record: BatchRecord, device: int, settings: RunSettings, running: 
         return pipeline.run(), pipeline.stop_signal
 
     record.opened_ahead = prefetch is not None
-    judge_run(record, one_piece, running, started=prefetch.started if prefetch is not None else None)
+    judge_run(record, one_piece, running)
 
 
-def judge_run(record: BatchRecord, work: Callable[[], tuple[RunStats, int | None]], running: Running, *,
-              started: float | None = None) -> None:
+def judge_run(record: BatchRecord, work: Callable[[], tuple[RunStats, int | None]], running: Running) -> None:
     """Call ``work()`` for one input, which runs it and returns its stats and the signal that
     stopped it early (None: it ran to the end), and fill ``record`` with how it ended: its
-    figures, or failed / interrupted with the error (never raises for the input's own failure).
+    figures, or failed / interrupted with the error (never raises for the input's own failure);
+    ``record.seconds`` counts from this call, and the output is recorded as published
+    (:func:`_note_output`).
 
     Args:
         running: where ``work`` kept what it ran (this thread's entry is removed at the end).
-        started: when the input began to be opened (None: now), for ``record.seconds``.
     """
     turn = time.perf_counter()
-    started = turn if started is None else started
+    before = file_identity(record.output)
     try:
         stats, stop_signal = work()
         _finished(record, stats, stop_signal)
@@ -169,9 +252,21 @@ def judge_run(record: BatchRecord, work: Callable[[], tuple[RunStats, int | None
         record.status, record.exit_code, record.error = "failed", 1, f"internal error: {type(exc).__name__}: {exc}"
     finally:
         running.remove()
-        record.seconds = round(time.perf_counter() - started, 3)
+        record.seconds = round(time.perf_counter() - turn, 3)
+        _note_output(record, before)
         if record.status == "failed":
             log.warning("%s failed: %s", record.input, record.error)
+
+
+def _note_output(record: BatchRecord, before: tuple[int, int] | None) -> None:
+    """Record the output's size and mtime (ns) as this run left it: what it published (complete,
+    or the frames a failed input kept: a file that changed while it ran is taken for its own),
+    or, unchanged, what the record already said (an earlier batch's file, still as it was)."""
+    now = file_identity(record.output)
+    if now is None:
+        record.bytes = record.output_mtime_ns = None
+    elif now != before or record.status in FINISHED:
+        record.bytes, record.output_mtime_ns = now
 
 
 def _finished(record: BatchRecord, stats, stop_signal: int | None) -> None:
@@ -184,75 +279,70 @@ def _finished(record: BatchRecord, stats, stop_signal: int | None) -> None:
         record.status = "interrupted"
         return
     record.status = "damaged" if stats.damage else "done"
-    record.bytes = Path(record.output).stat().st_size
 
 
-def _work(device: int, settings: RunSettings, tasks, results, stop_taking, orphaned: threading.Event,
+def _work(device: int, settings: RunSettings, gate: AheadGate, tasks, results, stop_taking,
           running: Running) -> None:
-    """A worker process's thread: run tasks until a None, the batch stops taking, or it is orphaned,
-    each next input opened ahead (:class:`Prefetch`) while the current one runs."""
-    ahead, last = None, False  # (index, Prefetch) of the next input; its None seen: end after it
-    try:
-        while not stop_taking.is_set() and not orphaned.is_set():
-            if ahead is not None:
-                (index, prefetch), ahead = ahead, None
-                record = prefetch.record
-            elif last:
-                return
-            else:
-                try:
-                    task = tasks.get(timeout=0.1)
-                except queue.Empty:
-                    continue
-                if task is None:
-                    return
-                (index, record), prefetch = task, None
-            if not last:
-                following = _take_now(tasks)
-                last = following is None
-                if following not in (None, _NOTHING):
-                    ahead = following[0], Prefetch(following[1], device, settings)
-            record.status, record.device = "running", device if settings.backend == "cuda" else None
-            results.put(("running", index, device))
-            run_input(record, device, settings, running, prefetch)
-            results.put(("ended", index, asdict(record)))
-    finally:
-        if ahead is not None:
-            ahead[1].discard()
+    """A worker process's thread: run tasks (:func:`take_inputs`) until none is left or the batch
+    stops taking, reporting each input's start and end on ``results``."""
+
+    def take() -> Any:
+        while not stop_taking.is_set():  # the task is there, or on its way from the batch's feeder
+            try:
+                return tasks.get(timeout=0.1)
+            except queue.Empty:
+                continue
+        return None
+
+    def run(task: tuple[int, BatchRecord], prefetch: Prefetch | None) -> None:
+        index, record = task
+        record.status, record.device = "running", device if settings.backend == "cuda" else None
+        results.put(("running", index, device))
+        run_input(record, device, settings, running, prefetch)
+        results.put(("ended", index, asdict(record)))
+
+    take_inputs(gate, take, device, settings, stop_taking.is_set, run)
 
 
-_NOTHING = object()
+_PR_SET_PDEATHSIG = 1
 
 
-def _take_now(tasks) -> Any:
-    """The next task if one is there at once (a task, or None: no more), else _NOTHING."""
-    try:
-        return tasks.get_nowait()
-    except queue.Empty:
-        return _NOTHING
+def die_with_parent(parent: int) -> None:
+    """Have the kernel SIGKILL this process as soon as ``parent`` (the batch's process, or rather
+    its thread that started this one) dies (Linux's PR_SET_PDEATHSIG), and end now if it already
+    has: a worker must never publish an output that no manifest will record. What it was writing
+    stays as hidden temporary files, which the next batch of those outputs removes."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass  # no prctl: worker_process's polling stands in
+    if os.getppid() != parent:  # died before the prctl took hold
+        os._exit(1)
 
 
-def worker_process(settings: RunSettings, devices: list[int], tasks, results, stop_taking, abort,
-                   log_level: int) -> None:
-    """A worker process: one thread per entry of ``devices`` takes ``(index, record)`` tasks until
-    a None (or ``stop_taking``), and reports ``("running", index, device)`` and ``("ended", index,
-    record fields)`` on ``results``; ``abort`` set aborts the running pipelines, and so does the
-    batch's process dying (their outputs are discarded: no manifest would record them). Signals
-    are the batch's process's to handle: here they are ignored."""
+def worker_process(settings: RunSettings, devices: list[int], gate_counts, tasks, results, stop_taking, abort,
+                   log_level: int, parent: int) -> None:
+    """A worker process: one thread per entry of ``devices`` takes ``(index, record)`` tasks while
+    :class:`AheadGate` (over ``gate_counts``) says some are pending (or until ``stop_taking``), and
+    reports ``("running", index, device)`` and ``("ended", index, record fields)`` on ``results``;
+    ``abort`` set aborts the running pipelines, their outputs discarded. The batch's process
+    (pid ``parent``) dying kills this one at once (:func:`die_with_parent`; elsewhere than on
+    Linux, within 0.1 s): no manifest would record what it finished. Signals are the batch's
+    process's to handle: here they are ignored."""
+    die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     logging.basicConfig(level=log_level, format="streamconv: %(message)s", force=True)
-    running = Running()
-    parent, orphaned = os.getppid(), threading.Event()
-
-    threads = [threading.Thread(target=_work, args=(device, settings, tasks, results, stop_taking, orphaned, running),
+    running, gate = Running(), AheadGate(gate_counts)
+    threads = [threading.Thread(target=_work, args=(device, settings, gate, tasks, results, stop_taking, running),
                                 daemon=True) for device in devices]
     for thread in threads:
         thread.start()
     while any(thread.is_alive() for thread in threads):
-        if os.getppid() != parent:  # the batch's process was killed: its manifest cannot record more
-            orphaned.set()
-        if abort.wait(0.1) or orphaned.is_set():
+        if os.getppid() != parent:  # the portable fallback of die_with_parent
+            os._exit(1)
+        if abort.wait(0.1):
             running.abort_all(None)
             break
     for thread in threads:

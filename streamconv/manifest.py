@@ -3,21 +3,30 @@ true on disk as the batch runs.
 
 The file is rewritten whole through :func:`streamconv.publish.write_atomically` at every change of
 status, so a batch killed at any moment leaves a complete manifest of what had happened by then.
-``--resume`` reads it back: an input whose record says done (or damaged) and whose output is
-still there, with the size recorded, is not run again.
+``--resume`` reads it back (:func:`resume_plan`): an input is not run again only if its record says
+done (or damaged), for the same input file, unchanged since (size and mtime), under the same
+settings (:func:`settings_fingerprint`), and its output is still there at the size recorded; an
+output may be replaced without ``--overwrite`` only while it is still exactly what a batch of
+this manifest published (size and mtime).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import stat
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from .errors import OutputError
-from .publish import check_output_path, write_atomically
+from .publish import check_output_path, protected_files, write_atomically
+
+if TYPE_CHECKING:
+    from .filters import FilterStage
 
 MANIFEST_NAME = "streamconv-batch.json"
 """The manifest's name in the output folder (unless ``--manifest`` says otherwise)."""
@@ -41,7 +50,11 @@ class BatchRecord:
         damage: what was found wrong with a damaged input.
         decoder, device: who decoded it, and on which GPU it ran (None: the CPU backend, or a
             segmented input's segments spread over several GPUs).
-        bytes: the output's size once complete.
+        bytes, output_mtime_ns: the output's size and modification time (ns) as published: once
+            complete, or the frames a failed input kept; or an earlier batch's output that a
+            failed run left as it was (None: no output).
+        input_bytes, input_mtime_ns: the input's size and modification time (ns) when it ran.
+        settings: :func:`settings_fingerprint` of the batch that ran it.
         first_frame_ms: from the input's turn to its first frame written (opening the input and
             the encoder, the first decode and filter; no CUDA context or kernel build after the
             worker's first input).
@@ -62,6 +75,10 @@ class BatchRecord:
     bytes: int | None = None
     first_frame_ms: float | None = None
     opened_ahead: bool = False
+    input_bytes: int | None = None
+    input_mtime_ns: int | None = None
+    output_mtime_ns: int | None = None
+    settings: str = ""
 
     def update(self, fields: dict) -> None:
         """Take the fields a worker (a process, a Ray task) reported for this input."""
@@ -75,7 +92,8 @@ class Manifest:
     Args:
         path: the manifest file.
         records: one per input, in order.
-        protect: files the manifest must never replace (the inputs).
+        protect: files the manifest must never replace: a mapping of role -> path, as for
+            :func:`streamconv.publish.check_output_path` (the inputs and outputs).
         replace: whether an existing manifest may be replaced (``--resume`` or ``--overwrite``).
 
     Raises:
@@ -84,7 +102,7 @@ class Manifest:
 
     def __init__(self, path: Path, records: list[BatchRecord], *, protect: Iterable = (),
                  replace: bool = False) -> None:
-        self.protect = tuple(str(p) for p in protect)
+        self.protect = protected_files(protect)  # expanded once, not at every write
         self.path = check_output_path(path, overwrite=replace, protect=self.protect, what="manifest")
         self.records = records
         self._lock = threading.Lock()
@@ -129,8 +147,66 @@ def earlier_records(path: Path) -> dict[str, dict]:
     return {str(record.get("output", "")): record for record in records}
 
 
-def is_complete(record: dict) -> bool:
-    """Whether an earlier record's output is complete and still there, the size it was recorded with."""
-    output = Path(str(record.get("output", "")))
-    return (record.get("status") in (*FINISHED, "skipped") and record.get("bytes") is not None
-            and output.is_file() and output.stat().st_size == record["bytes"])
+def file_identity(path: str | Path) -> tuple[int, int] | None:
+    """(size, mtime_ns) of the regular file at ``path`` (links followed), or None if there is none."""
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (info.st_size, info.st_mtime_ns) if stat.S_ISREG(info.st_mode) else None
+
+
+def settings_fingerprint(filters: Sequence[FilterStage], options: dict[str, Any]) -> str:
+    """A digest (16 hex digits) of what decides an output's pictures and container apart from its
+    input and path (which carries the extension): every stage's name, parameters, taps and layer
+    weights, and ``options`` (border, colour path, backend, kernel, the encoder's options)."""
+    digest = hashlib.sha256()
+    for stage in filters:
+        params = sorted((key, repr(value)) for key, value in stage.params.items() if key != "taps")
+        digest.update(repr((stage.name, params, stage.combine)).encode())
+        arrays = list(stage.taps) + ([stage.layer.weights] if stage.layer is not None else [])
+        if stage.layer is not None:
+            digest.update(repr((stage.layer.relu, stage.layer.pool)).encode())
+        for array in arrays:  # the values themselves: a file's taps may change under one name
+            digest.update(repr((array.dtype.str, array.shape)).encode() + array.tobytes())
+    digest.update(json.dumps(options, sort_keys=True, default=repr).encode())
+    return digest.hexdigest()[:16]
+
+
+def is_complete(record: dict, source: str | Path, fingerprint: str) -> bool:
+    """Whether an earlier ``record`` (a dict from :func:`earlier_records`) stands for this run of
+    ``source``: finished, from the same input file (its resolved path, size and mtime as when it
+    ran), under the same settings, its output still there at the size recorded."""
+    if record.get("status") not in (*FINISHED, "skipped") or record.get("bytes") is None:
+        return False
+    if record.get("input") != str(source) or record.get("settings") != fingerprint:
+        return False
+    if file_identity(source) != (record.get("input_bytes"), record.get("input_mtime_ns")):
+        return False
+    output = file_identity(str(record.get("output", "")))
+    return output is not None and output[0] == record["bytes"]
+
+
+def is_ours(record: dict) -> bool:
+    """Whether the file at an earlier ``record``'s output is still exactly what that batch
+    published (size and mtime as recorded), so that running its input again may replace it."""
+    published = (record.get("bytes"), record.get("output_mtime_ns"))
+    return None not in published and file_identity(str(record.get("output", ""))) == published
+
+
+def resume_plan(earlier: dict[str, dict], outputs: Iterable[tuple[Path, Path]],
+                fingerprint: str) -> tuple[dict[str, dict], set[Path]]:
+    """What ``--resume`` may trust of an earlier manifest (``earlier``, by output path) for this
+    batch's (source, output) pairs: the earlier records of outputs that are complete (skipped
+    now), and the outputs a batch of this manifest published, still as it left them (each may
+    be replaced when its input runs again; any other file at an output path is refused)."""
+    complete, ours = {}, set()
+    for source, output in outputs:
+        record = earlier.get(str(output))
+        if record is None:
+            continue
+        if is_complete(record, source, fingerprint):
+            complete[str(output)] = record
+        elif is_ours(record):
+            ours.add(output)
+    return complete, ours

@@ -117,28 +117,41 @@ def test_refused_before_any_work(cli, tmp_path, clips, case):
         assert (out / "clip1.mp4").read_bytes() == b"keep me"
 
 
-@pytest.mark.parametrize("processes", ["1", "2"])
-def test_a_killed_batch_leaves_a_true_manifest_and_resume_finishes_it(tmp_path, processes):
+def start_batch(tmp_path: Path, clips: int, *options: str) -> tuple[list[str], Path, subprocess.Popen]:
+    """``clips`` clips of 48 320x240 frames in tmp_path/in, and a batch of them into tmp_path/out
+    started in a process of its own, slow enough to be killed mid-input: its command (to run it
+    again), OUTDIR and process."""
     folder = tmp_path / "in"
     folder.mkdir()
-    for n in range(6):
+    for n in range(clips):
         write_clip(folder / f"c{n}.mp4", frames=48, seed=n, size=(320, 240))
     out = tmp_path / "out"
     command = [sys.executable, "-m", "streamconv", "batch", str(folder), "-o", str(out), "--backend", "cpu",
-               "--jobs", "1", "--processes", processes, "--filter", "gaussian:sigma=2", "--no-progress", "-q"]
-    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # kill it once one input is done and another is running
+               *options, "--filter", "gaussian:sigma=2", "--no-progress", "-q"]
+    return command, out, subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def wait_for(out: Path, ready, seconds: float = 60) -> None:
+    """Until ``ready(counts)`` holds for the manifest in ``out`` (its status counts), or ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
         try:
             counts = manifest_of(out)["counts"]
         except (OSError, ValueError):
             counts = {}
-        if counts.get("done", 0) >= 1 and counts.get("running", 0) == 1:
-            break
-        time.sleep(0.02)
+        if ready(counts):
+            return
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_a_killed_batch_leaves_a_true_manifest_and_resume_finishes_it(tmp_path, processes):
+    command, out, child = start_batch(tmp_path, 6, "--jobs", "1", "--processes", processes)
+    # Killed once one input is done and another is running.
+    wait_for(out, lambda counts: counts.get("done", 0) >= 1 and counts.get("running", 0) == 1)
     child.send_signal(signal.SIGKILL)
     child.wait(timeout=30)
-    time.sleep(1.0)  # worker processes see their batch gone and abort (outputs discarded)
+    time.sleep(1.0)  # a worker process still running would have published by now
     killed = manifest_of(out)  # whole: written atomically
     done = [r for r in killed["inputs"] if r["status"] == "done"]
     assert done and len(done) < 6 and killed["counts"]["running"] == 1

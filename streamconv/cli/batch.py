@@ -6,14 +6,15 @@ import argparse
 import sys
 
 from ..batch import Batch, ray_refusal, segments_refusal
+from ..batch_inputs import ext_refusal
 from ..manifest import FINISHED, status_counts
 from .run import _run_chain, encoder_options
 
 
 def check_batch_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Usage errors of ``batch --segments`` and ``batch --ray`` (exit 2): the options a segmented
-    input, or a task on a cluster, cannot take."""
-    refusal = ray_refusal(devices=args.devices, processes=args.processes, ray=args.ray)
+    """Usage errors of ``batch`` (exit 2): an ``--ext`` that is no extension FFmpeg can write,
+    and the options a segmented input (``--segments``), or a task on a cluster (``--ray``), cannot take."""
+    refusal = ext_refusal(args.ext) or ray_refusal(devices=args.devices, processes=args.processes, ray=args.ray)
     if refusal is not None:
         parser.error(refusal)
     if args.segments is not None:

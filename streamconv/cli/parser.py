@@ -132,7 +132,8 @@ def _add_batch_parser(commands) -> None:
     batch.add_argument("--ext", metavar="EXT", help="the outputs' extension, e.g. mkv (default: the input's)")
     batch.add_argument("--manifest", metavar="PATH", help="where the manifest goes (default OUTDIR/streamconv-batch.json)")
     batch.add_argument("--resume", action="store_true",
-                       help="skip inputs a previous batch finished, per its manifest (outputs still there)")
+                       help="skip inputs a previous batch finished, per its manifest: the same input file, "
+                            "unchanged, under the same settings, its output still there as recorded")
     _add_encoder_options(batch)
     _add_sample_options(batch)
     batch.add_argument("--no-progress", action="store_true", help="no status line")
