@@ -28,6 +28,7 @@ replaced, its target untouched).
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 import sys
@@ -36,6 +37,8 @@ from typing import Iterable, TextIO
 
 from .errors import OutputError
 from .publish import check_output_path
+
+log = logging.getLogger(__name__)
 
 INTERVAL = 0.5
 """Seconds between blocks while frames are written."""
@@ -85,7 +88,9 @@ class ProgressFile:
         check_progress_target(target, overwrite=overwrite, protect=protect)
         self.target = target
         self._interval = interval
+        self._regular = not (_is_stdout(target) or _is_stream_device(target))  # a file of ours
         self._stream, self._own = self._open(target, overwrite)
+        self._failed = False
         self._stats = None
         self._rate = 0.0
         self._start = self._last = time.perf_counter()
@@ -132,11 +137,27 @@ class ProgressFile:
                 f"speed={seconds / elapsed:.3g}x\nprogress={state}\n")
 
     def _write(self, count: int, now: float, state: str) -> None:
+        if self._failed:
+            return
         try:
             self._stream.write(self.block(count, now, state))
             self._stream.flush()
-        except (OSError, ValueError):
-            pass  # a reader that went away does not end the run
+        except (OSError, ValueError) as exc:
+            self._failed = True  # a reader that went away, or a full disk, does not end the run
+            if self._regular:  # but a file that cannot be written whole is not left half-written
+                log.warning("--progress %s: %s; no progress is written there, and the file was removed",
+                            self.target, getattr(exc, "strerror", None) or exc)
+                self._remove()
+
+    def _remove(self) -> None:
+        try:
+            self._stream.close()
+        except OSError:
+            pass
+        try:
+            os.unlink(self.target)
+        except OSError:
+            pass
 
     def close(self) -> None:
         """Write the last block (``progress=end``) and close the file; safe to call again."""
@@ -144,7 +165,7 @@ class ProgressFile:
             return
         self._closed = True
         self._write(getattr(self._stats, "frames", 0), time.perf_counter(), "end")
-        if self._own:
+        if self._own and not self._failed:
             try:
                 self._stream.close()
             except OSError:

@@ -79,3 +79,16 @@ def test_a_pipeline_writes_a_progress_file_from_python(tmp_path):
     stats = Pipeline("test:64x48@10,frames=4", ["identity"], None, backend="cpu", progress_file=report).run()
     end = blocks(Path(report).read_text())[-1]
     assert stats.frames == 4 and end["frame"] == "4" and end["out_time_us"] == "400000"
+
+
+def test_a_progress_file_that_cannot_be_written_whole_is_removed_and_the_run_goes_on(tmp_path):
+    from test_reliability import run_limited
+
+    report = tmp_path / "progress.txt"
+    # Blocks of some 150 bytes every 0.5 s against a 200-byte file limit (a real EFBIG, as a full disk).
+    result = run_limited(["run", "test:64x48@25,frames=40,live", "--backend", "cpu", "-q", "--no-progress",
+                          "--progress", str(report)], file_size=200, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert f"--progress {report}: File too large; no progress is written there, and the file was removed" \
+        in result.stderr
+    assert list(tmp_path.iterdir()) == []
