@@ -35,6 +35,14 @@ def main() -> int:
     parser.add_argument("--output", help="record the filtered frames with cv2.VideoWriter (MJPG)")
     parser.add_argument("--max-frames", type=int, help="stop after N frames")
     args = parser.parse_args()
+    if args.show:
+        from streamconv.io.display import check_display
+
+        try:
+            check_display()  # Qt aborts the whole process when it finds no display
+        except streamconv.DisplayError as exc:
+            print(f"cannot show the frames: {exc}", file=sys.stderr)
+            return 1
 
     capture = cv2.VideoCapture(int(args.source) if args.source.isdigit() else args.source)
     if not capture.isOpened():

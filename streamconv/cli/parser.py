@@ -134,7 +134,7 @@ def _add_batch_parser(commands) -> None:
     batch.add_argument("--resume", action="store_true",
                        help="skip inputs a previous batch finished, per its manifest: the same input file, "
                             "unchanged, under the same settings, its output still there as recorded")
-    _add_encoder_options(batch)
+    _add_encoder_options(batch, replaced="outputs in OUTDIR")
     _add_sample_options(batch)
     batch.add_argument("--no-progress", action="store_true", help="no status line")
     batch.add_argument("--quiet", "-q", action="store_true", help="no summary")
@@ -153,7 +153,8 @@ def _add_chain_options(run: argparse.ArgumentParser) -> None:
 
 def _add_engine_options(run: argparse.ArgumentParser) -> None:
     """Where and how the chain runs: --device, then --backend, --kernel, --ring, --devices, --segments, --ray."""
-    run.add_argument("--device", type=non_negative_int, default=0, metavar="N", help="CUDA device number")
+    run.add_argument("--device", type=non_negative_int, default=None, metavar="N",
+                     help="CUDA device number (default 0)")
     _add_shared_engine_options(
         run, kernel_help="CUDA kernel variant: auto (default: separable for rank-1 taps of 7x7 and "
                          "up, tensor-core for other 8-bit taps of 5x5 to 31x31 and one 3x3 matrix, else "
@@ -215,10 +216,11 @@ def _add_input_options(run: argparse.ArgumentParser) -> None:
                      help="leave out the input's audio and subtitle streams (copied unchanged by default)")
 
 
-def _add_encoder_options(run: argparse.ArgumentParser) -> None:
-    """How OUTPUT is written: --overwrite, --codec, --pix-fmt, --crf, --bitrate, --preset."""
+def _add_encoder_options(run: argparse.ArgumentParser,
+                         replaced: str = "OUTPUT and the --stats-json and --progress files") -> None:
+    """How OUTPUT is written: --overwrite (of ``replaced``), --codec, --pix-fmt, --crf, --bitrate, --preset."""
     run.add_argument("--overwrite", "-y", action="store_true",
-                     help="replace OUTPUT and the --stats-json file if they exist (keeping their permissions)")
+                     help=f"replace {replaced} if they exist (keeping their permissions)")
     run.add_argument("--codec", default=None,
                      help="encoder (default libx264; VP9 for .webm, gif for .gif, png, mjpeg... for images)")
     run.add_argument("--pix-fmt", default=None, type=pixel_format,

@@ -22,14 +22,16 @@ _REFUSED = (("max_frames", "--max-frames"), ("display", "--display"), ("side_by_
 
 def check_segment_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Usage errors of --segments, --devices and --ray (exit 2): a local file in, a file out, and
-    none of the options that need one reader and one writer."""
+    none of the options that need one reader and one writer. Sets ``--device``'s default (0)
+    once it is known whether it was given."""
+    device_given, args.device = args.device is not None, 0 if args.device is None else args.device
     if args.segments is None:
         if args.devices is not None:
             parser.error("--devices spreads the segments of --segments N over GPUs; use --device for one run")
         if args.ray is not None:
             parser.error("--ray runs the segments of --segments N as Ray tasks; a one-piece run has none")
         return
-    if args.ray is not None and (args.devices is not None or args.device != 0):
+    if args.ray is not None and (args.devices is not None or device_given):
         parser.error("--devices and --device do not apply with --ray (the cluster grants each segment its GPU)")
     source, output = args.source, args.output
     if is_webcam_spec(source) or is_test_spec(source) or "://" in source or \
