@@ -19,14 +19,15 @@ from test_signals import Run, leftovers
 RATE, SAMPLE_RATE, SAMPLES = 25, 48000, 1024
 
 
-def make_clip(path: Path, codec: str, *, frames: int = 48, gop: int = 8, size=(64, 48)) -> Path:
-    """``frames`` frames of a sliding random picture, a keyframe every ``gop``, and an AAC track."""
+def make_clip(path: Path, codec: str, *, frames: int = 48, gop: int = 8, size=(64, 48), bframes: int = 0) -> Path:
+    """``frames`` frames of a sliding random picture, a keyframe every ``gop``, up to ``bframes``
+    B-frames in a row (libx264), and an AAC track."""
     width, height = size
     base = np.random.default_rng(3).integers(0, 256, (height, 2 * width, 3), np.uint8)
     with av.open(str(path), "w") as container:
         video = container.add_stream(codec, rate=RATE)
         video.width, video.height, video.pix_fmt = width, height, "yuv420p"
-        video.options = {"g": str(gop), **({"preset": "ultrafast"} if codec == "libx264" else {})}
+        video.options = {"g": str(gop), **({"preset": "ultrafast", "bf": str(bframes)} if codec == "libx264" else {})}
         audio = container.add_stream("aac", rate=SAMPLE_RATE)
         audio.codec_context.layout = "stereo"
         for index in range(frames):
@@ -175,3 +176,15 @@ def test_a_failing_segment_leaves_nothing_and_exits_as_a_one_piece_run(cli, tmp_
     assert whole.returncode not in (0, 13) and pieces.returncode == whole.returncode, pieces.stderr
     assert "Traceback" not in pieces.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mkv"]
+
+
+def test_mpegts_segments_lose_no_frame_where_the_demuxer_seeks_past_a_keyframe(cli, tmp_path):
+    clip = make_clip(tmp_path / "in.ts", "libx264", frames=60, gop=10, bframes=2)
+    with av.open(str(clip)) as container:  # the fault is real: a seek to a keyframe lands after it
+        stream = container.streams.video[0]
+        cut = keyframes(clip)[2]
+        container.seek(cut, stream=stream, backward=True)
+        assert next(p.pts for p in container.demux(stream) if p.size) > cut
+    whole, pieces, _ = one_piece_and_segments(cli, clip, tmp_path / "out.mkv", 3)
+    pts_a, _ = decoded(whole)
+    assert len(pts_a) == 60 and decoded(pieces)[0] == pts_a

@@ -131,17 +131,51 @@ class SegmentSource(FileSource):
         """The file's frames from the segment's start keyframe to just before its end."""
         start, end = self.segment.start, self.segment.end
         if start is not None:
-            try:
-                # Backward: the keyframe at or before start (start is a keyframe's own pts).
-                self._container.seek(start, stream=self._stream, backward=True)
-            except (av.FFmpegError, OSError) as exc:
-                raise InputError(f"cannot seek {self.path} to pts {start}: {exc}") from None
+            self._seek_to(start)
         for frame in super()._decode():
             if frame.pts is not None and start is not None and frame.pts < start:
                 continue  # a frame before the cut: the previous segment's
             if frame.pts is not None and end is not None and frame.pts >= end:
                 return  # frames come out in pts order: the rest are the next segment's
             yield frame
+
+    def _seek_to(self, start: int) -> None:
+        """Seek so that demuxing begins at the keyframe at ``start`` or before it. Some demuxers
+        land past it (MPEG-TS seeks by byte position and finds the next keyframe): each overshoot
+        is probed on packets alone, before any decoder sees one (the first must be a keyframe at
+        or before ``start``), and the seek backs off further.
+
+        Raises:
+            InputError: the file cannot be sought, or not to that keyframe even from its start
+                (the segment's first frames would be lost).
+        """
+        floor = self._stream.start_time or 0
+        target, landed, good = start, None, True
+        for _attempt in range(32):
+            landed, keyframe = self._landing(target)
+            good = landed is None or (keyframe and landed <= start)
+            if good or target <= floor:
+                break
+            target = max(floor, target - 2 * max(landed - target, 1))
+        if not good:
+            raise InputError(f"cannot seek {self.path} to its keyframe at pts {start} (the demuxer gives "
+                             f"{landed} at best): its segments would lose frames; run it in one piece")
+        self._landing(target, probe=False)
+
+    def _landing(self, target: int, probe: bool = True) -> tuple[int | None, bool]:
+        """Seek to the keyframe at or before pts ``target``; with ``probe``, the pts of the first
+        video packet found there and whether it is a keyframe ((None, True): none), that packet
+        consumed (seek again before decoding)."""
+        try:
+            self._container.seek(target, stream=self._stream, backward=True)
+        except (av.FFmpegError, OSError) as exc:
+            raise InputError(f"cannot seek {self.path} to pts {target}: {exc}") from None
+        if probe:
+            for packet in self._container.demux(self._stream):
+                found = packet.pts if packet.pts is not None else packet.dts
+                if packet.size and found is not None:
+                    return found, packet.is_keyframe
+        return None, True
 
     def _set_timing(self) -> None:
         """As FileSource, but a segment that stops before the file's end is not short of its
