@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from fractions import Fraction
 
 import av
@@ -109,3 +110,34 @@ def test_pipeline_from_python_copies_audio_into_matroska(clip, tmp_path):
     shift = copied[0][0] - source[0][0]
     assert all(abs(c - s - shift) <= 0.001 for (c, _), (s, _) in zip(copied, source))
     assert abs(first_video_time(out) - first_video_time(clip) - shift) <= 0.001
+
+
+def test_aac_is_copied_into_mpeg_ts_whose_muxer_keeps_no_codec_table(cli, clip, tmp_path):
+    out = tmp_path / "out.ts"
+    result = cli("run", str(clip), "-o", str(out), "--no-progress", "-q")
+    assert result.returncode == 0, result.stderr
+    assert "cannot be stored" not in result.stderr
+    framed = [data for _, data in audio_packets(out)]
+    assert all(data[:2] == b"\xff\xf1" for data in framed)  # MPEG-TS carries AAC in ADTS frames
+    assert [data[7:] for data in framed] == [data for _, data in audio_packets(clip)]
+
+
+def test_audio_goes_along_to_a_network_output(cli, clip):
+    import socket
+
+    receiver = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    receiver.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+    receiver.bind(("127.0.0.1", 0))
+    result = cli("run", str(clip), "-o", f"udp://127.0.0.1:{receiver.getsockname()[1]}", "--no-progress", "-q")
+    assert result.returncode == 0, result.stderr
+    receiver.settimeout(0.5)  # the sender has exited: what it sent is in the socket's buffer
+    data = bytearray()
+    try:
+        while True:
+            data.extend(receiver.recv(65536))
+    except socket.timeout:
+        pass
+    receiver.close()
+    with av.open(io.BytesIO(bytes(data)), format="mpegts") as container:
+        assert sorted(s.codec_context.name for s in container.streams) == ["aac", "h264"]
+        assert sum(1 for p in container.demux(audio=0) if p.size) >= 28

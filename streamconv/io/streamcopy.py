@@ -128,6 +128,7 @@ def add_copied_streams(container, sources: Sequence, path: Path) -> dict[int, ob
     make the muxer refuse the whole file. A FileSource leaves those out itself, as damage.
     """
     copies: dict[int, object] = {}
+    path = Path(path)  # a URL's string too (a network output)
     storable = container.supported_codecs
     for source in sources:
         missing = missing_parameters(source)
@@ -135,7 +136,7 @@ def add_copied_streams(container, sources: Sequence, path: Path) -> dict[int, ob
             log.warning("%s stream %d has no %s; not copied", source.type, source.index, missing)
             continue
         codec = source.codec_context.name
-        if codec not in storable:
+        if codec not in storable and not _header_takes(container.format.name, source):
             log.warning("%s stream %d (%s) cannot be stored in %s; not copied (%s)", source.type,
                         source.index, codec, path.suffix or "this container", _holder(codec, path.suffix))
             continue
@@ -145,6 +146,19 @@ def add_copied_streams(container, sources: Sequence, path: Path) -> dict[int, ob
         except (av.FFmpegError, ValueError) as exc:
             log.warning("%s stream %d (%s) not copied: %s", source.type, source.index, codec, exc)
     return copies
+
+
+def _header_takes(format_name: str, source) -> bool:
+    """Whether a ``format_name`` muxer writes its header with a copy of ``source`` (PyAV's
+    ``supported_codecs`` lists only a muxer's defaults where it keeps no table of codecs, as
+    MPEG-TS, which holds AAC, AC-3 and more)."""
+    try:
+        with av.open(io.BytesIO(), "w", format=format_name) as probe:
+            probe.add_stream_from_template(source)
+            probe.start_encoding()
+        return True
+    except (av.FFmpegError, ValueError, OSError):
+        return False
 
 
 _HOLDERS = ((".mkv", "matroska"), (".mp4", "mp4"), (".mov", "mov"), (".ts", "mpegts"))
