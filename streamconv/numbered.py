@@ -102,3 +102,19 @@ def sequence_gap(pattern: str | os.PathLike, search: int = 5) -> tuple[Path, int
         missing += 1
     beyond = sum(number > missing for number in numbers)
     return (pattern_name(path, missing), beyond) if beyond else None
+
+
+def patterns_overlap(first: str | os.PathLike, second: str | os.PathLike, upto: int = 2000) -> bool:
+    """Whether two patterns name a file in common among their first ``upto`` numbers each
+    (``f%d1.png`` and ``f%d11.png``: f111.png), in one folder (resolved)."""
+    first, second = Path(first), Path(second)
+    try:
+        if first.parent.resolve() != second.parent.resolve():
+            return False
+    except (OSError, RuntimeError):
+        return False
+    for one, other in ((first, second), (second, first)):
+        regex = _name_regex(other.name)
+        if any(regex.fullmatch(pattern_name(one, number).name) for number in range(upto + 1)):
+            return True
+    return False

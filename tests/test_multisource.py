@@ -192,3 +192,16 @@ def test_ctrl_c_stops_every_source_and_finishes_each_output(tmp_path):
         assert record["interrupted"] and record["exit_code"] == 130
         with av.open(str(tmp_path / f"c{n}.mp4")) as container:
             assert sum(1 for _ in container.decode(video=0)) == record["frames"] > 5
+
+
+@pytest.mark.parametrize("output, message", [
+    ("d{n}/../out.mp4", "output is the same file as the output of source 1: d0/../out.mp4"),
+    ("f%d{n}.png", "names some of the files of the output of source"),  # f%d1.png's 11th is f%d11.png's 1st
+])
+def test_outputs_of_several_sources_that_name_one_file_are_refused_before_any_work(cli, tmp_path, output, message):
+    for folder in ("d0", "d1"):
+        (tmp_path / folder).mkdir()
+    sources = [f"test:32x24,frames={frames}" for frames in range(5, 17)]
+    result = cli("run", *sources, "-o", output, "--overwrite", "--backend", "cpu", "-q", "--no-progress", cwd=tmp_path)
+    assert result.returncode == 6 and message in result.stderr, result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d0", "d1"]

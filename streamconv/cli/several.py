@@ -26,7 +26,7 @@ from ..io.open import writes_a_file
 from ..io.targets import check_target
 from ..multi import PLACEHOLDER, MultiResult, output_for, run_tiled
 from ..pipeline import Pipeline
-from ..publish import check_output_path, write_atomically
+from ..publish import ProtectedFiles, check_output_path, protected_files, write_atomically
 
 SEVERAL_HELP = ("several SOURCEs run at once, each through its own pipeline, with --display (tiled in one "
                 "window), -o OUTPUT with {n} (one output per source, n from 0), or when every one is a camera "
@@ -79,9 +79,12 @@ def run_several(args: argparse.Namespace, build: Callable[[argparse.Namespace], 
 def _check_outputs(args: argparse.Namespace, outputs: list[str | None]) -> None:
     """Before any source is opened: each output new (or --overwrite) and none of the sources, and
     --stats-json none of the run's files."""
-    for output in outputs:
-        if output is not None and writes_a_file(output):
-            check_target(output, overwrite=args.overwrite, protect=args.sources, format=args.format)
+    written = {index: output for index, output in enumerate(outputs) if output is not None and writes_a_file(output)}
+    inputs = protected_files(args.sources)  # listed once for every output
+    for index, output in written.items():  # none may be an input, or another source's output
+        others = protected_files({f"the output of source {other}": spec for other, spec in written.items()
+                                  if other != index})
+        check_target(output, overwrite=args.overwrite, protect=ProtectedFiles([*inputs, *others]), format=args.format)
     if args.stats_json is not None:
         check_output_path(args.stats_json, overwrite=args.overwrite, what="--stats-json",
                           protect=[*args.sources, *filter(None, outputs)])

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ..errors import OutputError
-from ..numbered import field_count, is_named_by, is_pattern, numbered_files, pattern_name
+from ..numbered import field_count, is_named_by, is_pattern, numbered_files, pattern_name, patterns_overlap
 from ..publish import AtomicFile, check_output_path, protected_files
 
 log = logging.getLogger(__name__)
@@ -75,8 +75,12 @@ class SequenceTarget:
         for path in [pattern_name(self.target, 1), *existing]:
             check_output_path(path, overwrite=overwrite, protect=self._protect, what=what)
         for role, other in self._protect:
-            if not self.single and not is_pattern(other) and is_named_by(self.target, other):
+            if self.single:
+                continue
+            if not is_pattern(other) and is_named_by(self.target, other):
                 raise OutputError(f"{what} {pattern} would write {other}, which is {role}")
+            if is_pattern(other) and patterns_overlap(self.target, other):
+                raise OutputError(f"{what} {pattern} names some of the files of {role} ({other})")
         self._existing = existing
         self._lock = threading.RLock()  # an image is written whole before a discard looks
         self._written: list[Path] = []
