@@ -196,13 +196,24 @@ class SegmentWork:
                                 **self.source_options)
         sink = None
         try:
-            sink = open_sink(part, like=source, format=self.format, overwrite=True, **self.sink_options)
+            sink = open_sink(part, like=source, format=self.format, overwrite=True, **self._part_options(source))
             return Pipeline(source, self.filters, sink, backend=self.backend, device=device, **self.pipeline_options)
         except BaseException:
             source.close()
             if sink is not None:
                 sink.abort()
             raise
+
+
+    def _part_options(self, source) -> dict[str, Any]:
+        """The sink's options for a part. An MP4 or MOV part states where it starts by an edit
+        list in the movie's time scale (milliseconds by default): it is given the input's own,
+        so that the joined pts are the input's exactly (0.3333 s at 1/15360 is not a whole ms)."""
+        if self.format not in ("mp4", "mov") or source.time_base.numerator != 1:
+            return self.sink_options
+        muxer = {"movie_timescale": str(source.time_base.denominator),
+                 **(self.sink_options.get("muxer_options") or {})}
+        return {**self.sink_options, "muxer_options": muxer}
 
 
 class _SegmentRunner:

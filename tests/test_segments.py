@@ -19,13 +19,14 @@ from test_signals import Run, leftovers
 RATE, SAMPLE_RATE, SAMPLES = 25, 48000, 1024
 
 
-def make_clip(path: Path, codec: str, *, frames: int = 48, gop: int = 8, size=(64, 48), bframes: int = 0) -> Path:
+def make_clip(path: Path, codec: str, *, frames: int = 48, gop: int = 8, size=(64, 48), bframes: int = 0,
+              rate: int = RATE) -> Path:
     """``frames`` frames of a sliding random picture, a keyframe every ``gop``, up to ``bframes``
     B-frames in a row (libx264), and an AAC track."""
     width, height = size
     base = np.random.default_rng(3).integers(0, 256, (height, 2 * width, 3), np.uint8)
     with av.open(str(path), "w") as container:
-        video = container.add_stream(codec, rate=RATE)
+        video = container.add_stream(codec, rate=rate)
         video.width, video.height, video.pix_fmt = width, height, "yuv420p"
         video.options = {"g": str(gop), **({"preset": "ultrafast", "bf": str(bframes)} if codec == "libx264" else {})}
         audio = container.add_stream("aac", rate=SAMPLE_RATE)
@@ -35,7 +36,7 @@ def make_clip(path: Path, codec: str, *, frames: int = 48, gop: int = 8, size=(6
             frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(base[:, start:start + width]), format="rgb24")
             frame.pts = index
             container.mux(video.encode(frame))
-        for start in range(0, frames * SAMPLE_RATE // RATE, SAMPLES):
+        for start in range(0, frames * SAMPLE_RATE // rate, SAMPLES):
             wave = (0.3 * np.sin(2 * np.pi * 440 * (np.arange(SAMPLES) + start) / SAMPLE_RATE)).astype(np.float32)
             chunk = av.AudioFrame.from_ndarray(np.stack([wave, wave]), format="fltp", layout="stereo")
             chunk.sample_rate, chunk.pts, chunk.time_base = SAMPLE_RATE, start, Fraction(1, SAMPLE_RATE)
@@ -186,5 +187,12 @@ def test_mpegts_segments_lose_no_frame_where_the_demuxer_seeks_past_a_keyframe(c
         container.seek(cut, stream=stream, backward=True)
         assert next(p.pts for p in container.demux(stream) if p.size) > cut
     whole, pieces, _ = one_piece_and_segments(cli, clip, tmp_path / "out.mkv", 3)
+    pts_a, _ = decoded(whole)
+    assert len(pts_a) == 60 and decoded(pieces)[0] == pts_a
+
+
+def test_mp4_parts_starting_off_a_whole_millisecond_keep_the_inputs_pts(cli, tmp_path):
+    clip = make_clip(tmp_path / "in.mp4", "libx264", frames=60, gop=10, rate=30)  # 1/3 s GOPs at 1/15360
+    whole, pieces, _ = one_piece_and_segments(cli, clip, tmp_path / "out.mp4", 3)
     pts_a, _ = decoded(whole)
     assert len(pts_a) == 60 and decoded(pieces)[0] == pts_a
