@@ -144,7 +144,7 @@ def test_missing_and_damaged_inputs_exit_as_a_one_piece_run(cli, tmp_path):
 
 def test_usage_errors(cli, tmp_path):
     clip = make_clip(tmp_path / "in.mkv", "ffv1", frames=8)
-    for args in (("-o", "-"), ("-o", str(tmp_path / "o.mkv"), "--max-frames", "4")):
+    for args in (("-o", "-"), ("-o", str(tmp_path / "o.mkv"), "--max-frames", "4"), ("-o", str(tmp_path / "still.png"))):
         result = cli("run", str(clip), *args, "--segments", "2")
         assert result.returncode == 2 and "--segments" in result.stderr
     result = cli("run", str(clip), "-o", str(tmp_path / "o.mkv"), "--devices", "0")

@@ -8,7 +8,7 @@ import argparse
 from ..errors import run_exit_code
 from ..io.camera import is_webcam_spec
 from ..io.demuxed import is_demuxed_spec
-from ..io.formats import is_pipe, is_sequence
+from ..io.formats import is_image_output, is_pipe
 from ..io.netsink import is_network_output
 from ..io.pattern import is_test_spec
 from ..io.vcam import is_vcam_output
@@ -37,10 +37,10 @@ def check_segment_args(parser: argparse.ArgumentParser, args: argparse.Namespace
     if is_webcam_spec(source) or is_test_spec(source) or "://" in source or \
             is_demuxed_spec(source, args.input_format):
         parser.error(f"--segments cuts a video file at its keyframes, not {source!r}")
-    if output is None or is_pipe(output) or is_sequence(output, args.format) or \
+    if output is None or is_pipe(output) or is_image_output(output, args.format) or \
             is_network_output(output) or is_vcam_output(output):
         parser.error("--segments joins the segments into one output file: give -o FILE "
-                     "(not a pipe, an image sequence, a URL or a virtual camera)")
+                     "(not a pipe, an image or image sequence, a URL or a virtual camera)")
     for name, option in _REFUSED:
         if getattr(args, name):
             parser.error(f"{option} does not apply with --segments (each segment is read and written apart)")
