@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import signal
 import socket
 import threading
 import time
@@ -311,3 +312,23 @@ def test_a_receiver_that_goes_away_mid_run_ends_it_with_exit_8(cli):
     finally:
         listener.close()
     assert_error(result, 8, f"sending to tcp://127.0.0.1:{port} failed after")
+
+
+def test_a_listening_output_with_no_receiver_still_stops_on_a_second_signal(tmp_path):
+    from test_signals import Run
+
+    run = Run("run", "test:64x48,frames=30", "-o", f"tcp://127.0.0.1:{free_port()}?listen=1", "--backend", "cpu",
+              "--no-progress", cwd=tmp_path)
+    run.wait_for(run.handlers_installed, "the signal handlers")
+    time.sleep(1.0)  # the first frame is filtered and the output waits for a receiver
+    run.process.send_signal(signal.SIGINT)
+    run.wait_for_line("SIGINT: stopping")
+    run.process.send_signal(signal.SIGINT)
+    assert run.finish(timeout=30) == 130, run.stderr
+    assert "Traceback" not in run.stderr and list(tmp_path.iterdir()) == []
+
+
+def test_a_listening_output_waits_as_long_as_its_listen_timeout(cli):
+    result = cli("run", "test:64x48,frames=5", "-o", f"tcp://127.0.0.1:{free_port()}?listen=1&listen_timeout=400",
+                 "--backend", "cpu", "-q", "--no-progress", timeout=60)
+    assert_error(result, 6, "no receiver connected to", "within 0.4 s")

@@ -23,6 +23,7 @@ import av
 from ..errors import OutputError, StreamError
 from .ffmpeglog import ffmpeg_reason
 from .filesink import FileSink
+from .listen import ListeningTarget, listen_address
 from .targets import MuxedTarget
 
 log = logging.getLogger(__name__)
@@ -103,7 +104,11 @@ class NetworkSink(FileSink):
                          muxer_options=muxer_options, options=encoder, **kwargs)
 
     def _target(self, path, overwrite: bool, protect, format) -> MuxedTarget:
-        """The URL itself: nothing local is checked, made or published."""
+        """The URL itself: nothing local is checked, made or published. A listening tcp URL is
+        waited on here (:mod:`streamconv.io.listen`: a signal must still stop the wait)."""
+        listening = listen_address(self._send_to)
+        if listening is not None:
+            return ListeningTarget(str(path), *listening)
         return MuxedTarget(str(path), self._send_to)  # FFmpeg opens the URL itself
 
     def _open(self) -> None:
