@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .errors import InputError, OutputError
+from .publish import temp_name_regex
 from .segments import parts_prefix
 
 VIDEO_SUFFIXES = frozenset({".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".ts", ".m2ts", ".mts", ".mpg",
@@ -222,21 +223,12 @@ def refuse_existing(items: list[BatchInput], *, overwrite: bool, exempt: set[Pat
         raise OutputError(f"output exists: {', '.join(existing[:3])}{more} ({why})")
 
 
-_NAME_MAX = 255
-"""Bytes in one file name (as streamconv.publish cuts its temporary names to)."""
-
-
 def temporary_names(output: Path) -> re.Pattern:
-    """The exact names :class:`streamconv.publish.AtomicFile` gives ``output``'s temporary files
-    (``.STEM.RANDOM.partial.EXT``, RANDOM 8 hex digits, the stem cut to the name limit, the
-    extension left out past 32 bytes) and the hidden parts folders of a segmented run of it
-    (``streamconv.segments.parts_prefix`` and mkdtemp's 8 characters): no other output's."""
-    suffix = output.suffix if len(os.fsencode(output.suffix)) <= 32 else ""
-    room = _NAME_MAX - len(os.fsencode(f"..{'0' * 8}.partial{suffix}"))
-    stem = os.fsencode(output.stem)[:room].decode(errors="ignore")
-    temporary = re.escape(f".{stem}.") + r"[0-9a-f]{8}" + re.escape(f".partial{suffix}")
+    """The exact names of ``output``'s temporary files (:func:`streamconv.publish.temp_name_regex`)
+    and of the hidden parts folders of a segmented run of it (``streamconv.segments.parts_prefix``
+    and mkdtemp's 8 characters): no other output's."""
     parts = re.escape(parts_prefix(output)) + r"[a-z0-9_]{8}"
-    return re.compile(f"{temporary}|{parts}")
+    return re.compile(f"{temp_name_regex(output)}|{parts}")
 
 
 def remove_stale_partials(outputs: Iterable[Path]) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import re
 import secrets
 import stat
 import threading
@@ -134,14 +135,28 @@ def _refuse_special(path: Path, what: str) -> None:
                           f"it is never replaced (leave out -o to discard the frames)")
 
 
-def _temp_name(target: Path) -> str:
-    """``.STEM.RANDOM.partial.EXT``: hidden, unique, the extension kept (it names the container);
-    the stem is cut so that the name stays within the file system's limit."""
-    token = secrets.token_hex(4)
+_TOKEN_HEX = 8  # the random part of a temporary name, in hex digits
+
+
+def _temp_parts(target: Path) -> tuple[str, str]:
+    """(stem, suffix) of ``target``'s temporary names: the extension kept (it names the
+    container) unless over 32 bytes, the stem cut so that the name stays within the limit."""
     suffix = target.suffix if len(os.fsencode(target.suffix)) <= 32 else ""
-    room = _NAME_MAX - len(os.fsencode(f"..{token}.partial{suffix}"))
-    stem = os.fsencode(target.stem)[:room].decode(errors="ignore")
-    return f".{stem}.{token}.partial{suffix}"
+    room = _NAME_MAX - len(os.fsencode(f"..{'0' * _TOKEN_HEX}.partial{suffix}"))
+    return os.fsencode(target.stem)[:room].decode(errors="ignore"), suffix
+
+
+def _temp_name(target: Path) -> str:
+    """``.STEM.RANDOM.partial.EXT``: hidden, unique (see :func:`_temp_parts`)."""
+    stem, suffix = _temp_parts(target)
+    return f".{stem}.{secrets.token_hex(_TOKEN_HEX // 2)}.partial{suffix}"
+
+
+def temp_name_regex(target: str | os.PathLike) -> str:
+    """A regex of exactly the temporary names :class:`AtomicFile` gives ``target``, no other
+    file's (to find those a killed writer left)."""
+    stem, suffix = _temp_parts(Path(target))
+    return re.escape(f".{stem}.") + f"[0-9a-f]{{{_TOKEN_HEX}}}" + re.escape(f".partial{suffix}")
 
 
 class AtomicFile:

@@ -81,22 +81,33 @@ def test_a_tcp_output_sends_every_frame_as_it_is_written(cli, tmp_path, containe
     assert list(tmp_path.iterdir()) == []  # nothing local: no temporary file
 
 
+class UdpReceiver:
+    """A UDP socket bound on loopback before the sender starts, with room for a whole run."""
+
+    def __init__(self) -> None:
+        self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+        self.socket.bind(("127.0.0.1", 0))
+        self.url = f"udp://127.0.0.1:{self.socket.getsockname()[1]}"
+
+    def received(self) -> bytes:
+        """Every datagram sent, once the sender has exited (they wait in the socket's buffer)."""
+        self.socket.settimeout(0.5)
+        data = bytearray()
+        try:
+            while True:
+                data.extend(self.socket.recv(65536))
+        except socket.timeout:
+            pass
+        self.socket.close()
+        return bytes(data)
+
+
 def test_a_udp_output_reaches_a_bound_socket(cli):
-    receiver = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    receiver.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
-    receiver.bind(("127.0.0.1", 0))
-    port = receiver.getsockname()[1]
-    result = cli("run", SPEC, "-o", f"udp://127.0.0.1:{port}", "--crf", "0", *COMMON, timeout=60)
+    receiver = UdpReceiver()
+    result = cli("run", SPEC, "-o", receiver.url, "--crf", "0", *COMMON, timeout=60)
     assert_ok(result)
-    receiver.settimeout(0.5)  # the sender has exited: what it sent is in the socket's buffer
-    data = bytearray()
-    try:
-        while True:
-            data.extend(receiver.recv(65536))
-    except socket.timeout:
-        pass
-    receiver.close()
-    assert_same_pictures(decode(bytes(data), "mpegts"), expected_frames())
+    assert_same_pictures(decode(receiver.received(), "mpegts"), expected_frames())
 
 
 def connect_when_listening(port: int, deadline: float = 30.0) -> socket.socket:

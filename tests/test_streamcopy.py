@@ -123,21 +123,11 @@ def test_aac_is_copied_into_mpeg_ts_whose_muxer_keeps_no_codec_table(cli, clip, 
 
 
 def test_audio_goes_along_to_a_network_output(cli, clip):
-    import socket
+    from test_network import UdpReceiver
 
-    receiver = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    receiver.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
-    receiver.bind(("127.0.0.1", 0))
-    result = cli("run", str(clip), "-o", f"udp://127.0.0.1:{receiver.getsockname()[1]}", "--no-progress", "-q")
+    receiver = UdpReceiver()
+    result = cli("run", str(clip), "-o", receiver.url, "--no-progress", "-q")
     assert result.returncode == 0, result.stderr
-    receiver.settimeout(0.5)  # the sender has exited: what it sent is in the socket's buffer
-    data = bytearray()
-    try:
-        while True:
-            data.extend(receiver.recv(65536))
-    except socket.timeout:
-        pass
-    receiver.close()
-    with av.open(io.BytesIO(bytes(data)), format="mpegts") as container:
+    with av.open(io.BytesIO(receiver.received()), format="mpegts") as container:
         assert sorted(s.codec_context.name for s in container.streams) == ["aac", "h264"]
         assert sum(1 for p in container.demux(audio=0) if p.size) >= 28

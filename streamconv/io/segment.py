@@ -152,7 +152,8 @@ class SegmentSource(FileSource):
         floor = self._stream.start_time or 0
         target, landed, good = start, None, True
         for _attempt in range(32):
-            landed, keyframe = self._landing(target)
+            self._seek(target)
+            landed, keyframe = self._first_video_packet()
             good = landed is None or (keyframe and landed <= start)
             if good or target <= floor:
                 break
@@ -160,21 +161,22 @@ class SegmentSource(FileSource):
         if not good:
             raise InputError(f"cannot seek {self.path} to its keyframe at pts {start} (the demuxer gives "
                              f"{landed} at best): its segments would lose frames; run it in one piece")
-        self._landing(target, probe=False)
+        self._seek(target)  # again: the probe consumed packets
 
-    def _landing(self, target: int, probe: bool = True) -> tuple[int | None, bool]:
-        """Seek to the keyframe at or before pts ``target``; with ``probe``, the pts of the first
-        video packet found there and whether it is a keyframe ((None, True): none), that packet
-        consumed (seek again before decoding)."""
+    def _seek(self, target: int) -> None:
+        """Seek to the keyframe at or before pts ``target``, as the demuxer finds it."""
         try:
             self._container.seek(target, stream=self._stream, backward=True)
         except (av.FFmpegError, OSError) as exc:
             raise InputError(f"cannot seek {self.path} to pts {target}: {exc}") from None
-        if probe:
-            for packet in self._container.demux(self._stream):
-                found = packet.pts if packet.pts is not None else packet.dts
-                if packet.size and found is not None:
-                    return found, packet.is_keyframe
+
+    def _first_video_packet(self) -> tuple[int | None, bool]:
+        """The pts of the next video packet and whether it is a keyframe ((None, True): none);
+        the packets read are consumed."""
+        for packet in self._container.demux(self._stream):
+            found = packet.pts if packet.pts is not None else packet.dts
+            if packet.size and found is not None:
+                return found, packet.is_keyframe
         return None, True
 
     def _set_timing(self) -> None:

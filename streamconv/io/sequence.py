@@ -85,7 +85,6 @@ class SequenceTarget:
         self._lock = threading.RLock()  # an image is written whole before a discard looks
         self._written: list[Path] = []
         self._held: bytes | None = None  # a single image, published at the end
-        self._current: AtomicFile | None = None
         self._ended = False
 
     @property
@@ -118,15 +117,13 @@ class SequenceTarget:
             self._publish_image(pattern_name(self.target, len(self._written) + 1), data)
 
     def _publish_image(self, path: Path, data: bytes) -> None:
-        image = self._current = AtomicFile(path, overwrite=self.overwrite, protect=self._protect, what=self.what)
+        image = AtomicFile(path, overwrite=self.overwrite, protect=self._protect, what=self.what)
         handle = image.create()
         try:
             handle.write(data)
         except BaseException:
-            image.discard()
+            image.discard()  # the half-written image (a discard waits on the lock: never sees one)
             raise
-        finally:
-            self._current = None
         image.publish()
         self._written.append(path)
 
@@ -139,14 +136,12 @@ class SequenceTarget:
             self._end()
 
     def discard(self, *, keep_finished: bool = False) -> None:
-        """End the output after a failure: remove a half-written image, and unless
-        ``keep_finished`` also the images this run finished; nothing once published or taken
-        back already."""
+        """End the output after a failure: unless ``keep_finished``, remove the images this run
+        finished (an image being written is finished or removed first: the lock is held while
+        it is); nothing once published or taken back already."""
         with self._lock:
             if self._ended:  # published, or taken back already: what is there stays
                 return
-            if self._current is not None:
-                self._current.discard()
             self._held = None
             if not keep_finished:
                 _remove(self._written, self.what)
