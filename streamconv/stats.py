@@ -265,14 +265,15 @@ class RunStats:
         }
 
     def write_json(self, path: str | Path, *, overwrite: bool = False, protect=(),
-                   what: str = "stats JSON") -> None:
-        """Write :meth:`to_dict` to ``path``, whole or not at all (:func:`streamconv.publish.write_atomically`).
+                   what: str = "stats JSON", outcome: dict | None = None) -> None:
+        """Write :meth:`to_dict` to ``path``, whole or not at all (:func:`streamconv.publish.write_atomically`);
+        ``outcome`` (such as the run's ``exit_code`` and ``error``) comes first in the object.
 
         Raises:
             OutputError: ``path`` exists (without ``overwrite``), is one of ``protect`` (input
                 specs, or a role -> spec mapping), or cannot be written whole.
         """
-        write_atomically(path, json.dumps(self.to_dict(), indent=1) + "\n", overwrite=overwrite,
+        write_atomically(path, json.dumps({**(outcome or {}), **self.to_dict()}, indent=1) + "\n", overwrite=overwrite,
                          protect=protect, what=what)
 
     def format_table(self) -> str:

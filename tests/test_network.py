@@ -343,3 +343,20 @@ def test_a_listening_output_waits_as_long_as_its_listen_timeout(cli):
     result = cli("run", "test:64x48,frames=5", "-o", f"tcp://127.0.0.1:{free_port()}?listen=1&listen_timeout=400",
                  "--backend", "cpu", "-q", "--no-progress", timeout=60)
     assert_error(result, 6, "no receiver connected to", "within 0.4 s")
+
+
+def test_a_stalled_stream_ends_with_exit_8_counting_every_frame_kept_and_writes_its_stats(cli, tmp_path):
+    """The decoder's held frames come out after the read fails: the message and --stats-json
+    count them, as the output holds them."""
+    server = SessionServer([session(range(10))], hold=True)
+    out, stats = tmp_path / "out.mkv", tmp_path / "stats.json"
+    try:
+        result = cli("run", server.url, "--timeout", "1", "-o", str(out), "--stats-json", str(stats),
+                     *COMMON, timeout=60)
+    finally:
+        server.close()
+    message = assert_error(result, 8, "failed after")
+    kept = len(read_output(out)[0])
+    assert kept == 10 and f"failed after {kept} frames" in message
+    record = json.loads(stats.read_text())
+    assert record["frames"] == kept and record["exit_code"] == 8 and "failed after" in record["error"]

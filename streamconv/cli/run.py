@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..borders import DEFAULT_BORDER
 from ..io.display import DisplaySink, check_display
-from ..errors import CameraLostError, InputLostError, run_exit_code
+from ..errors import StreamError, run_exit_code
 from ..filters import FilterStage, parse_chain
 from ..io.live import RealtimeSource
 from ..backends import resolve_backend
@@ -47,12 +47,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     pipeline = _build_pipeline(args, stages, border, display)
     try:
         stats = pipeline.run()
-    except (CameraLostError, InputLostError):
+    except StreamError as exc:
         if pipeline.stats is not None and pipeline.stats.frames:
-            _report(args, pipeline.stats)  # what was recorded before the camera or stream went away
+            _report(args, pipeline.stats, exc.exit_code, exc)  # what was recorded before the input failed
         raise
-    _report(args, stats)
-    return run_exit_code(bool(stats.damage), pipeline.stop_signal)
+    code = run_exit_code(bool(stats.damage), pipeline.stop_signal)
+    _report(args, stats, code)
+    return code
 
 
 def encoder_options(args: argparse.Namespace) -> dict:
@@ -196,11 +197,13 @@ def _written_by_run(args: argparse.Namespace, *, but: str) -> dict[str, str]:
     return {role: value for key, (role, value) in named.items() if key != but and value is not None}
 
 
-def _report(args: argparse.Namespace, stats) -> None:
-    """Write --stats-json (whole or not at all) and print the summary table (unless --quiet)."""
+def _report(args: argparse.Namespace, stats, exit_code: int, error: Exception | None = None) -> None:
+    """Write --stats-json (whole or not at all; the run's exit code and error first, as a
+    record of several sources has them) and print the summary table (unless --quiet)."""
     if args.stats_json:
+        outcome = {"exit_code": exit_code, "error": None if error is None else str(error)}
         stats.write_json(args.stats_json, overwrite=args.overwrite, what="--stats-json",
-                         protect=_written_by_run(args, but="stats_json"))
+                         protect=_written_by_run(args, but="stats_json"), outcome=outcome)
     if not args.quiet:
         print(stats.format_table(), file=sys.stderr)
 

@@ -255,7 +255,7 @@ class FileSource(Source):
         Unreadable data ends the video (counted); a read failure ends it too, and
         :meth:`_raise_read_error` raises it once the decoder has given up the frames it holds.
         """
-        self._read_error: StreamError | None = None
+        self._read_error: str | None = None
         packets = self._container.demux([self._stream, *self._copies.counted_streams])
         while True:
             try:
@@ -267,8 +267,7 @@ class FileSource(Source):
                 self._damage.unreadable_after = self._index
                 return
             except (av.FFmpegError, OSError) as exc:
-                self._read_error = StreamError(f"reading {self.path} failed after {self._index} frames: "
-                                               f"{ffmpeg_reason(exc, self.timeout)}")
+                self._read_error = ffmpeg_reason(exc, self.timeout)
                 return
             if packet.stream is not self._stream:
                 if packet.size:  # demuxing ends each stream with an empty flush packet
@@ -278,10 +277,11 @@ class FileSource(Source):
             yield packet
 
     def _raise_read_error(self) -> None:
-        """Raise the read failure that ended the demuxing, if one did."""
-        error, self._read_error = getattr(self, "_read_error", None), None
-        if error is not None:
-            raise error
+        """Raise the read failure that ended the demuxing, if one did, with the frames delivered
+        by then (the decoder's held frames included: counted now, not when the read failed)."""
+        reason, self._read_error = getattr(self, "_read_error", None), None
+        if reason is not None:
+            raise StreamError(f"reading {self.path} failed after {self._index} frames: {reason}")
 
     def _flush(self) -> Iterator[av.VideoFrame]:
         """The frames a decoder still holds after its input stopped early (none if it cannot say)."""
