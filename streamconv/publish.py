@@ -46,6 +46,12 @@ def local_path(spec: str | os.PathLike) -> Path | None:
     return Path(text)
 
 
+def without_file_scheme(spec: str) -> str:
+    """An output spec with FFmpeg's ``file:`` protocol prefix taken off: the rest is the path
+    (``file:a.mp4`` is ``a.mp4``, as ffmpeg writes it); any other spec as it is."""
+    return str(local_path(spec)) if spec.startswith("file:") else spec
+
+
 class ProtectedFiles(list):
     """(role, file) pairs already expanded by :func:`protected_files`, so that checking many
     outputs against the same inputs lists an input sequence's folder once, not per output."""

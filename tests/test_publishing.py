@@ -157,6 +157,21 @@ def test_discard_wins_over_a_later_publish_and_publish_over_a_later_discard(tmp_
     assert (tmp_path / "b.bin").read_bytes() == b"data"
 
 
+def test_file_urls_name_the_file_they_name_as_ffmpeg_reads_them(tmp_path, sample_clip):
+    """``file:NAME`` is NAME, for SOURCE and -o alike: read, written, and protected as that file."""
+    source = tmp_path / "in.mp4"
+    source.write_bytes(sample_clip.read_bytes())
+    result = cli("run", "file:in.mp4", "-o", "file:out.mp4", "--max-frames", "3", "--backend", "cpu",
+                 "-q", "--no-progress", cwd=tmp_path)
+    assert_ok(result)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4", "out.mp4"] and frames_in(tmp_path / "out.mp4") == 3
+    result = cli("run", "in.mp4", "-o", "file:in.mp4", "--overwrite", "--backend", "cpu", "-q", "--no-progress",
+                 cwd=tmp_path)
+    assert_error(result, 6, "the same file as the input")
+    assert source.read_bytes() == sample_clip.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4", "out.mp4"]
+
+
 # ---------------------------------------------------------------- reports (--stats-json, bench --json)
 
 

@@ -17,7 +17,7 @@ from ..backends import resolve_backend
 from ..pipeline import Pipeline, choose_decoder
 from ..presets import list_presets, load_preset
 from ..progressfile import ProgressFile, check_progress_target
-from ..publish import check_output_path
+from ..publish import check_output_path, without_file_scheme
 from ..io.demuxed import is_demuxed_spec
 from ..io.formats import is_pipe, is_sequence, pipe_url
 from ..io.netsink import is_network_output
@@ -218,6 +218,8 @@ def check_run_args(parser: argparse.ArgumentParser, args: argparse.Namespace, ex
                         (args.pix_fmt, "--pix-fmt"), (args.codec_preset, "--preset")):
         if value is not None and not value.strip():
             parser.error(f"{name} is empty")
+    if args.output is not None:
+        args.output = without_file_scheme(args.output)  # checked and published as the file it names
     if args.max_frames == 0 and args.output is not None:
         parser.error("--max-frames 0 writes no frame, and an output file needs at least one")
     for spec in args.sources:  # every check of SOURCE holds for each of several

@@ -15,9 +15,9 @@ import av
 from av.codec.hwaccel import HWAccel, hwdevices_available
 from av.sidedata.sidedata import Type as SideData
 
-from pathlib import Path
 
 from ..errors import FilterSpecError, InputError
+from ..publish import local_path
 from .ffmpeglog import ffmpeg_reason, opening
 
 NETWORK_TIMEOUT = 10.0
@@ -44,10 +44,11 @@ def open_input(path: str, timeout: float | None, hwaccel: str | None, options: d
         InputError: missing, a folder, unreadable or not openable; FilterSpecError: a timeout
             out of range.
     """
-    if local_check and "://" not in path:
-        if not Path(path).exists():
+    local = local_path(path) if local_check else None  # file:NAME is NAME, as FFmpeg reads it
+    if local is not None:
+        if not local.exists():
             raise InputError(f"input not found: {path}")
-        if Path(path).is_dir():
+        if local.is_dir():
             raise InputError(f"input is a directory, not a video: {path}")
     if timeout is None:
         timeout = NETWORK_TIMEOUT if "://" in path else 0

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import FilterSpecError
+from ..publish import without_file_scheme
 from .camera import is_webcam_spec, open_webcam
 from .demuxed import DemuxedSource, is_demuxed_spec
 from .file import FileSource
@@ -132,6 +133,8 @@ def open_sink(output: str | Path | Sink | None, *, like=None, **options) -> Sink
         return NullSink()
     if like is None:
         raise ValueError("open_sink needs the source (like=...) to size a file output")
+    if isinstance(output, str):
+        output = without_file_scheme(output)
     if is_vcam_output(output):
         return VirtualCameraSink(vcam_device(output), width=like.width, height=like.height,
                                  frame_rate=like.frame_rate)
