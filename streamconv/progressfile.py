@@ -1,7 +1,8 @@
 """Machine-readable progress (``--progress``): FFmpeg's ``-progress`` blocks of key=value lines.
 
-A block, written whole and flushed about every 0.5 s while frames are written, and once more
-with ``progress=end`` when the run is over (the output final, or the run failed: the exit code
+A block, written whole and flushed about every 0.5 s while the run goes, frames or not (a
+stalled input shows as a frame count that stands still), and once more with ``progress=end``
+when the run is over (the output final, or the run failed: the exit code
 says which)::
 
     frame=120
@@ -32,6 +33,7 @@ import logging
 import os
 import stat
 import sys
+import threading
 import time
 from typing import Iterable, TextIO
 
@@ -41,7 +43,7 @@ from .publish import check_output_path
 log = logging.getLogger(__name__)
 
 INTERVAL = 0.5
-"""Seconds between blocks while frames are written."""
+"""Seconds between blocks while the run goes."""
 
 
 def _is_stdout(target: str | os.PathLike) -> bool:
@@ -95,6 +97,9 @@ class ProgressFile:
         self._rate = 0.0
         self._start = self._last = time.perf_counter()
         self._closed = False
+        self._lock = threading.Lock()  # the writer thread's blocks and the ticker's
+        self._done = threading.Event()
+        self._ticker: threading.Thread | None = None
 
     @staticmethod
     def _open(target, overwrite: bool) -> tuple[TextIO, bool]:
@@ -117,13 +122,21 @@ class ProgressFile:
         self._stats = stats
         self._rate = float(frame_rate) or 0.0
         self._start = self._last = time.perf_counter()
+        self._ticker = threading.Thread(target=self._tick, name="streamconv-progress", daemon=True)
+        self._ticker.start()
 
     def update(self, count: int) -> None:
         """After each frame written (``count`` so far): a block if ``interval`` has passed."""
-        now = time.perf_counter()
-        if now - self._last >= self._interval:
-            self._last = now
-            self._write(count, now, "continue")
+        with self._lock:
+            now = time.perf_counter()
+            if now - self._last >= self._interval:
+                self._last = now
+                self._write(count, now, "continue")
+
+    def _tick(self) -> None:
+        """Between frames (an input that stalls, a slow encoder): a block each ``interval`` too."""
+        while not self._done.wait(self._interval / 2):
+            self.update(getattr(self._stats, "frames", 0))
 
     def block(self, count: int, now: float, state: str) -> str:
         """The text of one block for ``count`` frames at ``now`` (perf_counter seconds)."""
@@ -164,6 +177,9 @@ class ProgressFile:
         if self._closed:
             return
         self._closed = True
+        self._done.set()
+        if self._ticker is not None:
+            self._ticker.join()
         self._write(getattr(self._stats, "frames", 0), time.perf_counter(), "end")
         if self._own and not self._failed:
             try:

@@ -20,6 +20,7 @@ another and reads what they counted from :class:`RunCounts`.
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 import time
@@ -38,7 +39,13 @@ if TYPE_CHECKING:
     from .progress import ProgressBar, StatusLine
     from .stats import RunStats
 
+log = logging.getLogger(__name__)
+
 _END = object()  # marks the end of a queue's frames
+
+READ_PATIENCE = 2.0
+"""Seconds a stopped ring waits for a read still in progress before it finishes without it: a
+network input that sends nothing more (with no timeout) would hold up the output for ever."""
 
 
 @dataclass
@@ -117,6 +124,7 @@ class RingEpoch:
         for slot in slots:
             self.free.put(slot)
         self.errors: list[BaseException] = []
+        self.reader_abandoned = False  # stopped, and the reader was still blocked in a read
 
     def run(self) -> None:
         """Read, filter and write until the source ends, stop, a filter swap or a new frame
@@ -145,7 +153,7 @@ class RingEpoch:
         self.done.put(_END)
         self.free.put(None)  # wakes a reader waiting for a slot
         writer.join(patience)
-        reader.join(patience)
+        reader.join(0 if self.reader_abandoned else patience)
 
     def _read_loop(self) -> None:
         """The reader thread: fill free slots until the source ends, max_frames are read,
@@ -269,9 +277,26 @@ class RingEpoch:
                 return self.filled.get_nowait()
             except queue.Empty:
                 if not in_flight:
-                    return self.filled.get()
+                    return self._wait_filled()
                 slot, _ = in_flight.retire()  # nothing new to start: finish the oldest frame
                 self.done.put(slot)
+
+    def _wait_filled(self) -> Slot | object:
+        """The next filled slot, or ``_END``: from the reader, or once a stop has waited
+        READ_PATIENCE seconds for a reader blocked in a read (it delivers nothing when it
+        returns: the source was interrupted)."""
+        stopped_at = None
+        while True:
+            try:
+                return self.filled.get(timeout=0.1)
+            except queue.Empty:
+                if not self.controls.stop.is_set():
+                    continue
+            stopped_at = stopped_at or time.monotonic()
+            if time.monotonic() - stopped_at >= READ_PATIENCE:
+                self.reader_abandoned = True
+                log.warning("the input sent nothing for %g s after the stop: finishing without it", READ_PATIENCE)
+                return _END
 
     def _fresh_batch(self, slot: Slot, recycle: queue.Queue | None) -> tuple[list[Slot], bool]:
         """The slots to submit, starting with ``slot``, and whether the reader has finished.

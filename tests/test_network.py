@@ -360,3 +360,31 @@ def test_a_stalled_stream_ends_with_exit_8_counting_every_frame_kept_and_writes_
     assert kept == 10 and f"failed after {kept} frames" in message
     record = json.loads(stats.read_text())
     assert record["frames"] == kept and record["exit_code"] == 8 and "failed after" in record["error"]
+
+
+def progress_frames(path) -> int:
+    """The last ``frame=`` a --progress file reports (0 before its first block)."""
+    text = path.read_text() if path.exists() else ""
+    values = [int(line.split("=", 1)[1]) for line in text.splitlines() if line.startswith("frame=")]
+    return values[-1] if values else 0
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_first_signal_finishes_the_output_while_an_input_without_timeout_sends_nothing(tmp_path, signum):
+    """--timeout 0 waits for ever for the next packet; a first signal must still end the run with
+    the frames so far kept, not wait for a read that never returns (a supervisor's SIGTERM)."""
+    from test_signals import Run, leftovers
+
+    server = SessionServer([session(range(40))], hold=True)
+    out, progress = tmp_path / "out.mkv", tmp_path / "progress.txt"
+    try:
+        run = Run("run", server.url, "--timeout", "0", "--input-option", "analyzeduration=100000", "-o", str(out),
+                  "--progress", str(progress), "--filter", "identity", "--backend", "cpu", cwd=tmp_path)
+        run.wait_for(lambda: progress_frames(progress) >= 30, "30 frames written")  # the rest wait in the decoder
+        run.process.send_signal(signum)
+        code = run.finish(timeout=60)
+    finally:
+        server.close()
+    assert code == 128 + signum, run.stderr
+    assert "finishing without it" in run.stderr and "Traceback" not in run.stderr
+    assert len(read_output(out)[0]) >= 30 and leftovers(tmp_path) == []

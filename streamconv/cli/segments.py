@@ -62,5 +62,6 @@ def cmd_run_segments(args: argparse.Namespace) -> int:
                          source_options=source_options, border=border, ring=args.ring, kernel=args.kernel,
                          colour=args.colour, max_pixels=args.max_pixels, decoder=segment_decoder(args.decoder),
                          ray=args.ray)
-    _report(args, stats)
-    return run_exit_code(bool(stats.damage), None)
+    code = run_exit_code(bool(stats.damage), None)
+    _report(args, stats, code)
+    return code

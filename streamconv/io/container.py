@@ -17,6 +17,7 @@ from av.sidedata.sidedata import Type as SideData
 
 
 from ..errors import FilterSpecError, InputError
+from ..interrupts import wait_interruptibly
 from ..publish import local_path
 from .ffmpeglog import ffmpeg_reason, opening
 
@@ -79,7 +80,9 @@ def open_container(path: str, options: dict, timeout: float | None, hwaccel: str
         av.FFmpegError, OSError, ValueError: the input itself could not be opened.
     """
     with opening():  # its probe's lines are not another input's
-        return _open(path, options, timeout, hwaccel, format)
+        # FFmpeg's open waits in C (a server that accepts and never sends, a FIFO with no
+        # writer): in a worker thread, so that Ctrl-C is handled at once here.
+        return wait_interruptibly(lambda: _open(path, options, timeout, hwaccel, format), name="streamconv-open")
 
 
 def _open(path: str, options: dict, timeout: float | None, hwaccel: str | None, format: str | None):

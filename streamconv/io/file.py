@@ -4,13 +4,14 @@ The first frame is decoded on opening, so the source knows its true size and an 
 decodable is refused before any output exists. Damage is counted, not fatal (see ``FileSource.damage``);
 a network input that stalls past its timeout ends the run (or is reopened: streamconv.io.reconnect).
 
-A local file is also checked against its container's own structure (an MP4 box, a Matroska segment, an
-MPEG-TS packet the file ends inside of), because a cut file often decodes without a single error: the
-frames after the cut are simply not there (streamconv.io.damage). Audio and subtitles travel with the frames.
+A local file is also checked against its container's structure (an MP4 box, a Matroska segment, an MPEG-TS
+packet it ends inside of): a cut file often decodes without an error, the frames after the cut simply missing
+(streamconv.io.damage). Audio and subtitles travel with the frames.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from dataclasses import replace
@@ -30,6 +31,7 @@ from .colour import FULL_RANGE, ColourTags, format_bits, frame_to_rgb, plane_row
 from .damage import InputDamage, declared_end
 from .ffmpeglog import DamageLog, ffmpeg_reason
 from .metadata import InputMetadata
+from .readguard import ReadGuard
 from .source import Source
 from .streamcopy import CopiedStreams
 from .yuv import YuvLayout, frame_to_planes
@@ -38,13 +40,12 @@ log = logging.getLogger(__name__)
 
 
 
-class FileSource(Source):
+class FileSource(ReadGuard, Source):
     """Decodes a video file or stream with PyAV into RGB frames.
 
     Args:
         path: anything FFmpeg opens (a file path or URL).
-        video_stream: index among the input's video streams (0 = the first).
-        threads: decoder threading ("AUTO", "FRAME", "SLICE" or "NONE").
+        video_stream: index among the video streams (0: the first); threads: "AUTO", "FRAME", "SLICE" or "NONE".
         copy_streams: pass the input's audio and subtitle packets along with the frames
             (``FrameMeta.packets``), for a file output to copy them unchanged.
         max_pixels: refuse frames larger than this (None: no limit): the declared size
@@ -53,10 +54,9 @@ class FileSource(Source):
             (None: NETWORK_TIMEOUT for URLs, no limit for files; 0: no limit).
         depth: bits per sample of the frames delivered: 16 (uint16, 0..65535), 8 (uint8), or
             None: 16 for video of more than 8 bits per sample (10-bit and up), else 8.
-        hwaccel: decode on this kind of hardware decoder (e.g. ``"cuda"``: NVDEC), one of
-            :func:`hardware_decoders`; None decodes in software. Frames come back to host
-            memory (nv12, or p010le for 10-bit) and travel as planes like software-decoded
-            ones. A codec the hardware cannot decode falls back to software, with a notice.
+        hwaccel: decode on this hardware decoder (``"cuda"``: NVDEC), one of :func:`hardware_decoders`;
+            None: in software. Frames come back to host memory (nv12, p010le) and travel as planes like
+            software-decoded ones. A codec the hardware cannot decode falls back to software, with a notice.
         input_options: FFmpeg options of the demuxer and protocol (``{"rtsp_transport": "tcp"}``);
             an ``rw_timeout`` among them replaces the one ``timeout`` sets.
 
@@ -82,6 +82,7 @@ class FileSource(Source):
         self._ended = False
         self._container = None
         self._decoding = threading.Lock()  # a decode call, or the drain at close
+        self._start_guard()
         self._index = 0
         self._open_input(timeout, hwaccel, input_options)
         self._pick_stream(video_stream, threads)
@@ -320,11 +321,12 @@ class FileSource(Source):
         buffer of ``dtype``, or copied plane by plane, unconverted, into a flat (1.5 W H,) buffer
         laid out as ``self.planes`` says (4:2:0 input of 8, 10 or 12 bits only; nv12 and p010le
         chroma is split apart on the way)."""
-        frame = self._next_frame()
-        if frame is None or frame is RESIZED:
-            return frame
-        self._deliver(frame, buffer)
-        return self._frame_meta(frame)
+        return self._guarded(self._next_frame, lambda frame: self._delivered(frame, buffer))
+
+    def _delivered(self, frame, buffer: np.ndarray) -> FrameMeta | None:
+        if frame is not None and frame is not RESIZED:
+            self._deliver(frame, buffer)
+        return frame if frame is None or frame is RESIZED else self._frame_meta(frame)
 
     def _next_frame(self):
         """The next decoded frame; None at the end; RESIZED (the frame held for the next call)
@@ -400,14 +402,14 @@ class FileSource(Source):
         """FFmpeg log lines about damage in this input so far (see streamconv.io.ffmpeglog)."""
         return getattr(getattr(self, "_damage_log", None), "count", 0)
 
-    def close(self) -> None:
+    def _release(self) -> None:
+        """Drain and free the decoder, stop the damage watch and close the container."""
         self._drain_decoder()
-        damage_log = getattr(self, "_damage_log", None)
-        if damage_log is not None:
-            damage_log.stop()
-        if self._container is not None:
-            self._container.close()
-            self._container = None
+        if getattr(self, "_damage_log", None) is not None:
+            self._damage_log.stop()
+        container, self._container = self._container, None
+        if container is not None:
+            container.close()
 
     def _drain_decoder(self) -> None:
         """End the decoder's stream (frames still in flight are dropped) while the input is open.
@@ -422,8 +424,7 @@ class FileSource(Source):
         if not self._decoding.acquire(timeout=1.0):
             return  # a reader still blocked in a decode call (an abort does not wait for it)
         try:
-            stream.codec_context.decode(None)
-        except av.FFmpegError:  # drained already
-            pass
+            with contextlib.suppress(av.FFmpegError):  # drained already
+                stream.codec_context.decode(None)
         finally:
             self._decoding.release()

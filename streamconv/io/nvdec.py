@@ -309,8 +309,8 @@ class NvdecSource(FileSource):
         finally:
             self._damage.concealed -= errors
 
-    def close(self) -> None:
-        super().close()
+    def _release(self) -> None:
+        super()._release()
         self._close_gpu()
 
     def _close_gpu(self) -> None:
