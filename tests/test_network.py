@@ -388,3 +388,21 @@ def test_a_first_signal_finishes_the_output_while_an_input_without_timeout_sends
     assert code == 128 + signum, run.stderr
     assert "finishing without it" in run.stderr and "Traceback" not in run.stderr
     assert len(read_output(out)[0]) >= 30 and leftovers(tmp_path) == []
+
+
+def test_ctrl_c_ends_the_wait_on_an_input_server_that_never_sends(tmp_path):
+    """FFmpeg's open waits in C; with --timeout 0 it would wait for ever with Ctrl-C unheard."""
+    from test_signals import Run
+
+    server = SessionServer([b""], hold=True)  # accepts, sends nothing, keeps the connection
+    try:
+        run = Run("run", server.url, "--timeout", "0", "-o", str(tmp_path / "out.mkv"), "--backend", "cpu",
+                  "--no-progress", cwd=tmp_path)
+        run.wait_for(lambda: server.served == 1, "the connection")
+        run.wait_for(run.handlers_installed, "the signal handlers")
+        run.process.send_signal(signal.SIGINT)
+        code = run.finish(timeout=30)
+    finally:
+        server.close()
+    assert code == 130, run.stderr
+    assert "Traceback" not in run.stderr and list(tmp_path.iterdir()) == []
