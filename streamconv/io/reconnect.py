@@ -112,6 +112,8 @@ class ReconnectingSource(Source):
                 return RESIZED
             if meta is not None:
                 return self._continue(meta)
+            if self._interrupt.is_set():
+                return None  # the inner source was interrupted too: a stop, not a loss
             if not self._reopen(reason):
                 return None
             if self._adopt():
