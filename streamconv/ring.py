@@ -125,6 +125,7 @@ class RingEpoch:
             self.free.put(slot)
         self.errors: list[BaseException] = []
         self.reader_abandoned = False  # stopped, and the reader was still blocked in a read
+        self.in_read = False  # the reader is inside source.read_into (not waiting for a slot)
 
     def run(self) -> None:
         """Read, filter and write until the source ends, stop, a filter swap or a new frame
@@ -185,7 +186,11 @@ class RingEpoch:
             return False
         slot.reset()
         started = time.perf_counter()
-        meta = self.source.read_into(slot.input_target)
+        self.in_read = True
+        try:
+            meta = self.source.read_into(slot.input_target)
+        finally:
+            self.in_read = False
         ready = time.perf_counter()
         if meta is RESIZED:  # a new epoch re-sizes the slots; this one drains
             counts.resized = True
@@ -293,7 +298,7 @@ class RingEpoch:
                 if not self.controls.stop.is_set():
                     continue
             stopped_at = stopped_at or time.monotonic()
-            if time.monotonic() - stopped_at >= READ_PATIENCE:
+            if self.in_read and time.monotonic() - stopped_at >= READ_PATIENCE:
                 self.reader_abandoned = True
                 log.warning("the input sent nothing for %g s after the stop: finishing without it", READ_PATIENCE)
                 return _END
