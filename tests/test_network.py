@@ -406,3 +406,20 @@ def test_ctrl_c_ends_the_wait_on_an_input_server_that_never_sends(tmp_path):
         server.close()
     assert code == 130, run.stderr
     assert "Traceback" not in run.stderr and list(tmp_path.iterdir()) == []
+
+
+def test_an_rtsp_output_whose_server_never_answers_is_refused_after_its_timeout(cli):
+    """FFmpeg's RTSP handshake holds the interpreter lock: without a time limit no signal would
+    end the wait. The default is NETWORK_TIMEOUT; --output-option timeout (microseconds) sets it."""
+    sink = NetworkSink("rtsp://127.0.0.1:9/x", width=64, height=48, frame_rate=Fraction(25))
+    assert sink._muxer_options["timeout"] == "10000000"
+    sink.abort()
+    server = SessionServer([b""], hold=True)  # accepts, never answers
+    started = time.monotonic()
+    try:
+        result = cli("run", "test:64x48,frames=5", "-o", server.url.replace("tcp://", "rtsp://") + "/live",
+                     "--output-option", "timeout=1000000", *COMMON, timeout=60)
+    finally:
+        server.close()
+    assert_error(result, 6, "cannot send to rtsp://", "no answer within 1 s")
+    assert time.monotonic() - started < 30

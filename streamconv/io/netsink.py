@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from pathlib import Path
 
 import cv2  # noqa: F401  (before av: see streamconv.io.display.check_import_order)
@@ -22,6 +23,7 @@ import av
 
 from ..errors import OutputError, StreamError
 from .ffmpeglog import ffmpeg_reason
+from .container import NETWORK_TIMEOUT
 from .filesink import FileSink
 from .listen import ListeningTarget, listen_address
 from .targets import MuxedTarget
@@ -66,6 +68,14 @@ def with_query(url: str, options: dict[str, str]) -> str:
     return f"{url}{'&' if '?' in url else '?'}{query}"
 
 
+def _seconds(microseconds: str) -> float | None:
+    """FFmpeg's ``timeout`` option (microseconds) in seconds; None if it is not a number."""
+    try:
+        return int(microseconds) / 1e6
+    except ValueError:
+        return None
+
+
 class NetworkSink(FileSink):
     """Encodes RGB frames (or yuv420p planes) and sends them to a network URL with PyAV.
 
@@ -98,6 +108,10 @@ class NetworkSink(FileSink):
             raise OutputError(f"not a network output: {url} (expected one of "
                               f"{', '.join(s + '://' for s in NETWORK_CONTAINERS)})")
         muxer_options = dict(muxer_options or {})
+        self._answer_within = None  # seconds the server has to answer (RTSP), for the message
+        if scheme == "rtsp":  # a server that never answers would hold the interpreter lock for ever
+            muxer_options.setdefault("timeout", str(int(NETWORK_TIMEOUT * 1e6)))
+            self._answer_within = _seconds(muxer_options["timeout"])
         self._send_to = with_query(str(url), muxer_options if scheme in QUERY_PROTOCOLS else {})
         encoder = {"g": str(max(1, round(KEYFRAME_SECONDS * float(kwargs["frame_rate"])))), **(options or {})}
         super().__init__(str(url), format=format or NETWORK_CONTAINERS[scheme],
@@ -115,12 +129,16 @@ class NetworkSink(FileSink):
         """Set up the encoder and connect (or, with ``listen``, wait for a receiver) at once,
         at the first frame, rather than at the encoder's first packet some frames later."""
         super()._open()
+        started = time.monotonic()
         try:
             self._container.start_encoding()
         except (av.FFmpegError, OSError) as exc:
             self.failed = True
             self.abort()
-            raise OutputError(f"cannot send to {self.path}: {ffmpeg_reason(exc)}") from None
+            waited = time.monotonic() - started
+            silent = self._answer_within is not None and waited >= 0.9 * self._answer_within
+            silent = f" (no answer within {self._answer_within:g} s)" if silent else ""
+            raise OutputError(f"cannot send to {self.path}: {ffmpeg_reason(exc)}{silent}") from None
 
     def _raise_write_error(self, exc: BaseException, doing: str) -> None:
         """Sending failed after the connection was made (the receiver went away)."""
