@@ -332,7 +332,10 @@ class FileSink(Sink):
 
     def _pts(self, meta: FrameMeta) -> int:
         if meta.pts is None or meta.time_base is None:
-            pts = meta.index if self._last_pts is None else self._last_pts + 1
+            # No timestamp (a raw H.264 stream): one frame at the nominal rate after the last,
+            # in the stream's ticks (1/1200000 s for such a stream, not one frame each).
+            ticks = max(1, round(1 / (self._frame_rate * self._time_base)))
+            pts = meta.index * ticks if self._last_pts is None else self._last_pts + ticks
         elif meta.time_base == self._time_base:
             pts = meta.pts
         else:
