@@ -25,7 +25,7 @@ from .formats import default_codec, output_format
 from .sequence import SequenceTarget
 from .targets import open_target
 from ..slots import FrameMeta
-from .colour import ColourTags, format_bits, rgb_to_frame, yuv_tags
+from .colour import ColourTags, format_bits, rgb_to_frame, written_tags, yuv_tags
 from .encoder_check import (check_encoder_options, check_pix_fmt, deeper_pix_fmt, default_pix_fmt,
                             find_encoder)
 from .ffmpeglog import ffmpeg_reason, quiet_encoder_threads
@@ -179,7 +179,7 @@ class FileSink(Sink):
             stream.options = self._codec_options
             stream.thread_type = "AUTO"
             if self._colour is not None:
-                self._colour.tag(stream.codec_context)
+                written_tags(self._pix_fmt, self._colour).tag(stream.codec_context)
             if self._display_matrix is not None:
                 self._keep_display_matrix(stream)
             if self._metadata is not None:
