@@ -96,3 +96,20 @@ def test_tags_say_what_is_written_between_rgb_and_yuv(cli, tmp_path):
     assert (written.colorspace, written.color_range) == (6, 2)  # BT.601, the matrix it was converted with
     back = frame_to_rgb(written).to_ndarray().astype(int)
     assert np.abs(back - first_frame(png).to_ndarray(format="rgb24")).max() <= 2
+
+
+@pytest.mark.parametrize("opaque", [False, True], ids=["transparent", "opaque"])
+def test_transparency_dropped_is_said(cli, tmp_path, opaque):
+    """The filters see RGB: an input's alpha is not written, which must not pass in silence (and
+    an alpha channel that is all opaque, as a GIF's often is, loses nothing)."""
+    picture = np.zeros((16, 20, 4), np.uint8)
+    picture[..., 0], picture[..., 3] = 100, 255 if opaque else np.arange(20) * 12
+    for index in range(1, 3):
+        with av.open(str(tmp_path / f"a{index}.png"), "w") as container:
+            stream = container.add_stream("png")
+            stream.width, stream.height, stream.pix_fmt = 20, 16, "rgba"
+            for packet in [*stream.encode(av.VideoFrame.from_ndarray(picture, format="rgba")), *stream.encode(None)]:
+                container.mux(packet)
+    result = cli("run", str(tmp_path / "a%d.png"), "-o", str(tmp_path / "out.mkv"), "--backend", "cpu", "-q")
+    assert result.returncode == 0, result.stderr
+    assert ("its transparency (rgba) is dropped" in result.stderr) is not opaque

@@ -70,6 +70,15 @@ def format_bits(pix_fmt: str | av.VideoFormat) -> int:
     return max((c.bits for c in video_format.components), default=8)
 
 
+def is_transparent(frame: av.VideoFrame) -> bool:
+    """Whether a decoded frame (host memory) has alpha (its format's, or a palette's) and some
+    pixel of it is not opaque: the filters see RGB, so that transparency is lost."""
+    video_format = frame.format
+    if not video_format.has_palette and not any(c.is_alpha for c in video_format.components):
+        return False
+    return bool((frame.to_ndarray(format="rgba")[..., 3] < 255).any())
+
+
 def plane_rows(plane, dtype, rows: int) -> np.ndarray:
     """A PyAV frame plane as a (rows, line size in samples) view of ``dtype`` samples, host
     memory, no copy: decoder and encoder rows may be padded past the picture's width."""
