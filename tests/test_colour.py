@@ -65,3 +65,51 @@ def test_identity_transcode_keeps_colours_and_tags(cli, tmp_path, space, colour_
     assert patches_in == PATCHES
     worst = max(abs(a - b) for got, want in zip(patches_out, PATCHES) for a, b in zip(got, want))
     assert worst <= tolerance
+
+
+def first_frame(path) -> av.VideoFrame:
+    with av.open(str(path)) as container:
+        return next(container.decode(video=0))
+
+
+def test_tags_say_what_is_written_between_rgb_and_yuv(cli, tmp_path):
+    """An RGB output is tagged RGB and a YUV output of RGB input with the matrix it was converted
+    with: a YUV matrix on RGB samples makes decoders read them as Y, U, V, an RGB tag on YUV
+    samples as G, B, R (both off by up to 100 levels)."""
+    from streamconv.io.colour import frame_to_rgb
+
+    if "libx264rgb" not in av.codecs_available:
+        pytest.skip("this PyAV build has no libx264rgb")
+    source, rgb_out = tmp_path / "flat.mp4", tmp_path / "rgb.mkv"
+    make_flat_clip(source, 1, 1)  # BT.709, limited range
+    assert cli("run", str(source), "-o", str(rgb_out), "--codec", "libx264rgb", "--crf", "0", "--backend", "cpu",
+               "-q").returncode == 0
+    written = first_frame(rgb_out)
+    assert (written.format.name, written.colorspace, written.color_range) == ("gbrp", 0, 2)
+    np.testing.assert_array_equal(written.to_ndarray(format="rgb24"), frame_to_rgb(first_frame(source)).to_ndarray())
+
+    png, yuv_out = tmp_path / "still.png", tmp_path / "yuv.mp4"  # RGB in (tagged RGB, full range), YUV out
+    assert cli("run", str(rgb_out), "-o", str(png), "--max-frames", "1", "--backend", "cpu", "-q").returncode == 0
+    assert first_frame(png).colorspace == 0
+    assert cli("run", str(png), "-o", str(yuv_out), "--crf", "0", "--backend", "cpu", "-q").returncode == 0
+    written = first_frame(yuv_out)
+    assert (written.colorspace, written.color_range) == (6, 2)  # BT.601, the matrix it was converted with
+    back = frame_to_rgb(written).to_ndarray().astype(int)
+    assert np.abs(back - first_frame(png).to_ndarray(format="rgb24")).max() <= 2
+
+
+@pytest.mark.parametrize("opaque", [False, True], ids=["transparent", "opaque"])
+def test_transparency_dropped_is_said(cli, tmp_path, opaque):
+    """The filters see RGB: an input's alpha is not written, which must not pass in silence (and
+    an alpha channel that is all opaque, as a GIF's often is, loses nothing)."""
+    picture = np.zeros((16, 20, 4), np.uint8)
+    picture[..., 0], picture[..., 3] = 100, 255 if opaque else np.arange(20) * 12
+    for index in range(1, 3):
+        with av.open(str(tmp_path / f"a{index}.png"), "w") as container:
+            stream = container.add_stream("png")
+            stream.width, stream.height, stream.pix_fmt = 20, 16, "rgba"
+            for packet in [*stream.encode(av.VideoFrame.from_ndarray(picture, format="rgba")), *stream.encode(None)]:
+                container.mux(packet)
+    result = cli("run", str(tmp_path / "a%d.png"), "-o", str(tmp_path / "out.mkv"), "--backend", "cpu", "-q")
+    assert result.returncode == 0, result.stderr
+    assert ("its transparency (rgba) is dropped" in result.stderr) is not opaque

@@ -17,10 +17,10 @@ MASTER_DISPLAY = "G(13250,34500)B(7500,3000)R(34000,16000)WP(15635,16450)L(10000
 
 
 def write_tagged(path, codec="libx264", pix_fmt="yuv420p", *, video_tags=None, audio_tags=None, file_tags=None,
-                 colour=(1, 2, 2, 2), options=None, frames=4):
+                 colour=(1, 2, 2, 2), options=None, frames=4, sample_aspect_ratio=None):
     """A 64x48 clip of ``frames`` grey frames (and 0.1 s of silent AAC per frame with
     ``audio_tags``), its file and streams tagged, its colour (range, matrix, primaries, transfer)
-    tagged as given."""
+    and its pixels' aspect ratio as given."""
     if codec not in av.codecs_available:
         pytest.skip(f"this PyAV build has no {codec}")
     deep = "10" in pix_fmt
@@ -31,6 +31,8 @@ def write_tagged(path, codec="libx264", pix_fmt="yuv420p", *, video_tags=None, a
         video.options = {"preset": "ultrafast", **(options or {})}
         context = video.codec_context
         context.color_range, context.colorspace, context.color_primaries, context.color_trc = colour
+        if sample_aspect_ratio is not None:
+            context.sample_aspect_ratio = sample_aspect_ratio
         video.metadata.update(video_tags or {})
         audio = None
         if audio_tags is not None:
@@ -86,6 +88,19 @@ def test_file_and_stream_tags_are_carried_and_stale_ones_are_not(cli, tmp_path, 
     assert video.get("encoder") != "Lavc old libx264"  # the video was encoded anew
     if out_suffix == "mkv" and source_suffix == "mkv":  # the copied audio keeps its encoder tag
         assert audio["encoder"] == "Lavc aac"
+
+
+@pytest.mark.parametrize("source_suffix, out_suffix, codec", [("mp4", "mp4", None), ("mkv", "ts", None),
+                                                          ("mp4", "mkv", "mpeg4")])
+def test_anamorphic_pixels_keep_their_aspect_ratio(cli, tmp_path, source_suffix, out_suffix, codec):
+    """720x576 PAL DVD video of 16/15-wide pixels is shown 4:3; written square it would be squeezed."""
+    source = write_tagged(tmp_path / f"in.{source_suffix}", sample_aspect_ratio=Fraction(16, 15))
+    out = tmp_path / f"out.{out_suffix}"
+    run(cli, source, out, *(["--codec", codec] if codec else []))
+    with av.open(str(out)) as container:
+        stream = container.streams.video[0]
+        assert stream.sample_aspect_ratio == stream.codec_context.sample_aspect_ratio == Fraction(16, 15)
+        assert (stream.codec_context.width, stream.codec_context.height) == (64, 48)
 
 
 @pytest.mark.parametrize("suffix", ["mp4", "mov", "ts", "mkv"])

@@ -99,6 +99,20 @@ def test_raw_frames_in_become_a_playable_stream_at_the_rate_given():
     assert [f.pts * base for f in out] == [Fraction(i, 10) for i in range(5)]
 
 
+def test_raw_video_cut_inside_a_frame_keeps_the_whole_frames_and_names_the_cut():
+    """The bytes after the last whole frame are damage (exit 13, every whole frame written); with
+    no whole frame, exit 4; either names the cut, not the decoder's "Invalid argument"."""
+    frames = raw_frames(3)
+    raw = ["run", "-", "--input-format", "rawvideo", "--size", f"{W}x{H}", "--input-pix-fmt", "rgb24",
+           "--filter", "identity", "--backend", "cpu", "-q", "-o", "-", "--format", "rawvideo", "--pix-fmt", "rgb24"]
+    cut = f"the input ends inside a frame: its last 100 bytes are less than a {W}x{H} rgb24 frame"
+    result = pipe_cli(*raw, stdin=frames.tobytes() + bytes(100))
+    assert result.returncode == 13 and cut in result.stderr.decode(), result.stderr.decode()
+    assert np.array_equal(np.frombuffer(result.stdout, np.uint8).reshape(frames.shape), frames)
+    result = pipe_cli(*raw, stdin=bytes(100))
+    assert result.returncode == 4 and f"no frame could be decoded from pipe:0 ({cut}" in result.stderr.decode()
+
+
 def test_raw_video_opens_from_python_with_its_size_format_and_rate(tmp_path):
     from streamconv.io.open import open_source
 

@@ -22,6 +22,7 @@ import streamconv
 from streamconv.backends.cpu import CpuBackend
 from streamconv.filters import parse_chain
 
+from clips import write_clip as write_moving_clip
 from oracle import reference_chain
 from test_cli import assert_error, assert_ok
 
@@ -432,6 +433,15 @@ def test_duplicate_and_backward_timestamps_are_moved_after_the_previous_frame(cl
     assert "4 frame(s) had a timestamp not after the one before" in result.stderr
     times = output_pts(tmp_path / "out2.mp4")
     assert len(times) == 8 and times == sorted(set(times))
+
+
+def test_an_input_without_timestamps_is_written_at_its_frame_rate(cli, tmp_path):
+    source = write_moving_clip(tmp_path / "raw.h264", frames=6)  # an elementary stream: no timestamps at all
+    with av.open(str(source)) as container:
+        assert [frame.pts for frame in container.decode(video=0)] == [None] * 6
+    output = tmp_path / "out.mp4"
+    assert_ok(cli("run", str(source), "-o", str(output), "--backend", "cpu", "-q"))
+    assert output_pts(output) == pytest.approx([index / 25 for index in range(6)])  # not 1/1200000 s apart
 
 
 @pytest.mark.parametrize("suffix, kept", [("mp4", True), ("mkv", True), ("ts", False)])

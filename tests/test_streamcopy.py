@@ -14,8 +14,9 @@ import streamconv
 FPS, SAMPLE_RATE, SAMPLES = 30, 48000, 1024
 
 
-def make_clip(path, *, frames: int = 30, audio_codec: str = "aac") -> None:
-    """An H.264 clip of ``frames`` 64x48 frames with a stereo sine track of the same length."""
+def make_clip(path, *, frames: int = 30, audio_codec: str = "aac", sample_format: str = "fltp") -> None:
+    """An H.264 clip of ``frames`` 64x48 frames with a stereo sine track of the same length
+    (``sample_format`` fltp, or s16 for the encoders that take integers: flac, pcm_s16le)."""
     with av.open(str(path), "w") as container:
         video = container.add_stream("libx264", rate=FPS)
         video.width, video.height, video.pix_fmt = 64, 48, "yuv420p"
@@ -30,7 +31,10 @@ def make_clip(path, *, frames: int = 30, audio_codec: str = "aac") -> None:
         for start in range(0, total, SAMPLES):
             t = (np.arange(SAMPLES) + start) / SAMPLE_RATE
             wave = (0.3 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)
-            chunk = av.AudioFrame.from_ndarray(np.stack([wave, wave]), format="fltp", layout="stereo")
+            samples = np.stack([wave, wave])
+            if sample_format == "s16":  # packed: L R L R ...
+                samples = (samples.T.reshape(1, -1) * 32767).astype(np.int16)
+            chunk = av.AudioFrame.from_ndarray(samples, format=sample_format, layout="stereo")
             chunk.sample_rate, chunk.pts, chunk.time_base = SAMPLE_RATE, start, Fraction(1, SAMPLE_RATE)
             for packet in audio.encode(chunk):
                 container.mux(packet)
@@ -83,6 +87,19 @@ def test_a_stream_the_container_cannot_hold_is_left_out_with_a_warning(cli, clip
     assert result.returncode == 0, result.stderr
     assert "audio stream 1 (aac) cannot be stored in .webm; not copied" in result.stderr
     assert audio_packets(out) == [] and video_frame_count(out) == 30
+
+
+@pytest.mark.parametrize("audio_codec, suffix", [("flac", "mov"), ("pcm_s16le", "mp4")])
+def test_audio_a_muxer_refuses_only_when_writing_is_left_out_and_the_video_kept(cli, tmp_path, audio_codec, suffix):
+    """Codecs a muxer lists but refuses: MOV takes FLAC (and Opus) only as MP4, at the first
+    packet; MP4 refuses PCM of an unnamed channel layout (Matroska names none) at the trailer.
+    Either lost the whole output (exit 8)."""
+    source, out = tmp_path / "in.mkv", tmp_path / f"out.{suffix}"
+    make_clip(source, frames=10, audio_codec=audio_codec, sample_format="s16")
+    result = cli("run", str(source), "-o", str(out), "--backend", "cpu", "-q")
+    assert result.returncode == 0, result.stderr
+    assert f"audio stream 1 ({audio_codec}) cannot be stored in .{suffix}; not copied" in result.stderr
+    assert video_frame_count(out) == 10 and audio_packets(out) == []
 
 
 def test_max_frames_keeps_the_audio_up_to_the_last_frame(cli, clip, tmp_path):

@@ -279,6 +279,17 @@ def test_cli_refuses_encoder_settings_before_the_run(cli, tmp_path, args, fragme
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("suffix, own", [("ogv", "video codec is "), ("y4m", "video codec is wrapped_avframe")])
+def test_a_container_that_cannot_hold_the_codec_is_refused_at_the_first_frame(cli, tmp_path, suffix, own):
+    """libx264 (the default) in Ogg or YUV4MPEG: the muxer refuses it only when writing its header,
+    which came with the encoder's first packet, after the last frame: the whole run, then exit 8."""
+    result = cli("run", "test:64x48,frames=30", "-o", str(tmp_path / f"out.{suffix}"), "--backend", "cpu",
+                 cwd=tmp_path)
+    message = assert_error(result, 6, f"cannot write {tmp_path / f'out.{suffix}'} with libx264", own)
+    assert "finishing" not in message
+    assert list(tmp_path.iterdir()) == []
+
+
 # ---------------------------------------------------------------- names and files
 
 

@@ -9,7 +9,7 @@ defaults both ways (BT.601, limited range), which round-trips too.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import av
 import numpy as np
@@ -22,6 +22,8 @@ _MATRICES = {1: Colorspace.ITU709, 4: Colorspace.FCC, 5: Colorspace.ITU601, 6: C
              7: Colorspace.SMPTE240M, 9: _BT2020, 10: _BT2020}
 FULL_RANGE = 2  # AVCOL_RANGE_JPEG
 UNSPECIFIED = 2  # AVCOL_SPC_UNSPECIFIED, AVCOL_PRI_UNSPECIFIED, AVCOL_TRC_UNSPECIFIED
+RGB_SPACE = 0  # AVCOL_SPC_RGB: the samples are R, G and B themselves (PNG, GIF, libx264rgb)
+BT601 = 6  # AVCOL_SPC_SMPTE170M: the matrix the scaler converts with when none is named
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,15 @@ def format_bits(pix_fmt: str | av.VideoFormat) -> int:
     return max((c.bits for c in video_format.components), default=8)
 
 
+def is_transparent(frame: av.VideoFrame) -> bool:
+    """Whether a decoded frame (host memory) has alpha (its format's, or a palette's) and some
+    pixel of it is not opaque: the filters see RGB, so that transparency is lost."""
+    video_format = frame.format
+    if not video_format.has_palette and not any(c.is_alpha for c in video_format.components):
+        return False
+    return bool((frame.to_ndarray(format="rgba")[..., 3] < 255).any())
+
+
 def plane_rows(plane, dtype, rows: int) -> np.ndarray:
     """A PyAV frame plane as a (rows, line size in samples) view of ``dtype`` samples, host
     memory, no copy: decoder and encoder rows may be padded past the picture's width."""
@@ -102,4 +113,18 @@ def rgb_to_frame(rgb: np.ndarray, pix_fmt: str, tags: ColourTags | None) -> av.V
 
 def yuv_tags(pix_fmt: str, tags: ColourTags | None) -> ColourTags | None:
     """``tags`` if converting RGB to ``pix_fmt`` needs a matrix (a YUV format), else None."""
-    return None if tags is None or av.VideoFormat(pix_fmt).is_rgb else tags
+    return None if tags is None or av.VideoFormat(pix_fmt).is_rgb else written_tags(pix_fmt, tags)
+
+
+def written_tags(pix_fmt: str, tags: ColourTags | None) -> ColourTags | None:
+    """The input's ``tags`` made true of ``pix_fmt`` frames converted from the filters' RGB.
+
+    An RGB output is tagged RGB, full range (a YUV matrix on it makes decoders read its planes
+    as Y, U and V); a YUV output of RGB input gets the matrix it is converted with (BT.601), as
+    an RGB tag would make decoders take its planes for G, B and R. Primaries and transfer stay.
+    """
+    if tags is None:
+        return None
+    if av.VideoFormat(pix_fmt).is_rgb:
+        return replace(tags, space=RGB_SPACE, range=FULL_RANGE)
+    return replace(tags, space=BT601) if tags.space == RGB_SPACE else tags

@@ -94,6 +94,19 @@ class DemuxedSource(FileSource):
             hint=_STREAMABLE_HINT if is_pipe(self.path) else "")
         self._damage = InputDamage(self.path, self._container.format.name)
 
+    def _decoded(self, decode, packet):
+        """FileSource's; raw video that ends inside a frame (a last packet shorter than a frame,
+        which the decoder refuses as an invalid argument) is damage, named, not a failed run."""
+        try:
+            return super()._decoded(decode, packet)
+        except StreamError:
+            if self._demuxer != "rawvideo" or packet is None:
+                raise
+            context = self._stream.codec_context
+            self._damage.truncated = (f"the input ends inside a frame: its last {packet.size} bytes are less than "
+                                      f"a {context.width}x{context.height} {context.pix_fmt} frame (truncated)")
+            return []
+
     def damage(self) -> list[str]:
         """FileSource's, and for an image sequence read to its end a hole in its numbering:
         the images beyond it were never read (FFmpeg's image2 demuxer stops there)."""

@@ -18,7 +18,7 @@ import av
 
 from ..errors import OutputError
 from .colour import format_bits
-from .ffmpeglog import ffmpeg_reason
+from .ffmpeglog import ffmpeg_reason, quiet_encoder_threads
 
 log = logging.getLogger(__name__)
 
@@ -204,3 +204,17 @@ def _frame_rate(codec: str, frame_rate) -> Fraction:
     if rate <= 0:
         raise OutputError(f"encoder {codec}: frame rate must be positive, got {frame_rate!r}")
     return rate
+
+
+def codec_options(codec: str, options: dict[str, str] | None, crf: float | None, preset: str | None,
+                  bitrate: str | None) -> dict[str, str]:
+    """The encoder's options: ``options``, with the quality (``crf``, or ``cq`` for NVENC), the
+    preset and the bit rate (``b``) where given, and x264's threads kept quiet."""
+    chosen = dict(options or {})
+    if crf is not None:
+        chosen["cq" if codec.endswith("_nvenc") else "crf"] = f"{crf:g}"
+    if bitrate is not None:
+        chosen["b"] = bitrate
+    if preset is not None:
+        chosen["preset"] = preset
+    return quiet_encoder_threads(codec, chosen)

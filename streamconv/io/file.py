@@ -27,7 +27,7 @@ from ..errors import FrameFormatError, FrameTypeError, InputError, NoVideoStream
 from ..frames import DEFAULT_MAX_PIXELS, check_frame_size
 from ..slots import RESIZED, FrameMeta
 from .container import display_matrix, frame_count, open_input
-from .colour import FULL_RANGE, ColourTags, format_bits, frame_to_rgb, plane_rows
+from .colour import FULL_RANGE, ColourTags, format_bits, frame_to_rgb, is_transparent, plane_rows
 from .damage import InputDamage, declared_end
 from .ffmpeglog import DamageLog, ffmpeg_reason
 from .metadata import InputMetadata
@@ -37,7 +37,6 @@ from .streamcopy import CopiedStreams
 from .yuv import YuvLayout, frame_to_planes
 
 log = logging.getLogger(__name__)
-
 
 
 class FileSource(ReadGuard, Source):
@@ -174,7 +173,9 @@ class FileSource(ReadGuard, Source):
         self.planes = self._layout(pixel_format.name)
 
     def _report_depth(self) -> None:
-        """Log how video of more than 8 bits per sample is filtered."""
+        """Log how video of more than 8 bits per sample is filtered, and that transparency is lost."""
+        if is_transparent(self._described):  # (judged on the first frame)
+            log.warning("%s: its transparency (%s) is dropped: filters see RGB", self.path, self._described.format.name)
         if self.bits <= 8:
             return
         pixel_format = self._described.format.name
@@ -186,8 +187,7 @@ class FileSource(ReadGuard, Source):
 
     @property
     def decoder(self) -> str:
-        """Which decoder runs, for logs and stats: ``cpu (h264)``, or with FFmpeg's hardware one
-        ``cpu (h264 on cuda)``."""
+        """Which decoder runs, for logs and stats: ``cpu (h264)``; FFmpeg's hardware one: ``cpu (h264 on cuda)``."""
         hardware = f" on {self.hwaccel}" if self.hardware_decoding else ""
         return f"cpu ({self._stream.codec_context.name}{hardware})"
 

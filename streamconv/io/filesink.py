@@ -25,10 +25,10 @@ from .formats import default_codec, output_format
 from .sequence import SequenceTarget
 from .targets import open_target
 from ..slots import FrameMeta
-from .colour import ColourTags, format_bits, rgb_to_frame, yuv_tags
-from .encoder_check import (check_encoder_options, check_pix_fmt, deeper_pix_fmt, default_pix_fmt,
-                            find_encoder)
-from .ffmpeglog import ffmpeg_reason, quiet_encoder_threads
+from .colour import ColourTags, format_bits, rgb_to_frame, written_tags, yuv_tags
+from .encoder_check import (check_encoder_options, check_pix_fmt, codec_options, deeper_pix_fmt,
+                            default_pix_fmt, find_encoder)
+from .ffmpeglog import ffmpeg_reason
 from .metadata import InputMetadata
 from .signalling import signalled_options
 from .sink import Sink
@@ -132,7 +132,7 @@ class FileSink(Sink):
         self._conversion = yuv_tags(pix_fmt, colour)  # fixed per sink: decided once, not per frame
         self._sample_bits = format_bits(pix_fmt)
         self._depth_warned = defaulted and self._sample_bits < (bits or 8)
-        self._codec_options = signalled_options(codec, _codec_options(codec, options, crf, preset, bitrate),
+        self._codec_options = signalled_options(codec, codec_options(codec, options, crf, preset, bitrate),
                                                 self._conversion, metadata and metadata.hdr, self.path)
         check_encoder_options(codec, pix_fmt, *self._size, self._frame_rate, self._codec_options)
         self._closed = False
@@ -179,7 +179,7 @@ class FileSink(Sink):
             stream.options = self._codec_options
             stream.thread_type = "AUTO"
             if self._colour is not None:
-                self._colour.tag(stream.codec_context)
+                written_tags(self._pix_fmt, self._colour).tag(stream.codec_context)
             if self._display_matrix is not None:
                 self._keep_display_matrix(stream)
             if self._metadata is not None:
@@ -190,6 +190,20 @@ class FileSink(Sink):
             raise OutputError(f"cannot set up encoder {self.codec_name} ({self._pix_fmt}) "
                               f"for {self.path}: {exc}") from None
         self._copies = add_copied_streams(self._container, self._copy_streams, self.path)
+        self._write_header()
+
+    def _write_header(self) -> None:
+        """The header, now: a container refusing the codec (libx264 in Ogg) does so before the run's work."""
+        try:
+            self._container.start_encoding()
+        except ValueError as exc:  # PyAV's EINVAL and invalid-data errors: the muxer refuses a stream
+            reason = exc.log[2].strip() if getattr(exc, "log", None) else ffmpeg_reason(exc)
+            own = self._container.default_video_codec
+            self.abort()
+            raise OutputError(f"cannot write {self.path} with {self.codec_name}: {reason} (its container's own "
+                              f"video codec is {own}: name another with --codec)") from None
+        except (av.FFmpegError, OSError) as exc:
+            self._raise_write_error(exc, "writing the header")
 
     def _keep_display_matrix(self, stream) -> None:
         """Store the input's display rotation on the new stream (before its first packet)."""
@@ -332,7 +346,10 @@ class FileSink(Sink):
 
     def _pts(self, meta: FrameMeta) -> int:
         if meta.pts is None or meta.time_base is None:
-            pts = meta.index if self._last_pts is None else self._last_pts + 1
+            # No timestamp (a raw H.264 stream): one frame at the nominal rate after the last,
+            # in the stream's ticks (1/1200000 s for such a stream, not one frame each).
+            ticks = max(1, round(1 / (self._frame_rate * self._time_base)))
+            pts = meta.index * ticks if self._last_pts is None else self._last_pts + ticks
         elif meta.time_base == self._time_base:
             pts = meta.pts
         else:
@@ -411,16 +428,3 @@ class FileSink(Sink):
     def describe(self) -> str:
         return f"{self.path} ({self.codec_name})"
 
-
-def _codec_options(codec: str, options: dict[str, str] | None, crf: float | None, preset: str | None,
-                   bitrate: str | None) -> dict[str, str]:
-    """The encoder's options: ``options``, with the quality (``crf``, or ``cq`` for NVENC), the
-    preset and the bit rate (``b``) where given, and x264's threads kept quiet."""
-    chosen = dict(options or {})
-    if crf is not None:
-        chosen["cq" if codec.endswith("_nvenc") else "crf"] = f"{crf:g}"
-    if bitrate is not None:
-        chosen["b"] = bitrate
-    if preset is not None:
-        chosen["preset"] = preset
-    return quiet_encoder_threads(codec, chosen)

@@ -13,6 +13,7 @@ and title as the track's own) and leaves out the rest.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Mapping
 
 import av
@@ -57,11 +58,14 @@ class InputMetadata:
         container: the input file's tags carried (title, comment, ...).
         video: the video stream's tags carried (language, handler_name, title, ...).
         hdr: the video's HDR10 mastering display and content light level, or None.
+        sample_aspect_ratio: the width of a pixel over its height (16/15 for anamorphic 4:3 PAL
+            DVD video), or None: square or not given.
     """
 
     container: dict[str, str] = field(default_factory=dict)
     video: dict[str, str] = field(default_factory=dict)
     hdr: HdrMetadata | None = None
+    sample_aspect_ratio: Fraction | None = None
 
     @classmethod
     def of(cls, container, stream, frame: av.VideoFrame) -> "InputMetadata":
@@ -69,10 +73,15 @@ class InputMetadata:
         of it decoded by libavcodec (host memory; its side data holds the HDR metadata, whether
         the bitstream or the container gave it)."""
         return cls(carried_tags(container.metadata, encoded=True), stream_tags(stream, encoded=True),
-                   HdrMetadata.of(frame))
+                   HdrMetadata.of(frame), stream.sample_aspect_ratio or None)
 
     def tag(self, container, stream) -> None:
         """Give an output ``container`` and its video ``stream`` (PyAV, before the header is
-        written) these tags."""
+        written) these tags, and the pixels' aspect ratio (the frames are written at their stored
+        size, so players stretch them as they stretched the input's)."""
         container.metadata.update(self.container)
         stream.metadata.update(self.video)
+        if self.sample_aspect_ratio is not None and self.sample_aspect_ratio != 1:
+            # Into the bitstream (H.264's VUI) and MP4's pasp. PyAV cannot set the stream's own,
+            # which Matroska's display size takes: VP9 in WebM loses it.
+            stream.codec_context.sample_aspect_ratio = self.sample_aspect_ratio

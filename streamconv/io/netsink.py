@@ -125,10 +125,9 @@ class NetworkSink(FileSink):
             return ListeningTarget(str(path), *listening)
         return MuxedTarget(str(path), self._send_to)  # FFmpeg opens the URL itself
 
-    def _open(self) -> None:
-        """Set up the encoder and connect (or, with ``listen``, wait for a receiver) at once,
-        at the first frame, rather than at the encoder's first packet some frames later."""
-        super()._open()
+    def _write_header(self) -> None:
+        """Connect (or, with ``listen``, wait for a receiver) with the header, at the first frame,
+        rather than at the encoder's first packet some frames later: any failure is the URL's."""
         started = time.monotonic()
         try:
             self._container.start_encoding()

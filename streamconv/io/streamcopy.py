@@ -129,14 +129,13 @@ def add_copied_streams(container, sources: Sequence, path: Path) -> dict[int, ob
     """
     copies: dict[int, object] = {}
     path = Path(path)  # a URL's string too (a network output)
-    storable = container.supported_codecs
     for source in sources:
         missing = missing_parameters(source)
         if missing:
             log.warning("%s stream %d has no %s; not copied", source.type, source.index, missing)
             continue
         codec = source.codec_context.name
-        if codec not in storable and not _header_takes(container.format.name, source):
+        if not _container_takes(container.format.name, source):
             log.warning("%s stream %d (%s) cannot be stored in %s; not copied (%s)", source.type,
                         source.index, codec, path.suffix or "this container", _holder(codec, path.suffix))
             continue
@@ -148,14 +147,24 @@ def add_copied_streams(container, sources: Sequence, path: Path) -> dict[int, ob
     return copies
 
 
-def _header_takes(format_name: str, source) -> bool:
-    """Whether a ``format_name`` muxer writes its header with a copy of ``source`` (PyAV's
-    ``supported_codecs`` lists only a muxer's defaults where it keeps no table of codecs, as
-    MPEG-TS, which holds AAC, AC-3 and more)."""
+def _container_takes(format_name: str, source) -> bool:
+    """Whether a ``format_name`` muxer writes a file with a copy of ``source``: its header, and
+    for PCM (whose packets are any bytes) a packet of silence and the trailer.
+
+    PyAV's ``supported_codecs`` is no answer: it lists only a muxer's defaults where it keeps no
+    table of codecs (MPEG-TS holds AAC, AC-3 and more), and codecs a muxer then refuses: MOV
+    takes Opus and FLAC only as MP4, MP4 refuses PCM of an unnamed channel layout (Matroska's)
+    only at the trailer. Refused there, the whole output would be lost.
+    """
     try:
         with av.open(io.BytesIO(), "w", format=format_name) as probe:
-            probe.add_stream_from_template(source)
+            stream = probe.add_stream_from_template(source)
             probe.start_encoding()
+            if source.codec_context.name.startswith("pcm_"):
+                # 192 bytes a channel: whole samples of 1 to 4 bytes (and of 8).
+                silence = av.Packet(bytes(192 * max(1, source.codec_context.channels)))
+                silence.stream, silence.pts, silence.dts, silence.time_base = stream, 0, 0, source.time_base
+                probe.mux(silence)
         return True
     except (av.FFmpegError, ValueError, OSError):
         return False
