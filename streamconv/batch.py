@@ -82,7 +82,7 @@ class Batch:
         processes: processes the inputs are shared among (None: :func:`default_processes`; 1:
             threads of this process only).
         devices: GPUs to spread the inputs over (None: ``[0]``; "all": every one).
-        backend, border, kernel, ring, decoder, colour: as for Pipeline.
+        backend, border, kernel, ring, decoder, colour, depth: as for Pipeline.
         sink_options: FileSink options (codec, pix_fmt, crf, bitrate, preset).
         manifest: the manifest file (None: OUTDIR/streamconv-batch.json).
         resume: skip inputs an earlier batch of this manifest finished: the same input file,
@@ -123,7 +123,7 @@ class Batch:
                  colour: str = "auto", sink_options: dict[str, Any] | None = None, manifest: str | Path | None = None,
                  resume: bool = False, overwrite: bool = False, recursive: bool = False, ext: str | None = None,
                  progress: bool = False, ray: str | bool | None = None, open_ahead: bool = True,
-                 segments: int | None = None) -> None:
+                 segments: int | None = None, depth: int | None = None) -> None:
         refusal = ray_refusal(devices=devices, processes=processes, ray=ray) or \
             (segments_refusal(processes=processes, ray=ray) if segments is not None else None)
         if refusal is not None:
@@ -149,7 +149,7 @@ class Batch:
         manifest_path = Path(manifest) if manifest is not None else outdir / MANIFEST_NAME
         self.settings = RunSettings(self.filters, self.backend,
                                     {"border": border, "kernel": kernel, "ring": ring, "decoder": decoder,
-                                     "colour": colour},
+                                     "colour": colour, "depth": depth},
                                     {k: v for k, v in (sink_options or {}).items() if v is not None},
                                     overwrite, set(), open_ahead)
         items, records = self._plan(inputs, outdir, manifest_path, resume=resume, recursive=recursive, ext=ext)
@@ -178,6 +178,8 @@ class Batch:
         check_outdir(outdir)
         items = plan_outputs(found, outdir, ext=ext, recursive=recursive)
         options = {name: self.settings.options[name] for name in ("border", "colour", "kernel")}
+        if self.settings.options["depth"] is not None:  # (at auto, earlier manifests' fingerprints stand)
+            options["depth"] = self.settings.options["depth"]
         fingerprint = settings_fingerprint(self.filters, {**options, "backend": self.backend,
                                                           "sink": self.settings.sink_options})
         complete, ours = resume_plan(earlier, [(item.source, item.output) for item in items], fingerprint)
@@ -388,10 +390,11 @@ def run_segmented_input(record: BatchRecord, settings: RunSettings, running: Run
     def segmented() -> tuple[RunStats, None]:
         note_input(record)
         Path(record.output).parent.mkdir(parents=True, exist_ok=True)
-        options = {k: v for k, v in settings.options.items() if k != "decoder"}
+        options = {k: v for k, v in settings.options.items() if k not in ("decoder", "depth")}
         stats = run_segments(record.input, settings.filters, record.output, segments=segments, jobs=jobs,
                              devices=devices, backend=settings.backend, overwrite=settings.replaces(record.output),
                              sink_options=settings.sink_options, running=running,
+                             source_options={"depth": settings.options.get("depth")},
                              decoder=segment_decoder(settings.options.get("decoder", "cpu")), **options)
         return stats, None  # never stopped early and finished: it ends whole or is aborted
 

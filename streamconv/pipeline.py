@@ -71,6 +71,8 @@ class Pipeline:
             :func:`streamconv.io.open.open_source`). With NVDEC and the cuda backend on the same
             device, frames that travel as planes are decoded into the slots' device buffers:
             nothing is uploaded.
+        depth: bits per sample a file or stream given as a spec is filtered in, 8 or 16 (None:
+            16 for video deeper than 8 bits, else 8; see :class:`streamconv.io.file.FileSource`).
         colour: where yuv420p video is converted to and from RGB. ``"backend"``: when the
             source decodes yuv420p and the sink encodes it (and no ``on_frame`` wants RGB),
             the slots carry the planes and the backend converts (cuda: on the GPU, so half the
@@ -105,7 +107,7 @@ class Pipeline:
                  on_frame: Callable[[np.ndarray, FrameMeta], None] | None = None,
                  sink_options: dict[str, Any] | None = None, colour: str = "auto",
                  max_pixels: int | None = DEFAULT_MAX_PIXELS, decoder: str = "auto",
-                 progress_file: ProgressFile | str | Path | None = None) -> None:
+                 progress_file: ProgressFile | str | Path | None = None, depth: int | None = None) -> None:
         ring = as_count(ring, "ring", 1, MAX_RING)
         device = as_count(device, "device", 0)
         if max_frames is not None:
@@ -127,7 +129,9 @@ class Pipeline:
         if max_pixels is not None and max_pixels < 1:
             raise FrameFormatError(f"max_pixels must be >= 1, got {max_pixels}")
         self.max_pixels = max_pixels
-        self.source = open_source(source, decoder=choose_decoder(decoder, self.backend_name), device=device)
+        depth_option = {"depth": depth} if depth is not None else {}  # a file's or stream's (None: its own)
+        self.source = open_source(source, decoder=choose_decoder(decoder, self.backend_name), device=device,
+                                  **depth_option)
         try:
             check_frame_size(self.source.width, self.source.height, max_pixels, self.source.describe())
             check_slot_memory(self.source.shape, self.source.dtype, ring, what=self.source.describe())

@@ -232,3 +232,24 @@ def test_what_a_ray_task_decides_is_refused_with_ray(cli, tmp_path, clips, optio
     with pytest.raises(streamconv.FilterSpecError, match="do not apply with --ray"):
         streamconv.Batch([str(clips)], ["edge"], out, backend="cpu", ray=True, **keyword)
     assert not out.exists()
+
+
+def test_depth_reaches_every_input_as_in_run(cli, tmp_path):
+    """--depth 8 filters 10-bit video in 8 bits and writes it so, as run does; auto keeps 10."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    with av.open(str(folder / "deep.mkv"), "w") as container:
+        stream = container.add_stream("ffv1", rate=25)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p10le"
+        for index in range(3):
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 40 * index, np.uint8), format="rgb24")
+            frame = frame.reformat(format="yuv420p10le")
+            frame.pts = index
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode())
+    for depth, written in (("8", "yuv420p"), ("auto", "yuv420p10le")):
+        out = tmp_path / f"out{depth}"
+        assert_ok(batch(cli, str(folder), "-o", str(out), "--depth", depth))
+        with av.open(str(out / "deep.mkv")) as container:
+            assert container.streams.video[0].codec_context.pix_fmt == written, depth
+        assert manifest_of(out)["inputs"][0]["frames"] == 3

@@ -31,7 +31,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
                   border=border, kernel=args.kernel, ring=args.ring, decoder=args.decoder,
                   colour=args.colour, sink_options=sink_options, manifest=args.manifest, resume=args.resume,
                   overwrite=args.overwrite, recursive=args.recursive, ext=args.ext, progress=not args.no_progress,
-                  ray=args.ray, segments=args.segments)
+                  ray=args.ray, segments=args.segments, depth=None if args.depth == "auto" else int(args.depth))
     result = batch.run()
     if not args.quiet:
         print(_summary(result), file=sys.stderr)
