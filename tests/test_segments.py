@@ -196,3 +196,14 @@ def test_mp4_parts_starting_off_a_whole_millisecond_keep_the_inputs_pts(cli, tmp
     whole, pieces, _ = one_piece_and_segments(cli, clip, tmp_path / "out.mp4", 3)
     pts_a, _ = decoded(whole)
     assert len(pts_a) == 60 and decoded(pieces)[0] == pts_a
+
+
+def test_mpegts_segments_start_at_their_keyframe_where_seeks_land_on_other_packets(cli, tmp_path):
+    clip = make_clip(tmp_path / "in.ts", "libx264", frames=40, gop=10, bframes=3)
+    with av.open(str(clip)) as container:  # the fault is real: a seek before a keyframe lands on no keyframe
+        stream = container.streams.video[0]
+        container.seek(keyframes(clip)[2] - 9000, stream=stream, backward=True)
+        assert not next(p for p in container.demux(stream) if p.size).is_keyframe
+    whole, pieces, _ = one_piece_and_segments(cli, clip, tmp_path / "out.mkv", 3)
+    pts_a, _ = decoded(whole)
+    assert len(pts_a) == 40 and decoded(pieces)[0] == pts_a

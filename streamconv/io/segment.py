@@ -134,30 +134,41 @@ class SegmentSource(FileSource):
             self._seek_to(start)
         for frame in super()._decode():
             if frame.pts is not None and start is not None and frame.pts < start:
-                continue  # a frame before the cut: the previous segment's
+                continue  # a frame before the cut (an open GOP's leading one): the previous segment's
             if frame.pts is not None and end is not None and frame.pts >= end:
                 return  # frames come out in pts order: the rest are the next segment's
             yield frame
 
+    def _video_packets(self) -> Iterator[av.Packet]:
+        """FileSource's packets from the segment's start keyframe on: a seek can land on packets
+        before it (MPEG-TS lands on any packet, not a keyframe), which are the previous
+        segment's and would not decode without theirs."""
+        packets = super()._video_packets()
+        if self.segment.start is not None:
+            for packet in packets:
+                if packet.is_keyframe and packet.pts == self.segment.start:
+                    yield packet
+                    break
+        yield from packets
+
     def _seek_to(self, start: int) -> None:
-        """Seek so that demuxing begins at the keyframe at ``start`` or before it. Some demuxers
-        land past it (MPEG-TS seeks by byte position and finds the next keyframe): each overshoot
-        is probed on packets alone, before any decoder sees one (the first must be a keyframe at
-        or before ``start``), and the seek backs off further.
+        """Seek so that demuxing reaches the keyframe at ``start`` before any later packet. Some
+        demuxers land past it, or on a packet that is no keyframe (MPEG-TS seeks by any packet's
+        dts): each landing is probed on packets alone, before any decoder sees one, and the seek
+        backs off further, twice as far each time.
 
         Raises:
-            InputError: the file cannot be sought, or not to that keyframe even from its start
+            InputError: the file cannot be sought, or not to that keyframe even far before it
                 (the segment's first frames would be lost).
         """
-        floor = self._stream.start_time or 0
-        target, landed, good = start, None, True
-        for _attempt in range(32):
+        target, step, landed, good = start, 1, None, True
+        for _attempt in range(48):
             self._seek(target)
-            landed, keyframe = self._first_video_packet()
-            good = landed is None or (keyframe and landed <= start)
-            if good or target <= floor:
+            good, landed = self._reaches_keyframe(start)
+            if good:
                 break
-            target = max(floor, target - 2 * max(landed - target, 1))
+            step = max(2 * step, 2 * (landed - target) if landed is not None else 0)
+            target -= step
         if not good:
             raise InputError(f"cannot seek {self.path} to its keyframe at pts {start} (the demuxer gives "
                              f"{landed} at best): its segments would lose frames; run it in one piece")
@@ -170,14 +181,18 @@ class SegmentSource(FileSource):
         except (av.FFmpegError, OSError) as exc:
             raise InputError(f"cannot seek {self.path} to pts {target}: {exc}") from None
 
-    def _first_video_packet(self) -> tuple[int | None, bool]:
-        """The pts of the next video packet and whether it is a keyframe ((None, True): none);
-        the packets read are consumed."""
+    def _reaches_keyframe(self, start: int) -> tuple[bool, int | None]:
+        """Whether demuxing from here reaches the keyframe at pts ``start`` before any packet
+        shown after it, and the first packet's pts (None: no packet); the packets read are consumed."""
+        first = None
         for packet in self._container.demux(self._stream):
             found = packet.pts if packet.pts is not None else packet.dts
-            if packet.size and found is not None:
-                return found, packet.is_keyframe
-        return None, True
+            if not packet.size or found is None:
+                continue
+            first = found if first is None else first
+            if found >= start:
+                return packet.is_keyframe and found == start, first
+        return False, first
 
     def _set_timing(self) -> None:
         """As FileSource, but a segment that stops before the file's end is not short of its
