@@ -207,3 +207,19 @@ def test_mpegts_segments_start_at_their_keyframe_where_seeks_land_on_other_packe
     whole, pieces, _ = one_piece_and_segments(cli, clip, tmp_path / "out.mkv", 3)
     pts_a, _ = decoded(whole)
     assert len(pts_a) == 40 and decoded(pieces)[0] == pts_a
+
+
+def test_damage_only_ffmpeg_reports_is_counted_once_for_the_segments_reading_one_file(cli, tmp_path):
+    clip = make_clip(tmp_path / "in.mkv", "libx264")
+    data = bytearray(clip.read_bytes())
+    clusters = [index for index in range(len(data)) if data[index:index + 4] == b"\x1f\x43\xb6\x75"]
+    data[clusters[len(clusters) // 2] + 4] = 0  # a cluster's size unreadable: its frames are lost
+    damaged = tmp_path / "damaged.mkv"
+    damaged.write_bytes(bytes(data))
+    chain = ("--backend", "cpu", "--codec", "ffv1", "--no-progress")
+    whole = cli("run", str(damaged), "-o", str(tmp_path / "a.mkv"), *chain)
+    assert whole.returncode == 13 and "FFmpeg reported damage" in whole.stderr, whole.stderr
+    pieces = cli("run", str(damaged), "-o", str(tmp_path / "b.mkv"), *chain, "--segments", "3")
+    assert pieces.returncode == 13, pieces.stderr  # the segments' watches of one file are one input's
+    pts = decoded(tmp_path / "a.mkv")[0]
+    assert len(pts) < 48 and decoded(tmp_path / "b.mkv")[0] == pts

@@ -17,6 +17,7 @@ from typing import Iterator
 import av
 
 from ..errors import InputError
+from .ffmpeglog import opening
 from .file import FileSource
 from .nvdec import NvdecSource
 
@@ -49,6 +50,12 @@ def keyframe_times(path: str | Path, video_stream: int = 0) -> tuple[list[int], 
     Raises:
         InputError: the file cannot be opened or has no such video stream.
     """
+    with opening(str(path)):  # read before any watch of its own: its lines are no other input's
+        return _scan_keyframes(path, video_stream)
+
+
+def _scan_keyframes(path: str | Path, video_stream: int) -> tuple[list[int], int | None]:
+    """keyframe_times' demuxing."""
     try:
         container = av.open(str(path))
     except (av.FFmpegError, OSError, ValueError) as exc:
