@@ -118,11 +118,11 @@ def run_segments(source: str | Path, filters: Sequence[str | FilterStage], outpu
     try:
         runner = _SegmentRunner(work, plan, parts_dir, output, ray=ray)
         results = runner.run(jobs, running)
-        join_parts(runner.parts, output, source=source, copy_streams=copy_streams, overwrite=overwrite,
-                   format=format, muxer_options=muxer_options)
+        copied = join_parts(runner.parts, output, source=source, copy_streams=copy_streams, overwrite=overwrite,
+                            format=format, muxer_options=muxer_options)
     finally:
         shutil.rmtree(parts_dir, ignore_errors=True)
-    return combine_stats(results, time.perf_counter() - started)
+    return combine_stats(results, time.perf_counter() - started, copied)
 
 
 def _check_before_work(source, output, *, overwrite: bool, format: str | None, decoder: str,
@@ -141,9 +141,10 @@ def _check_before_work(source, output, *, overwrite: bool, format: str | None, d
     FileSource(source, copy_streams=False, **source_options).close()
 
 
-def combine_stats(results: Sequence[RunStats], seconds: float) -> RunStats:
+def combine_stats(results: Sequence[RunStats], seconds: float, copied: Sequence[str] = ()) -> RunStats:
     """One RunStats for a segmented run: the segments' frames, errors and damage (each phrase
-    once), their stage times merged, the first frame any of them wrote, and ``seconds`` of wall time."""
+    once) with the ``copied`` streams' damage the join found, their stage times merged, the first
+    frame any of them wrote, and ``seconds`` of wall time."""
     total = RunStats(backend=results[0].backend, decoder=results[0].decoder, wall_seconds=seconds)
     total.first_written = min((s.first_written for s in results if s.first_written is not None), default=None)
     for stats in results:
@@ -153,6 +154,7 @@ def combine_stats(results: Sequence[RunStats], seconds: float) -> RunStats:
         total.damage += [phrase for phrase in stats.damage if phrase not in total.damage]
         for stage, times in stats.stages.items():
             total.stages.setdefault(stage, StageTimes(total.sample_cap)).merge(times)
+    total.damage += [phrase for phrase in copied if phrase not in total.damage]
     return total
 
 

@@ -223,3 +223,26 @@ def test_damage_only_ffmpeg_reports_is_counted_once_for_the_segments_reading_one
     assert pieces.returncode == 13, pieces.stderr  # the segments' watches of one file are one input's
     pts = decoded(tmp_path / "a.mkv")[0]
     assert len(pts) < 48 and decoded(tmp_path / "b.mkv")[0] == pts
+
+
+def test_damage_in_the_copied_audio_is_found_by_the_join_as_by_a_one_piece_run(cli, tmp_path):
+    data = make_clip(tmp_path / "in.ts", "libx264", frames=60, gop=10, bframes=2).read_bytes()
+    garbage = np.random.default_rng(1).integers(0, 256, 1500, np.uint8).tobytes()
+    cut = len(data) * 675 // 1000 // 188 * 188  # between transport packets: mid-GOP, inside an audio PES
+    mkv = bytearray(make_clip(tmp_path / "in.mkv", "libx264").read_bytes())
+    with av.open(str(tmp_path / "in.mkv")) as container:
+        audio = [(p.pos, p.size) for p in container.demux(audio=0) if p.size][20]
+    mkv[audio[0] + audio[1] // 4:audio[0] + audio[1] // 4 + 8] = bytes(8)  # an AAC packet's payload: 0, not 13
+    sources = {"cut.ts": data[:cut],  # the last audio packet damaged
+               "garbage.ts": data[:len(data) // 5] + garbage + data[len(data) // 5 + 1500:],  # one refused: 8
+               "payload.mkv": bytes(mkv)}
+    chain = ("--backend", "cpu", "--codec", "ffv1", "--no-progress")
+    for name, damaged in sources.items():
+        source = tmp_path / name
+        source.write_bytes(damaged)
+        whole = cli("run", str(source), "-o", str(tmp_path / f"a-{name}.mkv"), *chain)
+        pieces = cli("run", str(source), "-o", str(tmp_path / f"b-{name}.mkv"), *chain, "--segments", "3")
+        assert whole.returncode == 13 and "audio/subtitle packet(s)" in whole.stderr, whole.stderr
+        assert pieces.returncode == 13 and "audio/subtitle packet(s)" in pieces.stderr, pieces.stderr
+        assert decoded(tmp_path / f"b-{name}.mkv")[0] == decoded(tmp_path / f"a-{name}.mkv")[0]
+        assert packets(tmp_path / f"b-{name}.mkv", "audio") == packets(tmp_path / f"a-{name}.mkv", "audio")

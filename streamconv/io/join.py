@@ -18,6 +18,8 @@ from typing import Iterator, Sequence
 import av
 
 from ..errors import OutputError, StreamError
+from .damage import copied_damage, reported_damage, truncation
+from .ffmpeglog import DamageLog
 from .formats import output_format
 from .streamcopy import CopiedStreams, add_copied_streams
 from .targets import open_target
@@ -27,7 +29,7 @@ log = logging.getLogger(__name__)
 
 def join_parts(parts: Sequence[Path], output: str | Path, *, source: str | Path, copy_streams: bool = True,
                overwrite: bool = False, format: str | None = None,
-               muxer_options: dict[str, str] | None = None) -> int:
+               muxer_options: dict[str, str] | None = None) -> list[str]:
     """Write ``output`` from the parts' video packets and the input's audio/subtitle packets.
 
     Args:
@@ -40,7 +42,10 @@ def join_parts(parts: Sequence[Path], output: str | Path, *, source: str | Path,
         muxer_options: the output muxer's FFmpeg options.
 
     Returns:
-        The video packets written.
+        What was found wrong with the input's copied streams, one phrase per kind (empty:
+        nothing), as a one-piece run's source finds it: packets flagged or failing to decode
+        (copied as they are), packets the muxer refused (left out), FFmpeg's lines about them,
+        streams left out or without packets. The video's damage is the segments' to find.
 
     Raises:
         StreamError: the parts' codec descriptions differ, or a part cannot be read.
@@ -52,12 +57,14 @@ def join_parts(parts: Sequence[Path], output: str | Path, *, source: str | Path,
         _check_alike(containers, parts)
         handle = target.create()
         try:
-            written = _remux(containers, handle, output, source, copy_streams, format, muxer_options)
+            damage = _remux(containers, handle, output, source, copy_streams, format, muxer_options)
         except BaseException:
             target.discard()
             raise
         target.publish()
-        return written
+        if damage:  # as a segment's pipeline says the video's
+            log.warning("input damaged: %s", "; ".join(damage))
+        return damage
     finally:
         for container in containers:
             container.close()
@@ -87,8 +94,9 @@ def _check_alike(containers: Sequence, parts: Sequence[Path]) -> None:
 
 
 def _remux(containers: Sequence, handle, output, source, copy_streams: bool, format: str | None,
-           muxer_options: dict[str, str] | None) -> int:
-    """Mux the parts' video and the input's copied packets, interleaved by time, into ``handle``."""
+           muxer_options: dict[str, str] | None) -> list[str]:
+    """Mux the parts' video and the input's copied packets, interleaved by time, into ``handle``;
+    what was found wrong with the copied streams (see :func:`_copy_damage`)."""
     try:
         out = av.open(handle, mode="w", format=output_format(output, format),
                       container_options=dict(muxer_options or {}))
@@ -101,18 +109,29 @@ def _remux(containers: Sequence, handle, output, source, copy_streams: bool, for
         out.metadata.update(containers[0].metadata)
         video.metadata.update(template.metadata)
         wanted = [s for s in original.streams if copy_streams and s.type in ("audio", "subtitle")]
-        copied = CopiedStreams(str(source), wanted, None).streams
-        copies = add_copied_streams(out, copied, Path(output))
-        streams = [original.streams[index] for index in copies]
-        written = 0
-        for packet in heapq.merge(_video_packets(containers), _packets(original, streams), key=_seconds):
-            if packet.stream.type == "video":  # only the parts' video is demuxed
-                packet.stream = video
-                written += 1
-            else:
-                packet.stream = copies[packet.stream.index]
-            _mux(out, packet, output)
-    return written
+        # Checked as a one-piece run's source checks them, since only the join reads them here.
+        checked = CopiedStreams(str(source), wanted, truncation(str(source), original.format.name))
+        copies = add_copied_streams(out, checked.streams, Path(output))
+        watch = DamageLog(_components(original, checked.counted_streams), owner=str(source)).start()
+        refused = 0
+        try:
+            for packet in heapq.merge(_video_packets(containers), _packets(original, checked.counted_streams),
+                                      key=_seconds):
+                if packet.stream.type == "video":  # only the parts' video is demuxed
+                    packet.stream = video
+                    _mux(out, packet, output)
+                elif checked.check(packet) and packet.stream.index in copies:
+                    refused += not _mux_copied(out, packet, copies[packet.stream.index], output, refused)
+        finally:
+            watch.stop()
+    return copied_damage(checked.damaged, refused) + reported_damage(watch.count) + checked.stream_damage(True)
+
+
+def _components(container, streams: Sequence) -> set[str]:
+    """The FFmpeg components whose lines tell of damage in the copied streams: the input's
+    demuxer and their decoders (the video's are the segments' to watch)."""
+    name = container.format.name
+    return {name, *name.split(","), *(s.codec_context.name for s in streams if s.codec_context is not None)}
 
 
 def _video_packets(containers: Sequence) -> Iterator[av.Packet]:
@@ -145,6 +164,20 @@ def _seconds(packet: av.Packet) -> float:
     """When a packet is due in the file (its dts, else pts, in seconds): the muxing order."""
     stamp = packet.dts if packet.dts is not None else packet.pts
     return float(stamp * packet.time_base) if stamp is not None and packet.time_base else 0.0
+
+
+def _mux_copied(out, packet: av.Packet, target, output, refused: int) -> bool:
+    """Mux a copied packet into its ``target`` stream; False where the muxer refused it (a
+    damaged one: left out, as a one-piece run leaves it out; the first is warned of)."""
+    index, packet.stream = packet.stream.index, target
+    try:
+        _mux(out, packet, output)
+        return True
+    except StreamError as exc:  # a write failure is an OutputError: the run's
+        if not refused:
+            log.warning("%s: a packet of %s stream %d that the muxer refused was left out (%s)", output,
+                        target.type, index, exc)
+        return False
 
 
 def _mux(out, packet: av.Packet, output) -> None:
