@@ -20,21 +20,24 @@ RATE, SAMPLE_RATE, SAMPLES = 25, 48000, 1024
 
 
 def make_clip(path: Path, codec: str, *, frames: int = 48, gop: int = 8, size=(64, 48), bframes: int = 0,
-              rate: int = RATE) -> Path:
+              rate: int = RATE, times: list[int] | None = None) -> Path:
     """``frames`` frames of a sliding random picture, a keyframe every ``gop``, up to ``bframes``
-    B-frames in a row (libx264), and an AAC track."""
+    B-frames in a row (libx264), and an AAC track; ``times``: the frames' pts in ms (irregular:
+    variable frame rate), else one every 1/``rate`` s."""
     width, height = size
     base = np.random.default_rng(3).integers(0, 256, (height, 2 * width, 3), np.uint8)
     with av.open(str(path), "w") as container:
         video = container.add_stream(codec, rate=rate)
         video.width, video.height, video.pix_fmt = width, height, "yuv420p"
         video.options = {"g": str(gop), **({"preset": "ultrafast", "bf": str(bframes)} if codec == "libx264" else {})}
+        if times is not None:
+            video.time_base = video.codec_context.time_base = Fraction(1, 1000)
         audio = container.add_stream("aac", rate=SAMPLE_RATE)
         audio.codec_context.layout = "stereo"
         for index in range(frames):
             start = 3 * index % width
             frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(base[:, start:start + width]), format="rgb24")
-            frame.pts = index
+            frame.pts, frame.time_base = (index, Fraction(1, rate)) if times is None else (times[index], Fraction(1, 1000))
             container.mux(video.encode(frame))
         for start in range(0, frames * SAMPLE_RATE // rate, SAMPLES):
             wave = (0.3 * np.sin(2 * np.pi * 440 * (np.arange(SAMPLES) + start) / SAMPLE_RATE)).astype(np.float32)
@@ -246,3 +249,14 @@ def test_damage_in_the_copied_audio_is_found_by_the_join_as_by_a_one_piece_run(c
         assert pieces.returncode == 13 and "audio/subtitle packet(s)" in pieces.stderr, pieces.stderr
         assert decoded(tmp_path / f"b-{name}.mkv")[0] == decoded(tmp_path / f"a-{name}.mkv")[0]
         assert packets(tmp_path / f"b-{name}.mkv", "audio") == packets(tmp_path / f"a-{name}.mkv", "audio")
+
+
+def test_mp4_joins_keep_the_dts_rising_where_frame_times_are_irregular(cli, tmp_path):
+    # 40 ms apart just after each keyframe, 10 ms before the next: a part's encoder puts its first
+    # dts 80 ms before its keyframe, below the previous part's last.
+    times = [sum(40 if i % 10 in (1, 2, 3) else 10 for i in range(n)) for n in range(40)]
+    clip = make_clip(tmp_path / "in.mp4", "libx264", frames=40, gop=10, bframes=2, times=times)
+    whole, pieces, _ = one_piece_and_segments(cli, clip, tmp_path / "out.mp4", 3)  # MP4 refused falling dts: exit 8
+    pts_a, _ = decoded(whole)
+    assert len(pts_a) == 40 and decoded(pieces)[0] == pts_a
+    assert packets(pieces, "audio") == packets(whole, "audio")

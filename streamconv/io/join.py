@@ -137,15 +137,18 @@ def _components(container, streams: Sequence) -> set[str]:
 def _video_packets(containers: Sequence) -> Iterator[av.Packet]:
     """The parts' video packets, part after part (each in its file's order).
 
-    Matroska stores no dts, so a part's first packets of reordered video (B-frames) come back
-    without one, and the muxer would guess one below the previous part's last: such a packet
-    gets the dts just after the last one (never past its pts; a part's pts all follow the
-    previous part's), which keeps the dts rising as the muxer requires.
+    The dts must keep rising, which each part's own do only within it. Matroska stores no dts,
+    so a part's first packets of reordered video (B-frames) come back without one, and the
+    muxer would guess one below the previous part's last; and an encoder gives a part's first
+    packets dts from that part's own pts, before its first keyframe, which with irregular frame
+    times (variable frame rate) can be below the previous part's last, where MP4 refuses them.
+    Such a packet gets the dts just after the last one (never past its pts: a part's pts all
+    follow the previous part's).
     """
     last = None
     for container in containers:
         for packet in _packets(container, [container.streams.video[0]]):
-            if packet.dts is None and last is not None and packet.pts is not None:
+            if last is not None and packet.pts is not None and (packet.dts is None or packet.dts <= last):
                 packet.dts = min(last + 1, packet.pts)
             last = packet.dts if packet.dts is not None else last
             yield packet
