@@ -260,3 +260,14 @@ def test_mp4_joins_keep_the_dts_rising_where_frame_times_are_irregular(cli, tmp_
     pts_a, _ = decoded(whole)
     assert len(pts_a) == 40 and decoded(pieces)[0] == pts_a
     assert packets(pieces, "audio") == packets(whole, "audio")
+
+
+def test_mpegts_output_has_the_one_piece_pts_and_audio_and_avi_is_refused(cli, tmp_path):
+    clip = make_clip(tmp_path / "in.mkv", "libx264", frames=40, gop=10, bframes=2)
+    # libx264's B-frames put the first dts below 0: an MPEG-TS part moved its own timestamps up by that.
+    whole, pieces, _ = one_piece_and_segments(cli, clip, tmp_path / "out.ts", 3)
+    pts_a, _ = decoded(whole)
+    assert len(pts_a) == 40 and decoded(pieces)[0] == pts_a
+    assert packets(pieces, "audio") == packets(whole, "audio")
+    avi = cli("run", str(clip), "-o", str(tmp_path / "out.avi"), "--backend", "cpu", "--segments", "2")
+    assert avi.returncode == 6 and "AVI" in avi.stderr and not (tmp_path / "out.avi").exists()

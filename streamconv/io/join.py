@@ -38,7 +38,7 @@ def join_parts(parts: Sequence[Path], output: str | Path, *, source: str | Path,
             the input, an existing file replaced only with ``overwrite``.
         source: the input file, for its audio and subtitle streams (and never overwritten).
         copy_streams: copy the input's audio and subtitle streams (False: video only).
-        format: the output's container (None: by extension), the parts' as well.
+        format: the output's container (None: by extension).
         muxer_options: the output muxer's FFmpeg options.
 
     Returns:
