@@ -32,6 +32,7 @@ from .filters import FilterStage
 from .frames import as_count
 from .interrupts import stop_on_signals
 from .io.file import FileSource
+from .io.damage import reported_damage
 from .io.formats import default_codec, output_format
 from .io.join import join_parts
 from .io.open import open_sink
@@ -51,19 +52,25 @@ one of these, else in MOV, whose packets the others take (MPEG-TS shifts a file'
 start at 0, each part's by its own amount; AVI keeps none)."""
 
 
-def plan_segments(source: str | Path, segments: int, *, video_stream: int = 0) -> list[Segment]:
+def plan_segments(source: str | Path, segments: int, *,
+                  video_stream: int = 0) -> tuple[list[Segment], list[str]]:
     """Cut ``source`` into up to ``segments`` segments of near equal duration at its video
     keyframes (demuxing only), with a notice when there are fewer keyframes than cuts.
 
     Returns:
-        The segments in order (:class:`streamconv.io.segment.Segment`, pts in the stream's time base).
+        The segments in order (:class:`streamconv.io.segment.Segment`, pts in the stream's time
+        base), and the damage the demuxer reported meanwhile (phrases; see
+        :func:`streamconv.io.segment.keyframe_times`), which the segments do not count.
     """
-    keyframes, last = keyframe_times(source, video_stream)
+    keyframes, last, reported = keyframe_times(source, video_stream)
     planned = plan_cuts(keyframes, last, segments)
     if len(planned) < segments:
         log.warning("%s has %d keyframe(s) to cut at: %d segment(s) instead of %d", source,
                     max(0, len(keyframes) - 1), len(planned), segments)
-    return planned
+    damage = reported_damage(reported)
+    if damage:
+        log.warning("input damaged: %s", "; ".join(damage))
+    return planned, damage
 
 
 def parts_prefix(output: str | Path) -> str:
@@ -116,7 +123,7 @@ def run_segments(source: str | Path, filters: Sequence[str | FilterStage], outpu
     _check_before_work(source, output, overwrite=overwrite, format=format, decoder=decoder, ray=ray,
                        devices=devices, source_options=source_options, pipeline_options=pipeline_options)
     started = time.perf_counter()
-    plan = plan_segments(source, segments, video_stream=source_options.get("video_stream", 0))
+    plan, scanned = plan_segments(source, segments, video_stream=source_options.get("video_stream", 0))
     work = SegmentWork.make(source, filters, output, backend=backend, devices=devices, format=format,
                             decoder=decoder, sink_options=sink_options, source_options=source_options,
                             pipeline_options=pipeline_options)
@@ -128,7 +135,7 @@ def run_segments(source: str | Path, filters: Sequence[str | FilterStage], outpu
                             format=format, muxer_options=muxer_options)
     finally:
         shutil.rmtree(parts_dir, ignore_errors=True)
-    return combine_stats(results, time.perf_counter() - started, copied)
+    return combine_stats(results, time.perf_counter() - started, [*scanned, *copied])
 
 
 def _check_before_work(source, output, *, overwrite: bool, format: str | None, decoder: str,
@@ -150,10 +157,10 @@ def _check_before_work(source, output, *, overwrite: bool, format: str | None, d
     FileSource(source, copy_streams=False, **source_options).close()
 
 
-def combine_stats(results: Sequence[RunStats], seconds: float, copied: Sequence[str] = ()) -> RunStats:
+def combine_stats(results: Sequence[RunStats], seconds: float, found: Sequence[str] = ()) -> RunStats:
     """One RunStats for a segmented run: the segments' frames, errors and damage (each phrase
-    once) with the ``copied`` streams' damage the join found, their stage times merged, the first
-    frame any of them wrote, and ``seconds`` of wall time."""
+    once) with the damage ``found`` apart (by the keyframe scan, the join), their stage times
+    merged, the first frame any of them wrote, and ``seconds`` of wall time."""
     total = RunStats(backend=results[0].backend, decoder=results[0].decoder, wall_seconds=seconds)
     total.first_written = min((s.first_written for s in results if s.first_written is not None), default=None)
     for stats in results:
@@ -163,7 +170,7 @@ def combine_stats(results: Sequence[RunStats], seconds: float, copied: Sequence[
         total.damage += [phrase for phrase in stats.damage if phrase not in total.damage]
         for stage, times in stats.stages.items():
             total.stages.setdefault(stage, StageTimes(total.sample_cap)).merge(times)
-    total.damage += [phrase for phrase in copied if phrase not in total.damage]
+    total.damage += [phrase for phrase in found if phrase not in total.damage]
     return total
 
 

@@ -77,7 +77,7 @@ def open_container(path: str, options: dict, timeout: float | None, hwaccel: str
         InputError: the hardware decoder is not in this FFmpeg build, or could not start.
         av.FFmpegError, OSError, ValueError: the input itself could not be opened.
     """
-    with opening(path):  # its probe's lines are not another input's
+    with opening():  # its probe's lines are not another input's
         return _open(path, options, timeout, hwaccel, format)
 
 

@@ -55,33 +55,21 @@ _lock = threading.Lock()
 _watches = 0
 _restore: bool | None = None
 _open: list["DamageLog"] = []
-_opening: list[object] = []  # the inputs being opened (probed) now, whose lines come before their watch starts
+_opening = 0  # inputs being opened (probed) now, whose lines come before their watch starts
 
 
 @contextlib.contextmanager
-def opening(owner: str | None = None):
-    """Mark an input's opening, or a read of it before its watch exists: FFmpeg's probe may log
-    its damage then, so while an input is opening the watches of other inputs count such lines
-    as shared. ``owner``: the input (its path), as its watches name it (None: a one-off)."""
-    mark = object() if owner is None else owner
+def opening():
+    """Mark an input's opening: FFmpeg's probe may log its damage before the input's own watch
+    exists, so while any input is opening every watch counts such lines as shared."""
+    global _opening
     with _lock:
-        _opening.append(mark)
+        _opening += 1
     try:
         yield
     finally:
         with _lock:
-            _opening.remove(mark)
-
-
-def _counter(component: str) -> "DamageLog | None":
-    """The open watch that counts a line of ``component``: the first one listening, when every
-    watch listening and every input being opened are of one input (the segments of a segmented
-    run read one file at once); None when the line could be another input's."""
-    listening = [watch for watch in _open if component in watch.components]
-    owners = {id(watch) if watch.owner is None else watch.owner for watch in listening}
-    owners.update(_opening)
-    return listening[0] if listening and len(owners) == 1 else None
-
+            _opening -= 1
 
 _WORDS = ("corrupt", "truncat", "prematurely", "invalid", "missing", "error")
 
@@ -92,7 +80,6 @@ class DamageLog(logging.Handler):
     Args:
         components: FFmpeg component names to listen to, e.g. ``{"mpegts", "h264"}`` (the
             input's demuxer and decoders; an encoder's lines are not about the input).
-        owner: the input (its path): watches of one owner count each line once between them.
 
     Attributes:
         count: lines counted: errors, and warnings that speak of damage.
@@ -100,16 +87,13 @@ class DamageLog(logging.Handler):
 
     FFmpeg's lines name the component, not the file: while two inputs of the same format or
     codec are read at once in one process (a batch), a line could be either's, so it is counted
-    for neither (``shared``), nor is one logged while another input is being opened; their damage
-    is still seen where the decoder flags it (skipped packets, concealed frames) and in the
-    container's structure. Watches of one owner (the segments of one file) are one input: a line
-    is counted once, by the first of them listening.
+    for neither (``shared``), nor is one logged while another input is being opened; their damage is still seen where the decoder flags it (skipped
+    packets, concealed frames) and in the container's structure.
     """
 
-    def __init__(self, components: set[str], owner: str | None = None) -> None:
+    def __init__(self, components: set[str]) -> None:
         super().__init__(level=logging.WARNING)
         self.components = set(components)
-        self.owner = owner
         self.count = 0
         self.shared = 0
         self._logger = logging.getLogger("libav")
@@ -119,13 +103,11 @@ class DamageLog(logging.Handler):
         if component not in self.components:
             return
         if record.levelno >= logging.ERROR or any(w in record.getMessage().lower() for w in _WORDS):
-            with _lock:  # decided once for every watch the record reaches
-                if not hasattr(record, "streamconv_counter"):
-                    record.streamconv_counter = _counter(component)
-                counter = record.streamconv_counter
-            if counter is self:
+            with _lock:
+                alone = _opening == 0 and sum(component in watch.components for watch in _open) <= 1
+            if alone:
                 self.count += 1
-            elif counter is None:
+            else:
                 self.shared += 1
 
     def start(self) -> "DamageLog":
@@ -148,10 +130,10 @@ class DamageLog(logging.Handler):
         if not getattr(self, "_started", False):
             return
         self._started = False
-        with _lock:  # before the handler goes: a line is never left to a watch that no longer hears it
+        self._logger.removeHandler(self)
+        with _lock:
             _watches -= 1
             _open.remove(self)
             if _watches == 0 and _restore is not None:
                 av.logging.set_level(None)
                 self._logger.propagate, _restore = _restore, None
-        self._logger.removeHandler(self)

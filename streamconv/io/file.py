@@ -131,7 +131,7 @@ class FileSource(Source):
         format_name = self._container.format.name
         components = {format_name, *format_name.split(","), context.name,
                       *(s.codec_context.name for s in self._copies.counted_streams)}
-        self._damage_log = DamageLog(components, owner=self.path).start()
+        self._damage_log = DamageLog(components).start()
         self._frames = self._decode()
         # The first frame, not the header, gives the size: headers can be missing or name
         # a later size, and a file with nothing decodable is refused before any output exists.

@@ -112,7 +112,7 @@ def _remux(containers: Sequence, handle, output, source, copy_streams: bool, for
         # Checked as a one-piece run's source checks them, since only the join reads them here.
         checked = CopiedStreams(str(source), wanted, truncation(str(source), original.format.name))
         copies = add_copied_streams(out, checked.streams, Path(output))
-        watch = DamageLog(_components(original, checked.counted_streams), owner=str(source)).start()
+        watch = DamageLog(_components(original, checked.counted_streams)).start()
         refused = 0
         try:
             for packet in heapq.merge(_video_packets(containers), _packets(original, checked.counted_streams),

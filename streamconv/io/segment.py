@@ -17,7 +17,7 @@ from typing import Iterator
 import av
 
 from ..errors import InputError
-from .ffmpeglog import opening
+from .ffmpeglog import DamageLog
 from .file import FileSource
 from .nvdec import NvdecSource
 
@@ -40,22 +40,20 @@ class Segment:
         return f"segment {self.index} (pts {start} to {end})"
 
 
-def keyframe_times(path: str | Path, video_stream: int = 0) -> tuple[list[int], int | None]:
-    """The pts of the video stream's keyframe packets, in time-base ticks, ascending, and the
-    last packet's pts (None: no packet had one); demuxes the packets, decodes nothing.
+def keyframe_times(path: str | Path, video_stream: int = 0) -> tuple[list[int], int | None, int]:
+    """The pts of the video stream's keyframe packets, in time-base ticks, ascending, the last
+    packet's pts (None: no packet had one), and the demuxer's log lines about damage meanwhile
+    (see :class:`~streamconv.io.ffmpeglog.DamageLog`); demuxes the packets, decodes nothing.
 
-    A file that cannot be read past some point yields the keyframes before it: the segments
-    then find the damage as a one-piece run does.
+    The segments read the file at once, so their FFmpeg lines, which name the demuxer and not
+    the file, could be any one's and are counted by none of them: the demuxer's are counted
+    here, over the whole file, as a one-piece run counts them. A file that cannot be read past
+    some point yields the keyframes before it: the segments then find the damage as a one-piece
+    run does.
 
     Raises:
         InputError: the file cannot be opened or has no such video stream.
     """
-    with opening(str(path)):  # read before any watch of its own: its lines are no other input's
-        return _scan_keyframes(path, video_stream)
-
-
-def _scan_keyframes(path: str | Path, video_stream: int) -> tuple[list[int], int | None]:
-    """keyframe_times' demuxing."""
     try:
         container = av.open(str(path))
     except (av.FFmpegError, OSError, ValueError) as exc:
@@ -66,6 +64,7 @@ def _scan_keyframes(path: str | Path, video_stream: int) -> tuple[list[int], int
             raise InputError(f"video stream {video_stream} requested, input has {len(videos)}: {path}")
         keyframes: set[int] = set()
         last = None
+        watch = DamageLog({container.format.name, *container.format.name.split(",")}).start()
         try:
             for packet in container.demux(videos[video_stream]):
                 if packet.pts is None:
@@ -75,7 +74,9 @@ def _scan_keyframes(path: str | Path, video_stream: int) -> tuple[list[int], int
                     keyframes.add(packet.pts)
         except (av.FFmpegError, OSError):
             pass  # unreadable from here on: cut among the keyframes before it
-    return sorted(keyframes), last
+        finally:
+            watch.stop()
+    return sorted(keyframes), last, watch.count
 
 
 def plan_cuts(keyframes: list[int], last: int | None, segments: int) -> list[Segment]:
