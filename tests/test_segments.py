@@ -286,3 +286,25 @@ def test_segments_cut_at_open_gop_keyframes_give_the_one_piece_frames_and_no_dam
     (pts_a, frames_a), (pts_b, frames_b) = decoded(whole), decoded(pieces)
     assert len(pts_a) == 40 and pts_b == pts_a
     assert all(np.array_equal(a, b) for a, b in zip(frames_a, frames_b))
+
+
+def test_a_join_whose_trailer_fails_exits_as_a_one_piece_run(cli, tmp_path):
+    clip = tmp_path / "in.mkv"  # 8 frames with PCM audio, which MP4's trailer refuses (both runs fail so)
+    with av.open(str(clip), "w") as container:
+        video, audio = container.add_stream("ffv1", rate=RATE), container.add_stream("pcm_s16le", rate=SAMPLE_RATE)
+        video.width, video.height, video.pix_fmt = 64, 48, "yuv420p"
+        video.options, audio.codec_context.layout = {"g": "4"}, "stereo"
+        for index in range(8):
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 30 * index, np.uint8), format="rgb24")
+            frame.pts = index
+            container.mux(video.encode(frame))
+            chunk = av.AudioFrame.from_ndarray(np.zeros((1, 2 * 1920), np.int16), format="s16", layout="stereo")
+            chunk.sample_rate, chunk.pts = SAMPLE_RATE, 1920 * index
+            container.mux(audio.encode(chunk))
+        for stream in (video, audio):
+            container.mux(stream.encode(None))
+    whole = cli("run", str(clip), "-o", str(tmp_path / "a.mp4"), "--backend", "cpu")
+    pieces = cli("run", str(clip), "-o", str(tmp_path / "b.mp4"), "--backend", "cpu", "--segments", "2")
+    assert whole.returncode == 8 and pieces.returncode == whole.returncode, pieces.stderr  # not 1, an internal error
+    assert "Traceback" not in pieces.stderr and "internal error" not in pieces.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mkv"]

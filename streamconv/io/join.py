@@ -17,7 +17,7 @@ from typing import Iterator, Sequence
 
 import av
 
-from ..errors import OutputError, StreamError
+from ..errors import OutputError, StreamconvError, StreamError
 from .damage import copied_damage, reported_damage, truncation
 from .ffmpeglog import DamageLog
 from .formats import output_format
@@ -96,34 +96,42 @@ def _check_alike(containers: Sequence, parts: Sequence[Path]) -> None:
 def _remux(containers: Sequence, handle, output, source, copy_streams: bool, format: str | None,
            muxer_options: dict[str, str] | None) -> list[str]:
     """Mux the parts' video and the input's copied packets, interleaved by time, into ``handle``;
-    what was found wrong with the copied streams (see :func:`_copy_damage`)."""
+    what was found wrong with the copied streams (see :func:`join_parts`)."""
     try:
         out = av.open(handle, mode="w", format=output_format(output, format),
                       container_options=dict(muxer_options or {}))
     except (av.FFmpegError, ValueError, OSError) as exc:
         raise OutputError(f"cannot write {output}: {exc}") from None
-    with out, av.open(str(source)) as original:
-        template = containers[0].streams.video[0]
-        video = out.add_stream_from_template(template)
-        video.time_base = template.time_base
-        out.metadata.update(containers[0].metadata)
-        video.metadata.update(template.metadata)
-        wanted = [s for s in original.streams if copy_streams and s.type in ("audio", "subtitle")]
-        # Checked as a one-piece run's source checks them, since only the join reads them here.
-        checked = CopiedStreams(str(source), wanted, truncation(str(source), original.format.name))
-        copies = add_copied_streams(out, checked.streams, Path(output))
-        watch = DamageLog(_components(original, checked.counted_streams)).start()
-        refused = 0
-        try:
-            for packet in heapq.merge(_video_packets(containers), _packets(original, checked.counted_streams),
-                                      key=_seconds):
-                if packet.stream.type == "video":  # only the parts' video is demuxed
-                    packet.stream = video
-                    _mux(out, packet, output)
-                elif checked.check(packet) and packet.stream.index in copies:
-                    refused += not _mux_copied(out, packet, copies[packet.stream.index], output, refused)
-        finally:
-            watch.stop()
+    try:
+        with out, av.open(str(source)) as original:
+            return _mux_all(out, containers, original, output, source, copy_streams)
+    except (av.FFmpegError, OSError) as exc:  # the trailer, written as the output closes
+        raise _failure(exc, output) from None
+
+
+def _mux_all(out, containers: Sequence, original, output, source, copy_streams: bool) -> list[str]:
+    """The body of :func:`_remux`: ``out``'s streams, then the packets."""
+    template = containers[0].streams.video[0]
+    video = out.add_stream_from_template(template)
+    video.time_base = template.time_base
+    out.metadata.update(containers[0].metadata)
+    video.metadata.update(template.metadata)
+    wanted = [s for s in original.streams if copy_streams and s.type in ("audio", "subtitle")]
+    # Checked as a one-piece run's source checks them, since only the join reads them here.
+    checked = CopiedStreams(str(source), wanted, truncation(str(source), original.format.name))
+    copies = add_copied_streams(out, checked.streams, Path(output))
+    watch = DamageLog(_components(original, checked.counted_streams)).start()
+    refused = 0
+    try:
+        for packet in heapq.merge(_video_packets(containers), _packets(original, checked.counted_streams),
+                                  key=_seconds):
+            if packet.stream.type == "video":  # only the parts' video is demuxed
+                packet.stream = video
+                _mux(out, packet, output)
+            elif checked.check(packet) and packet.stream.index in copies:
+                refused += not _mux_copied(out, packet, copies[packet.stream.index], output, refused)
+    finally:
+        watch.stop()
     return copied_damage(checked.damaged, refused) + reported_damage(watch.count) + checked.stream_damage(True)
 
 
@@ -186,7 +194,13 @@ def _mux_copied(out, packet: av.Packet, target, output, refused: int) -> bool:
 def _mux(out, packet: av.Packet, output) -> None:
     try:
         out.mux(packet)
-    except OSError as exc:
-        raise OutputError(f"writing {output} failed: {exc.strerror or exc}") from None
-    except av.FFmpegError as exc:
-        raise StreamError(f"joining the segments into {output} failed: {exc}") from None
+    except (av.FFmpegError, OSError) as exc:
+        raise _failure(exc, output) from None
+
+
+def _failure(exc: BaseException, output) -> StreamconvError:
+    """The error of a failed write into ``output``: an OutputError where the system refused it
+    (a full disk), else a StreamError."""
+    if isinstance(exc, OSError):
+        return OutputError(f"writing {output} failed: {exc.strerror or exc}")
+    return StreamError(f"joining the segments into {output} failed: {exc}")
