@@ -20,7 +20,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -36,7 +36,7 @@ from .io.damage import reported_damage
 from .io.formats import default_codec, output_format
 from .io.join import join_parts
 from .io.open import open_sink
-from .io.segment import Segment, keyframe_times, plan_cuts, segment_source
+from .io.segment import Segment, keyframe_times, plan_cuts, pts_shift, segment_source
 from .io.targets import check_target
 from .pipeline import Pipeline
 from .batch_worker import Running
@@ -62,12 +62,13 @@ def plan_segments(source: str | Path, segments: int, *,
         base), and the damage the demuxer reported meanwhile (phrases; see
         :func:`streamconv.io.segment.keyframe_times`), which the segments do not count.
     """
-    keyframes, last, reported = keyframe_times(source, video_stream)
-    planned = plan_cuts(keyframes, last, segments)
+    found = keyframe_times(source, video_stream)
+    shift = pts_shift(found.earliest)
+    planned = [replace(cut, shift=shift) for cut in plan_cuts(found.keyframes, found.last, segments)]
     if len(planned) < segments:
         log.warning("%s has %d keyframe(s) to cut at: %d segment(s) instead of %d", source,
-                    max(0, len(keyframes) - 1), len(planned), segments)
-    damage = reported_damage(reported)
+                    max(0, len(found.keyframes) - 1), len(planned), segments)
+    damage = reported_damage(found.reported)
     if damage:
         log.warning("input damaged: %s", "; ".join(damage))
     return planned, damage
@@ -132,7 +133,7 @@ def run_segments(source: str | Path, filters: Sequence[str | FilterStage], outpu
         runner = _SegmentRunner(work, plan, parts_dir, ray=ray)
         results = runner.run(jobs, running)
         copied = join_parts(runner.parts, output, source=source, copy_streams=copy_streams, overwrite=overwrite,
-                            format=format, muxer_options=muxer_options)
+                            format=format, muxer_options=muxer_options, shift=plan[0].shift)
     finally:
         shutil.rmtree(parts_dir, ignore_errors=True)
     return combine_stats(results, time.perf_counter() - started, [*scanned, *copied])

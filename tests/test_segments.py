@@ -20,14 +20,15 @@ RATE, SAMPLE_RATE, SAMPLES = 25, 48000, 1024
 
 
 def make_clip(path: Path, codec: str, *, frames: int = 48, gop: int = 8, size=(64, 48), bframes: int = 0,
-              rate: int = RATE, times: list[int] | None = None, open_gop: bool = False) -> Path:
+              rate: int = RATE, times: list[int] | None = None, open_gop: bool = False,
+              options: dict[str, str] | None = None) -> Path:
     """``frames`` frames of a sliding random picture, a keyframe every ``gop``, up to ``bframes``
     B-frames in a row (libx264; ``open_gop``: B-frames after a keyframe may show before it and
     refer to the GOP before), and an AAC track; ``times``: the frames' pts in ms (irregular:
-    variable frame rate), else one every 1/``rate`` s."""
+    variable frame rate), else one every 1/``rate`` s; ``options``: the muxer's."""
     width, height = size
     base = np.random.default_rng(3).integers(0, 256, (height, 2 * width, 3), np.uint8)
-    with av.open(str(path), "w") as container:
+    with av.open(str(path), "w", options=options or {}) as container:
         video = container.add_stream(codec, rate=rate)
         video.width, video.height, video.pix_fmt = width, height, "yuv420p"
         video.options = {"g": str(gop), **({"preset": "ultrafast", "bf": str(bframes)} if codec == "libx264" else {})}
@@ -308,3 +309,16 @@ def test_a_join_whose_trailer_fails_exits_as_a_one_piece_run(cli, tmp_path):
     assert whole.returncode == 8 and pieces.returncode == whole.returncode, pieces.stderr  # not 1, an internal error
     assert "Traceback" not in pieces.stderr and "internal error" not in pieces.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mkv"]
+
+
+def test_mpegts_pts_below_zero_before_a_clock_wrap_are_joined_as_one_piece(cli, tmp_path):
+    # The clock wraps (33 bits at 90 kHz) 1 s in: FFmpeg gives the pts before it below 0, which
+    # a part's container moved up to 0, each part by its own amount (the join failed: exit 8).
+    clip = make_clip(tmp_path / "in.ts", "libx264", frames=40, gop=10, bframes=2, options={"output_ts_offset": "95442.7"})
+    with av.open(str(clip)) as container:
+        assert container.streams.video[0].start_time < 0
+    for suffix, extra in ((".mkv", ("--codec", "ffv1")), (".ts", ())):
+        whole, pieces, _ = one_piece_and_segments(cli, clip, tmp_path / f"out{suffix}", 3, *extra)
+        pts_a, _ = decoded(whole)
+        assert len(pts_a) == 40 and decoded(pieces)[0] == pts_a
+        assert packets(pieces, "audio") == packets(whole, "audio")

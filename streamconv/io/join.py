@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 def join_parts(parts: Sequence[Path], output: str | Path, *, source: str | Path, copy_streams: bool = True,
                overwrite: bool = False, format: str | None = None,
-               muxer_options: dict[str, str] | None = None) -> list[str]:
+               muxer_options: dict[str, str] | None = None, shift: int = 0) -> list[str]:
     """Write ``output`` from the parts' video packets and the input's audio/subtitle packets.
 
     Args:
@@ -40,6 +40,8 @@ def join_parts(parts: Sequence[Path], output: str | Path, *, source: str | Path,
         copy_streams: copy the input's audio and subtitle streams (False: video only).
         format: the output's container (None: by extension).
         muxer_options: the output muxer's FFmpeg options.
+        shift: whole seconds the parts' pts were moved by, taken off again (see
+            :func:`streamconv.io.segment.pts_shift`).
 
     Returns:
         What was found wrong with the input's copied streams, one phrase per kind (empty:
@@ -57,7 +59,7 @@ def join_parts(parts: Sequence[Path], output: str | Path, *, source: str | Path,
         _check_alike(containers, parts)
         handle = target.create()
         try:
-            damage = _remux(containers, handle, output, source, copy_streams, format, muxer_options)
+            damage = _remux(containers, handle, output, source, copy_streams, format, muxer_options, shift)
         except BaseException:
             target.discard()
             raise
@@ -94,7 +96,7 @@ def _check_alike(containers: Sequence, parts: Sequence[Path]) -> None:
 
 
 def _remux(containers: Sequence, handle, output, source, copy_streams: bool, format: str | None,
-           muxer_options: dict[str, str] | None) -> list[str]:
+           muxer_options: dict[str, str] | None, shift: int) -> list[str]:
     """Mux the parts' video and the input's copied packets, interleaved by time, into ``handle``;
     what was found wrong with the copied streams (see :func:`join_parts`)."""
     try:
@@ -104,12 +106,12 @@ def _remux(containers: Sequence, handle, output, source, copy_streams: bool, for
         raise OutputError(f"cannot write {output}: {exc}") from None
     try:
         with out, av.open(str(source)) as original:
-            return _mux_all(out, containers, original, output, source, copy_streams)
+            return _mux_all(out, containers, original, output, source, copy_streams, shift)
     except (av.FFmpegError, OSError) as exc:  # the trailer, written as the output closes
         raise _failure(exc, output) from None
 
 
-def _mux_all(out, containers: Sequence, original, output, source, copy_streams: bool) -> list[str]:
+def _mux_all(out, containers: Sequence, original, output, source, copy_streams: bool, shift: int) -> list[str]:
     """The body of :func:`_remux`: ``out``'s streams, then the packets."""
     template = containers[0].streams.video[0]
     video = out.add_stream_from_template(template)
@@ -123,7 +125,7 @@ def _mux_all(out, containers: Sequence, original, output, source, copy_streams: 
     watch = DamageLog(_components(original, checked.counted_streams)).start()
     refused = 0
     try:
-        for packet in heapq.merge(_video_packets(containers), _packets(original, checked.counted_streams),
+        for packet in heapq.merge(_video_packets(containers, shift), _packets(original, checked.counted_streams),
                                   key=_seconds):
             if packet.stream.type == "video":  # only the parts' video is demuxed
                 packet.stream = video
@@ -142,8 +144,9 @@ def _components(container, streams: Sequence) -> set[str]:
     return {name, *name.split(","), *(s.codec_context.name for s in streams if s.codec_context is not None)}
 
 
-def _video_packets(containers: Sequence) -> Iterator[av.Packet]:
-    """The parts' video packets, part after part (each in its file's order).
+def _video_packets(containers: Sequence, shift: int = 0) -> Iterator[av.Packet]:
+    """The parts' video packets, part after part (each in its file's order), ``shift`` seconds
+    earlier (the input's own pts again).
 
     The dts must keep rising, which each part's own do only within it. Matroska stores no dts,
     so a part's first packets of reordered video (B-frames) come back without one, and the
@@ -156,6 +159,10 @@ def _video_packets(containers: Sequence) -> Iterator[av.Packet]:
     last = None
     for container in containers:
         for packet in _packets(container, [container.streams.video[0]]):
+            if shift:
+                ticks = round(shift / packet.time_base)
+                packet.pts = None if packet.pts is None else packet.pts - ticks
+                packet.dts = None if packet.dts is None else packet.dts - ticks
             if last is not None and packet.pts is not None and (packet.dts is None or packet.dts <= last):
                 packet.dts = min(last + 1, packet.pts)
             last = packet.dts if packet.dts is not None else last

@@ -10,13 +10,16 @@ the frames and pts a one-piece run gives.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import av
 
 from ..errors import InputError
+from ..slots import FrameMeta
 from .ffmpeglog import DamageLog
 from .file import FileSource
 from .nvdec import NvdecSource
@@ -27,11 +30,13 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Segment:
     """The frames ``start <= pts < end`` of a video stream, in its time base (None: from the
-    beginning, to the end), numbered ``index`` from 0."""
+    beginning, to the end), numbered ``index`` from 0; ``shift``: whole seconds added to the
+    pts of the frames it delivers, where the file's go below 0 (see :func:`pts_shift`)."""
 
     index: int
     start: int | None
     end: int | None
+    shift: int = 0
 
     def describe(self) -> str:
         """``segment 2 (pts 160 to 320)`` for messages."""
@@ -40,10 +45,21 @@ class Segment:
         return f"segment {self.index} (pts {start} to {end})"
 
 
-def keyframe_times(path: str | Path, video_stream: int = 0) -> tuple[list[int], int | None, int]:
-    """The pts of the video stream's keyframe packets, in time-base ticks, ascending, the last
-    packet's pts (None: no packet had one), and the demuxer's log lines about damage meanwhile
-    (see :class:`~streamconv.io.ffmpeglog.DamageLog`); demuxes the packets, decodes nothing.
+class Keyframes(NamedTuple):
+    """What :func:`keyframe_times` finds: the keyframes' pts (time-base ticks, ascending), the
+    last packet's and the earliest packet's (seconds; None: no packet had one), and the
+    demuxer's log lines about damage."""
+
+    keyframes: list[int]
+    last: int | None
+    earliest: Fraction | None
+    reported: int
+
+
+def keyframe_times(path: str | Path, video_stream: int = 0) -> Keyframes:
+    """The pts of the video stream's keyframe packets, the last and earliest packet's, and the
+    demuxer's log lines about damage meanwhile (see :class:`~streamconv.io.ffmpeglog.DamageLog`);
+    demuxes the packets, decodes nothing.
 
     The segments read the file at once, so their FFmpeg lines, which name the demuxer and not
     the file, could be any one's and are counted by none of them: the demuxer's are counted
@@ -63,20 +79,29 @@ def keyframe_times(path: str | Path, video_stream: int = 0) -> tuple[list[int], 
         if not 0 <= video_stream < len(videos):
             raise InputError(f"video stream {video_stream} requested, input has {len(videos)}: {path}")
         keyframes: set[int] = set()
-        last = None
+        last = first = None
         watch = DamageLog({container.format.name, *container.format.name.split(",")}).start()
         try:
             for packet in container.demux(videos[video_stream]):
                 if packet.pts is None:
                     continue
                 last = packet.pts if last is None else max(last, packet.pts)
+                first = packet.pts if first is None else min(first, packet.pts)
                 if packet.is_keyframe:
                     keyframes.add(packet.pts)
         except (av.FFmpegError, OSError):
             pass  # unreadable from here on: cut among the keyframes before it
         finally:
             watch.stop()
-    return sorted(keyframes), last, watch.count
+        earliest = None if first is None else first * Fraction(videos[video_stream].time_base)
+    return Keyframes(sorted(keyframes), last, earliest, watch.count)
+
+
+def pts_shift(earliest: Fraction | None) -> int:
+    """Whole seconds that bring the earliest pts (seconds) to 0 or above; 0 where none is below
+    (MPEG-TS gives pts below 0 before its clock wraps). A part's container would move pts below
+    0 up, each part by its own amount: the segments' are moved by this, the joined ones back."""
+    return max(0, math.ceil(-earliest)) if earliest is not None else 0
 
 
 def plan_cuts(keyframes: list[int], last: int | None, segments: int) -> list[Segment]:
@@ -201,6 +226,13 @@ class SegmentSource(FileSource):
             if found >= start:
                 return packet.is_keyframe and found == start, first
         return False, first
+
+    def _frame_meta(self, frame) -> FrameMeta:
+        """FileSource's, the pts moved by the segment's shift."""
+        meta = super()._frame_meta(frame)
+        if self.segment.shift and meta.pts is not None:
+            meta.pts += round(self.segment.shift / meta.time_base)
+        return meta
 
     def _set_timing(self) -> None:
         """As FileSource, but a segment that stops before the file's end is not short of its
