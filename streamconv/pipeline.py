@@ -20,6 +20,7 @@ from .interrupts import stop_on_signals
 from .progress import ProgressBar, StatusLine
 from .progressfile import ProgressFile
 from .ring import RingEpoch, RunClock, RunControls, RunCounts, frames_dropped
+from .io.damage import copied_damage
 from .io.open import open_sink, open_source
 from .io.sink import Sink
 from .slots import FrameMeta
@@ -315,8 +316,7 @@ class Pipeline:
         stats.decode_errors = getattr(self.source, "decode_errors", 0) + getattr(self.source, "concealed", 0)
         damage = getattr(self.source, "damage", None)
         stats.damage = damage() if damage is not None else []
-        if self.sink.packets_refused:
-            stats.damage.append(f"{self.sink.packets_refused} audio/subtitle packet(s) could not be copied")
+        stats.damage += copied_damage(0, self.sink.packets_refused)
 
     def _apply_pending(self) -> bool:
         pending = self._take_pending()

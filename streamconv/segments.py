@@ -20,22 +20,23 @@ import tempfile
 import threading
 import time
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
 from .backends import resolve_backend
 from .batch_ray import ray_module
 from .cuda_device import gpu_numbers
-from .errors import FilterSpecError, Interrupted
+from .errors import FilterSpecError, Interrupted, OutputError
 from .filters import FilterStage
 from .frames import as_count
 from .interrupts import stop_on_signals
 from .io.file import FileSource
-from .io.formats import output_format
+from .io.damage import reported_damage
+from .io.formats import default_codec, output_format
 from .io.join import join_parts
 from .io.open import open_sink
-from .io.segment import Segment, keyframe_times, plan_cuts, segment_source
+from .io.segment import Segment, keyframe_times, plan_cuts, pts_shift, segment_source
 from .io.targets import check_target
 from .pipeline import Pipeline
 from .batch_worker import Running
@@ -44,20 +45,33 @@ from .stats import RunStats, StageTimes
 
 log = logging.getLogger(__name__)
 
+PART_FORMATS = {"mp4": ".mp4", "mov": ".mov", "matroska": ".mkv", "webm": ".webm"}
+"""The containers that keep an encoder's timestamps as given (pts, and dts below 0 where B-frames
+are reordered), with a part's extension: a part is written in the output's container where it is
+one of these, else in MOV, whose packets the others take (MPEG-TS shifts a file's timestamps to
+start at 0, each part's by its own amount; AVI keeps none)."""
 
-def plan_segments(source: str | Path, segments: int, *, video_stream: int = 0) -> list[Segment]:
+
+def plan_segments(source: str | Path, segments: int, *,
+                  video_stream: int = 0) -> tuple[list[Segment], list[str]]:
     """Cut ``source`` into up to ``segments`` segments of near equal duration at its video
     keyframes (demuxing only), with a notice when there are fewer keyframes than cuts.
 
     Returns:
-        The segments in order (:class:`streamconv.io.segment.Segment`, pts in the stream's time base).
+        The segments in order (:class:`streamconv.io.segment.Segment`, pts in the stream's time
+        base), and the damage the demuxer reported meanwhile (phrases; see
+        :func:`streamconv.io.segment.keyframe_times`), which the segments do not count.
     """
-    keyframes, last = keyframe_times(source, video_stream)
-    planned = plan_cuts(keyframes, last, segments)
+    found = keyframe_times(source, video_stream)
+    shift = pts_shift(found.earliest)
+    planned = [replace(cut, shift=shift) for cut in plan_cuts(found.keyframes, found.last, segments)]
     if len(planned) < segments:
         log.warning("%s has %d keyframe(s) to cut at: %d segment(s) instead of %d", source,
-                    max(0, len(keyframes) - 1), len(planned), segments)
-    return planned
+                    max(0, len(found.keyframes) - 1), len(planned), segments)
+    damage = reported_damage(found.reported)
+    if damage:
+        log.warning("input damaged: %s", "; ".join(damage))
+    return planned, damage
 
 
 def parts_prefix(output: str | Path) -> str:
@@ -110,19 +124,19 @@ def run_segments(source: str | Path, filters: Sequence[str | FilterStage], outpu
     _check_before_work(source, output, overwrite=overwrite, format=format, decoder=decoder, ray=ray,
                        devices=devices, source_options=source_options, pipeline_options=pipeline_options)
     started = time.perf_counter()
-    plan = plan_segments(source, segments, video_stream=source_options.get("video_stream", 0))
+    plan, scanned = plan_segments(source, segments, video_stream=source_options.get("video_stream", 0))
     work = SegmentWork.make(source, filters, output, backend=backend, devices=devices, format=format,
                             decoder=decoder, sink_options=sink_options, source_options=source_options,
                             pipeline_options=pipeline_options)
     parts_dir = Path(tempfile.mkdtemp(prefix=parts_prefix(output), dir=Path(output).resolve().parent))
     try:
-        runner = _SegmentRunner(work, plan, parts_dir, output, ray=ray)
+        runner = _SegmentRunner(work, plan, parts_dir, ray=ray)
         results = runner.run(jobs, running)
-        join_parts(runner.parts, output, source=source, copy_streams=copy_streams, overwrite=overwrite,
-                   format=format, muxer_options=muxer_options)
+        copied = join_parts(runner.parts, output, source=source, copy_streams=copy_streams, overwrite=overwrite,
+                            format=format, muxer_options=muxer_options, shift=plan[0].shift)
     finally:
         shutil.rmtree(parts_dir, ignore_errors=True)
-    return combine_stats(results, time.perf_counter() - started)
+    return combine_stats(results, time.perf_counter() - started, [*scanned, *copied])
 
 
 def _check_before_work(source, output, *, overwrite: bool, format: str | None, decoder: str,
@@ -138,12 +152,16 @@ def _check_before_work(source, output, *, overwrite: bool, format: str | None, d
             raise FilterSpecError("on Ray the cluster grants each segment its GPU: devices does not apply")
         ray_module()  # the extra is there, before anything is cut
     check_target(output, overwrite=overwrite, protect=(str(source),), format=format)
+    if output_format(output, format) == "avi":  # a one-piece run renumbers its frames; the parts keep their pts
+        raise OutputError(f"a segmented run cannot join its parts into AVI, which keeps no timestamps: {output} "
+                          f"(write .mkv, .mp4, .mov or .ts, or run it in one piece)")
     FileSource(source, copy_streams=False, **source_options).close()
 
 
-def combine_stats(results: Sequence[RunStats], seconds: float) -> RunStats:
+def combine_stats(results: Sequence[RunStats], seconds: float, found: Sequence[str] = ()) -> RunStats:
     """One RunStats for a segmented run: the segments' frames, errors and damage (each phrase
-    once), their stage times merged, the first frame any of them wrote, and ``seconds`` of wall time."""
+    once) with the damage ``found`` apart (by the keyframe scan, the join), their stage times
+    merged, the first frame any of them wrote, and ``seconds`` of wall time."""
     total = RunStats(backend=results[0].backend, decoder=results[0].decoder, wall_seconds=seconds)
     total.first_written = min((s.first_written for s in results if s.first_written is not None), default=None)
     for stats in results:
@@ -153,6 +171,7 @@ def combine_stats(results: Sequence[RunStats], seconds: float) -> RunStats:
         total.damage += [phrase for phrase in stats.damage if phrase not in total.damage]
         for stage, times in stats.stages.items():
             total.stages.setdefault(stage, StageTimes(total.sample_cap)).merge(times)
+    total.damage += [phrase for phrase in found if phrase not in total.damage]
     return total
 
 
@@ -162,10 +181,11 @@ class SegmentWork:
     process and for Ray tasks (picklable: it goes to a task as it is).
 
     Attributes:
-        source: the input file. filters: the chain, as for Pipeline. format: the parts' container.
+        source: the input file. filters: the chain, as for Pipeline. format: the parts' container
+            (see PART_FORMATS).
         backend: the resolved backend. devices: the GPUs segments run in threads take in turn (a
             Ray task takes the one Ray grants it).
-        sink_options, source_options: FileSink's and FileSource's.
+        sink_options, source_options: FileSink's (the codec the output's, named) and FileSource's.
         pipeline_options: Pipeline's, ``decoder`` among them.
     """
 
@@ -183,8 +203,11 @@ class SegmentWork:
              sink_options: dict | None, source_options: dict, pipeline_options: dict) -> "SegmentWork":
         """The work of a run into ``output``; ``backend`` resolved once here (auto's notice)."""
         devices = gpu_numbers(devices)
-        return cls(str(source), list(filters), output_format(output, format),
-                   resolve_backend(backend, device=devices[0]), devices, dict(sink_options or {}),
+        container = output_format(output, format)
+        options = dict(sink_options or {})
+        options["codec"] = options.get("codec") or default_codec(output, format)  # a part's container has its own
+        return cls(str(source), list(filters), container if container in PART_FORMATS else "mov",
+                   resolve_backend(backend, device=devices[0]), devices, options,
                    source_options, {**pipeline_options, "decoder": decoder})
 
     def open(self, segment: Segment, part: Path, device: int) -> Pipeline:
@@ -220,12 +243,10 @@ class _SegmentRunner:
     """Runs the plan's segments as Pipelines in threads, or as Ray tasks; stops them all on a
     failure or signal."""
 
-    def __init__(self, work: SegmentWork, plan: list[Segment], parts_dir: Path, output: str | Path, *,
-                 ray: str | bool | None) -> None:
+    def __init__(self, work: SegmentWork, plan: list[Segment], parts_dir: Path, *, ray: str | bool | None) -> None:
         self.work, self.plan = work, plan
         self.ray = ray if ray not in (False, "") else None
-        suffix = Path(output).suffix or ".part"
-        self.parts = [parts_dir / f"part{segment.index:04d}{suffix}" for segment in plan]
+        self.parts = [parts_dir / f"part{segment.index:04d}{PART_FORMATS[work.format]}" for segment in plan]
         self._running = Running()  # the segments' pipelines, aborted together
         self._lock = threading.Lock()
         self._stopping: int | None = None  # the signal that stopped the run, or -1 after a failure

@@ -20,21 +20,28 @@ RATE, SAMPLE_RATE, SAMPLES = 25, 48000, 1024
 
 
 def make_clip(path: Path, codec: str, *, frames: int = 48, gop: int = 8, size=(64, 48), bframes: int = 0,
-              rate: int = RATE) -> Path:
+              rate: int = RATE, times: list[int] | None = None, open_gop: bool = False,
+              options: dict[str, str] | None = None) -> Path:
     """``frames`` frames of a sliding random picture, a keyframe every ``gop``, up to ``bframes``
-    B-frames in a row (libx264), and an AAC track."""
+    B-frames in a row (libx264; ``open_gop``: B-frames after a keyframe may show before it and
+    refer to the GOP before), and an AAC track; ``times``: the frames' pts in ms (irregular:
+    variable frame rate), else one every 1/``rate`` s; ``options``: the muxer's."""
     width, height = size
     base = np.random.default_rng(3).integers(0, 256, (height, 2 * width, 3), np.uint8)
-    with av.open(str(path), "w") as container:
+    with av.open(str(path), "w", options=options or {}) as container:
         video = container.add_stream(codec, rate=rate)
         video.width, video.height, video.pix_fmt = width, height, "yuv420p"
         video.options = {"g": str(gop), **({"preset": "ultrafast", "bf": str(bframes)} if codec == "libx264" else {})}
+        if open_gop:
+            video.options = {**video.options, "x264-params": "open-gop=1:scenecut=0"}
+        if times is not None:
+            video.time_base = video.codec_context.time_base = Fraction(1, 1000)
         audio = container.add_stream("aac", rate=SAMPLE_RATE)
         audio.codec_context.layout = "stereo"
         for index in range(frames):
             start = 3 * index % width
             frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(base[:, start:start + width]), format="rgb24")
-            frame.pts = index
+            frame.pts, frame.time_base = (index, Fraction(1, rate)) if times is None else (times[index], Fraction(1, 1000))
             container.mux(video.encode(frame))
         for start in range(0, frames * SAMPLE_RATE // rate, SAMPLES):
             wave = (0.3 * np.sin(2 * np.pi * 440 * (np.arange(SAMPLES) + start) / SAMPLE_RATE)).astype(np.float32)
@@ -196,3 +203,122 @@ def test_mp4_parts_starting_off_a_whole_millisecond_keep_the_inputs_pts(cli, tmp
     whole, pieces, _ = one_piece_and_segments(cli, clip, tmp_path / "out.mp4", 3)
     pts_a, _ = decoded(whole)
     assert len(pts_a) == 60 and decoded(pieces)[0] == pts_a
+
+
+def test_mpegts_segments_start_at_their_keyframe_where_seeks_land_on_other_packets(cli, tmp_path):
+    clip = make_clip(tmp_path / "in.ts", "libx264", frames=40, gop=10, bframes=3)
+    with av.open(str(clip)) as container:  # the fault is real: a seek before a keyframe lands on no keyframe
+        stream = container.streams.video[0]
+        container.seek(keyframes(clip)[2] - 9000, stream=stream, backward=True)
+        assert not next(p for p in container.demux(stream) if p.size).is_keyframe
+    whole, pieces, _ = one_piece_and_segments(cli, clip, tmp_path / "out.mkv", 3)
+    pts_a, _ = decoded(whole)
+    assert len(pts_a) == 40 and decoded(pieces)[0] == pts_a
+
+
+def test_damage_only_the_demuxer_reports_is_counted_by_the_keyframe_scan(cli, tmp_path):
+    clip = make_clip(tmp_path / "in.mkv", "libx264")
+    data = bytearray(clip.read_bytes())
+    clusters = [index for index in range(len(data)) if data[index:index + 4] == b"\x1f\x43\xb6\x75"]
+    data[clusters[len(clusters) // 2] + 4] = 0  # a cluster's size unreadable: its frames are lost
+    damaged = tmp_path / "damaged.mkv"
+    damaged.write_bytes(bytes(data))
+    chain = ("--backend", "cpu", "--codec", "ffv1", "--no-progress")
+    whole = cli("run", str(damaged), "-o", str(tmp_path / "a.mkv"), *chain)
+    assert whole.returncode == 13 and "FFmpeg reported damage" in whole.stderr, whole.stderr
+    pieces = cli("run", str(damaged), "-o", str(tmp_path / "b.mkv"), *chain, "--segments", "3")
+    assert pieces.returncode == 13, pieces.stderr  # the segments' lines could be any one's: counted by none
+    pts = decoded(tmp_path / "a.mkv")[0]
+    assert len(pts) < 48 and decoded(tmp_path / "b.mkv")[0] == pts
+
+
+def test_damage_in_the_copied_audio_is_found_by_the_join_as_by_a_one_piece_run(cli, tmp_path):
+    data = make_clip(tmp_path / "in.ts", "libx264", frames=60, gop=10, bframes=2).read_bytes()
+    garbage = np.random.default_rng(1).integers(0, 256, 1500, np.uint8).tobytes()
+    cut = len(data) * 675 // 1000 // 188 * 188  # between transport packets: mid-GOP, inside an audio PES
+    mkv = bytearray(make_clip(tmp_path / "in.mkv", "libx264").read_bytes())
+    with av.open(str(tmp_path / "in.mkv")) as container:
+        audio = [(p.pos, p.size) for p in container.demux(audio=0) if p.size][20]
+    mkv[audio[0] + audio[1] // 4:audio[0] + audio[1] // 4 + 8] = bytes(8)  # an AAC packet's payload: 0, not 13
+    sources = {"cut.ts": data[:cut],  # the last audio packet damaged
+               "garbage.ts": data[:len(data) // 5] + garbage + data[len(data) // 5 + 1500:],  # one refused: 8
+               "payload.mkv": bytes(mkv)}
+    chain = ("--backend", "cpu", "--codec", "ffv1", "--no-progress")
+    for name, damaged in sources.items():
+        source = tmp_path / name
+        source.write_bytes(damaged)
+        whole = cli("run", str(source), "-o", str(tmp_path / f"a-{name}.mkv"), *chain)
+        pieces = cli("run", str(source), "-o", str(tmp_path / f"b-{name}.mkv"), *chain, "--segments", "3")
+        assert whole.returncode == 13 and "audio/subtitle packet(s)" in whole.stderr, whole.stderr
+        assert pieces.returncode == 13 and "audio/subtitle packet(s)" in pieces.stderr, pieces.stderr
+        assert decoded(tmp_path / f"b-{name}.mkv")[0] == decoded(tmp_path / f"a-{name}.mkv")[0]
+        assert packets(tmp_path / f"b-{name}.mkv", "audio") == packets(tmp_path / f"a-{name}.mkv", "audio")
+
+
+def test_mp4_joins_keep_the_dts_rising_where_frame_times_are_irregular(cli, tmp_path):
+    # 40 ms apart just after each keyframe, 10 ms before the next: a part's encoder puts its first
+    # dts 80 ms before its keyframe, below the previous part's last.
+    times = [sum(40 if i % 10 in (1, 2, 3) else 10 for i in range(n)) for n in range(40)]
+    clip = make_clip(tmp_path / "in.mp4", "libx264", frames=40, gop=10, bframes=2, times=times)
+    whole, pieces, _ = one_piece_and_segments(cli, clip, tmp_path / "out.mp4", 3)  # MP4 refused falling dts: exit 8
+    pts_a, _ = decoded(whole)
+    assert len(pts_a) == 40 and decoded(pieces)[0] == pts_a
+    assert packets(pieces, "audio") == packets(whole, "audio")
+
+
+def test_mpegts_output_has_the_one_piece_pts_and_audio_and_avi_is_refused(cli, tmp_path):
+    clip = make_clip(tmp_path / "in.mkv", "libx264", frames=40, gop=10, bframes=2)
+    # libx264's B-frames put the first dts below 0: an MPEG-TS part moved its own timestamps up by that.
+    whole, pieces, _ = one_piece_and_segments(cli, clip, tmp_path / "out.ts", 3)
+    pts_a, _ = decoded(whole)
+    assert len(pts_a) == 40 and decoded(pieces)[0] == pts_a
+    assert packets(pieces, "audio") == packets(whole, "audio")
+    avi = cli("run", str(clip), "-o", str(tmp_path / "out.avi"), "--backend", "cpu", "--segments", "2")
+    assert avi.returncode == 6 and "AVI" in avi.stderr and not (tmp_path / "out.avi").exists()
+
+
+def test_segments_cut_at_open_gop_keyframes_give_the_one_piece_frames_and_no_damage(cli, tmp_path):
+    clip = make_clip(tmp_path / "in.mkv", "libx264", frames=40, gop=10, bframes=3, open_gop=True)
+    with av.open(str(clip)) as container:  # leading pictures: after a keyframe, shown before it
+        order = [(p.pts, p.is_keyframe) for p in container.demux(video=0) if p.size]
+    assert any(pts < order[i - 1][0] for i, (pts, _) in enumerate(order) if i > 1 and order[i - 1][1])
+    # The decoder starting at such a keyframe logs its missing references: no damage, exit 0.
+    whole, pieces, _ = one_piece_and_segments(cli, clip, tmp_path / "out.mkv", 3, "--codec", "ffv1")
+    (pts_a, frames_a), (pts_b, frames_b) = decoded(whole), decoded(pieces)
+    assert len(pts_a) == 40 and pts_b == pts_a
+    assert all(np.array_equal(a, b) for a, b in zip(frames_a, frames_b))
+
+
+def test_a_join_whose_trailer_fails_exits_as_a_one_piece_run(cli, tmp_path):
+    clip = tmp_path / "in.mkv"  # 8 frames with PCM audio, which MP4's trailer refuses (both runs fail so)
+    with av.open(str(clip), "w") as container:
+        video, audio = container.add_stream("ffv1", rate=RATE), container.add_stream("pcm_s16le", rate=SAMPLE_RATE)
+        video.width, video.height, video.pix_fmt = 64, 48, "yuv420p"
+        video.options, audio.codec_context.layout = {"g": "4"}, "stereo"
+        for index in range(8):
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 30 * index, np.uint8), format="rgb24")
+            frame.pts = index
+            container.mux(video.encode(frame))
+            chunk = av.AudioFrame.from_ndarray(np.zeros((1, 2 * 1920), np.int16), format="s16", layout="stereo")
+            chunk.sample_rate, chunk.pts = SAMPLE_RATE, 1920 * index
+            container.mux(audio.encode(chunk))
+        for stream in (video, audio):
+            container.mux(stream.encode(None))
+    whole = cli("run", str(clip), "-o", str(tmp_path / "a.mp4"), "--backend", "cpu")
+    pieces = cli("run", str(clip), "-o", str(tmp_path / "b.mp4"), "--backend", "cpu", "--segments", "2")
+    assert whole.returncode == 8 and pieces.returncode == whole.returncode, pieces.stderr  # not 1, an internal error
+    assert "Traceback" not in pieces.stderr and "internal error" not in pieces.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mkv"]
+
+
+def test_mpegts_pts_below_zero_before_a_clock_wrap_are_joined_as_one_piece(cli, tmp_path):
+    # The clock wraps (33 bits at 90 kHz) 1 s in: FFmpeg gives the pts before it below 0, which
+    # a part's container moved up to 0, each part by its own amount (the join failed: exit 8).
+    clip = make_clip(tmp_path / "in.ts", "libx264", frames=40, gop=10, bframes=2, options={"output_ts_offset": "95442.7"})
+    with av.open(str(clip)) as container:
+        assert container.streams.video[0].start_time < 0
+    for suffix, extra in ((".mkv", ("--codec", "ffv1")), (".ts", ())):
+        whole, pieces, _ = one_piece_and_segments(cli, clip, tmp_path / f"out{suffix}", 3, *extra)
+        pts_a, _ = decoded(whole)
+        assert len(pts_a) == 40 and decoded(pieces)[0] == pts_a
+        assert packets(pieces, "audio") == packets(whole, "audio")

@@ -233,6 +233,18 @@ def _ts_header_counts(file, packet: int, prefix: int, first: int) -> tuple[int, 
     return no_sync, flagged, skips
 
 
+def copied_damage(damaged: int, refused: int = 0) -> list[str]:
+    """The damage report's phrases about an input's copied audio/subtitle packets: ``damaged``
+    ones (flagged, or failing to decode) copied as they are, ``refused`` ones the muxer refused."""
+    found = [f"{damaged} damaged audio/subtitle packet(s) were copied as they are"] if damaged else []
+    return found + ([f"{refused} audio/subtitle packet(s) could not be copied"] if refused else [])
+
+
+def reported_damage(count: int) -> list[str]:
+    """The damage report's phrase about ``count`` FFmpeg log lines about damage (see ffmpeglog.DamageLog)."""
+    return [f"FFmpeg reported damage {count} time(s) while reading"] if count else []
+
+
 class InputDamage:
     """What reading one input found wrong: counted by its reader as it goes, said in phrases
     by :meth:`report`.
@@ -285,12 +297,10 @@ class InputDamage:
             found.append(f"the file could not be read past frame {unreadable} (unreadable data)")
         if self.concealed:
             found.append(f"{self.concealed} damaged packet(s) or frame(s) were concealed by the decoder")
-        if copied_damaged:
-            found.append(f"{copied_damaged} damaged audio/subtitle packet(s) were copied as they are")
+        found += copied_damage(copied_damaged)
         if ended:
             found += self._transport_damage()
-        if reported:
-            found.append(f"FFmpeg reported damage {reported} time(s) while reading")
+        found += reported_damage(reported)
         found += streams
         declared, lasted = self.declared_end, self.last_end
         # Both are times from 0, not durations: a video that starts late is not short.

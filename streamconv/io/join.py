@@ -17,7 +17,9 @@ from typing import Iterator, Sequence
 
 import av
 
-from ..errors import OutputError, StreamError
+from ..errors import OutputError, StreamconvError, StreamError
+from .damage import copied_damage, reported_damage, truncation
+from .ffmpeglog import DamageLog
 from .formats import output_format
 from .streamcopy import CopiedStreams, add_copied_streams
 from .targets import open_target
@@ -27,7 +29,7 @@ log = logging.getLogger(__name__)
 
 def join_parts(parts: Sequence[Path], output: str | Path, *, source: str | Path, copy_streams: bool = True,
                overwrite: bool = False, format: str | None = None,
-               muxer_options: dict[str, str] | None = None) -> int:
+               muxer_options: dict[str, str] | None = None, shift: int = 0) -> list[str]:
     """Write ``output`` from the parts' video packets and the input's audio/subtitle packets.
 
     Args:
@@ -36,11 +38,16 @@ def join_parts(parts: Sequence[Path], output: str | Path, *, source: str | Path,
             the input, an existing file replaced only with ``overwrite``.
         source: the input file, for its audio and subtitle streams (and never overwritten).
         copy_streams: copy the input's audio and subtitle streams (False: video only).
-        format: the output's container (None: by extension), the parts' as well.
+        format: the output's container (None: by extension).
         muxer_options: the output muxer's FFmpeg options.
+        shift: whole seconds the parts' pts were moved by, taken off again (see
+            :func:`streamconv.io.segment.pts_shift`).
 
     Returns:
-        The video packets written.
+        What was found wrong with the input's copied streams, one phrase per kind (empty:
+        nothing), as a one-piece run's source finds it: packets flagged or failing to decode
+        (copied as they are), packets the muxer refused (left out), FFmpeg's lines about them,
+        streams left out or without packets. The video's damage is the segments' to find.
 
     Raises:
         StreamError: the parts' codec descriptions differ, or a part cannot be read.
@@ -52,12 +59,14 @@ def join_parts(parts: Sequence[Path], output: str | Path, *, source: str | Path,
         _check_alike(containers, parts)
         handle = target.create()
         try:
-            written = _remux(containers, handle, output, source, copy_streams, format, muxer_options)
+            damage = _remux(containers, handle, output, source, copy_streams, format, muxer_options, shift)
         except BaseException:
             target.discard()
             raise
         target.publish()
-        return written
+        if damage:  # as a segment's pipeline says the video's
+            log.warning("input damaged: %s", "; ".join(damage))
+        return damage
     finally:
         for container in containers:
             container.close()
@@ -87,46 +96,74 @@ def _check_alike(containers: Sequence, parts: Sequence[Path]) -> None:
 
 
 def _remux(containers: Sequence, handle, output, source, copy_streams: bool, format: str | None,
-           muxer_options: dict[str, str] | None) -> int:
-    """Mux the parts' video and the input's copied packets, interleaved by time, into ``handle``."""
+           muxer_options: dict[str, str] | None, shift: int) -> list[str]:
+    """Mux the parts' video and the input's copied packets, interleaved by time, into ``handle``;
+    what was found wrong with the copied streams (see :func:`join_parts`)."""
     try:
         out = av.open(handle, mode="w", format=output_format(output, format),
                       container_options=dict(muxer_options or {}))
     except (av.FFmpegError, ValueError, OSError) as exc:
         raise OutputError(f"cannot write {output}: {exc}") from None
-    with out, av.open(str(source)) as original:
-        template = containers[0].streams.video[0]
-        video = out.add_stream_from_template(template)
-        video.time_base = template.time_base
-        out.metadata.update(containers[0].metadata)
-        video.metadata.update(template.metadata)
-        wanted = [s for s in original.streams if copy_streams and s.type in ("audio", "subtitle")]
-        copied = CopiedStreams(str(source), wanted, None).streams
-        copies = add_copied_streams(out, copied, Path(output))
-        streams = [original.streams[index] for index in copies]
-        written = 0
-        for packet in heapq.merge(_video_packets(containers), _packets(original, streams), key=_seconds):
+    try:
+        with out, av.open(str(source)) as original:
+            return _mux_all(out, containers, original, output, source, copy_streams, shift)
+    except (av.FFmpegError, OSError) as exc:  # the trailer, written as the output closes
+        raise _failure(exc, output) from None
+
+
+def _mux_all(out, containers: Sequence, original, output, source, copy_streams: bool, shift: int) -> list[str]:
+    """The body of :func:`_remux`: ``out``'s streams, then the packets."""
+    template = containers[0].streams.video[0]
+    video = out.add_stream_from_template(template)
+    video.time_base = template.time_base
+    out.metadata.update(containers[0].metadata)
+    video.metadata.update(template.metadata)
+    wanted = [s for s in original.streams if copy_streams and s.type in ("audio", "subtitle")]
+    # Checked as a one-piece run's source checks them, since only the join reads them here.
+    checked = CopiedStreams(str(source), wanted, truncation(str(source), original.format.name))
+    copies = add_copied_streams(out, checked.streams, Path(output))
+    watch = DamageLog(_components(original, checked.counted_streams)).start()
+    refused = 0
+    try:
+        for packet in heapq.merge(_video_packets(containers, shift), _packets(original, checked.counted_streams),
+                                  key=_seconds):
             if packet.stream.type == "video":  # only the parts' video is demuxed
                 packet.stream = video
-                written += 1
-            else:
-                packet.stream = copies[packet.stream.index]
-            _mux(out, packet, output)
-    return written
+                _mux(out, packet, output)
+            elif checked.check(packet) and packet.stream.index in copies:
+                refused += not _mux_copied(out, packet, copies[packet.stream.index], output, refused)
+    finally:
+        watch.stop()
+    return copied_damage(checked.damaged, refused) + reported_damage(watch.count) + checked.stream_damage(True)
 
 
-def _video_packets(containers: Sequence) -> Iterator[av.Packet]:
-    """The parts' video packets, part after part (each in its file's order).
+def _components(container, streams: Sequence) -> set[str]:
+    """The FFmpeg components whose lines tell of damage in the copied streams: the input's
+    demuxer and their decoders (the video's are the segments' to watch)."""
+    name = container.format.name
+    return {name, *name.split(","), *(s.codec_context.name for s in streams if s.codec_context is not None)}
 
-    Matroska stores no dts, so a part's first packets of reordered video (B-frames) come back
-    without one, and the muxer would guess one below the previous part's last: such a packet
-    gets the dts just after the last one (never past its pts; a part's pts all follow the
-    previous part's), which keeps the dts rising as the muxer requires.
+
+def _video_packets(containers: Sequence, shift: int = 0) -> Iterator[av.Packet]:
+    """The parts' video packets, part after part (each in its file's order), ``shift`` seconds
+    earlier (the input's own pts again).
+
+    The dts must keep rising, which each part's own do only within it. Matroska stores no dts,
+    so a part's first packets of reordered video (B-frames) come back without one, and the
+    muxer would guess one below the previous part's last; and an encoder gives a part's first
+    packets dts from that part's own pts, before its first keyframe, which with irregular frame
+    times (variable frame rate) can be below the previous part's last, where MP4 refuses them.
+    Such a packet gets the dts just after the last one (never past its pts: a part's pts all
+    follow the previous part's).
     """
     last = None
     for container in containers:
         for packet in _packets(container, [container.streams.video[0]]):
-            if packet.dts is None and last is not None and packet.pts is not None:
+            if shift:
+                ticks = round(shift / packet.time_base)
+                packet.pts = None if packet.pts is None else packet.pts - ticks
+                packet.dts = None if packet.dts is None else packet.dts - ticks
+            if last is not None and packet.pts is not None and (packet.dts is None or packet.dts <= last):
                 packet.dts = min(last + 1, packet.pts)
             last = packet.dts if packet.dts is not None else last
             yield packet
@@ -147,10 +184,30 @@ def _seconds(packet: av.Packet) -> float:
     return float(stamp * packet.time_base) if stamp is not None and packet.time_base else 0.0
 
 
+def _mux_copied(out, packet: av.Packet, target, output, refused: int) -> bool:
+    """Mux a copied packet into its ``target`` stream; False where the muxer refused it (a
+    damaged one: left out, as a one-piece run leaves it out; the first is warned of)."""
+    index, packet.stream = packet.stream.index, target
+    try:
+        _mux(out, packet, output)
+        return True
+    except StreamError as exc:  # a write failure is an OutputError: the run's
+        if not refused:
+            log.warning("%s: a packet of %s stream %d that the muxer refused was left out (%s)", output,
+                        target.type, index, exc)
+        return False
+
+
 def _mux(out, packet: av.Packet, output) -> None:
     try:
         out.mux(packet)
-    except OSError as exc:
-        raise OutputError(f"writing {output} failed: {exc.strerror or exc}") from None
-    except av.FFmpegError as exc:
-        raise StreamError(f"joining the segments into {output} failed: {exc}") from None
+    except (av.FFmpegError, OSError) as exc:
+        raise _failure(exc, output) from None
+
+
+def _failure(exc: BaseException, output) -> StreamconvError:
+    """The error of a failed write into ``output``: an OutputError where the system refused it
+    (a full disk), else a StreamError."""
+    if isinstance(exc, OSError):
+        return OutputError(f"writing {output} failed: {exc.strerror or exc}")
+    return StreamError(f"joining the segments into {output} failed: {exc}")

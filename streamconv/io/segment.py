@@ -10,13 +10,17 @@ the frames and pts a one-piece run gives.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import av
 
 from ..errors import InputError
+from ..slots import FrameMeta
+from .ffmpeglog import DamageLog
 from .file import FileSource
 from .nvdec import NvdecSource
 
@@ -26,11 +30,13 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Segment:
     """The frames ``start <= pts < end`` of a video stream, in its time base (None: from the
-    beginning, to the end), numbered ``index`` from 0."""
+    beginning, to the end), numbered ``index`` from 0; ``shift``: whole seconds added to the
+    pts of the frames it delivers, where the file's go below 0 (see :func:`pts_shift`)."""
 
     index: int
     start: int | None
     end: int | None
+    shift: int = 0
 
     def describe(self) -> str:
         """``segment 2 (pts 160 to 320)`` for messages."""
@@ -39,12 +45,27 @@ class Segment:
         return f"segment {self.index} (pts {start} to {end})"
 
 
-def keyframe_times(path: str | Path, video_stream: int = 0) -> tuple[list[int], int | None]:
-    """The pts of the video stream's keyframe packets, in time-base ticks, ascending, and the
-    last packet's pts (None: no packet had one); demuxes the packets, decodes nothing.
+class Keyframes(NamedTuple):
+    """What :func:`keyframe_times` finds: the keyframes' pts (time-base ticks, ascending), the
+    last packet's and the earliest packet's (seconds; None: no packet had one), and the
+    demuxer's log lines about damage."""
 
-    A file that cannot be read past some point yields the keyframes before it: the segments
-    then find the damage as a one-piece run does.
+    keyframes: list[int]
+    last: int | None
+    earliest: Fraction | None
+    reported: int
+
+
+def keyframe_times(path: str | Path, video_stream: int = 0) -> Keyframes:
+    """The pts of the video stream's keyframe packets, the last and earliest packet's, and the
+    demuxer's log lines about damage meanwhile (see :class:`~streamconv.io.ffmpeglog.DamageLog`);
+    demuxes the packets, decodes nothing.
+
+    The segments read the file at once, so their FFmpeg lines, which name the demuxer and not
+    the file, could be any one's and are counted by none of them: the demuxer's are counted
+    here, over the whole file, as a one-piece run counts them. A file that cannot be read past
+    some point yields the keyframes before it: the segments then find the damage as a one-piece
+    run does.
 
     Raises:
         InputError: the file cannot be opened or has no such video stream.
@@ -58,17 +79,29 @@ def keyframe_times(path: str | Path, video_stream: int = 0) -> tuple[list[int], 
         if not 0 <= video_stream < len(videos):
             raise InputError(f"video stream {video_stream} requested, input has {len(videos)}: {path}")
         keyframes: set[int] = set()
-        last = None
+        last = first = None
+        watch = DamageLog({container.format.name, *container.format.name.split(",")}).start()
         try:
             for packet in container.demux(videos[video_stream]):
                 if packet.pts is None:
                     continue
                 last = packet.pts if last is None else max(last, packet.pts)
+                first = packet.pts if first is None else min(first, packet.pts)
                 if packet.is_keyframe:
                     keyframes.add(packet.pts)
         except (av.FFmpegError, OSError):
             pass  # unreadable from here on: cut among the keyframes before it
-    return sorted(keyframes), last
+        finally:
+            watch.stop()
+        earliest = None if first is None else first * Fraction(videos[video_stream].time_base)
+    return Keyframes(sorted(keyframes), last, earliest, watch.count)
+
+
+def pts_shift(earliest: Fraction | None) -> int:
+    """Whole seconds that bring the earliest pts (seconds) to 0 or above; 0 where none is below
+    (MPEG-TS gives pts below 0 before its clock wraps). A part's container would move pts below
+    0 up, each part by its own amount: the segments' are moved by this, the joined ones back."""
+    return max(0, math.ceil(-earliest)) if earliest is not None else 0
 
 
 def plan_cuts(keyframes: list[int], last: int | None, segments: int) -> list[Segment]:
@@ -134,30 +167,41 @@ class SegmentSource(FileSource):
             self._seek_to(start)
         for frame in super()._decode():
             if frame.pts is not None and start is not None and frame.pts < start:
-                continue  # a frame before the cut: the previous segment's
+                continue  # a frame before the cut (an open GOP's leading one): the previous segment's
             if frame.pts is not None and end is not None and frame.pts >= end:
                 return  # frames come out in pts order: the rest are the next segment's
             yield frame
 
+    def _video_packets(self) -> Iterator[av.Packet]:
+        """FileSource's packets from the segment's start keyframe on: a seek can land on packets
+        before it (MPEG-TS lands on any packet, not a keyframe), which are the previous
+        segment's and would not decode without theirs."""
+        packets = super()._video_packets()
+        if self.segment.start is not None:
+            for packet in packets:
+                if packet.is_keyframe and packet.pts == self.segment.start:
+                    yield packet
+                    break
+        yield from packets
+
     def _seek_to(self, start: int) -> None:
-        """Seek so that demuxing begins at the keyframe at ``start`` or before it. Some demuxers
-        land past it (MPEG-TS seeks by byte position and finds the next keyframe): each overshoot
-        is probed on packets alone, before any decoder sees one (the first must be a keyframe at
-        or before ``start``), and the seek backs off further.
+        """Seek so that demuxing reaches the keyframe at ``start`` before any later packet. Some
+        demuxers land past it, or on a packet that is no keyframe (MPEG-TS seeks by any packet's
+        dts): each landing is probed on packets alone, before any decoder sees one, and the seek
+        backs off further, twice as far each time.
 
         Raises:
-            InputError: the file cannot be sought, or not to that keyframe even from its start
+            InputError: the file cannot be sought, or not to that keyframe even far before it
                 (the segment's first frames would be lost).
         """
-        floor = self._stream.start_time or 0
-        target, landed, good = start, None, True
-        for _attempt in range(32):
+        target, step, landed, good = start, 1, None, True
+        for _attempt in range(48):
             self._seek(target)
-            landed, keyframe = self._first_video_packet()
-            good = landed is None or (keyframe and landed <= start)
-            if good or target <= floor:
+            good, landed = self._reaches_keyframe(start)
+            if good:
                 break
-            target = max(floor, target - 2 * max(landed - target, 1))
+            step = max(2 * step, 2 * (landed - target) if landed is not None else 0)
+            target -= step
         if not good:
             raise InputError(f"cannot seek {self.path} to its keyframe at pts {start} (the demuxer gives "
                              f"{landed} at best): its segments would lose frames; run it in one piece")
@@ -170,14 +214,25 @@ class SegmentSource(FileSource):
         except (av.FFmpegError, OSError) as exc:
             raise InputError(f"cannot seek {self.path} to pts {target}: {exc}") from None
 
-    def _first_video_packet(self) -> tuple[int | None, bool]:
-        """The pts of the next video packet and whether it is a keyframe ((None, True): none);
-        the packets read are consumed."""
+    def _reaches_keyframe(self, start: int) -> tuple[bool, int | None]:
+        """Whether demuxing from here reaches the keyframe at pts ``start`` before any packet
+        shown after it, and the first packet's pts (None: no packet); the packets read are consumed."""
+        first = None
         for packet in self._container.demux(self._stream):
             found = packet.pts if packet.pts is not None else packet.dts
-            if packet.size and found is not None:
-                return found, packet.is_keyframe
-        return None, True
+            if not packet.size or found is None:
+                continue
+            first = found if first is None else first
+            if found >= start:
+                return packet.is_keyframe and found == start, first
+        return False, first
+
+    def _frame_meta(self, frame) -> FrameMeta:
+        """FileSource's, the pts moved by the segment's shift."""
+        meta = super()._frame_meta(frame)
+        if self.segment.shift and meta.pts is not None:
+            meta.pts += round(self.segment.shift / meta.time_base)
+        return meta
 
     def _set_timing(self) -> None:
         """As FileSource, but a segment that stops before the file's end is not short of its

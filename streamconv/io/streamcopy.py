@@ -73,12 +73,18 @@ class CopiedStreams:
                             stream.codec_context.name, missing[stream.index])
 
     def keep(self, packet) -> None:
-        """Count a packet of a counted stream and keep it for the output if its stream is
-        copied. Copied audio is decoded, the samples dropped, so damage in it is seen."""
+        """Count a packet of a counted stream (see :meth:`check`) and keep it for the output if
+        its stream is copied."""
+        if self.check(packet):
+            self._packets.append(packet)
+
+    def check(self, packet) -> bool:
+        """Count a packet of a counted stream; whether its stream is copied. Copied audio is
+        decoded, the samples dropped, so damage in it is seen."""
         stream = packet.stream
         self._stream_packets[stream.index] = self._stream_packets.get(stream.index, 0) + 1
         if stream.index not in self._copied:
-            return
+            return False
         damaged = packet.is_corrupt
         if stream.type == "audio" and stream.index not in self._unchecked:
             try:
@@ -88,7 +94,7 @@ class CopiedStreams:
             except av.FFmpegError:
                 self._unchecked.add(stream.index)  # no decoder for it here: copied unchecked
         self.damaged += damaged
-        self._packets.append(packet)
+        return True
 
     def take(self, until: float | None = None) -> list:
         """The packets kept and not yet handed on that start before ``until`` seconds (None:
