@@ -236,6 +236,19 @@ def test_an_mp4_whose_index_is_cut_keeps_the_streams_it_still_describes_and_exit
     assert output_streams(output) == (FRAMES, "vaa")  # the video and both audio tracks: all described
 
 
+def test_a_matroska_cluster_unreadable_at_opening_is_damage(cli, tmp_path, corpus):
+    """The first cluster's size zeroed: FFmpeg says so while the input is probed, before its
+    watch starts, and reads on from a later cluster: frames are lost, so it is exit 13."""
+    data = bytearray(corpus["mkv"])
+    cluster = data.find(b"\x1f\x43\xb6\x75")  # the first Cluster element's ID
+    data[cluster + 4] = 0  # its size: no valid first byte of an EBML number
+    source, output = tmp_path / "bad.mkv", tmp_path / "out.mkv"
+    source.write_bytes(bytes(data))
+    warning = damage_warning(run(cli, source, output))
+    assert "FFmpeg reported damage" in warning
+    assert 0 < decodable_frames(output) < FRAMES
+
+
 def test_an_mp4_whose_index_is_cut_inside_the_video_description_exits_4(cli, tmp_path, corpus):
     data = corpus["mp4"]
     tracks = mp4_tracks(data)

@@ -49,27 +49,76 @@ def quiet_encoder_threads(codec: str, options: dict[str, str]) -> dict[str, str]
     return {**options, "x264-params": f"{params}:log=1" if params else "log=1"}
 
 
-# Watches open now, and the libav logger's propagation to restore once none is (set if the
-# first watch had to set PyAV's level): sources can overlap, in threads or one after another.
+# Watches and openings now, and the libav logger's propagation to restore once none is (set if
+# the first listener had to set PyAV's level): sources can overlap, in threads or one after another.
 _lock = threading.Lock()
-_watches = 0
+_listeners = 0
 _restore: bool | None = None
 _open: list["DamageLog"] = []
-_opening = 0  # inputs being opened (probed) now, whose lines come before their watch starts
+_opening: list["_OpenLines"] = []  # inputs being opened (probed) now, whose lines come before their watch
+_heard = threading.local()  # this thread's last opening's lines, for its input's watch
+_libav = logging.getLogger("libav")
+
+
+def _listen() -> None:
+    """One more listener (with _lock held): the first sets PyAV's level if the application has not."""
+    global _listeners, _restore
+    if _listeners == 0 and av.logging.get_level() is None:
+        _restore = _libav.propagate
+        av.logging.set_level(av.logging.WARNING)
+        _libav.propagate = False  # FFmpeg's wording stays out of streamconv's output
+    _listeners += 1
+
+
+def _unlisten() -> None:
+    """One listener fewer (with _lock held): the last puts PyAV's level back."""
+    global _listeners, _restore
+    _listeners -= 1
+    if _listeners == 0 and _restore is not None:
+        av.logging.set_level(None)
+        _libav.propagate, _restore = _restore, None
+
+
+class _OpenLines(logging.Handler):
+    """FFmpeg's lines while one input opens; ``overlapped``: another input opened meanwhile, so
+    they could be either's."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+        self.overlapped = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
 
 
 @contextlib.contextmanager
 def opening():
-    """Mark an input's opening: FFmpeg's probe may log its damage before the input's own watch
-    exists, so while any input is opening every watch counts such lines as shared."""
-    global _opening
+    """Mark an input's opening. FFmpeg's probe may log damage (a Matroska cluster it cannot read)
+    before the input's watch exists: the lines are kept for it (:func:`take_open_lines`, in this
+    thread), and while any input is opening other watches count such lines as shared."""
+    heard = _OpenLines()
     with _lock:
-        _opening += 1
+        _listen()
+        for other in _opening:
+            other.overlapped = heard.overlapped = True
+        _opening.append(heard)
+    _libav.addHandler(heard)
     try:
         yield
     finally:
+        _libav.removeHandler(heard)
         with _lock:
-            _opening -= 1
+            _opening.remove(heard)
+            _unlisten()
+        _heard.lines = heard
+
+
+def take_open_lines() -> list[logging.LogRecord]:
+    """The lines FFmpeg logged while this thread last opened an input (none if another input
+    opened meanwhile), once: for that input's :meth:`DamageLog.start`."""
+    heard, _heard.lines = getattr(_heard, "lines", None), None
+    return heard.records if heard is not None and not heard.overlapped else []
 
 _WORDS = ("corrupt", "truncat", "prematurely", "invalid", "missing", "error")
 
@@ -104,36 +153,30 @@ class DamageLog(logging.Handler):
             return
         if record.levelno >= logging.ERROR or any(w in record.getMessage().lower() for w in _WORDS):
             with _lock:
-                alone = _opening == 0 and sum(component in watch.components for watch in _open) <= 1
+                alone = not _opening and sum(component in watch.components for watch in _open) <= 1
             if alone:
                 self.count += 1
             else:
                 self.shared += 1
 
-    def start(self) -> "DamageLog":
-        """Install the handler (and PyAV's log level, if none is set, until the last watch stops)."""
-        global _watches, _restore
+    def start(self, earlier: list[logging.LogRecord] = ()) -> "DamageLog":
+        """Install the handler (and PyAV's level, if none is set, until the last listener stops);
+        ``earlier``: lines from before, the input's opening (:func:`take_open_lines`), judged now."""
         with _lock:
-            if _watches == 0 and av.logging.get_level() is None:
-                _restore = self._logger.propagate
-                av.logging.set_level(av.logging.WARNING)
-                self._logger.propagate = False  # FFmpeg's wording stays out of streamconv's output
-            _watches += 1
+            _listen()
             _open.append(self)
         self._logger.addHandler(self)
         self._started = True
+        for record in earlier:
+            self.emit(record)
         return self
 
     def stop(self) -> None:
-        """Remove the handler; the last watch to stop puts PyAV's level back. Idempotent."""
-        global _watches, _restore
+        """Remove the handler; the last listener to stop puts PyAV's level back. Idempotent."""
         if not getattr(self, "_started", False):
             return
         self._started = False
         self._logger.removeHandler(self)
         with _lock:
-            _watches -= 1
             _open.remove(self)
-            if _watches == 0 and _restore is not None:
-                av.logging.set_level(None)
-                self._logger.propagate, _restore = _restore, None
+            _unlisten()

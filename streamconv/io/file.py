@@ -29,7 +29,7 @@ from ..slots import RESIZED, FrameMeta
 from .container import display_matrix, frame_count, open_input
 from .colour import FULL_RANGE, ColourTags, format_bits, frame_to_rgb, is_transparent, plane_rows
 from .damage import InputDamage, declared_end
-from .ffmpeglog import DamageLog, ffmpeg_reason
+from .ffmpeglog import DamageLog, ffmpeg_reason, take_open_lines
 from .metadata import InputMetadata
 from .readguard import ReadGuard
 from .source import Source
@@ -131,7 +131,7 @@ class FileSource(ReadGuard, Source):
         format_name = self._container.format.name
         components = {format_name, *format_name.split(","), context.name,
                       *(s.codec_context.name for s in self._copies.counted_streams)}
-        self._damage_log = DamageLog(components).start()
+        self._damage_log = DamageLog(components).start(earlier=take_open_lines())
         self._frames = self._decode()
         # The first frame, not the header, gives the size: headers can be missing or name
         # a later size, and a file with nothing decodable is refused before any output exists.
