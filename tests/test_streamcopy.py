@@ -89,11 +89,12 @@ def test_a_stream_the_container_cannot_hold_is_left_out_with_a_warning(cli, clip
     assert audio_packets(out) == [] and video_frame_count(out) == 30
 
 
-@pytest.mark.parametrize("audio_codec, suffix", [("flac", "mov"), ("pcm_s16le", "mp4")])
+@pytest.mark.parametrize("audio_codec, suffix", [("flac", "mov"), ("pcm_s16le", "mp4"), ("flac", "ts"),
+                                                ("pcm_s16le", "ts")])
 def test_audio_a_muxer_refuses_only_when_writing_is_left_out_and_the_video_kept(cli, tmp_path, audio_codec, suffix):
     """Codecs a muxer lists but refuses: MOV takes FLAC (and Opus) only as MP4, at the first
     packet; MP4 refuses PCM of an unnamed channel layout (Matroska names none) at the trailer.
-    Either lost the whole output (exit 8)."""
+    Either lost the whole output (exit 8). MPEG-TS takes them as private data nobody decodes."""
     source, out = tmp_path / "in.mkv", tmp_path / f"out.{suffix}"
     make_clip(source, frames=10, audio_codec=audio_codec, sample_format="s16")
     result = cli("run", str(source), "-o", str(out), "--backend", "cpu", "-q")

@@ -153,6 +153,12 @@ def add_copied_streams(container, sources: Sequence, path: Path) -> dict[int, ob
     return copies
 
 
+MPEGTS_CARRIES = frozenset({"aac", "aac_latm", "mp2", "mp3", "ac3", "eac3", "dts", "truehd", "opus", "s302m",
+                            "dvb_subtitle", "dvb_teletext", "arib_caption"})
+"""Audio and subtitle codecs MPEG-TS has a stream type for (FFmpeg's names); its muxer writes any
+other (FLAC, PCM, SubRip...) as private data, which players and FFmpeg itself do not decode."""
+
+
 def _container_takes(format_name: str, source) -> bool:
     """Whether a ``format_name`` muxer writes a file with a copy of ``source``: its header, and
     for PCM (whose packets are any bytes) a packet of silence and the trailer.
@@ -160,8 +166,11 @@ def _container_takes(format_name: str, source) -> bool:
     PyAV's ``supported_codecs`` is no answer: it lists only a muxer's defaults where it keeps no
     table of codecs (MPEG-TS holds AAC, AC-3 and more), and codecs a muxer then refuses: MOV
     takes Opus and FLAC only as MP4, MP4 refuses PCM of an unnamed channel layout (Matroska's)
-    only at the trailer. Refused there, the whole output would be lost.
+    only at the trailer. Refused there, the whole output would be lost. MPEG-TS takes anything,
+    most of it as data nobody decodes: there, :data:`MPEGTS_CARRIES` decides.
     """
+    if format_name == "mpegts":
+        return source.codec_context.codec.canonical_name in MPEGTS_CARRIES
     try:
         with av.open(io.BytesIO(), "w", format=format_name) as probe:
             stream = probe.add_stream_from_template(source)
@@ -183,6 +192,10 @@ def _holder(codec: str, suffix: str) -> str:
     """Which common container would hold ``codec``: a hint for the warning."""
     for extension, format_name in _HOLDERS:
         if extension == suffix.lower():
+            continue
+        if format_name == "mpegts":
+            if av.codec.Codec(codec, "r").canonical_name in MPEGTS_CARRIES:
+                return f"{extension} holds it"
             continue
         try:
             with av.open(io.BytesIO(), "w", format=format_name) as probe:
