@@ -379,6 +379,17 @@ def test_odd_frame_size_is_padded_for_yuv420p(cli, tmp_path):
     assert (count, width, height) == (5, 66, 50)
 
 
+def test_an_odd_height_is_kept_with_yuv422p_and_an_odd_width_padded(cli, tmp_path):
+    """4:2:2 halves the chroma's width only: an odd height needs no padding row."""
+    output = tmp_path / "odd.mkv"
+    assert_ok(cli("run", "test:64x49,frames=5", "-o", str(output), "--filter", "box", "--pix-fmt", "yuv422p"))
+    assert video_info(output)[:3] == (5, 64, 49)
+    result = cli("run", "test:65x49,frames=5", "-o", str(output), "--filter", "box", "--pix-fmt", "yuv422p",
+                 "--overwrite")
+    assert_ok(result)
+    assert "padding 65x49 frames to 66x49" in result.stderr and video_info(output)[:3] == (5, 66, 49)
+
+
 def test_odd_frame_size_kept_with_yuv444p(cli, tmp_path):
     output = tmp_path / "odd.mp4"
     result = cli("run", "test:65x49,frames=5", "-o", str(output), "--filter", "box", "--pix-fmt", "yuv444p")

@@ -70,6 +70,16 @@ def format_bits(pix_fmt: str | av.VideoFormat) -> int:
     return max((c.bits for c in video_format.components), default=8)
 
 
+def chroma_steps(pix_fmt: str) -> tuple[int, int]:
+    """What a frame's width and height must be multiples of in ``pix_fmt``: 2 and 2 for 4:2:0,
+    2 and 1 for 4:2:2, 4 and 1 for 4:1:1; 1 and 1 for RGB, grey and 4:4:4."""
+    probe = av.VideoFormat(pix_fmt, 64, 64)
+    if probe.is_rgb or len(probe.components) < 3:
+        return 1, 1
+    chroma = probe.components[1]
+    return 64 // chroma.width, 64 // chroma.height
+
+
 def is_transparent(frame: av.VideoFrame) -> bool:
     """Whether a decoded frame (host memory) has alpha (its format's, or a palette's) and some
     pixel of it is not opaque: the filters see RGB, so that transparency is lost."""

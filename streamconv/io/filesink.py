@@ -25,7 +25,7 @@ from .formats import default_codec, output_format
 from .sequence import SequenceTarget
 from .targets import open_target
 from ..slots import FrameMeta
-from .colour import ColourTags, format_bits, rgb_to_frame, written_tags, yuv_tags
+from .colour import ColourTags, chroma_steps, format_bits, rgb_to_frame, written_tags, yuv_tags
 from .encoder_check import (check_encoder_options, check_pix_fmt, codec_options, deeper_pix_fmt,
                             default_pix_fmt, find_encoder)
 from .ffmpeglog import ffmpeg_reason
@@ -146,16 +146,15 @@ class FileSink(Sink):
         return open_target(path, overwrite=overwrite, protect=protect, format=format)
 
     def _encoded_size(self, pix_fmt: str) -> tuple[int, int]:
-        """The size frames are encoded at: the frames' own, or the next even one where ``pix_fmt``
-        subsamples chroma (``_padded``: the last row/column is repeated)."""
-        width, height = self.width, self.height
-        subsampled = pix_fmt.startswith(("yuv420", "yuvj420", "nv12", "p010", "p016", "yuv422", "yuvj422"))
-        self._padded = subsampled and bool(width % 2 or height % 2)
+        """The size frames are encoded at: the frames' own, or the next multiple of ``pix_fmt``'s
+        chroma subsampling (``_padded``: the last row/column is repeated)."""
+        (width, height), (across, down) = (self.width, self.height), chroma_steps(pix_fmt)
+        enc_width, enc_height = width + -width % across, height + -height % down
+        self._padded = (enc_width, enc_height) != (width, height)
         if not self._padded:
             return width, height
-        enc_width, enc_height = width + width % 2, height + height % 2
-        log.warning("%s needs even sizes: padding %dx%d frames to %dx%d by repeating the last "
-                    "row/column", pix_fmt, width, height, enc_width, enc_height)
+        log.warning("%s needs sizes in multiples of %dx%d: padding %dx%d frames to %dx%d by repeating the last "
+                    "row/column", pix_fmt, across, down, width, height, enc_width, enc_height)
         return enc_width, enc_height
 
     def _open(self) -> None:
