@@ -90,3 +90,34 @@ def test_every_module_says_what_it_is_for():
     missing = [name for name, path in MODULES.items()
                if not ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))]
     assert missing == []
+
+
+def _classes() -> dict[str, tuple[list[str], set[str], set[str]]]:
+    """Every class in the package by name: (its bases' names, its methods, the ``self.X`` it assigns)."""
+    found: dict[str, tuple[list[str], set[str], set[str]]] = {}
+    for path in MODULES.values():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            bases = [ast.unparse(base).split(".")[-1] for base in node.bases]
+            methods = {item.name for item in node.body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            assigned = {target.attr for item in ast.walk(node) for target in getattr(item, "targets", [])
+                        if isinstance(target, ast.Attribute) and ast.unparse(target.value) == "self"}
+            found[node.name] = (bases, methods, assigned)
+    return found
+
+
+def test_no_attribute_shadows_a_method_of_its_class_or_a_base():
+    """``self._x = 0`` in a subclass hides a base class's method ``_x`` from every caller: code
+    paths a test machine cannot run (NVDEC, CUDA) would break unseen."""
+    classes = _classes()
+
+    def methods_of(name: str, seen: frozenset = frozenset()) -> set[str]:
+        if name not in classes or name in seen:
+            return set()
+        bases, methods, _ = classes[name]
+        return methods.union(*(methods_of(base, seen | {name}) for base in bases))
+
+    clashes = {f"{name}.{attr}" for name, (_, _, assigned) in classes.items()
+               for attr in assigned & methods_of(name)}
+    assert clashes == set()

@@ -321,9 +321,9 @@ class FileSource(ReadGuard, Source):
         buffer of ``dtype``, or copied plane by plane, unconverted, into a flat (1.5 W H,) buffer
         laid out as ``self.planes`` says (4:2:0 input of 8, 10 or 12 bits only; nv12 and p010le
         chroma is split apart on the way)."""
-        return self._guarded(self._next_frame, lambda frame: self._delivered(frame, buffer))
+        return self._guarded(self._next_frame, lambda frame: self._hand_over(frame, buffer))
 
-    def _delivered(self, frame, buffer: np.ndarray) -> FrameMeta | None:
+    def _hand_over(self, frame, buffer: np.ndarray) -> FrameMeta | None:
         if frame is not None and frame is not RESIZED:
             self._deliver(frame, buffer)
         return frame if frame is None or frame is RESIZED else self._frame_meta(frame)
