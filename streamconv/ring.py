@@ -154,7 +154,9 @@ class RingEpoch:
         self.done.put(_END)
         self.free.put(None)  # wakes a reader waiting for a slot
         writer.join(patience)
-        reader.join(0 if self.reader_abandoned else patience)
+        # An abort does not wait for a read that may never return (a silent input).
+        given_up = self.reader_abandoned or (self.in_read and self.controls.aborting.is_set())
+        reader.join(0 if given_up else patience)
 
     def _read_loop(self) -> None:
         """The reader thread: fill free slots until the source ends, max_frames are read,
