@@ -300,8 +300,12 @@ class RingEpoch:
                 if not self.controls.stop.is_set():
                     continue
             stopped_at = stopped_at or time.monotonic()
-            if self.in_read and time.monotonic() - stopped_at >= READ_PATIENCE:
+            # An abort (a batch's or several sources' second signal) writes nothing more: no patience.
+            patience = 0 if self.controls.aborting.is_set() else READ_PATIENCE
+            if self.in_read and time.monotonic() - stopped_at >= patience:
                 self.reader_abandoned = True
+                if not patience:
+                    return _END
                 log.warning("the input sent nothing for %g s after the stop: finishing without it", READ_PATIENCE)
                 return _END
 
