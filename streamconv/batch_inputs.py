@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .errors import InputError, OutputError
+from .publish import without_file_scheme
 from .publish import temp_name_regex
 from .segments import parts_prefix
 
@@ -58,7 +59,7 @@ def find_inputs(specs: Iterable[str], *, recursive: bool = False, outdir: Path |
     skip = {Path(p).resolve() for p in skip}
     outdir = outdir.resolve() if outdir is not None else None
     found: dict[Path, Path] = {}
-    for spec in specs:
+    for spec in map(without_file_scheme, specs):  # file:NAME is NAME, as for run's SOURCE
         path = Path(spec)
         if path.is_file():  # an existing name is taken as it is, even with [ ] ? * in it
             named = [(path, Path(path.name))]

@@ -165,7 +165,9 @@ class MultiRun:
         except BaseException as exc:  # this source's end: kept in its result, the others go on
             result.stats = pipeline.stats if pipeline.stats is not None and pipeline.stats.frames else None
             result.error = exc
-            if isinstance(exc, StreamconvError):
+            if isinstance(exc, Interrupted):
+                pass  # aborted by the second signal, which the main thread reports
+            elif isinstance(exc, StreamconvError):
                 log.warning("source %d (%s) ended: %s", result.index, result.source, exc)
             else:
                 log.error("source %d (%s) failed", result.index, result.source, exc_info=exc)

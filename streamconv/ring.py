@@ -154,7 +154,9 @@ class RingEpoch:
         self.done.put(_END)
         self.free.put(None)  # wakes a reader waiting for a slot
         writer.join(patience)
-        reader.join(0 if self.reader_abandoned else patience)
+        # An abort does not wait for a read that may never return (a silent input).
+        given_up = self.reader_abandoned or (self.in_read and self.controls.aborting.is_set())
+        reader.join(0 if given_up else patience)
 
     def _read_loop(self) -> None:
         """The reader thread: fill free slots until the source ends, max_frames are read,
@@ -298,8 +300,12 @@ class RingEpoch:
                 if not self.controls.stop.is_set():
                     continue
             stopped_at = stopped_at or time.monotonic()
-            if self.in_read and time.monotonic() - stopped_at >= READ_PATIENCE:
+            # An abort (a batch's or several sources' second signal) writes nothing more: no patience.
+            patience = 0 if self.controls.aborting.is_set() else READ_PATIENCE
+            if self.in_read and time.monotonic() - stopped_at >= patience:
                 self.reader_abandoned = True
+                if not patience:
+                    return _END
                 log.warning("the input sent nothing for %g s after the stop: finishing without it", READ_PATIENCE)
                 return _END
 

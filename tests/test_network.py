@@ -423,3 +423,55 @@ def test_an_rtsp_output_whose_server_never_answers_is_refused_after_its_timeout(
         server.close()
     assert_error(result, 6, "cannot send to rtsp://", "no answer within 1 s")
     assert time.monotonic() - started < 30
+
+
+def test_a_second_signal_aborts_at_once_while_an_input_without_timeout_sends_nothing(tmp_path):
+    """A supervisor's SIGTERM after Ctrl-C, while the stop waits for a silent input: the abort
+    must not wait for the read that never returns (it took 2 s: 1 s joining the reader, 1 s
+    closing the input)."""
+    from test_signals import Run, leftovers
+
+    server = SessionServer([session(range(40))], hold=True)
+    out, progress = tmp_path / "out.mkv", tmp_path / "progress.txt"
+    try:
+        run = Run("run", server.url, "--timeout", "0", "--input-option", "analyzeduration=100000", "-o", str(out),
+                  "--progress", str(progress), "--filter", "identity", "--backend", "cpu", cwd=tmp_path)
+        run.wait_for(lambda: progress_frames(progress) >= 30, "30 frames written")
+        run.process.send_signal(signal.SIGINT)
+        time.sleep(0.2)
+        run.process.send_signal(signal.SIGTERM)
+        second = time.monotonic()
+        code = run.finish(timeout=60)
+        took = time.monotonic() - second
+    finally:
+        server.close()
+    assert code == 143, run.stderr
+    assert took < 1.0, (took, run.stderr)
+    assert "Traceback" not in run.stderr and not out.exists() and leftovers(tmp_path) == []
+
+
+def test_a_second_signal_aborts_several_silent_sources_at_once_without_tracebacks(tmp_path):
+    """Several SOURCEs: the second signal reaches the pipelines as an abort from the main thread;
+    each waited the 2 s patience for its silent input, then logged its abort as a failure with a
+    traceback."""
+    from test_signals import Run, leftovers
+
+    servers = [SessionServer([session(range(40))], hold=True) for _ in range(2)]
+    try:
+        run = Run("run", *(s.url for s in servers), "--timeout", "0", "--input-option", "analyzeduration=100000",
+                  "-o", str(tmp_path / "out{n}.mkv"), "--filter", "identity", "--backend", "cpu", cwd=tmp_path)
+        run.wait_for(lambda: all(s.served for s in servers), "both inputs connected")
+        time.sleep(1.5)  # the frames sent are read: both inputs are silent now
+        run.process.send_signal(signal.SIGINT)
+        time.sleep(0.2)
+        run.process.send_signal(signal.SIGTERM)
+        second = time.monotonic()
+        code = run.finish(timeout=60)
+        took = time.monotonic() - second
+    finally:
+        for server in servers:
+            server.close()
+    assert code == 143, run.stderr
+    assert took < 1.0, (took, run.stderr)
+    assert "Traceback" not in run.stderr and "failed" not in run.stderr, run.stderr
+    assert not list(tmp_path.glob("out*.mkv")) and leftovers(tmp_path) == []

@@ -172,6 +172,19 @@ def test_file_urls_name_the_file_they_name_as_ffmpeg_reads_them(tmp_path, sample
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4", "out.mp4"]
 
 
+def test_file_urls_name_their_file_for_batch_inputs_progress_and_stats_json(tmp_path, sample_clip):
+    """The other places a run or batch names a file: a batch INPUT was 'not found' (exit 4), and
+    --progress and --stats-json wrote files named 'file:...'."""
+    (tmp_path / "in.mp4").write_bytes(sample_clip.read_bytes())
+    result = cli("run", "in.mp4", "-o", "out.mp4", "--max-frames", "3", "--progress", "file:p.txt",
+                 "--stats-json", "file:s.json", "--backend", "cpu", "-q", "--no-progress", cwd=tmp_path)
+    assert_ok(result)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4", "out.mp4", "p.txt", "s.json"]
+    result = cli("batch", "file:in.mp4", "-o", "done", "--backend", "cpu", "-q", "--no-progress", cwd=tmp_path)
+    assert_ok(result)
+    assert frames_in(tmp_path / "done" / "in.mp4") == frames_in(tmp_path / "in.mp4")
+
+
 # ---------------------------------------------------------------- reports (--stats-json, bench --json)
 
 

@@ -218,8 +218,9 @@ def check_run_args(parser: argparse.ArgumentParser, args: argparse.Namespace, ex
                         (args.pix_fmt, "--pix-fmt"), (args.codec_preset, "--preset")):
         if value is not None and not value.strip():
             parser.error(f"{name} is empty")
-    if args.output is not None:
-        args.output = without_file_scheme(args.output)  # checked and published as the file it names
+    for name in ("output", "stats_json", "progress"):  # checked and written as the file each names
+        if getattr(args, name) is not None:
+            setattr(args, name, without_file_scheme(getattr(args, name)))
     if args.max_frames == 0 and args.output is not None:
         parser.error("--max-frames 0 writes no frame, and an output file needs at least one")
     for spec in args.sources:  # every check of SOURCE holds for each of several

@@ -23,6 +23,7 @@ class ReadGuard:
         self._reading = threading.Lock()  # held during a read
         self._interrupted = False
         self._release_after_read = False
+        self._released = False
 
     def interrupt(self) -> None:
         """A stop was asked for (safe from any thread): a read still waiting for data delivers
@@ -35,7 +36,7 @@ class ReadGuard:
         with self._reading:
             got = read()
             if self._release_after_read:
-                self._release()
+                self._release_once()
                 return None
             return None if self._interrupted else deliver(got)
 
@@ -43,14 +44,22 @@ class ReadGuard:
         """Release the input, unless a read is blocked in it: that read releases it when it
         returns (freed under it, it would crash)."""
         reading = getattr(self, "_reading", None)
-        if reading is not None and not reading.acquire(timeout=1.0):
+        # An interrupted read is one the run has given up on (or an abort): not waited for.
+        if reading is not None and not reading.acquire(timeout=0 if self._interrupted else 1.0):
             self._release_after_read = True
-            return
+            if not reading.acquire(blocking=False):
+                return
+            # the read returned meanwhile, perhaps before it saw the flag: released here
         try:
-            self._release()
+            self._release_once()
         finally:
             if reading is not None:
                 reading.release()
+
+    def _release_once(self) -> None:
+        if not getattr(self, "_released", False):
+            self._released = True
+            self._release()
 
     def _release(self) -> None:
         raise NotImplementedError
