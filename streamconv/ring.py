@@ -154,9 +154,14 @@ class RingEpoch:
         self.done.put(_END)
         self.free.put(None)  # wakes a reader waiting for a slot
         writer.join(patience)
-        # An abort does not wait for a read that may never return (a silent input).
-        given_up = self.reader_abandoned or (self.in_read and self.controls.aborting.is_set())
-        reader.join(0 if given_up else patience)
+        # An abort does not wait for a read that may never return (a silent input); an error
+        # of the compute thread waits READ_PATIENCE for it at most.
+        if self.reader_abandoned or (self.in_read and self.controls.aborting.is_set()):
+            self._give_up_reader(quietly=True)
+            return
+        reader.join(READ_PATIENCE if patience is None and self.in_read else patience)
+        if reader.is_alive() and self.in_read:
+            self._give_up_reader()
 
     def _read_loop(self) -> None:
         """The reader thread: fill free slots until the source ends, max_frames are read,
@@ -303,11 +308,19 @@ class RingEpoch:
             # An abort (a batch's or several sources' second signal) writes nothing more: no patience.
             patience = 0 if self.controls.aborting.is_set() else READ_PATIENCE
             if self.in_read and time.monotonic() - stopped_at >= patience:
-                self.reader_abandoned = True
-                if not patience:
-                    return _END
-                log.warning("the input sent nothing for %g s after the stop: finishing without it", READ_PATIENCE)
+                self._give_up_reader(quietly=not patience)
                 return _END
+
+    def _give_up_reader(self, *, quietly: bool = False) -> None:
+        """Finish without the reader, blocked in a read: the source is interrupted first (a stop
+        that did not come through Pipeline.stop, a writer's error, did not), so that the read
+        writes nothing into slots freed meanwhile when it returns."""
+        self.reader_abandoned = True
+        interrupt = getattr(self.source, "interrupt", None)
+        if interrupt is not None:
+            interrupt()
+        if not quietly:
+            log.warning("the input sent nothing for %g s after the stop: finishing without it", READ_PATIENCE)
 
     def _fresh_batch(self, slot: Slot, recycle: queue.Queue | None) -> tuple[list[Slot], bool]:
         """The slots to submit, starting with ``slot``, and whether the reader has finished.
