@@ -12,11 +12,14 @@ cancels the running ones too.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from .batch_worker import RunSettings, Running, run_input
 from .errors import BackendUnavailableError, Interrupted
+from .interrupts import SignalGuard
 from .manifest import BatchRecord
 
 if TYPE_CHECKING:
@@ -27,6 +30,8 @@ log = logging.getLogger(__name__)
 RAY_EXTRA = "pip install 'streamconv[ray]'"
 MAX_RETRIES = 3
 """Attempts after the first when a task's worker or node is lost."""
+PROBE_TIMEOUT = 10.0
+"""Seconds to wait for a cluster's address to answer before Ray is asked to join it."""
 
 
 def ray_module():
@@ -38,6 +43,38 @@ def ray_module():
     return ray
 
 
+def connect(ray, address: str | None) -> None:
+    """Join the Ray cluster at ``address`` (None: RAY_ADDRESS's, else one ``ray start`` ran
+    here, else a new local one), unless this process has joined one already.
+
+    Raises:
+        BackendUnavailableError: the address is not HOST:PORT, or nothing answers there (Ray
+        itself would retry without end), or Ray refuses it.
+    """
+    if ray.is_initialized():
+        return
+    target = address or os.environ.get("RAY_ADDRESS") or None
+    if target not in (None, "auto", "local"):
+        _probe(target)
+    try:
+        ray.init(address=address, log_to_driver=False, configure_logging=False)
+    except (ValueError, ConnectionError) as exc:
+        raise BackendUnavailableError(f"--ray: cannot join the Ray cluster at {target}: {exc}") from None
+
+
+def _probe(address: str) -> None:
+    """Raise BackendUnavailableError unless something answers at ``address`` (HOST:PORT, or
+    ray://HOST:PORT for Ray Client) within PROBE_TIMEOUT seconds."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise BackendUnavailableError(f"--ray: the cluster's address {address!r} is not HOST:PORT")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_TIMEOUT).close()
+    except (OSError, OverflowError) as exc:
+        raise BackendUnavailableError(f"--ray: no Ray cluster answers at {address} "
+                                      f"({getattr(exc, 'strerror', None) or exc})") from None
+
+
 def run_input_task(record: dict, settings: RunSettings) -> dict:
     """The Ray task: one input through its own Pipeline on the node it landed on; the record's fields."""
     ray = ray_module()
@@ -46,7 +83,12 @@ def run_input_task(record: dict, settings: RunSettings) -> dict:
     batch_record.status = "running"
     # Ray makes the GPU share it granted the task's only visible device: number 0 here.
     batch_record.device = int(gpus[0]) if gpus else None
-    run_input(batch_record, 0, settings, Running())
+    # Ray cancels a running task by a simulated SIGINT (interrupt_main): a deferred guard only
+    # records it, so the batch's first signal, which cancels the tasks not started, lets a
+    # running input finish (its second force-cancels: the worker is killed).
+    with SignalGuard() as guard:
+        guard.deferred = True
+        run_input(batch_record, 0, settings, Running())
     return asdict(batch_record)
 
 
@@ -54,8 +96,7 @@ def run_on_ray(batch: "Batch", address: str | None) -> None:
     """Run ``batch``'s pending inputs as Ray tasks on the cluster at ``address`` (None: the one
     in RAY_ADDRESS, or a new local one), updating its manifest as results come in."""
     ray = ray_module()
-    if not ray.is_initialized():
-        ray.init(address=address, log_to_driver=False, configure_logging=False)
+    connect(ray, address)
     share = 1.0 / batch.jobs if batch.backend == "cuda" else 0
     task = ray.remote(run_input_task).options(num_gpus=share, num_cpus=1, max_retries=MAX_RETRIES,
                                               retry_exceptions=False)
