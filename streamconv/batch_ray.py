@@ -11,16 +11,20 @@ cancels the running ones too.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import socket
+from contextlib import contextmanager
 from dataclasses import asdict
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .batch_worker import RunSettings, Running, run_input
 from .errors import BackendUnavailableError, Interrupted
 from .interrupts import SignalGuard
-from .manifest import BatchRecord
+from .manifest import BatchRecord, file_identity
+from .publish import claim_path
 
 if TYPE_CHECKING:
     from .batch import Batch
@@ -86,10 +90,32 @@ def run_input_task(record: dict, settings: RunSettings) -> dict:
     # Ray cancels a running task by a simulated SIGINT (interrupt_main): a deferred guard only
     # records it, so the batch's first signal, which cancels the tasks not started, lets a
     # running input finish (its second force-cancels: the worker is killed).
-    with SignalGuard() as guard:
+    task_id = ray.get_runtime_context().get_task_id()
+    with _attempt(batch_record.output, task_id, settings), SignalGuard() as guard:
         guard.deferred = True
         run_input(batch_record, 0, settings, Running())
     return asdict(batch_record)
+
+
+@contextmanager
+def _attempt(output: str, task_id: str, settings: RunSettings):
+    """One attempt of an input's task, marked by a claim file beside ``output`` named after the
+    task (Ray keeps its id across retries) from the first attempt's start until an attempt ends.
+    A retry that finds the claim and an output newer than it lets that output be replaced: a
+    lost attempt published it before its worker died (else the retry would fail on it)."""
+    claim = claim_path(output, hashlib.sha256(task_id.encode()).hexdigest()[:8])
+    claimed, published = file_identity(claim), file_identity(output)
+    if claimed is not None and published is not None and published[1] >= claimed[1]:
+        settings.ours.add(output)
+    try:
+        claim.parent.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))  # an earlier one's time kept
+    except OSError:
+        pass  # the input's own run meets what is wrong with the folder
+    try:
+        yield
+    finally:
+        claim.unlink(missing_ok=True)
 
 
 def run_on_ray(batch: "Batch", address: str | None) -> None:

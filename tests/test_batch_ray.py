@@ -8,16 +8,24 @@ no cluster answers, or that is no address, is a clear error at once."""
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
+import os
+import pickle
 import socket
+import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from clips import write_clip
 from raycluster import ADDRESS, killer, leftover_processes, run_in_cluster, why_not
+from streamconv import batch_ray
+from streamconv.batch import Batch
 from streamconv.manifest import MANIFEST_NAME
 from test_reliability import flip_bytes
 
@@ -94,3 +102,47 @@ def test_a_cluster_that_does_not_answer_is_a_clear_error_at_once(cli, tmp_path):
             result = cli(*args, "--backend", "cpu", "--filter", "edge", "--no-progress", env=env, timeout=60)
             assert result.returncode == 7 and words in result.stderr, (args, result.stderr)
     assert not (tmp_path / "o.mp4").exists() and not [p for p in tmp_path.rglob("*") if ".partial" in p.name]
+
+
+LOST_ATTEMPT = """
+import os, pickle, sys
+from types import SimpleNamespace
+from streamconv import batch_ray
+record, settings = pickle.load(open(sys.argv[1], "rb"))
+batch_ray.ray_module = lambda: SimpleNamespace(get_gpu_ids=list,
+                                               get_runtime_context=lambda: SimpleNamespace(get_task_id=lambda: "0a" * 12))
+real = batch_ray.run_input
+def killed_after_publishing(*args):
+    real(*args)
+    os._exit(9)  # the worker dies before its result reaches the batch: nothing of it runs on
+batch_ray.run_input = killed_after_publishing
+batch_ray.run_input_task(record, settings)
+"""
+
+
+def test_a_retry_replaces_the_output_its_lost_attempt_published_and_no_other(tmp_path, monkeypatch):
+    """Without a cluster: a task's worker killed just after publishing its output (in a process
+    of its own), then Ray's retry of that task (the same task id) in this one: the retry
+    replaces the output instead of failing on it; an output older than the task's first attempt
+    is another's, and is never replaced."""
+    clip = write_clip(tmp_path / "in.mp4", frames=8)
+    batch = Batch([str(clip)], ["edge"], tmp_path / "out", backend="cpu")
+    record, output = asdict(batch.manifest.records[0]), Path(batch.manifest.records[0].output)
+    (tmp_path / "task.pickle").write_bytes(pickle.dumps((record, batch.settings)))
+    lost = subprocess.run([sys.executable, "-c", LOST_ATTEMPT, str(tmp_path / "task.pickle")],
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}, capture_output=True, text=True)
+    assert lost.returncode == 9 and output.exists(), lost.stderr
+    inode = output.stat().st_ino
+    fake = SimpleNamespace(get_gpu_ids=list, get_runtime_context=lambda: SimpleNamespace(get_task_id=lambda: "0a" * 12))
+    monkeypatch.setattr(batch_ray, "ray_module", lambda: fake)
+    retry = batch_ray.run_input_task(record, copy.deepcopy(batch.settings))
+    assert retry["status"] == "done" and retry["frames"] == 8, retry
+    assert output.stat().st_ino != inode and output.stat().st_size == retry["bytes"]
+    assert [p.name for p in output.parent.iterdir()] == [output.name]  # no claim left
+    os.utime(output, (1e9, 1e9))  # someone else's file, there before the task began
+    subprocess.run([sys.executable, "-c", LOST_ATTEMPT, str(tmp_path / "task.pickle")],
+                   env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}, capture_output=True)
+    before = output.stat()
+    again = batch_ray.run_input_task(record, copy.deepcopy(batch.settings))
+    assert again["status"] == "failed" and "exists" in again["error"]
+    assert (output.stat().st_ino, output.stat().st_mtime) == (before.st_ino, before.st_mtime) == (before.st_ino, 1e9)
