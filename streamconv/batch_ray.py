@@ -149,7 +149,10 @@ def _collect(ray, batch: "Batch", waiting: dict, *, cancelled: bool = False) -> 
                 ray.cancel(ref)  # a task not yet started is dropped; a running one finishes
         done, _ = ray.wait(list(waiting), num_returns=1, timeout=0.25)
         for ref in done:
-            _record_result(ray, batch.manifest.records[waiting.pop(ref)], ref, stopped or cancelled)
+            # Let go of the task only once its result is recorded: a second signal while it is
+            # fetched would leave its published output unrecorded (the cancelled pass records it).
+            _record_result(ray, batch.manifest.records[waiting[ref]], ref, stopped or cancelled)
+            del waiting[ref]
             batch.manifest.write()
 
 

@@ -13,6 +13,7 @@ import importlib.util
 import json
 import os
 import pickle
+import signal
 import socket
 import subprocess
 import sys
@@ -26,7 +27,8 @@ from clips import write_clip
 from raycluster import ADDRESS, killer, leftover_processes, run_in_cluster, why_not
 from streamconv import batch_ray
 from streamconv.batch import Batch
-from streamconv.manifest import MANIFEST_NAME
+from streamconv.errors import Interrupted
+from streamconv.manifest import MANIFEST_NAME, BatchRecord
 from test_reliability import flip_bytes
 
 # Until a Ray worker runs an input (bounded: a batch that never gets one fails its checks).
@@ -146,3 +148,32 @@ def test_a_retry_replaces_the_output_its_lost_attempt_published_and_no_other(tmp
     again = batch_ray.run_input_task(record, copy.deepcopy(batch.settings))
     assert again["status"] == "failed" and "exists" in again["error"]
     assert (output.stat().st_ino, output.stat().st_mtime) == (before.st_ino, before.st_mtime) == (before.st_ino, 1e9)
+
+
+def test_a_second_signal_while_a_result_is_fetched_still_records_it():
+    """Without a cluster: the batch's second signal lands while a finished task's result is being
+    fetched; the pass over the cancelled tasks still records that input (its output is published)."""
+
+    class FakeRay:
+        exceptions = SimpleNamespace(TaskCancelledError=LookupError, RayError=RuntimeError)
+        fetches = 0
+
+        def wait(self, refs, num_returns, timeout):
+            return refs[:1], refs[1:]
+
+        def get(self, ref):
+            self.fetches += 1
+            if self.fetches == 1:
+                raise Interrupted(signal.SIGINT)
+            return {"status": "done", "frames": 8, "exit_code": 0}
+
+        def cancel(self, ref, force=False):
+            pass
+
+    record = BatchRecord("in.mp4", "out/in.mp4")
+    batch = SimpleNamespace(stopping=False, manifest=SimpleNamespace(records=[record], write=lambda: None))
+    ray, waiting = FakeRay(), {"ref": 0}
+    with pytest.raises(Interrupted):
+        batch_ray._collect(ray, batch, waiting)
+    batch_ray._collect(ray, batch, waiting, cancelled=True)
+    assert (record.status, record.frames) == ("done", 8)
