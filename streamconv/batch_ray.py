@@ -11,13 +11,20 @@ cancels the running ones too.
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import os
+import socket
+from contextlib import contextmanager
 from dataclasses import asdict
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .batch_worker import RunSettings, Running, run_input
 from .errors import BackendUnavailableError, Interrupted
-from .manifest import BatchRecord
+from .interrupts import SignalGuard
+from .manifest import BatchRecord, file_identity
+from .publish import claim_path
 
 if TYPE_CHECKING:
     from .batch import Batch
@@ -27,6 +34,8 @@ log = logging.getLogger(__name__)
 RAY_EXTRA = "pip install 'streamconv[ray]'"
 MAX_RETRIES = 3
 """Attempts after the first when a task's worker or node is lost."""
+PROBE_TIMEOUT = 10.0
+"""Seconds to wait for a cluster's address to answer before Ray is asked to join it."""
 
 
 def ray_module():
@@ -38,6 +47,38 @@ def ray_module():
     return ray
 
 
+def connect(ray, address: str | None) -> None:
+    """Join the Ray cluster at ``address`` (None: RAY_ADDRESS's, else one ``ray start`` ran
+    here, else a new local one), unless this process has joined one already.
+
+    Raises:
+        BackendUnavailableError: the address is not HOST:PORT, or nothing answers there (Ray
+        itself would retry without end), or Ray refuses it.
+    """
+    if ray.is_initialized():
+        return
+    target = address or os.environ.get("RAY_ADDRESS") or None
+    if target not in (None, "auto", "local"):
+        _probe(target)
+    try:
+        ray.init(address=address, log_to_driver=False, configure_logging=False)
+    except (ValueError, ConnectionError) as exc:
+        raise BackendUnavailableError(f"--ray: cannot join the Ray cluster at {target}: {exc}") from None
+
+
+def _probe(address: str) -> None:
+    """Raise BackendUnavailableError unless something answers at ``address`` (HOST:PORT, or
+    ray://HOST:PORT for Ray Client) within PROBE_TIMEOUT seconds."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise BackendUnavailableError(f"--ray: the cluster's address {address!r} is not HOST:PORT")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_TIMEOUT).close()
+    except (OSError, OverflowError) as exc:
+        raise BackendUnavailableError(f"--ray: no Ray cluster answers at {address} "
+                                      f"({getattr(exc, 'strerror', None) or exc})") from None
+
+
 def run_input_task(record: dict, settings: RunSettings) -> dict:
     """The Ray task: one input through its own Pipeline on the node it landed on; the record's fields."""
     ray = ray_module()
@@ -46,16 +87,42 @@ def run_input_task(record: dict, settings: RunSettings) -> dict:
     batch_record.status = "running"
     # Ray makes the GPU share it granted the task's only visible device: number 0 here.
     batch_record.device = int(gpus[0]) if gpus else None
-    run_input(batch_record, 0, settings, Running())
+    # Ray cancels a running task by a simulated SIGINT (interrupt_main): a deferred guard only
+    # records it, so the batch's first signal, which cancels the tasks not started, lets a
+    # running input finish (its second force-cancels: the worker is killed).
+    task_id = ray.get_runtime_context().get_task_id()
+    with _attempt(batch_record.output, task_id, settings), SignalGuard() as guard:
+        guard.deferred = True
+        run_input(batch_record, 0, settings, Running())
     return asdict(batch_record)
+
+
+@contextmanager
+def _attempt(output: str, task_id: str, settings: RunSettings):
+    """One attempt of an input's task, marked by a claim file beside ``output`` named after the
+    task (Ray keeps its id across retries) from the first attempt's start until an attempt ends.
+    A retry that finds the claim and an output newer than it lets that output be replaced: a
+    lost attempt published it before its worker died (else the retry would fail on it)."""
+    claim = claim_path(output, hashlib.sha256(task_id.encode()).hexdigest()[:8])
+    claimed, published = file_identity(claim), file_identity(output)
+    if claimed is not None and published is not None and published[1] >= claimed[1]:
+        settings.ours.add(output)
+    try:
+        claim.parent.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))  # an earlier one's time kept
+    except OSError:
+        pass  # the input's own run meets what is wrong with the folder
+    try:
+        yield
+    finally:
+        claim.unlink(missing_ok=True)
 
 
 def run_on_ray(batch: "Batch", address: str | None) -> None:
     """Run ``batch``'s pending inputs as Ray tasks on the cluster at ``address`` (None: the one
     in RAY_ADDRESS, or a new local one), updating its manifest as results come in."""
     ray = ray_module()
-    if not ray.is_initialized():
-        ray.init(address=address, log_to_driver=False, configure_logging=False)
+    connect(ray, address)
     share = 1.0 / batch.jobs if batch.backend == "cuda" else 0
     task = ray.remote(run_input_task).options(num_gpus=share, num_cpus=1, max_retries=MAX_RETRIES,
                                               retry_exceptions=False)
@@ -82,7 +149,10 @@ def _collect(ray, batch: "Batch", waiting: dict, *, cancelled: bool = False) -> 
                 ray.cancel(ref)  # a task not yet started is dropped; a running one finishes
         done, _ = ray.wait(list(waiting), num_returns=1, timeout=0.25)
         for ref in done:
-            _record_result(ray, batch.manifest.records[waiting.pop(ref)], ref, stopped or cancelled)
+            # Let go of the task only once its result is recorded: a second signal while it is
+            # fetched would leave its published output unrecorded (the cancelled pass records it).
+            _record_result(ray, batch.manifest.records[waiting[ref]], ref, stopped or cancelled)
+            del waiting[ref]
             batch.manifest.write()
 
 

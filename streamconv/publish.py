@@ -158,6 +158,13 @@ def _temp_name(target: Path) -> str:
     return f".{stem}.{secrets.token_hex(_TOKEN_HEX // 2)}.partial{suffix}"
 
 
+def claim_path(target: str | os.PathLike, token: str) -> Path:
+    """``target``'s temporary name with ``token`` (8 hex digits) for its random part: a name a
+    writer can find again (a retried task), removed with the others a killed writer left."""
+    stem, suffix = _temp_parts(Path(target))
+    return Path(target).with_name(f".{stem}.{token}.partial{suffix}")
+
+
 def temp_name_regex(target: str | os.PathLike) -> str:
     """A regex of exactly the temporary names :class:`AtomicFile` gives ``target``, no other
     file's (to find those a killed writer left)."""

@@ -15,7 +15,7 @@ import logging
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .batch_ray import MAX_RETRIES, ray_module
+from .batch_ray import MAX_RETRIES, connect, ray_module
 from .errors import StreamconvError
 from .io.segment import Segment
 from .stats import RunStats
@@ -52,8 +52,7 @@ def run_on_ray(work: Any, plan: Sequence[Segment], parts: Sequence[Path], *, add
         whose task was lost more than MAX_RETRIES times; Interrupted on a second signal.
     """
     ray = ray_module()
-    if not ray.is_initialized():
-        ray.init(address=address, log_to_driver=False, configure_logging=False)
+    connect(ray, address)
     gpu = work.backend == "cuda" or work.pipeline_options.get("decoder") == "nvdec"
     task = ray.remote(run_segment_task).options(num_gpus=1.0 / jobs if gpu else 0, num_cpus=1,
                                                 max_retries=MAX_RETRIES, retry_exceptions=False)
