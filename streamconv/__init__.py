@@ -32,7 +32,7 @@ _EXPORTS = {
     "CallbackSink": "io.sink", "FanoutSink": "io.sink", "FileSink": "io.filesink", "NullSink": "io.sink",
     "open_sink": "io.open",
     "FrameMeta": "slots",
-    "FileSource": "io.file", "NvdecSource": "io.nvdec", "Batch": "batch", "run_batch": "batch",
+    "FileSource": "io.file", "NvdecSource": "io.nvdec", "Batch": "batch", "run_batch": "batch", "batch": "batch",
     "ArraySource": "io.arrays", "open_source": "io.open", "TestPattern": "io.pattern",
     "RunStats": "stats", "DeviceFrame": "interop.device_frame",
     "WebcamSource": "io.camera", "run_segments": "segments",
@@ -46,7 +46,9 @@ def __getattr__(name: str):
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'streamconv' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    value = importlib.import_module(f".{module}", __name__)
+    if name != module:  # else the module itself: ``streamconv.batch(...)`` is run_batch
+        value = getattr(value, name)
     globals()[name] = value
     return value
 
@@ -100,6 +102,7 @@ __all__ = [
     "Pipeline",
     "PresetError",
     "RealtimeSource",
+    "batch",
     "run_batch",
     "run_many",
     "run_segments",

@@ -21,6 +21,7 @@ import signal
 import sys
 import threading
 import time
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -416,3 +417,14 @@ def _record(item: BatchInput, fingerprint: str, earlier: dict | None, *, complet
     elif ours:
         record.bytes, record.output_mtime_ns = earlier["bytes"], earlier["output_mtime_ns"]
     return record
+
+
+class _CallableModule(types.ModuleType):
+    """This module, callable as :func:`run_batch`: ``streamconv.batch(inputs, filters, outdir, ...)``."""
+
+    def __call__(self, inputs: Sequence[str], filters: Sequence[str | FilterStage], outdir: str | Path,
+                 **options) -> BatchResult:
+        return run_batch(inputs, filters, outdir, **options)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -186,6 +186,16 @@ def test_the_python_api(tmp_path, clips):
             np.testing.assert_array_equal(got, expected)
 
 
+def test_the_batch_module_itself_is_callable_as_run_batch(tmp_path, clips):
+    """``streamconv.batch(...)``, as the module is named, whether or not it was imported first."""
+    import streamconv.batch
+    from streamconv.batch import Batch
+
+    result = streamconv.batch([str(clips)], ["box:size=3"], tmp_path / "out", backend="cpu", jobs=1, processes=1)
+    assert result.exit_code == 0 and [r.status for r in result.records] == ["done"] * 3
+    assert Batch is streamconv.Batch and streamconv.batch.run_batch is streamconv.run_batch
+
+
 @pytest.mark.parametrize("signals", [1, 2])
 def test_a_signal_starts_no_new_input_and_a_second_aborts_the_running_ones(tmp_path, signals):
     folder = tmp_path / "in"
