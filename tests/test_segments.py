@@ -249,8 +249,11 @@ def test_damage_in_the_copied_audio_is_found_by_the_join_as_by_a_one_piece_run(c
         source.write_bytes(damaged)
         whole = cli("run", str(source), "-o", str(tmp_path / f"a-{name}.mkv"), *chain)
         pieces = cli("run", str(source), "-o", str(tmp_path / f"b-{name}.mkv"), *chain, "--segments", "3")
-        assert whole.returncode == 13 and "audio/subtitle packet(s)" in whole.stderr, whole.stderr
-        assert pieces.returncode == 13 and "audio/subtitle packet(s)" in pieces.stderr, pieces.stderr
+        assert whole.returncode == 13 and pieces.returncode == 13, (whole.stderr, pieces.stderr)
+        refused = "audio/subtitle packet(s)" in whole.stderr
+        assert ("audio/subtitle packet(s)" in pieces.stderr) == refused, pieces.stderr
+        # The muxer of PyAV 18's FFmpeg refuses the garbled packet; PyAV 19's takes it.
+        assert refused or name == "garbage.ts", whole.stderr
         assert decoded(tmp_path / f"b-{name}.mkv")[0] == decoded(tmp_path / f"a-{name}.mkv")[0]
         assert packets(tmp_path / f"b-{name}.mkv", "audio") == packets(tmp_path / f"a-{name}.mkv", "audio")
 
