@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .errors import InputError, OutputError
-from .publish import without_file_scheme
-from .publish import temp_name_regex
+from .publish import temp_name_regex, without_file_scheme
 from .segments import parts_prefix
 
 VIDEO_SUFFIXES = frozenset({".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".ts", ".m2ts", ".mts", ".mpg",

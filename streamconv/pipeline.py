@@ -186,9 +186,7 @@ class Pipeline:
         if signum is not None and self.stop_signal is None:
             self.stop_signal = signum
         self._controls.stop.set()
-        interrupt = getattr(self.source, "interrupt", None)
-        if interrupt is not None:
-            interrupt()  # a live source may be waiting for its next frame
+        self.source.interrupt()  # a camera or stream may be waiting for its next frame
 
     def abort(self, signum: int | None = None) -> None:
         """Stop a running pipeline at once, from any thread: nothing more is written, the output

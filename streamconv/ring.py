@@ -316,9 +316,7 @@ class RingEpoch:
         that did not come through Pipeline.stop, a writer's error, did not), so that the read
         writes nothing into slots freed meanwhile when it returns."""
         self.reader_abandoned = True
-        interrupt = getattr(self.source, "interrupt", None)
-        if interrupt is not None:
-            interrupt()
+        self.source.interrupt()
         if not quietly:
             log.warning("the input sent nothing for %g s after the stop: finishing without it", READ_PATIENCE)
 

@@ -425,6 +425,17 @@ def test_an_rtsp_output_whose_server_never_answers_is_refused_after_its_timeout(
     assert time.monotonic() - started < 30
 
 
+def interrupt_then_terminate(run) -> tuple[int, float]:
+    """SIGINT, then SIGTERM 0.2 s later (a supervisor's after Ctrl-C): the exit code, and the
+    seconds from the second signal to the exit."""
+    run.process.send_signal(signal.SIGINT)
+    time.sleep(0.2)
+    run.process.send_signal(signal.SIGTERM)
+    second = time.monotonic()
+    code = run.finish(timeout=60)
+    return code, time.monotonic() - second
+
+
 def test_a_second_signal_aborts_at_once_while_an_input_without_timeout_sends_nothing(tmp_path):
     """A supervisor's SIGTERM after Ctrl-C, while the stop waits for a silent input: the abort
     must not wait for the read that never returns (it took 2 s: 1 s joining the reader, 1 s
@@ -437,12 +448,7 @@ def test_a_second_signal_aborts_at_once_while_an_input_without_timeout_sends_not
         run = Run("run", server.url, "--timeout", "0", "--input-option", "analyzeduration=100000", "-o", str(out),
                   "--progress", str(progress), "--filter", "identity", "--backend", "cpu", cwd=tmp_path)
         run.wait_for(lambda: progress_frames(progress) >= 30, "30 frames written")
-        run.process.send_signal(signal.SIGINT)
-        time.sleep(0.2)
-        run.process.send_signal(signal.SIGTERM)
-        second = time.monotonic()
-        code = run.finish(timeout=60)
-        took = time.monotonic() - second
+        code, took = interrupt_then_terminate(run)
     finally:
         server.close()
     assert code == 143, run.stderr
@@ -462,12 +468,7 @@ def test_a_second_signal_aborts_several_silent_sources_at_once_without_traceback
                   "-o", str(tmp_path / "out{n}.mkv"), "--filter", "identity", "--backend", "cpu", cwd=tmp_path)
         run.wait_for(lambda: all(s.served for s in servers), "both inputs connected")
         time.sleep(1.5)  # the frames sent are read: both inputs are silent now
-        run.process.send_signal(signal.SIGINT)
-        time.sleep(0.2)
-        run.process.send_signal(signal.SIGTERM)
-        second = time.monotonic()
-        code = run.finish(timeout=60)
-        took = time.monotonic() - second
+        code, took = interrupt_then_terminate(run)
     finally:
         for server in servers:
             server.close()

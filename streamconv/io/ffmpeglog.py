@@ -145,7 +145,6 @@ class DamageLog(logging.Handler):
         self.components = set(components)
         self.count = 0
         self.shared = 0
-        self._logger = logging.getLogger("libav")
 
     def emit(self, record: logging.LogRecord) -> None:
         component = record.name.partition(".")[2]
@@ -165,7 +164,7 @@ class DamageLog(logging.Handler):
         with _lock:
             _listen()
             _open.append(self)
-        self._logger.addHandler(self)
+        _libav.addHandler(self)
         self._started = True
         for record in earlier:
             self.emit(record)
@@ -176,7 +175,7 @@ class DamageLog(logging.Handler):
         if not getattr(self, "_started", False):
             return
         self._started = False
-        self._logger.removeHandler(self)
+        _libav.removeHandler(self)
         with _lock:
             _open.remove(self)
             _unlisten()

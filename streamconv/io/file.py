@@ -278,8 +278,7 @@ class FileSource(ReadGuard, Source):
             yield packet
 
     def _raise_read_error(self) -> None:
-        """Raise the read failure that ended the demuxing, if one did, with the frames delivered
-        by then (the decoder's held frames included: counted now, not when the read failed)."""
+        """Raise the read failure that ended the demuxing, if one did, counting the frames delivered by now."""
         reason, self._read_error = getattr(self, "_read_error", None), None
         if reason is not None:
             raise StreamError(f"reading {self.path} failed after {self._index} frames: {reason}")
@@ -324,9 +323,10 @@ class FileSource(ReadGuard, Source):
         return self._guarded(self._next_frame, lambda frame: self._hand_over(frame, buffer))
 
     def _hand_over(self, frame, buffer: np.ndarray) -> FrameMeta | None:
-        if frame is not None and frame is not RESIZED:
-            self._deliver(frame, buffer)
-        return frame if frame is None or frame is RESIZED else self._frame_meta(frame)
+        if frame is None or frame is RESIZED:
+            return frame
+        self._deliver(frame, buffer)
+        return self._frame_meta(frame)
 
     def _next_frame(self):
         """The next decoded frame; None at the end; RESIZED (the frame held for the next call)

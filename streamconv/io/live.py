@@ -277,9 +277,7 @@ class RealtimeSource(Source):
     def interrupt(self) -> None:
         """Make a waiting (and every later) ``read_into`` return None; safe from any thread."""
         self._interrupt.set()
-        interrupt = getattr(self.inner, "interrupt", None)
-        if interrupt is not None:
-            interrupt()  # a read blocked in the inner source delivers nothing either
+        self.inner.interrupt()  # a read blocked in the inner source delivers nothing either
 
     def describe(self) -> str:
         return f"{self.inner.describe()} (real time)"

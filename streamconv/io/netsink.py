@@ -134,10 +134,10 @@ class NetworkSink(FileSink):
         except (av.FFmpegError, OSError) as exc:
             self.failed = True
             self.abort()
-            waited = time.monotonic() - started
-            silent = self._answer_within is not None and waited >= 0.9 * self._answer_within
-            silent = f" (no answer within {self._answer_within:g} s)" if silent else ""
-            raise OutputError(f"cannot send to {self.path}: {ffmpeg_reason(exc)}{silent}") from None
+            within = self._answer_within
+            silent = within is not None and time.monotonic() - started >= 0.9 * within
+            note = f" (no answer within {within:g} s)" if silent else ""
+            raise OutputError(f"cannot send to {self.path}: {ffmpeg_reason(exc)}{note}") from None
 
     def _raise_write_error(self, exc: BaseException, doing: str) -> None:
         """Sending failed after the connection was made (the receiver went away)."""

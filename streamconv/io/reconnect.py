@@ -174,9 +174,7 @@ class ReconnectingSource(Source):
     def interrupt(self) -> None:
         """Make a waiting (and every later) ``read_into`` return None; safe from any thread."""
         self._interrupt.set()
-        interrupt = getattr(self.inner, "interrupt", None)
-        if interrupt is not None:
-            interrupt()
+        self.inner.interrupt()
 
     def describe(self) -> str:
         return f"{self.inner.describe()} (reconnecting)"

@@ -64,6 +64,10 @@ class Source:
         """One line for logs: what it is, its size and rate."""
         return f"{self.name} {self.width}x{self.height} @ {float(self.frame_rate):g} fps"
 
+    def interrupt(self) -> None:
+        """A stop was asked for (safe from any thread): a read waiting for data returns without
+        a frame, where the source can tell (a camera, a stream); here nothing waits."""
+
     def close(self) -> None:
         """Release the source; safe to call more than once."""
 

@@ -159,6 +159,11 @@ MPEGTS_CARRIES = frozenset({"aac", "aac_latm", "mp2", "mp3", "ac3", "eac3", "dts
 other (FLAC, PCM, SubRip...) as private data, which players and FFmpeg itself do not decode."""
 
 
+def _ts_carries(decoder: str) -> bool:
+    """Whether MPEG-TS has a stream type for the codec of ``decoder`` (a decoder's name: mp3float is mp3)."""
+    return av.codec.Codec(decoder, "r").canonical_name in MPEGTS_CARRIES
+
+
 def _container_takes(format_name: str, source) -> bool:
     """Whether a ``format_name`` muxer writes a file with a copy of ``source``: its header, and
     for PCM (whose packets are any bytes) a packet of silence and the trailer.
@@ -170,7 +175,7 @@ def _container_takes(format_name: str, source) -> bool:
     most of it as data nobody decodes: there, :data:`MPEGTS_CARRIES` decides.
     """
     if format_name == "mpegts":
-        return source.codec_context.codec.canonical_name in MPEGTS_CARRIES
+        return _ts_carries(source.codec_context.name)
     try:
         with av.open(io.BytesIO(), "w", format=format_name) as probe:
             stream = probe.add_stream_from_template(source)
@@ -194,7 +199,7 @@ def _holder(codec: str, suffix: str) -> str:
         if extension == suffix.lower():
             continue
         if format_name == "mpegts":
-            if av.codec.Codec(codec, "r").canonical_name in MPEGTS_CARRIES:
+            if _ts_carries(codec):
                 return f"{extension} holds it"
             continue
         try:
