@@ -4,7 +4,8 @@ For each frame size and K it makes random RGB frames and two filters: random flo
 (what the 2D variants are timed on) and a Gaussian (rank 1, what ``separable`` is timed on;
 ``auto`` is timed on both). Each variant is first checked against the CPU backend on a
 fresh random frame with its output buffers poisoned, then timed with CUDA events after a
-warm-up, rotating over four device frames so 4K frames do not sit in L2. Host references
+warm-up, rotating over four device frames so 4K frames do not sit in L2: one frame after
+another on one stream, and dealt over two streams as the pipeline's slots queue them. Host references
 are ``cv2.filter2D`` (random taps) and ``cv2.sepFilter2D`` (the Gaussian) on the same frame.
 """
 
@@ -56,6 +57,8 @@ class BenchRow:
     chosen: str = ""      # the variant it ran as; "+offset" where bytes were widened to 2^15 + byte,
                           # "+tensor" for separable taps run on the tensor cores (sepconv_tc.cu)
     math_unit: str = "FP32"  # the roofline fma_fraction is of: "FP32" or "tensor" (int8)
+    two_stream_ms: float = 0.0  # ms per frame with frames dealt over two streams, as the pipeline's
+                                # slots queue them (one frame's kernels start as the last one's end)
 
     @property
     def limiter(self) -> str:
@@ -113,6 +116,7 @@ def _measure_variant(stage: FilterStage, kernel: str, shape, frame, expected, rn
                 slot.host_in[:] = rng.integers(0, np.iinfo(frame.dtype).max + 1, shape, dtype=frame.dtype)
                 slot.device.upload(False)
             seconds = time_launches(backend, slots, env.driver)
+            two_stream_seconds = time_launches(backend, slots, env.driver, streams=2)
             launch, function = backend.compiled_stages(shape, frame.dtype)[0]
             threads = launch.block[0] * launch.block[1] * launch.block[2]
             occ, limit = occupancy(env.device, env.driver, function, threads)
@@ -122,7 +126,8 @@ def _measure_variant(stage: FilterStage, kernel: str, shape, frame, expected, rn
                     copy_fraction=gbps / env.copy_gbps,
                     fma_fraction=launch.products / seconds / env.peak(launch.math_unit),
                     math_unit=launch.math_unit, max_lsb=worst, registers=registers, shared_bytes=shared,
-                    spill_bytes=spill, occupancy=occ, occupancy_limit=limit, chosen=launch.variant + launch.tags)
+                    spill_bytes=spill, occupancy=occ, occupancy_limit=limit, chosen=launch.variant + launch.tags,
+                    two_stream_ms=two_stream_seconds * 1e3)
 
 
 def _host_row(size: str, k: int, name: str, taps: str, seconds: float, frame_bytes: int, copy_gbps: float) -> BenchRow:
@@ -254,12 +259,14 @@ def format_table(result: dict) -> str:
             label = f"{name} ({taps})"
             lines.append(f"{label:<26}" + "".join(f"{cells[k]:>10.4f}" if k in cells else f"{'-':>10}" for k in ks))
     lines.append("")
-    lines.append(f"{'size':<6}{'K':>3} {'kernel':<18}{'taps':<9}{'ms':>9}{'GB/s':>7}{'copy':>6}{'math':>6}"
+    lines.append(f"{'size':<6}{'K':>3} {'kernel':<18}{'taps':<9}{'ms':>9}{'2 str':>8}{'GB/s':>7}{'copy':>6}"
+                 f"{'math':>6}"
                  f"  {'bound':<7}{'regs':>5}{'smem':>7}{'spill':>6}{'occ':>5} {'occ limit':<10}{'LSB':>4}  ran as")
     for r in rows:
         if r["max_lsb"] is None:
             continue
-        lines.append(f"{r['size']:<6}{r['k']:>3} {r['variant']:<18}{r['taps']:<9}{r['ms']:>9.4f}{r['gbps']:>7.0f}"
+        lines.append(f"{r['size']:<6}{r['k']:>3} {r['variant']:<18}{r['taps']:<9}{r['ms']:>9.4f}"
+                     f"{r.get('two_stream_ms', 0.0):>8.4f}{r['gbps']:>7.0f}"
                      f"{100 * r['copy_fraction']:>5.0f}%{100 * r['fma_fraction']:>5.0f}%  {r['limiter']:<7}"
                      f"{r['registers']:>5}{r['shared_bytes']:>7}{r['spill_bytes']:>6}"
                      f"{100 * r['occupancy']:>4.0f}% {r['occupancy_limit']:<10}{r['max_lsb']:>4}  {r['chosen']}")

@@ -48,46 +48,59 @@ HOLD_SOURCE = "hold"
 _MAX_HOLD_NS = 10**9  # beyond this a batch is timed as queued (a host stalled for a second)
 
 
-def time_launches(backend, slots, driver, *, budget_s: float = TIME_BUDGET_S, max_runs: int = 30) -> float:
+def time_launches(backend, slots, driver, *, streams: int = 1, budget_s: float = TIME_BUDGET_S,
+                  max_runs: int = 30) -> float:
     """Median seconds per launch of the backend's chain, rotating over ``slots``' device buffers.
 
-    Kernels only (``launch_kernels``), on one stream, after a warm-up; each sample is a batch
-    of launches timed with CUDA events. Each batch is queued behind a kernel that holds the
-    stream until the whole batch is queued, so that the launches run back to back: the host's
-    cost per launch (about 10 us from Python) would otherwise be timed wherever a kernel takes
-    less. A batch queued after its hold ended is queued again behind a hold twice as long (up
-    to a second). The context must be current.
+    Kernels only (``launch_kernels``), after a warm-up; each sample is a batch of launches timed
+    with CUDA events. With ``streams`` 1 each launch waits for the one before; with more, launch
+    i goes to stream i mod ``streams`` (as the pipeline's slots queue frames), so that one
+    frame's kernels can start while the last blocks of the previous frame's still run. Each
+    batch is queued behind a kernel that holds the streams until the whole batch is queued, so
+    that the launches run back to back: the host's cost per launch (about 10 us from Python)
+    would otherwise be timed wherever a kernel takes less. A batch queued after its hold ended
+    is queued again behind a hold twice as long (up to a second). The context must be current.
     """
     hold = kernel_loader.load_module(HOLD_SOURCE, {}, backend.arch).get_function("hold_stream")
     hold.prepare("Q")
-    stream = driver.Stream()
-    start, end = driver.Event(), driver.Event()
-    start.record(stream)
-    queued_from = time.perf_counter()
-    for slot in slots:  # warm-up, and a first estimate of the time per launch
-        backend.launch_kernels(slot, stream)
-    queue_s = (time.perf_counter() - queued_from) / len(slots)
-    end.record(stream)
-    end.synchronize()
-    first = end.time_since(start) / 1e3 / len(slots)
+    lanes = [driver.Stream() for _ in range(streams)]
+    events = [driver.Event() for _ in range(streams + 1)]  # start, end, and one per other stream's end
+    begin = time.perf_counter()
+    first = _timed_batch(backend, slots, lanes, events)[0] / len(slots)  # warm-up, a first estimate
+    queue_s = (time.perf_counter() - begin) / len(slots)
     per_batch = max(1, min(5, int(budget_s / 4 / max(first, 1e-7) / len(slots))))
     runs = max(3, min(max_runs, int(budget_s / max(first * per_batch * len(slots), 1e-7))))
     launches = per_batch * len(slots)
     hold_ns = int(2 * queue_s * launches * 1e9) + 100_000
     samples = []
     while len(samples) < runs:
-        hold.prepared_async_call((1, 1, 1), (1, 1, 1), stream, hold_ns)
-        start.record(stream)
-        for slot in slots * per_batch:
-            backend.launch_kernels(slot, stream)
-        end.record(stream)
-        held_throughout = not start.query()
-        end.synchronize()
+        hold.prepared_async_call((1, 1, 1), (1, 1, 1), lanes[0], hold_ns)
+        seconds, held_throughout = _timed_batch(backend, slots * per_batch, lanes, events)
         if held_throughout or hold_ns > _MAX_HOLD_NS:
-            samples.append(end.time_since(start) / 1e3 / launches)
+            samples.append(seconds / launches)
         else:
             hold_ns *= 2
     return statistics.median(samples)
+
+
+def _timed_batch(backend, slots, lanes, events) -> tuple[float, bool]:
+    """(seconds from start to end around ``slots``' launches, dealt out over ``lanes`` (streams),
+    whether start was still ahead when the last launch was queued: the batch was held back).
+    ``events``: start and end, recorded on the first lane, then one per other lane, recorded
+    where that lane's launches end (the first waits on them before end)."""
+    (start, end, *joins), head = events, lanes[0]
+    start.record(head)
+    for lane in lanes[1:]:
+        lane.wait_for_event(start)
+    for i, slot in enumerate(slots):
+        backend.launch_kernels(slot, lanes[i % len(lanes)])
+    held_throughout = not start.query()
+    for lane, joined in zip(lanes[1:], joins):
+        joined.record(lane)
+        head.wait_for_event(joined)
+    end.record(head)
+    end.synchronize()
+    return end.time_since(start) / 1e3, held_throughout
 
 
 def time_host(function, repeats: int = 3) -> float:

@@ -25,7 +25,9 @@ def add_bench_parser(commands) -> None:
         description="Check every CUDA kernel variant against the CPU backend, then time it with "
                     "CUDA events for each K and frame size, beside cv2.filter2D and cv2.sepFilter2D "
                     "on the host. 2D variants run random float taps; separable runs a Gaussian; "
-                    "auto runs both. Prints a table; --json and --chart save it.",
+                    "auto runs both. Each is timed with one frame after another on one stream, and with "
+                    "frames dealt over two streams as the pipeline queues them (the '2 str' column). "
+                    "Prints a table; --json and --chart save it.",
         epilog="Examples:\n  streamconv bench\n  streamconv bench --sizes 4k --ks 3,5 --kernels auto,register-blocked\n"
                "  streamconv bench --json bench.json --chart bench.png",
         formatter_class=argparse.RawDescriptionHelpFormatter)
