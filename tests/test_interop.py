@@ -117,6 +117,8 @@ def test_host_tensors_are_host_frames(rng):
     assert isinstance(frame, np.ndarray) and np.shares_memory(frame, array)
     frame = as_frame(Exported(array))  # a DLPack producer on the CPU
     assert isinstance(frame, np.ndarray) and np.shares_memory(frame, array)
+    frame = as_frame(Exported(array, dlpack.DEVICE_CUDA_HOST))  # a pinned PyTorch CPU tensor says kDLCUDAHost
+    assert isinstance(frame, np.ndarray) and np.shares_memory(frame, array)
     with streamconv.Filter("box", backend="cpu") as cpu:
         np.testing.assert_array_equal(cpu(Exported(array)), cpu(array))
 
