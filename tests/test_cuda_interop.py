@@ -3,6 +3,9 @@ they are, against the CPU backend on fresh random frames with the outputs poison
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 
@@ -102,9 +105,23 @@ def test_torch_tensors_through_dlpack_and_the_array_interface(rng):
         out = torch.full_like(tensor, POISON)
         assert gpu(tensor, out=out) is out
         assert_close(out.cpu().numpy(), expected("sharpen", frame))
-        host = gpu(torch.from_numpy(frame))  # a CPU tensor is a host frame
-        assert isinstance(host, np.ndarray)
-        assert_close(host, expected("sharpen", frame))
+        for cpu_tensor in (torch.from_numpy(frame), torch.from_numpy(frame).pin_memory()):  # host frames
+            host = gpu(cpu_tensor)
+            assert isinstance(host, np.ndarray)
+            assert_close(host, expected("sharpen", frame))
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # NumPy's refusal, reported
+def test_a_result_numpy_refuses_goes_back_to_the_pool(rng):
+    """np.from_dlpack takes the capsule and refuses CUDA memory: the DeviceFrame is not kept alive."""
+    with streamconv.Filter("box", backend="cuda") as gpu:
+        result = gpu(cupy.asarray(random_frame(rng, (16, 24, 3))))
+        alive = weakref.ref(result)
+        with pytest.raises((SystemError, BufferError, RuntimeError)):
+            np.from_dlpack(result)
+        del result
+        gc.collect()
+        assert alive() is None
 
 
 class DlpackOnly:
