@@ -4,6 +4,7 @@ they are, against the CPU backend on fresh random frames with the outputs poison
 from __future__ import annotations
 
 import gc
+import threading
 import weakref
 
 import numpy as np
@@ -122,6 +123,34 @@ def test_a_result_numpy_refuses_goes_back_to_the_pool(rng):
         del result
         gc.collect()
         assert alive() is None
+
+
+def test_one_filter_called_from_several_threads(rng):
+    """Calls from several threads on one Filter (device and host frames) each get their own frame's
+    result. One shape, rows of 363 bytes: every call stages its frame in the same work buffers."""
+    frames = [random_frame(rng, (90, 121, 3)) for _ in range(8)]
+    wants = [expected("box", frame) for frame in frames]
+    failures = []
+
+    def work(gpu, index):
+        try:
+            for round_ in range(25):
+                frame, want = frames[(index + round_) % len(frames)], wants[(index + round_) % len(frames)]
+                device_out = cupy.full(frame.shape, POISON, cupy.uint8)
+                gpu.apply_into(device_out, cupy.asarray(frame))
+                for got in (cupy.asarray(gpu(cupy.asarray(frame))).get(), device_out.get(), gpu(frame)):
+                    if np.abs(got.astype(int) - want.astype(int)).max() > 1:
+                        failures.append((index, round_))
+        except Exception as exc:  # reported below, with the thread it happened in
+            failures.append((index, repr(exc)))
+
+    with streamconv.Filter("box", backend="cuda") as gpu:
+        threads = [threading.Thread(target=work, args=(gpu, index)) for index in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert not failures, failures[:5]
 
 
 class DlpackOnly:
