@@ -15,6 +15,7 @@ RuntimeError), on every backend.
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Sequence, Union
 
 import numpy as np
@@ -136,7 +137,8 @@ class Filter:
         kernel: CUDA kernel variant, ``"auto"`` (default) or a name from
             ``streamconv.backends.plan.VARIANTS``; the CPU backend ignores it.
 
-    Call it from one thread at a time; on the CUDA backend it owns page-locked staging
+    Calls from several threads are taken one at a time (a lock: the backend's buffers, stream
+    and events are shared by every call). On the CUDA backend it owns page-locked staging
     buffers and device buffers per frame shape, released by ``close()`` (or ``with``); after
     that, calls raise :class:`streamconv.StreamError`.
 
@@ -157,6 +159,7 @@ class Filter:
     def __init__(self, spec: Spec, *, border: str = DEFAULT_BORDER, backend: str = "auto",
                  device: int = 0, kernel: str = "auto") -> None:
         self._closed = True  # until the engine exists: close() of a half-made Filter does nothing
+        self._lock = threading.Lock()
         self.stages, self.border, self.backend, self._engine = make_engine(
             spec, border=border, backend=backend, device=device, kernel=kernel)
         self._closed = False
@@ -194,13 +197,15 @@ class Filter:
         if out is not None:
             self.apply_into(out, frame, stream=stream)
             return out
-        self._check_open()
-        image = as_frame(frame, what="input frame")
-        handle = None if stream is None else stream_handle(stream)
-        if isinstance(image, DeviceView):
-            return device_engine(self._engine, f"this Filter runs on {self.backend}").apply_device(image, None, handle)
-        shape = tuple(getattr(frame, "shape", image.shape))  # (H, W) for a grey frame given so
-        return self._engine.apply(image, **self._stream_kwargs(handle)).reshape(shape)
+        with self._lock:
+            self._check_open()
+            image = as_frame(frame, what="input frame")
+            handle = None if stream is None else stream_handle(stream)
+            if isinstance(image, DeviceView):
+                return device_engine(self._engine, f"this Filter runs on {self.backend}").apply_device(
+                    image, None, handle)
+            shape = tuple(getattr(frame, "shape", image.shape))  # (H, W) for a grey frame given so
+            return self._engine.apply(image, **self._stream_kwargs(handle)).reshape(shape)
 
     def apply_into(self, dst: Any, src: Any, *, stream: Any = None) -> None:
         """Filter ``src`` into ``dst``: arrays of one shape and dtype, uint8 or uint16, both in host
@@ -220,9 +225,14 @@ class Filter:
                 another GPU or in host memory, or device frames on the cpu backend.
             StreamError: the Filter is closed.
         """
-        self._check_open()
-        source, target = as_frame(src, what="input frame"), as_frame(dst, what="output frame")
-        handle = None if stream is None else stream_handle(stream)
+        with self._lock:
+            self._check_open()
+            source, target = as_frame(src, what="input frame"), as_frame(dst, what="output frame")
+            self._apply_into(target, source, None if stream is None else stream_handle(stream))
+
+    def _apply_into(self, target: np.ndarray | DeviceView, source: np.ndarray | DeviceView,
+                    handle: int | None) -> None:
+        """apply_into() once its frames are read, with the lock held."""
         if isinstance(source, DeviceView) or isinstance(target, DeviceView):
             if not (isinstance(source, DeviceView) and isinstance(target, DeviceView)):
                 raise FrameDeviceError("input and output frames must both be device arrays or both host "
@@ -251,11 +261,13 @@ class Filter:
         return {"stream": handle} if self.backend == "cuda" else {}
 
     def close(self) -> None:
-        """Release the backend's buffers and GPU context; idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        self._engine.close()
+        """Release the backend's buffers and GPU context; idempotent. Waits for a call in progress
+        on another thread."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._engine.close()
 
     def __enter__(self) -> "Filter":
         return self

@@ -3,6 +3,10 @@ they are, against the CPU backend on fresh random frames with the outputs poison
 
 from __future__ import annotations
 
+import gc
+import threading
+import weakref
+
 import numpy as np
 import pytest
 
@@ -102,9 +106,51 @@ def test_torch_tensors_through_dlpack_and_the_array_interface(rng):
         out = torch.full_like(tensor, POISON)
         assert gpu(tensor, out=out) is out
         assert_close(out.cpu().numpy(), expected("sharpen", frame))
-        host = gpu(torch.from_numpy(frame))  # a CPU tensor is a host frame
-        assert isinstance(host, np.ndarray)
-        assert_close(host, expected("sharpen", frame))
+        for cpu_tensor in (torch.from_numpy(frame), torch.from_numpy(frame).pin_memory()):  # host frames
+            host = gpu(cpu_tensor)
+            assert isinstance(host, np.ndarray)
+            assert_close(host, expected("sharpen", frame))
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # NumPy's refusal, reported
+def test_a_result_numpy_refuses_goes_back_to_the_pool(rng):
+    """np.from_dlpack takes the capsule and refuses CUDA memory: the DeviceFrame is not kept alive."""
+    with streamconv.Filter("box", backend="cuda") as gpu:
+        result = gpu(cupy.asarray(random_frame(rng, (16, 24, 3))))
+        alive = weakref.ref(result)
+        with pytest.raises((SystemError, BufferError, RuntimeError)):
+            np.from_dlpack(result)
+        del result
+        gc.collect()
+        assert alive() is None
+
+
+def test_one_filter_called_from_several_threads(rng):
+    """Calls from several threads on one Filter (device and host frames) each get their own frame's
+    result. One shape, rows of 363 bytes: every call stages its frame in the same work buffers."""
+    frames = [random_frame(rng, (90, 121, 3)) for _ in range(8)]
+    wants = [expected("box", frame) for frame in frames]
+    failures = []
+
+    def work(gpu, index):
+        try:
+            for round_ in range(25):
+                frame, want = frames[(index + round_) % len(frames)], wants[(index + round_) % len(frames)]
+                device_out = cupy.full(frame.shape, POISON, cupy.uint8)
+                gpu.apply_into(device_out, cupy.asarray(frame))
+                for got in (cupy.asarray(gpu(cupy.asarray(frame))).get(), device_out.get(), gpu(frame)):
+                    if np.abs(got.astype(int) - want.astype(int)).max() > 1:
+                        failures.append((index, round_))
+        except Exception as exc:  # reported below, with the thread it happened in
+            failures.append((index, repr(exc)))
+
+    with streamconv.Filter("box", backend="cuda") as gpu:
+        threads = [threading.Thread(target=work, args=(gpu, index)) for index in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert not failures, failures[:5]
 
 
 class DlpackOnly:

@@ -19,17 +19,18 @@ from streamconv.interop.libcuda import stream_handle
 
 
 class Exported:
-    """Host memory offered through DLPack by streamconv's exporter (as a DeviceFrame offers device memory)."""
+    """Host memory offered through DLPack by streamconv's exporter (as a DeviceFrame offers device
+    memory), under the DLPack device type ``kind`` (kDLCUDAHost: page-locked, as a pinned tensor says)."""
 
-    def __init__(self, array: np.ndarray) -> None:
-        self.array = array
+    def __init__(self, array: np.ndarray, kind: int = dlpack.DEVICE_CPU) -> None:
+        self.array, self.kind = array, kind
 
-    def __dlpack__(self, stream=None):
+    def __dlpack__(self, stream=None, **_):
         return dlpack.export_capsule(self, self.array.ctypes.data, self.array.shape, self.array.strides,
-                                     self.array.dtype, dlpack.DEVICE_CPU, 0)
+                                     self.array.dtype, self.kind, 0)
 
     def __dlpack_device__(self):
-        return dlpack.DEVICE_CPU, 0
+        return self.kind, 0
 
 
 def test_exported_capsules_are_taken_without_a_copy_and_keep_their_owner_alive(rng):
@@ -49,6 +50,20 @@ def test_exported_capsules_are_taken_without_a_copy_and_keep_their_owner_alive(r
     del unused  # never consumed: the capsule deletes its tensor
     gc.collect()
     assert not dlpack._EXPORTED
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # NumPy's error, reported
+def test_a_capsule_a_consumer_refuses_still_lets_its_owner_go(rng):
+    """NumPy takes the capsule, refuses CUDA memory and drops it with its error pending: the
+    exported tensor and its owner (a pooled DeviceFrame, on the GPU) must still be released."""
+    array = rng.integers(0, 256, (4, 5, 3), dtype=np.uint8)
+    exported = Exported(array, dlpack.DEVICE_CUDA)  # host memory posing as CUDA memory
+    owner = weakref.ref(exported)
+    with pytest.raises((SystemError, BufferError, RuntimeError)):  # NumPy's own error is lost: SystemError
+        np.from_dlpack(exported)
+    del exported
+    gc.collect()
+    assert owner() is None and not dlpack._EXPORTED
 
 
 def test_imported_capsules_describe_the_producers_array(rng):
@@ -101,6 +116,8 @@ def test_host_tensors_are_host_frames(rng):
     frame = as_frame(ArrayLike())
     assert isinstance(frame, np.ndarray) and np.shares_memory(frame, array)
     frame = as_frame(Exported(array))  # a DLPack producer on the CPU
+    assert isinstance(frame, np.ndarray) and np.shares_memory(frame, array)
+    frame = as_frame(Exported(array, dlpack.DEVICE_CUDA_HOST))  # a pinned PyTorch CPU tensor says kDLCUDAHost
     assert isinstance(frame, np.ndarray) and np.shares_memory(frame, array)
     with streamconv.Filter("box", backend="cpu") as cpu:
         np.testing.assert_array_equal(cpu(Exported(array)), cpu(array))

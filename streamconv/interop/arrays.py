@@ -2,8 +2,9 @@
 
 Device arrays are read through ``__cuda_array_interface__`` (CuPy, PyTorch, PyCUDA, Numba,
 PyNvVideoCodec) or DLPack (``__dlpack__``); host tensors that speak DLPack or the NumPy array
-interface (a PyTorch CPU tensor) become NumPy arrays without a copy. A device frame's pixels and
-channels must be adjacent (no channel or column steps); its rows may have any pitch.
+interface (a PyTorch CPU tensor, pinned or not) become NumPy arrays without a copy. A device
+frame's pixels and channels must be adjacent (no channel or column steps); its rows may have any
+pitch.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def as_frame(frame: Any, *, what: str = "frame") -> np.ndarray | DeviceView:
         FrameTypeError: not an array of a known kind, or neither uint8 nor uint16.
         FrameFormatError: a shape other than (H, W), (H, W, 3), (H, W, 4), an empty frame, or a
             device frame whose pixels or channels are not adjacent.
-        FrameDeviceError: a DLPack tensor in pinned host memory posing as a device frame.
+        FrameDeviceError: a DLPack tensor in memory of another kind (neither host nor CUDA).
     """
     if isinstance(frame, np.ndarray):
         return as_hwc(frame, what=what)
@@ -70,11 +71,12 @@ def as_frame(frame: Any, *, what: str = "frame") -> np.ndarray | DeviceView:
         return _view(raw_device_array(frame), what)
     if callable(getattr(frame, "__dlpack_device__", None)):
         kind = frame.__dlpack_device__()[0]
-        if kind == dlpack.DEVICE_CPU:
+        # Page-locked host memory (a pinned PyTorch CPU tensor) is host memory: a host frame.
+        if kind in (dlpack.DEVICE_CPU, dlpack.DEVICE_CUDA_HOST):
             return as_hwc(np.from_dlpack(frame), what=what)
         if kind in (dlpack.DEVICE_CUDA, dlpack.DEVICE_CUDA_MANAGED):
             return _view(raw_device_array(frame), what)
-        raise FrameDeviceError(f"{what}: DLPack device type {kind} (pinned host or another kind of memory); "
+        raise FrameDeviceError(f"{what}: DLPack device type {kind} (neither host nor CUDA memory); "
                                "pass a CUDA device array or a host array")
     if hasattr(frame, "__array_interface__") or hasattr(frame, "__array__"):
         return as_hwc(np.asarray(frame), what=what)

@@ -70,9 +70,20 @@ def _delete_exported(managed) -> None:
 @ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 def _destroy_capsule(capsule: int) -> None:
     # Never consumed (still named "dltensor"): the capsule owns the tensor, so it deletes it.
-    if _api.PyCapsule_IsValid(capsule, _NAME):
+    # A consumer that refuses the tensor (NumPy for CUDA memory, an older PyTorch for uint16)
+    # drops the capsule with its own error pending, which makes the first ctypes call here raise
+    # it; the tensor is deleted all the same (else its owner, a pooled frame, is never given
+    # back) and the error re-raised, for Python to report as unraisable.
+    pending = None
+    try:
+        valid = _api.PyCapsule_IsValid(capsule, _NAME)
+    except BaseException as error:  # the consumer's, now cleared: the calls below work
+        pending, valid = error, _api.PyCapsule_IsValid(capsule, _NAME)
+    if valid:
         _delete_exported(ctypes.cast(_api.PyCapsule_GetPointer(capsule, _NAME),
                                      ctypes.POINTER(_ManagedTensor)))
+    if pending is not None:
+        raise pending
 
 
 def contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
