@@ -180,7 +180,9 @@ class Filter:
             out: where to write instead, as for :meth:`apply_into` (returned).
             stream: a CUDA stream (an int handle, or a CuPy, PyTorch, PyCUDA or Numba stream) whose
                 pending work comes first; for device frames the call then returns at once and the
-                result is ready in that stream's order. Without it the result is complete on return.
+                result is ready in that stream's order: keep ``frame`` alive (or queue its release on
+                that stream, as your library's allocator does) until then, as with any asynchronous
+                GPU call. Without it the result is complete on return.
 
         Returns:
             For a host frame, a new C-contiguous NumPy array (on the cuda backend in page-locked

@@ -182,6 +182,14 @@ def test_a_dlpack_only_producer_and_torch_streams(rng):
         assert_close(later.cpu().numpy().astype(np.uint8), expected("box:size=5", frame))
 
 
+def test_a_tensor_that_requires_grad_is_a_frame_type_error():
+    """PyTorch refuses ``__cuda_array_interface__`` on such a tensor with a RuntimeError of its own."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    weights = torch.zeros((8, 8, 3), dtype=torch.float32, device="cuda", requires_grad=True)
+    with streamconv.Filter("box", backend="cuda") as gpu, pytest.raises(streamconv.FrameTypeError, match="grad"):
+        gpu(weights)
+
+
 def test_stream_filter_and_nn_with_device_arrays(rng):
     frames = [random_frame(rng, (72, 96, 3)) for _ in range(7)]
     with streamconv.StreamFilter(["emboss", "box"], ring=3, backend="cuda") as stream:

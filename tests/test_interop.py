@@ -74,10 +74,26 @@ def test_imported_capsules_describe_the_producers_array(rng):
     assert tensor.address == view.ctypes.data and tensor.shape == view.shape
     assert tensor.strides_bytes == view.strides and tensor.dtype == np.uint8
     assert tensor.device_type == dlpack.DEVICE_CPU
-    with pytest.raises(TypeError, match="unused"):
+    with pytest.raises(streamconv.FrameTypeError, match="unused"):
         dlpack.import_capsule(capsule)  # marked used: taken once only
     tensor.close()
     tensor.close()
+
+
+def test_a_dlpack_tensor_of_bools_is_a_frame_type_error():
+    with pytest.raises(streamconv.FrameTypeError, match="bool.*uint8 or uint16"):
+        dlpack.import_capsule(np.ones((4, 5, 3), bool).__dlpack__())
+
+
+def test_a_device_frame_on_the_null_stream_names_it_as_the_interface_asks():
+    """``__cuda_array_interface__`` v3 reserves stream 0: a frame filtered on the null stream (a
+    caller's ``stream=0``) names it 1, the legacy default stream; others keep their handle."""
+    from streamconv.interop.device_frame import DeviceFrame, _Held
+
+    def frame(stream):
+        return DeviceFrame(_Held(None, 1 << 40, 60), (4, 5, 3), np.uint8, 0, stream, None)
+
+    assert [frame(s).__cuda_array_interface__["stream"] for s in (0, 1, 2, 0x7F00, None)] == [1, 1, 2, 0x7F00, None]
 
 
 class Interface:

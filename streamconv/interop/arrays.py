@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import FrameDeviceError, FrameFormatError, FrameTypeError
 from ..frames import CHANNEL_COUNTS, FRAME_DTYPES, as_hwc
 from . import dlpack
-from .raw import RawDeviceArray, raw_device_array
+from .raw import RawDeviceArray, offers_cuda_array_interface, raw_device_array
 
 
 @dataclass(slots=True)  # made per frame: plain slots, not frozen (whose __init__ is slower)
@@ -67,7 +67,7 @@ def as_frame(frame: Any, *, what: str = "frame") -> np.ndarray | DeviceView:
     """
     if isinstance(frame, np.ndarray):
         return as_hwc(frame, what=what)
-    if hasattr(frame, "__cuda_array_interface__"):
+    if offers_cuda_array_interface(frame):
         return _view(raw_device_array(frame), what)
     if callable(getattr(frame, "__dlpack_device__", None)):
         kind = frame.__dlpack_device__()[0]

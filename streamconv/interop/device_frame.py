@@ -113,8 +113,10 @@ class DeviceFrame:
 
     @property
     def __cuda_array_interface__(self) -> dict:
+        # The interface reserves 0 (ambiguous): the null stream is named 1, the legacy default stream.
+        stream = 1 if self.stream == 0 else self.stream
         return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False), "version": 3,
-                "strides": None, "stream": self.stream}
+                "strides": None, "stream": stream}
 
     def synchronize(self) -> None:
         """Wait (on the host) until the frame's filtering is complete."""

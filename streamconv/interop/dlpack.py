@@ -14,11 +14,14 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import FrameTypeError
+
 DEVICE_CPU, DEVICE_CUDA, DEVICE_CUDA_HOST, DEVICE_CUDA_MANAGED = 1, 2, 3, 13
 """``DLDeviceType`` values streamconv meets."""
 
 _CODES = {"i": 0, "u": 1, "f": 2}
 _KINDS = {code: kind for kind, code in _CODES.items()}
+_CODE_NAMES = {0: "int", 1: "uint", 2: "float", 3: "opaque handle", 4: "bfloat", 5: "complex", 6: "bool"}
 _NAME = b"dltensor"
 _USED_NAME = b"used_dltensor"
 
@@ -145,17 +148,20 @@ def import_capsule(capsule: Any) -> ImportedTensor:
     """Take a ``dltensor`` capsule (marking it used, as DLPack asks) and read its tensor.
 
     Raises:
-        TypeError: not an unused ``dltensor`` capsule, or a dtype with lanes (vectors).
+        FrameTypeError: not an unused ``dltensor`` capsule, or not a plain number type (bool,
+            complex, vectors).
     """
     if not _api.PyCapsule_IsValid(id(capsule), _NAME):
-        raise TypeError("not an unused DLPack 'dltensor' capsule")
+        raise FrameTypeError("not an unused DLPack 'dltensor' capsule")
     managed = ctypes.cast(_api.PyCapsule_GetPointer(id(capsule), _NAME), ctypes.POINTER(_ManagedTensor))
     _api.PyCapsule_SetName(capsule, _USED_NAME)  # ours now: the capsule no longer deletes it
     tensor = managed.contents.dl_tensor
     imported = ImportedTensor(0, (), (), np.dtype(np.uint8), tensor.device.device_type, tensor.device.device_id,
                               managed)
     if tensor.dtype.lanes != 1 or tensor.dtype.code not in _KINDS:
-        raise TypeError(f"DLPack dtype code {tensor.dtype.code} x{tensor.dtype.lanes} lanes is not a plain number")
+        raise FrameTypeError(f"DLPack dtype code {tensor.dtype.code} x{tensor.dtype.lanes} lanes "
+                             f"({_CODE_NAMES.get(tensor.dtype.code, 'unknown')}) is not a plain number type; "
+                             "frames are uint8 or uint16")
     imported.dtype = np.dtype(f"{_KINDS[tensor.dtype.code]}{tensor.dtype.bits // 8}")
     imported.shape = tuple(tensor.shape[k] for k in range(tensor.ndim))
     if tensor.strides:

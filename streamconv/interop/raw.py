@@ -14,11 +14,20 @@ from . import dlpack
 from .dlpack import contiguous_strides
 
 
+def offers_cuda_array_interface(frame: Any) -> bool:
+    """Whether ``frame`` has ``__cuda_array_interface__``. A PyTorch CUDA tensor that requires
+    grad has it but raises RuntimeError when it is read: True, and raw_device_array says why."""
+    try:
+        return hasattr(frame, "__cuda_array_interface__")
+    except RuntimeError:
+        return True
+
+
 def is_device_array(frame: Any) -> bool:
     """Whether ``frame`` is an array in CUDA device memory (by its interfaces; nothing checked)."""
     if isinstance(frame, np.ndarray):
         return False
-    if hasattr(frame, "__cuda_array_interface__"):
+    if offers_cuda_array_interface(frame):
         return True
     device = getattr(frame, "__dlpack_device__", None)
     return callable(device) and device()[0] in (dlpack.DEVICE_CUDA, dlpack.DEVICE_CUDA_MANAGED)
@@ -60,7 +69,10 @@ def raw_device_array(array: Any) -> RawDeviceArray:
     Raises:
         FrameTypeError: neither interface, or a DLPack tensor that is not in CUDA memory.
     """
-    interface = getattr(array, "__cuda_array_interface__", None)
+    try:
+        interface = getattr(array, "__cuda_array_interface__", None)
+    except RuntimeError as error:  # a PyTorch tensor that requires grad refuses it
+        raise FrameTypeError(f"{type(array).__name__} gives no __cuda_array_interface__: {error}") from None
     if interface is not None:
         dtype = _dtype(interface["typestr"])
         shape = tuple(interface["shape"])
