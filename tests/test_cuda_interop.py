@@ -259,6 +259,25 @@ def test_host_results_in_leased_page_locked_memory_stay_valid_while_held(rng):
         assert_close(view, expected("sharpen", frame))
 
 
+def test_host_results_dropped_on_another_thread_are_freed(rng):
+    """Results kept past what the pool keeps for reuse, then dropped by a worker thread: the
+    extra page-locked buffers are freed there (PyCUDA cannot free them on a thread where their
+    context is not current, and leaked them with a warning)."""
+    import warnings
+
+    frame = random_frame(rng, (120, 160, 3))
+    with streamconv.Filter("sharpen", backend="cuda") as gpu:
+        results = [gpu(frame) for _ in range(10)]  # the pool keeps 4 free buffers per size
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            worker = threading.Thread(target=results.clear)
+            worker.start()
+            worker.join()
+            gc.collect()
+        assert not [w for w in caught if "could not be cleaned up" in str(w.message)]
+        assert_close(gpu(frame), expected("sharpen", frame))
+
+
 @pytest.mark.parametrize("name, library", [("cupy_interop.py", "cupy"), ("torch_interop.py", "torch")])
 def test_the_interop_examples_run(name, library, tmp_path):
     pytest.importorskip(library, reason=f"{library} is not installed")

@@ -31,7 +31,7 @@ class HostFrameRunner:
 
     def __init__(self, backend) -> None:
         self._backend = backend
-        self.pool = PinnedFramePool(backend.driver)
+        self.pool = PinnedFramePool(backend.driver, backend.activated)
         self._copier = ParallelCopier()
         self._slots: dict[tuple, Slot] = {}
         self._entered = None

@@ -9,7 +9,9 @@ so that pinning never grows without bound.
 
 from __future__ import annotations
 
+import contextlib
 import math
+from typing import Callable, ContextManager
 
 import numpy as np
 
@@ -21,12 +23,21 @@ class PinnedFramePool:
 
     Args:
         driver: ``pycuda.driver`` (allocation needs a context current; the memory is portable).
+        activated: a context manager factory that makes the allocating context current: a buffer
+            that comes back on a thread where it is not (a result dropped by a worker thread)
+            is freed inside it, since PyCUDA cannot free it there and would leak it. Until
+            close(): buffers that come back later are freed as they are (the context is gone).
         keep: free buffers kept per size. max_leased: buffers out on loan at once, at most.
     """
 
-    def __init__(self, driver, *, keep: int = 4, max_leased: int = 16) -> None:
-        self._driver = driver
-        self.buffers = ReusePool(self._allocate, lambda block: block.base.free(), keep=keep, max_taken=max_leased)
+    def __init__(self, driver, activated: Callable[[], ContextManager], *, keep: int = 4,
+                 max_leased: int = 16) -> None:
+        self._driver, self._activated = driver, activated
+        self.buffers = ReusePool(self._allocate, self._free, keep=keep, max_taken=max_leased)
+
+    def _free(self, block: np.ndarray) -> None:
+        with self._activated():
+            block.base.free()
 
     def _allocate(self, nbytes: int) -> np.ndarray:
         return self._driver.pagelocked_empty(nbytes, np.uint8, mem_flags=self._driver.host_alloc_flags.PORTABLE)
@@ -44,6 +55,7 @@ class PinnedFramePool:
     def close(self) -> None:
         """Free the buffers held for reuse; those on loan are freed when they come back. Idempotent."""
         self.buffers.close()
+        self._activated = contextlib.nullcontext
 
 
 class _HostLease:
