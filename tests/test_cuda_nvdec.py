@@ -23,7 +23,7 @@ pytestmark = pytest.mark.cuda
 nvc = pytest.importorskip("PyNvVideoCodec", reason="PyNvVideoCodec not installed (the nvdec extra)")
 
 from streamconv.io.nvdec import NvdecSource  # noqa: E402
-from streamconv.io.nvdec_caps import decoder_caps  # noqa: E402
+from streamconv.io.nvdec_caps import NvdecUnsupported, decoder_caps  # noqa: E402
 
 CHAIN = ["box:size=5", "sharpen"]
 
@@ -207,6 +207,77 @@ def test_a_stream_nvdec_cannot_take_is_exit_7_or_the_cpu_under_auto(cli, tmp_pat
     assert taken.returncode == 0, taken.stderr
     assert "decoding on the CPU" in taken.stderr and "yuv444p" in taken.stderr
     assert json.loads(stats.read_text())["decoder"] == "cpu (h264)"
+
+
+REFUSED = [("libvpx-vp9", "yuv420p", (353, 241), "webm", {"deadline": "realtime", "cpu-used": "8"}, "even size"),
+           ("libx264", "yuv420p", (352, 288), "ts", {"preset": "veryfast", "flags": "+ildct+ilme"}, "interlaced"),
+           ("mpeg2video", "yuv420p", (352, 288), "ts", {"flags": "+ildct+ilme", "top": "1"}, "interlaced"),
+           ("libx264", "gray", (352, 240), "mp4", {"preset": "ultrafast"}, "NVDEC refused the stream")]
+
+
+@pytest.mark.parametrize("encoder, pix_fmt, size, suffix, options, reason", REFUSED,
+                         ids=["odd-vp9", "interlaced-h264", "interlaced-mpeg2", "gray-h264"])
+def test_streams_nvdec_would_not_decode_as_libavcodec_are_refused_or_go_to_the_cpu(tmp_path, encoder, pix_fmt,
+                                                                                  size, suffix, options, reason):
+    """An odd size (the planes need an even one), interlaced pictures (NVDEC deinterlaces them,
+    libavcodec weaves), 4:0:0 (NVDEC refuses it at its first sequence header): never NVDEC's frames."""
+    clip = write_clip(tmp_path / f"clip.{suffix}", encoder, pix_fmt, frames=6, size=size, options=options)
+    try:
+        hardware = streamconv.open_source(clip, decoder="nvdec")
+    except NvdecUnsupported as exc:
+        assert reason in str(exc) and "Traceback" not in str(exc)
+    else:  # a GPU that decodes 4:0:0 as libavcodec does (odd sizes and interlacing are refused everywhere)
+        hardware.close()
+        assert pix_fmt == "gray", f"NVDEC took a stream it must refuse ({reason})"
+        got, expected = filtered_by(clip, "nvdec")[0], filtered_by(clip, "cpu")[0]
+        assert len(got.frames) == len(expected.frames) == 6 and got.pts == expected.pts
+        for frame, reference in zip(got.frames, expected.frames):
+            np.testing.assert_array_equal(frame, reference)
+        return
+    got, stats, _ = filtered_by(clip, "auto")
+    expected, _, _ = filtered_by(clip, "cpu")
+    assert stats.decoder.startswith("cpu") and len(got.frames) == len(expected.frames) == 6
+    for frame, reference in zip(got.frames, expected.frames):
+        np.testing.assert_array_equal(frame, reference)
+
+
+def test_an_mp4_edit_list_gives_the_cpu_decoders_frames_and_pts(tmp_path):
+    """A file cut without re-encoding starts at the keyframe before its cut: the edit list flags
+    the frames before it as discarded (negative pts); libavcodec drops them, so must NVDEC."""
+    whole = write_clip(tmp_path / "whole.mp4", "libx264", "yuv420p", frames=30, size=(352, 240),
+                       options={"preset": "veryfast", "bf": "2", "g": "10"})
+    clip = tmp_path / "cut.mp4"
+    with av.open(str(whole)) as source, av.open(str(clip), "w") as target:
+        video = source.streams.video[0]
+        stream = target.add_stream_from_template(video)
+        lead_in = round(4 / (video.time_base * 25))  # 4 frames before the edit list's start
+        for packet in source.demux(video):
+            if packet.size:
+                packet.pts, packet.dts, packet.stream = packet.pts - lead_in, packet.dts - lead_in, stream
+                target.mux(packet)
+    got, stats, in_place = filtered_by(clip, "nvdec")
+    expected, _, _ = filtered_by(clip, "cpu")
+    assert in_place and stats.damage == []
+    assert len(got.frames) == len(expected.frames) == 26 and got.pts == expected.pts
+    for index, (frame, reference) in enumerate(zip(got.frames, expected.frames)):
+        np.testing.assert_array_equal(frame, reference, err_msg=f"frame {index}")
+
+
+def test_hevc_cut_inside_an_open_gop_keeps_the_cpu_decoders_pts(tmp_path):
+    """A transport stream cut mid-GOP starts at a CRA whose leading (RASL) pictures cannot decode:
+    libavcodec drops them, and the first frame keeps the CRA's own pts under NVDEC too."""
+    needs("hevc", 8)
+    whole = write_clip(tmp_path / "whole.ts", "libx265", "yuv420p", frames=40, size=(352, 240),
+                       options={"preset": "ultrafast", "x265-params": "log-level=error:keyint=12:open-gop=1:bframes=3"})
+    data = whole.read_bytes()
+    clip = tmp_path / "cut.ts"
+    clip.write_bytes(data[188 * (len(data) // 188 * 2 // 5):])
+    got, _, in_place = filtered_by(clip, "nvdec")
+    expected, _, _ = filtered_by(clip, "cpu")
+    assert in_place and len(got.frames) == len(expected.frames) > 10
+    assert got.pts == expected.pts
+    for index, (frame, reference) in enumerate(zip(got.frames, expected.frames)):
+        np.testing.assert_array_equal(frame, reference, err_msg=f"frame {index}")
 
 
 def test_no_device_memory_grows_over_10000_frames(tmp_path):

@@ -14,6 +14,7 @@ import pytest
 
 from streamconv.io.encoder_check import hardware_encoders
 from streamconv.io.nvdec import sequence_parameter_sets
+from streamconv.io.nvdec_caps import NvdecUnsupported, check_stream
 
 from test_cli import assert_error, assert_ok
 
@@ -117,3 +118,12 @@ def test_sequence_parameter_sets_are_found_in_every_keyframe_and_differ_with_the
     assert first != second
     assert next(iter(first))[0] & 0x1F == 7  # an SPS NAL header
     assert sequence_parameter_sets(b"\x00\x00\x01\x65\x88\x84\x00", "h264") == b""  # a slice alone
+
+
+@pytest.mark.parametrize("size, interlaced, reason", [((353, 241), False, "even size"), ((352, 241), False, "even size"),
+                                                      ((720, 576), True, "interlaced")])
+def test_nvdec_refuses_odd_sizes_and_interlaced_pictures_before_asking_the_gpu(size, interlaced, reason):
+    """Neither can give libavcodec's frames through NVDEC (the planes need an even size; NVDEC
+    deinterlaces): refused from the stream's description alone, GPU or not."""
+    with pytest.raises(NvdecUnsupported, match=reason):
+        check_stream(0, "vp9", "yuv420p", *size, interlaced=interlaced)

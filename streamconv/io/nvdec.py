@@ -107,13 +107,17 @@ class NvdecSource(FileSource):
         codec = self._stream.codec_context.name
         bitstream = av.bitstream.BitStreamFilterContext(_ANNEX_B[codec], self._stream) if codec in _ANNEX_B else None
         self._prefix = _sequence_header(self._stream) if codec in ("av1", "mpeg4") else b""
-        self._synthetic_pts = 0
         extradata = bytes(self._stream.codec_context.extradata or b"")
         self._length_prefixed = codec in _SEQUENCE_NAL_TYPES and extradata[:1] == b"\x01"  # avcC / hvcC
         self._last_sets = b""
         # libavcodec only describes keyframes here: their pixels are never used.
         self._stream.codec_context.options = {"skip_loop_filter": "all", "skip_idct": "all"}
-        self._durations: dict[int, int | None] = {}
+        # NVDEC carries each packet's pts to a frame (its HEVC parser hands them out in sorted order,
+        # so they must be the pts); by it, the packet's duration and discard flag (an edit list's
+        # lead-in, negative pts, which libavcodec drops). Packets without pts get numbers below any pts.
+        self._packets: dict[int, tuple[int | None, bool]] = {}
+        self._no_pts = _NO_PTS
+        self._skip_rasl = codec == "hevc"
         for packet in self._video_packets():
             if self._software is None and packet.is_keyframe and self._worth_watching(packet):
                 try:
@@ -126,17 +130,17 @@ class NvdecSource(FileSource):
             if self._decoder is None:
                 self._damage.decode_errors += 1  # before the first keyframe: nothing to decode it against
                 continue
-            pts, duration = packet.pts, packet.duration
+            timing = packet.pts, packet.duration, packet.is_discard
             try:
                 filtered = bitstream.filter(packet) if bitstream is not None else [packet]
             except av.FFmpegError:
                 self._damage.decode_errors += 1  # a packet too damaged to restructure: skipped, as libavcodec would
                 continue
             for part in filtered:
-                yield from self._decode_bytes(bytes(part), pts, duration)
+                yield from self._decode_bytes(bytes(part), *timing)
         if bitstream is not None and self._software is None:
             for filtered in bitstream.filter(None):
-                yield from self._decode_bytes(bytes(filtered), filtered.pts, filtered.duration)
+                yield from self._decode_bytes(bytes(filtered), filtered.pts, filtered.duration, False)
         yield from self._drain()
         if self._software is not None:
             yield from self._decode_in_software(None)
@@ -159,8 +163,10 @@ class NvdecSource(FileSource):
         """Decode a keyframe with libavcodec: the first one describes the stream; one of another
         size or depth drains the hardware decoder and makes a new one for it."""
         context = self._stream.codec_context
+        if packet.is_discard:  # libavcodec returns no picture for it; NVDEC starts there all the same
+            packet = _undiscarded(packet)
         try:
-            pictures = [*packet.decode(), *context.decode(None)]
+            pictures = [*context.decode(packet), *context.decode(None)]
         except av.FFmpegError:
             pictures = []  # FFmpeg's log counts it; NVDEC still gets the packet
         context.flush_buffers()
@@ -182,7 +188,7 @@ class NvdecSource(FileSource):
         decoded; _Refused after (NVDEC's last frames still go out first)."""
         try:
             return check_stream(self.device, self._stream.codec_context.name, picture.format.name,
-                                picture.width, picture.height)
+                                picture.width, picture.height, bool(picture.interlaced_frame))
         except NvdecUnsupported as exc:
             if self._decoder is None:
                 raise
@@ -221,19 +227,33 @@ class NvdecSource(FileSource):
         log.info("%s: NVDEC decodes %s %dx%d %d-bit on device %d", self.path, self._stream.codec_context.name,
                  width, height, bits, self.device)
 
-    def _decode_bytes(self, data: bytes, pts: int | None, duration: int | None) -> Iterator[DecodedSurface]:
-        """Hand one packet's bytes to NVDEC; the frames it gives back (display order)."""
+    def _decode_bytes(self, data: bytes, pts: int | None, duration: int | None,
+                      discard: bool) -> Iterator[DecodedSurface]:
+        """Hand one packet's bytes to NVDEC; the frames it gives back (display order), but for those
+        of packets flagged ``discard``."""
         if not data:
             return
         if self._prefix:
             data, self._prefix = self._prefix + data, b""
-        if pts is None:  # the decoder carries a number through; frames without pts get None back
-            pts, self._synthetic_pts = -1 - self._synthetic_pts, self._synthetic_pts + 1
-        self._durations[pts] = duration
+        if self._skip_rasl and self._leading_to_skip(data):
+            return
+        if pts is None:
+            pts, self._no_pts = self._no_pts, self._no_pts + 1
+        self._packets[pts] = (duration, discard)
         buffer = np.frombuffer(data, np.uint8)
         packet = self._nvc.PacketData()
         packet.bsl_data, packet.bsl, packet.pts = buffer.ctypes.data, buffer.size, pts
         yield from self._surfaces(packet)
+
+    def _leading_to_skip(self, data: bytes) -> bool:
+        """Whether an HEVC packet is a RASL picture of the CRA the decoding starts at (a cut or a
+        seek into an open GOP): libavcodec drops them undecoded; given to NVDEC, which drops them
+        too, their pts would go to other frames. Leading pictures all come before the first
+        trailing one, which ends the skipping."""
+        kind = _first_picture_kind(data)
+        if kind is not None and kind <= 5:  # TRAIL, TSA, STSA
+            self._skip_rasl = False
+        return kind in (8, 9)  # RASL_N, RASL_R
 
     def _drain(self) -> Iterator[DecodedSurface]:
         """The frames the hardware decoder still holds (end of stream, or before a new decoder)."""
@@ -256,15 +276,20 @@ class NvdecSource(FileSource):
                 if frames and not self.decoder_memory:
                     self._count_decoder_memory()
         except Exception as exc:  # PyNvVideoCodec raises its own types
-            raise StreamError(f"NVDEC failed decoding {self.path} after {self._index} frames: {exc} "
+            reason = " ".join(line.strip() for line in str(exc).splitlines() if not line.strip().startswith("at "))
+            if not self.decoder_memory:  # before its first frame: the stream is one it refuses (e.g. 4:0:0)
+                raise NvdecUnsupported(f"NVDEC refused the stream: {reason}") from None
+            raise StreamError(f"NVDEC failed decoding {self.path} after {self._index} frames: {reason} "
                               f"(--decoder cpu decodes it in software)") from None
         finally:
             flush_c_stdout()  # its decode-error lines reach the counter now
         width, height, bits = self._decoded_as
         for frame in frames:
             pts = int(frame.timestamp)
-            yield DecodedSurface(width, height, bits, int(frame.GetPtrToPlane(0)), int(frame.GetPtrToPlane(1)),
-                                 pts if pts >= 0 else None, self.time_base, self._durations.pop(pts, None))
+            duration, discard = self._packets.pop(pts, (None, False))
+            if not discard:
+                yield DecodedSurface(width, height, bits, int(frame.GetPtrToPlane(0)), int(frame.GetPtrToPlane(1)),
+                                     pts if pts >= _NO_PTS // 2 else None, self.time_base, duration)
 
     # -- delivery ---------------------------------------------------------------------------
 
@@ -323,6 +348,21 @@ class NvdecSource(FileSource):
         self._errors.close()
 
 
+_NO_PTS = -(2**62)
+"""Numbers given to packets without pts (counting up): far below any real pts, even a negative one."""
+
+
+def _first_picture_kind(data: bytes) -> int | None:
+    """The NAL unit type of the first picture slice in an Annex B HEVC packet (None: no slice)."""
+    start = data.find(b"\x00\x00\x01")
+    while 0 <= start < len(data) - 3:
+        kind = (data[start + 3] >> 1) & 0x3F
+        if kind < 32:  # VCL: a slice
+            return kind
+        start = data.find(b"\x00\x00\x01", start + 3)
+    return None
+
+
 class _Refused(Exception):
     """The stream changes mid-way to one NVDEC cannot take (the message says why)."""
 
@@ -344,6 +384,13 @@ def sequence_parameter_sets(data: bytes, codec: str) -> bytes:
             found.append(data[start + 3: following if following >= 0 else len(data)].rstrip(b"\x00"))
         start = following
     return b"".join(found)
+
+
+def _undiscarded(packet: av.Packet) -> av.Packet:
+    """A copy of ``packet`` without its discard flag (same bytes and timing)."""
+    copy = av.Packet(bytes(packet))
+    copy.pts, copy.dts, copy.time_base = packet.pts, packet.dts, packet.time_base
+    return copy
 
 
 def _sequence_header(stream) -> bytes:

@@ -103,8 +103,10 @@ def decoder_caps(device: int, codec: str, bits: int) -> DecoderCaps:
                        field("mb_num_max"))
 
 
-def check_stream(device: int, codec: str, pix_fmt: str | None, width: int, height: int) -> int:
-    """The bit depth NVDEC decodes a ``codec`` stream of ``pix_fmt`` at width x height in.
+def check_stream(device: int, codec: str, pix_fmt: str | None, width: int, height: int,
+                 interlaced: bool = False) -> int:
+    """The bit depth NVDEC decodes a ``codec`` stream of ``pix_fmt`` at width x height in
+    (``interlaced``: libavcodec decodes its pictures as interlaced).
 
     Raises:
         NvdecUnsupported: the stream, or this machine, is not one NVDEC takes; the message says why.
@@ -112,6 +114,11 @@ def check_stream(device: int, codec: str, pix_fmt: str | None, width: int, heigh
     bits = FORMAT_DEPTHS.get(pix_fmt or "")
     if bits is None:
         raise NvdecUnsupported(f"NVDEC decodes 4:2:0 video of 8, 10 or 12 bits here, not {pix_fmt}")
+    if width % 2 or height % 2:  # NVDEC's frames only leave it as 4:2:0 planes, which need even sizes
+        raise NvdecUnsupported(f"NVDEC's frames travel as 4:2:0 planes here, which need an even size, not {width}x{height}")
+    if interlaced:  # PyNvVideoCodec gives no choice: its decoder deinterlaces (adaptive), libavcodec weaves
+        raise NvdecUnsupported("interlaced video: NVDEC would deinterlace it, not deliver the fields woven "
+                               "as the CPU decoder does")
     reason = decoder_caps(device, codec, bits).refuses(width, height)
     if reason:
         raise NvdecUnsupported(reason)
