@@ -85,6 +85,23 @@ def test_overwrite_replaces_a_longer_sequence_whole(cli, tmp_path):
         assert np.array_equal(read_image(tmp_path / f"out{number:03d}.png"), picture)
 
 
+def test_a_pattern_names_only_the_files_ffmpeg_would_write_for_it(cli, tmp_path):
+    # %d prints 1, never 001, and %02d prints 01, never 001: another pattern's sequence beside
+    # the output is neither refused as existing nor removed as an old image of this one
+    pictures = write_images(tmp_path, count=2)
+    others = {f"out{n:03d}.png": b"out%03d.png's own" for n in range(1, 4)}
+    for name, data in others.items():
+        (tmp_path / name).write_bytes(data)
+    assert_ok(run_quiet(cli, "img%03d.png", "-o", "out%d.png", "--filter", "identity", cwd=tmp_path))
+    (tmp_path / "out7.png").write_bytes(b"an old image of out%d.png")
+    for pattern in ("out%d.png", "out%02d.png"):
+        assert_ok(run_quiet(cli, "img%03d.png", "-o", pattern, "--filter", "identity", "--overwrite", cwd=tmp_path))
+    assert sorted(p.name for p in tmp_path.glob("out*")) == ["out001.png", "out002.png", "out003.png",
+                                                             "out01.png", "out02.png", "out1.png", "out2.png"]
+    assert all((tmp_path / name).read_bytes() == data for name, data in others.items())
+    assert np.array_equal(read_image(tmp_path / "out2.png"), pictures[1])
+
+
 def test_a_full_disk_keeps_the_images_finished_and_says_so(tmp_path):
     flat = [np.full((H, W, 3), value, np.uint8) for value in (10, 90, 200)]  # PNGs of a few hundred bytes
     for number, picture in enumerate([*flat, *random_pictures(2)], 1):
