@@ -74,6 +74,17 @@ def test_taking_back_a_sequence_removes_its_own_images_and_no_one_elses(tmp_path
         target.write_image(b"late")
 
 
+def test_taking_back_an_overwrite_leaves_the_old_images_it_had_not_replaced(tmp_path):
+    for number in range(1, 7):
+        (tmp_path / f"out{number:03d}.png").write_bytes(b"old run")
+    target = SequenceTarget(tmp_path / "out%03d.png", overwrite=True)
+    for picture in random_pictures(2):
+        target.write_image(png_bytes(picture))
+    target.discard()  # a second signal: this run's images go, the four it never reached stay
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == \
+        {f"out{n:03d}.png": b"old run" for n in range(3, 7)}
+
+
 def test_overwrite_replaces_a_longer_sequence_whole(cli, tmp_path):
     for number in range(1, 10):
         (tmp_path / f"out{number:03d}.png").write_bytes(b"old run")
