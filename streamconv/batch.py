@@ -33,7 +33,7 @@ from .borders import DEFAULT_BORDER
 from .cuda_device import gpu_numbers
 from .batch_ray import run_on_ray
 from .batch_worker import (AheadGate, Prefetch, RunSettings, Running, judge_run, note_input, run_input, take_inputs,
-                           worker_process)
+                           worker_plan, worker_process)
 from .errors import EXIT_DAMAGED_INPUT, EXIT_SOME_FAILED, FilterSpecError, Interrupted
 from .frames import as_count
 from .filters import FilterStage, parse_chain
@@ -50,16 +50,6 @@ def default_jobs(backend: str) -> int:
     """Inputs at once per GPU (or on the CPU backend): enough that the codecs keep the cores busy."""
     cores = os.cpu_count() or 2
     return max(2, cores // 4) if backend == "cuda" else max(1, cores // 4)
-
-
-THREADS_PER_PROCESS = 4
-"""Inputs at once per process before another worker process pays (the interpreter lock: one
-process of four 1080p transcodes ran at 0.98 of four encoders' own rate, of eight at 0.70)."""
-
-
-def default_processes(workers: int) -> int:
-    """Processes for ``workers`` inputs at once: one per THREADS_PER_PROCESS of them."""
-    return max(1, -(-workers // THREADS_PER_PROCESS))
 
 
 @dataclass
@@ -80,7 +70,7 @@ class Batch:
         filters: the chain, as for Pipeline.
         outdir: the output folder (made if missing); each output is OUTDIR/<input's name>.
         jobs: inputs at once per device (None: :func:`default_jobs`).
-        processes: processes the inputs are shared among (None: :func:`default_processes`; 1:
+        processes: processes the inputs are shared among (None: :func:`streamconv.batch_worker.default_processes`; 1:
             threads of this process only).
         devices: GPUs to spread the inputs over (None: ``[0]``; "all": every one).
         backend, border, kernel, ring, decoder, colour, depth: as for Pipeline.
@@ -142,8 +132,7 @@ class Batch:
         if self.segments is not None:
             processes, open_ahead = 1, False  # one worker: an input's segments are the parallel work
             self.segment_jobs = self.jobs * len(self.devices) if jobs is not None else None
-        self.processes = (as_count(processes, "processes", 1) if processes is not None
-                          else default_processes(self.jobs * len(self.devices)))
+        self.processes = as_count(processes, "processes", 1) if processes is not None else None  # None: by threads
         self.progress = progress
         self.ray = ray if ray not in (False, "") else None
         outdir = Path(outdir)
@@ -198,7 +187,7 @@ class Batch:
             try:
                 if self.ray is not None:
                     run_on_ray(self, None if self.ray is True else str(self.ray))
-                elif self.processes > 1:
+                elif self._workers()[1] > 1:
                     self._run_processes(started)
                 else:
                     self._run_threads(started)
@@ -212,15 +201,15 @@ class Batch:
         for index, record in enumerate(self.manifest.records):
             if record.status == "pending":
                 self._pending.put((index, record))
-        slots = ([(d, n) for d in self.devices for n in range(self.jobs)] if self.segments is None
-                 else [(self.devices[0], 0)])
+        slots = (list(enumerate(self._workers()[0])) if self.segments is None
+                 else [(0, self.devices[0])])
         gate = AheadGate([self._pending.qsize(), len(slots)])
         # Each worker sets its event when it ends: a Thread.join() cut short by a signal would
         # take the thread for ended (CPython releases its state lock), so it is not used here.
         ended = [threading.Event() for _ in slots]
         workers = [threading.Thread(target=self._work, args=(device, gate, event),
                                     name=f"streamconv-batch-{device}-{n}", daemon=True)
-                   for (device, n), event in zip(slots, ended)]
+                   for (n, device), event in zip(slots, ended)]
         for worker in workers:
             worker.start()
         try:
@@ -237,15 +226,15 @@ class Batch:
         context = multiprocessing.get_context("spawn")  # no fork of a process holding CUDA and threads
         tasks, results = context.Queue(), context.Queue()
         self._events = stop_taking, abort = context.Event(), context.Event()
-        threads = [device for device in self.devices for _ in range(self.jobs)]
+        threads, processes = self._workers()
         pending = [(index, record) for index, record in enumerate(self.manifest.records) if record.status == "pending"]
         for task in pending:
             tasks.put(task)
         gate = context.Array("i", [len(pending), len(threads)])  # AheadGate's counts, shared
         workers = [context.Process(target=worker_process, daemon=True, name=f"streamconv-batch-worker-{n}",
-                                   args=(self.settings, threads[n::self.processes], gate, tasks, results, stop_taking,
+                                   args=(self.settings, threads[n::processes], gate, tasks, results, stop_taking,
                                          abort, logging.getLogger().getEffectiveLevel(), os.getpid()))
-                   for n in range(min(self.processes, len(threads)))]
+                   for n in range(processes)]
         for worker in workers:
             worker.start()
         try:
@@ -255,6 +244,11 @@ class Batch:
             abort.set()
             self._collect(workers, results, started)  # until every worker has reported and ended
             raise
+
+    def _workers(self) -> tuple[list[int], int]:
+        """Each worker thread's device, and the worker processes (:func:`worker_plan`)."""
+        pending = sum(record.status == "pending" for record in self.manifest.records)
+        return worker_plan(self.devices, self.jobs, self.processes, pending)
 
     def _collect(self, workers: list, results, started: float) -> None:
         """Apply the workers' reports to the records (writing the manifest) until all have ended."""

@@ -32,15 +32,16 @@ def is_pattern(spec: str | os.PathLike) -> bool:
 
 
 def _name_regex(name: str) -> re.Pattern:
-    """A regex of the file names a pattern's name matches: ``%0Nd`` as N or more digits, ``%d``
-    as one or more (a number wider than N digits is printed whole)."""
+    """A regex of the file names a pattern's name matches: ``%0Nd`` as exactly N digits, or more
+    without a leading zero (a number wider than N digits is printed whole), so ``out%d.png``
+    names ``out1.png`` and never ``out001.png``, which another pattern wrote."""
     parts = []
     for piece in re.split(f"({_PIECE.pattern})", name):
         if piece == "%%":
             parts.append("%")
         elif _FIELD.fullmatch(piece):
-            width = int(piece[1:-1] or 1)
-            parts.append(r"(\d{%d,})" % max(width, 1))
+            width = max(int(piece[1:-1] or 1), 1)
+            parts.append(r"(\d{%d}|[1-9]\d{%d,})" % (width, width))
         else:
             parts.append(re.escape(piece))
     return re.compile("".join(parts))

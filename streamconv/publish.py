@@ -118,9 +118,9 @@ def check_output_path(output: str | os.PathLike, *, overwrite: bool, protect: It
             raise OutputError(f"{what} is a folder: {output}")
         if not os.access(path.parent, os.W_OK | os.X_OK):
             raise OutputError(f"{what} folder is not writable: {path.parent}")
+        _refuse_special(path, what)  # first: --overwrite would not replace one either
         if os.path.lexists(path) and not overwrite:
             raise OutputError(f"{what} exists: {output} (pass --overwrite to replace it)")
-        _refuse_special(path, what)
     except OutputError:
         raise
     except OSError as exc:
@@ -138,7 +138,8 @@ def _refuse_special(path: Path, what: str) -> None:
         return
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
         raise OutputError(f"{what} is not a regular file (a device, pipe or socket): {path}; "
-                          f"it is never replaced (leave out -o to discard the frames)")
+                          f"it is never replaced (leave out -o to discard the frames, or give -o - "
+                          f"for standard output)")
 
 
 _TOKEN_HEX = 8  # the random part of a temporary name, in hex digits

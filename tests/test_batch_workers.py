@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import streamconv
-from streamconv.batch_worker import AheadGate
+from streamconv.batch_worker import AheadGate, worker_plan
 
 from clips import write_clip
 from test_batch import manifest_of, start_batch, wait_for
@@ -161,3 +161,17 @@ def test_an_inputs_seconds_count_from_its_turn_not_from_its_opening_ahead(tmp_pa
     assert sum(r.seconds for r in result.records) <= wall  # one after another: within the batch's time
     for record in result.records:
         assert 0 < record.first_frame_ms < 1e3 * record.seconds
+
+
+def test_jobs_beyond_the_inputs_start_no_idle_workers(tmp_path, monkeypatch):
+    # --jobs 100000 on one input once built a list of 100000 slots and started 25000 worker
+    # processes (the machine ran out of memory); threads beyond the inputs were started idle
+    clip = write_clip(tmp_path / "c.mp4", frames=3, size=(64, 48))
+    started = []
+    work = streamconv.Batch._work
+    monkeypatch.setattr(streamconv.Batch, "_work", lambda self, *args: (started.append(1), work(self, *args))[1])
+    result = streamconv.run_batch([str(clip)], ["identity"], tmp_path / "out", backend="cpu", jobs=500, processes=1)
+    assert result.exit_code == 0 and len(started) == 1
+    assert worker_plan([0], 100000, None, 3) == ([0, 0, 0], 1)  # one process, as for three jobs
+    assert worker_plan([0, 1], 8, None, 3) == ([0, 1, 0], 1)  # the inputs spread over both GPUs
+    assert worker_plan([0], 16, 2, 0) == ([0], 1)

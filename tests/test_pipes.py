@@ -139,6 +139,8 @@ def test_garbage_on_stdin_exits_4_naming_standard_input():
     (["-o", "-", "--progress", "-"], "would both write to standard output"),
     (["-o", "-", "--progress", "/dev/stdout"], "would both write to standard output"),
     (["-o", "pipe:1", "--progress", "/dev/fd/1"], "would both write to standard output"),
+    (["--stats-json", "-"], "--stats-json names a file, not standard output"),  # was a file named -
+    (["-o", "-", "--stats-json", "pipe:1"], "--stats-json names a file, not standard output"),
     (["--input-format", "rawvideo"], "needs the frames' --size WxH"),
     (["--input-pix-fmt", "rgb24"], "--input-pix-fmt is the pixel format of --input-format rawvideo"),
     (["--size", "64x48"], "--size and --fps apply to cameras"),

@@ -265,20 +265,23 @@ def test_the_library_never_replaces_its_own_input_even_with_overwrite(tmp_path, 
     assert source.read_bytes() == sample_clip.read_bytes()
 
 
-@pytest.mark.parametrize("special", ["fifo", "device", "link to a device"])
+@pytest.mark.parametrize("special", ["fifo", "device", "link to a device", "/dev/stdout"])
 def test_a_device_or_fifo_output_is_never_replaced_even_with_overwrite(tmp_path, special):
     if special == "fifo":
         target = tmp_path / "out.mp4"
         os.mkfifo(target)
     elif special == "device":
         target = Path("/dev/null")  # a run as root would otherwise replace the system's /dev/null
+    elif special == "/dev/stdout":
+        target = Path(special)  # a link to the test's pipe
     else:
         target = tmp_path / "stdout-like"
         target.symlink_to("/dev/null")
     before = os.lstat(target)
     for extra in ([], ["--overwrite"]):
         result = cli("run", TINY, "-o", str(target), "--backend", "cpu", *extra, cwd=tmp_path)
-        assert_error(result, 6, "not a regular file" if extra else "exists")
+        message = assert_error(result, 6, "not a regular file", "-o - for standard output")
+        assert "--overwrite" not in message  # which would not replace it either
     after = os.lstat(target)
     assert (after.st_ino, after.st_mode, after.st_rdev) == (before.st_ino, before.st_mode, before.st_rdev)
     assert leftovers(target.parent) == []

@@ -74,6 +74,17 @@ def test_taking_back_a_sequence_removes_its_own_images_and_no_one_elses(tmp_path
         target.write_image(b"late")
 
 
+def test_taking_back_an_overwrite_leaves_the_old_images_it_had_not_replaced(tmp_path):
+    for number in range(1, 7):
+        (tmp_path / f"out{number:03d}.png").write_bytes(b"old run")
+    target = SequenceTarget(tmp_path / "out%03d.png", overwrite=True)
+    for picture in random_pictures(2):
+        target.write_image(png_bytes(picture))
+    target.discard()  # a second signal: this run's images go, the four it never reached stay
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == \
+        {f"out{n:03d}.png": b"old run" for n in range(3, 7)}
+
+
 def test_overwrite_replaces_a_longer_sequence_whole(cli, tmp_path):
     for number in range(1, 10):
         (tmp_path / f"out{number:03d}.png").write_bytes(b"old run")
@@ -83,6 +94,23 @@ def test_overwrite_replaces_a_longer_sequence_whole(cli, tmp_path):
     assert sorted(p.name for p in tmp_path.glob("out*")) == ["out.png"] + [f"out{n:03d}.png" for n in range(1, 5)]
     for number, picture in enumerate(pictures, 1):
         assert np.array_equal(read_image(tmp_path / f"out{number:03d}.png"), picture)
+
+
+def test_a_pattern_names_only_the_files_ffmpeg_would_write_for_it(cli, tmp_path):
+    # %d prints 1, never 001, and %02d prints 01, never 001: another pattern's sequence beside
+    # the output is neither refused as existing nor removed as an old image of this one
+    pictures = write_images(tmp_path, count=2)
+    others = {f"out{n:03d}.png": b"out%03d.png's own" for n in range(1, 4)}
+    for name, data in others.items():
+        (tmp_path / name).write_bytes(data)
+    assert_ok(run_quiet(cli, "img%03d.png", "-o", "out%d.png", "--filter", "identity", cwd=tmp_path))
+    (tmp_path / "out7.png").write_bytes(b"an old image of out%d.png")
+    for pattern in ("out%d.png", "out%02d.png"):
+        assert_ok(run_quiet(cli, "img%03d.png", "-o", pattern, "--filter", "identity", "--overwrite", cwd=tmp_path))
+    assert sorted(p.name for p in tmp_path.glob("out*")) == ["out001.png", "out002.png", "out003.png",
+                                                             "out01.png", "out02.png", "out1.png", "out2.png"]
+    assert all((tmp_path / name).read_bytes() == data for name, data in others.items())
+    assert np.array_equal(read_image(tmp_path / "out2.png"), pictures[1])
 
 
 def test_a_full_disk_keeps_the_images_finished_and_says_so(tmp_path):

@@ -221,6 +221,9 @@ def check_run_args(parser: argparse.ArgumentParser, args: argparse.Namespace, ex
     for name in ("output", "stats_json", "progress"):  # checked and written as the file each names
         if getattr(args, name) is not None:
             setattr(args, name, without_file_scheme(getattr(args, name)))
+    if args.stats_json is not None and is_pipe(args.stats_json):  # else it would make a file named "-"
+        parser.error("--stats-json names a file, not standard output (which carries -o - and --progress -); "
+                     "a file named - is ./-")
     if args.max_frames == 0 and args.output is not None:
         parser.error("--max-frames 0 writes no frame, and an output file needs at least one")
     for spec in args.sources:  # every check of SOURCE holds for each of several

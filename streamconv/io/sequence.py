@@ -138,13 +138,15 @@ class SequenceTarget:
     def discard(self, *, keep_finished: bool = False) -> None:
         """End the output after a failure: unless ``keep_finished``, remove the images this run
         finished (an image being written is finished or removed first: the lock is held while
-        it is); nothing once published or taken back already."""
+        it is), leaving the old images it had not replaced yet; with it, the old images not
+        written again go too, as when published. Nothing once published or taken back already."""
         with self._lock:
             if self._ended:  # published, or taken back already: what is there stays
                 return
             self._held = None
             if not keep_finished:
                 _remove(self._written, self.what)
+                self._written = []  # taken back: the old images it never replaced are left alone
             self._end()
 
     def _end(self) -> None:
