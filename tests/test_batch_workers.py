@@ -5,6 +5,7 @@ worker would not be left without one), and an input's seconds count from its tur
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -102,15 +103,21 @@ def test_worker_processes_die_with_a_killed_batch_and_publish_nothing_after_it(t
     wait_for(out, lambda counts: counts.get("running") == 2 and len(hidden(out)) == 2)  # both writing
     workers = children(batch.pid, "spawn_main")
     assert len(workers) == 2
+    # Frozen first, so that what is on disk at the kill is known: a worker that finished its input
+    # in the moment since both were seen writing would otherwise publish under the test's feet.
+    for pid in (batch.pid, *workers):
+        os.kill(pid, signal.SIGSTOP)
+    left, published = hidden(out), sorted(p.name for p in out.glob("*.mp4"))
     batch.kill()
     batch.wait(timeout=30)
+    for pid in workers:
+        os.kill(pid, signal.SIGCONT)  # the parent's death signal is taken as they run on
     assert gone_within(workers, 0.5), [pid for pid in workers if alive(pid)]
-    left = hidden(out)
     time.sleep(1.0)  # a worker still running would finish, publish or discard by now
     # Killed mid-write: their temporary files stay as they were, nothing more is published.
-    assert len(left) == 2 and hidden(out) == left
+    assert left and hidden(out) == left and sorted(p.name for p in out.glob("*.mp4")) == published
     killed = manifest_of(out)
-    assert killed["counts"]["running"] == 2
+    assert killed["counts"]["running"] == len(left)
     for record in killed["inputs"]:
         assert Path(record["output"]).exists() == (record["status"] == "done"), record
     resumed = subprocess.run(command + ["--resume"], capture_output=True, text=True, timeout=300)
