@@ -85,7 +85,29 @@ def field_count(spec: str | os.PathLike) -> int:
     return len(_fields(Path(os.fspath(spec)).name))
 
 
-def sequence_gap(pattern: str | os.PathLike, search: int = 5) -> tuple[Path, int] | None:
+START_SEARCH = 5
+"""FFmpeg's image2 demuxer looks for a sequence's first image among the numbers 0 .. 4
+(its ``start_number_range``) unless ``start_number`` says where it starts."""
+
+
+def _numbers(path: Path) -> set[int]:
+    """The numbers of the files on disk that ``path``'s pattern (one field) names."""
+    regex = _name_regex(path.name)
+    return {int(match[1]) for match in map(regex.fullmatch, (p.name for p in numbered_files(path))) if match}
+
+
+def first_beyond_search(pattern: str | os.PathLike) -> tuple[Path, int] | None:
+    """(the first file, its number) of a sequence on disk that FFmpeg does not find because it
+    starts beyond the numbers it looks in (:data:`START_SEARCH`); None if it starts within them
+    or no file matches."""
+    path = Path(pattern)
+    numbers = _numbers(path)
+    if not numbers or min(numbers) < START_SEARCH:
+        return None
+    return pattern_name(path, min(numbers)), min(numbers)
+
+
+def sequence_gap(pattern: str | os.PathLike, search: int = START_SEARCH) -> tuple[Path, int] | None:
     """Where a sequence on disk has a hole that FFmpeg's image2 demuxer stops at: (the first
     missing file after the first image, how many numbered files lie beyond it), or None.
 
@@ -93,8 +115,7 @@ def sequence_gap(pattern: str | os.PathLike, search: int = 5) -> tuple[Path, int
     while the next number exists (a hole ends the video early, or fails it mid-way).
     """
     path = Path(pattern)
-    regex = _name_regex(path.name)
-    numbers = {int(match[1]) for match in map(regex.fullmatch, (p.name for p in numbered_files(path))) if match}
+    numbers = _numbers(path)
     first = next((number for number in range(search) if number in numbers), None)
     if first is None:
         return None

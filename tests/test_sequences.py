@@ -159,6 +159,18 @@ def test_a_sink_owns_no_frame_buffer_once_send_returns(tmp_path):
         assert np.array_equal(read_image(tmp_path / f"out{number:03d}.png"), picture), number
 
 
+def test_a_sequence_starting_beyond_where_ffmpeg_looks_says_the_start_number_to_give(cli, tmp_path):
+    write_images(tmp_path, count=8)
+    for number in range(1, 7):  # img007.png onwards: FFmpeg looks for the first among 0 to 4
+        (tmp_path / f"img{number:03d}.png").unlink()
+    result = run_quiet(cli, "img%03d.png", "-o", "out.mkv", cwd=tmp_path)
+    assert_error(result, 4, "its first image is img007.png")
+    assert "--input-option start_number=7" in result.stderr
+    assert_ok(run_quiet(cli, "img%03d.png", "--input-option", "start_number=7", "-o", "out.mkv", cwd=tmp_path))
+    with av.open(str(tmp_path / "out.mkv")) as container:
+        assert sum(1 for _ in container.decode(video=0)) == 2  # img007.png and img008.png
+
+
 def test_a_hole_in_an_input_sequence_is_never_passed_over_in_silence(cli, tmp_path):
     write_images(tmp_path, count=10)
     for number in (1, 2, 4):  # FFmpeg starts at img003 and stops at the hole after it

@@ -18,6 +18,7 @@ from av.sidedata.sidedata import Type as SideData
 
 from ..errors import FilterSpecError, InputError
 from ..interrupts import wait_interruptibly
+from ..numbered import START_SEARCH, field_count, first_beyond_search, is_pattern
 from ..publish import local_path
 from .ffmpeglog import ffmpeg_reason, opening
 
@@ -66,7 +67,20 @@ def open_input(path: str, timeout: float | None, hwaccel: str | None, options: d
     except PermissionError:
         raise InputError(f"input not readable (permission denied): {path}") from None
     except (av.FFmpegError, OSError, ValueError) as exc:
+        hint += _start_number_hint(path, options)
         raise InputError(f"cannot open input {path}: {ffmpeg_reason(exc, timeout or None)}{hint}") from None
+
+
+def _start_number_hint(path: str, options: dict) -> str:
+    """What to add for an image sequence that starts beyond the numbers FFmpeg looks in, or ""."""
+    if "start_number" in options or not is_pattern(path) or field_count(path) != 1:
+        return ""
+    found = first_beyond_search(path)
+    if found is None:
+        return ""
+    first, number = found
+    return (f" (its first image is {first.name}, and FFmpeg looks for the first among the numbers 0 to "
+            f"{START_SEARCH - 1}: add --input-option start_number={number})")
 
 
 def open_container(path: str, options: dict, timeout: float | None, hwaccel: str | None,
