@@ -352,38 +352,41 @@ _NO_PTS = -(2**62)
 """Numbers given to packets without pts (counting up): far below any real pts, even a negative one."""
 
 
-def _first_picture_kind(data: bytes) -> int | None:
-    """The NAL unit type of the first picture slice in an Annex B HEVC packet (None: no slice)."""
-    start = data.find(b"\x00\x00\x01")
-    while 0 <= start < len(data) - 3:
-        kind = (data[start + 3] >> 1) & 0x3F
-        if kind < 32:  # VCL: a slice
-            return kind
-        start = data.find(b"\x00\x00\x01", start + 3)
-    return None
-
-
 class _Refused(Exception):
     """The stream changes mid-way to one NVDEC cannot take (the message says why)."""
 
 
+def _hevc_nal_type(header: int) -> int:
+    """An HEVC NAL unit's type from its first header byte (below 32: a picture slice)."""
+    return (header >> 1) & 0x3F
+
+
 _SEQUENCE_NAL_TYPES = {"h264": (lambda header: header & 0x1F, {7}),  # SPS
-                       "hevc": (lambda header: (header >> 1) & 0x3F, {32, 33})}  # VPS, SPS
+                       "hevc": (_hevc_nal_type, {32, 33})}  # VPS, SPS
+
+
+def _nal_units(data: bytes) -> Iterator[tuple[int, bytes]]:
+    """The NAL units of an Annex B packet, in order: (the header byte, the bytes from it to the
+    next start code, trailing zero bytes included; empty where that start code follows at once).
+    Start codes cannot occur inside a NAL unit (emulation prevention), so a scan for them is exact."""
+    start = data.find(b"\x00\x00\x01")
+    while 0 <= start < len(data) - 3:
+        following = data.find(b"\x00\x00\x01", start + 3)
+        yield data[start + 3], data[start + 3: following if following >= 0 else len(data)]
+        start = following
+
+
+def _first_picture_kind(data: bytes) -> int | None:
+    """The NAL unit type of the first picture slice in an Annex B HEVC packet (None: no slice)."""
+    kinds = (_hevc_nal_type(header) for header, _ in _nal_units(data))
+    return next((kind for kind in kinds if kind < 32), None)  # below 32: a slice
 
 
 def sequence_parameter_sets(data: bytes, codec: str) -> bytes:
     """The sequence parameter set NAL units (H.264's SPS, HEVC's VPS and SPS) of an Annex B
-    packet, joined: a change in them is a change of size or depth (empty: none in the packet).
-    Start codes cannot occur inside a NAL unit (emulation prevention), so a scan for them is exact."""
+    packet, joined: a change in them is a change of size or depth (empty: none in the packet)."""
     nal_type, wanted = _SEQUENCE_NAL_TYPES[codec]
-    found = []
-    start = data.find(b"\x00\x00\x01")
-    while 0 <= start < len(data) - 3:
-        following = data.find(b"\x00\x00\x01", start + 3)
-        if nal_type(data[start + 3]) in wanted:
-            found.append(data[start + 3: following if following >= 0 else len(data)].rstrip(b"\x00"))
-        start = following
-    return b"".join(found)
+    return b"".join(unit.rstrip(b"\x00") for header, unit in _nal_units(data) if nal_type(header) in wanted)
 
 
 def _undiscarded(packet: av.Packet) -> av.Packet:
