@@ -14,7 +14,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import signal
 import socket
+import threading
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
@@ -81,20 +83,38 @@ def _probe(address: str) -> None:
 
 def run_input_task(record: dict, settings: RunSettings) -> dict:
     """The Ray task: one input through its own Pipeline on the node it landed on; the record's fields."""
+    _outlive_cancels()
     ray = ray_module()
     gpus = ray.get_gpu_ids() if settings.backend == "cuda" else []
     batch_record = BatchRecord(**record)
     batch_record.status = "running"
     # Ray makes the GPU share it granted the task's only visible device: number 0 here.
     batch_record.device = int(gpus[0]) if gpus else None
-    # Ray cancels a running task by a simulated SIGINT (interrupt_main): a deferred guard only
-    # records it, so the batch's first signal, which cancels the tasks not started, lets a
-    # running input finish (its second force-cancels: the worker is killed).
+    # The input's own run must not take a cancel for its first signal either (it would stop the
+    # run and publish a short output): a deferred guard is the one its pipeline finds.
+    guard = SignalGuard()
+    guard.deferred = True
     task_id = ray.get_runtime_context().get_task_id()
-    with _attempt(batch_record.output, task_id, settings), SignalGuard() as guard:
-        guard.deferred = True
+    with guard, _attempt(batch_record.output, task_id, settings):
         run_input(batch_record, 0, settings, Running())
     return asdict(batch_record)
+
+
+def _outlive_cancels() -> None:
+    """Let no Ray cancel cut a running task of this worker short, from here on.
+
+    Ray cancels a running task by a simulated SIGINT in the worker (``interrupt_main``) at any
+    moment until the task's result is stored: the batch's first signal, which cancels the tasks
+    not started, would else also stop a running input, or land after its output was published
+    (its result lost, or the worker crashed). A task cancelled before it got here has started
+    nothing and ends as cancelled. The batch's second signal force-cancels: the worker is killed.
+    """
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _cancel_received)  # a Python handler: not inherited by exec
+
+
+def _cancel_received(_signum: int, _frame) -> None:
+    """SIGINT in a Ray worker once it ran a task of ours: nothing to do (see _outlive_cancels)."""
 
 
 @contextmanager

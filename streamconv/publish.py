@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterable
 
 from .errors import OutputError
+from .leftovers import hold_writer_lock, release_writer_lock, remove_abandoned
 from .numbered import is_named_by, is_pattern, numbered_files
 
 _NAME_MAX = 255
@@ -160,17 +161,28 @@ def _temp_name(target: Path) -> str:
 
 
 def claim_path(target: str | os.PathLike, token: str) -> Path:
-    """``target``'s temporary name with ``token`` (8 hex digits) for its random part: a name a
-    writer can find again (a retried task), removed with the others a killed writer left."""
+    """``.STEM.TOKEN.claim.EXT`` beside ``target`` (``token``: 8 hex digits): a name a writer can
+    find again (a retried task), removed with the temporary files a killed writer left once a
+    batch ends; never taken for an abandoned temporary file while it runs."""
     stem, suffix = _temp_parts(Path(target))
-    return Path(target).with_name(f".{stem}.{token}.partial{suffix}")
+    return Path(target).with_name(f".{stem}.{token}.claim{suffix}")
 
 
 def temp_name_regex(target: str | os.PathLike) -> str:
-    """A regex of exactly the temporary names :class:`AtomicFile` gives ``target``, no other
-    file's (to find those a killed writer left)."""
+    """A regex of exactly the temporary names :class:`AtomicFile` gives ``target`` and of the
+    claims (:func:`claim_path`) beside it, no other file's (to find those a killed writer left)."""
     stem, suffix = _temp_parts(Path(target))
-    return re.escape(f".{stem}.") + f"[0-9a-f]{{{_TOKEN_HEX}}}" + re.escape(f".partial{suffix}")
+    return re.escape(f".{stem}.") + f"[0-9a-f]{{{_TOKEN_HEX}}}" + r"\.(?:partial|claim)" + re.escape(suffix)
+
+
+_TEMP_NAME = re.compile(r"\.(.+)\.[0-9a-f]{%d}\.partial(\.[^.]*)?" % _TOKEN_HEX)
+
+
+def temp_target_name(name: str) -> str | None:
+    """The name of the file that ``name`` is an :class:`AtomicFile` temporary file of (as far
+    as the name tells: a very long name's stem was cut), or None if it is not one."""
+    match = _TEMP_NAME.fullmatch(name)
+    return None if match is None else match[1] + (match[2] or "")
 
 
 class AtomicFile:
@@ -182,6 +194,8 @@ class AtomicFile:
             publishing never replaces one, even one that appeared after the work began.
         protect: as for :func:`check_output_path`; checked again at publishing.
         what: how messages name the file.
+        sweep: on :meth:`create`, first remove the temporary files of ``target`` that killed
+            writers left (:func:`streamconv.leftovers.remove_abandoned`); a live writer's stay.
 
     :meth:`create` makes the temporary file; :meth:`publish` moves it into place;
     :meth:`discard` removes it. ``publish`` and ``discard`` may race from two threads (a
@@ -196,13 +210,14 @@ class AtomicFile:
     published_as_written = False
 
     def __init__(self, target: str | os.PathLike, *, overwrite: bool = False, protect: Iterable = (),
-                 what: str = "output") -> None:
+                 what: str = "output", sweep: bool = False) -> None:
         self.target = Path(target)
-        self.overwrite = overwrite
+        self.overwrite, self.sweep = overwrite, sweep
         self.protect = protect if isinstance(protect, (dict, ProtectedFiles)) else tuple(protect)
         self.what = what
         self.temp: Path | None = None
         self.handle: BinaryIO | None = None
+        self._writer_lock: int | None = None  # held while the temporary file is ours (leftovers)
         self._lock = threading.Lock()
         self._ended = False  # published or discarded
 
@@ -214,6 +229,10 @@ class AtomicFile:
             OutputError: it cannot be created (permissions, a full disk, a read-only folder).
         """
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        if self.sweep:
+            own = re.compile(temp_name_regex(self.target))
+            remove_abandoned(self.target.parent, lambda name: own.fullmatch(name) is not None
+                             and temp_target_name(name) is not None)
         for _attempt in range(100):
             temp = self.target.with_name(_temp_name(self.target))
             try:
@@ -223,6 +242,7 @@ class AtomicFile:
             except OSError as exc:
                 raise OutputError(f"cannot write {self.what} {self.target}: {exc.strerror or exc}") from None
             self.temp = temp
+            self._writer_lock = hold_writer_lock(temp)
             self.handle = os.fdopen(fd, "wb")
             self.handle.raw.name = str(temp)  # PyAV guesses the container from the name
             return self.handle
@@ -257,6 +277,7 @@ class AtomicFile:
                                   f"{exc.strerror or exc}; nothing was left behind") from None
             finally:
                 self._ended = True
+                self._release()
 
     def discard(self) -> None:
         """Remove the temporary file (the target is left as it was); safe to call again."""
@@ -265,6 +286,12 @@ class AtomicFile:
                 return
             self._ended = True
             self._remove_temp()
+            self._release()
+
+    def _release(self) -> None:
+        """Let go of the writer's lock: the temporary file has its final name, or is gone."""
+        release_writer_lock(self._writer_lock)
+        self._writer_lock = None
 
     def _remove_temp(self) -> None:
         if self.handle is not None and not self.handle.closed:

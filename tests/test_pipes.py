@@ -189,3 +189,32 @@ def test_deep_input_to_a_codec_without_deep_formats_suggests_only_what_it_takes(
     refused = cli("run", str(clip), "-o", str(tmp_path / "b.mkv"), "--codec", "mpeg4", "--pix-fmt", "yuv420p10le",
                   "--backend", "cpu", "-q", "--no-progress")
     assert_error(refused, 6, "does not support pixel format 'yuv420p10le'", "it takes: yuv420p")
+
+
+def test_a_pipe_that_is_a_terminal_is_a_usage_error_before_any_work(tmp_path):
+    """-o - with standard output a terminal (a real pseudo-terminal here) would print the video's
+    bytes there, and SOURCE - with standard input one would wait for a stream to be typed: both are
+    usage errors naming what to do, and nothing reaches the terminal."""
+    import pty
+
+    clip = write_clip(tmp_path / "in.mp4", frames=4, size=(W, H))
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    for args, fd in ((("run", str(clip), "-o", "-", "--backend", "cpu", "--filter", "edge"), "stdout"),
+                     (("run", "-", "-o", str(tmp_path / "out.mp4"), "--backend", "cpu"), "stdin")):
+        leader, follower = pty.openpty()
+        try:
+            ends = {"stdout": follower, "stdin": subprocess.DEVNULL} if fd == "stdout" else \
+                {"stdin": follower, "stdout": subprocess.PIPE}
+            result = subprocess.run([sys.executable, "-m", "streamconv", *args], stderr=subprocess.PIPE,
+                                    timeout=120, env=env, **ends)
+            os.set_blocking(leader, False)
+            try:
+                shown = os.read(leader, 65536)
+            except BlockingIOError:
+                shown = b""
+        finally:
+            os.close(leader)
+            os.close(follower)
+        assert result.returncode == 2 and b"terminal" in result.stderr, (fd, result.stderr)
+        assert shown == b"", shown[:80]
+    assert not (tmp_path / "out.mp4").exists()

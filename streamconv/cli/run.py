@@ -226,10 +226,29 @@ def check_run_args(parser: argparse.ArgumentParser, args: argparse.Namespace, ex
                      "a file named - is ./-")
     if args.max_frames == 0 and args.output is not None:
         parser.error("--max-frames 0 writes no frame, and an output file needs at least one")
+    _check_terminal_pipes(parser, args)
     for spec in args.sources:  # every check of SOURCE holds for each of several
         args.source = spec
         _check_source_spec(parser, args)
     args.source = args.sources[0]
+
+
+def _check_terminal_pipes(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """A pipe that is a terminal: video written there floods it with binary, and one read from
+    there waits for a stream to be typed."""
+    if args.output is not None and is_pipe(args.output) and _is_terminal(pipe_url(args.output, 1)):
+        parser.error(f"-o {args.output}: that is a terminal, and video written there is binary noise; "
+                     "redirect it (> out.mkv, | ffplay -) or name a file")
+    for spec in args.sources:
+        if is_pipe(spec) and _is_terminal(pipe_url(spec, 0)):
+            parser.error(f"SOURCE {spec}: that is a terminal, not a video stream; "
+                         "pipe one in (... | streamconv run - ...) or name a file")
+
+
+def _is_terminal(url: str) -> bool:
+    """Whether the pipe ``pipe:N`` (or ``pipe:``: not a number, never) is a terminal."""
+    number = url.removeprefix("pipe:")
+    return number.isdigit() and os.isatty(int(number))
 
 
 def _check_source_spec(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

@@ -26,7 +26,8 @@ from typing import Iterable
 
 from ..errors import OutputError
 from ..numbered import field_count, is_named_by, is_pattern, numbered_files, pattern_name, patterns_overlap
-from ..publish import AtomicFile, check_output_path, protected_files
+from ..leftovers import remove_abandoned
+from ..publish import AtomicFile, check_output_path, protected_files, temp_target_name
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +94,17 @@ class SequenceTarget:
         return len(self._written)
 
     def create(self) -> _Discard:
-        """What the container is opened on (nothing is created on disk until the first image)."""
+        """What the container is opened on (nothing is created on disk until the first image).
+        The temporary images of this target that killed writers left are removed first."""
+        remove_abandoned(self.target.parent, self._is_temporary_image)
         return _Discard()
+
+    def _is_temporary_image(self, name: str) -> bool:
+        """Whether ``name`` is a temporary file of one of this target's images."""
+        image = temp_target_name(name)
+        if image is None:
+            return False
+        return image == self.target.name if self.single else is_named_by(self.target, self.target.parent / image)
 
     def write_image(self, data: bytes) -> None:
         """Publish the next image (one encoded packet: a whole image file), or hold a single one.

@@ -66,7 +66,7 @@ def open_target(spec: str | os.PathLike, *, overwrite: bool = False, protect: It
     if is_image_output(spec, format):
         return SequenceTarget(spec, overwrite=overwrite, protect=protect, what=what)
     path = check_output_path(spec, overwrite=overwrite, protect=protect, what=what)
-    return AtomicFile(path, overwrite=overwrite, protect=protect, what=what)
+    return AtomicFile(path, overwrite=overwrite, protect=protect, what=what, sweep=True)
 
 
 def check_target(spec: str | os.PathLike, *, overwrite: bool = False, protect: Iterable = (),

@@ -1,0 +1,91 @@
+"""Temporary files a killed writer left behind, told apart from ones being written.
+
+Each writer holds a lock (``flock``) on its temporary file from just after creating it until the
+file is published or removed. The kernel drops the lock however the process ends, SIGKILL and
+a crash included, so a later writer of the same output can remove a
+temporary file nobody holds, and leave alone one that a live run (another process, another
+machine on a shared folder) is still writing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import time
+from pathlib import Path
+from typing import Callable
+
+try:
+    import fcntl
+except ImportError:  # no flock (Windows): nothing is ever taken for abandoned
+    fcntl = None
+
+log = logging.getLogger(__name__)
+
+ABANDONED_AFTER = 10.0
+"""Seconds a temporary file must have gone unmodified before it may count as abandoned: its
+writer locks it just after creating it, and this covers that moment."""
+
+
+def hold_writer_lock(path: Path) -> int | None:
+    """Lock ``path``, a temporary file this process has just created, for as long as the
+    returned descriptor stays open (pass it to :func:`release_writer_lock`); None where file
+    locks are not available or the file cannot be opened again."""
+    if fcntl is None:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def release_writer_lock(fd: int | None) -> None:
+    """Let go of a lock from :func:`hold_writer_lock` (after the file was moved or removed)."""
+    if fd is not None:
+        os.close(fd)
+
+
+def remove_abandoned(folder: Path, is_ours: Callable[[str], bool]) -> list[Path]:
+    """Remove the files in ``folder`` whose (hidden) names ``is_ours`` accepts and whose writers
+    are gone: regular files that nobody holds a lock on and that have gone unmodified for
+    ABANDONED_AFTER seconds. Returns the paths removed; what cannot be looked at is left."""
+    try:
+        names = [entry.name for entry in os.scandir(folder) if entry.name.startswith(".") and is_ours(entry.name)]
+    except OSError:
+        return []
+    removed = [folder / name for name in names if _remove_if_abandoned(folder / name)]
+    for path in removed:
+        log.info("removed %s, a temporary file left by a writer that is gone", path)
+    return removed
+
+
+def _remove_if_abandoned(path: Path) -> bool:
+    if fcntl is None:
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False  # a link, gone already, or not ours to read
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or time.time() - info.st_mtime < ABANDONED_AFTER:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False  # its writer lives
+        if not os.path.samestat(info, os.lstat(path)):
+            return False  # replaced by another file meanwhile
+        os.unlink(path)  # under the lock: no writer can be holding it now
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
