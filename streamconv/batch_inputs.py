@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .errors import InputError, OutputError
+from .leftovers import remove_abandoned
 from .publish import temp_name_regex, without_file_scheme
 from .segments import parts_prefix
 
@@ -233,29 +234,22 @@ def temporary_names(output: Path) -> re.Pattern:
 
 def remove_stale_partials(outputs: Iterable[Path]) -> None:
     """Remove the temporary files and segments' parts folders (:func:`temporary_names`) a killed
-    writer of these outputs left behind: once a batch has ended none of its writers is alive,
-    and nothing else makes them."""
+    writer of these outputs left behind, once a batch has ended: a temporary file still locked
+    by its writer (a task on a Ray node the batch lost touch with) stays."""
     by_folder: dict[Path, list[re.Pattern]] = {}
     for output in outputs:
         by_folder.setdefault(output.parent, []).append(temporary_names(output))
     for folder, patterns in by_folder.items():
+        def ours(name: str) -> bool:
+            return any(pattern.fullmatch(name) for pattern in patterns)
+        remove_abandoned(folder, ours, min_age=0)  # files; no writer of this batch is starting now
         try:
             hidden = [entry for entry in os.scandir(folder) if entry.name.startswith(".")]
         except OSError:
             continue  # no folder: nothing left there
         for entry in hidden:
-            if any(pattern.fullmatch(entry.name) for pattern in patterns):
-                _remove(Path(entry.path))
-
-
-def _remove(stale: Path) -> None:
-    try:
-        if stale.is_dir() and not stale.is_symlink():
-            shutil.rmtree(stale, ignore_errors=True)
-        else:
-            stale.unlink()
-    except OSError:
-        pass  # already gone, or not ours to remove: left as it is
+            if entry.is_dir(follow_symlinks=False) and ours(entry.name):
+                shutil.rmtree(entry.path, ignore_errors=True)  # what cannot go is left as it is
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -17,6 +17,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
@@ -38,6 +39,11 @@ MAX_RETRIES = 3
 """Attempts after the first when a task's worker or node is lost."""
 PROBE_TIMEOUT = 10.0
 """Seconds to wait for a cluster's address to answer before Ray is asked to join it."""
+LOST_AFTER = 20.0
+"""Seconds the cluster's head may go unanswering during a batch before the batch gives up on it
+(Ray itself would wait a minute, then end the process with its own message)."""
+WATCH_EVERY = 2.0
+"""Seconds between looks at the cluster's head while no task ends."""
 
 
 def ray_module():
@@ -160,9 +166,17 @@ def run_on_ray(batch: "Batch", address: str | None) -> None:
 
 
 def _collect(ray, batch: "Batch", waiting: dict, *, cancelled: bool = False) -> None:
-    """Record each task's result as it comes; after the first signal, cancel the ones not started."""
+    """Record each task's result as it comes; after the first signal, cancel the ones not started.
+
+    Raises:
+        BackendUnavailableError: the cluster's head stopped answering (LOST_AFTER seconds); the
+            inputs not finished stay pending.
+    """
     stopped = False
+    watch = _HeadWatch(ray)
     while waiting:
+        if not cancelled:
+            watch.check(len(waiting))
         if batch.stopping and not stopped and not cancelled:
             stopped = True
             for ref in list(waiting):
@@ -174,6 +188,34 @@ def _collect(ray, batch: "Batch", waiting: dict, *, cancelled: bool = False) -> 
             _record_result(ray, batch.manifest.records[waiting[ref]], ref, stopped or cancelled)
             del waiting[ref]
             batch.manifest.write()
+
+
+class _HeadWatch:
+    """Whether the cluster's head (its GCS address) still takes connections, looked at every
+    WATCH_EVERY seconds."""
+
+    def __init__(self, ray) -> None:
+        self.address = ray.get_runtime_context().gcs_address
+        self._next = time.monotonic() + WATCH_EVERY
+        self._silent_since: float | None = None
+
+    def check(self, unfinished: int) -> None:
+        """Raise BackendUnavailableError once the head has not answered for LOST_AFTER seconds."""
+        now = time.monotonic()
+        if now < self._next:
+            return
+        self._next = now + WATCH_EVERY
+        host, _, port = self.address.rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=WATCH_EVERY).close()
+            self._silent_since = None
+            return
+        except (OSError, ValueError):
+            self._silent_since = self._silent_since or now
+        if now - self._silent_since >= LOST_AFTER:
+            raise BackendUnavailableError(
+                f"--ray: the Ray cluster at {self.address} stopped answering; {unfinished} input(s) not "
+                f"finished stay pending (--resume runs them)")
 
 
 def _record_result(ray, record: BatchRecord, ref, cancelled: bool) -> None:

@@ -52,21 +52,23 @@ def release_writer_lock(fd: int | None) -> None:
         os.close(fd)
 
 
-def remove_abandoned(folder: Path, is_ours: Callable[[str], bool]) -> list[Path]:
+def remove_abandoned(folder: Path, is_ours: Callable[[str], bool], *,
+                     min_age: float = ABANDONED_AFTER) -> list[Path]:
     """Remove the files in ``folder`` whose (hidden) names ``is_ours`` accepts and whose writers
     are gone: regular files that nobody holds a lock on and that have gone unmodified for
-    ABANDONED_AFTER seconds. Returns the paths removed; what cannot be looked at is left."""
+    ``min_age`` seconds (0 where no writer of them can be starting: a batch that has ended).
+    Returns the paths removed; what cannot be looked at is left."""
     try:
         names = [entry.name for entry in os.scandir(folder) if entry.name.startswith(".") and is_ours(entry.name)]
     except OSError:
         return []
-    removed = [folder / name for name in names if _remove_if_abandoned(folder / name)]
+    removed = [folder / name for name in names if _remove_if_abandoned(folder / name, min_age)]
     for path in removed:
         log.info("removed %s, a temporary file left by a writer that is gone", path)
     return removed
 
 
-def _remove_if_abandoned(path: Path) -> bool:
+def _remove_if_abandoned(path: Path, min_age: float) -> bool:
     if fcntl is None:
         return False
     try:
@@ -75,7 +77,7 @@ def _remove_if_abandoned(path: Path) -> bool:
         return False  # a link, gone already, or not ours to read
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or time.time() - info.st_mtime < ABANDONED_AFTER:
+        if not stat.S_ISREG(info.st_mode) or time.time() - info.st_mtime < min_age:
             return False
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -2,8 +2,9 @@
 inside a network namespace of the test's own that has only loopback, runs a batch of clips with a
 damaged one among them while one of its workers is killed in the middle of a task: the task is
 retried, every input is counted once, nothing half-written is published. In the same cluster a
-second batch gets one SIGINT while its first tasks run: those finish whole, the rest stay pending.
-The cluster is stopped by the process group the test started. Without a cluster: an address where
+second batch gets one SIGINT while its first tasks run: those finish whole, the rest stay pending;
+a third is running when the whole cluster is killed (the process group the test started): it
+ends by itself with a clear error, its manifest true. Without a cluster: an address where
 no cluster answers, or that is no address, is a clear error at once."""
 
 from __future__ import annotations
@@ -32,12 +33,12 @@ from streamconv.manifest import MANIFEST_NAME, BatchRecord
 from test_reliability import flip_bytes
 
 # Until a Ray worker runs an input (bounded: a batch that never gets one fails its checks).
-LONG_FRAMES = 720  # a few seconds of filtering on one CPU
+LONG_FRAMES, LONG_COUNT = 720, 3  # a few seconds of filtering each on one CPU; one more than its CPUs
 TASK_RUNS = "for i in $(seq 1200); do ps -eo args= | grep -q '[r]ay::run_input_task' && break; sleep 0.05; done"
 
 
 @pytest.mark.skipif(why_not() is not None, reason=str(why_not()))
-def test_a_ray_cluster_runs_the_batch_and_survives_a_killed_worker(tmp_path):
+def test_a_batch_on_a_ray_cluster_through_a_killed_worker_a_signal_and_the_cluster_lost(tmp_path):
     folder, out, stopped = tmp_path / "in", tmp_path / "out", tmp_path / "stopped"
     folder.mkdir()
     for n in range(4):
@@ -47,7 +48,7 @@ def test_a_ray_cluster_runs_the_batch_and_survives_a_killed_worker(tmp_path):
     # and one waits, however fast or slow the machine (the short clips can all end before it).
     long_ones = tmp_path / "long"
     long_ones.mkdir()
-    for n in range(3):
+    for n in range(LONG_COUNT):
         write_clip(long_ones / f"long{n}.mp4", frames=LONG_FRAMES, seed=n, size=(320, 240))
     batch = (f"{sys.executable} -m streamconv batch {{}} --backend cpu --ray {ADDRESS} "
              f"--filter gaussian:sigma=3 --no-progress -q")
@@ -60,6 +61,10 @@ def test_a_ray_cluster_runs_the_batch_and_survives_a_killed_worker(tmp_path):
         BATCH=$!
         {TASK_RUNS}
         sleep 0.3; kill -INT $BATCH; wait $BATCH; echo $? > {tmp_path}/stopped.rc
+        {batch.format(long_ones)} -o {tmp_path}/lost > {tmp_path}/lost.log 2>&1 &
+        BATCH=$!
+        {TASK_RUNS}
+        sleep 0.3; kill -KILL -- -$CLUSTER; wait $BATCH; echo $? > {tmp_path}/lost.rc
     """)
     log = (tmp_path / "batch.log").read_text() if (tmp_path / "batch.log").exists() else ""
     assert (tmp_path / "batch.rc").read_text().strip() == "13", log  # the damaged input, nothing failed
@@ -70,6 +75,7 @@ def test_a_ray_cluster_runs_the_batch_and_survives_a_killed_worker(tmp_path):
     assert statuses.pop("damaged.mp4") == "damaged" and set(statuses.values()) == {"done"}
     _check_outputs(records, out)
     _check_first_signal(tmp_path, stopped)
+    _check_cluster_lost(tmp_path, tmp_path / "lost")
     assert not leftover_processes()
 
 
@@ -94,6 +100,17 @@ def _check_first_signal(tmp_path: Path, stopped: Path) -> None:
     assert set(statuses) <= {"done", "pending"}, (statuses, log)
     assert "pending" in statuses and "done" in statuses, statuses
     _check_outputs(records, stopped, LONG_FRAMES)
+
+
+def _check_cluster_lost(tmp_path: Path, lost: Path) -> None:
+    """The whole cluster killed while tasks run: the batch itself ends with one error line
+    (Ray would wait a minute, then end the process with its own), the manifest true (nothing
+    finished: every input pending for --resume), no killed task's temporary file left."""
+    log = (tmp_path / "lost.log").read_text()
+    assert (tmp_path / "lost.rc").read_text().strip() == "7" and "stopped answering" in log, log
+    statuses = [r["status"] for r in json.loads((lost / MANIFEST_NAME).read_text())["inputs"]]
+    assert statuses == ["pending"] * LONG_COUNT, statuses
+    assert [p.name for p in lost.iterdir()] == [MANIFEST_NAME]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed")
@@ -209,6 +226,9 @@ def test_a_second_signal_while_a_result_is_fetched_still_records_it():
 
         def cancel(self, ref, force=False):
             pass
+
+        def get_runtime_context(self):
+            return SimpleNamespace(gcs_address=ADDRESS)  # not looked at: no 2 s pass here
 
     record = BatchRecord("in.mp4", "out/in.mp4")
     batch = SimpleNamespace(stopping=False, manifest=SimpleNamespace(records=[record], write=lambda: None))
