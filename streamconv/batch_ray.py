@@ -173,10 +173,10 @@ def _collect(ray, batch: "Batch", waiting: dict, *, cancelled: bool = False) -> 
             inputs not finished stay pending.
     """
     stopped = False
-    watch = _HeadWatch(ray)
+    watch = HeadWatch(ray)
     while waiting:
         if not cancelled:
-            watch.check(len(waiting))
+            watch.check(f"{len(waiting)} input(s) not finished stay pending (--resume runs them)")
         if batch.stopping and not stopped and not cancelled:
             stopped = True
             for ref in list(waiting):
@@ -190,17 +190,18 @@ def _collect(ray, batch: "Batch", waiting: dict, *, cancelled: bool = False) -> 
             batch.manifest.write()
 
 
-class _HeadWatch:
+class HeadWatch:
     """Whether the cluster's head (its GCS address) still takes connections, looked at every
-    WATCH_EVERY seconds."""
+    WATCH_EVERY seconds: call :meth:`check` while waiting for tasks."""
 
     def __init__(self, ray) -> None:
         self.address = ray.get_runtime_context().gcs_address
         self._next = time.monotonic() + WATCH_EVERY
         self._silent_since: float | None = None
 
-    def check(self, unfinished: int) -> None:
-        """Raise BackendUnavailableError once the head has not answered for LOST_AFTER seconds."""
+    def check(self, left: str) -> None:
+        """Raise BackendUnavailableError once the head has not answered for LOST_AFTER seconds;
+        its message ends with ``left``, what becomes of the work not finished."""
         now = time.monotonic()
         if now < self._next:
             return
@@ -214,8 +215,7 @@ class _HeadWatch:
             self._silent_since = self._silent_since or now
         if now - self._silent_since >= LOST_AFTER:
             raise BackendUnavailableError(
-                f"--ray: the Ray cluster at {self.address} stopped answering; {unfinished} input(s) not "
-                f"finished stay pending (--resume runs them)")
+                f"--ray: the Ray cluster at {self.address} stopped answering; {left}")
 
 
 def _record_result(ray, record: BatchRecord, ref, cancelled: bool) -> None:

@@ -15,7 +15,7 @@ import logging
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .batch_ray import MAX_RETRIES, connect, ray_module
+from .batch_ray import MAX_RETRIES, HeadWatch, connect, ray_module
 from .errors import StreamconvError
 from .io.segment import Segment
 from .stats import RunStats
@@ -67,7 +67,9 @@ def _results(ray, refs: list, stopped: Callable[[], bool]) -> list[RunStats] | N
     """Each task's result as it comes; a failure is raised at once; None once stopped."""
     results: dict[Any, RunStats] = {}
     pending = list(refs)
+    watch = HeadWatch(ray)
     while pending and not stopped():
+        watch.check("the output is not written")
         done, pending = ray.wait(pending, num_returns=1, timeout=0.25)
         for ref in done:
             results[ref] = _result(ray, ref, refs.index(ref))

@@ -1,7 +1,8 @@
 """``run --segments N --ray``: each segment a Ray task, the parts joined here. One real Ray cluster
 (see raycluster.py) runs a clip in segments while a worker is killed in the middle of a task:
 the output has the one-piece run's frames (lossless FFV1), pts and audio packets, its frames
-counted once; then a SIGINT stops a second run, which leaves nothing. Without a cluster: a retried
+counted once; then a SIGINT stops a second run, which leaves nothing, and a third ends by
+itself with a clear error when the whole cluster is killed under it, leaving nothing either. Without a cluster: a retried
 part replaces the one an earlier attempt completed, and the usage errors of --ray."""
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ TASK_RUNS = "for i in $(seq 1200); do ps -eo args= | grep -q '[r]ay::run_segment
 def test_segments_on_a_ray_cluster_give_the_one_piece_output_through_a_killed_worker(cli, tmp_path):
     clip = make_clip(tmp_path / "in.mkv", "ffv1", frames=72, gop=8, size=(960, 540))
     whole, pieces, stopped = tmp_path / "whole.mkv", tmp_path / "pieces.mkv", tmp_path / "stopped.mkv"
+    lost = tmp_path / "lost.mkv"
     first = cli("run", str(clip), "-o", str(whole), *CHAIN, "--codec", "ffv1")
     assert first.returncode == 0, first.stderr
     run = f"{sys.executable} -m streamconv run {clip} {' '.join(CHAIN)} --codec ffv1 --segments 3 --ray {ADDRESS}"
@@ -40,6 +42,10 @@ def test_segments_on_a_ray_cluster_give_the_one_piece_output_through_a_killed_wo
         {TASK_RUNS}
         kill -INT $RUN; wait $RUN; echo $? > {tmp_path}/stopped.rc
         ps -eo args= | grep -c '[r]ay::run_segment_task' > {tmp_path}/busy.txt
+        {run} -o {lost} > {tmp_path}/lost.log 2>&1 &
+        RUN=$!
+        {TASK_RUNS}
+        kill -KILL -- -$CLUSTER; wait $RUN; echo $? > {tmp_path}/lost.rc
     """)
     log = (tmp_path / "pieces.log").read_text()
     assert (tmp_path / "pieces.rc").read_text().strip() == "0", log
@@ -53,7 +59,10 @@ def test_segments_on_a_ray_cluster_give_the_one_piece_output_through_a_killed_wo
     assert (tmp_path / "stopped.rc").read_text().strip() == "130", stopped_log
     assert "Traceback" not in stopped_log, stopped_log
     assert (tmp_path / "busy.txt").read_text().strip() == "0"  # the tasks were cancelled, not left running
-    assert not stopped.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    lost_log = (tmp_path / "lost.log").read_text()  # the whole cluster killed mid-run: one error line
+    assert (tmp_path / "lost.rc").read_text().strip() == "7" and "stopped answering" in lost_log, lost_log
+    assert "Traceback" not in lost_log, lost_log
+    assert not stopped.exists() and not lost.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
     assert not leftover_processes()
 
 
