@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 from streamconv.io.encoder_check import hardware_encoders
-from streamconv.io.nvdec import sequence_parameter_sets
+from streamconv.io.nvdec import codec_name, sequence_parameter_sets
 from streamconv.io.nvdec_caps import NvdecUnsupported, check_stream
 
+from clips import write_clip
 from test_cli import assert_error, assert_ok
 
 HAVE_NVDEC = importlib.util.find_spec("PyNvVideoCodec") is not None
@@ -127,3 +128,13 @@ def test_nvdec_refuses_odd_sizes_and_interlaced_pictures_before_asking_the_gpu(s
     deinterlaces): refused from the stream's description alone, GPU or not."""
     with pytest.raises(NvdecUnsupported, match=reason):
         check_stream(0, "vp9", "yuv420p", *size, interlaced=interlaced)
+
+
+def test_nvdec_is_asked_about_the_codec_not_the_decoder_libavcodec_picked(tmp_path):
+    """An AV1 stream, which libavcodec decodes with libdav1d: NVDEC's checks and its decoder get
+    ``av1`` (under libavcodec's decoder name every AV1 stream was refused as not NVDEC's)."""
+    clip = write_clip(tmp_path / "clip.mkv", "libsvtav1", "yuv420p", frames=2, size=(64, 48),
+                      options={"preset": "12"})
+    with av.open(str(clip)) as container:
+        stream = container.streams.video[0]
+        assert codec_name(stream) == "av1", stream.codec_context.name

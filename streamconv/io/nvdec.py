@@ -90,7 +90,7 @@ class NvdecSource(FileSource):
     def decoder(self) -> str:
         """Which decoder runs, for logs and stats."""
         then = f", cpu from frame {self._software_from}" if self._software_from is not None else ""
-        return f"nvdec ({self._stream.codec_context.name}, device {self.device}{then})"
+        return f"nvdec ({codec_name(self._stream)}, device {self.device}{then})"
 
     # -- decoding ---------------------------------------------------------------------------
 
@@ -104,7 +104,7 @@ class NvdecSource(FileSource):
         """Demux, watch the keyframes, decode on the GPU; the decoder's last frames come at the end."""
         self._gpu = NvdecGpu(self.device)
         self._errors.open()
-        codec = self._stream.codec_context.name
+        codec = codec_name(self._stream)
         bitstream = av.bitstream.BitStreamFilterContext(_ANNEX_B[codec], self._stream) if codec in _ANNEX_B else None
         self._prefix = _sequence_header(self._stream) if codec in ("av1", "mpeg4") else b""
         extradata = bytes(self._stream.codec_context.extradata or b"")
@@ -151,7 +151,7 @@ class NvdecSource(FileSource):
         codecs whose sequence headers are not read here; H.264 and HEVC only when the sequence
         parameter sets they carry in the stream differ from the last ones (in MP4 and Matroska
         they live in the container's header and cannot change)."""
-        codec = self._stream.codec_context.name
+        codec = codec_name(self._stream)
         if codec not in _SEQUENCE_NAL_TYPES:
             return True
         sets = b"" if self._length_prefixed else sequence_parameter_sets(bytes(packet), codec)
@@ -187,7 +187,7 @@ class NvdecSource(FileSource):
         """The depth NVDEC decodes ``picture``'s stream in. NvdecUnsupported before any frame is
         decoded; _Refused after (NVDEC's last frames still go out first)."""
         try:
-            return check_stream(self.device, self._stream.codec_context.name, picture.format.name,
+            return check_stream(self.device, codec_name(self._stream), picture.format.name,
                                 picture.width, picture.height, bool(picture.interlaced_frame))
         except NvdecUnsupported as exc:
             if self._decoder is None:
@@ -219,12 +219,12 @@ class NvdecSource(FileSource):
         with gpu.active():
             self._decoder = None  # the old one is destroyed with its context current
             free_before, _ = gpu.driver.mem_get_info()
-            codec = getattr(nvc.cudaVideoCodec, CODECS[self._stream.codec_context.name])
+            codec = getattr(nvc.cudaVideoCodec, CODECS[codec_name(self._stream)])
             self._decoder = nvc.CreateDecoder(gpuid=self.device, codec=codec, cudacontext=gpu.context.handle,
                                               cudastream=gpu.stream.handle, usedevicememory=True)
         self._decoded_as = (width, height, bits)
         self._memory_before = free_before
-        log.info("%s: NVDEC decodes %s %dx%d %d-bit on device %d", self.path, self._stream.codec_context.name,
+        log.info("%s: NVDEC decodes %s %dx%d %d-bit on device %d", self.path, codec_name(self._stream),
                  width, height, bits, self.device)
 
     def _decode_bytes(self, data: bytes, pts: int | None, duration: int | None,
@@ -396,10 +396,17 @@ def _undiscarded(packet: av.Packet) -> av.Packet:
     return copy
 
 
+def codec_name(stream) -> str:
+    """The codec of a PyAV video stream (``av1``), not the decoder libavcodec picked for it
+    (``libdav1d``): what NVDEC is asked about."""
+    codec = stream.codec_context.codec
+    return getattr(codec, "canonical_name", None) or codec.name
+
+
 def _sequence_header(stream) -> bytes:
     """What NVDEC needs before the first packet of a stream whose headers live in the container:
     AV1's configuration OBUs (after av1C's 4 bytes), MPEG-4 part 2's extradata."""
     extradata = bytes(stream.codec_context.extradata or b"")
-    if stream.codec_context.name == "av1":
+    if codec_name(stream) == "av1":
         return extradata[4:] if len(extradata) > 4 and extradata[0] & 0x80 else extradata
     return extradata
