@@ -12,7 +12,6 @@ from __future__ import annotations
 import glob
 import os
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -20,7 +19,7 @@ from typing import Iterable
 from .errors import InputError, OutputError
 from .leftovers import remove_abandoned
 from .publish import temp_name_regex, without_file_scheme
-from .segments import parts_prefix
+from .segments import parts_folder_regex
 
 VIDEO_SUFFIXES = frozenset({".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".ts", ".m2ts", ".mts", ".mpg",
                             ".mpeg", ".flv", ".wmv", ".ogv", ".3gp", ".y4m", ".nut", ".h264", ".h265", ".hevc",
@@ -226,30 +225,24 @@ def refuse_existing(items: list[BatchInput], *, overwrite: bool, exempt: set[Pat
 
 def temporary_names(output: Path) -> re.Pattern:
     """The exact names of ``output``'s temporary files (:func:`streamconv.publish.temp_name_regex`)
-    and of the hidden parts folders of a segmented run of it (``streamconv.segments.parts_prefix``
-    and mkdtemp's 8 characters): no other output's."""
-    parts = re.escape(parts_prefix(output)) + r"[a-z0-9_]{8}"
-    return re.compile(f"{temp_name_regex(output)}|{parts}")
+    and of the hidden parts folders of a segmented run of it
+    (:func:`streamconv.segments.parts_folder_regex`): no other output's."""
+    return re.compile(f"{temp_name_regex(output)}|{parts_folder_regex(output).pattern}")
 
 
 def remove_stale_partials(outputs: Iterable[Path]) -> None:
     """Remove the temporary files and segments' parts folders (:func:`temporary_names`) a killed
-    writer of these outputs left behind, once a batch has ended: a temporary file still locked
-    by its writer (a task on a Ray node the batch lost touch with) stays."""
+    writer of these outputs left behind, once a batch has ended: one still locked by its writer
+    (a task on a Ray node the batch lost touch with) stays."""
     by_folder: dict[Path, list[re.Pattern]] = {}
     for output in outputs:
         by_folder.setdefault(output.parent, []).append(temporary_names(output))
     for folder, patterns in by_folder.items():
         def ours(name: str) -> bool:
             return any(pattern.fullmatch(name) for pattern in patterns)
-        remove_abandoned(folder, ours, min_age=0)  # files; no writer of this batch is starting now
-        try:
-            hidden = [entry for entry in os.scandir(folder) if entry.name.startswith(".")]
-        except OSError:
-            continue  # no folder: nothing left there
-        for entry in hidden:
-            if entry.is_dir(follow_symlinks=False) and ours(entry.name):
-                shutil.rmtree(entry.path, ignore_errors=True)  # what cannot go is left as it is
+        # No writer of this batch is starting now: no wait for one to lock what it made.
+        remove_abandoned(folder, ours, min_age=0)
+        remove_abandoned(folder, ours, min_age=0, folders=True)
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import stat
 import time
 from pathlib import Path
@@ -23,6 +24,8 @@ except ImportError:  # no flock (Windows): nothing is ever taken for abandoned
 
 log = logging.getLogger(__name__)
 
+FOLDER_LOCK = ".lock"
+"""The file inside a temporary folder that its writer holds the lock on."""
 ABANDONED_AFTER = 10.0
 """Seconds a temporary file must have gone unmodified before it may count as abandoned: its
 writer locks it just after creating it, and this covers that moment."""
@@ -52,19 +55,21 @@ def release_writer_lock(fd: int | None) -> None:
         os.close(fd)
 
 
-def remove_abandoned(folder: Path, is_ours: Callable[[str], bool], *,
-                     min_age: float = ABANDONED_AFTER) -> list[Path]:
+def remove_abandoned(folder: Path, is_ours: Callable[[str], bool], *, min_age: float = ABANDONED_AFTER,
+                     folders: bool = False) -> list[Path]:
     """Remove the files in ``folder`` whose (hidden) names ``is_ours`` accepts and whose writers
-    are gone: regular files that nobody holds a lock on and that have gone unmodified for
-    ``min_age`` seconds (0 where no writer of them can be starting: a batch that has ended).
-    Returns the paths removed; what cannot be looked at is left."""
+    are gone: regular files that nobody holds a lock on (with ``folders``: folders whose
+    FOLDER_LOCK nobody holds, or that have none) and that have gone unmodified for ``min_age``
+    seconds (0 where no writer of them can be starting: a batch that has ended). Returns the
+    paths removed; what cannot be looked at is left."""
+    remove = _remove_folder_if_abandoned if folders else _remove_if_abandoned
     try:
         names = [entry.name for entry in os.scandir(folder) if entry.name.startswith(".") and is_ours(entry.name)]
     except OSError:
         return []
-    removed = [folder / name for name in names if _remove_if_abandoned(folder / name, min_age)]
+    removed = [folder / name for name in names if remove(folder / name, min_age)]
     for path in removed:
-        log.info("removed %s, a temporary file left by a writer that is gone", path)
+        log.info("removed %s, left by a writer that is gone", path)
     return removed
 
 
@@ -91,3 +96,37 @@ def _remove_if_abandoned(path: Path, min_age: float) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+def hold_folder_lock(folder: Path) -> int | None:
+    """Create FOLDER_LOCK in ``folder`` (a temporary folder this process has just made) and lock
+    it as :func:`hold_writer_lock` does; removing the folder later lets go of nothing: close it."""
+    try:
+        os.close(os.open(folder / FOLDER_LOCK, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+    except OSError:
+        return None
+    return hold_writer_lock(folder / FOLDER_LOCK)
+
+
+def _remove_folder_if_abandoned(path: Path, min_age: float) -> bool:
+    try:
+        info = os.lstat(path)
+        if not stat.S_ISDIR(info.st_mode) or time.time() - info.st_mtime < min_age:
+            return False
+        fd = os.open(path / FOLDER_LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        fd = None  # killed before it locked (or made by a version that did not)
+    except OSError:
+        return False
+    try:
+        if fd is not None:
+            if fcntl is None:
+                return False
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        shutil.rmtree(path, ignore_errors=True)
+        return not path.exists()
+    except OSError:
+        return False  # its writer lives
+    finally:
+        if fd is not None:
+            os.close(fd)

@@ -14,15 +14,17 @@ whatever happens (an error, Ctrl-C): a segmented run leaves its output whole or 
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 import signal
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from .backends import resolve_backend
 from .batch_ray import ray_module
@@ -38,6 +40,7 @@ from .io.join import join_parts
 from .io.open import open_sink
 from .io.segment import Segment, keyframe_times, plan_cuts, pts_shift, segment_source
 from .io.targets import check_target
+from .leftovers import hold_folder_lock, release_writer_lock, remove_abandoned
 from .pipeline import Pipeline
 from .batch_worker import Running
 from .segments_ray import run_on_ray
@@ -79,6 +82,11 @@ def parts_prefix(output: str | Path) -> str:
     output: ``.streamconv-segments-NAME.`` (NAME cut to 100 characters, within any file system's
     name limit), so that a batch can find what a killed run of its own left."""
     return f".streamconv-segments-{Path(output).name[:100]}."
+
+
+def parts_folder_regex(output: str | Path) -> re.Pattern:
+    """The exact names of ``output``'s parts folders: :func:`parts_prefix` and mkdtemp's 8 characters."""
+    return re.compile(re.escape(parts_prefix(output)) + r"[a-z0-9_]{8}")
 
 
 def segment_decoder(decoder: str) -> str:
@@ -128,15 +136,27 @@ def run_segments(source: str | Path, filters: Sequence[str | FilterStage], outpu
     work = SegmentWork.make(source, filters, output, backend=backend, devices=devices, format=format,
                             decoder=decoder, sink_options=sink_options, source_options=source_options,
                             pipeline_options=pipeline_options)
-    parts_dir = Path(tempfile.mkdtemp(prefix=parts_prefix(output), dir=Path(output).resolve().parent))
-    try:
+    with _parts_folder(output) as parts_dir:
         runner = _SegmentRunner(work, plan, parts_dir, ray=ray)
         results = runner.run(jobs, running)
         copied = join_parts(runner.parts, output, source=source, copy_streams=copy_streams, overwrite=overwrite,
                             format=format, muxer_options=muxer_options, shift=plan[0].shift)
+    return combine_stats(results, time.perf_counter() - started, [*scanned, *copied])
+
+
+@contextmanager
+def _parts_folder(output: str | Path) -> Iterator[Path]:
+    """A new hidden folder for ``output``'s parts beside it, locked while in use, removed after;
+    the parts folders of ``output`` that killed runs left are removed first."""
+    folder = Path(output).resolve().parent
+    remove_abandoned(folder, parts_folder_regex(output).fullmatch, folders=True)
+    parts_dir = Path(tempfile.mkdtemp(prefix=parts_prefix(output), dir=folder))
+    lock = hold_folder_lock(parts_dir)
+    try:
+        yield parts_dir
     finally:
         shutil.rmtree(parts_dir, ignore_errors=True)
-    return combine_stats(results, time.perf_counter() - started, [*scanned, *copied])
+        release_writer_lock(lock)
 
 
 def _check_before_work(source, output, *, overwrite: bool, format: str | None, decoder: str,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import av
 
+from clips import write_clip
 from conftest import REPO, run_cli
 from streamconv.leftovers import ABANDONED_AFTER
 from streamconv.publish import claim_path
@@ -128,3 +129,43 @@ def test_a_fresh_unlocked_temporary_file_is_left_for_its_writer_to_lock(tmp_path
     result = run_cli("run", "test:64x48@30,frames=3", "-o", str(tmp_path / "out.mp4"), *LONG_RUN)
     assert result.returncode == 0, result.stderr
     assert fresh.exists()
+
+
+def parts_folders(folder: Path) -> list[Path]:
+    """The hidden parts folders of segmented runs in ``folder``."""
+    return sorted(p for p in folder.iterdir() if p.name.startswith(".streamconv-segments-"))
+
+
+def start_segments(clip: Path, output: Path) -> tuple[subprocess.Popen, Path]:
+    """A ``run --segments 2`` of ``clip`` into ``output`` and its parts folder, once it holds a part's bytes."""
+    before = set(parts_folders(output.parent))
+    child = subprocess.Popen([sys.executable, "-m", "streamconv", "run", str(clip), "-o", str(output),
+                              "--segments", "2", *LONG_RUN], env=ENV, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for folder in set(parts_folders(output.parent)) - before:
+            if any(p.stat().st_size > 0 for p in folder.iterdir() if p.name != ".lock"):
+                return child, folder
+        time.sleep(0.02)
+    child.kill()
+    raise AssertionError(f"no part was written: {child.communicate()[1]!r}")
+
+
+def test_a_segmented_run_removes_the_parts_folder_of_a_killed_one_and_not_a_live_ones(tmp_path):
+    clip = write_clip(tmp_path / "in.mp4", frames=1500, size=(320, 240), options={"preset": "ultrafast", "g": "50"})
+    output = tmp_path / "out.mkv"
+    killed, left = start_segments(clip, output)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait(timeout=30)
+    live, held = start_segments(clip, output)
+    try:
+        live.send_signal(signal.SIGSTOP)
+        for folder in (left, held):
+            age(folder)
+        short = write_clip(tmp_path / "short.mp4", frames=24, options={"preset": "ultrafast", "g": "6"})
+        result = run_cli("run", str(short), "-o", str(output), "--segments", "2", *LONG_RUN)
+        assert result.returncode == 0, result.stderr
+        assert not left.exists() and held.is_dir()
+    finally:
+        live.send_signal(signal.SIGKILL)
+        live.wait(timeout=30)
