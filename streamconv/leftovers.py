@@ -1,9 +1,9 @@
-"""Temporary files a killed writer left behind, told apart from ones being written.
+"""Temporary files and folders a killed writer left behind, told apart from ones in use.
 
-Each writer holds a lock (``flock``) on its temporary file from just after creating it until the
-file is published or removed. The kernel drops the lock however the process ends, SIGKILL and
-a crash included, so a later writer of the same output can remove a
-temporary file nobody holds, and leave alone one that a live run (another process, another
+Each writer holds a lock (``flock``) on its temporary file (a temporary folder: on the lock file
+inside it) from just after creating it until it is published or removed. The kernel drops the
+lock however the process ends, SIGKILL and a crash included, so a later writer of the same
+output can remove what nobody holds, and leave alone what a live run (another process, another
 machine on a shared folder) is still writing.
 """
 
