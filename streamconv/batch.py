@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .backends import resolve_backend
-from .batch_inputs import (BatchInput, check_outdir, find_inputs, make_folders, plan_outputs, refuse_existing,
-                           remove_folders, remove_stale_partials)
+from .batch_inputs import (BatchInput, check_outdir, find_inputs, input_record, make_folders, plan_outputs,
+                           refuse_existing, remove_folders, remove_stale_partials)
 from .borders import DEFAULT_BORDER
 from .cuda_device import gpu_numbers
 from .batch_ray import run_on_ray
@@ -38,8 +38,9 @@ from .errors import EXIT_DAMAGED_INPUT, EXIT_SOME_FAILED, FilterSpecError, Inter
 from .frames import as_count
 from .filters import FilterStage, parse_chain
 from .interrupts import stop_on_signals
-from .manifest import (FINISHED, MANIFEST_NAME, BatchRecord, Manifest, earlier_records, resume_plan,
-                       settings_fingerprint)
+from .manifest import (FINISHED, MANIFEST_NAME, BatchRecord, Manifest, earlier_records, file_identity,
+                       resume_plan, settings_fingerprint)
+from .manifest_lock import only_batch
 from .segments import run_segments, segment_decoder
 from .stats import RunStats
 
@@ -162,6 +163,7 @@ class Batch:
         """The inputs, their outputs and records, after every check (see the class's Raises); with
         ``resume``, complete ones skipped and outputs still as the manifest's batch published them
         replaceable (``settings.ours``)."""
+        self._planned = file_identity(manifest_path)  # checked again once the manifest is locked
         earlier = earlier_records(manifest_path) if resume else {}
         found = find_inputs(inputs, recursive=recursive, outdir=outdir,
                             skip=[manifest_path, *(Path(output) for output in earlier)])
@@ -176,11 +178,20 @@ class Batch:
         refuse_existing(items, overwrite=self.settings.overwrite, exempt={Path(o) for o in complete} | ours,
                         resume=resume)
         self.settings.ours = {str(output) for output in ours}
-        return items, [_record(item, fingerprint, earlier.get(str(item.output)), complete=str(item.output) in complete,
-                               ours=item.output in ours) for item in items]
+        return items, [input_record(item, fingerprint, earlier.get(str(item.output)),
+                                    complete=str(item.output) in complete, ours=item.output in ours) for item in items]
 
     def run(self) -> BatchResult:
-        """Filter every input not yet complete; returns when all have ended (or a signal stopped them)."""
+        """Filter every input not yet complete; returns when all have ended (or a signal stopped them).
+
+        Raises:
+            OutputError: another batch of the same manifest is running, or ran since this one
+                read it (:func:`streamconv.manifest_lock.only_batch`).
+        """
+        with only_batch(self.manifest.path, self._planned):
+            return self._run()
+
+    def _run(self) -> BatchResult:
         self.manifest.write()
         started = time.perf_counter()
         with stop_on_signals(self._stop_taking):
@@ -394,23 +405,6 @@ def run_segmented_input(record: BatchRecord, settings: RunSettings, running: Run
         return stats, None  # never stopped early and finished: it ends whole or is aborted
 
     judge_run(record, segmented, running)
-
-
-def _record(item: BatchInput, fingerprint: str, earlier: dict | None, *, complete: bool, ours: bool) -> BatchRecord:
-    """An input's record: pending, or skipped with an earlier batch's figures when ``complete``;
-    an earlier output still as published keeps its size and mtime (it stays replaceable)."""
-    record = BatchRecord(str(item.source), str(item.output), settings=fingerprint)
-    if earlier is None:
-        return record
-    if complete:
-        record.status = "skipped"
-        for name in ("frames", "fps", "seconds", "decoder", "device", "bytes", "damage", "input_bytes",
-                     "input_mtime_ns", "output_mtime_ns"):
-            setattr(record, name, earlier.get(name, getattr(record, name)))
-        record.exit_code = earlier.get("exit_code", 0)
-    elif ours:
-        record.bytes, record.output_mtime_ns = earlier["bytes"], earlier["output_mtime_ns"]
-    return record
 
 
 class _CallableModule(types.ModuleType):

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .errors import InputError, OutputError
+from .manifest import BatchRecord
 from .leftovers import remove_abandoned
 from .publish import temp_name_regex, without_file_scheme
 from .segments import parts_folder_regex
@@ -250,3 +251,20 @@ def _same_file(a: Path, b: Path) -> bool:
         return os.path.samefile(a, b)
     except OSError:
         return False
+
+
+def input_record(item: BatchInput, fingerprint: str, earlier: dict | None, *, complete: bool, ours: bool) -> BatchRecord:
+    """An input's record: pending, or skipped with an earlier batch's figures when ``complete``;
+    an earlier output still as published keeps its size and mtime (it stays replaceable)."""
+    record = BatchRecord(str(item.source), str(item.output), settings=fingerprint)
+    if earlier is None:
+        return record
+    if complete:
+        record.status = "skipped"
+        for name in ("frames", "fps", "seconds", "decoder", "device", "bytes", "damage", "input_bytes",
+                     "input_mtime_ns", "output_mtime_ns"):
+            setattr(record, name, earlier.get(name, getattr(record, name)))
+        record.exit_code = earlier.get("exit_code", 0)
+    elif ours:
+        record.bytes, record.output_mtime_ns = earlier["bytes"], earlier["output_mtime_ns"]
+    return record

@@ -263,3 +263,21 @@ def test_depth_reaches_every_input_as_in_run(cli, tmp_path):
         with av.open(str(out / "deep.mkv")) as container:
             assert container.streams.video[0].codec_context.pix_fmt == written, depth
         assert manifest_of(out)["inputs"][0]["frames"] == 3
+
+
+def test_a_second_batch_of_a_running_ones_manifest_is_refused_and_one_planned_before_it_ran_too(tmp_path):
+    """A ``--resume`` started while the first batch still runs (its inputs running): refused at
+    once (before, it ran the same inputs again, failed on the outputs the first published and left
+    a manifest saying every input failed). A batch planned before another ran to its end is
+    refused as it starts: its plan is out of date. The first one's manifest stays true."""
+    command, out, first = start_batch(tmp_path, 4, "--jobs", "1")
+    wait_for(out, lambda counts: counts.get("running", 0) == 1)
+    stale = streamconv.Batch([str(tmp_path / "in")], ["edge"], tmp_path / "out", backend="cpu", resume=True)
+    second = subprocess.run(command + ["--resume"], capture_output=True, text=True, timeout=120)
+    assert first.wait(timeout=300) == 0, first.stderr.read()
+    assert second.returncode == 6 and "another batch is running" in second.stderr, second.stderr
+    assert manifest_of(out)["counts"]["done"] == 4
+    with pytest.raises(streamconv.OutputError, match="changed since this batch read it"):
+        stale.run()
+    assert manifest_of(out)["counts"]["done"] == 4
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # the lock file is gone with its batch
