@@ -39,7 +39,7 @@ from .frames import as_count
 from .filters import FilterStage, parse_chain
 from .interrupts import stop_on_signals
 from .manifest import (FINISHED, MANIFEST_NAME, BatchRecord, Manifest, earlier_records, file_identity,
-                       resume_plan, settings_fingerprint)
+                       looks_like_manifest, resume_plan, settings_fingerprint)
 from .manifest_lock import only_batch
 from .segments import run_segments, segment_decoder
 from .stats import RunStats
@@ -165,8 +165,11 @@ class Batch:
         replaceable (``settings.ours``)."""
         self._planned = file_identity(manifest_path)  # checked again once the manifest is locked
         earlier = earlier_records(manifest_path) if resume else {}
+        # The manifest is never an input, unless the file named is no manifest (an input named by
+        # mistake): then it is found as one, and refused as the manifest.
+        manifest_skip = [manifest_path] if not manifest_path.exists() or looks_like_manifest(manifest_path) else []
         found = find_inputs(inputs, recursive=recursive, outdir=outdir,
-                            skip=[manifest_path, *(Path(output) for output in earlier)])
+                            skip=[*manifest_skip, *(Path(output) for output in earlier)])
         check_outdir(outdir)
         items = plan_outputs(found, outdir, ext=ext, recursive=recursive)
         options = {name: self.settings.options[name] for name in ("border", "colour", "kernel")}

@@ -137,6 +137,8 @@ def earlier_records(path: Path) -> dict[str, dict]:
     """
     if not path.exists():
         return {}
+    if not looks_like_manifest(path):
+        raise OutputError(f"cannot resume from {path}: not a streamconv batch manifest")
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
         records = document["inputs"] if document.get("format") == "streamconv-batch" else None
@@ -145,6 +147,18 @@ def earlier_records(path: Path) -> dict[str, dict]:
     if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
         raise OutputError(f"cannot resume from {path}: not a streamconv batch manifest")
     return {str(record.get("output", "")): record for record in records}
+
+
+def looks_like_manifest(path: str | Path) -> bool:
+    """Whether the file at ``path`` begins as a batch manifest does: a JSON object naming the
+    ``streamconv-batch`` format in its first 4 KiB (only those are read: a video named as the
+    manifest is not read whole). False if it cannot be read."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(4096)
+    except OSError:
+        return False
+    return head.lstrip().startswith(b"{") and b'"streamconv-batch"' in head
 
 
 def file_identity(path: str | Path) -> tuple[int, int] | None:

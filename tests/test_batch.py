@@ -20,6 +20,7 @@ import streamconv
 from streamconv.manifest import MANIFEST_NAME
 
 from clips import write_clip
+from conftest import run_cli
 from test_cli import assert_error, assert_ok
 from test_reliability import flip_bytes
 
@@ -281,3 +282,26 @@ def test_a_second_batch_of_a_running_ones_manifest_is_refused_and_one_planned_be
         stale.run()
     assert manifest_of(out)["counts"]["done"] == 4
     assert not [p for p in out.iterdir() if p.name.startswith(".")]  # the lock file is gone with its batch
+
+
+def test_a_manifest_named_as_one_of_the_inputs_is_refused_and_the_input_kept(tmp_path):
+    """``--manifest in/c1.mp4`` (a typo for a .json): with --overwrite it is refused as the input
+    it is (before, c1.mp4 was passed over as the manifest and replaced by one); with --resume it is
+    no manifest to resume from (and is not read whole). A manifest reformatted by hand resumes."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for n in range(2):
+        write_clip(folder / f"c{n}.mp4", frames=4, seed=n)
+    video = (folder / "c1.mp4").read_bytes()
+    base = ["batch", str(folder), "-o", str(tmp_path / "out"), "--backend", "cpu", "--filter", "edge", "-q"]
+    refused = run_cli(*base, "--manifest", str(folder / "c1.mp4"), "--overwrite")
+    assert refused.returncode == 6 and "same file as the input" in refused.stderr, refused.stderr
+    resumed = run_cli(*base, "--manifest", str(folder / "c1.mp4"), "--resume")
+    assert resumed.returncode == 6 and "not a streamconv batch manifest" in resumed.stderr, resumed.stderr
+    assert (folder / "c1.mp4").read_bytes() == video and not (tmp_path / "out").exists()
+    assert_ok(run_cli(*base))
+    manifest = tmp_path / "out" / MANIFEST_NAME
+    manifest.write_text(json.dumps(json.loads(manifest.read_text()), indent=4, sort_keys=True))
+    again = run_cli(*base, "--resume")
+    assert_ok(again)
+    assert manifest_of(tmp_path / "out")["counts"]["skipped"] == 2
