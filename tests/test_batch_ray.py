@@ -60,7 +60,7 @@ def test_a_batch_on_a_ray_cluster_through_a_killed_worker_a_signal_and_the_clust
         {batch.format(long_ones)} -o {stopped} > {tmp_path}/stopped.log 2>&1 &
         BATCH=$!
         {TASK_RUNS}
-        sleep 0.3; kill -INT $BATCH; wait $BATCH; echo $? > {tmp_path}/stopped.rc
+        sleep 1; kill -INT $BATCH; wait $BATCH; echo $? > {tmp_path}/stopped.rc  # well into its first tasks
         {batch.format(long_ones)} -o {tmp_path}/lost > {tmp_path}/lost.log 2>&1 &
         BATCH=$!
         {TASK_RUNS}
