@@ -182,3 +182,16 @@ def test_a_hole_in_an_input_sequence_is_never_passed_over_in_silence(cli, tmp_pa
     (tmp_path / "img002.png").write_bytes((tmp_path / "img003.png").read_bytes())
     result = run_quiet(cli, "img%03d.png", "-o", "out2.mkv", cwd=tmp_path)  # the hole mid-way fails the read
     assert_error(result, 8, "img004.png is missing from the sequence")
+
+
+def test_an_image_whose_compressed_data_is_damaged_is_skipped_and_the_sequence_goes_on(cli, tmp_path):
+    pictures = write_images(tmp_path, count=5)
+    damaged = bytearray((tmp_path / "img003.png").read_bytes())
+    damaged[300:320] = bytes(b ^ 0x55 for b in damaged[300:320])  # inside the deflate data: zlib fails
+    (tmp_path / "img003.png").write_bytes(bytes(damaged))
+    result = run_quiet(cli, "img%03d.png", "-o", "out%03d.png", "--filter", "identity", cwd=tmp_path)
+    assert result.returncode == 13, result.stderr
+    assert "1 video packet(s) could not be decoded and were skipped" in result.stderr
+    for number, picture in enumerate([pictures[0], pictures[1], pictures[3], pictures[4]], 1):
+        assert np.array_equal(read_image(tmp_path / f"out{number:03d}.png"), picture)
+    assert not (tmp_path / "out005.png").exists()
