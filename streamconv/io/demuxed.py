@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from ..errors import InputError, StreamError
+from ..frames import DEFAULT_MAX_PIXELS, check_frame_size
 from ..numbered import START_SEARCH, sequence_gap
 from .container import open_input
 from .damage import InputDamage
@@ -81,7 +82,10 @@ class DemuxedSource(FileSource):
         text = os.fspath(path)
         self._demuxer = format or ("image2" if is_sequence(text) else None)
         self._demuxer_options = demuxer_options(self._demuxer, size, pix_fmt, fps)
-        super().__init__(pipe_url(text, 0) if is_pipe(text) else text, **options)
+        path = pipe_url(text, 0) if is_pipe(text) else text
+        if size is not None:  # FFmpeg refuses a size past its own limit only as "Invalid argument"
+            check_frame_size(*size, options.get("max_pixels", DEFAULT_MAX_PIXELS), path)
+        super().__init__(path, **options)
 
     def _open_input(self, timeout: float | None, hwaccel: str | None, input_options: dict | None = None) -> None:
         """Open with the demuxer and options asked for (``input_options`` over the raw-video or
