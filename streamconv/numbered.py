@@ -107,16 +107,18 @@ def first_beyond_search(pattern: str | os.PathLike) -> tuple[Path, int] | None:
     return pattern_name(path, min(numbers)), min(numbers)
 
 
-def sequence_gap(pattern: str | os.PathLike, search: int = START_SEARCH) -> tuple[Path, int] | None:
+def sequence_gap(pattern: str | os.PathLike, start: int = 0,
+                 search: int = START_SEARCH) -> tuple[Path, int] | None:
     """Where a sequence on disk has a hole that FFmpeg's image2 demuxer stops at: (the first
     missing file after the first image, how many numbered files lie beyond it), or None.
 
-    The demuxer starts at the lowest number among 0 .. ``search`` - 1 that exists and reads on
-    while the next number exists (a hole ends the video early, or fails it mid-way).
+    The demuxer starts at the lowest number among ``start`` .. ``start + search - 1`` that exists
+    (its ``start_number`` and ``start_number_range`` options) and reads on while the next number
+    exists (a hole ends the video early, or fails it mid-way).
     """
     path = Path(pattern)
     numbers = _numbers(path)
-    first = next((number for number in range(search) if number in numbers), None)
+    first = next((number for number in range(start, start + search) if number in numbers), None)
     if first is None:
         return None
     missing = first

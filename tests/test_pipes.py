@@ -113,6 +113,15 @@ def test_raw_video_cut_inside_a_frame_keeps_the_whole_frames_and_names_the_cut()
     assert result.returncode == 4 and f"no frame could be decoded from pipe:0 ({cut}" in result.stderr.decode()
 
 
+def test_a_raw_video_size_over_max_pixels_is_refused_naming_the_limit():
+    """The size given is the frames' declared size: refused as a file's, not with FFmpeg's
+    "Invalid argument" for a size past its own limit."""
+    result = pipe_cli("run", "-", "--input-format", "rawvideo", "--size", "99999x99999", "--backend", "cpu",
+                      stdin=bytes(100))
+    assert_error(subprocess.CompletedProcess(result.args, result.returncode, "", result.stderr.decode()),
+                 4, "pipe:0 has 99999x99999 frames", "--max-pixels")
+
+
 def test_raw_video_opens_from_python_with_its_size_format_and_rate(tmp_path):
     from streamconv.io.open import open_source
 

@@ -182,3 +182,33 @@ def test_a_hole_in_an_input_sequence_is_never_passed_over_in_silence(cli, tmp_pa
     (tmp_path / "img002.png").write_bytes((tmp_path / "img003.png").read_bytes())
     result = run_quiet(cli, "img%03d.png", "-o", "out2.mkv", cwd=tmp_path)  # the hole mid-way fails the read
     assert_error(result, 8, "img004.png is missing from the sequence")
+
+
+def test_an_image_whose_compressed_data_is_damaged_is_skipped_and_the_sequence_goes_on(cli, tmp_path):
+    pictures = write_images(tmp_path, count=5)
+    damaged = bytearray((tmp_path / "img003.png").read_bytes())
+    damaged[300:320] = bytes(b ^ 0x55 for b in damaged[300:320])  # inside the deflate data: zlib fails
+    (tmp_path / "img003.png").write_bytes(bytes(damaged))
+    result = run_quiet(cli, "img%03d.png", "-o", "out%03d.png", "--filter", "identity", cwd=tmp_path)
+    assert result.returncode == 13, result.stderr
+    assert "1 video packet(s) could not be decoded and were skipped" in result.stderr
+    for number, picture in enumerate([pictures[0], pictures[1], pictures[3], pictures[4]], 1):
+        assert np.array_equal(read_image(tmp_path / f"out{number:03d}.png"), picture)
+    assert not (tmp_path / "out005.png").exists()
+
+
+def test_a_hole_is_looked_for_from_the_start_number_given(cli, tmp_path):
+    write_images(tmp_path, count=12)
+    for number in (1, 2, 3, 4, 5, 6, 9):  # img007, img008, then a hole before img010..img012
+        (tmp_path / f"img{number:03d}.png").unlink()
+    result = run_quiet(cli, "img%03d.png", "--input-option", "start_number=7", "-o", "out.mkv", cwd=tmp_path)
+    assert result.returncode == 13, result.stderr
+    assert "img009.png is missing: the 3 numbered image(s) after it were not read" in result.stderr
+    for number in (7, 8):  # images before the start number given are not a hole either
+        (tmp_path / f"img{number - 6:03d}.png").write_bytes((tmp_path / f"img{number:03d}.png").read_bytes())
+        (tmp_path / f"img{number:03d}.png").unlink()
+    result = run_quiet(cli, "img%03d.png", "--input-option", "start_number=10", "-o", "out2.mkv", cwd=tmp_path)
+    assert_ok(result)
+    assert "missing" not in result.stderr
+    with av.open(str(tmp_path / "out2.mkv")) as container:
+        assert sum(1 for _ in container.decode(video=0)) == 3  # img010 to img012

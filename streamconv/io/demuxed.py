@@ -13,7 +13,8 @@ import os
 from pathlib import Path
 
 from ..errors import InputError, StreamError
-from ..numbered import sequence_gap
+from ..frames import DEFAULT_MAX_PIXELS, check_frame_size
+from ..numbered import START_SEARCH, sequence_gap
 from .container import open_input
 from .damage import InputDamage
 from .file import FileSource
@@ -81,15 +82,19 @@ class DemuxedSource(FileSource):
         text = os.fspath(path)
         self._demuxer = format or ("image2" if is_sequence(text) else None)
         self._demuxer_options = demuxer_options(self._demuxer, size, pix_fmt, fps)
-        super().__init__(pipe_url(text, 0) if is_pipe(text) else text, **options)
+        path = pipe_url(text, 0) if is_pipe(text) else text
+        if size is not None:  # FFmpeg refuses a size past its own limit only as "Invalid argument"
+            check_frame_size(*size, options.get("max_pixels", DEFAULT_MAX_PIXELS), path)
+        super().__init__(path, **options)
 
     def _open_input(self, timeout: float | None, hwaccel: str | None, input_options: dict | None = None) -> None:
         """Open with the demuxer and options asked for (``input_options`` over the raw-video or
         sequence ones; a pipe or a pattern has no file to check first: FFmpeg says what is
         missing), and start judging damage."""
         self.hwaccel = hwaccel
+        self._options = {**self._demuxer_options, **(input_options or {})}
         self._container, self.timeout = open_input(
-            self.path, timeout, hwaccel, {**self._demuxer_options, **(input_options or {})}, format=self._demuxer,
+            self.path, timeout, hwaccel, self._options, format=self._demuxer,
             local_check=not (is_pipe(self.path) or is_sequence(self.path)),
             hint=_STREAMABLE_HINT if is_pipe(self.path) else "")
         self._damage = InputDamage(self.path, self._container.format.name)
@@ -111,11 +116,23 @@ class DemuxedSource(FileSource):
         """FileSource's, and for an image sequence read to its end a hole in its numbering:
         the images beyond it were never read (FFmpeg's image2 demuxer stops there)."""
         found = super().damage()
-        gap = sequence_gap(self.path) if self._ended and self._demuxer == "image2" else None
+        gap = self._sequence_gap() if self._ended else None
         if gap is not None:
             missing, beyond = gap
             found.append(f"{missing.name} is missing: the {beyond} numbered image(s) after it were not read")
         return found
+
+    def _sequence_gap(self) -> tuple[Path, int] | None:
+        """For an image sequence, the hole in its numbering the demuxer stops at (see sequence_gap),
+        looked for from where its options make it start; None for other inputs."""
+        if self._demuxer != "image2":
+            return None
+        try:
+            start = int(self._options.get("start_number", 0))
+            search = int(self._options.get("start_number_range", START_SEARCH))
+        except ValueError:  # a form FFmpeg took but this cannot read: no guess at where it started
+            return None
+        return sequence_gap(self.path, start, search)
 
     def _raise_read_error(self) -> None:
         """FileSource's, naming the image a sequence lacks where a hole in its numbering made
@@ -123,7 +140,7 @@ class DemuxedSource(FileSource):
         try:
             super()._raise_read_error()
         except StreamError as exc:
-            gap = sequence_gap(self.path) if self._demuxer == "image2" else None
+            gap = self._sequence_gap()
             if gap is None:
                 raise
             raise StreamError(f"{exc}: {gap[0].name} is missing from the sequence") from None

@@ -29,6 +29,15 @@ def ffmpeg_reason(exc: BaseException, timeout: float | None = None) -> str:
     return reason
 
 
+def is_damaged_data(exc: BaseException, hardware: bool = False) -> bool:
+    """Whether a decoder's error says its packet's data is damaged (skip it) rather than the decoding failed.
+
+    Besides invalid data, a software decoder's "external library" error is zlib refusing a PNG's (or
+    another image codec's) damaged compressed data; from a hardware decoder it is the device failing.
+    """
+    return isinstance(exc, av.InvalidDataError) or (isinstance(exc, av.ExternalError) and not hardware)
+
+
 _X264 = ("libx264", "libx264rgb")
 
 

@@ -29,7 +29,7 @@ from ..slots import RESIZED, FrameMeta
 from .container import display_matrix, frame_count, open_input
 from .colour import FULL_RANGE, ColourTags, format_bits, frame_to_rgb, is_transparent, plane_rows
 from .damage import InputDamage, declared_end
-from .ffmpeglog import DamageLog, ffmpeg_reason, take_open_lines
+from .ffmpeglog import DamageLog, ffmpeg_reason, is_damaged_data, take_open_lines
 from .metadata import InputMetadata
 from .readguard import ReadGuard
 from .source import Source
@@ -241,11 +241,11 @@ class FileSource(ReadGuard, Source):
                 frames = decode(packet)
         except av.EOFError:
             return []  # flushed already
-        except av.InvalidDataError:
+        except av.FFmpegError as exc:
+            if not is_damaged_data(exc, self.hardware_decoding):
+                raise StreamError(f"decoding {self.path} failed: {ffmpeg_reason(exc)}") from None
             self._damage.decode_errors += 1
             return []
-        except av.FFmpegError as exc:
-            raise StreamError(f"decoding {self.path} failed: {ffmpeg_reason(exc)}") from None
         self._damage.concealed += sum(frame.is_corrupt for frame in frames)  # errors hidden by concealment
         return frames
 
