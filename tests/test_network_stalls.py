@@ -141,5 +141,5 @@ def test_an_input_that_never_answers_is_still_refused_after_its_timeout(cli, tmp
                      "--no-progress", "-q", timeout=60)
     finally:
         listener.close()
-    assert_error(result, 4, f"cannot open input {url}")
+    assert_error(result, 4, f"cannot open input {url}", "within the 1 s timeout")  # RTSP's said "Invalid data"
     assert list(tmp_path.iterdir()) == []

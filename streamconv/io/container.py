@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import struct
+import time
 from fractions import Fraction
 
 import cv2  # noqa: F401  (before av: see streamconv.io.display.check_import_order)
@@ -69,6 +70,7 @@ def open_input(path: str, timeout: float | None, hwaccel: str | None, options: d
         # rw_timeout ends a stalled read; PyAV's timeout bounds the opening whole, where rw_timeout may not reach.
         options["rw_timeout"] = str(int(timeout * 1e6))
         silence_only = path.partition("://")[0].lower() in SILENCE_BOUNDED
+    started = time.monotonic()
     try:
         return (open_container(path, options, timeout or None, hwaccel, format, bound_opening=not silence_only),
                 timeout or None)
@@ -78,7 +80,17 @@ def open_input(path: str, timeout: float | None, hwaccel: str | None, options: d
         raise InputError(f"input not readable (permission denied): {path}") from None
     except (av.FFmpegError, OSError, ValueError) as exc:
         hint += _start_number_hint(path, options)
-        raise InputError(f"cannot open input {path}: {ffmpeg_reason(exc, timeout or None)}{hint}") from None
+        raise InputError(f"cannot open input {path}: {_open_failure(exc, timeout, None if silence_only else started)}{hint}") from None
+
+
+def _open_failure(exc: BaseException, timeout: float, started: float | None) -> str:
+    """Why an opening failed; naming the timeout where a handshake gave up on a silent server with
+    an error of its own (RTSP's "Invalid data"), which reads as a broken stream. ``started``: when
+    an opening bounded whole began (None: one bounded by silence, whose time says nothing)."""
+    reason = ffmpeg_reason(exc, timeout or None)
+    if timeout and started is not None and "timeout)" not in reason and time.monotonic() - started >= timeout:
+        reason += f" (no answer within the {timeout:g} s timeout)"
+    return reason
 
 
 def _start_number_hint(path: str, options: dict) -> str:
