@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import struct
+import time
 from fractions import Fraction
 
 import cv2  # noqa: F401  (before av: see streamconv.io.display.check_import_order)
@@ -26,6 +27,12 @@ NETWORK_TIMEOUT = 10.0
 """Seconds a network input may send nothing before the run gives up (``--timeout``)."""
 MAX_TIMEOUT = 1e6
 """Longest timeout, in seconds (11.6 days; FFmpeg counts it in int64 microseconds). 0 waits forever."""
+SILENCE_BOUNDED = ("tcp", "http", "https", "tls", "rtmp")
+"""Protocols whose opening waits for data only in reads that ``rw_timeout`` bounds, so that a
+server which says nothing is given up on: their opening is bounded by silence alone. A live
+stream's probe reads seconds of it in real time, longer than a short timeout while data flows.
+Others (RTSP's and RTMPT's handshakes, MMSH, UDP with nothing sent) wait outside those reads: the whole
+opening is bounded."""
 
 
 def open_input(path: str, timeout: float | None, hwaccel: str | None, options: dict | None, *,
@@ -34,8 +41,9 @@ def open_input(path: str, timeout: float | None, hwaccel: str | None, options: d
 
     Args:
         path: a file, URL, pipe or pattern FFmpeg reads.
-        timeout: seconds; None: NETWORK_TIMEOUT for URLs, no limit otherwise; 0: no limit. It
-            bounds the opening and, as ``rw_timeout`` (unless ``options`` has one), every read.
+        timeout: seconds; None: NETWORK_TIMEOUT for URLs, no limit otherwise; 0: no limit. As
+            ``rw_timeout`` (unless ``options`` has one) it bounds every wait for data; the whole
+            opening too, except over the :data:`SILENCE_BOUNDED` protocols.
         hwaccel, format: as :func:`open_container`.
         options: FFmpeg options of the demuxer and protocol.
         local_check: a path without ``://`` must be an existing file (False for a pipe or pattern,
@@ -57,18 +65,32 @@ def open_input(path: str, timeout: float | None, hwaccel: str | None, options: d
     if not 0 <= timeout <= MAX_TIMEOUT:  # NaN fails it too
         raise FilterSpecError(f"timeout must be 0 to {MAX_TIMEOUT:g} seconds (0: wait forever), got {timeout}")
     options = dict(options or {})
+    silence_only = False  # the opening bounded by rw_timeout alone, not as a whole
     if timeout and "rw_timeout" not in options:
-        # rw_timeout ends a stalled read; PyAV's timeout also bounds the opening probe, which it does not.
+        # rw_timeout ends a stalled read; PyAV's timeout bounds the opening whole, where rw_timeout may not reach.
         options["rw_timeout"] = str(int(timeout * 1e6))
+        silence_only = path.partition("://")[0].lower() in SILENCE_BOUNDED
+    started = time.monotonic()
     try:
-        return open_container(path, options, timeout or None, hwaccel, format), timeout or None
+        return (open_container(path, options, timeout or None, hwaccel, format, bound_opening=not silence_only),
+                timeout or None)
     except InputError:
         raise
     except PermissionError:
         raise InputError(f"input not readable (permission denied): {path}") from None
     except (av.FFmpegError, OSError, ValueError) as exc:
         hint += _start_number_hint(path, options)
-        raise InputError(f"cannot open input {path}: {ffmpeg_reason(exc, timeout or None)}{hint}") from None
+        raise InputError(f"cannot open input {path}: {_open_failure(exc, timeout, None if silence_only else started)}{hint}") from None
+
+
+def _open_failure(exc: BaseException, timeout: float, started: float | None) -> str:
+    """Why an opening failed; naming the timeout where a handshake gave up on a silent server with
+    an error of its own (RTSP's "Invalid data"), which reads as a broken stream. ``started``: when
+    an opening bounded whole began (None: one bounded by silence, whose time says nothing)."""
+    reason = ffmpeg_reason(exc, timeout or None)
+    if timeout and started is not None and "timeout)" not in reason and time.monotonic() - started >= timeout:
+        reason += f" (no answer within the {timeout:g} s timeout)"
+    return reason
 
 
 def _start_number_hint(path: str, options: dict) -> str:
@@ -84,10 +106,11 @@ def _start_number_hint(path: str, options: dict) -> str:
 
 
 def open_container(path: str, options: dict, timeout: float | None, hwaccel: str | None,
-                   format: str | None = None):
+                   format: str | None = None, *, bound_opening: bool = True):
     """The input container at ``path`` (FFmpeg ``options``; ``timeout`` seconds to open and read,
-    None: none; ``format``: the demuxer, None: probed), its video decoder on ``hwaccel`` hardware
-    (one of :func:`hardware_decoders`) when asked.
+    None: none; ``bound_opening`` False: the opening is not bounded as a whole, only by the
+    ``rw_timeout`` among ``options``; ``format``: the demuxer, None: probed), its video decoder
+    on ``hwaccel`` hardware (one of :func:`hardware_decoders`) when asked.
 
     Raises:
         InputError: the hardware decoder is not in this FFmpeg build, or could not start.
@@ -96,11 +119,13 @@ def open_container(path: str, options: dict, timeout: float | None, hwaccel: str
     with opening():  # its probe's lines are not another input's
         # FFmpeg's open waits in C (a server that accepts and never sends, a FIFO with no
         # writer): in a worker thread, so that Ctrl-C is handled at once here.
-        return wait_interruptibly(lambda: _open(path, options, timeout, hwaccel, format), name="streamconv-open")
+        return wait_interruptibly(lambda: _open(path, options, timeout, hwaccel, format, bound_opening),
+                                  name="streamconv-open")
 
 
-def _open(path: str, options: dict, timeout: float | None, hwaccel: str | None, format: str | None):
-    timeouts = (timeout, 2 * timeout) if timeout else None
+def _open(path: str, options: dict, timeout: float | None, hwaccel: str | None, format: str | None,
+          bound_opening: bool):
+    timeouts = (timeout if bound_opening else None, 2 * timeout) if timeout else None
     if hwaccel is None:
         return av.open(path, mode="r", format=format, options=options, timeout=timeouts)
     if hwaccel not in hardware_decoders():

@@ -20,15 +20,18 @@ POLL_SECONDS = 0.2
 """How long one wait for a receiver lasts before a stop is looked for."""
 
 
-def listen_address(url: str) -> tuple[str, int, float | None] | None:
-    """(host, port, seconds to wait or None) of a ``tcp://`` URL whose query asks to listen
-    (``listen=1``; ``listen_timeout`` in milliseconds, as FFmpeg's), else None."""
+def listen_address(url: str) -> tuple[str, int, float | None, float | None] | None:
+    """(host, port, seconds to wait, seconds a send may take) of a ``tcp://`` URL whose query
+    asks to listen (``listen=1``; ``listen_timeout`` in milliseconds and ``timeout`` in
+    microseconds, as FFmpeg's; None: no limit), else None."""
     parts = urlsplit(url)
-    query = {key: values[-1] for key, values in parse_qs(parts.query).items()}
+    given = parse_qs(parts.query)
+    query = {key: values[-1] for key, values in given.items()}
     if parts.scheme.lower() != "tcp" or query.get("listen", "0") in ("", "0") or parts.port is None:
         return None
-    wait = query.get("listen_timeout")
-    return parts.hostname or "", parts.port, (int(wait) / 1000 if wait and int(wait) > 0 else None)
+    wait, send = query.get("listen_timeout"), given.get("timeout", [None])[0]  # FFmpeg's tcp reads the first
+    return (parts.hostname or "", parts.port, int(wait) / 1000 if wait and int(wait) > 0 else None,
+            int(send) / 1e6 if send and int(send) > 0 else None)
 
 
 class _Sender:
@@ -48,11 +51,13 @@ class ListeningTarget(MuxedTarget):
     Args:
         target: the URL as given (messages name it).
         host, port: where to listen. wait: seconds to wait for a receiver (None: until stopped).
+        send_within: seconds a send may wait for the receiver to take data (None: for ever).
     """
 
-    def __init__(self, target: str, host: str, port: int, wait: float | None) -> None:
+    def __init__(self, target: str, host: str, port: int, wait: float | None,
+                 send_within: float | None = None) -> None:
         super().__init__(target, target)
-        self._address, self._wait = (host, port), wait
+        self._address, self._wait, self._send_within = (host, port), wait, send_within
         self._stopped = threading.Event()
         self._connection: socket.socket | None = None
 
@@ -78,7 +83,7 @@ class ListeningTarget(MuxedTarget):
                     if ends is not None and time.monotonic() > ends:
                         raise OutputError(f"no receiver connected to {self.target} within {self._wait:g} s") from None
                     continue
-                connection.settimeout(None)
+                connection.settimeout(self._send_within)  # a receiver that stops reading fails the send
                 self._connection = connection
                 return _Sender(connection)
         raise OutputError(f"stopped while {self.target} waited for a receiver")

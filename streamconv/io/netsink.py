@@ -13,10 +13,12 @@ later finds them.
 
 from __future__ import annotations
 
+import errno
 import logging
 import re
 import time
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import cv2  # noqa: F401  (before av: see streamconv.io.display.check_import_order)
 import av
@@ -68,6 +70,12 @@ def with_query(url: str, options: dict[str, str]) -> str:
     return f"{url}{'&' if '?' in url else '?'}{query}"
 
 
+def _query_value(url: str, key: str) -> str | None:
+    """The first value of ``key`` in a URL's query, or None."""
+    values = parse_qs(urlsplit(url).query).get(key)
+    return values[0] if values else None
+
+
 def _seconds(microseconds: str) -> float | None:
     """FFmpeg's ``timeout`` option (microseconds) in seconds; None if it is not a number."""
     try:
@@ -112,7 +120,13 @@ class NetworkSink(FileSink):
         if scheme == "rtsp":  # a server that never answers would hold the interpreter lock for ever
             muxer_options.setdefault("timeout", str(int(NETWORK_TIMEOUT * 1e6)))
             self._answer_within = _seconds(muxer_options["timeout"])
-        self._send_to = with_query(str(url), muxer_options if scheme in QUERY_PROTOCOLS else {})
+        query = muxer_options if scheme in QUERY_PROTOCOLS else {}
+        if scheme == "tcp" and _query_value(str(url), "timeout") is None:
+            # A receiver that stops reading would hold every send (a signal's finish too) for ever.
+            query = {"timeout": str(int(NETWORK_TIMEOUT * 1e6)), **query}
+        self._send_to = with_query(str(url), query)
+        # seconds a receiver may take nothing (FFmpeg reads the first), for the message
+        self._send_within = _seconds(_query_value(self._send_to, "timeout") or "") if scheme == "tcp" else None
         encoder = {"g": str(max(1, round(KEYFRAME_SECONDS * float(kwargs["frame_rate"])))), **(options or {})}
         super().__init__(str(url), format=format or NETWORK_CONTAINERS[scheme],
                          muxer_options=muxer_options, options=encoder, **kwargs)
@@ -143,8 +157,10 @@ class NetworkSink(FileSink):
         """Sending failed after the connection was made (the receiver went away)."""
         self.failed = True
         self.abort()
+        timed_out = isinstance(exc, TimeoutError) or getattr(exc, "errno", None) == errno.ETIMEDOUT
+        note = f" (the receiver took nothing for {self._send_within:g} s)" if timed_out and self._send_within else ""
         raise StreamError(f"sending to {self.path} failed after {self.frames_written} frames "
-                          f"({doing}): {ffmpeg_reason(exc)}") from None
+                          f"({doing}): {ffmpeg_reason(exc)}{note}") from None
 
     def describe(self) -> str:
         return f"{self.path} ({self.format}, {self.codec_name})"
