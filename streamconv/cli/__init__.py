@@ -90,8 +90,8 @@ def _main(argv: Sequence[str] | None, guard: SignalGuard) -> int:
     try:
         return COMMANDS[args.command](args)
     except StreamconvError as exc:
-        if guard.received is not None:  # e.g. a FIFO's open() cut short by the signal
-            return _interrupted(guard.received)
+        if guard.received is not None:  # e.g. a FIFO's open() cut short by the signal, a stream's end not sent
+            return _interrupted(guard.received, exc)
         print(f"streamconv: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
@@ -106,10 +106,12 @@ def _main(argv: Sequence[str] | None, guard: SignalGuard) -> int:
         return 1
 
 
-def _interrupted(signum: int | None) -> int:
-    """Say so, and the exit code a shell gives a process the signal ended (130, 143)."""
+def _interrupted(signum: int | None, then: StreamconvError | None = None) -> int:
+    """Say so (with the error that ``then`` ended the run after the signal: a stream's receiver
+    that took nothing more, say), and the exit code a shell gives a process the signal ended."""
     try:
-        print("streamconv: interrupted; nothing half-written was kept", file=sys.stderr)
+        print(f"streamconv: interrupted (then: {then})" if then is not None else
+              "streamconv: interrupted; nothing half-written was kept", file=sys.stderr)
     except (KeyboardInterrupt, OSError):
         pass  # a further signal, or a closed stderr: the exit code still says it
     return 128 + signum if signum else EXIT_INTERRUPTED
