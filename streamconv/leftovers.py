@@ -24,6 +24,8 @@ except ImportError:  # no flock (Windows): nothing is ever taken for abandoned
 
 log = logging.getLogger(__name__)
 
+# Files are opened for writing to be locked: on NFS, flock is a POSIX lock, which an exclusive
+# lock needs. Nothing is ever written through these descriptors.
 FOLDER_LOCK = ".lock"
 """The file inside a temporary folder that its writer holds the lock on."""
 ABANDONED_AFTER = 10.0
@@ -38,7 +40,7 @@ def hold_writer_lock(path: Path) -> int | None:
     if fcntl is None:
         return None
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return None
     try:
@@ -77,7 +79,7 @@ def _remove_if_abandoned(path: Path, min_age: float) -> bool:
     if fcntl is None:
         return False
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return False  # a link, gone already, or not ours to read
     try:
@@ -113,7 +115,7 @@ def _remove_folder_if_abandoned(path: Path, min_age: float) -> bool:
         info = os.lstat(path)
         if not stat.S_ISDIR(info.st_mode) or time.time() - info.st_mtime < min_age:
             return False
-        fd = os.open(path / FOLDER_LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path / FOLDER_LOCK, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         fd = None  # killed before it locked (or made by a version that did not)
     except OSError:
