@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Iterable
 
 from .errors import InputError, OutputError
-from .manifest import BatchRecord
 from .leftovers import remove_abandoned
+from .manifest import BatchRecord
 from .publish import temp_name_regex, without_file_scheme
 from .segments import parts_folder_regex
 

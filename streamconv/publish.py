@@ -168,11 +168,13 @@ def claim_path(target: str | os.PathLike, token: str) -> Path:
     return Path(target).with_name(f".{stem}.{token}.claim{suffix}")
 
 
-def temp_name_regex(target: str | os.PathLike) -> str:
-    """A regex of exactly the temporary names :class:`AtomicFile` gives ``target`` and of the
-    claims (:func:`claim_path`) beside it, no other file's (to find those a killed writer left)."""
+def temp_name_regex(target: str | os.PathLike, *, claims: bool = True) -> str:
+    """A regex of exactly the temporary names :class:`AtomicFile` gives ``target`` and, with
+    ``claims``, of the claims (:func:`claim_path`) beside it: no other file's (to find those a
+    killed writer left)."""
     stem, suffix = _temp_parts(Path(target))
-    return re.escape(f".{stem}.") + f"[0-9a-f]{{{_TOKEN_HEX}}}" + r"\.(?:partial|claim)" + re.escape(suffix)
+    kinds = r"\.(?:partial|claim)" if claims else r"\.partial"
+    return re.escape(f".{stem}.") + f"[0-9a-f]{{{_TOKEN_HEX}}}" + kinds + re.escape(suffix)
 
 
 _TEMP_NAME = re.compile(r"\.(.+)\.[0-9a-f]{%d}\.partial(\.[^.]*)?" % _TOKEN_HEX)
@@ -229,10 +231,8 @@ class AtomicFile:
             OutputError: it cannot be created (permissions, a full disk, a read-only folder).
         """
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-        if self.sweep:
-            own = re.compile(temp_name_regex(self.target))
-            remove_abandoned(self.target.parent, lambda name: own.fullmatch(name) is not None
-                             and temp_target_name(name) is not None)
+        if self.sweep:  # a Ray task's claim beside it is no temporary file: it outlives its writer
+            remove_abandoned(self.target.parent, re.compile(temp_name_regex(self.target, claims=False)).fullmatch)
         for _attempt in range(100):
             temp = self.target.with_name(_temp_name(self.target))
             try:
