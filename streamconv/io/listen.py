@@ -30,8 +30,17 @@ def listen_address(url: str) -> tuple[str, int, float | None, float | None] | No
     if parts.scheme.lower() != "tcp" or query.get("listen", "0") in ("", "0") or parts.port is None:
         return None
     wait, send = query.get("listen_timeout"), given.get("timeout", [None])[0]  # FFmpeg's tcp reads the first
+    within = timeout_seconds(send) if send else None
     return (parts.hostname or "", parts.port, int(wait) / 1000 if wait and int(wait) > 0 else None,
-            int(send) / 1e6 if send and int(send) > 0 else None)
+            within if within and within > 0 else None)
+
+
+def timeout_seconds(microseconds: str) -> float | None:
+    """FFmpeg's ``timeout`` option (microseconds) in seconds; None if it is not a number."""
+    try:
+        return int(microseconds) / 1e6
+    except ValueError:
+        return None
 
 
 class _Sender:

@@ -27,7 +27,7 @@ from ..errors import OutputError, StreamError
 from .ffmpeglog import ffmpeg_reason
 from .container import NETWORK_TIMEOUT
 from .filesink import FileSink
-from .listen import ListeningTarget, listen_address
+from .listen import ListeningTarget, listen_address, timeout_seconds
 from .targets import MuxedTarget
 
 log = logging.getLogger(__name__)
@@ -76,14 +76,6 @@ def _query_value(url: str, key: str) -> str | None:
     return values[0] if values else None
 
 
-def _seconds(microseconds: str) -> float | None:
-    """FFmpeg's ``timeout`` option (microseconds) in seconds; None if it is not a number."""
-    try:
-        return int(microseconds) / 1e6
-    except ValueError:
-        return None
-
-
 class NetworkSink(FileSink):
     """Encodes RGB frames (or yuv420p planes) and sends them to a network URL with PyAV.
 
@@ -119,14 +111,15 @@ class NetworkSink(FileSink):
         self._answer_within = None  # seconds the server has to answer (RTSP), for the message
         if scheme == "rtsp":  # a server that never answers would hold the interpreter lock for ever
             muxer_options.setdefault("timeout", str(int(NETWORK_TIMEOUT * 1e6)))
-            self._answer_within = _seconds(muxer_options["timeout"])
+            self._answer_within = timeout_seconds(muxer_options["timeout"])
         query = muxer_options if scheme in QUERY_PROTOCOLS else {}
         if scheme == "tcp" and _query_value(str(url), "timeout") is None:
             # A receiver that stops reading would hold every send (a signal's finish too) for ever.
             query = {"timeout": str(int(NETWORK_TIMEOUT * 1e6)), **query}
         self._send_to = with_query(str(url), query)
         # seconds a receiver may take nothing (FFmpeg reads the first), for the message
-        self._send_within = _seconds(_query_value(self._send_to, "timeout") or "") if scheme == "tcp" else None
+        send_timeout = _query_value(self._send_to, "timeout") if scheme == "tcp" else None
+        self._send_within = timeout_seconds(send_timeout) if send_timeout is not None else None
         encoder = {"g": str(max(1, round(KEYFRAME_SECONDS * float(kwargs["frame_rate"])))), **(options or {})}
         super().__init__(str(url), format=format or NETWORK_CONTAINERS[scheme],
                          muxer_options=muxer_options, options=encoder, **kwargs)
