@@ -5,9 +5,11 @@ Needs matplotlib (``pip install 'streamconv[plot]'``).
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 from .errors import BackendUnavailableError
+from .publish import write_atomically
 
 
 def check_matplotlib() -> None:
@@ -18,8 +20,13 @@ def check_matplotlib() -> None:
         raise BackendUnavailableError("--chart needs matplotlib: pip install 'streamconv[plot]'") from None
 
 
-def write_chart(result: dict, path: str | Path) -> None:
-    """Draw ``result`` (from :func:`streamconv.bench.run_bench`) as a PNG at ``path``."""
+def write_chart(result: dict, path: str | Path, *, overwrite: bool = False) -> None:
+    """Draw ``result`` (from :func:`streamconv.bench.run_bench`) as a PNG at ``path``, published
+    whole (:func:`streamconv.publish.write_atomically`: an existing file only with ``overwrite``).
+
+    Raises:
+        OutputError: ``path`` exists (without ``overwrite``) or cannot be written.
+    """
     check_matplotlib()
     import matplotlib
 
@@ -47,5 +54,7 @@ def write_chart(result: dict, path: str | Path) -> None:
     env = result["environment"]
     figure.suptitle(f"streamconv kernels on {env['gpu']} (border {env['border']})")
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    png = io.BytesIO()  # savefig would write into the file in place, through a link too
+    figure.savefig(png, format="png", dpi=120)
     plt.close(figure)
+    write_atomically(path, png.getvalue(), overwrite=overwrite, what="--chart")

@@ -107,6 +107,7 @@ class Manifest:
         self.records = records
         self._lock = threading.Lock()
         self._replace = replace
+        self._swept = False  # the temporary files killed batches left: removed at the first write
         self.started = time.time()
 
     def write(self) -> None:
@@ -116,8 +117,8 @@ class Manifest:
                         "updated": time.time(), "counts": self.counts(),
                         "inputs": [asdict(record) for record in self.records]}
             write_atomically(self.path, json.dumps(document, indent=1) + "\n", overwrite=self._replace,
-                             protect=self.protect, what="manifest")
-            self._replace = True  # ours from now on
+                             protect=self.protect, what="manifest", sweep=not self._swept)
+            self._replace = self._swept = True  # ours from now on
 
     def counts(self) -> dict[str, int]:
         """How many records have each status."""

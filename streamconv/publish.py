@@ -324,18 +324,20 @@ class AtomicFile:
 
 
 def write_atomically(target: str | os.PathLike, data: bytes | str, *, overwrite: bool = False,
-                     protect: Iterable = (), what: str = "output") -> None:
+                     protect: Iterable = (), what: str = "output", sweep: bool = True) -> None:
     """Write a small file (a report, a manifest) whole, with :class:`AtomicFile`'s rules.
 
     Args:
         data: the bytes, or text written as UTF-8.
+        sweep: first remove the temporary files of ``target`` that killed writers left (as
+            :class:`AtomicFile`'s ``sweep``); a file rewritten often sweeps on its first write.
 
     Raises:
         OutputError: as :func:`check_output_path` and :meth:`AtomicFile.publish`; a failed
             write (a full disk) leaves nothing behind.
     """
     target = check_output_path(target, overwrite=overwrite, protect=protect, what=what)
-    file = AtomicFile(target, overwrite=overwrite, protect=protect, what=what)
+    file = AtomicFile(target, overwrite=overwrite, protect=protect, what=what, sweep=sweep)
     handle = file.create()
     try:
         handle.write(data.encode("utf-8") if isinstance(data, str) else data)

@@ -8,6 +8,7 @@ import pytest
 
 from streamconv import bench, benchplot
 from streamconv.backends import cuda_status
+from streamconv.errors import OutputError
 
 NO_GPU = not cuda_status(0)[0]
 
@@ -97,3 +98,22 @@ def test_chart_is_a_png_with_a_panel_per_size(tmp_path):
     benchplot.write_chart(result_with(rows), path)
     image = cv2.imread(str(path))
     assert image is not None and image.shape[1] > image.shape[0] > 300
+
+
+def test_a_chart_never_replaces_a_file_or_writes_through_a_link(tmp_path):
+    """The chart is published whole like any output: an existing file (one that appeared while
+    the bench ran, after its first check) is kept without --overwrite, and a link there is
+    replaced with --overwrite, never written through."""
+    result = result_with([row("4k", k, "naive", "random", 0.01 * k) for k in (3, 5)])
+    existing = tmp_path / "chart.png"
+    existing.write_bytes(b"someone's chart")
+    with pytest.raises(OutputError, match="exists"):
+        benchplot.write_chart(result, existing)
+    assert existing.read_bytes() == b"someone's chart"
+    victim, link = tmp_path / "victim.txt", tmp_path / "link.png"
+    victim.write_bytes(b"not a chart")
+    link.symlink_to(victim)
+    benchplot.write_chart(result, link, overwrite=True)
+    assert victim.read_bytes() == b"not a chart" and not link.is_symlink()
+    assert cv2.imread(str(link)) is not None
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []

@@ -5,6 +5,7 @@ other outputs' and a Ray task's claim. The killed and the live writers are real 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -18,6 +19,7 @@ import av
 from clips import write_clip
 from conftest import REPO, run_cli
 from streamconv.leftovers import ABANDONED_AFTER
+from streamconv.manifest import MANIFEST_NAME
 from streamconv.publish import claim_path
 
 ENV = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -83,42 +85,46 @@ def test_a_run_removes_what_a_killed_run_of_its_output_left_and_not_a_live_ones(
 
 WRITER = """
 import os, signal, sys, time
-from pathlib import Path
-from streamconv.io.sequence import SequenceTarget
-from streamconv.numbered import pattern_name
 from streamconv.publish import AtomicFile
-pattern, number, fate = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-image = AtomicFile(pattern_name(pattern, number))
-image.create().write(b"half an image")
-image.handle.flush()
-print(image.temp, flush=True)
+path, fate = sys.argv[1], sys.argv[2]
+file = AtomicFile(path)
+file.create().write(b"half a file")
+file.handle.flush()
+print(file.temp, flush=True)
 if fate == "killed":
     os.kill(os.getpid(), signal.SIGKILL)
 time.sleep(600)
 """
 
 
+def killed_and_live_writers(paths: dict[str, Path]) -> tuple[dict[str, Path], subprocess.Popen]:
+    """Writers of ``paths["killed"]`` (SIGKILLed mid-write) and ``paths["alive"]`` (returned, still
+    writing): their temporary files, both aged."""
+    writers = {fate: subprocess.Popen([sys.executable, "-c", textwrap.dedent(WRITER), str(path), fate],
+                                      stdout=subprocess.PIPE, text=True, env=ENV) for fate, path in paths.items()}
+    temps = {fate: Path(writer.stdout.readline().strip()) for fate, writer in writers.items()}
+    writers["killed"].wait(timeout=30)
+    assert writers["killed"].returncode == -signal.SIGKILL and writers["alive"].poll() is None
+    for path in temps.values():
+        age(path)
+    return temps, writers["alive"]
+
+
 def test_a_sequence_run_removes_the_temporary_images_killed_writers_left(tmp_path):
     pattern = str(tmp_path / "img%03d.png")
-    writers = {fate: subprocess.Popen([sys.executable, "-c", textwrap.dedent(WRITER), pattern, number, fate],
-                                      stdout=subprocess.PIPE, text=True, env=ENV)
-               for fate, number in (("killed", "7"), ("alive", "8"))}
+    temps, alive = killed_and_live_writers({"killed": tmp_path / "img007.png", "alive": tmp_path / "img008.png"})
     try:
-        temps = {fate: Path(writer.stdout.readline().strip()) for fate, writer in writers.items()}
-        writers["killed"].wait(timeout=30)
-        assert writers["killed"].returncode == -signal.SIGKILL and writers["alive"].poll() is None
         jpeg = tmp_path / ".img007.0123abcd.partial.jpg"  # another pattern's image (img%03d.jpg)
         jpeg.write_bytes(b"not ours")
-        for path in (*temps.values(), jpeg):
-            age(path)
+        age(jpeg)
         result = run_cli("run", "test:64x48@30,frames=3", "-o", pattern, *LONG_RUN)
         assert result.returncode == 0, result.stderr
         assert not temps["killed"].exists() and temps["alive"].exists() and jpeg.exists()
         assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == \
             ["img001.png", "img002.png", "img003.png"]
     finally:
-        writers["alive"].kill()
-        writers["alive"].wait(timeout=30)
+        alive.kill()
+        alive.wait(timeout=30)
 
 
 def test_a_fresh_unlocked_temporary_file_is_left_for_its_writer_to_lock(tmp_path):
@@ -169,3 +175,31 @@ def test_a_segmented_run_removes_the_parts_folder_of_a_killed_one_and_not_a_live
     finally:
         live.send_signal(signal.SIGKILL)
         live.wait(timeout=30)
+
+
+def test_stats_and_a_manifest_remove_what_killed_writers_of_them_left(tmp_path):
+    """--stats-json and a batch's manifest are published whole like outputs, and their killed
+    writers' temporary files are removed the same way: a live writer's stay."""
+    stats, out = tmp_path / "stats.json", tmp_path / "out"
+    out.mkdir()
+    (tmp_path / "in").mkdir()
+    write_clip(tmp_path / "in" / "a.mp4", frames=4)
+    alive = []
+    try:
+        stats_temps, writer = killed_and_live_writers({"killed": stats, "alive": stats})
+        alive.append(writer)
+        manifest_temps, writer = killed_and_live_writers({"killed": out / MANIFEST_NAME, "alive": out / MANIFEST_NAME})
+        alive.append(writer)
+        result = run_cli("run", "test:64x48@30,frames=3", "-o", str(tmp_path / "o.mp4"), "--stats-json", str(stats),
+                         *LONG_RUN)
+        assert result.returncode == 0, result.stderr
+        result = run_cli("batch", str(tmp_path / "in"), "-o", str(out), *LONG_RUN)
+        assert result.returncode == 0, result.stderr
+        for temps in (stats_temps, manifest_temps):
+            assert not temps["killed"].exists() and temps["alive"].exists()
+        assert json.loads(stats.read_text())["frames"] == 3
+        assert json.loads((out / MANIFEST_NAME).read_text())["counts"]["done"] == 1
+    finally:
+        for writer in alive:
+            writer.kill()
+            writer.wait(timeout=30)

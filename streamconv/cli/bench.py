@@ -75,7 +75,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.json:
         write_atomically(args.json, json.dumps(result, indent=1) + "\n", overwrite=args.overwrite, what="--json")
     if args.chart:
-        benchplot.write_chart(result, args.chart)
+        benchplot.write_chart(result, args.chart, overwrite=args.overwrite)
     print(bench.format_table(result))
     bench.report_failures(result)
     return 0
