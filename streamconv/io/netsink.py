@@ -28,6 +28,7 @@ from .ffmpeglog import ffmpeg_reason
 from .container import NETWORK_TIMEOUT
 from .filesink import FileSink
 from .listen import ListeningTarget, listen_address, timeout_seconds
+from .relay import RelayFailed, RelayTarget
 from .targets import MuxedTarget
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,11 @@ QUERY_PROTOCOLS = ("tcp", "udp", "srt")
 """Protocols whose options FFmpeg reads from the URL's query (``tcp://host:port?listen=1``).
 PyAV opens an output's connection without an options dictionary, so that is where the output
 options reach them; RTSP's muxer opens its own connection and takes them as muxer options."""
+
+RELAYED = ("rtmp", "rtmps")
+"""Schemes sent from a child process (:mod:`streamconv.io.relay`): FFmpeg's RTMP connection
+takes no time limit through PyAV. ``--output-option timeout=`` (microseconds) bounds each wait
+on the server there, 10 s by default."""
 
 KEYFRAME_SECONDS = 2.0
 """Seconds between keyframes of a network output (FFmpeg's ``g``, unless given): a viewer who
@@ -119,7 +125,12 @@ class NetworkSink(FileSink):
         self._send_to = with_query(str(url), query)
         # seconds a receiver may take nothing (FFmpeg reads the first), for the message
         send_timeout = _query_value(self._send_to, "timeout") if scheme == "tcp" else None
+        if scheme in RELAYED:  # the child's limit, in FFmpeg's unit: not an FLV muxer option
+            send_timeout = muxer_options.pop("timeout", str(int(NETWORK_TIMEOUT * 1e6)))
         self._send_within = timeout_seconds(send_timeout) if send_timeout is not None else None
+        if scheme in RELAYED and (self._send_within is None or self._send_within < 0):
+            raise OutputError(f"--output-option timeout={send_timeout}: expected microseconds (0: no limit) "
+                              f"for {scheme}://")
         encoder = {"g": str(max(1, round(KEYFRAME_SECONDS * float(kwargs["frame_rate"])))), **(options or {})}
         super().__init__(str(url), format=format or NETWORK_CONTAINERS[scheme],
                          muxer_options=muxer_options, options=encoder, **kwargs)
@@ -130,6 +141,8 @@ class NetworkSink(FileSink):
         listening = listen_address(self._send_to)
         if listening is not None:
             return ListeningTarget(str(path), *listening)
+        if network_scheme(self._send_to) in RELAYED:
+            return RelayTarget(str(path), self._send_to, self._send_within)
         return MuxedTarget(str(path), self._send_to)  # FFmpeg opens the URL itself
 
     def _write_header(self) -> None:
@@ -150,10 +163,20 @@ class NetworkSink(FileSink):
         """Sending failed after the connection was made (the receiver went away)."""
         self.failed = True
         self.abort()
+        if isinstance(exc, RelayFailed):  # an RTMP output's child ended, saying why
+            raise StreamError(f"sending to {self.path} failed after {self.frames_written} frames "
+                              f"({doing}): {self._file.reason(exc)}") from None
         timed_out = isinstance(exc, TimeoutError) or getattr(exc, "errno", None) == errno.ETIMEDOUT
         note = f" (the receiver took nothing for {self._send_within:g} s)" if timed_out and self._send_within else ""
         raise StreamError(f"sending to {self.path} failed after {self.frames_written} frames "
                           f"({doing}): {ffmpeg_reason(exc)}{note}") from None
+
+    def abort(self, *, keep_finished: bool = False) -> None:
+        """As FileSink's; an RTMP output's child is stopped first, so that the container's
+        close writes into a pipe nobody waits on rather than one a stalled server fills."""
+        if isinstance(self._file, RelayTarget):
+            self._file.discard()
+        super().abort(keep_finished=keep_finished)
 
     def describe(self) -> str:
         return f"{self.path} ({self.format}, {self.codec_name})"
