@@ -90,9 +90,9 @@ def available_memory() -> int | None:
     """Bytes of host memory this process can still take without swapping, or None if unknown.
 
     The kernel's MemAvailable (free memory plus page cache it can drop), else free pages
-    (``SC_AVPHYS_PAGES``); lowered to what a cgroup memory limit leaves (v2 ``memory.max``,
-    v1 ``memory.limit_in_bytes``), as in a container a run is killed at that limit, not at
-    the machine's.
+    (``SC_AVPHYS_PAGES``); lowered to what the cgroup memory limits over this process leave
+    (v2 ``memory.max``, v1 ``memory.limit_in_bytes``; :func:`memory_cgroups`), as in a
+    container or a systemd slice a run is killed at that limit, not at the machine's.
     """
     available = None
     try:
@@ -108,13 +108,38 @@ def available_memory() -> int | None:
             available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
         except (AttributeError, ValueError, OSError):
             return None
-    for limit_file, usage_file in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
-                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
-        limit, used = _read_int(limit_file), _read_int(usage_file)
-        if limit is not None and used is not None and limit < 1 << 60:  # "max" or 2^63: no limit
-            available = min(available, max(0, limit - used))
+    for folder in memory_cgroups():
+        for limit_name, usage_name in (("memory.max", "memory.current"),
+                                       ("memory.limit_in_bytes", "memory.usage_in_bytes")):
+            limit = _read_int(os.path.join(folder, limit_name))
+            used = _read_int(os.path.join(folder, usage_name))
+            if limit is not None and used is not None and limit < 1 << 60:  # "max" or 2^63: no limit
+                available = min(available, max(0, limit - used))
     return available
+
+
+CGROUP_MOUNT = "/sys/fs/cgroup"
+
+
+def memory_cgroups(mount: str = CGROUP_MOUNT) -> list[str]:
+    """The folders of the cgroups whose memory limits bind this process: its own and their
+    ancestors (a limit binds every cgroup below it), for cgroup v2 (``mount``, or ``unified``
+    beside v1) and v1 (``memory``), as /proc/self/cgroup names them; the mounts' roots too (in
+    a container they are its own cgroup). Folders that are not there are left out."""
+    bases = {"": (mount, os.path.join(mount, "unified")), "memory": (os.path.join(mount, "memory"),)}
+    folders = [base for group in bases.values() for base in group]
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as membership:
+            lines = membership.read().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        kind = "" if controllers == "" else "memory" if "memory" in controllers.split(",") else None
+        parts = [part for part in path.split("/") if part]
+        for base in bases.get(kind, ()) if kind is not None else ():
+            folders.extend(os.path.join(base, *parts[:depth]) for depth in range(len(parts), 0, -1))
+    return [folder for folder in dict.fromkeys(folders) if os.path.isdir(folder)]
 
 
 def _gib(nbytes: float) -> str:
@@ -138,6 +163,19 @@ def check_host_memory(nbytes: int, what: str, *, hint: str = "") -> None:
     if available is not None and nbytes > available:
         raise InputError(f"{what} would take {_gib(nbytes)} of host memory, but only {_gib(available)} "
                          f"is available{'; ' + hint if hint else ''}")
+
+
+def check_kept_output(nbytes: int, waiting: int) -> None:
+    """Refuse, before a frame is submitted, to keep one more output of ``nbytes`` for a
+    StreamFilter's result() (``waiting`` are kept already) in host memory that is not there:
+    outputs never taken piled up until the process was killed, every frame lost.
+
+    Raises:
+        InputError: twice ``nbytes`` (the output, and the page-locked frame the next one lands
+            in) is more than :func:`available_memory`.
+    """
+    check_host_memory(2 * nbytes, f"keeping output {waiting + 1} for result()",
+                      hint="take outputs as frames are submitted (or use map()); no frame was lost")
 
 
 def as_count(value: object, what: str, minimum: int, maximum: int | None = None) -> int:

@@ -15,7 +15,7 @@ import numpy as np
 from .api import Spec, check_output, device_engine, make_engine
 from .borders import DEFAULT_BORDER
 from .errors import FrameDeviceError, StreamconvError, StreamError
-from .frames import MAX_RING, as_count, as_hwc, check_host_memory
+from .frames import MAX_RING, as_count, as_hwc, check_host_memory, check_kept_output
 from .interop.arrays import DeviceView, as_frame
 from .interop.libcuda import stream_handle
 from .hostcopy import ParallelCopier, copier_for, same_buffer
@@ -125,7 +125,7 @@ class StreamFilter:
 
         Raises:
             FrameTypeError, FrameFormatError: a frame of the wrong dtype or shape.
-            InputError: a new frame size whose ring of slots would not fit in host memory.
+            InputError: host memory too short for a new frame size's slots, or for an output to keep.
             StreamError: the StreamFilter is closed.
         """
         self._take_over("submit")
@@ -138,6 +138,9 @@ class StreamFilter:
             self._submit_device(image, stream)
             return
         self._fit_slots(image)
+        if self._in_flight and (len(self._in_flight) >= self.ring or not (self._free or self._reserved)):
+            slot, shape = self._in_flight.oldest  # its output is kept for result(): is there room?
+            check_kept_output(int(np.prod(shape)) * slot.host_out.dtype.itemsize, len(self._ready))
         slot = self._reserved if self._reserved is not None else self._take_slot()
         self._reserved = None
         self._keep_ring()
