@@ -9,6 +9,7 @@ left beside its outputs, found by their exact names (:func:`remove_stale_partial
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import os
 import re
@@ -66,7 +67,7 @@ def find_inputs(specs: Iterable[str], *, recursive: bool = False, outdir: Path |
         elif path.is_dir():
             named = _scan(path, recursive=recursive, outdir=outdir, skip=skip)
         elif glob.has_magic(spec):
-            named = [(m, Path(m.name)) for m in sorted(Path(m) for m in glob.glob(spec, recursive=recursive))
+            named = [(m, Path(m.name)) for m in sorted(Path(m) for m in _glob(spec, recursive))
                      if m.is_file() and m.resolve() not in skip]
         else:
             raise InputError(f"input not found: {spec}")
@@ -75,6 +76,59 @@ def find_inputs(specs: Iterable[str], *, recursive: bool = False, outdir: Path |
         for source, relative in named:
             found.setdefault(source.resolve(), relative)
     return list(found.items())
+
+
+def _glob(spec: str, recursive: bool) -> list[str]:
+    """``glob.glob(spec, recursive=recursive)``, but ``**`` enters each folder once: one reached
+    again through a link (``sub/up -> ..``) is passed over, where glob goes round the loop until
+    the path is too long, and with two such links never ends. Links to other folders are followed
+    (a folder reached by two paths is listed by the first: the same files)."""
+    parts = Path(spec).parts
+    if spec.endswith(("/", os.sep)):
+        return []  # names folders only, never an input file
+    if not (recursive and "**" in parts):
+        return glob.glob(spec, recursive=recursive)
+    first = next(k for k, part in enumerate(parts) if glob.has_magic(part))
+    found: list[str] = []
+    _match(Path(*parts[:first]) if first else Path(), parts[first:], set(), found)
+    return found
+
+
+def _match(path: Path, rest: tuple[str, ...], seen: set, found: list[str]) -> None:
+    """Add to ``found`` the paths below ``path`` that the pattern components ``rest`` name, as
+    glob does (hidden names only for a component starting with a dot); ``seen``: the (folder,
+    components left) already expanded for ``**``."""
+    if not rest:
+        found.append(str(path))
+        return
+    part, tail = rest[0], rest[1:]
+    if part != "**":
+        children = _children(path, part) if glob.has_magic(part) else [path / part]
+        for child in children:
+            if os.path.lexists(child):
+                _match(child, tail, seen, found)
+        return
+    key = (path.resolve(), len(rest))
+    if key in seen:
+        return
+    seen.add(key)
+    _match(path, tail, seen, found)  # ** as no folder at all
+    for child in _children(path, "*"):
+        if child.is_dir():
+            _match(child, rest, seen, found)
+        elif not tail:
+            found.append(str(child))
+
+
+def _children(folder: Path, pattern: str) -> list[Path]:
+    """The entries of ``folder`` whose names match ``pattern`` (hidden ones only for a pattern
+    starting with a dot, as glob takes them)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return [folder / name for name in sorted(names) if fnmatch.fnmatch(name, pattern)
+            and (pattern.startswith(".") or not name.startswith("."))]
 
 
 def _scan(folder: Path, *, recursive: bool, outdir: Path | None, skip: set[Path]) -> list[tuple[Path, Path]]:
