@@ -19,7 +19,7 @@ from typing import Iterable
 
 from .errors import InputError, OutputError
 from .leftovers import remove_abandoned
-from .manifest import BatchRecord
+from .manifest import BatchRecord, not_a_file
 from .publish import temp_name_regex, without_file_scheme
 from .segments import parts_folder_regex
 
@@ -69,6 +69,8 @@ def find_inputs(specs: Iterable[str], *, recursive: bool = False, outdir: Path |
         elif glob.has_magic(spec):
             named = [(m, Path(m.name)) for m in sorted(Path(m) for m in _glob(spec, recursive))
                      if m.is_file() and m.resolve() not in skip]
+        elif os.path.exists(path):  # a FIFO (whose opening waits for a writer), a socket, a device
+            raise not_a_file(spec)
         else:
             raise InputError(f"input not found: {spec}")
         if not named:

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from .errors import Interrupted, StreamconvError, run_exit_code
 from .filters import FilterStage
-from .manifest import FINISHED, BatchRecord, file_identity
+from .manifest import FINISHED, BatchRecord, file_identity, not_a_file
 from .pipeline import Pipeline
 from .stats import RunStats
 
@@ -225,8 +225,15 @@ def open_input(record: BatchRecord, device: int, settings: RunSettings) -> Pipel
 
 
 def note_input(record: BatchRecord) -> None:
-    """Record the input's size and mtime (ns) as it is about to be read (None: not a file)."""
+    """Record the input's size and mtime (ns) as it is about to be read (None: not there).
+
+    Raises:
+        InputError: something else than a regular file is there now (a FIFO put in its place
+            since the batch found it would hold its worker, and the batch, for ever).
+    """
     identity = file_identity(record.input)
+    if identity is None and os.path.exists(record.input):
+        raise not_a_file(record.input, now=True)
     record.input_bytes, record.input_mtime_ns = identity if identity is not None else (None, None)
 
 

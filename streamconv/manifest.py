@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from .errors import OutputError
+from .errors import InputError, OutputError
 from .publish import check_output_path, protected_files, write_atomically
 
 if TYPE_CHECKING:
@@ -169,6 +169,13 @@ def file_identity(path: str | Path) -> tuple[int, int] | None:
     except (OSError, ValueError):
         return None
     return (info.st_size, info.st_mtime_ns) if stat.S_ISREG(info.st_mode) else None
+
+
+def not_a_file(name: str | Path, *, now: bool = False) -> InputError:
+    """The error for an input that is there but is no regular file (``now``: no longer, as it was
+    when the batch found it): FFmpeg's opening of a FIFO waits for a writer, for ever."""
+    return InputError(f"input {name} is {'no longer' if now else 'not'} a regular file (a FIFO, socket, "
+                      f"device or folder is there); a batch reads files")
 
 
 def settings_fingerprint(filters: Sequence[FilterStage], options: dict[str, Any]) -> str:

@@ -4,17 +4,25 @@ FIFO while the batch runs, an output folder removed mid-batch. Tiny clips, the C
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from clips import write_clip
-from conftest import run_cli
+from conftest import REPO, run_cli
 from test_batch import manifest_of
-from test_cli import assert_ok
+from test_cli import assert_error, assert_ok
 
 
 def batch(*args: str, timeout: float = 60):
     """``streamconv batch ARGS`` on the CPU backend; a batch that hangs fails the test."""
     return run_cli("batch", *args, "--backend", "cpu", "--no-progress", "--filter", "box:size=3", timeout=timeout)
+
+
+def cli_env() -> dict:
+    """The environment run_cli gives ``python -m streamconv``: this checkout first on the path."""
+    return dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
 def clip(path: Path, frames: int = 4, seed: int = 1) -> Path:
@@ -36,3 +44,42 @@ def test_a_recursive_glob_goes_round_no_symlinked_folder_loop(tmp_path):
     inputs = sorted(Path(r["input"]).name for r in manifest_of(out)["inputs"])
     assert inputs == ["a.mp4", "b.mp4", "c.mp4"]
     assert sorted(p.name for p in out.glob("*.mp4")) == inputs
+
+
+def wait_for(condition, seconds: float = 20) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_a_fifo_never_holds_the_batch_named_or_put_in_an_inputs_place(tmp_path):
+    fifo = tmp_path / "in" / "pipe.mp4"
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)
+    named = batch(str(fifo), "-o", str(tmp_path / "named"), timeout=30)
+    assert_error(named, 4, "not a regular file")  # it said "input not found"
+    assert not (tmp_path / "named").exists()
+    fifo.unlink()
+    first, third = clip(tmp_path / "in" / "a.mp4", frames=400), clip(tmp_path / "in" / "c.mp4", seed=3)
+    clip(tmp_path / "in" / "b.mp4", seed=2)
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "streamconv", "batch", str(tmp_path / "in"), "-o", str(out), "--jobs", "1",
+               "--processes", "1", "--backend", "cpu", "--no-progress", "--filter", "box:size=3"]
+    with subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=cli_env()) as process:
+        # While the first input runs (the second is opened ahead), the third becomes a FIFO: its
+        # opening waited for a writer for ever, holding the batch through any number of signals.
+        wait_for(lambda: any(p.name.startswith(".a.") for p in out.glob(".*")) or process.poll() is not None)
+        third.unlink()
+        os.mkfifo(third)
+        try:
+            _, stderr = process.communicate(timeout=30)
+        finally:
+            process.kill()
+    assert process.returncode == 14, stderr
+    assert "Traceback" not in stderr
+    records = {Path(r["input"]).name: r for r in manifest_of(out)["inputs"]}
+    assert [records[name]["status"] for name in ("a.mp4", "b.mp4")] == ["done", "done"], stderr
+    assert records["c.mp4"]["status"] == "failed" and records["c.mp4"]["exit_code"] == 4
+    assert "no longer a regular file" in records["c.mp4"]["error"] and first.exists()
+    assert not (out / "c.mp4").exists()
