@@ -15,7 +15,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from .errors import InputError, OutputError
 from .leftovers import remove_abandoned
@@ -160,6 +160,29 @@ def ext_refusal(ext: str | None) -> str | None:
         return f"--ext {ext!r} is not a file extension (give one such as mkv or .mp4)"
     if name.lower() not in _muxer_extensions():
         return f"--ext {ext!r}: FFmpeg has no muxer for .{name} files (try mkv, mp4, mov or ts)"
+    return None
+
+
+def ray_refusal(*, devices: Sequence[int] | str | None, processes: int | None, ray: str | bool | None) -> str | None:
+    """Why a batch on Ray cannot take these options (None: it can), in the command's words: the
+    cluster grants each input's task its GPU and process, so ``devices`` and ``processes`` do
+    not apply."""
+    if ray not in (None, False, "") and (devices is not None or processes is not None):
+        return ("--devices and --processes do not apply with --ray (each input is a task that the "
+                "cluster grants a GPU share on the node where it runs)")
+    return None
+
+
+def segments_refusal(*, processes: int | None, ray: str | bool | None) -> str | None:
+    """Why a batch in segments cannot run with these options (None: it can), in the command's words.
+
+    An input's segments run as threads of the batch's process, each decoding after a seek: Ray
+    tasks and worker processes (which take whole inputs) do not apply.
+    """
+    if ray not in (None, False, ""):
+        return "--ray runs whole inputs as Ray tasks; --segments runs an input's segments in this process"
+    if processes is not None and processes > 1:
+        return "--processes does not apply with --segments (an input's segments run in threads of one process)"
     return None
 
 

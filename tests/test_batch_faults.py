@@ -4,10 +4,13 @@ FIFO while the batch runs, an output folder removed mid-batch. Tiny clips, the C
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from clips import write_clip
 from conftest import REPO, run_cli
@@ -83,3 +86,29 @@ def test_a_fifo_never_holds_the_batch_named_or_put_in_an_inputs_place(tmp_path):
     assert records["c.mp4"]["status"] == "failed" and records["c.mp4"]["exit_code"] == 4
     assert "no longer a regular file" in records["c.mp4"]["error"] and first.exists()
     assert not (out / "c.mp4").exists()
+
+
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_a_manifest_that_can_no_longer_be_written_stops_the_batch_with_one_error(tmp_path, processes):
+    for name, frames in (("a", 400), ("b", 400), ("c", 40), ("d", 40), ("e", 40), ("f", 40)):
+        clip(tmp_path / "in" / f"{name}.mp4", frames=frames)
+    out, manifest = tmp_path / "out", tmp_path / "records" / "batch.json"
+    manifest.parent.mkdir()
+    command = [sys.executable, "-m", "streamconv", "batch", str(tmp_path / "in"), "-o", str(out), "--manifest",
+               str(manifest), "--jobs", processes, "--processes", processes, "--backend", "cpu", "--no-progress",
+               "--filter", "box:size=3"]
+    with subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=cli_env()) as process:
+        wait_for(lambda: any(p.name.startswith(".a.") for p in out.glob(".*")) or process.poll() is not None)
+        shutil.rmtree(manifest.parent)  # the manifest's folder removed mid-batch
+        try:
+            _, stderr = process.communicate(timeout=30)
+        finally:
+            process.kill()
+    # It was a traceback from the worker thread, the inputs after it left unrun without a word.
+    assert_error(subprocess.CompletedProcess(command, process.returncode, "", stderr), 6,
+                 "manifest folder does not exist", "stopped taking inputs")
+    published = sorted(p.name for p in out.iterdir())
+    assert "a.mp4" in published and not [p for p in published if ".partial" in p]  # the running ones whole
+    # No input is taken once it is known: threads know at once, worker processes as the batch
+    # reads their report (an input a worker already held opened may start meanwhile).
+    assert published == ["a.mp4"] if processes == "1" else not {"e.mp4", "f.mp4"} & set(published)
