@@ -32,8 +32,8 @@ from .batch_inputs import (BatchInput, check_outdir, find_inputs, input_record, 
 from .borders import DEFAULT_BORDER
 from .cuda_device import gpu_numbers
 from .batch_ray import run_on_ray
-from .batch_worker import (AheadGate, Prefetch, RunSettings, Running, judge_run, note_input, run_input, take_inputs,
-                           worker_plan, worker_process)
+from .batch_worker import (AheadGate, Prefetch, RunSettings, Running, judge_run, make_output_folder, note_input,
+                           run_input, take_inputs, worker_plan, worker_process)
 from .errors import EXIT_DAMAGED_INPUT, EXIT_SOME_FAILED, FilterSpecError, Interrupted, OutputError
 from .frames import as_count
 from .filters import FilterStage, parse_chain
@@ -393,7 +393,7 @@ def run_segmented_input(record: BatchRecord, settings: RunSettings, running: Run
 
     def segmented() -> tuple[RunStats, None]:
         note_input(record)
-        Path(record.output).parent.mkdir(parents=True, exist_ok=True)
+        make_output_folder(Path(record.output).parent)
         options = {k: v for k, v in settings.options.items() if k not in ("decoder", "depth")}
         stats = run_segments(record.input, settings.filters, record.output, segments=segments, jobs=jobs,
                              devices=devices, backend=settings.backend, overwrite=settings.replaces(record.output),

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from .batch_worker import make_output_folder
 from .errors import InputError, OutputError
 from .leftovers import remove_abandoned
 from .manifest import BatchRecord, not_a_file
@@ -257,10 +258,7 @@ def make_folders(folder: Path) -> list[Path]:
     """
     check_outdir(folder)
     missing = [p for p in (folder, *folder.parents) if not p.exists()][::-1]
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OutputError(f"cannot make the output folder {folder}: {exc.strerror or exc}") from None
+    make_output_folder(folder)
     return missing
 
 

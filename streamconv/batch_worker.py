@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import Interrupted, StreamconvError, run_exit_code
+from .errors import Interrupted, OutputError, StreamconvError, run_exit_code
 from .filters import FilterStage
 from .manifest import FINISHED, BatchRecord, file_identity, not_a_file
 from .pipeline import Pipeline
@@ -218,10 +218,24 @@ def open_input(record: BatchRecord, device: int, settings: RunSettings) -> Pipel
     """The Pipeline of one input (its source and sink open; nothing written until it runs); the
     input's size and mtime are recorded as it is opened (``--resume`` compares them)."""
     note_input(record)
-    Path(record.output).parent.mkdir(parents=True, exist_ok=True)
+    make_output_folder(Path(record.output).parent)
     sink_options = {**settings.sink_options, "overwrite": settings.replaces(record.output)}
     return Pipeline(record.input, settings.filters, record.output, backend=settings.backend,
                     device=device, sink_options=sink_options, **settings.options)
+
+
+def make_output_folder(folder: Path) -> None:
+    """Make an output's folder and its missing parents (OUTDIR, removed meanwhile; with --recursive,
+    the input's subfolder).
+
+    Raises:
+        OutputError: a file is in the way, or the OS refuses (permissions, a read-only disk).
+    """
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        why = "a file is in the way" if isinstance(exc, (FileExistsError, NotADirectoryError)) else exc.strerror
+        raise OutputError(f"cannot make the output folder {folder}: {why or exc}") from None
 
 
 def note_input(record: BatchRecord) -> None:

@@ -112,3 +112,27 @@ def test_a_manifest_that_can_no_longer_be_written_stops_the_batch_with_one_error
     # No input is taken once it is known: threads know at once, worker processes as the batch
     # reads their report (an input a worker already held opened may start meanwhile).
     assert published == ["a.mp4"] if processes == "1" else not {"e.mp4", "f.mp4"} & set(published)
+
+
+def test_an_output_folder_that_cannot_be_made_mid_batch_fails_its_input_as_an_output_error(tmp_path):
+    clip(tmp_path / "in" / "s1" / "a.mp4", frames=400)
+    clip(tmp_path / "in" / "s1" / "x.mp4", frames=400, seed=2)
+    clip(tmp_path / "in" / "s2" / "b.mp4", seed=3)
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "streamconv", "batch", str(tmp_path / "in"), "-o", str(out), "--recursive",
+               "--jobs", "1", "--processes", "1", "--backend", "cpu", "--no-progress", "--filter", "box:size=3"]
+    with subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=cli_env()) as process:
+        # While a runs (x opened ahead), a file takes the place of b's output folder.
+        wait_for(lambda: any(p.name.startswith(".a.") for p in out.glob("s1/.*")) or process.poll() is not None)
+        (out / "s2").write_text("in the way")
+        try:
+            _, stderr = process.communicate(timeout=30)
+        finally:
+            process.kill()
+    assert process.returncode == 14 and "Traceback" not in stderr, stderr
+    records = {Path(r["input"]).name: r for r in manifest_of(out)["inputs"]}
+    assert [records[name]["status"] for name in ("a.mp4", "x.mp4")] == ["done", "done"], stderr
+    # It was "internal error: FileExistsError: [Errno 17] File exists", exit 1.
+    assert records["b.mp4"]["status"] == "failed" and records["b.mp4"]["exit_code"] == 6
+    assert records["b.mp4"]["error"] == f"cannot make the output folder {out / 's2'}: a file is in the way"
+    assert (out / "s2").read_text() == "in the way"
