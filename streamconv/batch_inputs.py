@@ -47,9 +47,10 @@ class BatchInput:
 def find_inputs(specs: Iterable[str], *, recursive: bool = False, outdir: Path | None = None,
                 skip: Iterable[Path] = ()) -> list[tuple[Path, Path]]:
     """The input files ``specs`` name, each with the relative path its output takes, in order,
-    each once (resolved): a file or folder that exists as named (glob characters in its name
-    too); else a glob (``"clips/*.mp4"``, ``**`` with ``recursive``) expanded here; a folder's
-    video files (VIDEO_SUFFIXES), and its subfolders' with ``recursive``.
+    each once (resolved; by its own name rather than a link's found beside it): a file or folder
+    that exists as named (glob characters in its name too); else a glob (``"clips/*.mp4"``,
+    ``**`` with ``recursive``) expanded here; a folder's video files (VIDEO_SUFFIXES), and its
+    subfolders' with ``recursive``.
 
     Neither takes what the batch itself writes: a folder scan passes over hidden files and
     folders (temporary files, parts folders) and ``outdir``'s tree where it lies inside the
@@ -61,6 +62,7 @@ def find_inputs(specs: Iterable[str], *, recursive: bool = False, outdir: Path |
     skip = {Path(p).resolve() for p in skip}
     outdir = outdir.resolve() if outdir is not None else None
     found: dict[Path, Path] = {}
+    by: dict[Path, Path] = {}  # the path each was found by
     for spec in map(without_file_scheme, specs):  # file:NAME is NAME, as for run's SOURCE
         path = Path(spec)
         if path.is_file():  # an existing name is taken as it is, even with [ ] ? * in it
@@ -77,7 +79,9 @@ def find_inputs(specs: Iterable[str], *, recursive: bool = False, outdir: Path |
         if not named:
             raise InputError(f"no video files in {spec}" if path.is_dir() else f"no file matches {spec}")
         for source, relative in named:
-            found.setdefault(source.resolve(), relative)
+            key = source.resolve()
+            if key not in found or (by[key].is_symlink() and not source.is_symlink()):
+                found[key], by[key] = relative, source  # a file's own name before a link's to it
     return list(found.items())
 
 

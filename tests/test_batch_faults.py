@@ -136,3 +136,14 @@ def test_an_output_folder_that_cannot_be_made_mid_batch_fails_its_input_as_an_ou
     assert records["b.mp4"]["status"] == "failed" and records["b.mp4"]["exit_code"] == 6
     assert records["b.mp4"]["error"] == f"cannot make the output folder {out / 's2'}: a file is in the way"
     assert (out / "s2").read_text() == "in the way"
+
+
+def test_a_link_beside_its_target_neither_runs_it_twice_nor_names_its_output(tmp_path):
+    clip(tmp_path / "in" / "take.mp4")
+    (tmp_path / "in" / "alias.mp4").symlink_to("take.mp4")  # sorted before its target
+    out = tmp_path / "out"
+    assert_ok(batch(str(tmp_path / "in"), "-o", str(out)))
+    [record] = manifest_of(out)["inputs"]
+    # The file's output was named after the link: out/alias.mp4.
+    assert (Path(record["input"]).name, Path(record["output"]).name) == ("take.mp4", "take.mp4")
+    assert sorted(p.name for p in out.glob("*.mp4")) == ["take.mp4"]
