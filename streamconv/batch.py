@@ -28,13 +28,13 @@ from typing import Any, Sequence
 
 from .backends import resolve_backend
 from .batch_inputs import (BatchInput, check_outdir, find_inputs, input_record, make_folders, plan_outputs,
-                           refuse_existing, remove_folders, remove_stale_partials)
+                           ray_refusal, refuse_existing, remove_folders, remove_stale_partials, segments_refusal)
 from .borders import DEFAULT_BORDER
 from .cuda_device import gpu_numbers
 from .batch_ray import run_on_ray
-from .batch_worker import (AheadGate, Prefetch, RunSettings, Running, judge_run, note_input, run_input, take_inputs,
-                           worker_plan, worker_process)
-from .errors import EXIT_DAMAGED_INPUT, EXIT_SOME_FAILED, FilterSpecError, Interrupted
+from .batch_worker import (AheadGate, Prefetch, RunSettings, Running, judge_run, make_output_folder, note_input,
+                           run_input, take_inputs, worker_plan, worker_process)
+from .errors import EXIT_DAMAGED_INPUT, EXIT_SOME_FAILED, FilterSpecError, Interrupted, OutputError
 from .frames import as_count
 from .filters import FilterStage, parse_chain
 from .interrupts import stop_on_signals
@@ -99,14 +99,14 @@ class Batch:
             are the parallel work, so a long input is not left to one slot while the others'
             slots idle, and one input's output is whole before the next starts. Every input
             is a regular file (:func:`find_inputs`), so it can be sought. Not with ``ray``,
-            ``processes`` > 1 (see :func:`segments_refusal`); on NVDEC with ``decoder="nvdec"``.
+            ``processes`` > 1 (see :func:`streamconv.batch_inputs.segments_refusal`); on NVDEC with ``decoder="nvdec"``.
 
     Raises (before any work, OUTDIR made only once every check passed):
         InputError: an input names nothing. OutputError: an output would be an input, two inputs
         one output, an output exists, ``ext`` has no muxer, OUTDIR is (under) a file, or the
         manifest cannot be written. FilterSpecError, BackendUnavailableError: as for Pipeline;
         FilterSpecError also for ``segments`` with an option it cannot take, and for ``ray``
-        with ``devices`` or ``processes`` (see :func:`ray_refusal`).
+        with ``devices`` or ``processes`` (see :func:`streamconv.batch_inputs.ray_refusal`).
     """
 
     def __init__(self, inputs: Sequence[str], filters: Sequence[str | FilterStage], outdir: str | Path, *,
@@ -148,7 +148,8 @@ class Batch:
                    **{f"the output of {item.source}": item.output for item in items}}
         made = make_folders(outdir)
         try:
-            self.manifest = Manifest(manifest_path, records, protect=protect, replace=resume or overwrite)
+            self.manifest = Manifest(manifest_path, records, protect=protect, replace=resume or overwrite,
+                                     on_error=self._manifest_failed)
         except BaseException:
             remove_folders(made)  # refused: leave no folder behind
             raise
@@ -189,13 +190,15 @@ class Batch:
 
         Raises:
             OutputError: another batch of the same manifest is running, or ran since this one
-                read it (:func:`streamconv.manifest_lock.only_batch`).
+                read it (:func:`streamconv.manifest_lock.only_batch`); or the manifest could not
+                be written (no input was started after that; the running ones finished).
         """
         with only_batch(self.manifest.path, self._planned):
             return self._run()
 
     def _run(self) -> BatchResult:
         self.manifest.write()
+        self._refuse_unrecorded()
         started = time.perf_counter()
         with stop_on_signals(self._stop_taking):
             try:
@@ -208,7 +211,22 @@ class Batch:
             finally:
                 remove_stale_partials([Path(record.output) for record in self.manifest.records] + [self.manifest.path])
                 self.manifest.write()  # the last word, also after a signal
+        self._refuse_unrecorded()
         return BatchResult(self.manifest.records, self._exit_code(), self.manifest.path)
+
+    def _manifest_failed(self) -> None:
+        """The manifest could not be written: no new input, as after a first signal (the running
+        ones finish, their outputs whole); :meth:`_refuse_unrecorded` reports it at the end."""
+        self._stopping.set()
+        if self._events is not None:
+            self._events[0].set()
+        log.warning("%s; no new inputs: the batch cannot record them", self.manifest.error)
+
+    def _refuse_unrecorded(self) -> None:
+        """Raise OutputError if a write of the manifest failed (it may not say what happened since)."""
+        if self.manifest.error is not None:
+            raise OutputError(f"{self.manifest.error}: the batch stopped taking inputs, and the manifest "
+                              f"may not say what the running ones did")
 
     def _run_threads(self, started: float) -> None:
         """``jobs`` threads per device in this process (in segments: one, the inputs in turn)."""
@@ -362,29 +380,6 @@ def run_batch(inputs: Sequence[str], filters: Sequence[str | FilterStage], outdi
     return Batch(inputs, filters, outdir, **options).run()
 
 
-def ray_refusal(*, devices: Sequence[int] | str | None, processes: int | None, ray: str | bool | None) -> str | None:
-    """Why a batch on Ray cannot take these options (None: it can), in the command's words: the
-    cluster grants each input's task its GPU and process, so ``devices`` and ``processes`` do
-    not apply."""
-    if ray not in (None, False, "") and (devices is not None or processes is not None):
-        return ("--devices and --processes do not apply with --ray (each input is a task that the "
-                "cluster grants a GPU share on the node where it runs)")
-    return None
-
-
-def segments_refusal(*, processes: int | None, ray: str | bool | None) -> str | None:
-    """Why a batch in segments cannot run with these options (None: it can), in the command's words.
-
-    An input's segments run as threads of the batch's process, each decoding after a seek: Ray
-    tasks and worker processes (which take whole inputs) do not apply.
-    """
-    if ray not in (None, False, ""):
-        return "--ray runs whole inputs as Ray tasks; --segments runs an input's segments in this process"
-    if processes is not None and processes > 1:
-        return "--processes does not apply with --segments (an input's segments run in threads of one process)"
-    return None
-
-
 def run_segmented_input(record: BatchRecord, settings: RunSettings, running: Running, *, segments: int,
                         devices: list[int], jobs: int | None) -> None:
     """Run one input in ``segments`` segments (:func:`streamconv.segments.run_segments`: cut at
@@ -398,7 +393,7 @@ def run_segmented_input(record: BatchRecord, settings: RunSettings, running: Run
 
     def segmented() -> tuple[RunStats, None]:
         note_input(record)
-        Path(record.output).parent.mkdir(parents=True, exist_ok=True)
+        make_output_folder(Path(record.output).parent)
         options = {k: v for k, v in settings.options.items() if k not in ("decoder", "depth")}
         stats = run_segments(record.input, settings.filters, record.output, segments=segments, jobs=jobs,
                              devices=devices, backend=settings.backend, overwrite=settings.replaces(record.output),

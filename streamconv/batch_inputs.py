@@ -9,16 +9,18 @@ left beside its outputs, found by their exact names (:func:`remove_stale_partial
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
+from .batch_worker import make_output_folder
 from .errors import InputError, OutputError
 from .leftovers import remove_abandoned
-from .manifest import BatchRecord
+from .manifest import BatchRecord, not_a_file
 from .publish import temp_name_regex, without_file_scheme
 from .segments import parts_folder_regex
 
@@ -45,9 +47,10 @@ class BatchInput:
 def find_inputs(specs: Iterable[str], *, recursive: bool = False, outdir: Path | None = None,
                 skip: Iterable[Path] = ()) -> list[tuple[Path, Path]]:
     """The input files ``specs`` name, each with the relative path its output takes, in order,
-    each once (resolved): a file or folder that exists as named (glob characters in its name
-    too); else a glob (``"clips/*.mp4"``, ``**`` with ``recursive``) expanded here; a folder's
-    video files (VIDEO_SUFFIXES), and its subfolders' with ``recursive``.
+    each once (resolved; by its own name rather than a link's found beside it): a file or folder
+    that exists as named (glob characters in its name too); else a glob (``"clips/*.mp4"``,
+    ``**`` with ``recursive``) expanded here; a folder's video files (VIDEO_SUFFIXES), and its
+    subfolders' with ``recursive``.
 
     Neither takes what the batch itself writes: a folder scan passes over hidden files and
     folders (temporary files, parts folders) and ``outdir``'s tree where it lies inside the
@@ -59,6 +62,7 @@ def find_inputs(specs: Iterable[str], *, recursive: bool = False, outdir: Path |
     skip = {Path(p).resolve() for p in skip}
     outdir = outdir.resolve() if outdir is not None else None
     found: dict[Path, Path] = {}
+    by: dict[Path, Path] = {}  # the path each was found by
     for spec in map(without_file_scheme, specs):  # file:NAME is NAME, as for run's SOURCE
         path = Path(spec)
         if path.is_file():  # an existing name is taken as it is, even with [ ] ? * in it
@@ -66,15 +70,72 @@ def find_inputs(specs: Iterable[str], *, recursive: bool = False, outdir: Path |
         elif path.is_dir():
             named = _scan(path, recursive=recursive, outdir=outdir, skip=skip)
         elif glob.has_magic(spec):
-            named = [(m, Path(m.name)) for m in sorted(Path(m) for m in glob.glob(spec, recursive=recursive))
+            named = [(m, Path(m.name)) for m in sorted(Path(m) for m in _glob(spec, recursive))
                      if m.is_file() and m.resolve() not in skip]
+        elif os.path.exists(path):  # a FIFO (whose opening waits for a writer), a socket, a device
+            raise not_a_file(spec)
         else:
             raise InputError(f"input not found: {spec}")
         if not named:
             raise InputError(f"no video files in {spec}" if path.is_dir() else f"no file matches {spec}")
         for source, relative in named:
-            found.setdefault(source.resolve(), relative)
+            key = source.resolve()
+            if key not in found or (by[key].is_symlink() and not source.is_symlink()):
+                found[key], by[key] = relative, source  # a file's own name before a link's to it
     return list(found.items())
+
+
+def _glob(spec: str, recursive: bool) -> list[str]:
+    """``glob.glob(spec, recursive=recursive)``, but ``**`` enters each folder once: one reached
+    again through a link (``sub/up -> ..``) is passed over, where glob goes round the loop until
+    the path is too long, and with two such links never ends. Links to other folders are followed
+    (a folder reached by two paths is listed by the first: the same files)."""
+    parts = Path(spec).parts
+    if spec.endswith(("/", os.sep)):
+        return []  # names folders only, never an input file
+    if not (recursive and "**" in parts):
+        return glob.glob(spec, recursive=recursive)
+    first = next(k for k, part in enumerate(parts) if glob.has_magic(part))
+    found: list[str] = []
+    _match(Path(*parts[:first]) if first else Path(), parts[first:], set(), found)
+    return found
+
+
+def _match(path: Path, rest: tuple[str, ...], seen: set, found: list[str]) -> None:
+    """Add to ``found`` the paths below ``path`` that the pattern components ``rest`` name, as
+    glob does (hidden names only for a component starting with a dot); ``seen``: the (folder,
+    components left) already expanded for ``**``."""
+    if not rest:
+        found.append(str(path))
+        return
+    part, tail = rest[0], rest[1:]
+    if part != "**":
+        children = _children(path, part) if glob.has_magic(part) else [path / part]
+        for child in children:
+            if os.path.lexists(child):
+                _match(child, tail, seen, found)
+        return
+    key = (path.resolve(), len(rest))
+    if key in seen:
+        return
+    seen.add(key)
+    _match(path, tail, seen, found)  # ** as no folder at all
+    for child in _children(path, "*"):
+        if child.is_dir():
+            _match(child, rest, seen, found)
+        elif not tail:
+            found.append(str(child))
+
+
+def _children(folder: Path, pattern: str) -> list[Path]:
+    """The entries of ``folder`` whose names match ``pattern`` (hidden ones only for a pattern
+    starting with a dot, as glob takes them)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return [folder / name for name in sorted(names) if fnmatch.fnmatch(name, pattern)
+            and (pattern.startswith(".") or not name.startswith("."))]
 
 
 def _scan(folder: Path, *, recursive: bool, outdir: Path | None, skip: set[Path]) -> list[tuple[Path, Path]]:
@@ -104,6 +165,29 @@ def ext_refusal(ext: str | None) -> str | None:
         return f"--ext {ext!r} is not a file extension (give one such as mkv or .mp4)"
     if name.lower() not in _muxer_extensions():
         return f"--ext {ext!r}: FFmpeg has no muxer for .{name} files (try mkv, mp4, mov or ts)"
+    return None
+
+
+def ray_refusal(*, devices: Sequence[int] | str | None, processes: int | None, ray: str | bool | None) -> str | None:
+    """Why a batch on Ray cannot take these options (None: it can), in the command's words: the
+    cluster grants each input's task its GPU and process, so ``devices`` and ``processes`` do
+    not apply."""
+    if ray not in (None, False, "") and (devices is not None or processes is not None):
+        return ("--devices and --processes do not apply with --ray (each input is a task that the "
+                "cluster grants a GPU share on the node where it runs)")
+    return None
+
+
+def segments_refusal(*, processes: int | None, ray: str | bool | None) -> str | None:
+    """Why a batch in segments cannot run with these options (None: it can), in the command's words.
+
+    An input's segments run as threads of the batch's process, each decoding after a seek: Ray
+    tasks and worker processes (which take whole inputs) do not apply.
+    """
+    if ray not in (None, False, ""):
+        return "--ray runs whole inputs as Ray tasks; --segments runs an input's segments in this process"
+    if processes is not None and processes > 1:
+        return "--processes does not apply with --segments (an input's segments run in threads of one process)"
     return None
 
 
@@ -178,10 +262,7 @@ def make_folders(folder: Path) -> list[Path]:
     """
     check_outdir(folder)
     missing = [p for p in (folder, *folder.parents) if not p.exists()][::-1]
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OutputError(f"cannot make the output folder {folder}: {exc.strerror or exc}") from None
+    make_output_folder(folder)
     return missing
 
 

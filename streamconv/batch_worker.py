@@ -21,9 +21,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import Interrupted, StreamconvError, run_exit_code
+from .errors import Interrupted, OutputError, StreamconvError, run_exit_code
 from .filters import FilterStage
-from .manifest import FINISHED, BatchRecord, file_identity
+from .manifest import FINISHED, BatchRecord, file_identity, not_a_file
 from .pipeline import Pipeline
 from .stats import RunStats
 
@@ -218,15 +218,36 @@ def open_input(record: BatchRecord, device: int, settings: RunSettings) -> Pipel
     """The Pipeline of one input (its source and sink open; nothing written until it runs); the
     input's size and mtime are recorded as it is opened (``--resume`` compares them)."""
     note_input(record)
-    Path(record.output).parent.mkdir(parents=True, exist_ok=True)
+    make_output_folder(Path(record.output).parent)
     sink_options = {**settings.sink_options, "overwrite": settings.replaces(record.output)}
     return Pipeline(record.input, settings.filters, record.output, backend=settings.backend,
                     device=device, sink_options=sink_options, **settings.options)
 
 
+def make_output_folder(folder: Path) -> None:
+    """Make an output's folder and its missing parents (OUTDIR, removed meanwhile; with --recursive,
+    the input's subfolder).
+
+    Raises:
+        OutputError: a file is in the way, or the OS refuses (permissions, a read-only disk).
+    """
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        why = "a file is in the way" if isinstance(exc, (FileExistsError, NotADirectoryError)) else exc.strerror
+        raise OutputError(f"cannot make the output folder {folder}: {why or exc}") from None
+
+
 def note_input(record: BatchRecord) -> None:
-    """Record the input's size and mtime (ns) as it is about to be read (None: not a file)."""
+    """Record the input's size and mtime (ns) as it is about to be read (None: not there).
+
+    Raises:
+        InputError: something else than a regular file is there now (a FIFO put in its place
+            since the batch found it would hold its worker, and the batch, for ever).
+    """
     identity = file_identity(record.input)
+    if identity is None and os.path.exists(record.input):
+        raise not_a_file(record.input, now=True)
     record.input_bytes, record.input_mtime_ns = identity if identity is not None else (None, None)
 
 

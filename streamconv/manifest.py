@@ -20,9 +20,9 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
-from .errors import OutputError
+from .errors import InputError, OutputError
 from .publish import check_output_path, protected_files, write_atomically
 
 if TYPE_CHECKING:
@@ -101,23 +101,35 @@ class Manifest:
     """
 
     def __init__(self, path: Path, records: list[BatchRecord], *, protect: Iterable = (),
-                 replace: bool = False) -> None:
+                 replace: bool = False, on_error: Callable[[], None] | None = None) -> None:
         self.protect = protected_files(protect)  # expanded once, not at every write
         self.path = check_output_path(path, overwrite=replace, protect=self.protect, what="manifest")
         self.records = records
+        self.error: OutputError | None = None  # the first write that failed
+        self._on_error = on_error
         self._lock = threading.Lock()
         self._replace = replace
         self._swept = False  # the temporary files killed batches left: removed at the first write
         self.started = time.time()
 
     def write(self) -> None:
-        """Rewrite the file whole with the records as they are now (thread-safe)."""
+        """Rewrite the file whole with the records as they are now (thread-safe). A write that
+        fails (its folder removed, a full disk) raises nothing here, in whichever thread wrote:
+        the first such error is kept in ``error`` and ``on_error`` called, so that the batch
+        starts no input it could not record, and reports the error as it ends."""
         with self._lock:
             document = {"format": "streamconv-batch", "version": 1, "started": self.started,
                         "updated": time.time(), "counts": self.counts(),
                         "inputs": [asdict(record) for record in self.records]}
-            write_atomically(self.path, json.dumps(document, indent=1) + "\n", overwrite=self._replace,
-                             protect=self.protect, what="manifest", sweep=not self._swept)
+            try:
+                write_atomically(self.path, json.dumps(document, indent=1) + "\n", overwrite=self._replace,
+                                 protect=self.protect, what="manifest", sweep=not self._swept)
+            except OutputError as exc:
+                if self.error is None:
+                    self.error = exc
+                    if self._on_error is not None:
+                        self._on_error()
+                return
             self._replace = self._swept = True  # ours from now on
 
     def counts(self) -> dict[str, int]:
@@ -169,6 +181,13 @@ def file_identity(path: str | Path) -> tuple[int, int] | None:
     except (OSError, ValueError):
         return None
     return (info.st_size, info.st_mtime_ns) if stat.S_ISREG(info.st_mode) else None
+
+
+def not_a_file(name: str | Path, *, now: bool = False) -> InputError:
+    """The error for an input that is there but is no regular file (``now``: no longer, as it was
+    when the batch found it): FFmpeg's opening of a FIFO waits for a writer, for ever."""
+    return InputError(f"input {name} is {'no longer' if now else 'not'} a regular file (a FIFO, socket, "
+                      f"device or folder is there); a batch reads files")
 
 
 def settings_fingerprint(filters: Sequence[FilterStage], options: dict[str, Any]) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..batch import Batch, ray_refusal, segments_refusal
-from ..batch_inputs import ext_refusal
+from ..batch import Batch
+from ..batch_inputs import ext_refusal, ray_refusal, segments_refusal
 from ..manifest import FINISHED, status_counts
 from .run import _run_chain, encoder_options
 
