@@ -60,21 +60,30 @@ def find_inputs(specs: Iterable[str], *, recursive: bool = False, outdir: Path |
     outdir = outdir.resolve() if outdir is not None else None
     found: dict[Path, Path] = {}
     for spec in map(without_file_scheme, specs):  # file:NAME is NAME, as for run's SOURCE
-        path = Path(spec)
-        if path.is_file():  # an existing name is taken as it is, even with [ ] ? * in it
-            named = [(path, Path(path.name))]
-        elif path.is_dir():
-            named = _scan(path, recursive=recursive, outdir=outdir, skip=skip)
-        elif glob.has_magic(spec):
-            named = [(m, Path(m.name)) for m in sorted(Path(m) for m in glob.glob(spec, recursive=recursive))
-                     if m.is_file() and m.resolve() not in skip]
-        else:
-            raise InputError(f"input not found: {spec}")
-        if not named:
-            raise InputError(f"no video files in {spec}" if path.is_dir() else f"no file matches {spec}")
+        try:
+            named = _named_by(spec, recursive=recursive, outdir=outdir, skip=skip)
+        except OSError as exc:  # a name the OS refuses: too long, a loop of links
+            raise InputError(f"cannot read input {spec}: {exc.strerror or exc}") from None
         for source, relative in named:
             found.setdefault(source.resolve(), relative)
     return list(found.items())
+
+
+def _named_by(spec: str, *, recursive: bool, outdir: Path | None, skip: set[Path]) -> list[tuple[Path, Path]]:
+    """The files one INPUT names, as :func:`find_inputs` takes them (InputError if none)."""
+    path = Path(spec)
+    if path.is_file():  # an existing name is taken as it is, even with [ ] ? * in it
+        named = [(path, Path(path.name))]
+    elif path.is_dir():
+        named = _scan(path, recursive=recursive, outdir=outdir, skip=skip)
+    elif glob.has_magic(spec):
+        named = [(m, Path(m.name)) for m in sorted(Path(m) for m in glob.glob(spec, recursive=recursive))
+                 if m.is_file() and m.resolve() not in skip]
+    else:
+        raise InputError(f"input not found: {spec}")
+    if not named:
+        raise InputError(f"no video files in {spec}" if path.is_dir() else f"no file matches {spec}")
+    return named
 
 
 def _scan(folder: Path, *, recursive: bool, outdir: Path | None, skip: set[Path]) -> list[tuple[Path, Path]]:

@@ -109,9 +109,7 @@ def check_output_path(output: str | os.PathLike, *, overwrite: bool, protect: It
     for role, other in protected:
         if is_pattern(other) and is_named_by(other, path):  # an image the sequence may write yet
             raise OutputError(f"{what} is one of the files of {role} ({other}): {output}")
-    if len(os.fsencode(path.name)) > _NAME_MAX:
-        raise OutputError(f"{what} file name is too long ({len(os.fsencode(path.name))} bytes; "
-                          f"the limit is {_NAME_MAX}): {str(output)[:60]}...")
+    check_name_lengths(path, what)
     try:
         if not path.parent.is_dir():
             raise OutputError(f"{what} folder does not exist: {path.parent}")
@@ -127,6 +125,20 @@ def check_output_path(output: str | os.PathLike, *, overwrite: bool, protect: It
     except OSError as exc:
         raise OutputError(f"cannot write {what} {output}: {exc.strerror or exc}") from None
     return path
+
+
+def check_name_lengths(path: str | os.PathLike, what: str) -> None:
+    """Refuse a path with a name (the file's or a folder's) over the limit, which the OS refuses
+    at every look (ENAMETOOLONG), existence checks too.
+
+    Raises:
+        OutputError: naming the part too long, its length and the limit.
+    """
+    for part in Path(path).parts:
+        size = len(os.fsencode(part))
+        if size > _NAME_MAX:
+            raise OutputError(f"{what} has a name too long for the file system ({size} bytes; the limit is "
+                              f"{_NAME_MAX}): {part[:60]}...")
 
 
 def _refuse_special(path: Path, what: str) -> None:

@@ -330,3 +330,11 @@ def test_pipeline_checks_slot_memory_before_allocating_any(monkeypatch):
 def test_the_library_refuses_a_timeout_ffmpeg_cannot_count(sample_clip, timeout):
     with pytest.raises(streamconv.FilterSpecError, match="timeout must be 0 to"):
         streamconv.FileSource(str(sample_clip), timeout=timeout)
+
+
+@pytest.mark.parametrize("source", ["a" * 300, "a" * 300 + "/x.mp4", "file:" + "a" * 300])
+def test_a_source_name_too_long_for_the_file_system_exits_4(cli, tmp_path, source):
+    """(regression: "internal error: OSError: File name too long", exit 1)"""
+    assert_error(cli("run", source, "--backend", "cpu", cwd=tmp_path), 4, "cannot open input", "File name too long")
+    assert list(tmp_path.iterdir()) == []
+

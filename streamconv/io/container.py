@@ -56,10 +56,13 @@ def open_input(path: str, timeout: float | None, hwaccel: str | None, options: d
     """
     local = local_path(path) if local_check else None  # file:NAME is NAME, as FFmpeg reads it
     if local is not None:
-        if not local.exists():
-            raise InputError(f"input not found: {path}")
-        if local.is_dir():
-            raise InputError(f"input is a directory, not a video: {path}")
+        try:
+            if not local.exists():
+                raise InputError(f"input not found: {path}")
+            if local.is_dir():
+                raise InputError(f"input is a directory, not a video: {path}")
+        except OSError as exc:  # a name the OS refuses: too long, a loop of links
+            raise InputError(f"cannot open input {path}: {exc.strerror or exc}") from None
     if timeout is None:
         timeout = NETWORK_TIMEOUT if "://" in path else 0
     if not 0 <= timeout <= MAX_TIMEOUT:  # NaN fails it too
