@@ -338,3 +338,10 @@ def test_a_source_name_too_long_for_the_file_system_exits_4(cli, tmp_path, sourc
     assert_error(cli("run", source, "--backend", "cpu", cwd=tmp_path), 4, "cannot open input", "File name too long")
     assert list(tmp_path.iterdir()) == []
 
+
+def test_a_demuxer_that_cannot_tell_the_codec_is_an_input_error(cli, tmp_path, sample_clip):
+    """A video file read as images names no codec (regression: "internal error: AttributeError")."""
+    result = cli("run", str(sample_clip), "--input-format", "image2", "-o", str(tmp_path / "out.mp4"),
+                 "--backend", "cpu", cwd=tmp_path)
+    assert_error(result, 4, "no decoder for video stream 0", "--input-format")
+    assert list(tmp_path.iterdir()) == []
