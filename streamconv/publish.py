@@ -150,9 +150,9 @@ def _refuse_special(path: Path, what: str) -> None:
     except (FileNotFoundError, NotADirectoryError):
         return
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        hint = " (leave out -o to discard the frames, or give -o - for standard output)" if what == "output" else ""
         raise OutputError(f"{what} is not a regular file (a device, pipe or socket): {path}; "
-                          f"it is never replaced (leave out -o to discard the frames, or give -o - "
-                          f"for standard output)")
+                          f"it is never replaced{hint}")
 
 
 _TOKEN_HEX = 8  # the random part of a temporary name, in hex digits
