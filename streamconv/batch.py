@@ -41,6 +41,7 @@ from .interrupts import stop_on_signals
 from .manifest import (FINISHED, MANIFEST_NAME, BatchRecord, Manifest, earlier_records, file_identity,
                        looks_like_manifest, resume_plan, settings_fingerprint)
 from .manifest_lock import only_batch
+from .publish import check_name_lengths
 from .segments import run_segments, segment_decoder
 from .stats import RunStats
 
@@ -164,6 +165,8 @@ class Batch:
         """The inputs, their outputs and records, after every check (see the class's Raises); with
         ``resume``, complete ones skipped and outputs still as the manifest's batch published them
         replaceable (``settings.ours``)."""
+        check_name_lengths(outdir, "the output folder")
+        check_name_lengths(manifest_path, "manifest")
         self._planned = file_identity(manifest_path)  # checked again once the manifest is locked
         earlier = earlier_records(manifest_path) if resume else {}
         # The manifest is never an input, unless the file named is no manifest (an input named by

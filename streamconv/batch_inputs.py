@@ -64,25 +64,36 @@ def find_inputs(specs: Iterable[str], *, recursive: bool = False, outdir: Path |
     found: dict[Path, Path] = {}
     by: dict[Path, Path] = {}  # the path each was found by
     for spec in map(without_file_scheme, specs):  # file:NAME is NAME, as for run's SOURCE
-        path = Path(spec)
-        if path.is_file():  # an existing name is taken as it is, even with [ ] ? * in it
-            named = [(path, Path(path.name))]
-        elif path.is_dir():
-            named = _scan(path, recursive=recursive, outdir=outdir, skip=skip)
-        elif glob.has_magic(spec):
-            named = [(m, Path(m.name)) for m in sorted(Path(m) for m in _glob(spec, recursive))
-                     if m.is_file() and m.resolve() not in skip]
-        elif os.path.exists(path):  # a FIFO (whose opening waits for a writer), a socket, a device
-            raise not_a_file(spec)
-        else:
-            raise InputError(f"input not found: {spec}")
-        if not named:
-            raise InputError(f"no video files in {spec}" if path.is_dir() else f"no file matches {spec}")
+        try:
+            named = _named_by(spec, recursive=recursive, outdir=outdir, skip=skip)
+        except OSError as exc:  # a name the OS refuses: too long, a loop of links
+            if isinstance(exc, InputError):
+                raise
+            raise InputError(f"cannot read input {spec}: {exc.strerror or exc}") from None
         for source, relative in named:
             key = source.resolve()
             if key not in found or (by[key].is_symlink() and not source.is_symlink()):
                 found[key], by[key] = relative, source  # a file's own name before a link's to it
     return list(found.items())
+
+
+def _named_by(spec: str, *, recursive: bool, outdir: Path | None, skip: set[Path]) -> list[tuple[Path, Path]]:
+    """The files one INPUT names, as :func:`find_inputs` takes them (InputError if none)."""
+    path = Path(spec)
+    if path.is_file():  # an existing name is taken as it is, even with [ ] ? * in it
+        named = [(path, Path(path.name))]
+    elif path.is_dir():
+        named = _scan(path, recursive=recursive, outdir=outdir, skip=skip)
+    elif glob.has_magic(spec):
+        named = [(m, Path(m.name)) for m in sorted(Path(m) for m in _glob(spec, recursive))
+                 if m.is_file() and m.resolve() not in skip]
+    elif os.path.exists(path):  # a FIFO (whose opening waits for a writer), a socket, a device
+        raise not_a_file(spec)
+    else:
+        raise InputError(f"input not found: {spec}")
+    if not named:
+        raise InputError(f"no video files in {spec}" if path.is_dir() else f"no file matches {spec}")
+    return named
 
 
 def _glob(spec: str, recursive: bool) -> list[str]:

@@ -109,9 +109,7 @@ def check_output_path(output: str | os.PathLike, *, overwrite: bool, protect: It
     for role, other in protected:
         if is_pattern(other) and is_named_by(other, path):  # an image the sequence may write yet
             raise OutputError(f"{what} is one of the files of {role} ({other}): {output}")
-    if len(os.fsencode(path.name)) > _NAME_MAX:
-        raise OutputError(f"{what} file name is too long ({len(os.fsencode(path.name))} bytes; "
-                          f"the limit is {_NAME_MAX}): {str(output)[:60]}...")
+    check_name_lengths(path, what)
     try:
         if not path.parent.is_dir():
             raise OutputError(f"{what} folder does not exist: {path.parent}")
@@ -129,6 +127,20 @@ def check_output_path(output: str | os.PathLike, *, overwrite: bool, protect: It
     return path
 
 
+def check_name_lengths(path: str | os.PathLike, what: str) -> None:
+    """Refuse a path with a name (the file's or a folder's) over the limit, which the OS refuses
+    at every look (ENAMETOOLONG), existence checks too.
+
+    Raises:
+        OutputError: naming the part too long, its length and the limit.
+    """
+    for part in Path(path).parts:
+        size = len(os.fsencode(part))
+        if size > _NAME_MAX:
+            raise OutputError(f"{what} has a name too long for the file system ({size} bytes; the limit is "
+                              f"{_NAME_MAX}): {part[:60]}...")
+
+
 def _refuse_special(path: Path, what: str) -> None:
     """Refuse to replace a device such as /dev/null, a FIFO or a socket at ``path``: it would
     be replaced by a regular file (a system's /dev/null, when run as root). A folder is left
@@ -138,9 +150,9 @@ def _refuse_special(path: Path, what: str) -> None:
     except (FileNotFoundError, NotADirectoryError):
         return
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        hint = " (leave out -o to discard the frames, or give -o - for standard output)" if what == "output" else ""
         raise OutputError(f"{what} is not a regular file (a device, pipe or socket): {path}; "
-                          f"it is never replaced (leave out -o to discard the frames, or give -o - "
-                          f"for standard output)")
+                          f"it is never replaced{hint}")
 
 
 _TOKEN_HEX = 8  # the random part of a temporary name, in hex digits

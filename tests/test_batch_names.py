@@ -129,3 +129,19 @@ def test_refusals_before_any_work_say_what_is_wrong(cli, tmp_path, case):
     assert not list(tmp_path.rglob(MANIFEST_NAME)) and not (tmp_path / "nodir").exists()
     with pytest.raises(OutputError, match=fragment):  # the library refuses alike
         streamconv.Batch(inputs, ["box"], out, backend="cpu", manifest=manifest, recursive=recursive)
+
+
+@pytest.mark.parametrize("where", ["INPUT", "OUTDIR", "--manifest", "--manifest's folder"])
+def test_a_name_too_long_for_the_file_system_is_refused_before_any_work(cli, tmp_path, where):
+    """(regression: each ended in "internal error: OSError: File name too long", exit 1)"""
+    folder, out, long = tmp_path / "in", tmp_path / "out", "a" * 300
+    clip(folder / "x.mp4")
+    inputs, extra, code, fragment = [str(folder)], [], 6, "too long for the file system (300 bytes"
+    if where == "INPUT":
+        inputs, code, fragment = [str(tmp_path / long)], 4, "cannot read input"
+    elif where == "OUTDIR":
+        out = tmp_path / long
+    else:
+        extra = ["--manifest", str(tmp_path / long / "m.json" if "folder" in where else tmp_path / long)]
+    assert_error(batch(cli, *inputs, "-o", str(out), *extra), code, fragment)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]

@@ -285,3 +285,11 @@ def test_a_device_or_fifo_output_is_never_replaced_even_with_overwrite(tmp_path,
     after = os.lstat(target)
     assert (after.st_ino, after.st_mode, after.st_rdev) == (before.st_ino, before.st_mode, before.st_rdev)
     assert leftovers(target.parent) == []
+
+
+def test_a_report_that_is_a_device_is_refused_without_advice_about_the_output(tmp_path):
+    """(regression: --stats-json /dev/full was told to "leave out -o" or "give -o -", which are the video's)"""
+    result = cli("run", TINY, "--stats-json", "/dev/full", "--backend", "cpu", cwd=tmp_path)
+    message = assert_error(result, 6, "--stats-json is not a regular file", "never replaced")
+    assert "-o" not in message.replace("--stats-json", "")
+    assert list(tmp_path.iterdir()) == []

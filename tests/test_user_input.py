@@ -72,6 +72,9 @@ def assert_usage(result, *fragments: str) -> None:
     (["--pix-fmt", " "], "--pix-fmt is empty"),
     (["--pix-fmt", "no-such-format", "-o", "out.mp4"], "--pix-fmt: unknown pixel format 'no-such-format'"),
     (["--format", "no-such-muxer", "-o", "out.mp4"], "--format: FFmpeg has no muxer 'no-such-muxer'"),
+    (["--format", "hls", "-o", "out.m3u8"], "--format: hls writes no OUTPUT file"),  # was: segments left hidden
+    (["--format", "segment", "-o", "out%d.ts"], "--format: segment writes no OUTPUT file"),
+    (["--format", "null", "-o", "out"], "leave out -o to discard the frames"),  # was: an empty file left
     (["--input-format", "rawvideo"], "--input-format applies to files, pipes and URLs"),
     (["--format", "mpegts"], "--format names OUTPUT's container, and there is no -o OUTPUT"),
     (["--preset", ""], "--preset is empty"),
@@ -330,3 +333,18 @@ def test_pipeline_checks_slot_memory_before_allocating_any(monkeypatch):
 def test_the_library_refuses_a_timeout_ffmpeg_cannot_count(sample_clip, timeout):
     with pytest.raises(streamconv.FilterSpecError, match="timeout must be 0 to"):
         streamconv.FileSource(str(sample_clip), timeout=timeout)
+
+
+@pytest.mark.parametrize("source", ["a" * 300, "a" * 300 + "/x.mp4", "file:" + "a" * 300])
+def test_a_source_name_too_long_for_the_file_system_exits_4(cli, tmp_path, source):
+    """(regression: "internal error: OSError: File name too long", exit 1)"""
+    assert_error(cli("run", source, "--backend", "cpu", cwd=tmp_path), 4, "cannot open input", "File name too long")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_demuxer_that_cannot_tell_the_codec_is_an_input_error(cli, tmp_path, sample_clip):
+    """A video file read as images names no codec (regression: "internal error: AttributeError")."""
+    result = cli("run", str(sample_clip), "--input-format", "image2", "-o", str(tmp_path / "out.mp4"),
+                 "--backend", "cpu", cwd=tmp_path)
+    assert_error(result, 4, "no decoder for video stream 0", "--input-format")
+    assert list(tmp_path.iterdir()) == []

@@ -126,15 +126,25 @@ def pixel_format(text: str) -> str:
     return text
 
 
+OWN_FILES_MUXERS = {"image2", "rtsp"}
+"""Muxers that open their own files (FFmpeg's AVFMT_NOFILE) which streamconv writes through:
+image sequences (streamconv.io.sequence) and RTSP (streamconv.io.netsink)."""
+
+
 def container_format(mode: str):
     """An argparse type for --format (``mode`` "w": a muxer) or --input-format ("r": a demuxer)."""
     kind = "muxer" if mode == "w" else "demuxer"
 
     def convert(text: str) -> str:
         try:
-            av.ContainerFormat(text, mode)
+            found = av.ContainerFormat(text, mode)
         except ValueError:
             raise argparse.ArgumentTypeError(f"FFmpeg has no {kind} {text!r} (see `ffmpeg -formats`)") from None
+        if mode == "w" and found.no_file and found.name not in OWN_FILES_MUXERS:
+            raise argparse.ArgumentTypeError(
+                f"{text} writes no OUTPUT file (files or devices of its own, or nothing), so it could be neither "
+                "published whole nor taken back: write one container (mpegts, matroska...) and split it after, "
+                "or leave out -o to discard the frames")
         return text
     convert.__name__ = f"container_format_{mode}"
     return convert

@@ -17,7 +17,7 @@ from av.codec.hwaccel import HWAccel, hwdevices_available
 from av.sidedata.sidedata import Type as SideData
 
 
-from ..errors import FilterSpecError, InputError
+from ..errors import FilterSpecError, InputError, NoVideoStreamError
 from ..interrupts import wait_interruptibly
 from ..numbered import START_SEARCH, field_count, first_beyond_search, is_pattern
 from ..publish import local_path
@@ -33,6 +33,22 @@ server which says nothing is given up on: their opening is bounded by silence al
 stream's probe reads seconds of it in real time, longer than a short timeout while data flows.
 Others (RTSP's and RTMPT's handshakes, MMSH, UDP with nothing sent) wait outside those reads: the whole
 opening is bounded."""
+
+
+def stream_refusal(videos, index: int, path: str, truncated: str | None) -> InputError | None:
+    """Why video stream ``index`` of ``videos`` (an input's, at ``path``) cannot be decoded, or
+    None: there is none (``truncated``: what cut the file short, if anything), no stream ``index``,
+    or FFmpeg cannot tell its codec (a demuxer that does not fit the file: image2 on a video)."""
+    if not videos:
+        if truncated:
+            return InputError(f"no video stream could be read from {path}: {truncated}")
+        return NoVideoStreamError(f"no video stream in input: {path}")
+    if not 0 <= index < len(videos):
+        return InputError(f"video stream {index} requested, input has {len(videos)}: {path}")
+    if videos[index].codec_context is None:
+        return InputError(f"no decoder for video stream {index} of {path}: FFmpeg cannot tell its codec "
+                          "(is --input-format the right one?)")
+    return None
 
 
 def open_input(path: str, timeout: float | None, hwaccel: str | None, options: dict | None, *,
@@ -56,10 +72,13 @@ def open_input(path: str, timeout: float | None, hwaccel: str | None, options: d
     """
     local = local_path(path) if local_check else None  # file:NAME is NAME, as FFmpeg reads it
     if local is not None:
-        if not local.exists():
-            raise InputError(f"input not found: {path}")
-        if local.is_dir():
-            raise InputError(f"input is a directory, not a video: {path}")
+        try:
+            if not local.exists():
+                raise InputError(f"input not found: {path}")
+            if local.is_dir():
+                raise InputError(f"input is a directory, not a video: {path}")
+        except OSError as exc:  # a name the OS refuses: too long, a loop of links
+            raise InputError(f"cannot open input {path}: {exc.strerror or exc}") from None
     if timeout is None:
         timeout = NETWORK_TIMEOUT if "://" in path else 0
     if not 0 <= timeout <= MAX_TIMEOUT:  # NaN fails it too

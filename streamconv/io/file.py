@@ -23,10 +23,10 @@ import cv2  # noqa: F401  (before av: see streamconv.io.display.check_import_ord
 import av
 import numpy as np
 
-from ..errors import FrameFormatError, FrameTypeError, InputError, NoVideoStreamError, StreamError
+from ..errors import FrameFormatError, FrameTypeError, InputError, StreamError
 from ..frames import DEFAULT_MAX_PIXELS, check_frame_size
 from ..slots import RESIZED, FrameMeta
-from .container import display_matrix, frame_count, open_input
+from .container import display_matrix, frame_count, open_input, stream_refusal
 from .colour import FULL_RANGE, ColourTags, format_bits, frame_to_rgb, is_transparent, plane_rows
 from .damage import InputDamage, declared_end
 from .ffmpeglog import DamageLog, ffmpeg_reason, is_damaged_data, take_open_lines
@@ -107,15 +107,10 @@ class FileSource(ReadGuard, Source):
     def _pick_stream(self, video_stream: int, threads: str) -> None:
         """Choose the video stream to decode; an input without it is closed and refused."""
         videos = self._container.streams.video
-        if not videos:
+        refusal = stream_refusal(videos, video_stream, self.path, self._damage.truncated)
+        if refusal is not None:
             self.close()
-            if self._damage.truncated:
-                raise InputError(f"no video stream could be read from {self.path}: {self._damage.truncated}")
-            raise NoVideoStreamError(f"no video stream in input: {self.path}")
-        if not 0 <= video_stream < len(videos):
-            count = len(videos)
-            self.close()
-            raise InputError(f"video stream {video_stream} requested, input has {count}: {self.path}")
+            raise refusal
         self._stream = videos[video_stream]
         self._stream.thread_type = threads
 
