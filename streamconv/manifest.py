@@ -166,11 +166,15 @@ def looks_like_manifest(path: str | Path) -> bool:
     """Whether the file at ``path`` begins as a batch manifest does: a JSON object naming the
     ``streamconv-batch`` format in its first 4 KiB (only those are read: a video named as the
     manifest is not read whole). False if it cannot be read."""
-    try:
-        with open(path, "rb") as file:
-            head = file.read(4096)
+    try:  # non-blocking: a FIFO's opening would wait for a writer
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return False
+    with os.fdopen(fd, "rb") as file:
+        try:
+            head = file.read(4096) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+        except OSError:
+            return False
     return head.lstrip().startswith(b"{") and b'"streamconv-batch"' in head
 
 

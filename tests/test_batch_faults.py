@@ -66,6 +66,12 @@ def test_a_fifo_never_holds_the_batch_named_or_put_in_an_inputs_place(tmp_path):
     fifo.unlink()
     first, third = clip(tmp_path / "in" / "a.mp4", frames=400), clip(tmp_path / "in" / "c.mp4", seed=3)
     clip(tmp_path / "in" / "b.mp4", seed=2)
+    manifest = tmp_path / "records.json"
+    os.mkfifo(manifest)  # --resume reads a manifest first: the opening waited for a writer for ever
+    for resume, message in (((), "manifest is not a regular file"), (("--resume",), "not a streamconv batch manifest")):
+        refused = batch(str(fifo.parent), "-o", str(tmp_path / "named"), "--manifest", str(manifest), *resume,
+                        timeout=30)
+        assert_error(refused, 6, message)
     out = tmp_path / "out"
     command = [sys.executable, "-m", "streamconv", "batch", str(tmp_path / "in"), "-o", str(out), "--jobs", "1",
                "--processes", "1", "--backend", "cpu", "--no-progress", "--filter", "box:size=3"]

@@ -34,6 +34,7 @@ def test_decoder_is_in_the_help(cli):
     (["SAMPLE", "--decoder", "gpu"], "invalid choice: 'gpu'"),
     (["SAMPLE", "--bitrate", "fast"], "expected bits per second"),
     (["SAMPLE", "--bitrate", "0"], "expected bits per second"),
+    (["SAMPLE", "--bitrate", "\u0661\u0662k"], "expected bits per second"),  # Arabic-Indic digits: not FFmpeg's
 ])
 def test_usage_errors_exit_2(cli, sample_clip, args, message):
     result = cli("run", *[str(sample_clip) if a == "SAMPLE" else a for a in args])

@@ -80,7 +80,7 @@ def device_list(text: str) -> str | list[int]:
 
 def bit_rate(text: str) -> str:
     """--bitrate: bits per second, as FFmpeg writes them (2500000, 2500k, 2.5M)."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)([kKmMgG]?)\s*", text)
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)([kKmMgG]?)\s*", text, re.ASCII)  # FFmpeg reads ASCII digits only
     if not match or float(match[1]) <= 0:
         raise argparse.ArgumentTypeError(f"expected bits per second such as 8M, 2500k or 800000, got {text!r}")
     return f"{match[1]}{match[2]}"
