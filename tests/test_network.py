@@ -164,6 +164,14 @@ def test_an_unreachable_output_exits_6(cli):
     assert_error(result, 6, "cannot send to tcp://127.0.0.1")
 
 
+@pytest.mark.parametrize("url", ["http://127.0.0.1:1/live.ts", "HTTPS://example.invalid/x.mp4", "ftp://h/x.mkv"])
+def test_an_output_url_of_a_scheme_streamconv_does_not_send_to_is_named_as_such(cli, tmp_path, url):
+    """It was taken for a path ("output folder does not exist: http:/127.0.0.1:1")."""
+    result = cli("run", SPEC, "-o", url, *COMMON, cwd=tmp_path, timeout=60)
+    assert_error(result, 6, f"streamconv does not send to {url.split(':')[0]}:// URLs", "udp:// and tcp://")
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("args, fragment", [
     (("--input-option", "rtsp_transport"), "expected KEY=VALUE"),
     (("--output-option", "=1", "-o", "udp://127.0.0.1:9"), "expected KEY=VALUE"),
