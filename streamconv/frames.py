@@ -165,6 +165,11 @@ def check_host_memory(nbytes: int, what: str, *, hint: str = "") -> None:
                          f"is available{'; ' + hint if hint else ''}")
 
 
+KEPT_FREE_BYTES = 64 << 20
+"""Host memory a StreamFilter leaves free as it keeps outputs, so that the application can still
+take them (a copy of each frame in flight, its own work on them)."""
+
+
 def check_kept_output(nbytes: int, waiting: int) -> None:
     """Refuse, before a frame is submitted, to keep one more output of ``nbytes`` for a
     StreamFilter's result() (``waiting`` are kept already) in host memory that is not there:
@@ -172,9 +177,9 @@ def check_kept_output(nbytes: int, waiting: int) -> None:
 
     Raises:
         InputError: twice ``nbytes`` (the output, and the page-locked frame the next one lands
-            in) is more than :func:`available_memory`.
+            in) and KEPT_FREE_BYTES (for taking the outputs back) is more than :func:`available_memory`.
     """
-    check_host_memory(2 * nbytes, f"keeping output {waiting + 1} for result()",
+    check_host_memory(2 * nbytes + KEPT_FREE_BYTES, f"keeping output {waiting + 1} for result()",
                       hint="take outputs as frames are submitted (or use map()); no frame was lost")
 
 

@@ -30,6 +30,7 @@ from streamconv.errors import InputError
 from streamconv.frames import available_memory
 assert available_memory() < {limit}, available_memory()  # the cgroup's limit is seen
 frame = np.random.default_rng(0).integers(0, 256, (1080, 1920, 3), np.uint8)
+expected = streamconv.Filter("box:size=3", backend="cpu")(frame)  # made before memory runs short
 submitted = 0
 with streamconv.StreamFilter("box:size=3", ring=2, backend="cpu") as stream_filter:
     try:
@@ -38,7 +39,6 @@ with streamconv.StreamFilter("box:size=3", ring=2, backend="cpu") as stream_filt
             submitted += 1
     except InputError as exc:
         print("refused:", exc)
-    expected = streamconv.Filter("box:size=3", backend="cpu")(frame)
     taken = 0
     while stream_filter.pending:
         assert np.array_equal(stream_filter.result(), expected)
