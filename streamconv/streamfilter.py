@@ -138,8 +138,8 @@ class StreamFilter:
             self._submit_device(image, stream)
             return
         self._fit_slots(image)
-        if self._in_flight and (len(self._in_flight) >= self.ring or not (self._free or self._reserved)):
-            slot, shape = self._in_flight.oldest  # its output is kept for result(): is there room?
+        if self._ready and self._in_flight and (len(self._in_flight) >= self.ring or not (self._free or self._reserved)):
+            slot, shape = self._in_flight.oldest  # outputs pile up untaken: is there room for this one?
             check_kept_output(int(np.prod(shape)) * slot.host_out.dtype.itemsize, len(self._ready))
         slot = self._reserved if self._reserved is not None else self._take_slot()
         self._reserved = None
