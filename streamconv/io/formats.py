@@ -10,6 +10,7 @@ asked for, follows the container or the images' extension; an explicit codec alw
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from ..numbered import is_pattern
@@ -36,6 +37,16 @@ CONTAINER_CODECS = {".webm": "libvpx-vp9", ".gif": "gif", **IMAGE_CODECS}
 FORMAT_CODECS = {"webm": "libvpx-vp9", "gif": "gif", "rawvideo": "rawvideo", "image2pipe": "png",
                  "mjpeg": "mjpeg", "apng": "apng"}
 """The encoder a container named by ``format`` gets when none is asked for."""
+
+
+_URL_SCHEME = re.compile(r"^([a-z][a-z0-9+.-]*)://", re.IGNORECASE)
+
+
+def url_scheme(spec: str | os.PathLike | None) -> str | None:
+    """The scheme of a URL spec (``"rtmp"`` for ``RTMP://host/app``), lower case; None for a
+    path (a Path object is always one) or None."""
+    match = _URL_SCHEME.match(spec) if isinstance(spec, str) else None
+    return match[1].lower() if match else None
 
 
 def is_pipe(spec: str | os.PathLike) -> bool:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import errno
 import logging
-import re
 import time
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -27,6 +26,7 @@ from ..errors import OutputError, StreamError
 from .ffmpeglog import ffmpeg_reason
 from .container import NETWORK_TIMEOUT
 from .filesink import FileSink
+from .formats import url_scheme
 from .listen import ListeningTarget, listen_address, timeout_seconds
 from .relay import RelayFailed, RelayTarget
 from .targets import MuxedTarget
@@ -51,14 +51,11 @@ KEYFRAME_SECONDS = 2.0
 """Seconds between keyframes of a network output (FFmpeg's ``g``, unless given): a viewer who
 joins mid-stream waits at most this long for a picture."""
 
-_SCHEME = re.compile(r"^([a-z][a-z0-9+.-]*)://", re.IGNORECASE)
-
 
 def network_scheme(output: str | Path | None) -> str | None:
     """The network scheme of an output (``"rtmp"``, ``"udp"``, ...), lower case, or None for a
     file, a ``file:`` URL or another scheme."""
-    match = _SCHEME.match(str(output)) if output is not None and not isinstance(output, Path) else None
-    scheme = match[1].lower() if match else None
+    scheme = url_scheme(output)
     return scheme if scheme in NETWORK_CONTAINERS else None
 
 
@@ -163,13 +160,12 @@ class NetworkSink(FileSink):
         """Sending failed after the connection was made (the receiver went away)."""
         self.failed = True
         self.abort()
-        if isinstance(exc, RelayFailed):  # an RTMP output's child ended, saying why
-            raise StreamError(f"sending to {self.path} failed after {self.frames_written} frames "
-                              f"({doing}): {self._file.reason(exc)}") from None
         timed_out = isinstance(exc, TimeoutError) or getattr(exc, "errno", None) == errno.ETIMEDOUT
         note = f" (the receiver took nothing for {self._send_within:g} s)" if timed_out and self._send_within else ""
+        # an RTMP output's child ended, saying why (its own limit named likewise)
+        reason = self._file.reason(exc) if isinstance(exc, RelayFailed) else f"{ffmpeg_reason(exc)}{note}"
         raise StreamError(f"sending to {self.path} failed after {self.frames_written} frames "
-                          f"({doing}): {ffmpeg_reason(exc)}{note}") from None
+                          f"({doing}): {reason}") from None
 
     def abort(self, *, keep_finished: bool = False) -> None:
         """As FileSink's; an RTMP output's child is stopped first, so that the container's

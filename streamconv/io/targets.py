@@ -15,13 +15,12 @@ has AtomicFile's interface (``target``, ``create()``, ``publish()``, ``discard()
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Iterable
 
 from ..errors import OutputError
 from ..publish import AtomicFile, check_output_path
-from .formats import is_image_output, is_pipe, pipe_url
+from .formats import is_image_output, is_pipe, pipe_url, url_scheme
 from .sequence import SequenceTarget
 
 class MuxedTarget:
@@ -55,9 +54,6 @@ class PipeTarget(MuxedTarget):
         super().__init__(Path(os.fspath(spec)), pipe_url(spec, 1))
 
 
-_URL_SCHEME = re.compile(r"^([a-z][a-z0-9+.-]*)://", re.IGNORECASE)
-
-
 def open_target(spec: str | os.PathLike, *, overwrite: bool = False, protect: Iterable = (),
                 format: str | None = None, what: str = "output") -> AtomicFile | PipeTarget | SequenceTarget:
     """The target an output spec names, checked (see the module's docstring).
@@ -68,9 +64,9 @@ def open_target(spec: str | os.PathLike, *, overwrite: bool = False, protect: It
     """
     if is_pipe(spec):
         return PipeTarget(spec)
-    scheme = _URL_SCHEME.match(str(spec)) if isinstance(spec, str) else None
-    if scheme is not None and scheme[1].lower() != "file":  # not one streamconv sends to (netsink's are not here)
-        raise OutputError(f"cannot write {what} {spec}: streamconv does not send to {scheme[1]}:// URLs (network "
+    scheme = url_scheme(spec)
+    if scheme not in (None, "file"):  # not one streamconv sends to (netsink's never come here)
+        raise OutputError(f"cannot write {what} {spec}: streamconv does not send to {spec.split(':')[0]}:// URLs (network "
                           f"outputs are rtmp://, rtmps://, rtsp://, srt://, udp:// and tcp://; ./{spec} names a file)")
     if is_image_output(spec, format):
         return SequenceTarget(spec, overwrite=overwrite, protect=protect, what=what)
