@@ -105,7 +105,9 @@ def test_a_manifest_that_can_no_longer_be_written_stops_the_batch_with_one_error
                "--filter", "box:size=3"]
     with subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=cli_env()) as process:
         wait_for(lambda: any(p.name.startswith(".a.") for p in out.glob(".*")) or process.poll() is not None)
-        shutil.rmtree(manifest.parent)  # the manifest's folder removed mid-batch
+        # The manifest's folder removed mid-batch; again while the batch writes a new record into it.
+        while manifest.parent.exists():
+            shutil.rmtree(manifest.parent, ignore_errors=True)
         try:
             _, stderr = process.communicate(timeout=30)
         finally:
