@@ -25,12 +25,20 @@ not published whole (it is meant to be read while it grows, with ``tail -f``), w
 outputs' protections: never an input or another file of the run, and an existing file is
 refused without ``overwrite`` (with it, it is removed and a new one created, so a link is
 replaced, its target untouched).
+
+Progress never holds up the frames: a block that a FIFO's or pipe's reader has no room for yet
+is left out (the next one says where the run is); the last block waits up to ``END_WAIT``
+seconds for room. A FIFO with no reader yet is waited for, as FFmpeg does, with a word on
+standard error (Ctrl-C stops the wait).
 """
 
 from __future__ import annotations
 
+import errno
+import io
 import logging
 import os
+import select
 import stat
 import sys
 import threading
@@ -44,6 +52,9 @@ log = logging.getLogger(__name__)
 
 INTERVAL = 0.5
 """Seconds between blocks while the run goes."""
+
+END_WAIT = 5.0
+"""Seconds the last block (``progress=end``) waits for a reader that has fallen behind."""
 
 
 def _is_stdout(target: str | os.PathLike) -> bool:
@@ -108,7 +119,7 @@ class ProgressFile:
             return sys.stdout, False
         try:
             if _is_stream_device(target):
-                return open(target, "w", encoding="utf-8"), True
+                return _open_stream_device(target), True
             if overwrite and os.path.lexists(target):
                 os.unlink(target)  # a link is replaced, its target left alone
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -152,15 +163,23 @@ class ProgressFile:
     def _write(self, count: int, now: float, state: str) -> None:
         if self._failed:
             return
+        if not _has_room(self._stream, END_WAIT if state == "end" else 0.0):
+            if state == "end":
+                log.warning("--progress %s: its reader took nothing for %g s; the last block "
+                            "(progress=end) was not written", self.target, END_WAIT)
+            return
         try:
             self._stream.write(self.block(count, now, state))
             self._stream.flush()
         except (OSError, ValueError) as exc:
             self._failed = True  # a reader that went away, or a full disk, does not end the run
+            reason = getattr(exc, "strerror", None) or exc
             if self._regular:  # but a file that cannot be written whole is not left half-written
                 log.warning("--progress %s: %s; no progress is written there, and the file was removed",
-                            self.target, getattr(exc, "strerror", None) or exc)
+                            self.target, reason)
                 self._remove()
+            else:
+                log.warning("--progress %s: %s; no more progress is written there", self.target, reason)
 
     def _remove(self) -> None:
         try:
@@ -191,6 +210,33 @@ class ProgressFile:
         """A progress display that drives ``display`` (the bar or status line) and this file;
         closing it closes the display only (the file's last block waits for the output)."""
         return _Both(display, self)
+
+
+def _open_stream_device(target: str | os.PathLike) -> TextIO:
+    """A FIFO or character device opened to write; a FIFO with no reader yet is waited for,
+    with a word, where it used to wait without one."""
+    try:
+        fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if exc.errno != errno.ENXIO:  # ENXIO: a FIFO that no one reads yet
+            raise
+        log.warning("--progress %s: waiting for a reader of the FIFO (Ctrl-C stops)", target)
+        fd = os.open(target, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+    else:
+        os.set_blocking(fd, True)  # whole blocks: room is looked for first (_has_room)
+    return os.fdopen(fd, "w", encoding="utf-8")
+
+
+def _has_room(stream: TextIO, timeout: float) -> bool:
+    """Whether a block (far under PIPE_BUF, so written whole or not at all) can be written to
+    ``stream`` within ``timeout`` seconds: a FIFO's or pipe's reader can fall behind, and the
+    writer thread that calls :meth:`ProgressFile.update` must never wait for it."""
+    try:
+        poller = select.poll()
+        poller.register(stream.fileno(), select.POLLOUT)
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return True  # no descriptor to ask (a Python stream in place of stdout), or no poll()
+    return bool(poller.poll(timeout * 1000))
 
 
 class _Both:
