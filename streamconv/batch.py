@@ -38,6 +38,7 @@ from .errors import EXIT_DAMAGED_INPUT, EXIT_SOME_FAILED, FilterSpecError, Inter
 from .frames import as_count
 from .filters import FilterStage, parse_chain
 from .interrupts import stop_on_signals
+from .io.encoder_check import check_encoders_ahead
 from .manifest import (FINISHED, MANIFEST_NAME, BatchRecord, Manifest, earlier_records, file_identity,
                        looks_like_manifest, resume_plan, settings_fingerprint)
 from .manifest_lock import only_batch
@@ -104,8 +105,9 @@ class Batch:
 
     Raises (before any work, OUTDIR made only once every check passed):
         InputError: an input names nothing. OutputError: an output would be an input, two inputs
-        one output, an output exists, ``ext`` has no muxer, OUTDIR is (under) a file, or the
-        manifest cannot be written. FilterSpecError, BackendUnavailableError: as for Pipeline;
+        one output, an output exists, ``ext`` has no muxer, OUTDIR is (under) a file, the
+        manifest cannot be written, or the encoder settings fit no output
+        (:func:`streamconv.io.encoder_check.check_encoders_ahead`). FilterSpecError, BackendUnavailableError: as for Pipeline;
         FilterSpecError also for ``segments`` with an option it cannot take, and for ``ray``
         with ``devices`` or ``processes`` (see :func:`streamconv.batch_inputs.ray_refusal`).
     """
@@ -176,6 +178,7 @@ class Batch:
                             skip=[*manifest_skip, *(Path(output) for output in earlier)])
         check_outdir(outdir)
         items = plan_outputs(found, outdir, ext=ext, recursive=recursive)
+        check_encoders_ahead([item.output for item in items], self.settings.sink_options)  # not once per input
         options = {name: self.settings.options[name] for name in ("border", "colour", "kernel")}
         if self.settings.options["depth"] is not None:  # (at auto, earlier manifests' fingerprints stand)
             options["depth"] = self.settings.options["depth"]

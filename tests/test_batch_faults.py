@@ -16,6 +16,7 @@ from clips import write_clip
 from conftest import REPO, run_cli
 from test_batch import manifest_of
 from test_cli import assert_error, assert_ok
+from test_user_input import assert_usage
 
 
 def batch(*args: str, timeout: float = 60):
@@ -155,3 +156,46 @@ def test_a_link_beside_its_target_neither_runs_it_twice_nor_names_its_output(tmp
     # The file's output was named after the link: out/alias.mp4.
     assert (Path(record["input"]).name, Path(record["output"]).name) == ("take.mp4", "take.mp4")
     assert sorted(p.name for p in out.glob("*.mp4")) == ["take.mp4"]
+
+
+@pytest.mark.parametrize("option, fragment", [
+    (["--codec", "nosuch"], "unknown encoder 'nosuch'"),
+    (["--codec", "aac"], "encoder 'aac' is an audio encoder, not a video encoder"),
+    (["--preset", "nosuch"], "encoder libx264 (yuv420p, 1280x720 at 30 fps) refuses option preset='nosuch'"),
+    (["--codec", "libx264", "--pix-fmt", "yuv444p16le"], "encoder libx264 does not support pixel format"),
+])
+def test_encoder_settings_no_output_could_take_are_refused_before_any_input(tmp_path, option, fragment):
+    clip(tmp_path / "in" / "a.mp4")
+    clip(tmp_path / "in" / "b.mp4", seed=2)
+    out = tmp_path / "out"
+    # Each input was opened and failed alike, and the batch ended 14 with a manifest of failures.
+    assert_error(batch(str(tmp_path / "in"), "-o", str(out), *option), 6, fragment)
+    assert not out.exists()
+
+
+def test_an_encoder_that_takes_sizes_of_its_own_is_left_to_each_input(tmp_path):
+    clip(tmp_path / "in" / "a.mp4")  # 64x48: no size dnxhd takes; the check ahead must not refuse it as such
+    result = batch(str(tmp_path / "in"), "-o", str(tmp_path / "out"), "--codec", "dnxhd")
+    assert result.returncode == 14, result.stderr
+    [record] = manifest_of(tmp_path / "out")["inputs"]
+    assert record["error"].startswith("cannot open encoder dnxhd (yuv422p, 64x48 at 25 fps)"), record
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["", "-o", "OUT"], "INPUT is empty"),
+    (["IN", "-o", ""], "--output is empty"),
+    (["IN", "-o", "OUT", "--manifest", " "], "--manifest is empty"),
+    (["IN", "-o", "OUT", "--codec", ""], "--codec is empty"),
+    (["IN", "-o", "OUT", "--pix-fmt", ""], "--pix-fmt is empty"),
+    (["IN", "-o", "-"], "--output names a folder, not a pipe; one named - is ./-"),
+    (["IN", "-o", "OUT", "--manifest", "-"], "--manifest names a file, not a pipe; one named - is ./-"),
+    (["IN", "-o", "OUT", "--manifest", "pipe:1"], "--manifest names a file, not a pipe"),
+])
+def test_an_empty_name_or_a_pipe_where_a_batch_writes_files_is_a_usage_error(tmp_path, arguments, message):
+    clip(tmp_path / "IN" / "a.mp4")
+    arguments = [str(tmp_path / a) if a in ("IN", "OUT") else a for a in arguments]
+    # '' was the current folder: as INPUT its videos were run, as -o they were written there;
+    # '-' was a folder or manifest named '-'.
+    result = run_cli("batch", *arguments, "--backend", "cpu", "--no-progress", cwd=tmp_path)
+    assert_usage(result, message)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["IN"]

@@ -8,12 +8,20 @@ import sys
 from ..batch import Batch
 from ..batch_inputs import ext_refusal, ray_refusal, segments_refusal
 from ..manifest import FINISHED, status_counts
-from .run import _run_chain, encoder_options
+from ..io.formats import is_pipe
+from .options import refuse_empty
+from .run import _run_chain, encoder_names, encoder_options
 
 
 def check_batch_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Usage errors of ``batch`` (exit 2): an ``--ext`` that is no extension FFmpeg can write,
     and the options a segmented input (``--segments``), or a task on a cluster (``--ray``), cannot take."""
+    refuse_empty(parser, [*((spec, "INPUT") for spec in args.inputs), (args.outdir, "--output"),
+                          (args.manifest, "--manifest"), (args.pipeline, "--pipeline"), *encoder_names(args)])
+    for value, name in ((args.outdir, "--output"), (args.manifest, "--manifest")):
+        if is_pipe(value or ""):  # else it would make a folder or file named "-"
+            parser.error(f"{name} names a {'folder' if name == '--output' else 'file'}, not a pipe; one named "
+                         f"{value} is ./{value}")
     refusal = ext_refusal(args.ext) or ray_refusal(devices=args.devices, processes=args.processes, ray=args.ray)
     if refusal is not None:
         parser.error(refusal)

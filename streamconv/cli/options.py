@@ -150,6 +150,15 @@ def container_format(mode: str):
     return convert
 
 
+def refuse_empty(parser: argparse.ArgumentParser, named: list[tuple[str | None, str]]) -> None:
+    """A usage error (exit 2) for the first of ``named`` (value, option name) pairs whose value is
+    given but blank: an empty name would otherwise mean the current folder ('' is '.'), or be
+    taken for the option left out (the default encoder)."""
+    for value, name in named:
+        if value is not None and not value.strip():
+            parser.error(f"{name} is empty")
+
+
 def argument_type(parse):
     """An argparse type from a parser that raises ValueError with a message of its own."""
     def convert(text: str):

@@ -27,6 +27,7 @@ from ..io.sink import FanoutSink, Sink
 from ..io.pattern import is_test_spec
 from ..io.source import Source
 from ..io.camera import is_webcam_spec
+from .options import refuse_empty
 from .several import check_several_sources, run_several
 
 
@@ -54,6 +55,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     code = run_exit_code(bool(stats.damage), pipeline.stop_signal)
     _report(args, stats, code)
     return code
+
+
+def encoder_names(args: argparse.Namespace) -> list[tuple[str | None, str]]:
+    """The encoder group's names, each with its option: none may be given empty."""
+    return [(args.codec, "--codec"), (args.pix_fmt, "--pix-fmt"), (args.codec_preset, "--preset")]
 
 
 def encoder_options(args: argparse.Namespace) -> dict:
@@ -212,12 +218,9 @@ def check_run_args(parser: argparse.ArgumentParser, args: argparse.Namespace, ex
     """Usage errors argparse cannot express (exit 2, with run's usage); ``extra``: the arguments
     argparse did not take. Settles ``args.source`` (the positional SOURCE or ``-i``)."""
     _check_source_args(parser, args, extra)
-    # An empty name would otherwise mean the current folder ('' -> '.') or be skipped as absent.
-    for value, name in (*((spec, "SOURCE") for spec in args.sources), (args.output, "--output"), (args.pipeline, "--pipeline"),
-                        (args.stats_json, "--stats-json"), (args.hwaccel, "--hwaccel"), (args.codec, "--codec"),
-                        (args.pix_fmt, "--pix-fmt"), (args.codec_preset, "--preset")):
-        if value is not None and not value.strip():
-            parser.error(f"{name} is empty")
+    refuse_empty(parser, [*((spec, "SOURCE") for spec in args.sources), (args.output, "--output"),
+                          (args.pipeline, "--pipeline"), (args.stats_json, "--stats-json"), (args.hwaccel, "--hwaccel"),
+                          *encoder_names(args)])
     for name in ("output", "stats_json", "progress"):  # checked and written as the file each names
         if getattr(args, name) is not None:
             setattr(args, name, without_file_scheme(getattr(args, name)))

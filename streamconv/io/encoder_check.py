@@ -11,13 +11,15 @@ one for the input's depth, :func:`check_pix_fmt` refuses one it cannot take) are
 from __future__ import annotations
 
 import logging
+import os
 from fractions import Fraction
-from typing import Mapping
+from typing import Any, Iterable, Mapping
 
 import av
 
 from ..errors import OutputError
 from .colour import format_bits
+from .formats import default_codec
 from .ffmpeglog import ffmpeg_reason, quiet_encoder_threads
 
 log = logging.getLogger(__name__)
@@ -166,6 +168,39 @@ def check_encoder_options(codec: str, pix_fmt: str, width: int, height: int, fra
     named = ", ".join(f"{key}={options[key]!r}" for key in refused) or \
         ", ".join(f"{key}={value!r}" for key, value in options.items())  # only together
     raise OutputError(f"encoder {setup} refuses option {named}: {ffmpeg_reason(error)}")
+
+
+AHEAD_SIZE = (1280, 720)
+"""The frame size a batch's encoder settings are tried at before its inputs are opened."""
+
+
+def check_encoders_ahead(outputs: Iterable[str | os.PathLike], sink_options: Mapping[str, Any]) -> None:
+    """Refuse, before a batch opens an input, encoder settings none of its ``outputs`` could be
+    written with; each output is still checked at its own size when it is opened.
+
+    Args:
+        outputs: the output paths (each's extension picks the encoder when ``codec`` is not given).
+        sink_options: FileSink's encoder settings: ``codec``, ``pix_fmt``, ``crf``, ``preset``,
+            ``bitrate`` (absent or None: the default).
+
+    Raises:
+        OutputError: FFmpeg has no such encoder, or no such video encoder; it cannot take
+            ``pix_fmt``; or it opens at AHEAD_SIZE (1280x720, 30 fps) without the options but
+            not with them (a bad ``preset``). An encoder that does not open there at all (dnxhd
+            takes sizes of its own, NVENC needs its GPU) is left to each output's own check.
+    """
+    settings = {key: value for key, value in sink_options.items() if value is not None}
+    for codec in sorted({settings.get("codec") or default_codec(output) for output in outputs}):
+        encoder = find_encoder(codec)
+        if settings.get("pix_fmt"):
+            check_pix_fmt(codec, encoder, settings["pix_fmt"])
+        pix_fmt = settings.get("pix_fmt") or default_pix_fmt(encoder, 8, warn=False)
+        options = codec_options(codec, None, settings.get("crf"), settings.get("preset"), settings.get("bitrate"))
+        if encoder.type != "video":
+            check_encoder_options(codec, pix_fmt, *AHEAD_SIZE, 30, options)  # raises: not a video encoder
+        opens = _try_open(codec, pix_fmt, *AHEAD_SIZE, Fraction(30), {})[0] is None
+        if opens and _try_open(codec, pix_fmt, *AHEAD_SIZE, Fraction(30), options)[0] is not None:
+            check_encoder_options(codec, pix_fmt, *AHEAD_SIZE, 30, options)  # raises, naming the option
 
 
 NVENC_ENCODERS = ("h264_nvenc", "hevc_nvenc", "av1_nvenc")
