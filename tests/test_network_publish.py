@@ -21,6 +21,7 @@ import pytest
 from clips import write_clip
 from test_cli import assert_error, assert_ok
 from test_network import COMMON, assert_same_pictures, free_port
+from tlsproxy import TlsFront, self_signed_certificate
 
 RECEIVER = Path(__file__).resolve().parent / "netreceiver.py"
 TCP_TABLE = Path("/proc/net/tcp")
@@ -52,9 +53,9 @@ def wait_until_listening(port: int, server: subprocess.Popen, deadline: float = 
 
 
 def publish(cli, tmp_path: Path, source: Path, url: str, port: int, demuxer: str, server_options: dict,
-            *args: str) -> np.ndarray:
-    """Start a server for ``url``, ``streamconv run source -o url ARGS`` to it, and return the
-    frames the server decoded."""
+            *args: str, send_to: str | None = None) -> np.ndarray:
+    """Start a server for ``url``, ``streamconv run source -o url ARGS`` to it (or to ``send_to``,
+    a front of it), and return the frames the server decoded."""
     if not TCP_TABLE.is_file():
         pytest.skip("no /proc/net/tcp to see when the server listens")
     received = tmp_path / "received.npy"
@@ -62,7 +63,7 @@ def publish(cli, tmp_path: Path, source: Path, url: str, port: int, demuxer: str
                                str(received)], stderr=subprocess.PIPE, text=True)
     try:
         wait_until_listening(port, server)
-        assert_ok(cli("run", str(source), "-o", url, *args, "--crf", "0", *COMMON, timeout=60))
+        assert_ok(cli("run", str(source), "-o", send_to or url, *args, "--crf", "0", *COMMON, timeout=60))
         _, errors = server.communicate(timeout=30)
         assert server.returncode == 0, errors
     finally:
@@ -86,6 +87,21 @@ def test_an_rtmp_output_is_published_to_an_rtmp_server(cli, tmp_path, clip):
     port = free_port()
     url = f"rtmp://127.0.0.1:{port}/live/test"
     received = publish(cli, tmp_path, clip, url, port, "flv", {"listen": "1"})
+    assert_same_pictures(list(received), frames_of(clip))
+
+
+def test_an_rtmps_output_is_published_over_tls(cli, tmp_path, clip):
+    made = self_signed_certificate(tmp_path)
+    if made is None:
+        pytest.skip("no openssl to make a certificate")
+    port = free_port()
+    front = TlsFront(*made, backend=port)  # TLS before FFmpeg's RTMP server, which has none of its own
+    try:
+        received = publish(cli, tmp_path, clip, f"rtmp://127.0.0.1:{port}/live/test", port, "flv", {"listen": "1"},
+                           send_to=f"rtmps://127.0.0.1:{front.port}/live/test")
+    finally:
+        front.close()
+    assert front.error is None, front.error
     assert_same_pictures(list(received), frames_of(clip))
 
 
