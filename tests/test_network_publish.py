@@ -118,3 +118,12 @@ def test_an_rtmp_or_rtsp_server_that_is_not_there_exits_6(cli, clip, path, args)
     url = path.format(port=free_port())
     result = cli("run", str(clip), "-o", url, *args, *COMMON, timeout=60)
     assert_error(result, 6, f"cannot send to {url}")
+
+
+@pytest.mark.parametrize("scheme, option", [("rtmp", "rtmp_live=live"), ("rtmps", "tls_verify=1")])
+def test_an_option_of_the_rtmp_connection_is_refused_not_ignored(cli, clip, scheme, option):
+    url = f"{scheme}://127.0.0.1:{free_port()}/live/test"
+    # PyAV opens the connection without options: it was dropped without a word (for rtmps, a
+    # certificate check asked for and never made).
+    result = cli("run", str(clip), "-o", url, "--output-option", option, *COMMON, timeout=60)
+    assert_error(result, 6, f"--output-option {option.partition('=')[0]}: an option of FFmpeg's RTMP connection")

@@ -47,6 +47,11 @@ RELAYED = ("rtmp", "rtmps")
 takes no time limit through PyAV. ``--output-option timeout=`` (microseconds) bounds each wait
 on the server there, 10 s by default."""
 
+CONNECTION_OPTIONS = ("tls_verify", "ca_file", "cafile", "cert_file", "key_file", "verifyhost", "listen",
+                      "listen_timeout", "tcp_nodelay", "send_buffer_size", "recv_buffer_size")
+"""Options of FFmpeg's RTMP client's connection (and ``rtmp_*``), which PyAV opens without an
+options dictionary: given as ``--output-option`` they would be ignored, so they are refused."""
+
 KEYFRAME_SECONDS = 2.0
 """Seconds between keyframes of a network output (FFmpeg's ``g``, unless given): a viewer who
 joins mid-stream waits at most this long for a picture."""
@@ -128,6 +133,12 @@ class NetworkSink(FileSink):
         if scheme in RELAYED and (self._send_within is None or self._send_within < 0):
             raise OutputError(f"--output-option timeout={send_timeout}: expected microseconds (0: no limit) "
                               f"for {scheme}://")
+        unreachable = [key for key in muxer_options if scheme in RELAYED and
+                       (key.startswith("rtmp_") or key in CONNECTION_OPTIONS)]
+        if unreachable:
+            raise OutputError(f"--output-option {unreachable[0]}: an option of FFmpeg's RTMP connection, which "
+                              f"PyAV opens without options, so it would be ignored (the application and stream "
+                              f"key go in the URL: {scheme}://HOST/APP/KEY; only timeout= is taken)")
         encoder = {"g": str(max(1, round(KEYFRAME_SECONDS * float(kwargs["frame_rate"])))), **(options or {})}
         super().__init__(str(url), format=format or NETWORK_CONTAINERS[scheme],
                          muxer_options=muxer_options, options=encoder, **kwargs)
