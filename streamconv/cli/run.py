@@ -89,7 +89,8 @@ def _check_run_outputs(args: argparse.Namespace, display: bool) -> None:
     if display:
         check_display()  # before a camera or file is opened
     if args.output is not None and writes_a_file(args.output):
-        check_target(args.output, overwrite=args.overwrite, protect=(args.source,), format=args.format)
+        check_target(args.output, overwrite=args.overwrite, protect=(args.source,), format=args.format,
+                     muxer_options=dict(args.output_options))
     if args.stats_json is not None:
         check_output_path(args.stats_json, overwrite=args.overwrite, what="--stats-json",
                           protect=_written_by_run(args, but="stats_json"))

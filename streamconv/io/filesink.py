@@ -99,7 +99,7 @@ class FileSink(Sink):
                  copy_streams: Sequence = (), colour: ColourTags | None = None,
                  display_matrix: Sequence[int] | None = None, format: str | None = None,
                  muxer_options: dict[str, str] | None = None, metadata: InputMetadata | None = None) -> None:
-        self._file = self._target(path, overwrite, protect, format)
+        self._file = self._target(path, overwrite, protect, format, muxer_options or {})
         self._images = isinstance(self._file, SequenceTarget)  # packets written as image files
         self.path = self._file.target
         self.format = output_format(path, format)
@@ -140,10 +140,10 @@ class FileSink(Sink):
         self.retimed = 0  # frames whose pts was not after the previous one's, moved a tick later
         self._scaled_sizes: set[tuple[int, int]] = set()
 
-    def _target(self, path, overwrite: bool, protect: Sequence, format: str | None):
+    def _target(self, path, overwrite: bool, protect: Sequence, format: str | None, muxer_options: dict):
         """What the container is written through (:func:`streamconv.io.targets.open_target`: a file
         checked now and published whole, a pipe, or an image sequence); its ``target`` names it."""
-        return open_target(path, overwrite=overwrite, protect=protect, format=format)
+        return open_target(path, overwrite=overwrite, protect=protect, format=format, muxer_options=muxer_options)
 
     def _encoded_size(self, pix_fmt: str) -> tuple[int, int]:
         """The size frames are encoded at: the frames' own, or the next multiple of ``pix_fmt``'s

@@ -143,7 +143,7 @@ class NetworkSink(FileSink):
         super().__init__(str(url), format=format or NETWORK_CONTAINERS[scheme],
                          muxer_options=muxer_options, options=encoder, **kwargs)
 
-    def _target(self, path, overwrite: bool, protect, format) -> MuxedTarget:
+    def _target(self, path, overwrite: bool, protect, format, muxer_options) -> MuxedTarget:
         """The URL itself: nothing local is checked, made or published. A listening tcp URL is
         waited on here (:mod:`streamconv.io.listen`: a signal must still stop the wait)."""
         listening = listen_address(self._send_to)

@@ -20,8 +20,10 @@ from typing import Iterable
 
 from ..errors import OutputError
 from ..publish import AtomicFile, check_output_path
-from .formats import is_image_output, is_pipe, pipe_url, url_scheme
+from .formats import is_image_output, is_pipe, output_format, pipe_url, url_scheme
+from .muxer_options import check_muxer_options
 from .sequence import SequenceTarget
+
 
 class MuxedTarget:
     """An output FFmpeg writes as the muxer goes (a pipe, a network URL), in place of
@@ -55,26 +57,35 @@ class PipeTarget(MuxedTarget):
 
 
 def open_target(spec: str | os.PathLike, *, overwrite: bool = False, protect: Iterable = (),
-                format: str | None = None, what: str = "output") -> AtomicFile | PipeTarget | SequenceTarget:
-    """The target an output spec names, checked (see the module's docstring).
+                format: str | None = None, what: str = "output",
+                muxer_options: Iterable[str] = ()) -> AtomicFile | PipeTarget | SequenceTarget:
+    """The target an output spec names, checked (see the module's docstring), with the names of
+    the muxer options that will be given to its container (``muxer_options``).
 
     Raises:
         OutputError: (exit 6) as :func:`streamconv.publish.check_output_path` for a file or a
-            sequence's files; never for a pipe.
+            sequence's files (never for a pipe), or a muxer option the muxer does not have
+            (:func:`streamconv.io.muxer_options.check_muxer_options`).
     """
-    if is_pipe(spec):
-        return PipeTarget(spec)
-    scheme = url_scheme(spec)
+    scheme = None if is_pipe(spec) else url_scheme(spec)
     if scheme not in (None, "file"):  # not one streamconv sends to (netsink's never come here)
         raise OutputError(f"cannot write {what} {spec}: streamconv does not send to {spec.split(':')[0]}:// URLs (network "
                           f"outputs are rtmp://, rtmps://, rtsp://, srt://, udp:// and tcp://; ./{spec} names a file)")
-    if is_image_output(spec, format):
+    image = not is_pipe(spec) and is_image_output(spec, format)
+    named = list(muxer_options)
+    if image and named:
+        raise OutputError(f"--output-option {named[0]}: {what} {spec} is written image by image by streamconv, "
+                          f"so no muxer option applies")
+    check_muxer_options(output_format(spec, format), spec, named)
+    if is_pipe(spec):
+        return PipeTarget(spec)
+    if image:
         return SequenceTarget(spec, overwrite=overwrite, protect=protect, what=what)
     path = check_output_path(spec, overwrite=overwrite, protect=protect, what=what)
     return AtomicFile(path, overwrite=overwrite, protect=protect, what=what, sweep=True)
 
 
 def check_target(spec: str | os.PathLike, *, overwrite: bool = False, protect: Iterable = (),
-                 format: str | None = None, what: str = "output") -> None:
+                 format: str | None = None, what: str = "output", muxer_options: Iterable[str] = ()) -> None:
     """Refuse an output before any work, as :func:`open_target` would (nothing is created)."""
-    open_target(spec, overwrite=overwrite, protect=protect, format=format, what=what)
+    open_target(spec, overwrite=overwrite, protect=protect, format=format, what=what, muxer_options=muxer_options)
