@@ -110,6 +110,20 @@ def test_an_rtmps_output_is_published_over_tls(cli, tmp_path, clip):
     assert_same_pictures(list(received), frames_of(clip))
 
 
+def test_an_rtmps_server_whose_certificate_ffmpeg_refuses_is_refused_with_the_reason(cli, tmp_path, clip):
+    made = self_signed_certificate(tmp_path)
+    if made is None or not refuses_certificate(*made, dict(os.environ)):
+        pytest.skip("no openssl, or this FFmpeg does not check servers' certificates (FFmpeg 8 and older)")
+    front = TlsFront(*made, backend=free_port())
+    try:
+        result = cli("run", str(clip), "-o", f"rtmps://127.0.0.1:{front.port}/live/test", *COMMON, timeout=60)
+    finally:
+        front.close()
+    # It said "Input/output error" and no more.
+    assert_error(result, 6, f"cannot send to rtmps://127.0.0.1:{front.port}/live/test: Input/output error",
+                 "certificate")
+
+
 def test_an_rtsp_output_announces_and_records_to_an_rtsp_server(cli, tmp_path, clip):
     port = free_port()
     url = f"rtsp://127.0.0.1:{port}/live"

@@ -16,10 +16,12 @@ saying why sending failed. Exit 0: everything was sent and the stream ended.
 This file imports only the standard library and PyAV, so that it starts fast as a script.
 """
 
+import logging
 import signal
 import sys
 
 import av
+import av.logging
 
 CONNECTED = "connected"
 """The line written once the server accepted the stream (handshake, connect and publish)."""
@@ -55,16 +57,36 @@ def relay(url: str, seconds: float) -> None:
     timed(seconds, target.close)
 
 
+class FFmpegErrors(logging.Handler):
+    """FFmpeg's error lines, as PyAV passes them to logging: its exceptions carry only an errno
+    (an untrusted rtmps certificate is "Input/output error"), the log says why."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        line = record.getMessage().strip()
+        if line and line not in self.lines:
+            self.lines.append(line)
+
+
 def main(url: str, seconds: str) -> int:
     # The run's signals are its own: it finishes the stream by closing standard input.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    errors = FFmpegErrors()
+    logging.getLogger("libav").addHandler(errors)
+    logging.getLogger("libav").propagate = False  # standard error carries this process's own lines
+    av.logging.set_level(av.logging.ERROR)
     try:
         relay(url, float(seconds))
     except (av.FFmpegError, OSError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, av.FFmpegError) and exc.strerror else str(exc)
-        sys.stderr.write(f"{reason}\n")
+        said = "; ".join([line for line in errors.lines  # those that add to the reason
+                          if reason.lower() not in line.lower() and not line.startswith("Cannot open connection")][:2])
+        sys.stderr.write(f"{reason} ({said})\n" if said else f"{reason}\n")
         return 1
     return 0
 
