@@ -16,6 +16,8 @@ import sys
 import threading
 from pathlib import Path
 
+from test_network import free_port
+
 
 def self_signed_certificate(folder: Path) -> tuple[Path, Path] | None:
     """(certificate, key) files for 127.0.0.1 made in ``folder``, or None without openssl. The
@@ -34,7 +36,7 @@ def refuses_certificate(cert: Path, key: Path, env: dict) -> bool:
     """Whether PyAV's FFmpeg, in a process with ``env``, refuses a TLS server with this
     certificate: FFmpeg 9 checks servers' certificates by default, and with GnuTLS (PyAV's wheels)
     it cannot be told to trust a test's own (GnuTLS reads no ``SSL_CERT_FILE``)."""
-    front = TlsFront(cert, key, backend=_closed_port())  # nothing behind it: the handshake is the test
+    front = TlsFront(cert, key, backend=free_port())  # nothing behind it: the handshake is the test
     probe = subprocess.run([sys.executable, "-c", PROBE, f"tls://127.0.0.1:{front.port}"], env=env, timeout=60,
                            capture_output=True, text=True)
     front.close()
@@ -53,12 +55,6 @@ except Exception:
     pass
 """
 """Opens a tls:// URL with PyAV, FFmpeg's error lines on standard error."""
-
-
-def _closed_port() -> int:
-    """A port on 127.0.0.1 that nothing listens on."""
-    with socket.create_server(("127.0.0.1", 0)) as probe:
-        return probe.getsockname()[1]
 
 
 class TlsFront:
