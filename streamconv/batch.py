@@ -107,7 +107,8 @@ class Batch:
         InputError: an input names nothing. OutputError: an output would be an input, two inputs
         one output, an output exists, ``ext`` has no muxer, OUTDIR is (under) a file, the
         manifest cannot be written, or the encoder settings fit no output
-        (:func:`streamconv.io.encoder_check.check_encoders_ahead`). FilterSpecError, BackendUnavailableError: as for Pipeline;
+        (:func:`streamconv.io.encoder_check.check_encoders_ahead`). FilterSpecError,
+        BackendUnavailableError: as for Pipeline;
         FilterSpecError also for ``segments`` with an option it cannot take, and for ``ray``
         with ``devices`` or ``processes`` (see :func:`streamconv.batch_inputs.ray_refusal`).
     """
