@@ -7,6 +7,7 @@ so far (exit 130 or 143); a second aborts at once and leaves nothing; never a tr
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -156,6 +157,54 @@ def test_a_signal_during_start_up_exits_cleanly(tmp_path, signum):
     assert code == CODES[signum], run.stderr
     assert "Traceback" not in run.stderr, run.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def _line_of(module: str, text: str) -> int:
+    """The number of the first line of ``streamconv/<module>`` that holds ``text``."""
+    lines = (REPO / "streamconv" / module).read_text().splitlines()
+    return next(number for number, line in enumerate(lines, 1) if text in line)
+
+
+def _before_the_hold(stderr: str) -> bool:
+    """Whether a traceback was raised before streamconv's first statement held the signals: in
+    the interpreter's own start-up (site, runpy, the script), or in streamconv's lines before
+    the hold (``import streamconv``'s constants, the import of launch.py), not after it."""
+    allowed = {"__init__.py": 10**6, "__main__.py": _line_of("__main__.py", "from .launch import"),
+               "launch.py": _line_of("launch.py", "_MASK(_signal.SIG_BLOCK")}
+    package = str(REPO / "streamconv") + os.sep
+    for path, line in re.findall(r'File "([^"]+)", line (\d+)', stderr):
+        if path.startswith(package) and int(line) > allowed.get(path[len(package):], 0):
+            return False
+    return True
+
+
+ENTRIES = {"python -m": ["-m", "streamconv"],  # and the console script's own lines:
+           "console script": ["-c", "import re, sys; from streamconv.launch import main; sys.exit(main())"]}
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_a_sigint_at_any_moment_of_start_up_exits_130_without_a_traceback(tmp_path, entry):
+    """SIGINT sent 0, 3, 6... ms after exec, until 8 runs have met streamconv (the delays go as
+    far as this machine's start-up needs): from its first statement on, whatever the signal
+    meets (streamconv's imports, the CLI's), the command ends with 130 and no traceback; before
+    it, only the interpreter's own start-up sees the signal."""
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    handled, delay_ms = 0, 0
+    while handled < 8:
+        assert delay_ms <= 600, "start-up never reached streamconv"
+        process = subprocess.Popen([sys.executable, *ENTRIES[entry], "run", "test:64x48,frames=3",
+                                    "-o", "out.mp4", "--backend", "cpu"], cwd=tmp_path, env=env,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        time.sleep(delay_ms / 1000)  # Popen returns once the child has exec'd
+        process.send_signal(signal.SIGINT)
+        stderr = process.communicate(timeout=60)[1]
+        if process.returncode == 130 and "Traceback" not in stderr:
+            assert stderr.strip().splitlines()[-1:] == ["streamconv: interrupted"], stderr
+            handled += 1
+        else:  # the signal came before the command was there: the interpreter's to handle
+            assert _before_the_hold(stderr), f"{delay_ms} ms: exit {process.returncode}\n{stderr}"
+        assert list(tmp_path.iterdir()) == []
+        delay_ms += 3
 
 
 @pytest.mark.parametrize("signum", CODES, ids=SIGNAL_IDS)
