@@ -6,6 +6,7 @@ so far (exit 130 or 143); a second aborts at once and leaves nothing; never a tr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -218,6 +219,42 @@ def test_a_signal_while_a_fifo_input_is_opened_exits_with_the_signals_code(tmp_p
     assert run.finish(timeout=30) == CODES[signum], run.stderr
     assert "Traceback" not in run.stderr and "error:" not in run.stderr, run.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["input.fifo"]
+
+
+def signal_mask(pid: int, field: str) -> int:
+    """The signals in ``field`` (SigIgn, SigCgt...) of /proc/PID/status, as a bit mask."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith(field + ":")), 16)
+
+
+def test_a_sigint_ignored_by_the_shell_stays_ignored_and_sigterm_still_stops(tmp_path):
+    """``streamconv run ... &`` from a script: the shell starts the job with SIGINT ignored (so
+    that a Ctrl-C meant for the script's foreground spares it); the run keeps it so, and ends
+    on SIGTERM as ever (143, a playable file of the frames so far)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    script = '"$@" & echo $!; wait $!'  # a non-interactive shell's background job
+    shell = subprocess.Popen(["sh", "-c", script, "sh", sys.executable, "-m", "streamconv", "run",
+                              "test:160x120@30,frames=90", "--realtime", "-o", "out.mp4", "--backend",
+                              "cpu", "--no-progress"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        pid = int(shell.stdout.readline())
+        assert signal_mask(pid, "SigIgn") & 1 << (signal.SIGINT - 1), "the shell did not ignore SIGINT"
+        deadline = time.monotonic() + 60
+        while not leftovers(tmp_path):  # the first frame is being written
+            assert shell.poll() is None and time.monotonic() < deadline, shell.stderr.read()
+            time.sleep(0.01)
+        os.kill(pid, signal.SIGINT)
+        time.sleep(0.5)
+        with contextlib.suppress(ProcessLookupError):  # gone if SIGINT stopped it: see its exit
+            os.kill(pid, signal.SIGTERM)
+        stderr = shell.communicate(timeout=60)[1]
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+    assert shell.returncode == 143, stderr
+    assert "SIGTERM" in stderr and "SIGINT" not in stderr and "Traceback" not in stderr, stderr
+    assert 0 < frame_count(tmp_path / "out.mp4") < 90
 
 
 def bar_clip(path: Path, frames: int = 200) -> None:
