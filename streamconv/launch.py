@@ -5,9 +5,9 @@ A Ctrl-C or SIGTERM at any moment must end the command as one anywhere else does
 and the console script import it first (``import streamconv`` itself runs no import) and call
 :func:`main` at once. Its first statement blocks SIGINT and SIGTERM, so that one arriving while
 Python loads the rest stays pending in the kernel instead of being raised inside an import;
-:func:`main` installs the guard, lets the held signals through to it, and only then imports the
-CLI (NumPy, OpenCV, PyAV: a few hundred milliseconds), during which the guard records a signal
-and ends the command after.
+:func:`main` installs the guard, lets the held signals through to it, makes a closed, broken or
+full stderr harmless, and only then imports the CLI (NumPy, OpenCV, PyAV: a few hundred
+milliseconds), during which the guard records a signal and ends the command after.
 """
 
 import _signal  # built into the interpreter and loaded with it: this imports nothing
@@ -18,9 +18,10 @@ if _MASK is not None:
     _MASK(_signal.SIG_BLOCK, _HELD)  # first: main() releases them once its guard is in
 
 import sys  # noqa: E402  (after the hold, as every import)
-from typing import Sequence  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
 
 from .interrupts import SignalGuard  # noqa: E402
+from .standard_streams import steady_standard_streams  # noqa: E402
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -32,6 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             if _MASK is not None:
                 _MASK(_signal.SIG_UNBLOCK, _HELD)  # a signal held since start-up lands here
+            steady_standard_streams()
             if guard.received is None:
                 from .cli import main as cli_main  # heavy: under the guard
         finally:
