@@ -60,7 +60,7 @@ def _refuse_irregular_images(pattern: str) -> None:
     image2 demuxer would wait for ever for a FIFO's writer.
 
     Raises:
-        InputError: naming the first such file and what it is.
+        InputError: naming the first such file.
     """
     found = irregular_files(pattern)
     if found:
