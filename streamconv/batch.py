@@ -42,6 +42,7 @@ from .io.encoder_check import check_encoders_ahead
 from .manifest import (FINISHED, MANIFEST_NAME, BatchRecord, Manifest, earlier_records, file_identity,
                        looks_like_manifest, resume_plan, settings_fingerprint)
 from .manifest_lock import only_batch
+from .progress import is_terminal
 from .publish import check_name_lengths
 from .segments import run_segments, segment_decoder
 from .stats import RunStats
@@ -291,7 +292,7 @@ class Batch:
 
     def _collect(self, workers: list, results, started: float) -> None:
         """Apply the workers' reports to the records (writing the manifest) until all have ended."""
-        draw = self.progress and sys.stderr.isatty()
+        draw = self.progress and is_terminal(sys.stderr)
         while any(worker.is_alive() for worker in workers) or not results.empty():
             try:
                 kind, index, detail = results.get(timeout=0.25)
@@ -319,7 +320,7 @@ class Batch:
 
     def _wait(self, ended: list[threading.Event], started: float) -> None:
         """Wait for the workers to end, drawing the status line (the main thread stays free for signals)."""
-        draw = self.progress and sys.stderr.isatty()
+        draw = self.progress and is_terminal(sys.stderr)
         for event in ended:
             while not event.wait(0.25):
                 if draw:

@@ -3,7 +3,9 @@
 Files are read with a byte cap, whatever size they claim (files in /proc claim 0), .npy files
 without pickles and only after their header is checked against their size; errors name the file
 and quote at most MAX_QUOTED_CHARS characters of it, so that naming a file by mistake (or on
-purpose) never prints it. What is read here is not yet checked as taps or weights: the filter
+purpose) never prints it. A taps text file is quoted not at all: a password file named by mistake
+fails at its first token, and even 20 characters of that are a user, a hash's kind and its salt.
+What is read here is not yet checked as taps or weights: the filter
 registry (:mod:`streamconv.filters`) and the convolution layers (:mod:`streamconv.nn.layer`) do that.
 """
 
@@ -63,11 +65,12 @@ def decode_text(data: bytes, what: str, error: type[Exception]) -> str:
         raise error(f"{what}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
 
 
-def parse_inline_taps(text: str, *, what: str = "custom taps") -> np.ndarray:
+def parse_inline_taps(text: str, *, what: str = "custom taps", quote: bool = True) -> np.ndarray:
     """Parse ``"a,b,c;d,e,f;g,h,i"`` (rows split by ';', values by ',' or spaces).
 
-    A cell that is not a number is quoted in the error, cut to MAX_QUOTED_CHARS characters
-    (the text may come from a file); ``what`` starts each message.
+    A cell that is not a number is quoted in the error, cut to MAX_QUOTED_CHARS characters, or
+    with ``quote`` False (text read from a file, which may be no taps file at all: a password
+    file named by mistake) only placed by row and column; ``what`` starts each message.
 
     Returns:
         (K, K) float64 host array (not yet validated for size).
@@ -81,8 +84,9 @@ def parse_inline_taps(text: str, *, what: str = "custom taps") -> np.ndarray:
         try:
             parsed.append([float(c) for c in cells])
         except ValueError:
-            bad = next(c for c in cells if not _is_float(c))
-            raise FilterSpecError(f"{what}: row {number}: {quote_text(bad)} is not a number") from None
+            column, bad = next((n, c) for n, c in enumerate(cells, 1) if not _is_float(c))
+            cell = quote_text(bad) if quote else f"value {column}"
+            raise FilterSpecError(f"{what}: row {number}: {cell} is not a number") from None
     widths = {len(r) for r in parsed}
     if len(widths) != 1:
         lengths = ", ".join(str(len(r)) for r in parsed)
@@ -179,7 +183,7 @@ def load_taps_file(path: str | Path) -> np.ndarray:
 
     Raises:
         FilterSpecError: missing, too large, unreadable, not UTF-8, or not a matrix of numbers;
-            the message names the file and quotes at most a short token of it.
+            the message names the file and quotes nothing of it (a bad value by row and column).
     """
     path = Path(path)
     if path.suffix.lower() == ".npy":
@@ -187,4 +191,5 @@ def load_taps_file(path: str | Path) -> np.ndarray:
     data = read_file(path, "custom taps file", MAX_TAPS_FILE_BYTES)
     text = decode_text(data, f"custom taps file {path}", FilterSpecError)
     lines = [ln.split("#", 1)[0].strip() for ln in text.replace(";", "\n").splitlines()]
-    return parse_inline_taps(";".join(ln for ln in lines if ln), what=f"custom taps file {path}")
+    return parse_inline_taps(";".join(ln for ln in lines if ln), what=f"custom taps file {path}",
+                             quote=False)

@@ -9,6 +9,7 @@ from ..batch import Batch
 from ..batch_inputs import ext_refusal, ray_refusal, segments_refusal
 from ..manifest import FINISHED, status_counts
 from ..io.formats import is_pipe
+from .messages import brief
 from .options import refuse_empty
 from .run import _run_chain, encoder_names, encoder_options
 
@@ -42,7 +43,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
                   ray=args.ray, segments=args.segments, depth=None if args.depth == "auto" else int(args.depth))
     result = batch.run()
     if not args.quiet:
-        print(_summary(result), file=sys.stderr)
+        print(brief(_summary(result)), file=sys.stderr)
     return result.exit_code
 
 

@@ -199,7 +199,8 @@ def _filter_cycle(args: argparse.Namespace, label: str,
 def _written_by_run(args: argparse.Namespace, *, but: str) -> dict[str, str]:
     """The files a run reads or writes other than option ``but``'s, by role: a report must be
     none of them."""
-    named = {"source": ("the input", args.source), "output": ("the output", args.output),
+    output = None if args.output is None else pipe_url(args.output, 1)  # "-": standard output's file
+    named = {"source": ("the input", args.source), "output": ("the output", output),
              "stats_json": ("--stats-json", args.stats_json), "progress": ("--progress", args.progress)}
     return {role: value for key, (role, value) in named.items() if key != but and value is not None}
 

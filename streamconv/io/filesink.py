@@ -30,6 +30,7 @@ from .encoder_check import (check_encoder_options, check_pix_fmt, codec_options,
                             default_pix_fmt, find_encoder)
 from .ffmpeglog import ffmpeg_reason
 from .metadata import InputMetadata
+from .muxer_file import muxer_target
 from .signalling import signalled_options
 from .sink import Sink
 from .streamcopy import add_copied_streams
@@ -159,7 +160,7 @@ class FileSink(Sink):
 
     def _open(self) -> None:
         """Create the temporary file and the encoder, at the first frame: nothing exists before."""
-        handle = self._file.create()
+        handle = muxer_target(self._file.create())  # a failed write: FFmpeg's error, not PyAV's
         try:
             self._container = av.open(handle, mode="w", format=self._file.muxer if self._images else self.format,
                                       container_options=self._muxer_options)
