@@ -45,11 +45,12 @@ def as_hwc(frame: object, *, what: str = "frame") -> np.ndarray:
     return frame
 
 
-def check_same_frame(dst: np.ndarray, src: np.ndarray) -> None:
-    """Raise FrameFormatError unless dst and src have the same shape, FrameTypeError unless the
-    same dtype (a filter keeps the sample type)."""
-    if dst.shape != src.shape:
-        raise FrameFormatError(f"unexpected output shape: {dst.shape} != {src.shape}")
+def check_same_frame(dst: np.ndarray, src: np.ndarray, shape: tuple[int, ...] | None = None) -> None:
+    """Raise FrameFormatError unless dst has src's shape (or ``shape``, where the chain changes
+    the frame's size), FrameTypeError unless src's dtype (a filter keeps the sample type)."""
+    expected = src.shape if shape is None else tuple(shape)
+    if dst.shape != expected:
+        raise FrameFormatError(f"unexpected output shape: {dst.shape} != {expected}")
     if dst.dtype != src.dtype:
         raise FrameTypeError(f"unexpected output dtype: {dst.dtype} != {src.dtype}")
 
