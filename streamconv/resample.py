@@ -194,7 +194,7 @@ class AxisTaps:
 
     Attributes:
         start: (n_out,) int32 host array, the first source index of each output (may be < 0).
-        weights: (n_out, taps) float32 host array, read-only; zeros past an output's window.
+        weights: (n_out, taps) float32 host array, read-only; zeros outside an output's window.
     """
 
     start: np.ndarray
@@ -227,7 +227,7 @@ _FUNCTIONS = {"lanczos3": (3, _lanczos3), "bicubic": (2, _bicubic), "bilinear": 
 @functools.lru_cache(maxsize=64)
 def axis_taps(kernel: str, n_in: int, n_out: int) -> AxisTaps:
     """The taps of ``kernel`` from ``n_in`` to ``n_out`` pixels along an axis (see the module's
-    definition), each output's window trimmed of zero weights at both ends."""
+    definition), trimmed of zero weights (:func:`_trimmed`); starts never decrease."""
     outputs = np.arange(n_out, dtype=np.int64)
     if kernel == "area":
         first = outputs * n_in // n_out  # the footprint [o, o + 1) * n_in / n_out, exactly
@@ -249,16 +249,21 @@ def axis_taps(kernel: str, n_in: int, n_out: int) -> AxisTaps:
 
 def _trimmed(first: np.ndarray, weights: np.ndarray) -> AxisTaps:
     """The taps with each row's leading and trailing zero weights cut off (float64 in, float32
-    out); rows are left-aligned and padded with zeros to the widest."""
+    out), then rows whose start would come before an earlier row's moved back to it behind
+    leading zeros (sinc's zeros can trim one row more than the next): starts never decrease,
+    which the GPU's tiles take for granted. Rows are padded with zeros to the widest."""
     weights32 = weights.astype(np.float32)
     nonzero = weights32 != 0
     lead = nonzero.argmax(axis=1)
-    width = int((weights.shape[1] - nonzero[:, ::-1].argmax(axis=1) - lead).max())
-    columns = lead[:, None] + np.arange(width)
-    inside = columns < weights.shape[1]
-    taps = np.where(inside, np.take_along_axis(weights32, np.minimum(columns, weights.shape[1] - 1), 1), 0)
+    last = weights.shape[1] - nonzero[:, ::-1].argmax(axis=1)  # exclusive
+    start = first + lead
+    monotone = np.minimum.accumulate(start[::-1])[::-1]
+    lead -= start - monotone
+    columns = lead[:, None] + np.arange(int((last - lead).max()))
+    inside = (columns >= 0) & (columns < weights.shape[1])
+    taps = np.where(inside, np.take_along_axis(weights32, np.clip(columns, 0, weights.shape[1] - 1), 1), 0)
     taps = np.ascontiguousarray(taps, np.float32)
     taps.setflags(write=False)
-    start = (first + lead).astype(np.int32)
+    start = monotone.astype(np.int32)
     start.setflags(write=False)
     return AxisTaps(start, taps)
