@@ -55,19 +55,19 @@ def load_stages(driver, context, arch: str, filters: Sequence[FilterStage], plan
             stages.append(CudaStage(None, None, None, gpu_layer=GpuLayer(stage.layer, entering, engine)))
             log.info("stage %s runs streamconv.nn's conv2d", stage.describe())
             continue
-        stages.append(_load_stage(driver, arch, stage, launch))
+        stages.append(load_stage(driver, arch, stage, launch))
         log.info("stage %s runs as %s", stage.describe(), launch.label)
     return stages
 
 
-def _load_stage(driver, arch: str, stage: FilterStage, launch: KernelPlan) -> CudaStage:
+def load_stage(driver, arch: str, stage: FilterStage, launch: KernelPlan) -> CudaStage:
     """One stage's module, its constants copied in, and its prepared function."""
     module = kernel_loader.load_module(launch.source, launch.defines, arch)
     for symbol, values in launch.constants.items():
         address, size = module.get_global(symbol)
         if size != values.nbytes:
             raise StreamError(f"{symbol} holds {size} bytes, stage {stage.describe()} needs {values.nbytes}")
-        driver.memcpy_htod(address, np.ascontiguousarray(values))
+        driver.memcpy_htod(address, np.array(values, order="C"))  # a copy: tables may be read-only
     function = module.get_function(launch.entry)
     function.prepare(launch.arguments)
     gpu_stage = CudaStage(launch, module, function)

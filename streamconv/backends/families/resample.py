@@ -94,12 +94,16 @@ def kernel_plan(plan: StagePlan, shape: tuple[int, int, int], border_code: int) 
     rows = axis_taps(geometry.kernel, height, out_height)
     columns = axis_taps(geometry.kernel, width, out_width)
     tile = choose_tile(columns, rows, channels)
-    defines = {**common, "NTX": columns.taps, "NTY": rows.taps, "TILE_W": tile.width,
-               "THREADS_Y": _THREADS // tile.width, "TILE_H": tile.height, "CHUNK": tile.chunk,
-               "SPAN": tile.span, "ROWS": tile.rows}
     constants = {"g_xstart": columns.start, "g_xweights": columns.weights.ravel(),
                  "g_ystart": rows.start, "g_yweights": rows.weights.ravel()}
     horizontal = cdiv(out_height, tile.height) * tile.rows * out_width * columns.taps
-    return KernelPlan(plan.variant, "resample", "scale", defines, (tile.width, _THREADS // tile.width, 1),
+    return KernelPlan(plan.variant, "resample", "scale", {**common, **scale_defines(columns, rows, tile)},
+                      (tile.width, _THREADS // tile.width, 1),
                       (cdiv(out_width, tile.width), cdiv(out_height, tile.height), 1), constants,
                       products=channels * (horizontal + out_width * out_height * rows.taps))
+
+
+def scale_defines(columns: AxisTaps, rows: AxisTaps, tile: Tile) -> dict[str, int]:
+    """resample.cu's macros for the taps and the tile (beside CHANNELS, ELEM_BYTES, OUT_W, OUT_H)."""
+    return {"NTX": columns.taps, "NTY": rows.taps, "TILE_W": tile.width, "THREADS_Y": _THREADS // tile.width,
+            "TILE_H": tile.height, "CHUNK": tile.chunk, "SPAN": tile.span, "ROWS": tile.rows}
