@@ -3,7 +3,7 @@ held to. 4K -> 1080p RGB 8-bit (and 1080p -> 4K), every tile that fits in a bloc
 each checked against the CPU backend (poisoned outputs), then timed with CUDA events (kernels
 only, four rotating frames), exact and (shrinking) with FUSED 1.
 
-    python benchmarks/scale_tiles.py [--kernels lanczos3] [--json PATH]
+    python benchmarks/scale_tiles.py [--kernels lanczos3] [--both] [--json PATH]
 """
 
 from __future__ import annotations
@@ -84,10 +84,12 @@ def sweep(kernel: str, shape, size, fused: tuple[int, ...], rng) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--kernels", default="lanczos3")
+    parser.add_argument("--both", action="store_true", help="1080p -> 4K too")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args()
     rng = np.random.default_rng()
-    rows = [row for kernel in args.kernels.split(",") for (shape, size), fused in zip(CASES, ((0, 1), (0,)))
+    cases = CASES if args.both else CASES[:1]
+    rows = [row for kernel in args.kernels.split(",") for (shape, size), fused in zip(cases, ((0, 1), (0,)))
             for row in sweep(kernel, shape, size, fused, rng)]
     print(f"{'kernel':<10}{'case':<24}{'tile':<12}{'fused':>6}{'ms':>9}{'LSB':>5}{'cost':>8}  chosen")
     for row in sorted(rows, key=lambda r: (r["kernel"], r["case"], r["fused"], r["ms"])):
