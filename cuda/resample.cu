@@ -29,8 +29,9 @@
 #ifdef CROP_X
 
 // One thread per byte of the window's rows: (x, y) of the grid is (byte in the row, row).
-extern "C" __global__ void crop(const unsigned char* __restrict__ src, unsigned char* __restrict__ dst,
-                                int width, int height, int src_pitch, int dst_pitch) {
+extern "C" __global__ void crop(const unsigned char* __restrict__ src,
+                                unsigned char* __restrict__ dst, int width, int height,
+                                int src_pitch, int dst_pitch) {
   (void)width;
   (void)height;
   const int row_bytes = OUT_W * CHANNELS * ELEM_BYTES;
@@ -152,7 +153,9 @@ scale(const unsigned char* __restrict__ src, unsigned char* __restrict__ dst, in
       for (int t = 0; t < NTX; ++t) {
         const float weight = XWEIGHT(t);
 #pragma unroll
-        for (int c = 0; c < CHANNELS; ++c) sum[c] = add_product(sum[c], weight, line[t * CHANNELS + c]);
+        for (int c = 0; c < CHANNELS; ++c) {
+          sum[c] = add_product(sum[c], weight, line[t * CHANNELS + c]);
+        }
       }
 #pragma unroll
       for (int c = 0; c < CHANNELS; ++c) s_sums[first + r][tx * CHANNELS + c] = sum[c];

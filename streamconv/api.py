@@ -76,7 +76,8 @@ def check_output(dst: object, src: np.ndarray, *, what: str = "output frame",
 
     Args:
         dst: the host array to write: of ``src``'s shape ((H, W) and (H, W, 1) alike), or
-            ``shape`` where the chain changes the size, and of ``src``'s dtype; writable, any strides.
+            ``shape`` where the chain changes the size, and of ``src``'s dtype; writable, any
+            strides.
         src: the (H, W), (H, W, 3) or (H, W, 4) uint8 or uint16 host array to be filtered.
         shape: the (h, w, C) the chain makes of ``src`` (None: ``src``'s own).
 

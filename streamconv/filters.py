@@ -288,7 +288,8 @@ REGISTRY: dict[str, FilterType] = {
                     "pool": Param(int, 1, "max-pool the maps over pool x pool windows")}),
     )
 }
-REGISTRY.update({name: FilterType(name, summary, _geometry(name, make), {k: Param(*p) for k, p in params.items()})
+REGISTRY.update({name: FilterType(name, summary, _geometry(name, make),
+                                  {key: Param(*param) for key, param in params.items()})
                  for name, summary, make, params in GEOMETRY_FILTERS})
 
 

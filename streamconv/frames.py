@@ -45,7 +45,8 @@ def as_hwc(frame: object, *, what: str = "frame") -> np.ndarray:
     return frame
 
 
-def check_same_frame(dst: np.ndarray, src: np.ndarray, shape: tuple[int, ...] | None = None) -> None:
+def check_same_frame(dst: np.ndarray, src: np.ndarray,
+                     shape: tuple[int, ...] | None = None) -> None:
     """Raise FrameFormatError unless dst has src's shape (or ``shape``, where the chain changes
     the frame's size), FrameTypeError unless src's dtype (a filter keeps the sample type)."""
     expected = src.shape if shape is None else tuple(shape)

@@ -136,9 +136,10 @@ class Pipeline:
                                   **depth_option)
         try:
             check_frame_size(self.source.width, self.source.height, max_pixels, self.source.describe())
-            check_slot_memory(self.source.shape, self.source.dtype, ring, what=self.source.describe(),
-                              out_shape=self.output_shape)
-            self.sink = open_sink(sink, like=self.source, shape=self.output_shape, **(sink_options or {}))
+            check_slot_memory(self.source.shape, self.source.dtype, ring,
+                              out_shape=self.output_shape, what=self.source.describe())
+            self.sink = open_sink(sink, like=self.source, shape=self.output_shape,
+                                  **(sink_options or {}))
         except BaseException:
             self.source.close()
             raise
@@ -167,8 +168,7 @@ class Pipeline:
 
     @property
     def output_shape(self) -> tuple[int, int, int]:
-        """(h, w, C) the chain makes of the source's frames (the sink's size): theirs unless a
-        scale or crop stage changes it. FrameFormatError: a crop beyond the frame."""
+        """(h, w, C) the chain makes of the source's frames: the size the sink is opened for."""
         return chain_shapes(self.filters, self.source.shape)[-1]
 
     @property
@@ -350,7 +350,7 @@ class Pipeline:
                 swapped = self._apply_pending()
                 if not (resized or swapped):
                     break
-                planes = self._after_resize(stats) if resized else self.planes  # a new chain's own size
+                planes = self._after_resize(stats) if resized else self.planes
                 if swapped:
                     log.info("filters now: %s", self.filter_label or
                              (" -> ".join(f.describe() for f in self.filters) or "none"))

@@ -110,9 +110,10 @@ class Geometry:
         height = self.height or frame_height - max(self.y, 0)
         x = (frame_width - width) // 2 if self.x == CENTRED else self.x
         y = (frame_height - height) // 2 if self.y == CENTRED else self.y
-        if width < 1 or height < 1 or x < 0 or y < 0 or x + width > frame_width or y + height > frame_height:
-            raise FrameFormatError(f"crop: window {width}x{height} at ({x}, {y}) does not lie within "
-                                   f"the {frame_width}x{frame_height} frame")
+        inside = 0 <= x and 0 <= y and x + width <= frame_width and y + height <= frame_height
+        if width < 1 or height < 1 or not inside:
+            raise FrameFormatError(f"crop: window {width}x{height} at ({x}, {y}) does not lie "
+                                   f"within the {frame_width}x{frame_height} frame")
         return x, y, width, height
 
     def describe(self) -> str:
@@ -138,8 +139,8 @@ def scale_geometry(w: int, h: int, kernel: str) -> Geometry:
         raise FilterSpecError(f"scale: unknown kernel {kernel!r}; known: {', '.join(KERNELS)}")
     for name, value in (("w", w), ("h", h)):
         if not ASPECT_EVEN <= value <= MAX_SIDE:
-            raise FilterSpecError(f"scale: {name} must be 1..{MAX_SIDE}, or 0 (the input's), -1 (by "
-                                  f"the aspect ratio) or -2 (the same, even); got {value}")
+            raise FilterSpecError(f"scale: {name} must be 1..{MAX_SIDE}, or 0 (the input's), -1 "
+                                  f"(by the aspect ratio) or -2 (the same, even); got {value}")
     if w < 0 and h < 0:
         raise FilterSpecError("scale: w and h cannot both follow the aspect ratio")
     return Geometry("scale", w, h, kernel)
@@ -152,7 +153,8 @@ def crop_geometry(x: int, y: int, w: int, h: int) -> Geometry:
         FilterSpecError: a negative size, or a corner below CENTRED.
     """
     if w < 0 or h < 0:
-        raise FilterSpecError(f"crop: w and h must be >= 1, or 0 (to the frame's edge); got {w}x{h}")
+        raise FilterSpecError(f"crop: w and h must be >= 1, or 0 (to the frame's edge); "
+                              f"got {w}x{h}")
     if x < CENTRED or y < CENTRED:
         raise FilterSpecError(f"crop: x and y must be >= 0, or -1 (centred); got ({x}, {y})")
     return Geometry("crop", w, h, x=x, y=y)
@@ -166,7 +168,8 @@ GEOMETRY_FILTERS = (
     ("crop", "cut out a w x h window at x, y", crop_geometry,
      {"x": (int, CENTRED, "left column; -1 centres the window"),
       "y": (int, CENTRED, "top row; -1 centres the window"),
-      "w": (int, 0, "width; 0 to the frame's right edge"), "h": (int, 0, "height; 0 to the frame's bottom edge")}),
+      "w": (int, 0, "width; 0 to the frame's right edge"),
+      "h": (int, 0, "height; 0 to the frame's bottom edge")}),
 )
 """The geometry filters as the registry lists them (:data:`streamconv.filters.REGISTRY`): name,
 summary, the function making the :class:`Geometry` from the parameters, and each parameter's
@@ -261,7 +264,8 @@ def _trimmed(first: np.ndarray, weights: np.ndarray) -> AxisTaps:
     lead -= start - monotone
     columns = lead[:, None] + np.arange(int((last - lead).max()))
     inside = (columns >= 0) & (columns < weights.shape[1])
-    taps = np.where(inside, np.take_along_axis(weights32, np.clip(columns, 0, weights.shape[1] - 1), 1), 0)
+    clipped = np.clip(columns, 0, weights.shape[1] - 1)
+    taps = np.where(inside, np.take_along_axis(weights32, clipped, 1), 0)
     taps = np.ascontiguousarray(taps, np.float32)
     taps.setflags(write=False)
     start = monotone.astype(np.int32)

@@ -240,8 +240,9 @@ class SegmentWork:
                                 **self.source_options)
         sink = None
         try:
-            sink = open_sink(part, like=source, shape=chain_shapes(self.filters, source.shape)[-1], format=self.format,
-                             overwrite=True, **self._part_options(source))
+            shape = chain_shapes(self.filters, source.shape)[-1]
+            sink = open_sink(part, like=source, shape=shape, format=self.format, overwrite=True,
+                             **self._part_options(source))
             return Pipeline(source, self.filters, sink, backend=self.backend, device=device, **self.pipeline_options)
         except BaseException:
             source.close()

@@ -63,7 +63,7 @@ class StreamFilter:
             spec, border=border, backend=backend, device=device, kernel=kernel, blocking_sync=False)
         self._frame_type: tuple | None = None  # (shape, dtype) the slots are made for
         self._free: list[Slot] = []
-        self._in_flight: InFlight[tuple[int, ...]] = InFlight(self._engine)  # noted: its result's shape
+        self._in_flight: InFlight[tuple[int, ...]] = InFlight(self._engine)  # noted: result shape
         self._ready: deque = deque()  # outputs finished early because the ring was full
         self._device_results: deque = deque()  # DeviceFrames of device frames submitted, in order
         self._leased: dict[int, np.ndarray] = {}  # slot index -> the page-locked frame its result lands in
@@ -394,7 +394,7 @@ class StreamFilter:
     def _reshape(self, shape: tuple[int, int, int], dtype: np.dtype) -> None:
         """New frame shape or dtype: check that its slots fit in memory, finish what is in flight, make them."""
         slots, sample = self.ring + 1, np.dtype(dtype)
-        check_host_memory(slots * slot_bytes(self._engine, shape, sample), hint="use a smaller ring",
+        check_host_memory(slots * slot_bytes(self._engine, shape, dtype), hint="use a smaller ring",
                           what=f"{slots} slot(s) of 2 x {'x'.join(map(str, shape))} {sample.name} frames")
         if self._reserved is not None:
             self._free.append(self._reserved)

@@ -88,7 +88,9 @@ def _resize_kernel(kernel: str, x: float) -> float:
     if kernel == "lanczos3":
         if x == 0:
             return 1.0
-        return 3 * math.sin(math.pi * x) * math.sin(math.pi * x / 3) / (math.pi * x) ** 2 if x < 3 else 0.0
+        if x >= 3:
+            return 0.0
+        return 3 * math.sin(math.pi * x) * math.sin(math.pi * x / 3) / (math.pi * x) ** 2
     if kernel == "bicubic":
         a = -0.5
         if x < 1:
@@ -98,10 +100,10 @@ def _resize_kernel(kernel: str, x: float) -> float:
 
 
 def resize_matrix(kernel: str, n_in: int, n_out: int) -> np.ndarray:
-    """(n_out, n_in) float64: the weight of every source pixel in each output of one axis, half-pixel
-    centres, the kernel stretched by the ratio when shrinking, taps beyond the frame given to its
-    edge pixel, each row summing to 1; ``area``: the share of the output's footprint each pixel
-    covers."""
+    """(n_out, n_in) float64: the weight of every source pixel in each output of one axis,
+    half-pixel centres, the kernel stretched by the ratio when shrinking, taps beyond the frame
+    given to its edge pixel, each row summing to 1; ``area``: the share of the output's
+    footprint each pixel covers."""
     ratio = n_in / n_out
     matrix = np.zeros((n_out, n_in))
     for o in range(n_out):
@@ -113,7 +115,8 @@ def resize_matrix(kernel: str, n_in: int, n_out: int) -> np.ndarray:
             stretch, centre = max(ratio, 1.0), (o + 0.5) * ratio
             reach = 4 * math.ceil(stretch) + 2
             for j in range(math.floor(centre) - reach, math.ceil(centre) + reach):
-                matrix[o, min(max(j, 0), n_in - 1)] += _resize_kernel(kernel, (j + 0.5 - centre) / stretch)
+                weight = _resize_kernel(kernel, (j + 0.5 - centre) / stretch)
+                matrix[o, min(max(j, 0), n_in - 1)] += weight
         matrix[o] /= matrix[o].sum()
     return matrix
 
@@ -124,5 +127,6 @@ def reference_resize(frame: np.ndarray, width: int, height: int, kernel: str) ->
     source = frame.astype(np.float64)
     rows = resize_matrix(kernel, frame.shape[0], height)
     columns = resize_matrix(kernel, frame.shape[1], width)
-    result = np.tensordot(columns, np.tensordot(rows, source, axes=(1, 0)), axes=(1, 1)).swapaxes(0, 1)
+    down = np.tensordot(rows, source, axes=(1, 0))  # (height, W, C)
+    result = np.tensordot(columns, down, axes=(1, 1)).swapaxes(0, 1)
     return np.clip(np.rint(result), 0, np.iinfo(frame.dtype).max).astype(frame.dtype)

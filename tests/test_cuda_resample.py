@@ -39,8 +39,9 @@ def driver():
 
     cuda.init()
     major, minor = cuda.Device(0).compute_capability()
-    wanted = [(RESIZES, np.uint8), (RESIZES, np.uint16), ([((360, 640, 3), (1280, 720)), ((360, 640, 3), (213, 120)),
-                                                          ((2160, 3840, 3), (1920, 1080))], np.uint8)]
+    larger = [((360, 640, 3), (1280, 720)), ((360, 640, 3), (213, 120)),
+              ((2160, 3840, 3), (1920, 1080))]
+    wanted = [(RESIZES, np.uint8), (RESIZES, np.uint16), (larger, np.uint8)]
     plans = [plan_chain(parse_chain([scale_spec(size, kernel)])).kernel_plans(shape, 2, dtype)[0]
              for cases, dtype in wanted for shape, size in cases for kernel in KERNELS]
     precompile_plans(plans, f"sm_{major}{minor}", workers=16)
@@ -63,17 +64,20 @@ def test_scale_of_real_and_4k_frames_equals_the_cpu(rng, driver, sample_clip, ke
     frame = real_frame(sample_clip)
     for size in ((1280, 720), (213, 120)):
         stages = parse_chain([scale_spec(size, kernel)])
-        np.testing.assert_array_equal(gpu_filter(stages, frame, "reflect101", driver), CpuBackend(stages).apply(frame))
+        got = gpu_filter(stages, frame, "reflect101", driver)
+        np.testing.assert_array_equal(got, CpuBackend(stages).apply(frame))
     big = rng.integers(0, 256, (2160, 3840, 3), dtype=np.uint8)
     stages = parse_chain([scale_spec((1920, 1080), kernel)])
-    np.testing.assert_array_equal(gpu_filter(stages, big, "reflect101", driver), CpuBackend(stages).apply(big))
+    got = gpu_filter(stages, big, "reflect101", driver)
+    np.testing.assert_array_equal(got, CpuBackend(stages).apply(big))
 
 
-@pytest.mark.parametrize("chain", [["crop:x=3,y=5,w=40,h=21", "scale:w=57,h=30"],
-                                   ["custom:taps=1,2,1;2,4,2;1,2,1,normalize=1", "scale:w=-2,h=31,kernel=bicubic",
-                                    "edge", "crop:w=33,h=20"],
-                                   ["scale:w=160,h=100,kernel=bilinear", f"custom:taps={BINOMIAL5},normalize=1",
-                                    "scale:w=47,h=-1"]])
+@pytest.mark.parametrize("chain", [
+    ["crop:x=3,y=5,w=40,h=21", "scale:w=57,h=30"],
+    ["custom:taps=1,2,1;2,4,2;1,2,1,normalize=1", "scale:w=-2,h=31,kernel=bicubic", "edge",
+     "crop:w=33,h=20"],
+    ["scale:w=160,h=100,kernel=bilinear", f"custom:taps={BINOMIAL5},normalize=1",
+     "scale:w=47,h=-1"]])
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
 def test_chains_with_2d_filters_on_the_gpu(rng, driver, chain, dtype):
     """Exact taps before a scale stage (a 1-LSB difference there could grow by the scale's gain);
@@ -83,7 +87,8 @@ def test_chains_with_2d_filters_on_the_gpu(rng, driver, chain, dtype):
 
 
 @pytest.mark.parametrize("bits", [8, 10])
-@pytest.mark.parametrize("chain", [["scale:w=96,h=54"], ["sharpen", "scale:w=200,h=-2,kernel=bicubic"],
+@pytest.mark.parametrize("chain", [["scale:w=96,h=54"],
+                                   ["sharpen", "scale:w=200,h=-2,kernel=bicubic"],
                                    ["crop:w=40,h=30", "scale:w=64,h=48,kernel=area"]])
 def test_planes_at_a_new_size_equal_the_cpu(rng, driver, chain, bits):
     layout = YuvLayout(128, 72, bits=bits)
@@ -131,16 +136,17 @@ def test_run_on_the_gpu_writes_what_the_cpu_writes(cli, driver, sample_clip, tmp
     outputs = {}
     for backend in ("cpu", "cuda"):
         outputs[backend] = tmp_path / f"{backend}.mp4"
-        result = cli("run", str(sample_clip), "--filter", "scale:w=1280,h=720", "--filter", "sharpen",
-                     "--backend", backend, "--decoder", "cpu", "--max-frames", "10", "-o", str(outputs[backend]),
-                     "--no-progress", "-v")
+        result = cli("run", str(sample_clip), "--filter", "scale:w=1280,h=720", "--filter",
+                     "sharpen", "--backend", backend, "--decoder", "cpu", "--max-frames", "10",
+                     "-o", str(outputs[backend]), "--no-progress", "-v")
         assert result.returncode == 0, result.stderr
         assert "planes, converted by the backend" in result.stderr
     decoded = {}
     for backend, path in outputs.items():
         with av.open(str(path)) as container:
-            decoded[backend] = [frame.to_ndarray(format="yuv420p") for frame in container.decode(video=0)]
-            assert (container.streams.video[0].width, container.streams.video[0].height) == (1280, 720)
+            stream = container.streams.video[0]
+            assert (stream.width, stream.height) == (1280, 720)
+            decoded[backend] = [f.to_ndarray(format="yuv420p") for f in container.decode(stream)]
     assert len(decoded["cuda"]) == 10
     for cpu_frame, gpu_frame in zip(decoded["cpu"], decoded["cuda"]):
         np.testing.assert_array_equal(gpu_frame, cpu_frame)

@@ -348,8 +348,9 @@ class CpuBackend(Backend):
         plans = self._plans.get(dtype)
         if plans is None:
             check_sample_type(self.filters, dtype)
-            plans = self._plans[dtype] = [None if stage.layer is not None or stage.geometry is not None
-                                          else make_plan(stage, dtype) for stage in self.filters]
+            plans = self._plans[dtype] = [
+                None if stage.layer or stage.geometry else make_plan(stage, dtype)
+                for stage in self.filters]
         return plans
 
     def output_shape(self, shape: tuple[int, int, int]) -> tuple[int, int, int]:
@@ -371,7 +372,8 @@ class CpuBackend(Backend):
         plans = self._plans_for(src3.dtype)
         for number, (stage, plan, scratch) in enumerate(zip(self.filters, plans, self._scratch)):
             # Intermediate frames are kept for the next frame, one per stage (sizes may differ).
-            target = dst3 if number == last else self._frames.get(f"frame{number}", shapes[number + 1], src3.dtype)
+            target = (dst3 if number == last
+                      else self._frames.get(f"frame{number}", shapes[number + 1], src3.dtype))
             if stage.layer is not None:
                 np.copyto(target, layer_cpu(current, stage.layer))
             elif stage.geometry is not None:
@@ -390,11 +392,13 @@ class CpuBackend(Backend):
         out_shape = self.output_shape(tuple(planes.frame_shape if planes is not None else shape))
         out_planes = resized_planes(planes, out_shape) if planes is not None else None
         if planes is not None and out_planes is None:
-            raise FrameFormatError(f"4:2:0 planes cannot hold the chain's {out_shape[1]}x{out_shape[0]} output")
+            raise FrameFormatError(f"4:2:0 planes cannot hold the chain's "
+                                   f"{out_shape[1]}x{out_shape[0]} output")
         shapes = (planes.shape, out_planes.shape) if planes is not None else (shape, out_shape)
         dtype = planes.dtype if planes is not None else dtype
-        return [Slot(index=i, host_in=np.empty(shapes[0], dtype), host_out=np.empty(shapes[1], dtype),
-                     planes=planes, out_planes=out_planes) for i in range(count)]
+        return [Slot(index=i, host_in=np.empty(shapes[0], dtype),
+                     host_out=np.empty(shapes[1], dtype), planes=planes, out_planes=out_planes)
+                for i in range(count)]
 
     def release_slots(self, slots: Sequence[Slot]) -> None:
         """Nothing to free early: host arrays go with their last reference."""

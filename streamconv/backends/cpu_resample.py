@@ -81,7 +81,8 @@ def _edge_padded(source: np.ndarray, taps: AxisTaps, axis: int) -> tuple[np.ndar
     return np.pad(source, pad, mode="edge"), before
 
 
-def _accumulate(target: np.ndarray, product: np.ndarray, tap: int, samples: np.ndarray, weight) -> None:
+def _accumulate(target: np.ndarray, product: np.ndarray, tap: int, samples: np.ndarray,
+                weight) -> None:
     """target (+)= samples * weight, float32: the product goes to ``target`` for the first tap."""
     np.multiply(samples, weight, out=target if tap == 0 else product)
     if tap:
@@ -114,12 +115,14 @@ def horizontal_sums(source: np.ndarray, columns: AxisTaps) -> np.ndarray:
     return sums
 
 
-def vertical_sums(sums: np.ndarray, rows: AxisTaps, start: int, stop: int, first: int) -> np.ndarray:
+def vertical_sums(sums: np.ndarray, rows: AxisTaps, start: int, stop: int,
+                  first: int) -> np.ndarray:
     """The vertical pass for output rows start..stop: (stop - start, w, C) float32, from the
     horizontal sums of source rows first, first + 1, ... (``sums``, float32 host)."""
     offsets = rows.start[start:stop].astype(np.int64) - first
     acc = np.empty((stop - start,) + sums.shape[1:], np.float32)
     product = np.empty_like(acc)
     for tap in range(rows.taps):
-        _accumulate(acc, product, tap, sums[offsets + tap], rows.weights[start:stop, tap][:, None, None])
+        weight = rows.weights[start:stop, tap][:, None, None]
+        _accumulate(acc, product, tap, sums[offsets + tap], weight)
     return acc

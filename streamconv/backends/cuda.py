@@ -139,8 +139,8 @@ class CudaBackend(Backend):
         ``dtype`` (raises as :func:`streamconv.backends.cuda_stages.load_stages`)."""
         key = (tuple(shape), np.dtype(dtype))
         if key not in self._stages:
-            self._stages[key] = load_stages(self._driver, self._context, self.arch, self.filters, self.plan,
-                                            BORDER_CODES[self.border], *key)
+            self._stages[key] = load_stages(self._driver, self._context, self.arch, self.filters,
+                                            self.plan, BORDER_CODES[self.border], *key)
         return self._stages[key]
 
     def output_shape(self, shape: tuple[int, int, int]) -> tuple[int, int, int]:
@@ -172,9 +172,11 @@ class CudaBackend(Backend):
         """
         dtype = np.dtype(planes.frame_dtype if planes is not None else dtype)  # the filters' frames
         shape = tuple(planes.frame_shape if planes is not None else shape)
-        out_planes = resized_planes(planes, self.output_shape(shape)) if planes is not None else None
+        out_shape = self.output_shape(shape)
+        out_planes = resized_planes(planes, out_shape) if planes is not None else None
         if planes is not None and out_planes is None:
-            raise FrameFormatError(f"4:2:0 planes cannot hold the chain's {self.output_shape(shape)} output")
+            raise FrameFormatError(f"4:2:0 planes cannot hold the chain's "
+                                   f"{out_shape[1]}x{out_shape[0]} output")
         with self.activated():
             self.stages_for(shape, dtype)
             if planes is not None:
@@ -208,9 +210,9 @@ class CudaBackend(Backend):
         layer_buffers = {number: stage.gpu_layer.allocate() for number, stage
                          in enumerate(self.stages_for(tuple(shape), dtype)) if stage.gpu_layer is not None}
         return new_slot(self._driver, index, self.plan.shapes(shape), planes, dtype,
-                        frame_buffers=self._frame_buffers, filtered=bool(self.filters), pinned=self.pinned,
-                        blocking_sync=self.blocking_sync, layer_buffers=layer_buffers,
-                        device_input=device_input)
+                        frame_buffers=self._frame_buffers, filtered=bool(self.filters),
+                        pinned=self.pinned, blocking_sync=self.blocking_sync,
+                        layer_buffers=layer_buffers, device_input=device_input)
 
     def submit(self, slot: Slot) -> None:
         """Issue upload, kernels and download of the slot's frame on its stream; returns at once.

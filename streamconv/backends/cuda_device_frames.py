@@ -97,8 +97,9 @@ class DeviceFrameRunner:
             frame_shape = shape[:2] if len(src.frame_shape) == 2 else shape
             frame = self.pool.lease(frame_shape, src.dtype, stream=caller_stream, done_event=done)
             height, width, channels = shape
-            dst = DeviceView(frame.ptr, shape, frame_shape, src.dtype, width * channels * src.dtype.itemsize,
-                             None, None, False, frame)
+            row_bytes = width * channels * src.dtype.itemsize
+            dst = DeviceView(frame.ptr, shape, frame_shape, src.dtype, row_bytes, None, None, False,
+                             frame)
         self._filter(src, dst)
         done.record(stream.handle)
         if caller_stream is not None:
@@ -147,7 +148,8 @@ class DeviceFrameRunner:
         """Whether a frame of ``out_shape`` can take every frame the chain's ping-pong writes to
         the final buffer (the last stage's, the third last's, ...) from chain input ``shape``."""
         shapes = self._backend.plan.shapes(shape)
-        return all(frame[0] <= out_shape[0] and frame[1] <= out_shape[1] for frame in shapes[-1:0:-2])
+        return all(frame[0] <= out_shape[0] and frame[1] <= out_shape[1]
+                   for frame in shapes[-1:0:-2])
 
     def _copy(self, src_address: int, src_pitch: int, dst_address: int, dst_pitch: int, frame: DeviceView) -> None:
         """A device-to-device copy of one frame's rows on the runner's stream."""

@@ -41,7 +41,7 @@ class DeviceSlot:
 
 
 def buffer_shape(shapes) -> tuple[int, int, int]:
-    """The (H, W, C) a device frame needs to hold every frame of ``shapes`` (a chain's, in order)."""
+    """The (H, W, C) a device frame needs to hold each frame of ``shapes`` (a chain's, in order)."""
     return max(s[0] for s in shapes), max(s[1] for s in shapes), shapes[0][2]
 
 
@@ -67,8 +67,8 @@ def check_device_memory(driver, shape: tuple[int, int, int], count: int, planes:
 
 
 def new_slot(driver, index: int, shapes, planes: tuple[YuvLayout | None, YuvLayout | None],
-             dtype: np.dtype, *, frame_buffers: int, filtered: bool, pinned: bool, blocking_sync: bool,
-             layer_buffers: dict, device_input: bool = False) -> Slot:
+             dtype: np.dtype, *, frame_buffers: int, filtered: bool, pinned: bool,
+             blocking_sync: bool, layer_buffers: dict, device_input: bool = False) -> Slot:
     """A slot for (H, W, C) frames of ``dtype``, or for 4:2:0 planes (flat host buffers).
 
     Args:
@@ -89,16 +89,15 @@ def new_slot(driver, index: int, shapes, planes: tuple[YuvLayout | None, YuvLayo
     planes, out_planes = planes
     height, width, channels = buffer_shape(shapes)
     row_bytes = width * channels * dtype.itemsize
-    host_shapes = (planes.shape, out_planes.shape) if planes is not None else (shapes[0], shapes[-1])
+    ends = (shapes[0], shapes[-1])  # what goes up, what comes down
+    host_shapes = (planes.shape, out_planes.shape) if planes is not None else ends
     host_dtype = planes.dtype if planes is not None else dtype
     if device_input and planes is None:
         raise ValueError("device input needs planes")
     try:
-        host_in, host_out = _host_buffers(driver, host_shapes, host_dtype, pinned=pinned, device_input=device_input)
-        buffers, pitch = [], 0
-        for _ in range(frame_buffers):
-            allocation, pitch = driver.mem_alloc_pitch(row_bytes, height, 16)
-            buffers.append(allocation)
+        host_in, host_out = _host_buffers(driver, host_shapes, host_dtype, pinned=pinned,
+                                          device_input=device_input)
+        buffers, pitch = _device_frames(driver, frame_buffers, row_bytes, height)
         device_planes = ([driver.mem_alloc(layout.nbytes) for layout in (planes, out_planes)]
                          if planes is not None else [])
     except (driver.MemoryError, driver.Error) as exc:
@@ -106,16 +105,26 @@ def new_slot(driver, index: int, shapes, planes: tuple[YuvLayout | None, YuvLayo
         raise BackendUnavailableError(
             f"not enough GPU or pinned memory for a slot of {width}x{height}x{channels} "
             f"({megabytes:.1f} MiB host + device): {exc}") from None
-    upload, download = _copies(driver, (shapes[0], shapes[-1]), dtype, planes, host_in, host_out, buffers, pitch,
+    upload, download = _copies(driver, ends, dtype, planes, host_in, host_out, buffers, pitch,
                                device_planes, filtered=filtered, device_input=device_input)
     events = {name: driver.Event() for name in ("start", "uploaded", "computed")}
     events["done"] = driver.Event(driver.event_flags.BLOCKING_SYNC if blocking_sync else 0)
-    device = DeviceSlot(stream=driver.Stream(), buffers=buffers, pitch=pitch, rows=height, upload=upload,
-                        download=download, events=events, layer_buffers=layer_buffers, planes=device_planes)
+    device = DeviceSlot(stream=driver.Stream(), buffers=buffers, pitch=pitch, rows=height,
+                        upload=upload, download=download, events=events,
+                        layer_buffers=layer_buffers, planes=device_planes)
     written = (DeviceInput(int(device_planes[0]), planes, driver.Event(driver.event_flags.DISABLE_TIMING))
                if device_input else None)
     return Slot(index=index, host_in=host_in, host_out=host_out, device=device, planes=planes,
                 device_input=written, out_planes=out_planes)
+
+
+def _device_frames(driver, count: int, row_bytes: int, height: int) -> tuple[list, int]:
+    """``count`` pitched device frames of ``height`` rows of ``row_bytes``, and their pitch."""
+    buffers, pitch = [], 0
+    for _ in range(count):
+        allocation, pitch = driver.mem_alloc_pitch(row_bytes, height, 16)
+        buffers.append(allocation)
+    return buffers, pitch
 
 
 def _copies(driver, shapes, dtype, planes, host_in, host_out, buffers, pitch, device_planes, *,
@@ -132,8 +141,9 @@ def _copies(driver, shapes, dtype, planes, host_in, host_out, buffers, pitch, de
     upload = _copy_2d(driver, row_bytes, height, src_host=host_in, src_pitch=row_bytes,
                       dst_device=buffers[0], dst_pitch=pitch)
     out_bytes = out_width * channels * dtype.itemsize
-    download = _copy_2d(driver, out_bytes, out_height, src_device=buffers[1] if filtered else buffers[0],
-                        src_pitch=pitch, dst_host=host_out, dst_pitch=out_bytes)
+    download = _copy_2d(driver, out_bytes, out_height,
+                        src_device=buffers[1] if filtered else buffers[0], src_pitch=pitch,
+                        dst_host=host_out, dst_pitch=out_bytes)
     return upload, download
 
 

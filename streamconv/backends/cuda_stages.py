@@ -31,9 +31,9 @@ class CudaStage:
     plan: KernelPlan
     module: Any
     function: Any
-    extra_args: tuple = ()  # after (src, dst, width, height, pitches): a textbook kernel's taps pointer
+    extra_args: tuple = ()  # after (src, dst, width, height, pitches): a textbook kernel's taps
     allocations: list = field(default_factory=list)  # device memory the stage owns
-    gpu_layer: GpuLayer | None = None  # a convolution layer (the bank filter): plan, module, function None
+    gpu_layer: GpuLayer | None = None  # a convolution layer (bank): plan, module, function None
 
 
 def load_stages(driver, context, arch: str, filters: Sequence[FilterStage], plan: ChainPlan,
@@ -52,7 +52,8 @@ def load_stages(driver, context, arch: str, filters: Sequence[FilterStage], plan
     for stage, launch, entering in zip(filters, launches, plan.shapes(shape)):
         if stage.layer is not None:
             engine = GpuEngine(driver, context, push=False)  # this backend's context, current here
-            stages.append(CudaStage(None, None, None, gpu_layer=GpuLayer(stage.layer, entering, engine)))
+            layer = GpuLayer(stage.layer, entering, engine)
+            stages.append(CudaStage(None, None, None, gpu_layer=layer))
             log.info("stage %s runs streamconv.nn's conv2d", stage.describe())
             continue
         stages.append(load_stage(driver, arch, stage, launch))
@@ -66,7 +67,8 @@ def load_stage(driver, arch: str, stage: FilterStage, launch: KernelPlan) -> Cud
     for symbol, values in launch.constants.items():
         address, size = module.get_global(symbol)
         if size != values.nbytes:
-            raise StreamError(f"{symbol} holds {size} bytes, stage {stage.describe()} needs {values.nbytes}")
+            raise StreamError(f"{symbol} holds {size} bytes, stage {stage.describe()} "
+                              f"needs {values.nbytes}")
         driver.memcpy_htod(address, np.array(values, order="C"))  # a copy: tables may be read-only
     function = module.get_function(launch.entry)
     function.prepare(launch.arguments)

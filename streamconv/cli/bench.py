@@ -49,14 +49,15 @@ def add_bench_parser(commands) -> None:
     parser.add_argument("--overwrite", "-y", action="store_true", help="replace --json and --chart files that exist")
     parser.add_argument("--no-progress", action="store_true", help="no progress line")
     parser.add_argument("--scale", action="store_true",
-                        help="time the scale stage instead (4K to 1080p with every kernel, 1080p to 4K; "
-                             "RGB, 8 and 16 bits) beside cv2.resize and the CPU backend")
+                        help="time the scale stage instead (4K to 1080p with every kernel, 1080p "
+                             "to 4K; RGB, 8 and 16 bits) beside cv2.resize and the CPU backend")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """``streamconv bench``: check and time the kernel variants; table, JSON, chart."""
     if args.scale and args.chart:
-        raise FilterSpecError("--chart draws the convolution kernels' timings; --scale has a table only")
+        raise FilterSpecError("--chart draws the convolution kernels' timings; "
+                              "--scale has a table only")
     if args.chart:
         benchplot.check_matplotlib()
     reports = {"--json": args.json, "--chart": args.chart}
@@ -90,11 +91,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def _scale_bench(args: argparse.Namespace, progress) -> int:
     """``streamconv bench --scale``: check and time the scale stage; table, JSON."""
-    result = bench_scale.run_scale_bench(device_number=args.device, host=not args.no_host, progress=progress)
+    result = bench_scale.run_scale_bench(device_number=args.device, host=not args.no_host,
+                                         progress=progress)
     if progress:
         sys.stderr.write("\n")
     if args.json:
-        write_atomically(args.json, json.dumps(result, indent=1) + "\n", overwrite=args.overwrite, what="--json")
+        write_atomically(args.json, json.dumps(result, indent=1) + "\n", overwrite=args.overwrite,
+                         what="--json")
     print(bench_scale.format_scale_table(result))
     bench.report_failures(result)
     return 0

@@ -168,7 +168,7 @@ def _open_run_sink(args: argparse.Namespace, source: Source, display: bool,
             sinks.append(DisplaySink(title=title, side_by_side=args.side_by_side,
                                      overlay=not args.no_overlay, filter_cycle=cycle))
         if args.output is not None:
-            shape = chain_shapes(cycle[0][1], source.shape)[-1]  # the chain asked for: the output's size
+            shape = chain_shapes(cycle[0][1], source.shape)[-1]  # the chain asked for sizes it
             sinks.append(open_sink(args.output, like=source, shape=shape, **sink_options))
     except BaseException:
         for sink in sinks:

@@ -140,7 +140,8 @@ def open_sink(output: str | Path | Sink | None, *, like=None, shape: tuple[int, 
         output = without_file_scheme(output)
     height, width = shape[:2] if shape is not None else (like.height, like.width)
     if is_vcam_output(output):
-        return VirtualCameraSink(vcam_device(output), width=width, height=height, frame_rate=like.frame_rate)
+        return VirtualCameraSink(vcam_device(output), width=width, height=height,
+                                 frame_rate=like.frame_rate)
     path = getattr(like, "path", None)
     options.setdefault("protect", (path,) if path is not None else ())  # never replace the input
     options.setdefault("copy_streams", getattr(like, "copied_streams", ()))
@@ -150,5 +151,5 @@ def open_sink(output: str | Path | Sink | None, *, like=None, shape: tuple[int, 
     deep = getattr(like, "dtype", None) == np.uint16  # a source read in 8 bits is written in 8
     options.setdefault("bits", getattr(like, "bits", 8) if deep else 8)
     sink = NetworkSink if is_network_output(output) else FileSink
-    return sink(output, width=width, height=height, frame_rate=like.frame_rate, time_base=like.time_base,
-                **options)
+    return sink(output, width=width, height=height, frame_rate=like.frame_rate,
+                time_base=like.time_base, **options)

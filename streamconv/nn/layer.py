@@ -158,8 +158,9 @@ def layer_cpu(frame: np.ndarray, layer: ConvLayer) -> np.ndarray:
 
 
 def check_sample_type(stages: Sequence, dtype) -> None:
-    """Refuse frames of ``dtype`` (a NumPy dtype) that a stage (a FilterStage) cannot filter: convolution-layer
-    stages (the ``bank`` filter) take uint8 frames only; the others take uint8 and uint16.
+    """Refuse frames of ``dtype`` (a NumPy dtype) that a stage (a FilterStage) cannot filter:
+    convolution-layer stages (the ``bank`` filter) take uint8 frames only; the others take uint8
+    and uint16.
 
     Raises:
         FrameTypeError: naming the stage and the dtype.
@@ -168,4 +169,5 @@ def check_sample_type(stages: Sequence, dtype) -> None:
         return
     for stage in stages:
         if stage.layer is not None:
-            raise FrameTypeError(f"stage {stage.describe()} takes uint8 frames only, got {np.dtype(dtype)}")
+            raise FrameTypeError(f"stage {stage.describe()} takes uint8 frames only, "
+                                 f"got {np.dtype(dtype)}")

@@ -72,7 +72,9 @@ def choose_tile(columns: AxisTaps, rows: AxisTaps, channels: int) -> Tile:
             reach = _reach(rows, height)
             fitting = (Tile(width, height, chunk, span, reach) for chunk in _CHUNKS)
             tile = next((t for t in fitting if t.shared_bytes(channels) <= SHARED_BYTES), None)
-            if tile is not None and (best is None or tile.cost(columns, rows) < best.cost(columns, rows)):
+            if tile is None:
+                continue
+            if best is None or tile.cost(columns, rows) < best.cost(columns, rows):
                 best = tile
     if best is None:
         raise AssertionError("a 8 x 1 tile fits every reduction resample.py allows")
@@ -85,7 +87,8 @@ def kernel_plan(plan: StagePlan, shape: tuple[int, int, int], border_code: int) 
     geometry = plan.stage.geometry
     height, width, channels = shape
     out_height, out_width, _ = geometry.output_shape(shape)
-    common = {"CHANNELS": channels, "ELEM_BYTES": plan.sample_bytes, "OUT_W": out_width, "OUT_H": out_height}
+    common = {"CHANNELS": channels, "ELEM_BYTES": plan.sample_bytes, "OUT_W": out_width,
+              "OUT_H": out_height}
     if geometry.kind == "crop":
         x, y, _, _ = geometry.window(shape)
         row_bytes = out_width * channels * plan.sample_bytes
@@ -97,13 +100,16 @@ def kernel_plan(plan: StagePlan, shape: tuple[int, int, int], border_code: int) 
     constants = {"g_xstart": columns.start, "g_xweights": columns.weights.ravel(),
                  "g_ystart": rows.start, "g_yweights": rows.weights.ravel()}
     horizontal = cdiv(out_height, tile.height) * tile.rows * out_width * columns.taps
-    return KernelPlan(plan.variant, "resample", "scale", {**common, **scale_defines(columns, rows, tile)},
-                      (tile.width, _THREADS // tile.width, 1),
+    defines = {**common, **scale_defines(columns, rows, tile)}
+    block = (tile.width, _THREADS // tile.width, 1)
+    return KernelPlan(plan.variant, "resample", "scale", defines, block,
                       (cdiv(out_width, tile.width), cdiv(out_height, tile.height), 1), constants,
                       products=channels * (horizontal + out_width * out_height * rows.taps))
 
 
 def scale_defines(columns: AxisTaps, rows: AxisTaps, tile: Tile) -> dict[str, int]:
-    """resample.cu's macros for the taps and the tile (beside CHANNELS, ELEM_BYTES, OUT_W, OUT_H)."""
-    return {"NTX": columns.taps, "NTY": rows.taps, "TILE_W": tile.width, "THREADS_Y": _THREADS // tile.width,
-            "TILE_H": tile.height, "CHUNK": tile.chunk, "SPAN": tile.span, "ROWS": tile.rows}
+    """resample.cu's macros for the taps and the tile (the others: CHANNELS, ELEM_BYTES, OUT_W
+    and OUT_H)."""
+    return {"NTX": columns.taps, "NTY": rows.taps, "TILE_W": tile.width,
+            "THREADS_Y": _THREADS // tile.width, "TILE_H": tile.height, "CHUNK": tile.chunk,
+            "SPAN": tile.span, "ROWS": tile.rows}
