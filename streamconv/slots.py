@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Generic, Iterator, TypeVar
 
 import numpy as np
 
+from .errors import FrameFormatError
 from .io.yuv import YuvLayout
 
 if TYPE_CHECKING:
@@ -138,6 +139,21 @@ def resized_planes(layout: YuvLayout, shape: tuple[int, ...]) -> YuvLayout | Non
     if width % 2 or height % 2:
         return None
     return replace(layout, width=width, height=height)
+
+
+def output_planes(layout: YuvLayout | None, shape: tuple[int, ...]) -> YuvLayout | None:
+    """A slot's ``out_planes`` for a chain whose output is (h, w, C) ``shape``: None without
+    planes (``layout`` None), else :func:`resized_planes`.
+
+    Raises:
+        FrameFormatError: the output has an odd side, which 4:2:0 planes cannot hold.
+    """
+    if layout is None:
+        return None
+    resized = resized_planes(layout, shape)
+    if resized is None:
+        raise FrameFormatError(f"4:2:0 planes cannot hold the chain's {shape[1]}x{shape[0]} output")
+    return resized
 
 
 Note = TypeVar("Note")

@@ -13,6 +13,7 @@ import streamconv
 from streamconv.backends.cpu import CpuBackend
 from streamconv.errors import FilterSpecError, FrameFormatError
 from streamconv.filters import parse_chain, parse_filter
+from streamconv.io.yuv import YuvLayout
 from streamconv.resample import KERNELS, MAX_REDUCTION, axis_taps
 
 from oracle import reference_chain, reference_resize
@@ -112,6 +113,15 @@ def test_sizes_follow_the_aspect_ratio_and_refusals_name_the_stage():
         parse_filter("scale:w=100,h=100").geometry.output_shape((1080, 1920, 3))
     with pytest.raises(FrameFormatError, match="does not lie within"):
         CpuBackend(parse_chain(["crop:x=50,w=100"])).apply(np.zeros((10, 120, 3), np.uint8))
+
+
+def test_planes_slots_take_the_output_size_and_refuse_an_odd_one(rng):
+    layout = YuvLayout(64, 48)
+    backend = CpuBackend(parse_chain(["scale:w=32,h=-1,kernel=area"]))
+    slot = backend.allocate_slots(layout.frame_shape, 1, planes=layout)[0]
+    assert slot.out_shape == (24, 32, 3) and slot.host_out.shape == YuvLayout(32, 24).shape
+    with pytest.raises(FrameFormatError, match="cannot hold the chain's 31x24 output"):
+        CpuBackend(parse_chain(["crop:w=31,h=24"])).allocate_slots(layout.frame_shape, 1, planes=layout)
 
 
 def test_scale_and_crop_chain_with_the_2d_filters(rng):

@@ -33,11 +33,10 @@ import numpy as np
 
 from ..borders import CV_BORDERS, DEFAULT_BORDER, check_border, pad_frame
 from ..filters import COMBINE_MAGNITUDE, FilterStage, check_sample_type
-from ..errors import FrameFormatError
 from ..frames import as_hwc, check_same_frame, sample_maximum
 from ..nn.layer import layer_cpu
 from ..resample import chain_shapes
-from ..slots import Slot, resized_planes
+from ..slots import Slot, output_planes
 from .cpu_resample import geometry_into
 from .protocol import Backend
 from ..io.yuv import YuvLayout, planes_to_rgb, rgb_to_planes
@@ -390,10 +389,7 @@ class CpuBackend(Backend):
         filtered and converted back at the output's size: FrameFormatError if that is odd)."""
         self._plans_for(np.dtype(planes.frame_dtype if planes is not None else dtype))  # refuse early
         out_shape = self.output_shape(tuple(planes.frame_shape if planes is not None else shape))
-        out_planes = resized_planes(planes, out_shape) if planes is not None else None
-        if planes is not None and out_planes is None:
-            raise FrameFormatError(f"4:2:0 planes cannot hold the chain's "
-                                   f"{out_shape[1]}x{out_shape[0]} output")
+        out_planes = output_planes(planes, out_shape)
         shapes = (planes.shape, out_planes.shape) if planes is not None else (shape, out_shape)
         dtype = planes.dtype if planes is not None else dtype
         return [Slot(index=i, host_in=np.empty(shapes[0], dtype),

@@ -24,12 +24,12 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from ..borders import BORDER_CODES, DEFAULT_BORDER, check_border
-from ..errors import BackendUnavailableError, FrameFormatError, GpuFaultError
+from ..errors import BackendUnavailableError, GpuFaultError
 from ..filters import FilterStage
 from ..frames import as_hwc, check_same_frame
 from ..interop.arrays import DeviceView
 from ..interop.device_frame import DeviceFrame
-from ..slots import Slot, resized_planes
+from ..slots import Slot, output_planes
 from .cuda_device_frames import DeviceFrameRunner
 from .cuda_host_frames import HostFrameRunner
 from .cuda_slots import DeviceSlot, buffer_shape, check_device_memory, free_slot, new_slot
@@ -172,11 +172,7 @@ class CudaBackend(Backend):
         """
         dtype = np.dtype(planes.frame_dtype if planes is not None else dtype)  # the filters' frames
         shape = tuple(planes.frame_shape if planes is not None else shape)
-        out_shape = self.output_shape(shape)
-        out_planes = resized_planes(planes, out_shape) if planes is not None else None
-        if planes is not None and out_planes is None:
-            raise FrameFormatError(f"4:2:0 planes cannot hold the chain's "
-                                   f"{out_shape[1]}x{out_shape[0]} output")
+        out_planes = output_planes(planes, self.output_shape(shape))
         with self.activated():
             self.stages_for(shape, dtype)
             if planes is not None:
