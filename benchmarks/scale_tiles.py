@@ -33,10 +33,10 @@ CASES = (((2160, 3840, 3), (1080, 1920)), ((1080, 1920, 3), (2160, 3840)))
 def tiles(columns, rows, channels: int):
     """Every (width, height) tile whose shared memory fits, with the largest chunk that does."""
     for width in (64, 32, 16):
-        span = resample._reach(columns, width)
+        span = resample.reach(columns, width)
         for height in (64, 32, 16, 8):
-            reach = resample._reach(rows, height)
-            fitting = [resample.Tile(width, height, chunk, span, reach) for chunk in (16, 8, 4)]
+            most = resample.reach(rows, height)
+            fitting = [resample.Tile(width, height, chunk, span, most) for chunk in (16, 8, 4)]
             tile = next((t for t in fitting if t.shared_bytes(channels) <= resample.SHARED_BYTES), None)
             if tile is not None:
                 yield tile

@@ -25,11 +25,13 @@ _THREADS = 256
 _TILE_WIDTHS = (32, 16, 8)
 _TILE_HEIGHTS = (32, 16, 8, 4, 2, 1)
 _CHUNKS = (16, 8, 4, 2, 1)
+_SYNC_TAPS = 64
+"""What a chunk's two barriers cost a column, in taps: an estimate, as are the cost's other
+weights (benchmarks/scale_tiles.py times every tile that fits)."""
 
 
 def prepare(stage, variant: str, sample_bytes: int) -> None:
     """Nothing shape-independent to prepare: the taps depend on the frame's size."""
-    return
 
 
 @dataclass(frozen=True)
@@ -48,14 +50,15 @@ class Tile:
         return 4 * channels * (self.chunk * self.span + self.rows * self.width)
 
     def cost(self, columns: AxisTaps, rows: AxisTaps) -> float:
-        """Work per output pixel: horizontal taps over every row the block reads, samples staged,
-        vertical taps, and a sync per chunk."""
+        """Work per output pixel, in taps: the horizontal taps of every row the block reads, the
+        samples it stages, the barriers of its chunks and the vertical taps."""
         pixels = self.width * self.height
-        return (self.rows * (self.width * columns.taps + self.span + 64 / self.chunk)
-                + pixels * rows.taps) / pixels
+        horizontal = self.rows * (self.width * columns.taps + self.span)
+        barriers = self.rows / self.chunk * self.width * _SYNC_TAPS
+        return (horizontal + barriers + pixels * rows.taps) / pixels
 
 
-def _reach(taps: AxisTaps, tile: int) -> int:
+def reach(taps: AxisTaps, tile: int) -> int:
     """The most source indices a block of ``tile`` consecutive outputs reads."""
     starts = taps.start.astype(np.int64)
     last = np.minimum(np.arange(0, len(starts), tile) + tile, len(starts)) - 1
@@ -67,10 +70,10 @@ def choose_tile(columns: AxisTaps, rows: AxisTaps, channels: int) -> Tile:
     that fits for its width and height."""
     best: Tile | None = None
     for width in _TILE_WIDTHS:
-        span = _reach(columns, width)
+        span = reach(columns, width)
         for height in _TILE_HEIGHTS:
-            reach = _reach(rows, height)
-            fitting = (Tile(width, height, chunk, span, reach) for chunk in _CHUNKS)
+            most = reach(rows, height)
+            fitting = (Tile(width, height, chunk, span, most) for chunk in _CHUNKS)
             tile = next((t for t in fitting if t.shared_bytes(channels) <= SHARED_BYTES), None)
             if tile is None:
                 continue
