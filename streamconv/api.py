@@ -70,13 +70,16 @@ def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
             and a.shape == b.shape and a.strides == b.strides)
 
 
-def check_output(dst: object, src: np.ndarray, *, what: str = "output frame") -> np.ndarray:
+def check_output(dst: object, src: np.ndarray, *, what: str = "output frame",
+                 shape: tuple[int, int, int] | None = None) -> np.ndarray:
     """Check that ``dst`` can take the filtered ``src``, before any work is done.
 
     Args:
-        dst: the host array to write: of ``src``'s shape ((H, W) and (H, W, 1) alike) and dtype,
-            writable, any strides.
+        dst: the host array to write: of ``src``'s shape ((H, W) and (H, W, 1) alike), or
+            ``shape`` where the chain changes the size, and of ``src``'s dtype; writable, any
+            strides.
         src: the (H, W), (H, W, 3) or (H, W, 4) uint8 or uint16 host array to be filtered.
+        shape: the (h, w, C) the chain makes of ``src`` (None: ``src``'s own).
 
     Returns:
         ``dst`` viewed as (H, W, C).
@@ -87,7 +90,7 @@ def check_output(dst: object, src: np.ndarray, *, what: str = "output frame") ->
     """
     src3 = as_hwc(src, what="input frame")
     dst3 = as_hwc(dst, what=what)
-    check_same_frame(dst3, src3)
+    check_same_frame(dst3, src3, shape)
     if not dst3.flags.writeable:
         # NumPy's own complaint is a ValueError too; cv2 would raise a bare cv2.error.
         raise FrameFormatError(f"{what} is read-only (flags.writeable is False); pass a writable array")
@@ -112,6 +115,20 @@ def make_engine(spec: Spec, *, border: str, backend: str, device: int, kernel: s
     plan = plan_kernels(kernel, stages, name)
     return stages, border, name, create_backend(name, stages, border=border, device=device, kernel=kernel,
                                                 plan=plan, **cuda_options)
+
+
+def output_like(engine: Backend, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape of ``engine``'s output for a frame of the caller's ``shape``, as the caller
+    gave it: (h, w) for (H, W), else (h, w, C)."""
+    out = engine.output_shape(tuple(shape) if len(shape) == 3 else (*shape, 1))
+    return out[:2] if len(shape) == 2 else out
+
+
+def slot_bytes(engine: Backend, shape: tuple[int, int, int], dtype) -> int:
+    """Host bytes a slot takes for (H, W, C) frames of ``dtype``: the frame in, ``engine``'s
+    result out."""
+    pixels = int(np.prod(shape)) + int(np.prod(engine.output_shape(tuple(shape))))
+    return pixels * np.dtype(dtype).itemsize
 
 
 def device_engine(engine: Backend, where: str) -> Backend:
@@ -185,8 +202,10 @@ class Filter:
                 GPU call. Without it the result is complete on return.
 
         Returns:
-            For a host frame, a new C-contiguous NumPy array (on the cuda backend in page-locked
-            memory, reused after it is dropped); for a device frame, a new
+            An array of the frame's dtype and of :meth:`output_shape` (the frame's shape unless a
+            ``scale`` or ``crop`` stage changes it). For a host frame, a new C-contiguous NumPy
+            array (on the cuda backend in page-locked memory, reused after it is dropped); for a
+            device frame, a new
             :class:`~streamconv.interop.device_frame.DeviceFrame` on the same GPU (CuPy and PyTorch
             take it without a copy: ``torch.from_dlpack(result)``, ``cupy.asarray(result)``).
 
@@ -207,10 +226,12 @@ class Filter:
                 return device_engine(self._engine, f"this Filter runs on {self.backend}").apply_device(
                     image, None, handle)
             shape = tuple(getattr(frame, "shape", image.shape))  # (H, W) for a grey frame given so
-            return self._engine.apply(image, **self._stream_kwargs(handle)).reshape(shape)
+            result = self._engine.apply(image, **self._stream_kwargs(handle))
+            return result.reshape(output_like(self._engine, shape))
 
     def apply_into(self, dst: Any, src: Any, *, stream: Any = None) -> None:
-        """Filter ``src`` into ``dst``: arrays of one shape and dtype, uint8 or uint16, both in host
+        """Filter ``src`` into ``dst``: arrays of one dtype, uint8 or uint16, ``dst`` of
+        :meth:`output_shape` (``src``'s shape without a scale or crop stage), both in host
         memory or both on the GPU (as for :meth:`__call__`). A host ``dst`` may be any writable view
         (a crop, every second pixel, BGR of an RGB array), even one sharing memory with ``src``; the
         result is written through to it and equals ``Filter(...)(src)``. A device ``dst`` may have any
@@ -239,10 +260,10 @@ class Filter:
             if not (isinstance(source, DeviceView) and isinstance(target, DeviceView)):
                 raise FrameDeviceError("input and output frames must both be device arrays or both host "
                                        "arrays (DeviceFrame.get() copies a result to the host)")
-            check_same_frame(target, source)
+            check_same_frame(target, source, self._engine.output_shape(source.shape))
             device_engine(self._engine, f"this Filter runs on {self.backend}").apply_device(source, target, handle)
             return
-        dst3 = check_output(target, source)
+        dst3 = check_output(target, source, shape=self._engine.output_shape(as_hwc(source).shape))
         engine_kwargs = self._stream_kwargs(handle)
         # OpenCV would read samples it has already written where ``dst`` partly overlaps ``src``
         # (``dst`` being ``src`` itself it handles: in place stays without a copy).
@@ -253,6 +274,21 @@ class Filter:
         result = np.empty(dst3.shape, dst3.dtype)
         self._engine.apply_into(result, source, **engine_kwargs)
         np.copyto(dst3, result)
+
+    def output_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The shape of the result for a frame of ``shape``: (H, W) or (H, W, C), given as the
+        frame's; it differs only where a ``scale`` or ``crop`` stage changes the size.
+
+        Raises:
+            FrameFormatError: a stage cannot take frames of that size (a crop beyond the frame).
+
+        Example:
+            >>> import streamconv
+            >>> with streamconv.Filter(["scale:w=640,h=-2", "edge"], backend="cpu") as chain:
+            ...     chain.output_shape((1080, 1920, 3))
+            (360, 640, 3)
+        """
+        return output_like(self._engine, tuple(shape))
 
     def _check_open(self) -> None:
         if self._closed:

@@ -22,9 +22,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from .errors import FilterSpecError, FrameTypeError
-from .nn.layer import ConvLayer, load_layer
-from .tapfiles import MAX_ABS_TAP, MAX_QUOTED_CHARS, load_taps_file, parse_inline_taps, quote_text
+from .errors import FilterSpecError
+from .nn.layer import ConvLayer, check_sample_type, load_layer
+from .resample import GEOMETRY_FILTERS, Geometry
+from .tapfiles import MAX_ABS_TAP, load_taps_file, parse_inline_taps, show_value
+
+__all__ = ["check_sample_type", "show_value"]  # re-exported: their homes are nn.layer and tapfiles
 
 MAX_SIZE = 31
 """Largest tap matrix side (radius 15); the CUDA kernels are built for radius <= 15."""
@@ -44,6 +47,8 @@ class FilterStage:
         combine: ``"none"`` for a single matrix, ``"magnitude"`` for sqrt(a^2 + b^2) of two.
         layer: for the ``bank`` filter, a :class:`streamconv.nn.layer.ConvLayer` (a convolution
             layer whose maps make the frame); ``taps`` is then empty. None otherwise.
+        geometry: for ``scale`` and ``crop``, what they do to the frame's size
+            (:class:`streamconv.resample.Geometry`); ``taps`` is then empty. None otherwise.
     """
 
     name: str
@@ -51,10 +56,13 @@ class FilterStage:
     taps: tuple[np.ndarray, ...]
     combine: str = COMBINE_NONE
     layer: ConvLayer | None = None
+    geometry: Geometry | None = None
 
     @property
     def size(self) -> int:
-        """Side K of the tap matrices."""
+        """Side K of the tap matrices (1 for a geometry stage)."""
+        if self.geometry is not None:
+            return 1
         return self.layer.size if self.layer is not None else int(self.taps[0].shape[0])
 
     @property
@@ -69,7 +77,7 @@ class FilterStage:
         detail = f" x{len(self.taps)} {self.combine}" if len(self.taps) > 1 else ""
         if self.layer is not None:
             detail = f", {self.layer.channels} -> {self.layer.maps} maps"
-        return f"{label} ({self.size}x{self.size}{detail})"
+        return label if self.geometry is not None else f"{label} ({self.size}x{self.size}{detail})"
 
 
 @dataclass(frozen=True)
@@ -240,6 +248,11 @@ def _layer(file: str, relu: bool, pool: int) -> FilterStage:
     return FilterStage(name="bank", params=params, taps=(), layer=layer)
 
 
+def _geometry(name: str, make: Callable[..., Geometry]) -> Callable[..., FilterStage]:
+    """A builder of a ``scale`` or ``crop`` stage: no taps, a :class:`Geometry`."""
+    return lambda **params: FilterStage(name, params, (), geometry=make(**params))
+
+
 def _fixed(name: str, taps: Any) -> Callable[[], FilterStage]:
     return lambda: _single(name, {}, taps)
 
@@ -275,20 +288,9 @@ REGISTRY: dict[str, FilterType] = {
                     "pool": Param(int, 1, "max-pool the maps over pool x pool windows")}),
     )
 }
-
-
-def show_value(value: Any) -> str:
-    """A value for an error message: repr(value), cut to MAX_QUOTED_CHARS characters of a string or
-    twice that of other types (a value may come from a file); repr of an int (even nested) over
-    4300 digits raises ValueError, so such a value is named by its type."""
-    if isinstance(value, str):
-        return quote_text(value)
-    try:
-        text = repr(value)
-    except ValueError:
-        return f"<a {type(value).__name__} too large to show>"
-    limit = 2 * MAX_QUOTED_CHARS
-    return text[:limit] + "..." if len(text) > limit else text
+REGISTRY.update({name: FilterType(name, summary, _geometry(name, make),
+                                  {key: Param(*param) for key, param in params.items()})
+                 for name, summary, make, params in GEOMETRY_FILTERS})
 
 
 def _coerce(filter_name: str, key: str, param: Param, value: Any) -> Any:
@@ -412,17 +414,3 @@ def describe_registry() -> str:
     lines.append("")
     lines.append("Spec: NAME[:KEY=VALUE,...]; repeat --filter to chain stages in order.")
     return "\n".join(lines)
-
-
-def check_sample_type(stages: Sequence[FilterStage], dtype) -> None:
-    """Refuse frames of ``dtype`` (a NumPy dtype) that a stage cannot filter: convolution-layer
-    stages (the ``bank`` filter) take uint8 frames only; the others take uint8 and uint16.
-
-    Raises:
-        FrameTypeError: naming the stage and the dtype.
-    """
-    if np.dtype(dtype) == np.uint8:
-        return
-    for stage in stages:
-        if stage.layer is not None:
-            raise FrameTypeError(f"stage {stage.describe()} takes uint8 frames only, got {np.dtype(dtype)}")

@@ -45,11 +45,13 @@ def as_hwc(frame: object, *, what: str = "frame") -> np.ndarray:
     return frame
 
 
-def check_same_frame(dst: np.ndarray, src: np.ndarray) -> None:
-    """Raise FrameFormatError unless dst and src have the same shape, FrameTypeError unless the
-    same dtype (a filter keeps the sample type)."""
-    if dst.shape != src.shape:
-        raise FrameFormatError(f"unexpected output shape: {dst.shape} != {src.shape}")
+def check_same_frame(dst: np.ndarray, src: np.ndarray,
+                     shape: tuple[int, ...] | None = None) -> None:
+    """Raise FrameFormatError unless dst has src's shape (or ``shape``, where the chain changes
+    the frame's size), FrameTypeError unless src's dtype (a filter keeps the sample type)."""
+    expected = src.shape if shape is None else tuple(shape)
+    if dst.shape != expected:
+        raise FrameFormatError(f"unexpected output shape: {dst.shape} != {expected}")
     if dst.dtype != src.dtype:
         raise FrameTypeError(f"unexpected output dtype: {dst.dtype} != {src.dtype}")
 
@@ -204,15 +206,18 @@ def as_count(value: object, what: str, minimum: int, maximum: int | None = None)
 
 
 def check_slot_memory(shape: tuple[int, ...], dtype, ring: int, *, planes=None,
-                      what: str = "frames") -> int:
+                      what: str = "frames", out_shape: tuple[int, ...] | None = None) -> int:
     """Refuse a ring of slots that does not fit in host memory, before any slot is allocated.
 
     Every slot holds two host buffers (``host_in``, ``host_out``; page-locked on the CUDA
     backend, which checks device memory itself), each an (H, W, C) frame of ``dtype`` or,
-    with ``planes``, the frame's flat 4:2:0 planes of ``planes.dtype``.
+    with ``planes``, the frame's flat 4:2:0 planes of ``planes.dtype``; ``host_out`` at the
+    chain's output size.
 
     Args:
         shape: (H, W, C) of the frames (``Source.shape``).
+        out_shape: (h, w, C) the chain makes of them, where a stage changes the size (None:
+            ``shape``).
         dtype: their sample type, uint8 or uint16 (``Source.dtype``).
         ring: the number of slots, 1 to :data:`MAX_RING`.
         planes: the YuvLayout the slots carry instead of RGB, or None. Checking with None is
@@ -228,12 +233,14 @@ def check_slot_memory(shape: tuple[int, ...], dtype, ring: int, *, planes=None,
     """
     if not 1 <= ring <= MAX_RING:
         raise FrameFormatError(f"ring must be 1 to {MAX_RING} slots, got {ring}")
+    # The larger of input and output for both buffers: planes at the output's size are no larger.
+    largest = max(shape, out_shape or shape, key=math.prod)
     if planes is not None:
-        frame_bytes = planes.nbytes
+        frame_bytes = planes.nbytes * math.prod(largest) // math.prod(shape)
         buffers = f"{planes.width}x{planes.height} {planes.pix_fmt} planes"
     else:
-        frame_bytes = math.prod(shape) * np.dtype(dtype).itemsize  # Python ints: no overflow
-        buffers = f"{'x'.join(map(str, shape))} {np.dtype(dtype).name} frames"
+        frame_bytes = math.prod(largest) * np.dtype(dtype).itemsize  # Python ints: no overflow
+        buffers = f"{'x'.join(map(str, largest))} {np.dtype(dtype).name} frames"
     needed = 2 * ring * frame_bytes
     check_host_memory(needed, f"{ring} slot(s) of 2 x {buffers} ({what})",
                       hint="use a smaller --ring or --max-pixels")

@@ -23,8 +23,9 @@ from .ring import RingEpoch, RunClock, RunControls, RunCounts, frames_dropped
 from .io.damage import copied_damage
 from .io.open import open_sink, open_source
 from .io.sink import Sink
-from .slots import FrameMeta
+from .slots import FrameMeta, resized_planes
 from .io.source import Source
+from .resample import chain_shapes
 from .stats import RunStats
 from .io.yuv import YuvLayout
 
@@ -135,8 +136,10 @@ class Pipeline:
                                   **depth_option)
         try:
             check_frame_size(self.source.width, self.source.height, max_pixels, self.source.describe())
-            check_slot_memory(self.source.shape, self.source.dtype, ring, what=self.source.describe())
-            self.sink = open_sink(sink, like=self.source, **(sink_options or {}))
+            check_slot_memory(self.source.shape, self.source.dtype, ring,
+                              out_shape=self.output_shape, what=self.source.describe())
+            self.sink = open_sink(sink, like=self.source, shape=self.output_shape,
+                                  **(sink_options or {}))
         except BaseException:
             self.source.close()
             raise
@@ -164,6 +167,11 @@ class Pipeline:
             raise
 
     @property
+    def output_shape(self) -> tuple[int, int, int]:
+        """(h, w, C) the chain makes of the source's frames: the size the sink is opened for."""
+        return chain_shapes(self.filters, self.source.shape)[-1]
+
+    @property
     def device_input(self) -> bool:
         """Whether the source writes frames straight into the slots' device planes (NVDEC on the
         backend's GPU, frames travelling as planes)."""
@@ -179,7 +187,9 @@ class Pipeline:
         if self.colour == "host" or layout is None or self.on_frame is not None:
             return None
         accepts = getattr(self.sink, "accepts_planes", None)
-        return layout if accepts is not None and accepts(layout) else None
+        # A chain that changes the size writes planes of its output's size: an odd side takes RGB.
+        out = resized_planes(layout, self.output_shape)
+        return layout if accepts is not None and out is not None and accepts(out) else None
 
     def stop(self, signum: int | None = None) -> None:
         """Ask a running pipeline to stop reading and finish; safe from signal handlers and threads."""
@@ -338,10 +348,9 @@ class Pipeline:
                     break
                 resized, self._counts.resized = self._counts.resized, False
                 swapped = self._apply_pending()
-                if resized:
-                    planes = self._after_resize(stats)
-                elif not swapped:
+                if not (resized or swapped):
                     break
+                planes = self._after_resize(stats) if resized else self.planes
                 if swapped:
                     log.info("filters now: %s", self.filter_label or
                              (" -> ".join(f.describe() for f in self.filters) or "none"))
@@ -389,7 +398,7 @@ class Pipeline:
         planes = self.planes
         # The first epoch's slots were checked when the pipeline was made; a new size is checked here.
         check_slot_memory(self.source.shape, self.source.dtype, self.ring, planes=planes,
-                          what=self.source.describe())
+                          what=self.source.describe(), out_shape=self.output_shape)
         stats.resizes += 1
         log.info("slots re-sized to %dx%d; colour: %s", self.source.width, self.source.height,
                  "planes" if planes else "RGB")

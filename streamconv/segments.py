@@ -42,6 +42,7 @@ from .io.segment import Segment, keyframe_times, plan_cuts, pts_shift, segment_s
 from .io.targets import check_target
 from .leftovers import hold_folder_lock, release_writer_lock, remove_abandoned
 from .pipeline import Pipeline
+from .resample import chain_shapes
 from .batch_worker import Running
 from .segments_ray import run_on_ray
 from .stats import RunStats, StageTimes
@@ -239,7 +240,9 @@ class SegmentWork:
                                 **self.source_options)
         sink = None
         try:
-            sink = open_sink(part, like=source, format=self.format, overwrite=True, **self._part_options(source))
+            shape = chain_shapes(self.filters, source.shape)[-1]
+            sink = open_sink(part, like=source, shape=shape, format=self.format, overwrite=True,
+                             **self._part_options(source))
             return Pipeline(source, self.filters, sink, backend=self.backend, device=device, **self.pipeline_options)
         except BaseException:
             source.close()

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from .api import Spec, check_output, device_engine, make_engine
+from .api import Spec, check_output, device_engine, make_engine, output_like, slot_bytes
 from .borders import DEFAULT_BORDER
 from .errors import FrameDeviceError, StreamconvError, StreamError
 from .frames import MAX_RING, as_count, as_hwc, check_host_memory, check_kept_output
@@ -63,7 +63,7 @@ class StreamFilter:
             spec, border=border, backend=backend, device=device, kernel=kernel, blocking_sync=False)
         self._frame_type: tuple | None = None  # (shape, dtype) the slots are made for
         self._free: list[Slot] = []
-        self._in_flight: InFlight[tuple[int, ...]] = InFlight(self._engine)  # noted: the frame's own shape
+        self._in_flight: InFlight[tuple[int, ...]] = InFlight(self._engine)  # noted: result shape
         self._ready: deque = deque()  # outputs finished early because the ring was full
         self._device_results: deque = deque()  # DeviceFrames of device frames submitted, in order
         self._leased: dict[int, np.ndarray] = {}  # slot index -> the page-locked frame its result lands in
@@ -149,13 +149,13 @@ class StreamFilter:
         self._queue(slot, np.shape(frame))
 
     def _queue(self, slot: Slot, shape: tuple[int, ...]) -> None:
-        """Put a filled slot in flight, its result going straight into a leased page-locked frame
-        where the backend offers one (then result() copies nothing)."""
+        """Put a filled slot (a frame of the caller's ``shape``) in flight, noted with its result's
+        shape; the result goes into a leased page-locked frame where the backend offers one."""
         route = getattr(self._engine, "route_output", None)
         leased = route(slot) if route is not None else None
         if leased is not None:
             self._leased[slot.index] = leased
-        self._in_flight.submit(slot, shape)
+        self._in_flight.submit(slot, output_like(self._engine, shape))
 
     def _submit_device(self, image: np.ndarray | DeviceView, stream: Any) -> None:
         """Queue a device frame on the backend's device path; its DeviceFrame waits in order."""
@@ -220,11 +220,11 @@ class StreamFilter:
         """The output of the oldest submitted frame, waiting for it if needed.
 
         Args:
-            out: optional host array of the frame's shape and dtype to write into (no allocation),
+            out: optional host array of the result's shape and dtype to write into (no allocation),
                 writable, any strides.
 
         Returns:
-            ``out``, or a new host array of the submitted frame's shape and dtype.
+            ``out``, or a new host array of the submitted frame's dtype and output shape.
 
         Raises:
             StreamconvError: nothing was submitted (frames of a map() left early do not count:
@@ -394,7 +394,7 @@ class StreamFilter:
     def _reshape(self, shape: tuple[int, int, int], dtype: np.dtype) -> None:
         """New frame shape or dtype: check that its slots fit in memory, finish what is in flight, make them."""
         slots, sample = self.ring + 1, np.dtype(dtype)
-        check_host_memory(2 * slots * int(np.prod(shape)) * sample.itemsize, hint="use a smaller ring",
+        check_host_memory(slots * slot_bytes(self._engine, shape, dtype), hint="use a smaller ring",
                           what=f"{slots} slot(s) of 2 x {'x'.join(map(str, shape))} {sample.name} frames")
         if self._reserved is not None:
             self._free.append(self._reserved)

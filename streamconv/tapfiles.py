@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -35,6 +36,20 @@ too few to turn an error into a way of printing a file that was named by mistake
 def quote_text(text: str, limit: int = MAX_QUOTED_CHARS) -> str:
     """repr() of at most the first ``limit`` characters of ``text``, with ``...`` after it if cut."""
     return repr(text[:limit]) + ("..." if len(text) > limit else "")
+
+
+def show_value(value: Any) -> str:
+    """A value for an error message: repr(value), cut to MAX_QUOTED_CHARS characters of a string or
+    twice that of other types (a value may come from a file); repr of an int (even nested) over
+    4300 digits raises ValueError, so such a value is named by its type."""
+    if isinstance(value, str):
+        return quote_text(value)
+    try:
+        text = repr(value)
+    except ValueError:
+        return f"<a {type(value).__name__} too large to show>"
+    limit = 2 * MAX_QUOTED_CHARS
+    return text[:limit] + "..." if len(text) > limit else text
 
 
 def brief_reason(exc: BaseException, limit: int = 60) -> str:

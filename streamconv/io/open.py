@@ -113,7 +113,8 @@ def writes_a_file(output: str | Path) -> bool:
     return not is_network_output(output) and not is_vcam_output(output)
 
 
-def open_sink(output: str | Path | Sink | None, *, like=None, **options) -> Sink:
+def open_sink(output: str | Path | Sink | None, *, like=None, shape: tuple[int, ...] | None = None,
+              **options) -> Sink:
     """Open a sink: None or "null" discards, a Sink passes through, a network URL (``rtmp://``,
     ``rtsp://``, ``srt://``, ``udp://``, ``tcp://``) makes a NetworkSink, ``vcam[:DEVICE]`` a
     VirtualCameraSink (encoder options do not apply), a path a FileSink: a file, ``-`` (standard
@@ -123,6 +124,8 @@ def open_sink(output: str | Path | Sink | None, *, like=None, **options) -> Sink
         output: the -o argument.
         like: the Source whose size, rate and time base the output takes; a file output never
             replaces its input (``path``), whatever ``overwrite`` says.
+        shape: the frames' (H, W, C) where the filter chain changes the size (``scale``,
+            ``crop``); None: ``like``'s.
         options: FileSink keyword options (codec, pix_fmt, crf, preset, overwrite, format: the
             container, e.g. ``"mpegts"``, by default the extension's, Matroska for ``-``, by scheme
             for a URL; muxer_options); a network output is sent as it is written (see NetworkSink).
@@ -135,8 +138,9 @@ def open_sink(output: str | Path | Sink | None, *, like=None, **options) -> Sink
         raise ValueError("open_sink needs the source (like=...) to size a file output")
     if isinstance(output, str):
         output = without_file_scheme(output)
+    height, width = shape[:2] if shape is not None else (like.height, like.width)
     if is_vcam_output(output):
-        return VirtualCameraSink(vcam_device(output), width=like.width, height=like.height,
+        return VirtualCameraSink(vcam_device(output), width=width, height=height,
                                  frame_rate=like.frame_rate)
     path = getattr(like, "path", None)
     options.setdefault("protect", (path,) if path is not None else ())  # never replace the input
@@ -147,5 +151,5 @@ def open_sink(output: str | Path | Sink | None, *, like=None, **options) -> Sink
     deep = getattr(like, "dtype", None) == np.uint16  # a source read in 8 bits is written in 8
     options.setdefault("bits", getattr(like, "bits", 8) if deep else 8)
     sink = NetworkSink if is_network_output(output) else FileSink
-    return sink(output, width=like.width, height=like.height, frame_rate=like.frame_rate,
+    return sink(output, width=width, height=height, frame_rate=like.frame_rate,
                 time_base=like.time_base, **options)
