@@ -89,7 +89,11 @@ def environment_packages() -> list[str]:
 def launch_environment() -> dict[str, str]:
     """The environment of gst-launch-1.0 and gst-inspect-1.0: the element's folder on
     GST_PLUGIN_PATH (as ``streamconv gst-path`` prints it), this environment's packages on
-    PYTHONPATH, and a registry of the tests' own (built at its first use, then reused)."""
+    PYTHONPATH, and a registry of the tests' own (built at its first use, then reused).
+
+    The embedded Python finds its home through the first ``python3`` on PATH: a virtual
+    environment's (without the system's packages, so without gi) would be taken for its own, so
+    this environment's bin folder is left off PATH and its packages named on PYTHONPATH instead."""
     from streamconv.gst import plugin_path
 
     registry = Path(tempfile.mkdtemp(prefix="streamconv-gst-registry-")) / "registry.bin"
@@ -97,6 +101,9 @@ def launch_environment() -> dict[str, str]:
     environment = dict(os.environ, GST_PLUGIN_PATH=str(plugin_path()), GST_REGISTRY=str(registry),
                        PYTHONPATH=os.pathsep.join(dict.fromkeys(paths)))
     environment.pop("VIRTUAL_ENV", None)  # the packages are named above; an activated one could differ
+    own_bin = str(Path(sys.prefix) / "bin")
+    environment["PATH"] = os.pathsep.join(entry for entry in os.environ.get("PATH", "").split(os.pathsep)
+                                          if sys.prefix == sys.base_prefix or entry != own_bin)
     return environment
 
 
