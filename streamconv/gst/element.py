@@ -299,7 +299,7 @@ class StreamconvFilter(GstBase.BaseTransform):
         return GstBase.BaseTransform.do_sink_event(self, event)
 
     @reports_errors(False)
-    def do_gst_base_base_transform_query(self, direction: Gst.PadDirection, query: Gst.Query) -> bool:
+    def do_gst_base_transform_query(self, direction: Gst.PadDirection, query: Gst.Query) -> bool:
         """BaseTransform's ``query`` (PyGObject's name for it: GstElement has a ``query`` too)."""
         if query.type == Gst.QueryType.CONTEXT and self._shared is not None and self._shared.answer(self, query):
             return True
