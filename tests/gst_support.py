@@ -112,7 +112,7 @@ def gst_tool(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     :func:`launch_environment`; text output."""
     tool = {"launch": "gst-launch-1.0", "inspect": "gst-inspect-1.0"}[args[0]]
     return subprocess.run([tool, *args[1:]], capture_output=True, text=True, timeout=timeout,
-                          env=launch_environment(), cwd=REPO)
+                          env=launch_environment(), cwd=REPO, check=False)
 
 
 @functools.lru_cache(maxsize=1)

@@ -55,8 +55,8 @@ def cmd_run_any(args: argparse.Namespace) -> int:
     return cmd_run_segments(args) if args.segments is not None else cmd_run(args)
 
 
-COMMANDS = {"run": cmd_run_any, "batch": cmd_batch, "filters": cmd_filters, "info": cmd_info, "bench": cmd_bench,
-            "install-cuda": cmd_install_cuda, "gst-path": cmd_gst_path}
+COMMANDS = {"run": cmd_run_any, "batch": cmd_batch, "filters": cmd_filters, "info": cmd_info,
+            "bench": cmd_bench, "install-cuda": cmd_install_cuda, "gst-path": cmd_gst_path}
 
 
 def main(argv: Sequence[str] | None = None, *, signals: SignalGuard | None = None) -> int:
