@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import shlex
 import shutil
 import site
 import subprocess
@@ -23,8 +24,11 @@ import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-_LOADER_GLOBS = ("/usr/lib/*/gstreamer-1.0/libgstpython.so", "/usr/lib/gstreamer-1.0/libgstpython.so",
-                 "/usr/lib64/gstreamer-1.0/libgstpython.so")
+_LOADER_GLOBS = (
+    "/usr/lib/*/gstreamer-1.0/libgstpython.so",
+    "/usr/lib/gstreamer-1.0/libgstpython.so",
+    "/usr/lib64/gstreamer-1.0/libgstpython.so",
+)
 _SYSTEM_PACKAGES = Path("/usr/lib/python3/dist-packages")
 _THIS_PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"
 
@@ -50,14 +54,20 @@ def unavailable_reason() -> str | None:
         return "GStreamer's tools are not installed (gstreamer1.0-tools)"
     loader = _loader()
     if loader is None:
-        return "GStreamer's Python plugin loader is not installed (gstreamer1.0-python3-plugin-loader)"
+        return (
+            "GStreamer's Python plugin loader is not installed (gstreamer1.0-python3-plugin-loader)"
+        )
     version = loader_python(loader)
     if version != _THIS_PYTHON:
-        return (f"GStreamer's Python plugin loader runs Python {version}, these tests Python {_THIS_PYTHON}: "
-                "the element could not import this environment's packages there")
+        return (
+            f"GStreamer's Python plugin loader runs Python {version}, these tests Python "
+            f"{_THIS_PYTHON}: "
+            "the element could not import this environment's packages there"
+        )
     tag = f"cpython-{sys.version_info[0]}{sys.version_info[1]}"
     if not list((_SYSTEM_PACKAGES / "gi" / "overrides").glob(f"_gi_gst.{tag}*.so")):
-        return f"GStreamer's Python bindings for Python {_THIS_PYTHON} are not installed (python3-gst-1.0)"
+        return (f"GStreamer's Python bindings for Python {_THIS_PYTHON} are not installed "
+                "(python3-gst-1.0)")
     return None
 
 
@@ -98,21 +108,42 @@ def launch_environment() -> dict[str, str]:
 
     registry = Path(tempfile.mkdtemp(prefix="streamconv-gst-registry-")) / "registry.bin"
     paths = [str(REPO), *environment_packages(), *site.getsitepackages()]
-    environment = dict(os.environ, GST_PLUGIN_PATH=str(plugin_path()), GST_REGISTRY=str(registry),
-                       PYTHONPATH=os.pathsep.join(dict.fromkeys(paths)))
-    environment.pop("VIRTUAL_ENV", None)  # the packages are named above; an activated one could differ
+    environment = dict(
+        os.environ,
+        GST_PLUGIN_PATH=str(plugin_path()),
+        GST_REGISTRY=str(registry),
+        PYTHONPATH=os.pathsep.join(dict.fromkeys(paths)),
+    )
+    environment.pop(
+        "VIRTUAL_ENV", None
+    )  # the packages are named above; an activated one could differ
     own_bin = str(Path(sys.prefix) / "bin")
-    environment["PATH"] = os.pathsep.join(entry for entry in os.environ.get("PATH", "").split(os.pathsep)
-                                          if sys.prefix == sys.base_prefix or entry != own_bin)
+    environment["PATH"] = os.pathsep.join(
+        entry
+        for entry in os.environ.get("PATH", "").split(os.pathsep)
+        if sys.prefix == sys.base_prefix or entry != own_bin
+    )
     return environment
+
+
+def gst_launch(description: str) -> subprocess.CompletedProcess:
+    """Run ``gst-launch-1.0 -q`` on a pipeline description (values with spaces shell-quoted)."""
+    return gst_tool("launch", "-q", *shlex.split(description))
 
 
 def gst_tool(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """Run gst-launch-1.0 (``launch``) or gst-inspect-1.0 (``inspect``) with ARGS in
     :func:`launch_environment`; text output."""
     tool = {"launch": "gst-launch-1.0", "inspect": "gst-inspect-1.0"}[args[0]]
-    return subprocess.run([tool, *args[1:]], capture_output=True, text=True, timeout=timeout,
-                          env=launch_environment(), cwd=REPO, check=False)
+    return subprocess.run(
+        [tool, *args[1:]],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=launch_environment(),
+        cwd=REPO,
+        check=False,
+    )
 
 
 @functools.lru_cache(maxsize=1)

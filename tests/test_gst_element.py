@@ -17,6 +17,7 @@ from conftest import run_cli
 from gst_support import (
     bus_error,
     gst,
+    gst_launch,
     gst_tool,
     pull_frames,
     sample_frame,
@@ -41,7 +42,9 @@ def clip(tmp_path_factory) -> Path:
     skip_without_gstreamer()
     if gst_tool("inspect", "avdec_h264").returncode != 0:
         pytest.skip("no H.264 decoder in GStreamer here (gstreamer1.0-libav)")
-    return write_clip(tmp_path_factory.mktemp("gst") / "clip.mp4", frames=FRAMES, size=(WIDTH, HEIGHT))
+    return write_clip(
+        tmp_path_factory.mktemp("gst") / "clip.mp4", frames=FRAMES, size=(WIDTH, HEIGHT)
+    )
 
 
 @pytest.fixture(params=["cpu", "held"])
@@ -81,12 +84,12 @@ def test_a_file_pipeline_gives_filters_frames_and_a_playable_mp4(clip, tmp_path)
     """filesrc ! decodebin ! videoconvert ! streamconv ! x264enc ! mp4mux ! filesink, the decoded
     frames and the filtered ones also written raw beside it (tees)."""
     decoded, filtered, encoded = tmp_path / "in.rgb", tmp_path / "out.rgb", tmp_path / "out.mp4"
-    result = gst_tool(
-        "launch", "-q", "filesrc", f"location={clip}", "!", "decodebin", "!", "videoconvert", "!",
-        "video/x-raw,format=RGB", "!", "tee", "name=t", "t.", "!", "queue", "!", "filesink",
-        f"location={decoded}", "t.", "!", "queue", "!", "streamconv", f"filter={CHAIN}", "backend=cpu", "!",
-        "tee", "name=o", "o.", "!", "queue", "!", "filesink", f"location={filtered}", "o.", "!", "queue", "!",
-        "videoconvert", "!", "x264enc", "!", "mp4mux", "!", "filesink", f"location={encoded}")
+    result = gst_launch(
+        f"filesrc location={clip} ! decodebin ! videoconvert ! video/x-raw,format=RGB ! tee name=t "
+        f"t. ! queue ! filesink location={decoded} "
+        f"t. ! queue ! streamconv filter='{CHAIN}' backend=cpu ! tee name=o "
+        f"o. ! queue ! filesink location={filtered} "
+        f"o. ! queue ! videoconvert ! x264enc ! mp4mux ! filesink location={encoded}")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     inputs, outputs = _frames(decoded, (HEIGHT, WIDTH, 3)), _frames(filtered, (HEIGHT, WIDTH, 3))
@@ -103,39 +106,49 @@ def test_a_file_pipeline_gives_filters_frames_and_a_playable_mp4(clip, tmp_path)
 def test_i420_through_the_element_equals_the_cli_byte_for_byte(clip, tmp_path):
     """The element's planes path and ``streamconv run``'s (the same integer colour conversion)."""
     element_out, cli_out = tmp_path / "element.yuv", tmp_path / "cli.yuv"
-    result = gst_tool("launch", "-q", "filesrc", f"location={clip}", "!", "decodebin", "!", "videoconvert", "!",
-                      "video/x-raw,format=I420", "!", "streamconv", f"filter={CHAIN}", "backend=cpu", "!",
-                      "filesink", f"location={element_out}")
+    result = gst_launch(
+        f"filesrc location={clip} ! decodebin ! videoconvert ! video/x-raw,format=I420 ! "
+        f"streamconv filter='{CHAIN}' backend=cpu ! filesink location={element_out}")
     assert result.returncode == 0, result.stdout + result.stderr
-    cli = run_cli("run", str(clip), "-o", str(cli_out), "--format", "rawvideo", "--codec", "rawvideo",
-                  "--pix-fmt", "yuv420p", "--colour", "backend", "--backend", "cpu", "--filter", SPECS[0],
-                  "--filter", SPECS[1])
+    cli = run_cli(*f"run {clip} -o {cli_out} --format rawvideo --codec rawvideo --pix-fmt yuv420p "
+                   f"--colour backend --backend cpu --filter {SPECS[0]} "
+                   f"--filter {SPECS[1]}".split())
     assert cli.returncode == 0, cli.stderr
     ours, theirs = element_out.read_bytes(), cli_out.read_bytes()
     assert len(ours) == FRAMES * WIDTH * HEIGHT * 3 // 2
     assert ours == theirs
 
 
-@pytest.mark.parametrize("pipeline, message", [
-    ("videotestsrc num-buffers=3 ! streamconv filter=nosuch ! fakesink", "unknown filter 'nosuch'"),
-    (("videotestsrc num-buffers=3 ! video/x-raw,format=I420,width=63,height=47 ! streamconv filter=box "
-      "backend=cpu ! fakesink"), "need an even width and height"),
-    ("videotestsrc num-buffers=3 ! streamconv filter=box backend=cuda ! fakesink", "cuda backend unavailable"),
-], ids=["unknown-filter", "odd-i420", "no-gpu"])
+ERRORS = {
+    "unknown-filter": ("videotestsrc num-buffers=3 ! streamconv filter=nosuch ! fakesink",
+                       "unknown filter 'nosuch'"),
+    "odd-i420": (("videotestsrc num-buffers=3 ! video/x-raw,format=I420,width=63,height=47 ! "
+                  "streamconv filter=box backend=cpu ! fakesink"), "need an even width and height"),
+    "no-gpu": ("videotestsrc num-buffers=3 ! streamconv filter=box backend=cuda ! fakesink",
+               "cuda backend unavailable"),
+}
+
+
+@pytest.mark.parametrize("pipeline, message", list(ERRORS.values()), ids=list(ERRORS))
 def test_errors_are_gstreamer_errors_with_streamconvs_message(pipeline, message):
     if "backend=cuda" in pipeline and cuda_status(0)[0]:
         pytest.skip("a GPU is usable here: no error to see")
-    result = gst_tool("launch", *pipeline.split())
+    result = gst_launch(pipeline)
     output = result.stdout + result.stderr
     assert result.returncode != 0, output
-    assert re.search(r"ERROR: from element /GstPipeline:pipeline0/GstStreamconv:streamconv0: .*"
-                     + re.escape(message), output), output
+    assert re.search(
+        r"ERROR: from element /GstPipeline:pipeline0/GstStreamconv:streamconv0: .*"
+        + re.escape(message),
+        output,
+    ), output
     assert "Traceback" not in output
 
 
 def _appsrc_pipeline(element: str = "streamconv name=s filter=box:size=3 backend=cpu"):
     Gst = gst()
-    pipeline = Gst.parse_launch(f"appsrc name=src format=time ! {element} ! appsink name=out sync=false")
+    pipeline = Gst.parse_launch(
+        f"appsrc name=src format=time ! {element} ! appsink name=out sync=false"
+    )
     return pipeline, pipeline.get_by_name("src")
 
 
@@ -154,13 +167,17 @@ def test_a_size_and_format_change_mid_stream_is_renegotiated(rng, holding):
     for index, frame in enumerate(small):
         _push(source, frame, "video/x-raw,format=RGB,width=64,height=48,framerate=25/1", index)
     for index, frame in enumerate(large, start=3):
-        _push(source, frame, "video/x-raw,format=GRAY16_LE,width=80,height=60,framerate=25/1", index)
+        _push(
+            source, frame, "video/x-raw,format=GRAY16_LE,width=80,height=60,framerate=25/1", index
+        )
     source.emit("end-of-stream")
     outputs = pull_frames(pipeline)
     assert len(outputs) == 6
     with streamconv.Filter("box:size=3", backend="cpu") as reference:
         for (_, data, caps), frame in zip(outputs, small + large):
-            assert np.array_equal(data.view(frame.dtype).reshape(frame.shape), reference(frame)), caps
+            assert np.array_equal(data.view(frame.dtype).reshape(frame.shape), reference(frame)), (
+                caps
+            )
     assert "width=(int)80" in outputs[-1][2] and "GRAY16_LE" in outputs[-1][2]
     assert pipeline.get_by_name("s").get_property("frames") == 6
 
@@ -194,8 +211,12 @@ def test_cuda_memory_without_the_cuda_backend_is_refused(rng):
     Gst = gst()
     pipeline.set_state(Gst.State.PLAYING)
     try:
-        source.set_property("caps", Gst.Caps.from_string(
-            "video/x-raw(memory:CUDAMemory),format=RGBA,width=16,height=16,framerate=25/1"))
+        source.set_property(
+            "caps",
+            Gst.Caps.from_string(
+                "video/x-raw(memory:CUDAMemory),format=RGBA,width=16,height=16,framerate=25/1"
+            ),
+        )
         source.emit("push-buffer", Gst.Buffer.new_wrapped(bytes(16 * 16 * 4)))
         message = pipeline.get_bus().timed_pop_filtered(10 * Gst.SECOND, Gst.MessageType.ERROR)
     finally:
@@ -212,8 +233,12 @@ def _latency(description: str) -> tuple[bool, int, int, list]:
     sinks = [element for element in pipeline.iterate_sinks()]
     pipeline.set_state(Gst.State.PLAYING)
     try:
-        taken = {sink.get_name(): [sample_frame(sink.emit("try-pull-sample", 10 * Gst.SECOND)) for _ in range(5)]
-                 for sink in sinks}
+        taken = {
+            sink.get_name(): [
+                sample_frame(sink.emit("try-pull-sample", 10 * Gst.SECOND)) for _ in range(5)
+            ]
+            for sink in sinks
+        }
         query = Gst.Query.new_latency()
         assert pipeline.query(query), bus_error(pipeline)
         live, least, most = query.parse_latency()
@@ -226,10 +251,14 @@ def test_a_live_source_is_filtered_and_its_latency_answered(holding):
     """videotestsrc is-live=true: the latency query goes through the element, which adds the frames
     it holds (none on the cpu backend: each frame leaves as it is filtered)."""
     Gst = gst()
-    source = ("videotestsrc is-live=true pattern=ball ! video/x-raw,format=RGB,width=64,height=48,"
-              "framerate=30/1 ! tee name=t ! queue ! appsink name=raw t. ! queue ! ")
+    source = (
+        "videotestsrc is-live=true pattern=ball ! video/x-raw,format=RGB,width=64,height=48,"
+        "framerate=30/1 ! tee name=t ! queue ! appsink name=raw t. ! queue ! "
+    )
     live, least, most, _ = _latency(source + "identity ! appsink name=out")
-    with_element = _latency(source + "streamconv filter=box:size=3 backend=cpu ring-depth=3 ! appsink name=out")
+    with_element = _latency(
+        source + "streamconv filter=box:size=3 backend=cpu ring-depth=3 ! appsink name=out"
+    )
     assert live and with_element[0]
     added = (holding - 1) * Gst.SECOND // 30 if holding > 1 else 0
     assert least > 0 and with_element[1] == least + added
@@ -244,8 +273,10 @@ def test_a_live_source_is_filtered_and_its_latency_answered(holding):
 
 def _decoded_by_time(clip: Path) -> dict[int, np.ndarray]:
     Gst = gst()
-    pipeline = Gst.parse_launch(f"filesrc location={clip} ! decodebin ! videoconvert ! "
-                                "video/x-raw,format=RGB ! appsink name=out sync=false")
+    pipeline = Gst.parse_launch(
+        f"filesrc location={clip} ! decodebin ! videoconvert ! "
+        "video/x-raw,format=RGB ! appsink name=out sync=false"
+    )
     return {pts: data.reshape(HEIGHT, WIDTH, 3) for pts, data, _ in pull_frames(pipeline)}
 
 
@@ -253,16 +284,22 @@ def test_a_flushing_seek_and_eos_through_the_element(clip, holding):
     Gst = gst()
     decoded = _decoded_by_time(clip)
     assert len(decoded) == FRAMES
-    pipeline = Gst.parse_launch(f"filesrc location={clip} ! decodebin ! videoconvert ! video/x-raw,format=RGB "
-                                f"! streamconv name=s filter=\"{CHAIN}\" backend=cpu ring-depth={holding} ! appsink "
-                                "name=out sync=false")
+    pipeline = Gst.parse_launch(
+        f"filesrc location={clip} ! decodebin ! videoconvert ! video/x-raw,format=RGB "
+        f'! streamconv name=s filter="{CHAIN}" backend=cpu ring-depth={holding} ! appsink '
+        "name=out sync=false"
+    )
     sink = pipeline.get_by_name("out")
     pipeline.set_state(Gst.State.PAUSED)
     try:
-        assert pipeline.get_state(10 * Gst.SECOND)[0] == Gst.StateChangeReturn.SUCCESS, bus_error(pipeline)
+        assert pipeline.get_state(10 * Gst.SECOND)[0] == Gst.StateChangeReturn.SUCCESS, bus_error(
+            pipeline
+        )
         first = sample_frame(sink.emit("try-pull-preroll", 10 * Gst.SECOND))
         target = sorted(decoded)[FRAMES // 2]
-        assert pipeline.seek_simple(Gst.Format.TIME, Gst.SeekFlags.FLUSH | Gst.SeekFlags.ACCURATE, target)
+        assert pipeline.seek_simple(
+            Gst.Format.TIME, Gst.SeekFlags.FLUSH | Gst.SeekFlags.ACCURATE, target
+        )
         pipeline.set_state(Gst.State.PLAYING)
         after = []
         while (sample := sink.emit("try-pull-sample", 10 * Gst.SECOND)) is not None:
@@ -270,26 +307,30 @@ def test_a_flushing_seek_and_eos_through_the_element(clip, holding):
         assert sink.get_property("eos"), bus_error(pipeline) or "no EOS"
     finally:
         pipeline.set_state(Gst.State.NULL)
-    assert [pts for pts, _, _ in after] == sorted(decoded)[FRAMES // 2:]
+    assert [pts for pts, _, _ in after] == sorted(decoded)[FRAMES // 2 :]
     with streamconv.Filter(SPECS, backend="cpu") as reference:
         for pts, data, _ in [first, *after]:
             assert np.array_equal(data.reshape(HEIGHT, WIDTH, 3), reference(decoded[pts])), pts
 
 
 def test_late_frames_are_skipped_and_counted(rng):
-    """QoS: a sink that sees every frame late (an identity sleeping 80 ms a frame behind the element,
+    """QoS: a sink that sees every frame late (an identity sleeping 80 ms a frame behind the element
     on a live 30 fps source) makes the element skip frames already late, and count them."""
     Gst = gst()
     pipeline = Gst.parse_launch(
         "videotestsrc is-live=true ! video/x-raw,format=RGB,width=64,height=48,framerate=30/1 ! "
-        "streamconv name=s filter=box:size=3 backend=cpu ! identity sleep-time=80000 ! fakesink sync=true qos=true")
+        "streamconv name=s filter=box:size=3 backend=cpu ! identity sleep-time=80000 ! "
+        "fakesink sync=true qos=true"
+    )
     element = pipeline.get_by_name("s")
     pipeline.set_state(Gst.State.PLAYING)
     try:
         bus = pipeline.get_bus()
         qos = None
         while qos is None:  # a slow machine only makes the frames later
-            message = bus.timed_pop_filtered(20 * Gst.SECOND, Gst.MessageType.QOS | Gst.MessageType.ERROR)
+            message = bus.timed_pop_filtered(
+                20 * Gst.SECOND, Gst.MessageType.QOS | Gst.MessageType.ERROR
+            )
             assert message is not None and message.type == Gst.MessageType.QOS, bus_error(pipeline)
             qos = message if message.src == element else None
     finally:

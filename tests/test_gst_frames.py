@@ -74,8 +74,13 @@ def test_planes_go_into_the_slot_layout_and_back(rng, name):
 
 def test_a_buffer_too_small_for_its_frame_is_refused():
     with pytest.raises(streamconv.FrameFormatError, match="too small"):
-        read_frame(np.empty((50, 98, 3), np.uint8), memoryview(bytearray(1000)), FORMATS["RGB"],
-                   FrameGeometry(98, 50, (0,), (296,)), None)
+        read_frame(
+            np.empty((50, 98, 3), np.uint8),
+            memoryview(bytearray(1000)),
+            FORMATS["RGB"],
+            FrameGeometry(98, 50, (0,), (296,)),
+            None,
+        )
 
 
 def test_odd_sized_planes_and_unknown_formats_are_refused():
@@ -130,8 +135,9 @@ def test_only_the_cuda_backend_keeps_frames_in_flight():
 
 def test_the_ring_filters_i420_as_the_cpu_backend_filters_planes(rng):
     """Frames through the ring equal the conversion, the API's Filter and the conversion back."""
-    stages, border, name, backend = make_engine("gaussian:sigma=1.2", border="reflect101", backend="cpu",
-                                                device=0, kernel="auto")
+    stages, border, name, backend = make_engine(
+        "gaussian:sigma=1.2", border="reflect101", backend="cpu", device=0, kernel="auto"
+    )
     stats = streamconv.RunStats()
     ring: HostRing[int] = HostRing(backend, frames_in_flight(name, 3), stats)
     fmt, geometry = FORMATS["I420"], GEOMETRIES["I420"]

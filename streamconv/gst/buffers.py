@@ -32,8 +32,9 @@ class FrameGeometry:
     strides: tuple[int, ...]
 
 
-def _view(data: memoryview, dtype: np.dtype, offset: int, stride: int, shape: tuple[int, ...],
-          what: str) -> np.ndarray:
+def _view(
+    data: memoryview, dtype: np.dtype, offset: int, stride: int, shape: tuple[int, ...], what: str
+) -> np.ndarray:
     """An array of ``shape`` (rows, samples[, channels]) over ``data`` from byte ``offset``, rows
     ``stride`` bytes apart (no copy; writable where ``data`` is).
 
@@ -43,19 +44,25 @@ def _view(data: memoryview, dtype: np.dtype, offset: int, stride: int, shape: tu
     item = dtype.itemsize
     inner = (shape[2] * item, item) if len(shape) == 3 else (item,)
     if stride < shape[1] * inner[0] or stride % item or offset % item:
-        raise FrameFormatError(f"{what}: a row stride of {stride} bytes cannot hold {shape[1]} pixels")
+        raise FrameFormatError(
+            f"{what}: a row stride of {stride} bytes cannot hold {shape[1]} pixels"
+        )
     try:
         return np.ndarray(shape, dtype, buffer=data, offset=offset, strides=(stride, *inner))
     except (TypeError, ValueError):
-        raise FrameFormatError(f"{what}: a buffer of {data.nbytes} bytes is too small for "
-                               f"{shape[1]}x{shape[0]} samples from byte {offset} at a stride of {stride}") from None
+        raise FrameFormatError(
+            f"{what}: a buffer of {data.nbytes} bytes is too small for "
+            f"{shape[1]}x{shape[0]} samples from byte {offset} at a stride of {stride}"
+        ) from None
 
 
 def packed_frame(data: memoryview, fmt: FrameFormat, geometry: FrameGeometry) -> np.ndarray:
     """The (H, W, C) view of a packed frame in ``data`` (C = ``fmt.channels``), rows at the buffer's
     stride: what the filters read and write in place."""
     shape = (geometry.height, geometry.width, fmt.channels)
-    return _view(data, fmt.dtype, geometry.offsets[0], geometry.strides[0], shape, f"{fmt.name} frame")
+    return _view(
+        data, fmt.dtype, geometry.offsets[0], geometry.strides[0], shape, f"{fmt.name} frame"
+    )
 
 
 def frame_planes(data: memoryview, fmt: FrameFormat, geometry: FrameGeometry) -> list[np.ndarray]:
@@ -67,12 +74,21 @@ def frame_planes(data: memoryview, fmt: FrameFormat, geometry: FrameGeometry) ->
         shapes += [(height // 2, width // 2)] * 2
     else:
         shapes.append((height // 2, width))
-    return [_view(data, fmt.dtype, offset, stride, shape, f"{fmt.name} plane {number}")
-            for number, (offset, stride, shape) in enumerate(zip(geometry.offsets, geometry.strides, shapes))]
+    return [
+        _view(data, fmt.dtype, offset, stride, shape, f"{fmt.name} plane {number}")
+        for number, (offset, stride, shape) in enumerate(
+            zip(geometry.offsets, geometry.strides, shapes)
+        )
+    ]
 
 
-def read_frame(target: np.ndarray, data: memoryview, fmt: FrameFormat, geometry: FrameGeometry,
-               layout: YuvLayout | None) -> None:
+def read_frame(
+    target: np.ndarray,
+    data: memoryview,
+    fmt: FrameFormat,
+    geometry: FrameGeometry,
+    layout: YuvLayout | None,
+) -> None:
     """Copy the frame in ``data`` into a slot's input buffer ``target``: (H, W, C) of ``fmt.dtype``
     for a packed frame; for planes the flat (1.5 W H,) buffer of ``layout`` (of ``layout.dtype``),
     P010's samples shifted down to their 10 bits."""
@@ -87,8 +103,13 @@ def read_frame(target: np.ndarray, data: memoryview, fmt: FrameFormat, geometry:
         np.copyto(slot_plane, source)
 
 
-def write_frame(data: memoryview, source: np.ndarray, fmt: FrameFormat, geometry: FrameGeometry,
-                layout: YuvLayout | None) -> None:
+def write_frame(
+    data: memoryview,
+    source: np.ndarray,
+    fmt: FrameFormat,
+    geometry: FrameGeometry,
+    layout: YuvLayout | None,
+) -> None:
     """Copy a slot's output buffer ``source`` (as :func:`read_frame`'s ``target``) into the frame
     in ``data`` (mapped writable), interleaving NV12/P010 chroma and shifting P010's samples up."""
     if layout is None:
@@ -101,5 +122,9 @@ def write_frame(data: memoryview, source: np.ndarray, fmt: FrameFormat, geometry
             np.copyto(target, slot_plane)
         return
     luma, chroma = planes
-    for target, slot_plane in ((luma, y_plane), (chroma[:, 0::2], u_plane), (chroma[:, 1::2], v_plane)):
+    for target, slot_plane in (
+        (luma, y_plane),
+        (chroma[:, 0::2], u_plane),
+        (chroma[:, 1::2], v_plane),
+    ):
         np.left_shift(slot_plane, fmt.shift, out=target)

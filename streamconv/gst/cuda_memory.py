@@ -53,8 +53,14 @@ class CudaArray:
 
     @property
     def __cuda_array_interface__(self) -> dict:
-        return {"version": 3, "shape": self.shape, "strides": self.strides, "typestr": self.dtype.str,
-                "data": (self.address, False), "stream": None}
+        return {
+            "version": 3,
+            "shape": self.shape,
+            "strides": self.strides,
+            "typestr": self.dtype.str,
+            "data": (self.address, False),
+            "stream": None,
+        }
 
 
 def device_frame(address: int, fmt: FrameFormat, geometry: FrameGeometry) -> CudaArray:
@@ -63,9 +69,15 @@ def device_frame(address: int, fmt: FrameFormat, geometry: FrameGeometry) -> Cud
     item = fmt.dtype.itemsize
     rows = (geometry.height, geometry.width)
     if fmt.channels == 1:
-        return CudaArray(address + geometry.offsets[0], rows, (geometry.strides[0], item), fmt.dtype)
-    return CudaArray(address + geometry.offsets[0], (*rows, fmt.channels),
-                     (geometry.strides[0], fmt.channels * item, item), fmt.dtype)
+        return CudaArray(
+            address + geometry.offsets[0], rows, (geometry.strides[0], item), fmt.dtype
+        )
+    return CudaArray(
+        address + geometry.offsets[0],
+        (*rows, fmt.channels),
+        (geometry.strides[0], fmt.channels * item, item),
+        fmt.dtype,
+    )
 
 
 def mapped_address(data: memoryview) -> int:
@@ -79,8 +91,9 @@ def allocation_context(address: int) -> int | None:
     know the address. Call with a context of the device current."""
     library = ctypes.CDLL("libcuda.so.1")
     context = ctypes.c_void_p()
-    code = library.cuPointerGetAttribute(ctypes.byref(context), ctypes.c_int(_POINTER_ATTRIBUTE_CONTEXT),
-                                         ctypes.c_uint64(address))
+    code = library.cuPointerGetAttribute(
+        ctypes.byref(context), ctypes.c_int(_POINTER_ATTRIBUTE_CONTEXT), ctypes.c_uint64(address)
+    )
     return context.value if code == 0 else None
 
 
@@ -113,9 +126,13 @@ class SharedCudaContext:
             from gi.repository import GstCuda
             from pycuda import driver  # optional: the cuda extra
         except (ImportError, ValueError) as exc:
-            raise BackendUnavailableError(f"CUDA memory needs GstCuda-1.0 and PyCUDA: {exc}") from None
+            raise BackendUnavailableError(
+                f"CUDA memory needs GstCuda-1.0 and PyCUDA: {exc}"
+            ) from None
         if not GstCuda.cuda_load_library():
-            raise BackendUnavailableError("CUDA memory: GStreamer's CUDA library could not load libcuda")
+            raise BackendUnavailableError(
+                "CUDA memory: GStreamer's CUDA library could not load libcuda"
+            )
         self._gst_cuda = GstCuda
         self._driver = driver
         try:
@@ -128,7 +145,9 @@ class SharedCudaContext:
         self.context = GstCuda.CudaContext.new_wrapped(self.handle, device)
         if self.context is None:
             self.close()
-            raise BackendUnavailableError(f"CUDA memory: GStreamer could not wrap device {device}'s context")
+            raise BackendUnavailableError(
+                f"CUDA memory: GStreamer could not wrap device {device}'s context"
+            )
 
     def gst_context(self) -> Any:
         """The Gst.Context to post (``have-context``) and to answer context queries with."""
@@ -185,9 +204,20 @@ class DeviceFrames:
         BackendUnavailableError: no usable GPU for the cuda backend.
     """
 
-    def __init__(self, spec: Any, *, border: str, device: int, kernel: str, in_flight: int,
-                 shared: SharedCudaContext, stats: RunStats) -> None:
-        self.filter = Filter(list(spec), border=border, backend="cuda", device=device, kernel=kernel)
+    def __init__(
+        self,
+        spec: Any,
+        *,
+        border: str,
+        device: int,
+        kernel: str,
+        in_flight: int,
+        shared: SharedCudaContext,
+        stats: RunStats,
+    ) -> None:
+        self.filter = Filter(
+            list(spec), border=border, backend="cuda", device=device, kernel=kernel
+        )
         self.in_flight = in_flight
         self.shared = shared
         self.stats = stats
@@ -198,7 +228,9 @@ class DeviceFrames:
         """Frames in flight."""
         return len(self._queue)
 
-    def submit(self, buffer: Any, fmt: FrameFormat, geometry: FrameGeometry, map_flags: Any) -> None:
+    def submit(
+        self, buffer: Any, fmt: FrameFormat, geometry: FrameGeometry, map_flags: Any
+    ) -> None:
         """Map ``buffer``'s CUDA memory (``map_flags``: read, write and GST_MAP_CUDA), queue the
         chain on it in place and keep it, mapped, until taken out.
 
@@ -220,8 +252,9 @@ class DeviceFrames:
             buffer.unmap(mapping)
             raise
 
-    def _launch(self, buffer: Any, mapping: Any, fmt: FrameFormat, geometry: FrameGeometry,
-                entered: float) -> _Queued:
+    def _launch(
+        self, buffer: Any, mapping: Any, fmt: FrameFormat, geometry: FrameGeometry, entered: float
+    ) -> _Queued:
         """Queue the filter on the mapped frame and an event after it, on the per-thread stream."""
         address = mapped_address(mapping.data)
         frame = device_frame(address, fmt, geometry)
@@ -230,8 +263,10 @@ class DeviceFrames:
             owner = allocation_context(address)
             if owner is not None and owner != self.shared.handle:
                 raise FrameDeviceError(
-                    "CUDA memory from another CUDA context than streamconv's (an element upstream made its "
-                    "own instead of taking the shared one: give it cuda-device-id equal to streamconv's device)")
+                    "CUDA memory from another CUDA context than streamconv's (an element upstream "
+                    "made its own instead of taking the shared one: give it cuda-device-id equal "
+                    "to streamconv's device)"
+                )
             self.filter.apply_into(frame, frame, stream=PER_THREAD_STREAM)
             event = libcuda.Event(blocking=True)
             event.record(PER_THREAD_STREAM)
@@ -241,7 +276,9 @@ class DeviceFrames:
 
     def ready(self) -> bool:
         """Whether :meth:`take` returns a frame now: the ring is full or the oldest is done."""
-        return bool(self._queue) and (len(self._queue) >= self.in_flight or self._done(self._queue[0]))
+        return bool(self._queue) and (
+            len(self._queue) >= self.in_flight or self._done(self._queue[0])
+        )
 
     def take(self, *, wait: bool = False) -> Any:
         """The oldest frame's buffer, its work finished and its memory unmapped, if :meth:`ready`

@@ -14,17 +14,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import gi
-
-gi.require_version("Gst", "1.0")
-gi.require_version("GstBase", "1.0")
-gi.require_version("GstVideo", "1.0")
-from gi.repository import GObject, Gst, GstBase, GstVideo
-
-if not Gst.is_initialized():  # a program registering the element itself may not have yet
-    Gst.init(None)
-
 from .. import RunStats, StreamconvError
+from .bindings import GObject, Gst, GstBase, GstVideo
 from .buffers import FrameGeometry
 from .cuda_memory import DeviceFrames, SharedCudaContext
 from .engine import HostRing, added_latency, frames_in_flight
@@ -34,15 +25,21 @@ from .seam import cuda_status, make_engine
 from .settings import Settings
 
 _OK, _ERROR, _QUEUED = Gst.FlowReturn.OK, Gst.FlowReturn.ERROR, Gst.FlowReturn.CUSTOM_SUCCESS
-_DESCRIPTION = ("2D convolution filters (blur, sharpen, edges, your own taps) on an NVIDIA GPU or "
-                "the CPU, frames filtered in place; CUDA memory stays on the GPU")
+_DESCRIPTION = (
+    "2D convolution filters (blur, sharpen, edges, your own taps) on an NVIDIA GPU or "
+    "the CPU, frames filtered in place; CUDA memory stays on the GPU"
+)
 _DRAINING_EVENTS = (Gst.EventType.EOS, Gst.EventType.CAPS, Gst.EventType.SEGMENT, Gst.EventType.GAP)
 
 
 def _template(direction: Gst.PadDirection) -> Gst.PadTemplate:
     caps = Gst.Caps.from_string(f"{caps_string(device=False)}; {caps_string(device=True)}")
-    return Gst.PadTemplate.new("src" if direction == Gst.PadDirection.SRC else "sink", direction,
-                               Gst.PadPresence.ALWAYS, caps)
+    return Gst.PadTemplate.new(
+        "src" if direction == Gst.PadDirection.SRC else "sink",
+        direction,
+        Gst.PadPresence.ALWAYS,
+        caps,
+    )
 
 
 class _Caps:
@@ -51,13 +48,17 @@ class _Caps:
     def __init__(self, caps: Gst.Caps) -> None:
         info = GstVideo.VideoInfo.new_from_caps(caps)
         self.device = caps.get_features(0).contains(CUDA_FEATURE)
-        self.format: FrameFormat = frame_format(GstVideo.VideoFormat.to_string(info.finfo.format),
-                                                device=self.device)
+        self.format: FrameFormat = frame_format(
+            GstVideo.VideoFormat.to_string(info.finfo.format), device=self.device
+        )
         planes = info.finfo.n_planes
-        self.geometry = FrameGeometry(info.width, info.height, tuple(info.offset[:planes]),
-                                      tuple(info.stride[:planes]))
+        self.geometry = FrameGeometry(
+            info.width, info.height, tuple(info.offset[:planes]), tuple(info.stride[:planes])
+        )
         self.colour = colour_tags(info.colorimetry.matrix, info.colorimetry.range)
-        self.frame_duration = Gst.util_uint64_scale(Gst.SECOND, info.fps_d, info.fps_n) if info.fps_n else None
+        self.frame_duration = (
+            Gst.util_uint64_scale(Gst.SECOND, info.fps_d, info.fps_n) if info.fps_n else None
+        )
         self.size = info.size
 
     def geometry_of(self, buffer: Gst.Buffer) -> FrameGeometry:
@@ -66,7 +67,9 @@ class _Caps:
         if meta is None:
             return self.geometry
         planes = meta.n_planes
-        return FrameGeometry(meta.width, meta.height, tuple(meta.offset[:planes]), tuple(meta.stride[:planes]))
+        return FrameGeometry(
+            meta.width, meta.height, tuple(meta.offset[:planes]), tuple(meta.stride[:planes])
+        )
 
 
 class StreamconvFilter(GstBase.BaseTransform):
@@ -120,9 +123,9 @@ class StreamconvFilter(GstBase.BaseTransform):
         return result
 
     def _share_cuda_context(self) -> None:
-        """Before the pipeline's CUDA elements open (upstream goes to READY after this element), offer
-        them the device's primary context, so that the CUDA memory they hand over is usable here. Only
-        where the cuda backend may run; a pipeline of system memory needs none of it."""
+        """Before the pipeline's CUDA elements open (upstream goes to READY after this element),
+        offer them the device's primary context, so that the CUDA memory they hand over is usable
+        here. Only where the cuda backend may run; a pipeline of system memory needs none of it."""
         settings = self._settings
         if settings.backend == "cpu" or not cuda_status(settings.device)[0]:
             return
@@ -141,13 +144,18 @@ class StreamconvFilter(GstBase.BaseTransform):
         return True
 
     def _open_engine(self) -> None:
-        """Check the properties and make the backend (in the caller's thread: the state change's)."""
+        """Check the properties and make the backend (in the state change's thread)."""
         with self._lock:
             chain, border = self._settings.resolve()
             settings = self._settings
             self._rebuild = False
-        self._engine = make_engine(list(chain.stages), border=border, backend=settings.backend,
-                                   device=settings.device, kernel=settings.kernel)
+        self._engine = make_engine(
+            list(chain.stages),
+            border=border,
+            backend=settings.backend,
+            device=settings.device,
+            kernel=settings.kernel,
+        )
         self.set_passthrough(not chain.stages)
 
     @reports_errors(False)
@@ -161,7 +169,12 @@ class StreamconvFilter(GstBase.BaseTransform):
 
     def _close_paths(self) -> None:
         """Let the frames in flight go and free the slots and the device filter."""
-        ring, device_frames, self._ring, self._device_frames = self._ring, self._device_frames, None, None
+        ring, device_frames, self._ring, self._device_frames = (
+            self._ring,
+            self._device_frames,
+            None,
+            None,
+        )
         try:
             if ring is not None:
                 ring.close()
@@ -197,14 +210,25 @@ class StreamconvFilter(GstBase.BaseTransform):
             self._ring = HostRing(backend, depth, self._stats)
         self._ring.configure(caps.format, caps.geometry, caps.colour)
 
-    def _open_device_frames(self, stages: list, border: str, backend_name: str, depth: int) -> DeviceFrames:
+    def _open_device_frames(
+        self, stages: list, border: str, backend_name: str, depth: int
+    ) -> DeviceFrames:
         if backend_name != "cuda":
-            raise StreamconvError("frames in CUDA memory need the cuda backend; this streamconv runs on "
-                                  f"{backend_name} (backend=cuda, or download them with cudadownload first)")
+            raise StreamconvError(
+                "frames in CUDA memory need the cuda backend; this streamconv runs on "
+                f"{backend_name} (backend=cuda, or download them with cudadownload first)"
+            )
         if self._shared is None:
             self._shared = SharedCudaContext(self._settings.device)  # raises with the reason
-        return DeviceFrames(stages, border=border, device=self._settings.device, kernel=self._settings.kernel,
-                            in_flight=depth, shared=self._shared, stats=self._stats)
+        return DeviceFrames(
+            stages,
+            border=border,
+            device=self._settings.device,
+            kernel=self._settings.kernel,
+            in_flight=depth,
+            shared=self._shared,
+            stats=self._stats,
+        )
 
     # frames -------------------------------------------------------------------------------
 
@@ -216,7 +240,9 @@ class StreamconvFilter(GstBase.BaseTransform):
         if self.is_passthrough() or caps is None:
             return _OK  # the chain became empty: this frame goes through as it is
         if self._device_frames is not None:
-            flags = Gst.MapFlags(Gst.MapFlags.READ | Gst.MapFlags.WRITE | self._device_frames.shared.map_flag)
+            flags = Gst.MapFlags(
+                Gst.MapFlags.READ | Gst.MapFlags.WRITE | self._device_frames.shared.map_flag
+            )
             self._device_frames.submit(buffer, caps.format, caps.geometry_of(buffer), flags)
             return _QUEUED
         ok, mapping = buffer.map(Gst.MapFlags.READ)
@@ -301,7 +327,11 @@ class StreamconvFilter(GstBase.BaseTransform):
     @reports_errors(False)
     def do_gst_base_transform_query(self, direction: Gst.PadDirection, query: Gst.Query) -> bool:
         """BaseTransform's ``query`` (PyGObject's name for it: GstElement has a ``query`` too)."""
-        if query.type == Gst.QueryType.CONTEXT and self._shared is not None and self._shared.answer(self, query):
+        if (
+            query.type == Gst.QueryType.CONTEXT
+            and self._shared is not None
+            and self._shared.answer(self, query)
+        ):
             return True
         if query.type == Gst.QueryType.DRAIN and direction == Gst.PadDirection.SINK:
             self._drain()
@@ -309,7 +339,9 @@ class StreamconvFilter(GstBase.BaseTransform):
         if answered and query.type == Gst.QueryType.LATENCY and direction == Gst.PadDirection.SRC:
             live, least, most = query.parse_latency()
             added = self._added_latency()
-            query.set_latency(live, least + added, most if most == Gst.CLOCK_TIME_NONE else most + added)
+            query.set_latency(
+                live, least + added, most if most == Gst.CLOCK_TIME_NONE else most + added
+            )
         return answered
 
     def _added_latency(self) -> int:
@@ -317,7 +349,9 @@ class StreamconvFilter(GstBase.BaseTransform):
         caps, engine = self._caps, self._engine
         if caps is None or engine is None:
             return 0
-        return added_latency(frames_in_flight(engine[2], self._settings.ring_depth), caps.frame_duration)
+        return added_latency(
+            frames_in_flight(engine[2], self._settings.ring_depth), caps.frame_duration
+        )
 
     @reports_errors(False)
     def do_propose_allocation(self, decide_query: Gst.Query | None, query: Gst.Query) -> bool:
@@ -333,7 +367,9 @@ class StreamconvFilter(GstBase.BaseTransform):
                 query.add_allocation_pool(None, caps.size, held, 0)
             for index in range(query.get_n_allocation_pools()):
                 pool, size, least, most = query.parse_nth_allocation_pool(index)
-                query.set_nth_allocation_pool(index, pool, size, least + held, most + held if most else 0)
+                query.set_nth_allocation_pool(
+                    index, pool, size, least + held, most + held if most else 0
+                )
         return True if held > 1 else answered
 
     @reports_errors(_ERROR)

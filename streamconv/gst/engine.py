@@ -86,7 +86,9 @@ class HostRing(Generic[Note]):
         layout = fmt.layout(geometry.width, geometry.height, colour) if fmt.has_planes else None
         shape = (geometry.height, geometry.width, fmt.frame_shape_channels)
         self._release()
-        self._free = self.backend.allocate_slots(shape, self.in_flight, planes=layout, dtype=fmt.dtype)
+        self._free = self.backend.allocate_slots(
+            shape, self.in_flight, planes=layout, dtype=fmt.dtype
+        )
         self._format = _Format(fmt, geometry, layout)
 
     @property
@@ -97,8 +99,8 @@ class HostRing(Generic[Note]):
     def submit(self, data: memoryview, note: Note, geometry: FrameGeometry | None = None) -> None:
         """Copy the frame in ``data`` (the mapped input buffer) into a free slot and queue it;
         ``note`` (the buffer) comes back with its output. ``geometry``: where this buffer's planes
-        lie (its GstVideoMeta's), if not where the configured one says; the same size. Call :meth:`take` until it returns None
-        after each submit, so that a slot is free for the next.
+        lie (its GstVideoMeta's), if not where the configured one says; the same size. Call
+        :meth:`take` until it returns None after each submit, so that a slot is free for the next.
 
         Raises:
             GpuFaultError: the GPU failed while queueing.
@@ -109,8 +111,10 @@ class HostRing(Generic[Note]):
             raise RuntimeError("submit() before configure(), or with every slot in flight")
         geometry = geometry or form.geometry
         if (geometry.width, geometry.height) != (form.geometry.width, form.geometry.height):
-            raise FrameFormatError(f"a {geometry.width}x{geometry.height} frame in a stream of "
-                                   f"{form.geometry.width}x{form.geometry.height} frames")
+            raise FrameFormatError(
+                f"a {geometry.width}x{geometry.height} frame in a stream of "
+                f"{form.geometry.width}x{form.geometry.height} frames"
+            )
         slot = self._free.pop()
         slot.reset()
         try:

@@ -57,28 +57,33 @@ class FrameFormat:
         """
         if width % 2 or height % 2 or width < 2 or height < 2:
             raise FrameFormatError(
-                f"{self.name} frames of {width}x{height}: 4:2:0 planes need an even width and height "
-                "(convert to RGB before streamconv: videoconvert ! video/x-raw,format=RGB)")
+                f"{self.name} frames of {width}x{height}: 4:2:0 planes need an even width and "
+                "height "
+                "(convert to RGB before streamconv: videoconvert ! video/x-raw,format=RGB)"
+            )
         return YuvLayout(width, height, colour, colour.range == FULL_RANGE, self.bits)
 
 
 _U8, _U16 = np.dtype(np.uint8), np.dtype(np.uint16)
 
-FORMATS = {fmt.name: fmt for fmt in (
-    FrameFormat("RGB", PACKED, 3, _U8),
-    FrameFormat("BGR", PACKED, 3, _U8),
-    FrameFormat("RGBA", PACKED, 4, _U8),
-    FrameFormat("BGRA", PACKED, 4, _U8),
-    FrameFormat("RGBx", PACKED, 4, _U8),
-    FrameFormat("BGRx", PACKED, 4, _U8),
-    FrameFormat("GRAY8", PACKED, 1, _U8),
-    FrameFormat("GRAY16_LE", PACKED, 1, _U16, bits=16),
-    FrameFormat("I420", PLANAR, 3, _U8),
-    FrameFormat("I420_10LE", PLANAR, 3, _U16, bits=10),
-    FrameFormat("I420_12LE", PLANAR, 3, _U16, bits=12),
-    FrameFormat("NV12", SEMI_PLANAR, 3, _U8),
-    FrameFormat("P010_10LE", SEMI_PLANAR, 3, _U16, bits=10, shift=6),
-)}
+FORMATS = {
+    fmt.name: fmt
+    for fmt in (
+        FrameFormat("RGB", PACKED, 3, _U8),
+        FrameFormat("BGR", PACKED, 3, _U8),
+        FrameFormat("RGBA", PACKED, 4, _U8),
+        FrameFormat("BGRA", PACKED, 4, _U8),
+        FrameFormat("RGBx", PACKED, 4, _U8),
+        FrameFormat("BGRx", PACKED, 4, _U8),
+        FrameFormat("GRAY8", PACKED, 1, _U8),
+        FrameFormat("GRAY16_LE", PACKED, 1, _U16, bits=16),
+        FrameFormat("I420", PLANAR, 3, _U8),
+        FrameFormat("I420_10LE", PLANAR, 3, _U16, bits=10),
+        FrameFormat("I420_12LE", PLANAR, 3, _U16, bits=12),
+        FrameFormat("NV12", SEMI_PLANAR, 3, _U8),
+        FrameFormat("P010_10LE", SEMI_PLANAR, 3, _U16, bits=10, shift=6),
+    )
+}
 """Every format the element takes in system memory, by GStreamer's name. Per-channel filters do not
 care about channel order, so RGB and BGR (and the four 4-byte orders) filter alike."""
 
@@ -95,7 +100,9 @@ _RANGE = "width=(int)[1,32767], height=(int)[1,32767], framerate=(fraction)[0/1,
 def caps_string(*, device: bool) -> str:
     """The caps the element offers on both pads: system memory (``device=False``) or CUDA memory."""
     if device:
-        return f"video/x-raw({CUDA_FEATURE}), format=(string){{{', '.join(DEVICE_FORMATS)}}}, {_RANGE}"
+        return (
+            f"video/x-raw({CUDA_FEATURE}), format=(string){{{', '.join(DEVICE_FORMATS)}}}, {_RANGE}"
+        )
     return f"video/x-raw, format=(string){{{', '.join(FORMATS)}}}, {_RANGE}"
 
 
@@ -108,8 +115,9 @@ def frame_format(name: str, *, device: bool = False) -> FrameFormat:
     taken = DEVICE_FORMATS if device else tuple(FORMATS)
     if name not in taken:
         where = "in CUDA memory" if device else "in system memory"
-        raise FrameFormatError(f"video format {name} is not one streamconv takes {where}; "
-                               f"it takes {', '.join(taken)}")
+        raise FrameFormatError(
+            f"video format {name} is not one streamconv takes {where}; it takes {', '.join(taken)}"
+        )
     return FORMATS[name]
 
 
@@ -125,4 +133,6 @@ def colour_tags(matrix: int, colour_range: int) -> ColourTags:
     """The ColourTags of GStreamer colorimetry: a GstVideoColorMatrix and a GstVideoColorRange
     number (as ints). GStreamer names a matrix for every stream (its own guess, from the frame size,
     where the stream says nothing), so its caps decide the conversion."""
-    return ColourTags(space=_MATRICES.get(int(matrix), _UNSPECIFIED), range=_RANGES.get(int(colour_range), 0))
+    return ColourTags(
+        space=_MATRICES.get(int(matrix), _UNSPECIFIED), range=_RANGES.get(int(colour_range), 0)
+    )

@@ -1,6 +1,7 @@
 """The streamconv internals the GStreamer element builds on, imported here and nowhere else in
 this package: the slot ring of the backends (what ``streamconv run`` drives), the 4:2:0 layout
-and its integer colour maths, the colour tags, and the driver calls on raw CUDA handles. Everything else the element uses is public."""
+and its integer colour maths, the colour tags, and the driver calls on raw CUDA handles.
+Everything else the element uses is public."""
 
 from __future__ import annotations
 
@@ -14,15 +15,15 @@ from ..io.yuv import YuvLayout, split_semi_planar
 from ..slots import InFlight, Slot
 
 __all__ = [
-           "FULL_RANGE",
-           "MAX_RING",
-           "Backend",
-           "ColourTags",
-           "InFlight",
-           "Slot",
-           "YuvLayout",
-           "cuda_status",
-           "libcuda",
-           "make_engine",
-           "split_semi_planar",
+    "FULL_RANGE",
+    "MAX_RING",
+    "Backend",
+    "ColourTags",
+    "InFlight",
+    "Slot",
+    "YuvLayout",
+    "cuda_status",
+    "libcuda",
+    "make_engine",
+    "split_semi_planar",
 ]

@@ -21,7 +21,8 @@ PRESET_PREFIX = "preset:"
 BACKENDS = ("auto", "cpu", "cuda")
 
 DEFAULT_RING_DEPTH = 3
-"""Frames in flight on the cuda backend by default: one uploading, one filtering, one coming back."""
+"""Frames in flight on the cuda backend by default: one uploading, one filtering, one coming
+back."""
 
 
 @dataclass(frozen=True)
@@ -57,17 +58,21 @@ def parse_filter_chain(text: str) -> Chain:
     borders: set[str] = set()
     for part in (piece.strip() for piece in text.split(CHAIN_SEPARATOR)):
         if not part:
-            raise FilterSpecError(f"filter {text!r}: an empty stage between '{CHAIN_SEPARATOR}' separators")
+            raise FilterSpecError(
+                f"filter {text!r}: an empty stage between '{CHAIN_SEPARATOR}' separators"
+            )
         if part.startswith(PRESET_PREFIX):
-            preset = load_preset(part[len(PRESET_PREFIX):])
+            preset = load_preset(part[len(PRESET_PREFIX) :])
             stages.extend(preset.filters)
             if preset.border:
                 borders.add(preset.border)
         else:
             stages.extend(parse_chain([part]))
     if len(borders) > 1:
-        raise FilterSpecError(f"filter {text!r}: its presets ask for different borders "
-                              f"({', '.join(sorted(borders))}); set the border property")
+        raise FilterSpecError(
+            f"filter {text!r}: its presets ask for different borders "
+            f"({', '.join(sorted(borders))}); set the border property"
+        )
     return Chain(tuple(stages), borders.pop() if borders else None)
 
 
@@ -113,7 +118,9 @@ class Settings:
                 backend or ring depth.
         """
         if self.border not in BORDER_MODES:
-            raise FilterSpecError(f"unknown border {self.border!r}; known: {', '.join(BORDER_MODES)}")
+            raise FilterSpecError(
+                f"unknown border {self.border!r}; known: {', '.join(BORDER_MODES)}"
+            )
         if self.backend not in BACKENDS:
             raise FilterSpecError(f"unknown backend {self.backend!r}; known: {', '.join(BACKENDS)}")
         if not 1 <= self.ring_depth <= MAX_RING:

@@ -14,7 +14,9 @@ import sys
 from pathlib import Path
 
 _HERE = Path(__file__).resolve()
-_ROOT = _HERE.parents[4]  # <root>/streamconv/gst/plugin/python/gststreamconv.py: <root> holds streamconv
+_ROOT = _HERE.parents[
+    4
+]  # <root>/streamconv/gst/plugin/python/gststreamconv.py: <root> holds streamconv
 _VERSION = f"python{sys.version_info[0]}.{sys.version_info[1]}"
 
 
@@ -36,11 +38,16 @@ def _environment_packages() -> list:
 
 def _mismatch() -> str:
     """Where streamconv sits in another Python version's site-packages, a note saying so."""
-    for folder in [_ROOT, *(Path(os.environ.get("VIRTUAL_ENV", "/nonexistent")) / "lib").glob("python3.*")]:
+    for folder in [
+        _ROOT,
+        *(Path(os.environ.get("VIRTUAL_ENV", "/nonexistent")) / "lib").glob("python3.*"),
+    ]:
         name = folder.parent.name if folder.name == "site-packages" else folder.name
         if name.startswith("python3.") and name != _VERSION:
-            return (f" (streamconv is installed for {name}, but GStreamer's Python plugin loader runs "
-                    f"{_VERSION}: install streamconv for {_VERSION})")
+            return (
+                f" (streamconv is installed for {name}, but GStreamer's Python plugin loader runs "
+                f"{_VERSION}: install streamconv for {_VERSION})"
+            )
     return ""
 
 
@@ -51,5 +58,7 @@ try:
 
     __gstelementfactory__ = ELEMENT_FACTORY
 except Exception as _error:  # noqa: BLE001 - any failure: one line, and GStreamer goes on without the element
-    sys.stderr.write(f"streamconv: the GStreamer element is unavailable in GStreamer's Python ({_VERSION}): "
-                     f"{type(_error).__name__}: {_error}{_mismatch()}\n")
+    sys.stderr.write(
+        f"streamconv: the GStreamer element is unavailable in GStreamer's Python ({_VERSION}): "
+        f"{type(_error).__name__}: {_error}{_mismatch()}\n"
+    )
