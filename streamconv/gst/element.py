@@ -249,10 +249,15 @@ class StreamconvFilter(GstBase.BaseTransform):
         if not ok:
             raise StreamconvError("an input buffer could not be mapped for reading")
         try:
-            self._ring.submit(mapping.data, buffer, caps.geometry_of(buffer))
+            self._host_ring().submit(mapping.data, buffer, caps.geometry_of(buffer))
         finally:
             buffer.unmap(mapping)
         return _QUEUED
+
+    def _host_ring(self) -> HostRing:
+        if self._ring is None:
+            raise StreamconvError("a frame came before its caps")
+        return self._ring
 
     @reports_errors((_ERROR, None))
     def do_generate_output(self) -> tuple[Gst.FlowReturn, Gst.Buffer | None]:
