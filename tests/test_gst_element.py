@@ -6,16 +6,21 @@ Python plugin loader runs another Python than the tests."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import av
 import numpy as np
 import pytest
 from clips import write_clip
-from conftest import run_cli
+from conftest import REPO, run_cli
 from gst_support import (
     bus_error,
+    environment_packages,
+    gi_folder,
     gst,
     gst_launch,
     gst_tool,
@@ -117,6 +122,19 @@ def test_i420_through_the_element_equals_the_cli_byte_for_byte(clip, tmp_path):
     ours, theirs = element_out.read_bytes(), cli_out.read_bytes()
     assert len(ours) == FRAMES * WIDTH * HEIGHT * 3 // 2
     assert ours == theirs
+
+
+def test_the_example_program_runs_its_pipeline(clip, tmp_path):
+    output = tmp_path / "filtered.mp4"
+    paths = [str(REPO), str(gi_folder()), *environment_packages()]
+    result = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "gstreamer_pipeline.py"), str(clip), str(output),
+         "--filter", CHAIN, "--backend", "cpu"], capture_output=True, text=True, timeout=120,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(paths)), check=False)
+    assert result.returncode == 0, result.stderr
+    assert f"filtered {FRAMES} frames with {CHAIN} on cpu" in result.stdout
+    with av.open(str(output)) as container:
+        assert sum(1 for _ in container.decode(video=0)) == FRAMES
 
 
 ERRORS = {
