@@ -10,6 +10,7 @@ can import this environment's packages, and the system's gi is importable here t
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import re
 import shlex
@@ -34,11 +35,26 @@ _THIS_PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"
 
 
 def _loader() -> Path | None:
+    """GStreamer's Python plugin loader: in GStreamer's own plugin folders (the ones
+    GST_PLUGIN_SYSTEM_PATH_1_0 names, where set), else the distribution's."""
+    named = os.environ.get("GST_PLUGIN_SYSTEM_PATH_1_0") or os.environ.get("GST_PLUGIN_SYSTEM_PATH")
+    if named:
+        candidates = [Path(folder) / "libgstpython.so" for folder in named.split(os.pathsep)]
+        return next((path for path in candidates if path.is_file()), None)
     for pattern in _LOADER_GLOBS:
         found = sorted(Path("/").glob(pattern.lstrip("/")))
         if found:
             return found[0]
     return None
+
+
+def _gi_packages() -> Path:
+    """The folder holding the ``gi`` to use: one already importable here (a GStreamer brought
+    along, its folder on PYTHONPATH), else the system's."""
+    spec = importlib.util.find_spec("gi")
+    if spec is not None and spec.origin:
+        return Path(spec.origin).parent.parent
+    return _SYSTEM_PACKAGES
 
 
 def loader_python(loader: Path) -> str | None:
@@ -65,7 +81,7 @@ def unavailable_reason() -> str | None:
             "the element could not import this environment's packages there"
         )
     tag = f"cpython-{sys.version_info[0]}{sys.version_info[1]}"
-    if not list((_SYSTEM_PACKAGES / "gi" / "overrides").glob(f"_gi_gst.{tag}*.so")):
+    if not list((_gi_packages() / "gi" / "overrides").glob(f"_gi_gst.{tag}*.so")):
         return (f"GStreamer's Python bindings for Python {_THIS_PYTHON} are not installed "
                 "(python3-gst-1.0)")
     return None
@@ -80,8 +96,12 @@ def skip_without_gstreamer() -> None:
 
 @functools.lru_cache(maxsize=1)
 def gi_folder() -> Path:
-    """A folder holding only the system's ``gi`` (a link), on this process's path (last, so that
-    nothing of this environment is shadowed) and on the children's."""
+    """The folder ``gi`` is imported from: where it is importable already, else a folder holding
+    only a link to the system's, put last on this process's path (nothing of this environment is
+    shadowed); children get it on their PYTHONPATH."""
+    packages = _gi_packages()
+    if packages != _SYSTEM_PACKAGES:
+        return packages  # importable already
     folder = Path(tempfile.mkdtemp(prefix="streamconv-gi-"))
     (folder / "gi").symlink_to(_SYSTEM_PACKAGES / "gi")
     sys.path.append(str(folder))
@@ -107,7 +127,8 @@ def launch_environment() -> dict[str, str]:
     from streamconv.gst import plugin_path
 
     registry = Path(tempfile.mkdtemp(prefix="streamconv-gst-registry-")) / "registry.bin"
-    paths = [str(REPO), *environment_packages(), *site.getsitepackages()]
+    inherited = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    paths = [str(REPO), *environment_packages(), *site.getsitepackages(), *filter(None, inherited)]
     environment = dict(
         os.environ,
         GST_PLUGIN_PATH=str(plugin_path()),
