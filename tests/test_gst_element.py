@@ -200,6 +200,40 @@ def test_a_size_and_format_change_mid_stream_is_renegotiated(rng, holding):
     assert pipeline.get_by_name("s").get_property("frames") == 6
 
 
+def test_a_filter_changed_while_playing_takes_the_next_frame(rng, holding):
+    """The frames before the change (also those still in flight) keep the old chain. The change is
+    made in the streaming thread just before the fourth frame reaches the element (a pad probe),
+    as an application's thread would make it between two frames."""
+    frames = [rng.integers(0, 256, (48, 64, 3), np.uint8) for _ in range(6)]
+    caps = "video/x-raw,format=RGB,width=64,height=48,framerate=25/1"
+    pipeline, source = _appsrc_pipeline(f"streamconv name=s filter=box:size=3 backend=cpu "
+                                        f"ring-depth={holding}")
+    Gst = gst()
+    element, seen = pipeline.get_by_name("s"), []
+
+    def before_frame(_pad, _info):
+        seen.append(1)
+        if len(seen) == 4:
+            element.set_property("filter", "preset:emboss")
+        return Gst.PadProbeReturn.OK
+
+    element.get_static_pad("sink").add_probe(Gst.PadProbeType.BUFFER, before_frame)
+    pipeline.set_state(Gst.State.PLAYING)
+    try:
+        for index, frame in enumerate(frames):
+            _push(source, frame, caps, index)
+        source.emit("end-of-stream")
+        outputs = pull_frames(pipeline)
+    finally:
+        pipeline.set_state(Gst.State.NULL)
+    assert len(outputs) == 6
+    with streamconv.Filter("box:size=3", backend="cpu") as box, \
+            streamconv.Filter(["box:size=3", "emboss"], border="replicate", backend="cpu") as emboss:
+        for number, ((_, data, _), frame) in enumerate(zip(outputs, frames)):
+            reference = box if number < 3 else emboss
+            assert np.array_equal(data.reshape(frame.shape), reference(frame)), number
+
+
 def test_a_filter_that_fails_mid_stream_ends_it_with_its_message(rng, capfd):
     frames = [rng.integers(0, 256, (48, 64, 3), np.uint8) for _ in range(4)]
     caps = "video/x-raw,format=RGB,width=64,height=48,framerate=25/1"
