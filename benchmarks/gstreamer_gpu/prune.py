@@ -16,7 +16,7 @@ PLUGINS = {"coreelements", "coretracers", "app", "videotestsrc", "videoconvertsc
 EXPECTED_ON_THE_MACHINE = {
     "ld-linux-x86-64.so.2", "libc.so.6", "libm.so.6", "libstdc++.so.6", "libgcc_s.so.1",
     "libz.so.1", "libffi.so.8", "liblzma.so.5", "libbz2.so.1.0", "libzstd.so.1", "libexpat.so.1",
-    "libmount.so.1", "libselinux.so.1", "libpcre2-8.so.0"}
+    "libmount.so.1", "libselinux.so.1", "libpcre2-8.so.0", "libcap.so.2"}
 
 
 def needed(path: Path) -> list[str]:
