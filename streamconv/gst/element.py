@@ -12,7 +12,7 @@ error with streamconv's message.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import RunStats, StreamconvError
 from .bindings import GObject, Gst, GstBase, GstVideo
@@ -40,6 +40,15 @@ def _template(direction: Gst.PadDirection) -> Gst.PadTemplate:
         Gst.PadPresence.ALWAYS,
         caps,
     )
+
+
+class _Engine(NamedTuple):
+    """What :func:`streamconv.api.make_engine` made of the properties."""
+
+    stages: list
+    border: str
+    name: str  # the backend's: cpu or cuda
+    backend: Any
 
 
 class _Caps:
@@ -87,7 +96,7 @@ class StreamconvFilter(GstBase.BaseTransform):
         self._settings = Settings()
         self._lock = threading.Lock()  # settings and stats: read by the application's thread
         self._stats = RunStats()
-        self._engine: Any = None  # (stages, border, backend name, Backend) once started
+        self._engine: _Engine | None = None  # once started
         self._ring: HostRing | None = None
         self._device_frames: DeviceFrames | None = None
         self._shared: SharedCudaContext | None = None
@@ -138,43 +147,36 @@ class StreamconvFilter(GstBase.BaseTransform):
 
     @reports_errors(False)
     def do_start(self) -> bool:
-        self._open_engine()
+        engine = self._open_engine()
         with self._lock:
-            self._stats = RunStats(backend=self._engine[3].describe())
+            self._stats = RunStats(backend=engine.backend.describe())
         return True
 
-    def _open_engine(self) -> None:
+    def _open_engine(self) -> _Engine:
         """Check the properties and make the backend (in the state change's thread)."""
         with self._lock:
             chain, border = self._settings.resolve()
             settings = self._settings
             self._rebuild = False
-        self._engine = make_engine(
-            list(chain.stages),
-            border=border,
-            backend=settings.backend,
-            device=settings.device,
-            kernel=settings.kernel,
-        )
+        self._engine = _Engine(*make_engine(list(chain.stages), border=border,
+                                            backend=settings.backend, device=settings.device,
+                                            kernel=settings.kernel))
         self.set_passthrough(not chain.stages)
+        return self._engine
 
     @reports_errors(False)
     def do_stop(self) -> bool:
         self._close_paths()
         if self._engine is not None:
-            engine, self._engine = self._engine[3], None
-            engine.close()
+            engine, self._engine = self._engine, None
+            engine.backend.close()
         self._caps = None
         return True
 
     def _close_paths(self) -> None:
         """Let the frames in flight go and free the slots and the device filter."""
-        ring, device_frames, self._ring, self._device_frames = (
-            self._ring,
-            self._device_frames,
-            None,
-            None,
-        )
+        ring, device_frames = self._ring, self._device_frames
+        self._ring = self._device_frames = None
         try:
             if ring is not None:
                 ring.close()
@@ -199,36 +201,26 @@ class StreamconvFilter(GstBase.BaseTransform):
         caps, engine = self._caps, self._engine
         if caps is None or engine is None:
             return
-        stages, border, backend_name, backend = engine
-        depth = frames_in_flight(backend_name, self._settings.ring_depth)
+        depth = frames_in_flight(engine.name, self._settings.ring_depth)
         if caps.device:
             self._close_paths()
-            self._device_frames = self._open_device_frames(stages, border, backend_name, depth)
+            self._device_frames = self._open_device_frames(engine, depth)
             return
-        if self._ring is None or self._ring.backend is not backend:
+        if self._ring is None or self._ring.backend is not engine.backend:
             self._close_paths()
-            self._ring = HostRing(backend, depth, self._stats)
+            self._ring = HostRing(engine.backend, depth, self._stats)
         self._ring.configure(caps.format, caps.geometry, caps.colour)
 
-    def _open_device_frames(
-        self, stages: list, border: str, backend_name: str, depth: int
-    ) -> DeviceFrames:
-        if backend_name != "cuda":
+    def _open_device_frames(self, engine: _Engine, depth: int) -> DeviceFrames:
+        if engine.name != "cuda":
             raise StreamconvError(
                 "frames in CUDA memory need the cuda backend; this streamconv runs on "
-                f"{backend_name} (backend=cuda, or download them with cudadownload first)"
-            )
+                f"{engine.name} (backend=cuda, or download them with cudadownload first)")
         if self._shared is None:
             self._shared = SharedCudaContext(self._settings.device)  # raises with the reason
-        return DeviceFrames(
-            stages,
-            border=border,
-            device=self._settings.device,
-            kernel=self._settings.kernel,
-            in_flight=depth,
-            shared=self._shared,
-            stats=self._stats,
-        )
+        return DeviceFrames(engine.stages, border=engine.border, device=self._settings.device,
+                            kernel=self._settings.kernel, in_flight=depth, shared=self._shared,
+                            stats=self._stats)
 
     # frames -------------------------------------------------------------------------------
 
@@ -315,7 +307,7 @@ class StreamconvFilter(GstBase.BaseTransform):
         old = self._engine
         self._open_engine()
         if old is not None:
-            old[3].close()
+            old.backend.close()
         self._configure()
         return result
 
@@ -354,9 +346,8 @@ class StreamconvFilter(GstBase.BaseTransform):
         caps, engine = self._caps, self._engine
         if caps is None or engine is None:
             return 0
-        return added_latency(
-            frames_in_flight(engine[2], self._settings.ring_depth), caps.frame_duration
-        )
+        return added_latency(frames_in_flight(engine.name, self._settings.ring_depth),
+                             caps.frame_duration)
 
     @reports_errors(False)
     def do_propose_allocation(self, decide_query: Gst.Query | None, query: Gst.Query) -> bool:
@@ -366,10 +357,10 @@ class StreamconvFilter(GstBase.BaseTransform):
         engine, caps = self._engine, self._caps
         if engine is None or caps is None:
             return answered
-        held = frames_in_flight(engine[2], self._settings.ring_depth)
+        held = frames_in_flight(engine.name, self._settings.ring_depth)
         if held > 1:  # upstream's pool must outlast the buffers held here
             if query.get_n_allocation_pools() == 0:
-                query.add_allocation_pool(None, caps.size, held, 0)
+                query.add_allocation_pool(None, caps.size, 0, 0)
             for index in range(query.get_n_allocation_pools()):
                 pool, size, least, most = query.parse_nth_allocation_pool(index)
                 query.set_nth_allocation_pool(
