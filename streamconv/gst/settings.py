@@ -6,7 +6,7 @@ streamconv's own message before any frame. GObject's declarations of them are th
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .. import BORDER_MODES, DEFAULT_BORDER, FilterSpecError, FilterStage, load_preset, parse_chain
 from .seam import MAX_RING
@@ -95,15 +95,13 @@ class Settings:
     kernel: str = "auto"
     device: int = 0
     ring_depth: int = DEFAULT_RING_DEPTH
-    changed: set[str] = field(default_factory=set)
 
     def set(self, name: str, value: object) -> None:
-        """Set one property by its GObject name (``ring-depth``...), noting it as changed."""
+        """Set one property by its GObject name (``ring-depth``...)."""
         attribute = name.replace("-", "_")
         setattr(self, attribute, value)
         if attribute == "border":
             self.border_set = True
-        self.changed.add(attribute)
 
     def get(self, name: str) -> object:
         """One property's value by its GObject name."""
