@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,7 @@ from gst_support import (
     gst,
     gst_launch,
     gst_tool,
+    launch_environment,
     pull_frames,
     sample_frame,
     skip_without_gstreamer,
@@ -83,6 +85,22 @@ def test_gst_inspect_lists_the_element_with_every_property():
     assert "video/x-raw(memory:CUDAMemory)" in result.stdout
     for fmt in ("RGB", "GRAY16_LE", "I420", "NV12", "P010_10LE"):
         assert f"(string){fmt}" in result.stdout
+
+
+def test_an_element_that_cannot_load_says_why_in_one_line(tmp_path):
+    """streamconv installed for another Python than GStreamer's: the loader says so, no traceback."""
+    site_packages = tmp_path / "lib" / "python3.99" / "site-packages"
+    shutil.copytree(REPO / "streamconv", site_packages / "streamconv",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    environment = dict(launch_environment(), PYTHONPATH="", GST_REGISTRY=str(tmp_path / "registry.bin"),
+                       GST_PLUGIN_PATH=str(site_packages / "streamconv" / "gst" / "plugin"))
+    result = subprocess.run(["gst-inspect-1.0", "streamconv"], capture_output=True, text=True,
+                            timeout=120, env=environment, check=False)
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if line.startswith("streamconv:")]
+    assert len(lines) >= 1 and "the GStreamer element is unavailable" in lines[0]
+    assert "installed for python3.99" in lines[0]
+    assert "Traceback" not in result.stderr
 
 
 def test_a_file_pipeline_gives_filters_frames_and_a_playable_mp4(clip, tmp_path):
