@@ -88,11 +88,13 @@ def test_gst_inspect_lists_the_element_with_every_property():
 
 
 def test_an_element_that_cannot_load_says_why_in_one_line(tmp_path):
-    """streamconv installed for another Python than GStreamer's: the loader says so, no traceback."""
+    """streamconv installed for another Python than GStreamer's: the loader says so, no
+    traceback."""
     site_packages = tmp_path / "lib" / "python3.99" / "site-packages"
     shutil.copytree(REPO / "streamconv", site_packages / "streamconv",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    environment = dict(launch_environment(), PYTHONPATH="", GST_REGISTRY=str(tmp_path / "registry.bin"),
+    environment = dict(launch_environment(), PYTHONPATH="",
+                       GST_REGISTRY=str(tmp_path / "registry.bin"),
                        GST_PLUGIN_PATH=str(site_packages / "streamconv" / "gst" / "plugin"))
     result = subprocess.run(["gst-inspect-1.0", "streamconv"], capture_output=True, text=True,
                             timeout=120, env=environment, check=False)
