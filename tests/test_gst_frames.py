@@ -12,9 +12,11 @@ import pytest
 import streamconv
 from streamconv.api import make_engine
 from streamconv.gst.buffers import FrameGeometry, frame_planes, read_frame, write_frame
+from streamconv.gst.cuda_memory import device_frame, mapped_address
 from streamconv.gst.engine import HostRing, added_latency, frames_in_flight
 from streamconv.gst.formats import FORMATS, colour_tags, frame_format
 from streamconv.gst.settings import Settings, parse_filter_chain
+from streamconv.interop.raw import raw_device_array
 from streamconv.io.colour import ColourTags
 from streamconv.io.yuv import YuvLayout, rgb_to_yuv, yuv_to_rgb
 
@@ -163,6 +165,23 @@ def test_the_ring_filters_i420_as_the_cpu_backend_filters_planes(rng):
         assert np.array_equal(got, expected)
     assert stats.frames == 3 and set(stats.stages) >= {"read", "kernel", "write", "latency"}
     ring.close()
+
+
+def test_a_device_frame_is_described_as_the_gpu_array_path_reads_it():
+    """The view of mapped CUDA memory handed to streamconv.Filter: its first plane's offset and
+    pitch, read back through streamconv's own __cuda_array_interface__ reader."""
+    geometry = FrameGeometry(98, 50, (256,), (512,))  # a pitched allocation
+    described = raw_device_array(device_frame(0x7F00_0000_0000, FORMATS["RGBA"], geometry))
+    assert (described.address, described.shape) == (0x7F00_0000_0100, (50, 98, 4))
+    assert described.strides == (512, 4, 1) and described.dtype == np.uint8
+    grey = raw_device_array(device_frame(0x7F00_0000_0000, FORMATS["GRAY16_LE"], geometry))
+    assert grey.shape == (50, 98) and grey.strides == (512, 2) and grey.dtype == np.uint16
+
+
+def test_a_mappings_address_is_taken_without_reading_it():
+    data = bytearray(64)
+    view = memoryview(data)[16:]
+    assert mapped_address(view) == np.frombuffer(data, np.uint8).ctypes.data + 16
 
 
 def test_gst_path_prints_the_folder_that_registers_the_element(cli):

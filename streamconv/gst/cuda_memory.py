@@ -16,6 +16,7 @@ CUDA memory is negotiated: both are optional.
 from __future__ import annotations
 
 import ctypes
+import functools
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -86,10 +87,15 @@ def mapped_address(data: memoryview) -> int:
     return np.frombuffer(data, np.uint8).__array_interface__["data"][0]
 
 
+@functools.lru_cache(maxsize=None)
+def _library(name: str) -> ctypes.CDLL:
+    return ctypes.CDLL(name)
+
+
 def allocation_context(address: int) -> int | None:
     """The CUcontext that allocated device ``address`` (as an int), or None if the driver does not
     know the address. Call with a context of the device current."""
-    library = ctypes.CDLL("libcuda.so.1")
+    library = _library("libcuda.so.1")
     context = ctypes.c_void_p()
     code = library.cuPointerGetAttribute(
         ctypes.byref(context), ctypes.c_int(_POINTER_ATTRIBUTE_CONTEXT), ctypes.c_uint64(address)
@@ -100,8 +106,7 @@ def allocation_context(address: int) -> int | None:
 def sync_cuda_memory(memory: Any) -> None:
     """Wait for the work GStreamer queued on a CUDA memory's own stream (``gst_cuda_memory_sync``,
     GStreamer 1.24 on; 1.22's elements finish their writes before handing memory on)."""
-    library = ctypes.CDLL("libgstcuda-1.0.so.0")
-    sync = getattr(library, "gst_cuda_memory_sync", None)
+    sync = getattr(_library("libgstcuda-1.0.so.0"), "gst_cuda_memory_sync", None)
     if sync is not None:
         sync.argtypes = (ctypes.c_void_p,)
         sync(hash(memory))  # a GObject-introspection boxed value hashes as its C pointer
@@ -198,7 +203,8 @@ class DeviceFrames:
         spec, border, device: the chain (stages), border mode and CUDA device.
         in_flight: frames whose work may still run when the element returns (1: each waits).
         shared: the pipeline's shared context (its memory is what can be filtered).
-        stats: where each frame's ``kernel`` (queued to done) and ``latency`` times go.
+        stats: where each frame's ``latency`` goes (from queued to done, as the host sees it;
+            the GPU's own time is not measured here).
 
     Raises:
         BackendUnavailableError: no usable GPU for the cuda backend.
@@ -291,7 +297,7 @@ class DeviceFrames:
         finally:
             queued.buffer.unmap(queued.mapping)
         done = time.perf_counter()
-        self.stats.record({"kernel": done - queued.entered, "latency": done - queued.entered})
+        self.stats.record({"latency": done - queued.entered})
         return queued.buffer
 
     def _done(self, queued: _Queued) -> bool:
