@@ -34,6 +34,7 @@ from gst_support import (
 
 import streamconv
 from streamconv.backends import cuda_status
+from streamconv.gst.cuda_memory import mapped_address
 from streamconv.gst.engine import HostRing
 
 pytestmark = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
@@ -218,6 +219,38 @@ def test_a_size_and_format_change_mid_stream_is_renegotiated(rng, holding):
             )
     assert "width=(int)80" in outputs[-1][2] and "GRAY16_LE" in outputs[-1][2]
     assert pipeline.get_by_name("s").get_property("frames") == 6
+
+
+def test_frames_are_filtered_in_place(rng, holding):
+    """The memory a frame comes in is the memory it goes out in (no buffer of the element's own)."""
+    Gst = gst()
+    frames = [rng.integers(0, 256, (48, 64, 3), np.uint8) for _ in range(4)]
+    pipeline = Gst.parse_launch(f"appsrc name=src format=time ! streamconv name=s "
+                                f"filter=box:size=3 backend=cpu ring-depth={holding} ! "
+                                "fakesink name=out sync=false")
+    addresses: dict[str, list[int]] = {"sink": [], "src": []}
+
+    def record(pad, info):
+        ok, mapping = info.get_buffer().map(Gst.MapFlags.READ)
+        addresses[pad.get_name()].append(mapped_address(mapping.data))
+        info.get_buffer().unmap(mapping)
+        return Gst.PadProbeReturn.OK
+
+    element = pipeline.get_by_name("s")
+    for pad in ("sink", "src"):
+        element.get_static_pad(pad).add_probe(Gst.PadProbeType.BUFFER, record)
+    source = pipeline.get_by_name("src")
+    pipeline.set_state(Gst.State.PLAYING)
+    try:
+        for index, frame in enumerate(frames):
+            _push(source, frame, "video/x-raw,format=RGB,width=64,height=48,framerate=25/1", index)
+        source.emit("end-of-stream")
+        message = pipeline.get_bus().timed_pop_filtered(
+            10 * Gst.SECOND, Gst.MessageType.EOS | Gst.MessageType.ERROR)
+        assert message is not None and message.type == Gst.MessageType.EOS, bus_error(pipeline)
+    finally:
+        pipeline.set_state(Gst.State.NULL)
+    assert len(addresses["src"]) == 4 and addresses["src"] == addresses["sink"]
 
 
 def test_a_filter_changed_while_playing_takes_the_next_frame(rng, holding):
