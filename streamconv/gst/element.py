@@ -123,6 +123,7 @@ class StreamconvFilter(GstBase.BaseTransform):
 
     @reports_errors(Gst.StateChangeReturn.FAILURE)
     def do_change_state(self, transition: Gst.StateChange) -> Gst.StateChangeReturn:
+        """Share the CUDA context on NULL -> READY, let it go on READY -> NULL."""
         if transition == Gst.StateChange.NULL_TO_READY:
             self._share_cuda_context()
         result = Gst.Element.do_change_state(self, transition)
@@ -188,6 +189,7 @@ class StreamconvFilter(GstBase.BaseTransform):
 
     @reports_errors(False)
     def do_set_caps(self, incaps: Gst.Caps, outcaps: Gst.Caps) -> bool:
+        """New caps (the frames in flight drained): slots or the device path made for them."""
         caps = _Caps(incaps)
         old = self._caps
         self._caps = caps
@@ -226,6 +228,7 @@ class StreamconvFilter(GstBase.BaseTransform):
 
     @reports_errors(_ERROR)
     def do_transform_ip(self, buffer: Gst.Buffer) -> Gst.FlowReturn:
+        """Queue one frame (its buffer kept until it is done); QUEUED tells BaseTransform so."""
         if self._rebuild and self._new_chain() != _OK:
             return _ERROR
         caps = self._caps
@@ -253,6 +256,7 @@ class StreamconvFilter(GstBase.BaseTransform):
 
     @reports_errors((_ERROR, None))
     def do_generate_output(self) -> tuple[Gst.FlowReturn, Gst.Buffer | None]:
+        """The next frame to push, if one is done; BaseTransform calls again until None."""
         result, passed = GstBase.BaseTransform.do_generate_output(self)  # calls do_transform_ip
         if result == _OK and passed is not None:
             return result, passed  # passthrough: nothing is held (a change of chain drained first)
@@ -315,6 +319,7 @@ class StreamconvFilter(GstBase.BaseTransform):
 
     @reports_errors(False)
     def do_sink_event(self, event: Gst.Event) -> bool:
+        """Frames in flight go out before serialized events that end or change the stream."""
         if event.type in _DRAINING_EVENTS and self._drain() not in (_OK, Gst.FlowReturn.EOS):
             Gst.debug("streamconv: frames in flight were not all taken downstream")
         elif event.type == Gst.EventType.FLUSH_STOP:
@@ -351,6 +356,7 @@ class StreamconvFilter(GstBase.BaseTransform):
 
     @reports_errors(False)
     def do_propose_allocation(self, decide_query: Gst.Query | None, query: Gst.Query) -> bool:
+        """Downstream's answer, with room in upstream's pool for the frames held here."""
         # In place, the buffers upstream allocates are the ones downstream gets: its answer is ours
         # (BaseTransform's own, which does this, cannot be called with decide_query None from here).
         answered = self.srcpad.peer_query(query)
@@ -370,6 +376,7 @@ class StreamconvFilter(GstBase.BaseTransform):
 
     @reports_errors(_ERROR)
     def do_submit_input_buffer(self, is_discont: bool, buffer: Gst.Buffer) -> Gst.FlowReturn:
+        """BaseTransform's (negotiation, QoS), counting the frames its QoS skips."""
         result = GstBase.BaseTransform.do_submit_input_buffer(self, is_discont, buffer)
         if result == _QUEUED:  # BaseTransform's QoS skipped it: too late to be shown
             with self._lock:
