@@ -43,6 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_batch_parser(commands)
     commands.add_parser("filters", help="list filters, their parameters and the presets")
     commands.add_parser("info", help="versions, and which backends can run here and why not")
+    commands.add_parser(
+        "gst-path", help="the folder to put on GST_PLUGIN_PATH for the GStreamer element",
+        description="Print the folder whose python/ subfolder registers the streamconv GStreamer "
+                    "element: export GST_PLUGIN_PATH=$(streamconv gst-path)")
     add_bench_parser(commands)
     add_install_cuda_parser(commands)
     for command in commands.choices.values():
