@@ -39,7 +39,7 @@ from .frames import as_count
 from .filters import FilterStage, parse_chain
 from .interrupts import stop_on_signals
 from .io.encoder_check import check_encoders_ahead
-from .manifest import (FINISHED, MANIFEST_NAME, BatchRecord, Manifest, earlier_records, file_identity,
+from .manifest import (MANIFEST_NAME, BatchRecord, Manifest, earlier_records, file_identity, frames_written,
                        looks_like_manifest, resume_plan, settings_fingerprint)
 from .manifest_lock import only_batch
 from .publish import check_name_lengths
@@ -82,7 +82,8 @@ class Batch:
         resume: skip inputs an earlier batch of this manifest finished: the same input file,
             unchanged, under the same settings, its output still there at the size recorded
             (:func:`streamconv.manifest.resume_plan`); the others run again, replacing an output
-            that batch published only while it is still exactly as published.
+            that batch published only while it is still exactly as published. A damaged input
+            skipped keeps its record (damaged, exit code 13); a done one is recorded skipped.
         overwrite: replace existing outputs (and an existing manifest).
         recursive: folders' subfolders too (outputs keep their relative paths), ``**`` in globs.
             A folder scan passes over hidden files and folders, OUTDIR's tree, the manifest and,
@@ -331,7 +332,7 @@ class Batch:
         counts = self.manifest.counts()
         total = len(self.manifest.records)
         ended = total - counts["pending"] - counts["running"]
-        frames = self._running.frames() + sum(r.frames for r in self.manifest.records if r.status in FINISHED)
+        frames = self._running.frames() + frames_written(self.manifest.records)
         elapsed = time.perf_counter() - started
         eta = (elapsed / ended * (total - ended)) if ended else None
         sys.stderr.write(f"\rbatch: {ended}/{total} ended, {counts['failed']} failed, {counts['running']} running, "

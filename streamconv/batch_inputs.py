@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from .batch_worker import make_output_folder
-from .errors import InputError, OutputError
+from .errors import EXIT_DAMAGED_INPUT, InputError, OutputError
 from .leftovers import remove_abandoned
 from .manifest import BatchRecord, not_a_file
 from .publish import temp_name_regex, without_file_scheme
@@ -346,17 +346,20 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def input_record(item: BatchInput, fingerprint: str, earlier: dict | None, *, complete: bool, ours: bool) -> BatchRecord:
-    """An input's record: pending, or skipped with an earlier batch's figures when ``complete``;
-    an earlier output still as published keeps its size and mtime (it stays replaceable)."""
+    """An input's record: pending, or kept from an earlier batch when ``complete`` (with its
+    figures: skipped if it was done, still damaged, exit code 13, if it was); an earlier output
+    still as published keeps its size and mtime (it stays replaceable)."""
     record = BatchRecord(str(item.source), str(item.output), settings=fingerprint)
     if earlier is None:
         return record
     if complete:
-        record.status = "skipped"
         for name in ("frames", "fps", "seconds", "decoder", "device", "bytes", "damage", "input_bytes",
                      "input_mtime_ns", "output_mtime_ns"):
             setattr(record, name, earlier.get(name, getattr(record, name)))
-        record.exit_code = earlier.get("exit_code", 0)
+        record.exit_code, record.resumed = earlier.get("exit_code", 0), True
+        # Not run again (it would find the same damage), but never passed off as done; a record
+        # that earlier releases relabelled skipped still has the exit code.
+        record.status = "damaged" if record.exit_code == EXIT_DAMAGED_INPUT else "skipped"
     elif ours:
         record.bytes, record.output_mtime_ns = earlier["bytes"], earlier["output_mtime_ns"]
     return record
