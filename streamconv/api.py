@@ -25,7 +25,7 @@ from .backends.protocol import Backend
 from .borders import DEFAULT_BORDER, check_border
 from .errors import FilterSpecError, FrameDeviceError, FrameFormatError, StreamError
 from .filters import FilterStage, parse_chain, validate_taps
-from .frames import as_count, as_hwc, check_same_frame
+from .frames import as_count, as_hwc, check_frame_fits, check_same_frame
 from .interop.arrays import DeviceView, as_frame
 from .interop.libcuda import stream_handle
 
@@ -162,6 +162,7 @@ class Filter:
         self._lock = threading.Lock()
         self.stages, self.border, self.backend, self._engine = make_engine(
             spec, border=border, backend=backend, device=device, kernel=kernel)
+        self._fitting: tuple | None = None  # the (shape, dtype) of host frames found to fit
         self._closed = False
 
     @property
@@ -207,6 +208,7 @@ class Filter:
                 return device_engine(self._engine, f"this Filter runs on {self.backend}").apply_device(
                     image, None, handle)
             shape = tuple(getattr(frame, "shape", image.shape))  # (H, W) for a grey frame given so
+            self._check_fits(image)
             return self._engine.apply(image, **self._stream_kwargs(handle)).reshape(shape)
 
     def apply_into(self, dst: Any, src: Any, *, stream: Any = None) -> None:
@@ -243,6 +245,7 @@ class Filter:
             device_engine(self._engine, f"this Filter runs on {self.backend}").apply_device(source, target, handle)
             return
         dst3 = check_output(target, source)
+        self._check_fits(source)
         engine_kwargs = self._stream_kwargs(handle)
         # OpenCV would read samples it has already written where ``dst`` partly overlaps ``src``
         # (``dst`` being ``src`` itself it handles: in place stays without a copy).
@@ -253,6 +256,17 @@ class Filter:
         result = np.empty(dst3.shape, dst3.dtype)
         self._engine.apply_into(result, source, **engine_kwargs)
         np.copyto(dst3, result)
+
+    def _check_fits(self, image: np.ndarray) -> None:
+        """Before the first host frame of each shape and dtype: refuse one the backend cannot
+        filter, or whose result and the backend's copies would not fit in host memory
+        (:func:`streamconv.frames.check_frame_fits`; about 0.1 ms, so not at every frame)."""
+        frame = as_hwc(image, what="input frame")
+        if (frame.shape, frame.dtype) != self._fitting:
+            copies = self._engine.host_frames()
+            check_frame_fits(frame.shape, frame.dtype, 1 + copies,
+                             f"the result and {copies} of the backend's")
+            self._fitting = (frame.shape, frame.dtype)
 
     def _check_open(self) -> None:
         if self._closed:

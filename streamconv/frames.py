@@ -9,7 +9,7 @@ import os
 import numpy as np
 
 from .errors import FilterSpecError, FrameFormatError, FrameTypeError, InputError
-from .filters import show_value
+from .filters import MAX_SIZE, show_value
 
 CHANNEL_COUNTS = (1, 3, 4)
 
@@ -163,6 +163,33 @@ def check_host_memory(nbytes: int, what: str, *, hint: str = "") -> None:
     if available is not None and nbytes > available:
         raise InputError(f"{what} would take {_gib(nbytes)} of host memory, but only {_gib(available)} "
                          f"is available{'; ' + hint if hint else ''}")
+
+
+INT32_MAX = 2**31 - 1
+"""OpenCV counts a matrix's rows, columns and a row's bytes in 32-bit ints."""
+
+
+def check_frame_fits(shape: tuple[int, int, int], dtype, copies: int, buffers: str, *,
+                     hint: str = "") -> None:
+    """Refuse, before any buffer is made, an (H, W, C) frame of ``dtype`` that the backends
+    cannot filter: its rows, padded by the widest filter, too long for OpenCV's 32-bit counts
+    as float32 work rows (a 1 x 2^31 frame made it ask for 2^64 - 6.4e9 bytes), or ``copies``
+    frames of its size (``buffers`` says which, for the message: the result, slots, the
+    backend's own) more than the host memory available (NumPy raised a bare MemoryError).
+
+    Raises:
+        FrameFormatError: H or W, padded, over INT32_MAX, or a padded float32 row over it in bytes.
+        InputError: the copies would not fit (:func:`check_host_memory`).
+    """
+    height, width, channels = shape
+    reach = 2 * (MAX_SIZE // 2)  # the padding of the widest filter, both sides
+    widest, tallest = (INT32_MAX // 4) // channels - reach, INT32_MAX - reach
+    if width > widest or height > tallest:
+        raise FrameFormatError(f"a {width}x{height} frame of {channels} channel(s) is too large "
+                               f"to filter: at most {widest} pixels a row and {tallest} rows")
+    nbytes = copies * math.prod(shape) * np.dtype(dtype).itemsize  # Python ints: no overflow
+    check_host_memory(nbytes, f"{copies} frames of {height}x{width}x{channels} "
+                      f"{np.dtype(dtype).name} ({buffers})", hint=hint)
 
 
 KEPT_FREE_BYTES = 64 << 20

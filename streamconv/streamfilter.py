@@ -15,7 +15,7 @@ import numpy as np
 from .api import Spec, check_output, device_engine, make_engine
 from .borders import DEFAULT_BORDER
 from .errors import FrameDeviceError, StreamconvError, StreamError
-from .frames import MAX_RING, as_count, as_hwc, check_host_memory, check_kept_output
+from .frames import MAX_RING, as_count, as_hwc, check_frame_fits, check_kept_output
 from .interop.arrays import DeviceView, as_frame
 from .interop.libcuda import stream_handle
 from .hostcopy import ParallelCopier, copier_for, same_buffer
@@ -393,9 +393,9 @@ class StreamFilter:
 
     def _reshape(self, shape: tuple[int, int, int], dtype: np.dtype) -> None:
         """New frame shape or dtype: check that its slots fit in memory, finish what is in flight, make them."""
-        slots, sample = self.ring + 1, np.dtype(dtype)
-        check_host_memory(2 * slots * int(np.prod(shape)) * sample.itemsize, hint="use a smaller ring",
-                          what=f"{slots} slot(s) of 2 x {'x'.join(map(str, shape))} {sample.name} frames")
+        slots, copies = self.ring + 1, self._engine.host_frames()
+        check_frame_fits(shape, dtype, 2 * slots + copies, f"{slots} slot(s) of 2, and {copies} "
+                         f"of the backend's", hint="use a smaller ring")
         if self._reserved is not None:
             self._free.append(self._reserved)
             self._reserved = None

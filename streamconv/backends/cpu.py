@@ -256,7 +256,9 @@ def _float_band(dst: np.ndarray, padded: np.ndarray, stage: FilterStage, plan: S
     # Not cv2.magnitude: its square root is not correctly rounded (sqrt(49) = 7.0000005).
     acc = _magnitude_numpy(*sums) if stage.combine == COMBINE_MAGNITUDE else sums[0]
     out = dst[start:stop]
-    if plan.cv_round:
+    # OpenCV's arithmetic takes a 1 x 1 single-channel array (a 1-pixel frame, or the last row of
+    # a frame 1 pixel wide) for a Scalar and returns 4 x 1: NumPy rounds that one alike.
+    if plan.cv_round and _plane(acc).shape != (1, 1):
         # saturate_cast<uchar or ushort>(x + 0.0): cvRound (half to even), then clamped.
         _into(_plane(out), cv2.add(_plane(acc), 0.0, dst=_plane(out), dtype=_CV_DEPTHS[out.dtype]))
     else:
@@ -368,6 +370,12 @@ class CpuBackend(Backend):
             else:
                 apply_filter_into(target, current, stage, self.border, plan, scratch)
             current = target
+
+    def host_frames(self) -> int:
+        """A padded copy of the frame (one stage at a time) and the two frames kept between
+        the stages of a chain."""
+        stages = len(self.filters)
+        return min(stages, 1) + min(max(stages - 1, 0), 2)
 
     def allocate_slots(self, shape: tuple[int, int, int], count: int, *,
                        planes: YuvLayout | None = None, dtype=np.uint8) -> list[Slot]:
