@@ -16,7 +16,7 @@ RuntimeError), on every backend.
 from __future__ import annotations
 
 import threading
-from typing import Any, Sequence, Union
+from typing import Any, Sequence, TypeVar, Union
 
 import numpy as np
 
@@ -125,7 +125,30 @@ def device_engine(engine: Backend, where: str) -> Backend:
     return engine
 
 
-class Filter:
+_Closes = TypeVar("_Closes", bound="Closes")
+
+
+class Closes:
+    """What Filter and StreamFilter share: ``closed``, and close() as a ``with`` block ends."""
+
+    _closed: bool
+
+    @property
+    def closed(self) -> bool:
+        """Whether close() was called (further calls raise StreamError)."""
+        return self._closed
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _Closes) -> _Closes:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Filter(Closes):
     """A filter chain bound to a backend, called on one frame at a time.
 
     Args:
@@ -164,11 +187,6 @@ class Filter:
             spec, border=border, backend=backend, device=device, kernel=kernel)
         self._fitting: tuple | None = None  # the (shape, dtype) of host frames found to fit
         self._closed = False
-
-    @property
-    def closed(self) -> bool:
-        """Whether close() was called (further frames raise StreamError)."""
-        return self._closed
 
     def __call__(self, frame: Any, *, out: Any = None, stream: Any = None) -> Any:
         """Filter one frame into a new array (or into ``out``).
@@ -284,12 +302,6 @@ class Filter:
                 return
             self._closed = True
             self._engine.close()
-
-    def __enter__(self) -> "Filter":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         chain = " -> ".join(stage.describe() for stage in self.stages) or "identity"

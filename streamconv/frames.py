@@ -5,10 +5,13 @@ from __future__ import annotations
 import math
 import operator
 import os
+from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
-from .errors import FilterSpecError, FrameFormatError, FrameTypeError, InputError
+from .arguments import check_number
+from .errors import FilterSpecError, FrameFormatError, FrameTypeError, InputError, StreamconvError
 from .filters import MAX_SIZE, show_value
 
 CHANNEL_COUNTS = (1, 3, 4)
@@ -43,6 +46,44 @@ def as_hwc(frame: object, *, what: str = "frame") -> np.ndarray:
     if frame.shape[0] == 0 or frame.shape[1] == 0:
         raise FrameFormatError(f"empty {what}: shape {frame.shape}")
     return frame
+
+
+def as_frame_type(shape: Any, dtype: Any,
+                  what: str = "frame") -> tuple[tuple[int, int, int], np.dtype]:
+    """The (H, W, C) shape and NumPy dtype of a frame to be made, from a ``shape`` of (H, W) or
+    (H, W, C) positive integers and a ``dtype`` (uint8 or uint16, by any name NumPy takes),
+    checked as :func:`as_hwc` checks a frame, before anything is allocated.
+
+    Raises:
+        FrameFormatError: ``shape`` not a tuple of integers >= 1, or not a frame's shape.
+        FrameTypeError: ``dtype`` no NumPy dtype, or neither uint8 nor uint16.
+    """
+    if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
+        raise FrameFormatError(f"{what} shape must be a tuple such as (H, W, 3), got "
+                               f"{show_value(shape)}")
+    sizes = tuple(as_count(size, f"{what} shape {show_value(shape)}: each size", 1,
+                           error=FrameFormatError) for size in shape)
+    try:
+        sample = np.dtype(dtype)
+    except TypeError:
+        raise FrameTypeError(f"{what} dtype {show_value(dtype)} is not a NumPy dtype (uint8 or "
+                             f"uint16)") from None
+    frame = as_hwc(np.broadcast_to(np.zeros((), sample), sizes), what=what)  # no memory taken
+    return frame.shape, frame.dtype
+
+
+def as_frame_geometry(width: Any, height: Any, frame_rate: Any, *,
+                      error: type[StreamconvError]) -> tuple[int, int, Fraction]:
+    """A stream's frame size (integers >= 1) and frame rate (a finite number > 0) as (W, H, rate).
+
+    Raises:
+        ``error``: one of them of another type or out of range, named.
+    """
+    rate = check_number(frame_rate, "frame_rate", error)
+    if rate <= 0:
+        raise error(f"frame_rate must be more than 0, got {show_value(frame_rate)}")
+    return as_count(width, "width", 1, error=error), as_count(height, "height", 1, error=error), \
+        Fraction(rate)
 
 
 def check_same_frame(dst: np.ndarray, src: np.ndarray) -> None:
@@ -210,13 +251,15 @@ def check_kept_output(nbytes: int, waiting: int) -> None:
                       hint="take outputs as frames are submitted (or use map()); no frame was lost")
 
 
-def as_count(value: object, what: str, minimum: int, maximum: int | None = None) -> int:
+def as_count(value: object, what: str, minimum: int, maximum: int | None = None, *,
+             error: type[StreamconvError] = FilterSpecError) -> int:
     """``value`` as an int from ``minimum`` to ``maximum`` (None: no bound); any integer type
     (NumPy's too) but bool, which is an int to Python but here only a mistake (``ring=True``
     would mean 1).
 
     Raises:
-        FilterSpecError: a bool, a non-integer (3.0, "3") or an integer out of range.
+        ``error`` (FilterSpecError unless told): a bool, a non-integer (3.0, "3") or an integer
+        out of range.
     """
     number = None
     if not isinstance(value, bool):
@@ -226,7 +269,7 @@ def as_count(value: object, what: str, minimum: int, maximum: int | None = None)
             pass
     if number is None or number < minimum or (maximum is not None and number > maximum):
         bounds = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
-        raise FilterSpecError(f"{what} must be an integer {bounds}, got {show_value(value)}")
+        raise error(f"{what} must be an integer {bounds}, got {show_value(value)}")
     return number
 
 

@@ -12,17 +12,18 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from .api import Spec, check_output, device_engine, make_engine
+from .api import Closes, Spec, check_output, device_engine, make_engine
 from .borders import DEFAULT_BORDER
 from .errors import FrameDeviceError, StreamconvError, StreamError
-from .frames import MAX_RING, as_count, as_hwc, check_frame_fits, check_kept_output
+from .arguments import check_flag
+from .frames import MAX_RING, as_count, as_frame_type, as_hwc, check_frame_fits, check_kept_output
 from .interop.arrays import DeviceView, as_frame
 from .interop.libcuda import stream_handle
 from .hostcopy import ParallelCopier, copier_for, same_buffer
 from .slots import InFlight, Slot
 
 
-class StreamFilter:
+class StreamFilter(Closes):
     """Overlaps your loop with the GPU: up to ``ring`` frames in flight, results in order.
 
     ``submit(frame)`` copies the frame into a page-locked slot and queues its upload,
@@ -79,11 +80,6 @@ class StreamFilter:
         """Frames submitted whose result() has not been taken yet."""
         return len(self._in_flight) + len(self._ready) + (self._staged is not None) + len(self._device_results)
 
-    @property
-    def closed(self) -> bool:
-        """Whether close() was called (further calls raise StreamError)."""
-        return self._closed
-
     def _check_open(self, call: str) -> None:
         """Raise StreamError naming ``call`` if the StreamFilter is closed."""
         if self._closed:
@@ -137,7 +133,7 @@ class StreamFilter:
         if isinstance(image, DeviceView) or self._device_results:
             self._submit_device(image, stream)
             return
-        self._fit_slots(image)
+        self._fit_slots(image.shape, image.dtype)
         if self._ready and self._in_flight and (len(self._in_flight) >= self.ring or not (self._free or self._reserved)):
             slot, shape = self._in_flight.oldest  # outputs pile up untaken: is there room for this one?
             check_kept_output(int(np.prod(shape)) * slot.host_out.dtype.itemsize, len(self._ready))
@@ -193,10 +189,10 @@ class StreamFilter:
         # No take-over: the frames a map() is reading may be captured into this buffer.
         self._check_open("input_buffer")
         self._end_staging(submit=True)
-        self._fit_slots(as_hwc(np.broadcast_to(np.zeros((), dtype), tuple(shape)), what="input buffer"))
+        self._fit_slots(*as_frame_type(shape, dtype, "input buffer"))
         if self._reserved is None:
             self._reserved = self._take_slot()
-        return self._reserved.host_in.reshape(shape)
+        return self._reserved.host_in.reshape(tuple(shape))
 
     def _take_slot(self):
         """A free slot, reset (the ring's spare when ``ring`` frames are in flight)."""
@@ -289,6 +285,7 @@ class StreamFilter:
                 their result() (their outputs would come out of this map() instead).
         """
         self._take_over("map")
+        copy = check_flag(copy, "copy")
         if self.pending:
             raise StreamError(f"map() with {self.pending} submitted frame(s) not yet taken; "
                               "take them with result() first")
@@ -305,8 +302,9 @@ class StreamFilter:
 
     def _map(self, frames: Iterable[np.ndarray], copy: bool, owner: object) -> Iterator[np.ndarray]:
         """The generator behind map(), owning every frame in flight while ``owner`` is current."""
+        failed: list[Exception] = []
         try:
-            for frame in frames:
+            for frame in _taken(frames, failed):
                 self._check_owner(owner)  # the loop over ``frames`` ran your code: check again
                 if self.pending < self.ring:
                     self._submit(frame)
@@ -324,6 +322,8 @@ class StreamFilter:
                 if not self.pending:
                     break
                 yield self._result() if copy else self._result_view()
+            if failed:  # ``frames`` raised: every frame taken from it is out, now its error
+                raise failed[0]
         finally:
             # Ended by break, an exception or garbage collection: the frames still in flight belong
             # to no later call, so they go now (nothing is left when the loop ran to the end).
@@ -386,13 +386,11 @@ class StreamFilter:
         np.copyto(out, result)  # ``out`` was checked by _result()
         return out
 
-    def _fit_slots(self, image: np.ndarray) -> None:
-        """Make the slots fit ``image``'s (H, W, C) shape and dtype, if they do not yet."""
-        if (image.shape, image.dtype) != self._frame_type:
-            self._reshape(image.shape, image.dtype)
-
-    def _reshape(self, shape: tuple[int, int, int], dtype: np.dtype) -> None:
-        """New frame shape or dtype: check that its slots fit in memory, finish what is in flight, make them."""
+    def _fit_slots(self, shape: tuple[int, int, int], dtype: np.dtype) -> None:
+        """Make the slots fit frames of (H, W, C) ``shape`` and ``dtype``, if they do not yet: check
+        that they fit in memory, finish what is in flight, make them."""
+        if (shape, dtype) == self._frame_type:
+            return
         slots, copies = self.ring + 1, self._engine.host_frames()
         check_frame_fits(shape, dtype, 2 * slots + copies, f"{slots} slot(s) of 2, and {copies} "
                          f"of the backend's", hint="use a smaller ring")
@@ -423,8 +421,10 @@ class StreamFilter:
             self._copier.close()
             self._engine.close()
 
-    def __enter__(self) -> "StreamFilter":
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+def _taken(frames: Iterable[np.ndarray], failed: list[Exception]) -> Iterator[np.ndarray]:
+    """The items of ``frames`` until it ends or raises; what it raised is put in ``failed``."""
+    try:
+        yield from frames
+    except Exception as exc:  # noqa: BLE001 (raised again once the frames taken before it are out)
+        failed.append(exc)
