@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .backends import resolve_backend
-from .batch_inputs import (BatchInput, check_outdir, find_inputs, input_record, make_folders, plan_outputs,
-                           ray_refusal, refuse_existing, remove_folders, remove_stale_partials, segments_refusal)
+from .batch_inputs import (BatchInput, check_arguments, check_outdir, find_inputs, input_record,
+                           make_folders, plan_outputs, ray_refusal, refuse_existing, remove_folders,
+                           remove_stale_partials, segments_refusal)
 from .borders import DEFAULT_BORDER
 from .cuda_device import gpu_numbers
 from .batch_ray import run_on_ray
@@ -39,7 +40,7 @@ from .frames import as_count
 from .filters import FilterStage, parse_chain
 from .interrupts import stop_on_signals
 from .io.encoder_check import check_encoders_ahead
-from .manifest import (MANIFEST_NAME, BatchRecord, Manifest, earlier_records, file_identity, frames_written,
+from .manifest import (BatchRecord, Manifest, earlier_records, file_identity, frames_written,
                        looks_like_manifest, resume_plan, settings_fingerprint)
 from .manifest_lock import only_batch
 from .publish import check_name_lengths
@@ -121,6 +122,10 @@ class Batch:
                  resume: bool = False, overwrite: bool = False, recursive: bool = False, ext: str | None = None,
                  progress: bool = False, ray: str | bool | None = None, open_ahead: bool = True,
                  segments: int | None = None, depth: int | None = None) -> None:
+        outdir, manifest_path, run = check_arguments(
+            outdir, manifest, ring=ring, colour=colour, sink_options=sink_options,
+            overwrite=overwrite, resume=resume, recursive=recursive, progress=progress,
+            open_ahead=open_ahead)
         refusal = ray_refusal(devices=devices, processes=processes, ray=ray) or \
             (segments_refusal(processes=processes, ray=ray) if segments is not None else None)
         if refusal is not None:
@@ -141,13 +146,10 @@ class Batch:
         self.processes = as_count(processes, "processes", 1) if processes is not None else None  # None: by threads
         self.progress = progress
         self.ray = ray if ray not in (False, "") else None
-        outdir = Path(outdir)
-        manifest_path = Path(manifest) if manifest is not None else outdir / MANIFEST_NAME
-        self.settings = RunSettings(self.filters, self.backend,
-                                    {"border": border, "kernel": kernel, "ring": ring, "decoder": decoder,
-                                     "colour": colour, "depth": depth},
-                                    {k: v for k, v in (sink_options or {}).items() if v is not None},
-                                    overwrite, set(), open_ahead)
+        self.settings = RunSettings(self.filters, self.backend, {
+            "border": border, "kernel": kernel, "ring": run["ring"], "decoder": decoder,
+            "colour": colour, "depth": depth}, {k: v for k, v in run["sink_options"].items()
+                                                if v is not None}, overwrite, set(), open_ahead)
         items, records = self._plan(inputs, outdir, manifest_path, resume=resume, recursive=recursive, ext=ext)
         protect = {**{f"the input {item.source}": item.source for item in items},
                    **{f"the output of {item.source}": item.output for item in items}}

@@ -63,3 +63,111 @@ def test_frames_too_large_are_refused_before_any_work(backend):
         assert stream.pending == 0
         small = np.full((4, 5, 3), 90, np.uint8)  # the same objects still work
         assert blur(small)[0, 0].tolist() == [90, 90, 90]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("copy", [True, False])
+def test_map_yields_every_frame_taken_before_its_iterable_failed_then_the_error(rng, backend, copy):
+    """An iterable that raises after 6 frames (a camera lost, a file unreadable): map() yields
+    the 6 outputs, in order, then raises the iterable's own error (it yielded 3 of them)."""
+    frames = [rng.integers(0, 256, (8, 10, 3), dtype=np.uint8) for _ in range(6)]
+
+    def capture():
+        yield from frames
+        raise OSError("camera lost")
+
+    outputs = []
+    with streamconv.StreamFilter("sharpen", ring=3, backend=backend) as stream:
+        with pytest.raises(OSError, match="camera lost"):
+            for output in stream.map(capture(), copy=copy):
+                outputs.append(output.copy())
+        assert stream.pending == 0
+        assert len(list(stream.map(frames[:2]))) == 2  # and it goes on
+    expected = [reference_chain(frame, parse_chain(["sharpen"]), "reflect101") for frame in frames]
+    assert len(outputs) == 6
+    for got, want in zip(outputs, expected):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("shape, dtype, error", [
+    ((-1, 8, 3), np.uint8, streamconv.FrameFormatError),
+    ((8.5, 8, 3), np.uint8, streamconv.FrameFormatError),
+    ("8x8", np.uint8, streamconv.FrameFormatError),
+    ((8, 8, 2), np.uint8, streamconv.FrameFormatError),
+    ((8, 8, 3), "bogus", streamconv.FrameTypeError),
+    ((8, 8, 3), np.float32, streamconv.FrameTypeError),
+])
+def test_an_input_buffer_of_no_frame_type_is_a_typed_error_naming_it(shape, dtype, error):
+    """It raised NumPy's ValueError or TypeError from inside (negative sizes, a float, a
+    string); the error now names the input buffer's shape or dtype, and no slot is made."""
+    with streamconv.StreamFilter("identity", backend="cpu") as stream:
+        with pytest.raises(error, match="input buffer"):
+            stream.input_buffer(shape, dtype)
+        assert stream.input_buffer([4, 6]).shape == (4, 6)
+
+
+def _refusals(tmp_path):
+    """(what is called, the error, words of its message) for arguments of the wrong type. The
+    source and inputs named do not exist: an error about them would mean work had begun."""
+    missing, out, kept = str(tmp_path / "missing.mp4"), str(tmp_path / "out.mp4"), str(tmp_path / "kept.mp4")
+    run = streamconv.Pipeline
+    return [
+        (lambda: run(missing, [], kept, backend="cpu", sink_options={"overwrite": "no"}),
+         streamconv.OutputError, "overwrite must be True or False, got 'no'"),
+        (lambda: run(missing, [], 42, backend="cpu"), streamconv.OutputError, "sink must be a path"),
+        (lambda: run(missing, [], out, backend="cpu", sink_options={"crff": 23}),
+         streamconv.OutputError, "sink_options: unknown option 'crff'"),
+        (lambda: run(missing, [], out, backend="cpu", on_frame=5), streamconv.FilterSpecError,
+         "on_frame must be callable"),
+        (lambda: run(missing, [], out, backend="cpu", progress="no"), streamconv.FilterSpecError,
+         "progress must be True or False"),
+        (lambda: streamconv.FileSink(kept, width=8, height=8, frame_rate=25, overwrite="no"),
+         streamconv.OutputError, "overwrite must be True or False"),
+        (lambda: streamconv.FileSink(out, width="8", height=8, frame_rate=25),
+         streamconv.OutputError, "width must be an integer"),
+        (lambda: streamconv.FileSink(out, width=8, height=8, frame_rate=25, crf="high"),
+         streamconv.OutputError, "crf must be a finite number"),
+        (lambda: streamconv.open_source(missing, bogus=1), streamconv.InputError,
+         "unknown option 'bogus'"),
+        (lambda: streamconv.Batch([missing], [], tmp_path / "batch", backend="cpu", overwrite="no"),
+         streamconv.OutputError, "overwrite must be True or False"),
+        (lambda: streamconv.Batch([missing], [], tmp_path / "batch", backend="cpu",
+                                  sink_options={"overwrite": "no"}), streamconv.OutputError, "overwrite"),
+        (lambda: streamconv.Batch(missing, [], tmp_path / "batch", backend="cpu"),
+         streamconv.InputError, "inputs must be a list"),
+        (lambda: streamconv.run_many([missing], [], out, backend="cpu", bogus=1),
+         streamconv.FilterSpecError, "run_many: unknown option 'bogus'"),
+        (lambda: streamconv.run_many(missing, [], out, backend="cpu"), streamconv.InputError,
+         "sources must be a list"),
+        (lambda: streamconv.run_segments(missing, [], out, segments=2, backend="cpu", on_frame=5),
+         streamconv.FilterSpecError, "on_frame must be callable"),
+        (lambda: streamconv.run_segments(missing, [], out, segments=2, backend="cpu",
+                                         sink_options={"crff": 1}), streamconv.OutputError, "crff"),
+    ]
+
+
+def test_library_arguments_of_the_wrong_type_are_typed_errors_naming_them_before_any_work(tmp_path):
+    """Each was an untyped error from inside (TypeError, AttributeError, ValueError), at the
+    first frame (on_frame=5), or nothing at all: ``sink_options={"overwrite": "no"}`` replaced
+    a file, a string of inputs was read character by character. Now each is a streamconv error
+    naming the argument, raised before the source is opened: nothing is written, the file kept."""
+    (tmp_path / "kept.mp4").write_bytes(b"not to be replaced")
+    for call, error, words in _refusals(tmp_path):
+        with pytest.raises(error) as raised:
+            call()
+        assert words in str(raised.value)
+    assert (tmp_path / "kept.mp4").read_bytes() == b"not to be replaced"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["kept.mp4"]
+
+
+def test_a_string_for_overwrite_never_replaces_a_file(tmp_path):
+    """``sink_options={"overwrite": "no"}`` replaced an existing output: "no" is a true string."""
+    from clips import write_clip
+
+    clip, kept = write_clip(tmp_path / "in.mp4", frames=3), tmp_path / "kept.mp4"
+    kept.write_bytes(b"not to be replaced")
+    for overwrite in ("no", "false", 0):
+        with pytest.raises(streamconv.OutputError, match="overwrite must be True or False"):
+            streamconv.Pipeline(str(clip), [], str(kept), backend="cpu",
+                                sink_options={"overwrite": overwrite}).run()
+    assert kept.read_bytes() == b"not to be replaced"

@@ -24,6 +24,7 @@ from ..interrupts import wait_interruptibly
 from .formats import default_codec, output_format
 from .sequence import SequenceTarget
 from .targets import open_target
+from ..frames import as_frame_geometry
 from ..slots import FrameMeta
 from .colour import ColourTags, chroma_steps, format_bits, rgb_to_frame, written_tags, yuv_tags
 from .encoder_check import (check_encoder_options, check_pix_fmt, codec_options, deeper_pix_fmt,
@@ -110,7 +111,8 @@ class FileSink(Sink):
         self._copy_streams = list(copy_streams)
         self._copies: dict[int, object] = {}  # input stream index -> output stream
         self._colour, self._display_matrix, self._metadata = colour, display_matrix, metadata
-        self.width, self.height = width, height
+        self.width, self.height, self._frame_rate = as_frame_geometry(width, height, frame_rate,
+                                                                      error=OutputError)
         self.codec_name = codec = codec or default_codec(path, self.format)
         self._container = None
         encoder = find_encoder(codec)
@@ -122,7 +124,6 @@ class FileSink(Sink):
         self._size = self._encoded_size(pix_fmt)
         # PyAV opens the encoder only at the first frame: refuse a pixel format it cannot take now.
         check_pix_fmt(codec, encoder, pix_fmt)
-        self._frame_rate = Fraction(frame_rate)
         self._time_base = time_base or 1 / self._frame_rate
         if self.format == "avi":
             # AVI has no timestamps of its own: its time base is the frame rate (readers take a
