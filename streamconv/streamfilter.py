@@ -267,11 +267,11 @@ class StreamFilter(Closes):
         and it is copied into its page-locked slot, on worker threads, while you work on the
         output just yielded.
 
-        Each map() yields exactly one output per input, in order. One left early (``break``, an
-        exception in your loop, or simply dropped) lets its frames in flight go when it is closed
-        or garbage-collected, and at the latest when the next map(), submit() or result() call
-        starts; resuming it after that raises StreamError. The frames may be captured into
-        :meth:`input_buffer` as they are produced (no copy).
+        Each map() yields exactly one output per input, in order; if ``frames`` raises, the
+        outputs of every frame taken before, then its error. One left early (``break``, an
+        exception in your loop, or dropped) lets its frames in flight go when it is closed or
+        garbage-collected, at the latest when the next map(), submit() or result() call starts;
+        resuming it then raises StreamError. Frames may be captured into :meth:`input_buffer`.
 
         Args:
             frames: uint8 or uint16 host arrays, as for :meth:`submit`. Each is read until the
