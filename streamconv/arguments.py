@@ -64,7 +64,8 @@ def check_callable(value: Any, name: str, error: Error = FilterSpecError) -> Any
     """``value`` if it is None or can be called (checked before the first frame calls it)."""
     if value is None or callable(value):
         return value
-    raise error(f"{name} must be callable or None, got {show_value(value)} ({type(value).__name__})")
+    raise error(f"{name} must be callable or None, got {show_value(value)} "
+                f"({type(value).__name__})")
 
 
 def check_path(value: Any, name: str, error: Error) -> Any:
@@ -107,7 +108,8 @@ def check_options(options: Any, name: str, error: Error,
         if not isinstance(key, str):
             raise error(f"{name}: option names are strings, got {show_value(key)}")
         if known is not None and key not in known:
-            raise error(f"{name}: unknown option {show_value(key)}; known: {', '.join(sorted(known))}")
+            raise error(f"{name}: unknown option {show_value(key)}; known: "
+                        f"{', '.join(sorted(known))}")
     return options
 
 

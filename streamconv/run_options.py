@@ -42,7 +42,8 @@ def check_run_options(options: Mapping[str, Any]) -> dict[str, Any]:
         if name in checked and not (name == "max_frames" and checked[name] is None):
             checked[name] = as_count(checked[name], name, least, most)
     if checked.get("max_pixels") is not None:
-        checked["max_pixels"] = as_count(checked["max_pixels"], "max_pixels", 1, error=FrameFormatError)
+        checked["max_pixels"] = as_count(checked["max_pixels"], "max_pixels", 1,
+                                         error=FrameFormatError)
     if "colour" in checked and checked["colour"] not in COLOUR_PATHS:
         raise FilterSpecError(f"unknown colour path {show_value(checked['colour'])}; known: "
                               f"{', '.join(COLOUR_PATHS)}")

@@ -25,7 +25,8 @@ TINY_SHAPES = [(1, 1), (1, 1, 1), (1, 1, 3), (65, 1), (129, 1, 1), (1, 65)]
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
 @pytest.mark.parametrize("shape", TINY_SHAPES, ids=lambda shape: "x".join(map(str, shape)))
-def test_frames_of_one_pixel_or_one_column_are_filtered_as_the_oracle_says(rng, backend, shape, dtype):
+def test_frames_of_one_pixel_or_one_column_are_filtered_as_the_oracle_says(rng, backend, shape,
+                                                                           dtype):
     """OpenCV's arithmetic read a 1 x 1 single-channel array as a Scalar and gave 4 x 1:
     ``Filter('box:size=3')`` of a 1x1 grey frame raised ValueError (cannot reshape)."""
     frame = rng.integers(0, np.iinfo(dtype).max + 1, shape, dtype=dtype)
@@ -40,7 +41,8 @@ def test_frames_of_one_pixel_or_one_column_are_filtered_as_the_oracle_says(rng, 
 
 def huge(shape: tuple[int, ...]) -> np.ndarray:
     """A frame of ``shape`` that takes one byte of memory, writable (every pixel the same one)."""
-    return np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), shape, (0,) * len(shape), writeable=True)
+    return np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), shape, (0,) * len(shape),
+                                           writeable=True)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -57,7 +59,8 @@ def test_frames_too_large_are_refused_before_any_work(backend):
         for frame, error, words in [(wide, streamconv.FrameFormatError, "too large to filter"),
                                     (large, streamconv.InputError, "of host memory, but only")]:
             for call in (lambda f=frame: blur(f), lambda f=frame: blur.apply_into(f, f),
-                         lambda f=frame: stream.input_buffer(f.shape), lambda f=frame: stream.submit(f)):
+                         lambda f=frame: stream.input_buffer(f.shape),
+                         lambda f=frame: stream.submit(f)):
                 with pytest.raises(error, match=words):
                     call()
         assert stream.pending == 0
@@ -109,12 +112,14 @@ def test_an_input_buffer_of_no_frame_type_is_a_typed_error_naming_it(shape, dtyp
 def _refusals(tmp_path):
     """(what is called, the error, words of its message) for arguments of the wrong type. The
     source and inputs named do not exist: an error about them would mean work had begun."""
-    missing, out, kept = str(tmp_path / "missing.mp4"), str(tmp_path / "out.mp4"), str(tmp_path / "kept.mp4")
+    missing, out = str(tmp_path / "missing.mp4"), str(tmp_path / "out.mp4")
+    kept = str(tmp_path / "kept.mp4")
     run = streamconv.Pipeline
     return [
         (lambda: run(missing, [], kept, backend="cpu", sink_options={"overwrite": "no"}),
          streamconv.OutputError, "overwrite must be True or False, got 'no'"),
-        (lambda: run(missing, [], 42, backend="cpu"), streamconv.OutputError, "sink must be a path"),
+        (lambda: run(missing, [], 42, backend="cpu"), streamconv.OutputError,
+         "sink must be a path"),
         (lambda: run(missing, [], out, backend="cpu", sink_options={"crff": 23}),
          streamconv.OutputError, "sink_options: unknown option 'crff'"),
         (lambda: run(missing, [], out, backend="cpu", on_frame=5), streamconv.FilterSpecError,
@@ -132,7 +137,8 @@ def _refusals(tmp_path):
         (lambda: streamconv.Batch([missing], [], tmp_path / "batch", backend="cpu", overwrite="no"),
          streamconv.OutputError, "overwrite must be True or False"),
         (lambda: streamconv.Batch([missing], [], tmp_path / "batch", backend="cpu",
-                                  sink_options={"overwrite": "no"}), streamconv.OutputError, "overwrite"),
+                                  sink_options={"overwrite": "no"}),
+         streamconv.OutputError, "overwrite"),
         (lambda: streamconv.Batch(missing, [], tmp_path / "batch", backend="cpu"),
          streamconv.InputError, "inputs must be a list"),
         (lambda: streamconv.run_many([missing], [], out, backend="cpu", bogus=1),

@@ -159,7 +159,8 @@ def test_the_scaler_converts_the_same_frame_alike_every_time(tmp_path, size, six
         assert len(rgb) == 1
         picture = np.frombuffer(rgb.pop(), np.uint16).reshape(size[1], size[0], 3)
         for pix_fmt in ("yuv420p10le", "yuv422p10le"):
-            written = {rgb_to_frame(picture, pix_fmt, tags).to_ndarray().tobytes() for _ in range(12)}
+            written = {rgb_to_frame(picture, pix_fmt, tags).to_ndarray().tobytes()
+                       for _ in range(12)}
             assert len(written) == 1, pix_fmt
 
 
@@ -186,4 +187,5 @@ def test_every_scaler_conversion_goes_through_the_single_threaded_one():
              for path in sorted((REPO / "streamconv").rglob("*.py"))
              for line in path.read_text(encoding="utf-8").splitlines() if scaling.search(line)]
     assert found == [("streamconv/io/colour.py", "scaler = _scalers.scaler = VideoReformatter()"),
-                     ("streamconv/io/colour.py", "return scaler.reformat(frame, threads=1, **reformat)")]
+                     ("streamconv/io/colour.py",
+                      "return scaler.reformat(frame, threads=1, **reformat)")]
