@@ -16,7 +16,7 @@ RuntimeError), on every backend.
 from __future__ import annotations
 
 import threading
-from typing import Any, Sequence, Union
+from typing import Any, Sequence, TypeVar, Union
 
 import numpy as np
 
@@ -25,7 +25,7 @@ from .backends.protocol import Backend
 from .borders import DEFAULT_BORDER, check_border
 from .errors import FilterSpecError, FrameDeviceError, FrameFormatError, StreamError
 from .filters import FilterStage, parse_chain, validate_taps
-from .frames import as_count, as_hwc, check_same_frame
+from .frames import as_count, as_hwc, check_frame_fits, check_same_frame
 from .interop.arrays import DeviceView, as_frame
 from .interop.libcuda import stream_handle
 
@@ -124,13 +124,6 @@ def output_like(engine: Backend, shape: tuple[int, ...]) -> tuple[int, ...]:
     return out[:2] if len(shape) == 2 else out
 
 
-def slot_bytes(engine: Backend, shape: tuple[int, int, int], dtype) -> int:
-    """Host bytes a slot takes for (H, W, C) frames of ``dtype``: the frame in, ``engine``'s
-    result out."""
-    pixels = int(np.prod(shape)) + int(np.prod(engine.output_shape(tuple(shape))))
-    return pixels * np.dtype(dtype).itemsize
-
-
 def device_engine(engine: Backend, where: str) -> Backend:
     """``engine``, for device frames: the cuda backend only.
 
@@ -142,7 +135,30 @@ def device_engine(engine: Backend, where: str) -> Backend:
     return engine
 
 
-class Filter:
+_Closes = TypeVar("_Closes", bound="Closes")
+
+
+class Closes:
+    """What Filter and StreamFilter share: ``closed``, and close() as a ``with`` block ends."""
+
+    _closed: bool
+
+    @property
+    def closed(self) -> bool:
+        """Whether close() was called (further calls raise StreamError)."""
+        return self._closed
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _Closes) -> _Closes:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Filter(Closes):
     """A filter chain bound to a backend, called on one frame at a time.
 
     Args:
@@ -179,12 +195,8 @@ class Filter:
         self._lock = threading.Lock()
         self.stages, self.border, self.backend, self._engine = make_engine(
             spec, border=border, backend=backend, device=device, kernel=kernel)
+        self._fitting: tuple | None = None  # the (shape, dtype) of host frames found to fit
         self._closed = False
-
-    @property
-    def closed(self) -> bool:
-        """Whether close() was called (further frames raise StreamError)."""
-        return self._closed
 
     def __call__(self, frame: Any, *, out: Any = None, stream: Any = None) -> Any:
         """Filter one frame into a new array (or into ``out``).
@@ -226,6 +238,7 @@ class Filter:
                 return device_engine(self._engine, f"this Filter runs on {self.backend}").apply_device(
                     image, None, handle)
             shape = tuple(getattr(frame, "shape", image.shape))  # (H, W) for a grey frame given so
+            self._check_fits(image)
             result = self._engine.apply(image, **self._stream_kwargs(handle))
             return result.reshape(output_like(self._engine, shape))
 
@@ -264,6 +277,7 @@ class Filter:
             device_engine(self._engine, f"this Filter runs on {self.backend}").apply_device(source, target, handle)
             return
         dst3 = check_output(target, source, shape=self._engine.output_shape(as_hwc(source).shape))
+        self._check_fits(source)
         engine_kwargs = self._stream_kwargs(handle)
         # OpenCV would read samples it has already written where ``dst`` partly overlaps ``src``
         # (``dst`` being ``src`` itself it handles: in place stays without a copy).
@@ -290,6 +304,17 @@ class Filter:
         """
         return output_like(self._engine, tuple(shape))
 
+    def _check_fits(self, image: np.ndarray) -> None:
+        """Before the first host frame of each shape and dtype: refuse one the backend cannot
+        filter, or whose result and the backend's copies would not fit in host memory
+        (:func:`streamconv.frames.check_frame_fits`; about 0.1 ms, so not at every frame)."""
+        frame = as_hwc(image, what="input frame")
+        if (frame.shape, frame.dtype) != self._fitting:
+            copies = self._engine.host_frames()
+            check_frame_fits(frame.shape, frame.dtype, 1 + copies,
+                             f"the result and {copies} of the backend's")
+            self._fitting = (frame.shape, frame.dtype)
+
     def _check_open(self) -> None:
         if self._closed:
             raise StreamError("Filter is closed; make a new one to filter more frames")
@@ -306,12 +331,6 @@ class Filter:
                 return
             self._closed = True
             self._engine.close()
-
-    def __enter__(self) -> "Filter":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         chain = " -> ".join(stage.describe() for stage in self.stages) or "identity"

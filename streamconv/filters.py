@@ -396,8 +396,10 @@ def parse_filter(spec: str | FilterStage) -> FilterStage:
     return build_filter(name, params)
 
 
-def parse_chain(specs: Sequence[str | FilterStage]) -> list[FilterStage]:
-    """Parse several specs; they run in order, each stage rounding to uint8."""
+def parse_chain(specs: Sequence[str | FilterStage] | str | FilterStage) -> list[FilterStage]:
+    """Parse several specs; they run in order, each stage rounding to uint8. One spec given
+    alone is a chain of one (its characters were taken for specs one by one)."""
+    specs = [specs] if isinstance(specs, (str, FilterStage)) else specs
     return [parse_filter(spec) for spec in specs]
 
 

@@ -13,13 +13,14 @@ import numpy as np
 from .backends import create_backend, plan_kernels, resolve_backend
 from .backends.plan import ChainPlan
 from .borders import DEFAULT_BORDER, check_border
-from .errors import FilterSpecError, FrameFormatError, Interrupted, StreamError
+from .errors import Interrupted, StreamError
 from .filters import FilterStage, parse_chain
-from .frames import DEFAULT_MAX_PIXELS, MAX_RING, as_count, check_frame_size, check_slot_memory
+from .frames import DEFAULT_MAX_PIXELS, check_frame_size, check_slot_memory
 from .interrupts import stop_on_signals
 from .progress import ProgressBar, StatusLine
 from .progressfile import ProgressFile
 from .ring import RingEpoch, RunClock, RunControls, RunCounts, frames_dropped
+from .run_options import check_run_options
 from .io.damage import copied_damage
 from .io.open import open_sink, open_source
 from .io.sink import Sink
@@ -30,9 +31,6 @@ from .stats import RunStats
 from .io.yuv import YuvLayout
 
 log = logging.getLogger(__name__)
-
-COLOUR_PATHS = ("auto", "backend", "host")
-"""Where yuv420p video is converted to and from RGB (``Pipeline(colour=...)``, ``--colour``)."""
 
 
 def choose_decoder(decoder: str, backend_name: str) -> str:
@@ -110,10 +108,12 @@ class Pipeline:
                  sink_options: dict[str, Any] | None = None, colour: str = "auto",
                  max_pixels: int | None = DEFAULT_MAX_PIXELS, decoder: str = "auto",
                  progress_file: ProgressFile | str | Path | None = None, depth: int | None = None) -> None:
-        ring = as_count(ring, "ring", 1, MAX_RING)
-        device = as_count(device, "device", 0)
-        if max_frames is not None:
-            max_frames = as_count(max_frames, "max_frames", 0)
+        checked = check_run_options({"ring": ring, "device": device, "max_frames": max_frames,
+                                     "colour": colour, "max_pixels": max_pixels,
+                                     "progress": progress, "status": status, "on_frame": on_frame,
+                                     "sink": sink, "sink_options": sink_options})
+        ring, device, max_frames, sink_options = (checked[name] for name in
+                                                  ("ring", "device", "max_frames", "sink_options"))
         self.filters = parse_chain(filters)
         self.border = check_border(border)
         self.backend_name = resolve_backend(backend, device=device)  # fail before any decoding
@@ -125,12 +125,8 @@ class Pipeline:
         self.progress = progress
         self.status = status
         self.on_frame = on_frame
-        if colour not in COLOUR_PATHS:
-            raise FilterSpecError(f"unknown colour path {colour!r}; known: {', '.join(COLOUR_PATHS)}")
         self.colour = colour
-        if max_pixels is not None and max_pixels < 1:
-            raise FrameFormatError(f"max_pixels must be >= 1, got {max_pixels}")
-        self.max_pixels = max_pixels
+        self.max_pixels = max_pixels = checked["max_pixels"]
         depth_option = {"depth": depth} if depth is not None else {}  # a file's or stream's (None: its own)
         self.source = open_source(source, decoder=choose_decoder(decoder, self.backend_name), device=device,
                                   **depth_option)
@@ -139,7 +135,7 @@ class Pipeline:
             check_slot_memory(self.source.shape, self.source.dtype, ring,
                               out_shape=self.output_shape, what=self.source.describe())
             self.sink = open_sink(sink, like=self.source, shape=self.output_shape,
-                                  **(sink_options or {}))
+                                  **sink_options)
         except BaseException:
             self.source.close()
             raise

@@ -258,7 +258,8 @@ def _float_band(dst: np.ndarray, padded: np.ndarray, stage: FilterStage, plan: S
     # Not cv2.magnitude: its square root is not correctly rounded (sqrt(49) = 7.0000005).
     acc = _magnitude_numpy(*sums) if stage.combine == COMBINE_MAGNITUDE else sums[0]
     out = dst[start:stop]
-    if plan.cv_round:
+    # cv2.add takes a 1 x 1 array (a 1-pixel frame, a 1-wide row) for a Scalar: NumPy rounds it.
+    if plan.cv_round and _plane(acc).shape != (1, 1):
         # saturate_cast<uchar or ushort>(x + 0.0): cvRound (half to even), then clamped.
         _into(_plane(out), cv2.add(_plane(acc), 0.0, dst=_plane(out), dtype=_CV_DEPTHS[out.dtype]))
     else:
@@ -380,6 +381,10 @@ class CpuBackend(Backend):
             else:
                 apply_filter_into(target, current, stage, self.border, plan, scratch)
             current = target
+
+    def host_frames(self) -> int:
+        """A padded copy of the frame and the two frames kept between a chain's stages."""
+        return min(len(self.filters), 1) + min(max(len(self.filters) - 1, 0), 2)
 
     def allocate_slots(self, shape: tuple[int, int, int], count: int, *,
                        planes: YuvLayout | None = None, dtype=np.uint8) -> list[Slot]:

@@ -109,6 +109,13 @@ class Backend(Protocol):
         """
         ...
 
+    def host_frames(self) -> int:
+        """How many host buffers of a frame's size one :meth:`apply_into` may make besides
+        ``dst``: what :class:`streamconv.Filter` checks against the host memory available before
+        the first frame of a size. Here 2, the input and output of a slot kept for host frames
+        of each size (the cuda backend's, page-locked); the cpu backend counts its own."""
+        return 2
+
     def close(self) -> None:
         """Wait for work in flight and free every slot, buffer and device context; idempotent."""
         ...

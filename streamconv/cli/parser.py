@@ -19,7 +19,7 @@ from ..io.container import NETWORK_TIMEOUT
 from ..io.reconnect import RECONNECT_WINDOW
 from ..io.nvdec_caps import DECODERS
 from ..frames import DEFAULT_MAX_PIXELS, MAX_RING
-from ..pipeline import COLOUR_PATHS
+from ..run_options import COLOUR_PATHS
 from ..presets import list_presets
 
 
