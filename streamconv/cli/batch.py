@@ -7,7 +7,7 @@ import sys
 
 from ..batch import Batch
 from ..batch_inputs import ext_refusal, ray_refusal, segments_refusal
-from ..manifest import FINISHED, status_counts
+from ..manifest import status_counts
 from ..io.formats import is_pipe
 from .options import refuse_empty
 from .run import _run_chain, encoder_names, encoder_options
@@ -50,7 +50,8 @@ def _summary(result) -> str:
     """One line per input that did not simply finish, then the totals."""
     lines = [f"  {r.status:<11} {r.input}" + (f": {r.error}" if r.error else "")
              for r in result.records if r.status not in ("done", "skipped")]
-    frames = sum(r.frames for r in result.records if r.status in FINISHED)
+    # the frames a failed input kept in its output too: they were written
+    frames = sum(r.frames for r in result.records if r.status != "skipped")
     totals = ", ".join(f"{n} {status}" for status, n in status_counts(result.records).items() if n)
     lines.append(f"batch: {len(result.records)} input(s): {totals}; {frames} frames written; "
                  f"manifest {result.manifest}")
