@@ -15,6 +15,7 @@ network URL) and the join of a segmented run copy through it.
 
 from __future__ import annotations
 
+import errno
 import io
 import logging
 from collections.abc import Sequence
@@ -23,7 +24,7 @@ from pathlib import Path
 import av
 
 from .damage import missing_parameters
-from .ffmpeglog import ffmpeg_reason
+from .ffmpeglog import logged_reason
 from .metadata import stream_tags
 
 log = logging.getLogger(__name__)
@@ -84,9 +85,8 @@ class CopiedOutput:
             proof.start_encoding()
             return proof, stream
         except (av.FFmpegError, ValueError, OSError) as exc:
-            reason = exc.log[2].strip() if getattr(exc, "log", None) else ffmpeg_reason(exc)
             log.warning("%s stream %d (%s) cannot be written to %s by its muxer (%s); not copied",
-                        source.type, source.index, codec, self.path, reason)
+                        source.type, source.index, codec, self.path, logged_reason(exc))
             if proof is not None:
                 _close(proof)
             return None
@@ -104,22 +104,27 @@ class CopiedOutput:
         if target is None:
             return False
         proof, stream = self._proofs[index]
-        return self._written(proof, stream, packet, index) and \
+        return self._written(proof, stream, packet, index, proof=True) and \
             self._written(output, target, packet, index)
 
-    def _written(self, container, stream, packet, index: int) -> bool:
+    def _written(self, container, stream, packet, index: int, *, proof: bool = False) -> bool:
         """Mux ``packet`` into ``container`` as a packet of ``stream``; False where the muxer
-        refused it (a damaged packet: left out, not the run)."""
+        refused it (a damaged packet: left out, not the run). A proof muxer writes nowhere: its
+        errors are all refusals (Matroska's ENOSPC is a codec description larger than the room
+        it kept for it, not a full disk)."""
         packet.stream = stream
         try:
             container.mux(packet)
             return True
         except (av.FFmpegError, ValueError, OSError) as exc:
-            if isinstance(exc, OSError) and exc.errno is not None:
+            if isinstance(exc, OSError) and exc.errno is not None and not proof:
                 raise  # the system refused the write: the output's failure, not the packet's
             if not self.refused:
+                reason = logged_reason(exc)
+                if proof and getattr(exc, "errno", None) == errno.ENOSPC:
+                    reason = "it kept too little room for what the packet brings (not a full disk)"
                 log.warning("%s: a packet of %s stream %d that the muxer refused was left out: %s",
-                            self.path, stream.type, index, ffmpeg_reason(exc))
+                            self.path, stream.type, index, reason)
             self.refused += 1
             return False
 

@@ -29,6 +29,13 @@ def ffmpeg_reason(exc: BaseException, timeout: float | None = None) -> str:
     return reason
 
 
+def logged_reason(exc: BaseException) -> str:
+    """The reason of a PyAV error in FFmpeg's own words where it logged a line with it (a muxer
+    saying why it refuses a stream or packet), else :func:`ffmpeg_reason`."""
+    logged = getattr(exc, "log", None)
+    return logged[2].strip() if logged and str(logged[2]).strip() else ffmpeg_reason(exc)
+
+
 def is_damaged_data(exc: BaseException, hardware: bool = False) -> bool:
     """Whether a decoder's error says its packet's data is damaged (skip it) rather than the decoding failed.
 

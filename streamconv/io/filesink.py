@@ -28,7 +28,7 @@ from ..slots import FrameMeta
 from .colour import ColourTags, chroma_steps, format_bits, rgb_to_frame, written_tags, yuv_tags
 from .encoder_check import (check_encoder_options, check_pix_fmt, codec_options, deeper_pix_fmt,
                             default_pix_fmt, find_encoder)
-from .ffmpeglog import ffmpeg_reason
+from .ffmpeglog import ffmpeg_reason, logged_reason
 from .metadata import InputMetadata
 from .signalling import signalled_options
 from .sink import Sink
@@ -198,7 +198,7 @@ class FileSink(Sink):
         try:
             self._container.start_encoding()
         except ValueError as exc:  # PyAV's EINVAL and invalid-data errors: the muxer refuses a stream
-            reason = exc.log[2].strip() if getattr(exc, "log", None) else ffmpeg_reason(exc)
+            reason = logged_reason(exc)
             own = self._container.default_video_codec
             self.abort()
             raise OutputError(f"cannot write {self.path} with {self.codec_name}: {reason} (its container's own "
