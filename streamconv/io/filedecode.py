@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import av
 
 from ..errors import StreamError
+from .container import read_container
 from .decoder_tail import DecoderTail, fresh_decoder
 from .demux import Demux
 from .ffmpeglog import ffmpeg_reason, is_damaged_data
@@ -65,7 +66,7 @@ class PacketDecoding:
         if "://" in self.path or not os.path.isfile(self.path):
             return None
         try:
-            return av.open(self.path, format=self._demuxer, options=self._options)
+            return read_container(self.path, format=self._demuxer, options=self._options)
         except (av.FFmpegError, OSError, ValueError):
             return None
 

@@ -18,6 +18,7 @@ from typing import Iterator, Sequence
 import av
 
 from ..errors import OutputError, StreamconvError, StreamError
+from .container import read_container
 from .copyout import CopiedOutput
 from .damage import copied_damage, reported_damage, truncation
 from .demux import Demux
@@ -107,7 +108,7 @@ def _remux(containers: Sequence, handle, output, source, copy_streams: bool, for
     except (av.FFmpegError, ValueError, OSError) as exc:
         raise OutputError(f"cannot write {output}: {exc}") from None
     try:
-        with out, av.open(str(source)) as original:
+        with out, read_container(str(source)) as original:
             return _mux_all(out, containers, original, output, source, copy_streams, shift,
                             dict(muxer_options or {}))
     except (av.FFmpegError, OSError) as exc:  # the trailer, written as the output closes

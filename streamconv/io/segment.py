@@ -20,6 +20,7 @@ import av
 
 from ..errors import InputError
 from ..slots import FrameMeta
+from .container import read_container
 from .demux import Demux
 from .ffmpeglog import DamageLog
 from .file import FileSource
@@ -74,7 +75,7 @@ def keyframe_times(path: str | Path, video_stream: int = 0) -> Keyframes:
         InputError: the file cannot be opened or has no such video stream.
     """
     try:
-        container = av.open(str(path))
+        container = read_container(str(path))
     except (av.FFmpegError, OSError, ValueError) as exc:
         raise InputError(f"cannot open input {path}: {exc}") from None
     with container:
