@@ -74,6 +74,7 @@ class DecoderTail:
         if self._bytes > KEPT_BYTES:  # one GOP alone is too long: nothing to start again from
             self._gops.clear()
             self._kept = self._bytes = 0
+            self._recent, self._recent_from = [], self.delivered
 
     def _drop_first(self) -> None:
         """Keep the first GOP no longer, nor the frames delivered before the next one began
@@ -90,7 +91,7 @@ class DecoderTail:
         self.delivered += len(frames)
         if self._gops:
             self._recent.extend(frame.pts for frame in frames)
-        else:
+        else:  # nothing kept (yet, or any longer): no frame to match
             self._recent_from = self.delivered
         return frames
 
@@ -131,7 +132,9 @@ def fresh_decoder(context):
     a URL), the nearest. Unopened: it opens at its first packet."""
     fresh = av.CodecContext.create(context.codec.name, "r")
     fresh.extradata = context.extradata
-    fresh.width, fresh.height, fresh.pix_fmt = context.width, context.height, context.pix_fmt
+    fresh.width, fresh.height = context.width, context.height
+    if context.pix_fmt:
+        fresh.pix_fmt = context.pix_fmt
     fresh.thread_type, fresh.thread_count = "NONE", 1
     return fresh
 
