@@ -187,11 +187,6 @@ class FileSource(ReadGuard, PacketDecoding, Source):
         hardware = f" on {self.hwaccel}" if self.hardware_decoding else ""
         return f"cpu ({self._stream.codec_context.name}{hardware})"
 
-    @property
-    def hardware_decoding(self) -> bool:
-        """Whether the hardware decoder asked for (``hwaccel``) is the one decoding."""
-        return self.hwaccel is not None and bool(self._stream.codec_context.is_hwaccel)
-
     def _report_decoder(self) -> None:
         """Log whether the hardware decoder asked for is the one decoding."""
         if self.hwaccel is not None and self.hardware_decoding:

@@ -11,23 +11,46 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Iterator
+from typing import Any
 
 import av
 
 from ..errors import StreamError
 from .container import read_container
+from .damage import InputDamage
 from .decoder_tail import DecoderTail, fresh_decoder
 from .demux import Demux
-from .ffmpeglog import ffmpeg_reason, is_damaged_data
+from .ffmpeglog import DamageLog, ffmpeg_reason, is_damaged_data
+from .streamcopy import CopiedStreams
 
 
 class PacketDecoding:
     """FileSource's packets-to-frames part (a mixin): uses its ``path``, ``timeout``,
     ``hwaccel``, ``_container``, ``_stream``, ``_copies``, ``_damage``, ``_damage_log``,
-    ``_index``, ``hardware_decoding``, ``_decoding`` (a lock held around decode calls) and
+    ``_index``, ``_decoding`` (a lock held around decode calls) and
     ``_demuxer``, ``_options`` (how the input was opened: the demuxer, None where probed, and
     its FFmpeg options)."""
+
+    path: str
+    timeout: float | None
+    hwaccel: str | None
+    _container: Any
+    _stream: Any
+    _copies: CopiedStreams
+    _damage: InputDamage
+    _damage_log: DamageLog
+    _index: int
+    _decoding: threading.Lock
+    _demuxer: str | None
+    _options: dict[str, str]
+    _read_error: str | None
+
+    @property
+    def hardware_decoding(self) -> bool:
+        """Whether the hardware decoder asked for (``hwaccel``) is the one decoding."""
+        return self.hwaccel is not None and bool(self._stream.codec_context.is_hwaccel)
 
     def _decode(self) -> Iterator[av.VideoFrame]:
         """Decode packet by packet, so one bad packet does not end the stream; then the frames
@@ -98,7 +121,7 @@ class PacketDecoding:
         has given up the frames it holds. Streams that appear after the opening are not read
         (see streamconv.io.demux): counted.
         """
-        self._read_error: str | None = None
+        self._read_error = None
         packets = Demux(self._container, [self._stream, *self._copies.counted_streams])
         while True:
             try:
