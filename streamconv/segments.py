@@ -91,14 +91,24 @@ def filter_parts(work: SegmentWork, plan: list[Segment], parts_dir: Path, *,
         runner = _SegmentRunner(work, plan, parts_dir, ray=ray)
         results = runner.run(jobs, running)
         if len(plan) == 1 or not any(stats.damage for stats in results):
-            return runner.parts, results
+            return runner.parts, _said(results, ray)
     except InputError:
         if len(plan) == 1:
             raise
     log.warning("%s is damaged: filtering it again in one piece, so that its output does not "
                 "depend on where it was cut", work.source)
     runner = _SegmentRunner(work, [Segment(0, None, None, plan[0].shift)], parts_dir, ray=ray)
-    return runner.parts, runner.run(jobs, running)
+    return runner.parts, _said(runner.run(jobs, running), ray)
+
+
+def _said(results: list[RunStats], ray: str | bool | None) -> list[RunStats]:
+    """The segments' ``results``, their damage said here where they ran as Ray tasks (a
+    segment's pipeline says it, in the Ray worker's log)."""
+    damage = list(dict.fromkeys(phrase for stats in results for phrase in stats.damage))
+    if ray not in (None, False, "") and damage:
+        log.warning("input damaged: %s; every frame that decoded was processed (%d)",
+                    "; ".join(damage), sum(stats.frames for stats in results))
+    return results
 
 
 def parts_prefix(output: str | Path) -> str:
