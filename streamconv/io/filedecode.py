@@ -113,9 +113,8 @@ class PacketDecoding:
         """Demux the video packets to decode, counting those the demuxer flagged as damaged.
 
         Packets of the copied streams are kept for the next frame's metadata (see
-        CopiedStreams.keep). Empty packets are left out: the demuxer ends each stream with
-        one, and the decoder is drained at the end anyway; a damaged one (data of no size)
-        the decoder would refuse as an invalid argument. Unreadable data ends the video
+        CopiedStreams.keep). A damaged video packet of data but no size is left out, as FFmpeg
+        leaves it (libavcodec refuses it as an invalid argument). Unreadable data ends the video
         (counted), a chunk whose damaged header claims more memory than can be given included;
         a read failure ends it too, and :meth:`_raise_read_error` raises it once the decoder
         has given up the frames it holds. Streams that appear after the opening are not read
@@ -137,10 +136,11 @@ class PacketDecoding:
             except (av.FFmpegError, OSError) as exc:
                 self._read_error = ffmpeg_reason(exc, self.timeout)
                 return
-            if not packet.size:
-                continue
             if packet.stream is not self._stream:
-                self._copies.keep(packet)
+                if packet.size:  # demuxing ends each stream with an empty flush packet
+                    self._copies.keep(packet)
+                continue
+            if not packet.size and packet.buffer_ptr:
                 continue
             self._damage.read(packet)
             yield packet
