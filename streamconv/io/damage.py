@@ -184,13 +184,13 @@ class TransportDamage(NamedTuple):
 def ts_damage(path: str, known: Collection[int] = ()) -> TransportDamage:
     """Damage the packet headers of an MPEG-TS (or M2TS) file at ``path`` show, read again
     from start to end in chunks, vectorized (nothing found: not a transport stream, or a read
-    error). The kinds: packets without
-    their sync byte, packets a receiver marked as damaged (transport error indicator), packets
-    missing from a stream (its continuity counter skips; the demuxer logs these only at debug
-    level, and a lost audio PES leaves no other trace), and streams begun after the opening:
-    PIDs carrying PES packets that are not among ``known`` (the PIDs of the streams the demuxer
-    found on opening), such as a program that starts mid-file, whose packets are never read. A
-    cut last packet is :func:`truncation`'s to report."""
+    error). The kinds: packets without their sync byte, packets a receiver marked as damaged
+    (transport error indicator), packets missing from a stream (its continuity counter skips;
+    the demuxer logs these only at debug level, and a lost audio PES leaves no other trace),
+    and streams begun after the opening: PIDs carrying PES packets that are not among
+    ``known`` (the PIDs of the streams the demuxer found on opening), such as a program that
+    starts mid-file, whose packets are never read. A cut last packet is :func:`truncation`'s
+    to report."""
     try:
         with open(path, "rb") as file:
             layout = _ts_layout(file)
@@ -208,7 +208,8 @@ def ts_damage(path: str, known: Collection[int] = ()) -> TransportDamage:
         found.append(f"transport packets were missing, or pieces joined, at {skips} place(s) "
                      f"(continuity errors)")
     # A PID flipped by damage starts a PES by chance at most once: a stream starts many.
-    added = sorted(pid for pid, starts in pes.items() if starts > 1 and pid not in set(known))
+    known = set(known)
+    added = sorted(pid for pid, starts in pes.items() if starts > 1 and pid not in known)
     if known and added:
         found.append(f"{len(added)} stream(s) began after the input was opened (PID "
                      f"{', '.join(f'0x{pid:04x}' for pid in added)}: a new program, or recordings "

@@ -26,13 +26,13 @@ from .sequence import SequenceTarget
 from .targets import open_target
 from ..slots import FrameMeta
 from .colour import ColourTags, chroma_steps, format_bits, rgb_to_frame, written_tags, yuv_tags
+from .copyout import CopiedOutput
 from .encoder_check import (check_encoder_options, check_pix_fmt, codec_options, deeper_pix_fmt,
                             default_pix_fmt, find_encoder)
 from .ffmpeglog import ffmpeg_reason, logged_reason
 from .metadata import InputMetadata
 from .signalling import signalled_options
 from .sink import Sink
-from .copyout import CopiedOutput
 from .yuv import DEEP_PLANE_FORMATS, YuvLayout, planes_to_frame
 
 log = logging.getLogger(__name__)
@@ -391,7 +391,7 @@ class FileSink(Sink):
                 self._container.close()
                 self._copies.close()
             except (av.FFmpegError, OSError) as exc:
-                self._raise_write_error(exc, "finishing the file")  # (its abort closes the copies)
+                self._raise_write_error(exc, "finishing the file")  # (an abort closes the copies)
             self._container = None
             if self.frames_written == 0:
                 self._file.discard()
