@@ -33,7 +33,7 @@ class Demux:
         self._packets: Iterator[av.Packet] = container.demux(list(streams))
         self.streams_added = False
 
-    def __iter__(self) -> "Demux":
+    def __iter__(self) -> Demux:
         return self
 
     def __next__(self) -> av.Packet:

@@ -29,7 +29,7 @@ from .colour import ColourTags, chroma_steps, format_bits, rgb_to_frame, written
 from .copyout import CopiedOutput
 from .encoder_check import (check_encoder_options, check_pix_fmt, codec_options, deeper_pix_fmt,
                             default_pix_fmt, find_encoder)
-from .ffmpeglog import ffmpeg_reason, logged_reason
+from .ffmpeglog import logged_reason
 from .metadata import InputMetadata
 from .signalling import signalled_options
 from .sink import Sink
