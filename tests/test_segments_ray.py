@@ -1,7 +1,8 @@
 """``run --segments N --ray``: each segment a Ray task, the parts joined here. One real Ray cluster
 (see raycluster.py) runs a clip in segments while a worker is killed in the middle of a task:
 the output has the one-piece run's frames (lossless FFV1), pts and audio packets, its frames
-counted once; then a SIGINT stops a second run, which leaves nothing, and a third ends by
+counted once; a damaged TS (a second program begun mid-file) is filtered in one piece, its
+damage said; then a SIGINT stops a second run, which leaves nothing, and a third ends by
 itself with a clear error when the whole cluster is killed under it, leaving nothing either. Without a cluster: a retried
 part replaces the one an earlier attempt completed, and the usage errors of --ray."""
 
