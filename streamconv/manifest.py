@@ -141,9 +141,9 @@ class Manifest:
 
 
 def frames_written(records) -> int:
-    """The frames ``records`` (BatchRecords) wrote in this batch: of inputs finished, not of
-    those an earlier batch finished (``--resume``)."""
-    return sum(r.frames for r in records if r.status in FINISHED and not r.resumed)
+    """The frames ``records`` (BatchRecords) wrote in this batch: of inputs finished, and those
+    a failed input kept in its output; not of those an earlier batch finished (``--resume``)."""
+    return sum(r.frames for r in records if r.status != "skipped" and not r.resumed)
 
 
 def status_counts(records) -> dict[str, int]:
