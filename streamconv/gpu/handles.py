@@ -1,0 +1,111 @@
+"""Driver calls on other libraries' raw handles: events recorded on, and waited for by, streams
+given as handles (a caller's CuPy or PyTorch stream, a DLPack consumer's), and what memory an
+address is in.
+
+Through cuda-bindings whichever binding runs the rest: PyCUDA shows no event handles and no
+pointer attributes. Stream handles are ints as the driver API takes them: 0 the legacy default
+stream, 1 ``CU_STREAM_LEGACY``, 2 ``CU_STREAM_PER_THREAD``, else a ``CUstream``. Each call needs a
+context of the handles' device current.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from typing import Any
+
+from ..errors import BackendUnavailableError
+
+MEMORY_HOST, MEMORY_DEVICE, MEMORY_ARRAY, MEMORY_UNIFIED = 1, 2, 3, 4
+"""``CUmemorytype`` values."""
+
+
+@functools.lru_cache(maxsize=1)
+def _driver() -> Any:
+    """``cuda.bindings.driver``, the driver initialized (cuInit is idempotent; another binding
+    may have called it already)."""
+    try:
+        from cuda.bindings import (
+            driver,  # the cuda extra (the pycuda extra installs it too)
+        )
+    except ImportError as exc:
+        raise BackendUnavailableError(f"cuda-bindings not installed ({exc}; fix: pip install "
+                                      "\"streamconv[cuda]\")") from None
+    driver.cuInit(0)
+    return driver
+
+
+def _check(result: tuple, call: str) -> Any:
+    from .cuda_core_driver import check  # the same error mapping as the default binding
+
+    return check(result, call)
+
+
+class Event:
+    """A CUDA event by its raw handle, for ordering streams of any library; made in the current
+    context, destroyed when dropped. Timing is off (cheaper to record).
+
+    Args:
+        blocking: waiting on it sleeps (True) or spins (False).
+    """
+
+    def __init__(self, *, blocking: bool = False) -> None:
+        cu = _driver()
+        flags = int(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING) | \
+            (int(cu.CUevent_flags.CU_EVENT_BLOCKING_SYNC) if blocking else 0)
+        self._event = _check(cu.cuEventCreate(flags), "cuEventCreate")
+        self.handle = int(self._event)
+        self._destroy = cu.cuEventDestroy
+
+    def record(self, stream_handle: int) -> None:
+        """Record the event on ``stream_handle``'s queue."""
+        _check(_driver().cuEventRecord(self._event, stream_handle), "cuEventRecord")
+
+    def synchronize(self) -> None:
+        """Wait on the host until the work before the last record is done."""
+        _check(_driver().cuEventSynchronize(self._event), "cuEventSynchronize")
+
+    def query(self) -> bool:
+        """Whether the work before the last record is done (without waiting)."""
+        cu = _driver()
+        error = cu.cuEventQuery(self._event)[0]
+        if error == cu.CUresult.CUDA_ERROR_NOT_READY:
+            return False
+        _check((error,), "cuEventQuery")
+        return True
+
+    def __del__(self) -> None:
+        if getattr(self, "handle", 0):
+            with contextlib.suppress(Exception):  # interpreter shutdown
+                self._destroy(self._event)  # needs no current context
+
+
+def record_event(event_handle: int, stream_handle: int) -> None:
+    """Record ``event_handle`` (a CUevent) on ``stream_handle`` (any stream of the current
+    context's device)."""
+    _check(_driver().cuEventRecord(event_handle, stream_handle), "cuEventRecord")
+
+
+def wait_event(stream_handle: int, event_handle: int) -> None:
+    """Make ``stream_handle``'s later work wait for ``event_handle``'s (the host does not wait)."""
+    _check(_driver().cuStreamWaitEvent(stream_handle, event_handle, 0), "cuStreamWaitEvent")
+
+
+@functools.lru_cache(maxsize=1)
+def _pointer_attributes() -> list:
+    cu = _driver()
+    return [cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+            cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL]
+
+
+def pointer_memory(address: int) -> tuple[int | None, int | None]:
+    """(memory type, device ordinal) of an address, or (None, None) for memory CUDA does not
+    know (pageable host memory); one driver call."""
+    try:
+        error, values = _driver().cuPointerGetAttributes(2, _pointer_attributes(), address)
+        kind, ordinal = int(values[0]), int(values[1])
+    except (ValueError, TypeError):  # a memory type of 0 (unknown memory) is no CUmemorytype
+        return None, None
+    if error != 0 or kind == 0:
+        return None, None
+    return kind, (ordinal if ordinal >= 0 else None)

@@ -1,0 +1,76 @@
+"""The CUDA binding seam without a GPU: which binding is chosen, how a launch's arguments are packed,
+and what a machine without the driver or without a binding is told."""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+
+import pytest
+
+from streamconv import cuda_setup
+from streamconv.errors import BackendUnavailableError
+from streamconv.gpu import binding
+
+NO_DRIVER = cuda_setup.find_driver() is None
+
+
+def test_the_default_binding_is_cuda_core_and_the_variable_chooses_another(monkeypatch):
+    monkeypatch.delenv("STREAMCONV_BINDING", raising=False)
+    assert binding.chosen_name() == "cuda-core"
+    monkeypatch.setenv("STREAMCONV_BINDING", "pycuda")
+    assert binding.chosen_name() == "pycuda"
+    monkeypatch.setenv("STREAMCONV_BINDING", "cupy")
+    with pytest.raises(BackendUnavailableError, match="STREAMCONV_BINDING='cupy'; known: cuda-core, pycuda"):
+        binding.chosen_name()
+
+
+def test_select_refuses_an_unknown_binding_and_one_that_is_not_in_use():
+    with pytest.raises(BackendUnavailableError, match="unknown CUDA binding 'numba'"):
+        binding.select("numba")
+    loaded, selected = dict(binding._loaded), binding._selected
+    try:
+        binding._loaded.clear()
+        binding._loaded["pycuda"] = object()  # as if the pycuda binding ran already
+        with pytest.raises(BackendUnavailableError, match="the pycuda binding is in use already"):
+            binding.select("cuda-core")
+        binding.select("pycuda")
+        assert binding.chosen_name() == "pycuda"
+    finally:
+        binding._loaded.clear()
+        binding._loaded.update(loaded)
+        binding._selected = selected
+
+
+@pytest.mark.skipif(importlib.util.find_spec("cuda.bindings") is None, reason="cuda-bindings not installed")
+def test_launch_arguments_are_packed_once_into_pointers_to_their_values():
+    from streamconv.gpu.cuda_core_modules import PackedArguments
+
+    args = (0x7F00_1234_5678, -3, 2**40 + 5, 1 << 63, 1920)
+    packed = PackedArguments("PiqQi", args)
+    pointers = ctypes.cast(packed.address, ctypes.POINTER(ctypes.c_void_p))
+    read = [ctypes.c_uint64.from_address(pointers[0]).value, ctypes.c_int32.from_address(pointers[1]).value,
+            ctypes.c_int64.from_address(pointers[2]).value, ctypes.c_uint64.from_address(pointers[3]).value,
+            ctypes.c_int32.from_address(pointers[4]).value]
+    assert read == list(args)
+    assert PackedArguments("", ()).address == 0  # no arguments: a NULL array
+    with pytest.raises(TypeError, match=r"takes 2 arguments \(Pi\), got 1"):
+        PackedArguments("Pi", (1,))
+
+
+@pytest.mark.skipif(not NO_DRIVER, reason="an NVIDIA driver is installed here")
+def test_the_cuda_core_binding_without_a_driver_says_what_is_missing():
+    if importlib.util.find_spec("cuda.bindings") is None:
+        pytest.skip("cuda-bindings not installed")
+    from streamconv.gpu import cuda_core_binding
+
+    with pytest.raises(BackendUnavailableError, match=r"no usable NVIDIA driver \(libcuda.so.1 not found"):
+        cuda_core_binding.load()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pycuda") is not None, reason="PyCUDA is installed here")
+def test_a_missing_pycuda_binding_names_the_command_that_builds_it():
+    from streamconv.gpu import pycuda_binding
+
+    with pytest.raises(BackendUnavailableError, match=r"pycuda binding not installed .*streamconv install-cuda"):
+        pycuda_binding.load()
