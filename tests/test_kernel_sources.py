@@ -17,7 +17,7 @@ from streamconv.errors import BackendUnavailableError, KernelCompileError
 from streamconv.kernel_loader import kernel_source, with_defines
 
 NVRTC = nvrtc.find()
-needs_nvrtc = pytest.mark.skipif(NVRTC is None, reason="no NVRTC library (pip install nvidia-cuda-nvrtc)")
+needs_nvrtc = pytest.mark.skipif(NVRTC is None, reason='no NVRTC (pip install "streamconv[cuda]")')
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH (no CUDA toolkit)")
 
 
@@ -95,20 +95,22 @@ def test_no_compiler_names_the_fix(monkeypatch):
     monkeypatch.setenv("STREAMCONV_COMPILER", "gcc")
     with pytest.raises(BackendUnavailableError, match="known: auto, nvrtc, nvcc, none"):
         kernel_loader.chosen_compiler()
-    monkeypatch.setattr(nvrtc, "candidate_paths", lambda: [])
+    monkeypatch.setattr(nvrtc, "loaded", lambda: None)
     monkeypatch.setattr(shutil, "which", lambda _name: None)
-    with pytest.raises(BackendUnavailableError, match="pip install nvidia-cuda-nvrtc"):
+    with pytest.raises(BackendUnavailableError, match=r'pip install "streamconv\[cuda'):
         kernel_loader.compile_image("hold", {}, "sm_90", "auto")
 
 
-def test_nvrtc_newer_than_the_driver_is_not_used(monkeypatch, tmp_path):
-    for major in (12, 13):
-        folder = tmp_path / "site" / "nvidia" / f"cu{major}" / "lib"
-        folder.mkdir(parents=True)
-        (folder / f"libnvrtc.so.{major}").write_bytes(b"not a library")
-    monkeypatch.setattr("sys.path", [str(tmp_path / "site")])
-    assert [os.path.basename(p) for p in nvrtc.candidate_paths()][:2] == ["libnvrtc.so.13", "libnvrtc.so.12"]
-    assert nvrtc.find(12) is None  # the 12 found does not load (it is not a library): none, no crash
+def test_nvrtc_newer_than_the_driver_is_not_used(monkeypatch):
+    thirteen = nvrtc.Nvrtc("/site/nvidia/cu13/lib/libnvrtc.so.13", (13, 0))
+    monkeypatch.setattr(nvrtc, "loaded", lambda: thirteen)
+    assert nvrtc.find(12) is None and nvrtc.find(13) is thirteen and nvrtc.find(None) is thirteen
+
+
+@needs_nvrtc
+def test_nvrtc_is_the_one_cuda_bindings_found():
+    assert NVRTC.version[0] >= 12 and os.path.basename(NVRTC.path).startswith("libnvrtc.so.")
+    assert NVRTC.describe() == f"NVRTC {NVRTC.version[0]}.{NVRTC.version[1]} ({NVRTC.path})"
 
 
 FATBIN_MAGIC = b"\x50\xed\x55\xba"
@@ -172,10 +174,12 @@ def test_prebuild_never_replaces_a_folder_of_something_else(tmp_path, capsys):
 def test_info_names_every_kernel_source_and_fix(cli):
     result = cli("info")
     assert result.returncode == 0, result.stderr
-    for line in ("driver ", "pycuda ", "kernels:", "  prebuilt: ", "  nvrtc: ", "  nvcc: ", "  compiles with: ",
-                 "  cache: "):
+    for line in ("driver ", "binding    ", "kernels:", "  prebuilt: ", "  nvrtc: ", "  nvcc: ",
+                 "  compiles with: ", "  cache: "):
         assert line in result.stdout
-    if "pycuda     not installed" in result.stdout:
+    chosen = next(line for line in result.stdout.splitlines() if line.startswith("binding "))
+    assert "(chosen: " in chosen
+    if "pycuda (STREAMCONV_BINDING=pycuda): not installed" in result.stdout and "driver     CUDA" in result.stdout:
         assert "fix: streamconv install-cuda" in result.stdout
 
 
