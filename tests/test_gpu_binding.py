@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
+import os
+import subprocess
+import sys
 
 import pytest
 
+from conftest import REPO
 from streamconv import cuda_setup
 from streamconv.errors import BackendUnavailableError
 from streamconv.gpu import binding
@@ -56,6 +60,32 @@ def test_launch_arguments_are_packed_once_into_pointers_to_their_values():
     assert PackedArguments("", ()).address == 0  # no arguments: a NULL array
     with pytest.raises(TypeError, match=r"takes 2 arguments \(Pi\), got 1"):
         PackedArguments("Pi", (1,))
+
+
+def _info(env: dict) -> str:
+    full = {**os.environ, **env, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    done = subprocess.run([sys.executable, "-m", "streamconv", "info"], capture_output=True, text=True,
+                          env=full, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.skipif(not NO_DRIVER, reason="an NVIDIA driver is installed here")
+def test_without_a_driver_the_cpu_is_chosen_and_no_install_command_is_suggested(cli, tmp_path):
+    from streamconv.cuda_device import cuda_status
+
+    usable, reason = cuda_status(0)
+    assert not usable and reason.startswith("no NVIDIA driver (libcuda.so.1 does not load)")
+    with pytest.raises(BackendUnavailableError, match="no NVIDIA driver"):
+        from streamconv.cuda_device import load_binding
+        load_binding("a test")
+    done = cli("run", "test:64x48,frames=2", "--filter", "box", "-o", str(tmp_path / "out.mp4"))
+    assert done.returncode == 0, done.stderr
+    notice = [line for line in done.stderr.splitlines() if "using the cpu backend" in line]
+    assert len(notice) == 1 and "no NVIDIA driver" in notice[0], done.stderr
+    assert "install" not in notice[0]
+    shown = _info({"STREAMCONV_BINDING": "pycuda"})
+    assert "cuda: unavailable: no NVIDIA driver" in shown and "install-cuda" not in shown
 
 
 @pytest.mark.skipif(not NO_DRIVER, reason="an NVIDIA driver is installed here")
