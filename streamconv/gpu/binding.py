@@ -32,6 +32,8 @@ from ..errors import BackendUnavailableError
 BINDINGS = {"cuda-core": "cuda_core_binding", "pycuda": "pycuda_binding"}
 """Binding names (``STREAMCONV_BINDING``'s values) -> their module in this package."""
 DEFAULT = "cuda-core"
+VARIABLE = "STREAMCONV_BINDING"
+"""The environment variable that chooses the binding."""
 INSTALL = {"cuda-core": 'pip install "streamconv[cuda]"', "pycuda": "streamconv install-cuda"}
 """The one command that installs each binding."""
 
@@ -146,6 +148,31 @@ class Kernel(Protocol):
         """Queue one launch, packing ``args`` for it alone."""
 
 
+class BoundLaunches:
+    """The launches of one kernel, each bound (:meth:`Kernel.bind`) at its first use: a frame loop
+    that repeats its launches packs no arguments after its first frames.
+
+    Args:
+        kernel: the kernel. block: threads per block.
+        limit: distinct (grid, arguments) kept; all are let go when it is reached (a caller's
+            device frames at ever new addresses would otherwise pile up).
+    """
+
+    def __init__(self, kernel: "Kernel", block: tuple[int, ...], *, limit: int = 64) -> None:
+        self.kernel, self.block, self.limit = kernel, block, limit
+        self._bound: dict[tuple, Launch] = {}
+
+    def __call__(self, stream: Stream | None, grid: tuple[int, ...], *args: int) -> None:
+        """Queue the launch on ``grid`` with ``args`` on ``stream``."""
+        key = (grid, args)
+        launch = self._bound.get(key)
+        if launch is None:
+            if len(self._bound) >= self.limit:
+                self._bound.clear()
+            launch = self._bound[key] = self.kernel.bind(grid, self.block, *args)
+        launch(stream)
+
+
 class Module(Protocol):
     """A module instance in the context current at its loading (its own constant memory)."""
 
@@ -238,9 +265,9 @@ def chosen_name() -> str:
     Raises:
         BackendUnavailableError: an unknown name.
     """
-    name = _selected or os.environ.get("STREAMCONV_BINDING") or DEFAULT
+    name = _selected or os.environ.get(VARIABLE) or DEFAULT
     if name not in BINDINGS:
-        raise BackendUnavailableError(f"STREAMCONV_BINDING={name!r}; known: {', '.join(BINDINGS)}")
+        raise BackendUnavailableError(f"{VARIABLE}={name!r}; known: {', '.join(BINDINGS)}")
     return name
 
 
