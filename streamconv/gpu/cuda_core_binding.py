@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..cuda_setup import find_driver
 from ..errors import BackendUnavailableError
 from .binding import GpuCallError, GpuMemoryError, packages_missing
 from .cuda_core_driver import (
@@ -134,17 +135,14 @@ def load() -> CudaCoreBinding:
         raise packages_missing(NAME, IMPORT_ERROR)
     if importlib.util.find_spec("cuda.core") is None:
         raise packages_missing(NAME, ImportError(name="cuda.core"))
+    driver = find_driver()  # asked of libcuda itself: cuda-bindings may not load an older one
+    if driver is not None and driver.major < bindings_major():
+        raise BackendUnavailableError(
+            f"the NVIDIA driver runs CUDA {driver.major}.{driver.minor}, older than the installed "
+            f"cuda-bindings {_version('cuda-bindings')}: pip install \"streamconv[cuda12]\" for a "
+            "CUDA 12 driver, or update the driver (580 or later runs CUDA 13)")
     try:
-        version = check(cu.cuDriverGetVersion(), "cuDriverGetVersion")
-        if version // 1000 < bindings_major():
-            raise BackendUnavailableError(
-                f"the NVIDIA driver runs CUDA {version // 1000}.{version % 1000 // 10}, older than "
-                f"the installed cuda-bindings {_version('cuda-bindings')}: pip install "
-                "\"streamconv[cuda12]\" for a CUDA 12 driver, or update the driver (580 or later "
-                "runs CUDA 13)")
         check(cu.cuInit(0), "cuInit")
-    except BackendUnavailableError:
-        raise
     except Exception as exc:  # no libcuda (cuda-pathfinder's error), or cuInit failed
         raise BackendUnavailableError(f"no usable NVIDIA driver ({_reason(exc)})") from None
     return CudaCoreBinding()
