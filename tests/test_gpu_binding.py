@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 
@@ -104,3 +105,22 @@ def test_a_missing_pycuda_binding_names_the_command_that_builds_it():
 
     with pytest.raises(BackendUnavailableError, match=r"pycuda binding not installed .*streamconv install-cuda"):
         pycuda_binding.load()
+
+
+@pytest.mark.skipif(shutil.which("cc") is None or importlib.util.find_spec("cuda.bindings") is None,
+                    reason="needs a C compiler (for a stub driver) and cuda-bindings")
+def test_a_cuda_12_driver_is_told_the_extra_that_suits_it(tmp_path):
+    """A driver of CUDA 12.8 (a stub libcuda.so.1 saying so) under cuda-bindings 13: one clear
+    message naming the cuda12 extra, from cuda_status and from info."""
+    from libcuda_stub import write_stub
+
+    if not str(__import__("cuda.bindings").bindings.__version__).startswith("13."):
+        pytest.skip("cuda-bindings 13 is not the one installed")
+    folder = write_stub(tmp_path / "driver", set(), version=12080).parent
+    env = {"LD_LIBRARY_PATH": f"{folder}{os.pathsep}{os.environ.get('LD_LIBRARY_PATH', '')}",
+           "STREAMCONV_BINDING": "cuda-core"}
+    shown = _info(env)
+    assert "driver     CUDA 12.8" in shown
+    (line,) = [line for line in shown.splitlines() if line.startswith("  cuda: ")]
+    assert 'runs CUDA 12.8, older than the installed cuda-bindings 13' in line
+    assert 'pip install "streamconv[cuda12]"' in line

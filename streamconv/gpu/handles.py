@@ -91,21 +91,16 @@ def wait_event(stream_handle: int, event_handle: int) -> None:
     _check(_driver().cuStreamWaitEvent(stream_handle, event_handle, 0), "cuStreamWaitEvent")
 
 
-@functools.lru_cache(maxsize=1)
-def _pointer_attributes() -> list:
-    cu = _driver()
-    return [cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-            cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL]
-
-
 def pointer_memory(address: int) -> tuple[int | None, int | None]:
     """(memory type, device ordinal) of an address, or (None, None) for memory CUDA does not
-    know (pageable host memory); one driver call."""
-    try:
-        error, values = _driver().cuPointerGetAttributes(2, _pointer_attributes(), address)
-        kind, ordinal = int(values[0]), int(values[1])
-    except (ValueError, TypeError):  # a memory type of 0 (unknown memory) is no CUmemorytype
+    know (pageable host memory); the ordinal is asked for device memory only."""
+    cu = _driver()
+    attribute = cu.CUpointer_attribute
+    error, kind = cu.cuPointerGetAttribute(attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address)
+    if error != cu.CUresult.CUDA_SUCCESS or int(kind) == 0:  # unknown memory: an invalid value
         return None, None
-    if error != 0 or kind == 0:
-        return None, None
-    return kind, (ordinal if ordinal >= 0 else None)
+    if int(kind) == MEMORY_HOST:
+        return MEMORY_HOST, None
+    error, ordinal = cu.cuPointerGetAttribute(attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, address)
+    found = int(ordinal) if error == cu.CUresult.CUDA_SUCCESS else -1
+    return int(kind), (found if found >= 0 else None)
