@@ -111,7 +111,7 @@ def copy_seconds(pool, count: int) -> float:
     copier = ParallelCopier()
     pinned = np.empty(SHAPE, np.uint8)
     try:
-        from streamconv.gpu.binding import binding  # page-locked like the real slots, when available
+        from streamconv.gpu.binding import binding  # page-locked as the slots are, where it runs
 
         context = binding().device(0).retain_primary_context()
         context.push()

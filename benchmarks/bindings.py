@@ -64,8 +64,8 @@ def pipeline_planes() -> str:
     import streamconv
 
     seen: list[np.ndarray] = []
-    streamconv.Pipeline("test:320x240,frames=12", ["gaussian:sigma=1", "sharpen"], None, backend="cuda",
-                        on_frame=lambda frame, meta: seen.append(np.array(frame))).run()
+    streamconv.Pipeline("test:320x240,frames=12", ["gaussian:sigma=1", "sharpen"], None,
+                        backend="cuda", on_frame=lambda frame, meta: seen.append(np.array(frame))).run()
     return _digest(seen)
 
 
@@ -107,8 +107,8 @@ def launch_costs(launches: int) -> dict[str, float]:
         kernel, stream = module.kernel("hold_stream", "Q"), gpu.stream()
         bound = kernel.bind((1, 1, 1), (1, 1, 1), 0)
         costs = {}
-        for name, launch in (("bound", lambda: bound(stream)),
-                             ("packed per call", lambda: kernel.launch(stream, (1, 1, 1), (1, 1, 1), 0))):
+        packed = lambda: kernel.launch(stream, (1, 1, 1), (1, 1, 1), 0)  # noqa: E731
+        for name, launch in (("bound", lambda: bound(stream)), ("packed per call", packed)):
             for _ in range(200):
                 launch()
             stream.synchronize()
@@ -162,8 +162,9 @@ def main() -> int:
         return 0
     reports = {}
     for name in args.bindings.split(","):
-        done = subprocess.run([sys.executable, __file__, "--child", "--launches", str(args.launches)],
-                              capture_output=True, text=True, env={**os.environ, "STREAMCONV_BINDING": name})
+        command = [sys.executable, __file__, "--child", "--launches", str(args.launches)]
+        done = subprocess.run(command, capture_output=True, text=True,
+                              env={**os.environ, "STREAMCONV_BINDING": name})
         if done.returncode != 0:
             print(f"{name}: failed\n{done.stderr[-3000:]}")
             return 1
@@ -176,8 +177,9 @@ def report(reports: dict) -> int:
     """Print the costs and the digest comparison; 1 where the frames differ."""
     names = list(reports)
     for key in [k for k in reports[names[0]] if k != "frames"]:
-        print(f"{key:<28}" + "".join(f"  {reports[n][key]:>10.2f}" if isinstance(reports[n][key], float)
-                                     else f"  {reports[n][key]}" for n in names))
+        cells = (reports[n][key] for n in names)
+        print(f"{key:<28}" + "".join(f"  {cell:>10.2f}" if isinstance(cell, float) else f"  {cell}"
+                                     for cell in cells))
     frames = [reports[n]["frames"] for n in names]
     differing = [key for key in frames[0] if any(f.get(key) != frames[0][key] for f in frames[1:])]
     print(f"frames: {len(frames[0])} runs, {len(frames[0]) - len(differing)} byte-identical across "

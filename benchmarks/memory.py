@@ -52,7 +52,8 @@ def prefetch(address: int, size: int, to_device: int | None, stream_handle: int)
 
     location = cu.CUmemLocation()
     kinds = cu.CUmemLocationType
-    location.type = kinds.CU_MEM_LOCATION_TYPE_HOST if to_device is None else kinds.CU_MEM_LOCATION_TYPE_DEVICE
+    location.type = (kinds.CU_MEM_LOCATION_TYPE_HOST if to_device is None
+                     else kinds.CU_MEM_LOCATION_TYPE_DEVICE)
     location.id = 0 if to_device is None else to_device
     (code,) = cu.cuMemPrefetchAsync(address, size, location, 0, stream_handle)
     if code != 0:

@@ -170,7 +170,8 @@ def run(methods, channels, outputs, ks, batches) -> dict:
         for shape in shapes:
             rows += measure(gpu, shape, methods, rng, device, peak_flops)
         version = gpu.gpu.driver_version()
-        return {"gpu": device.name, "binding": gpu.gpu.describe(), "driver_cuda": f"{version // 1000}.{version % 1000 // 10}",
+        return {"gpu": device.name, "binding": gpu.gpu.describe(),
+                "driver_cuda": f"{version // 1000}.{version % 1000 // 10}",
                 "fp32_peak_gflops": peak_flops / 1e9, "size": f"{WIDTH}x{HEIGHT}", "stride": 1,
                 "padding": "K // 2", "streamconv": streamconv.__version__, "commit": benchinfo.commit(),
                 "python": platform.python_version(), "numpy": np.__version__, "rows": rows}

@@ -185,8 +185,8 @@ def _measure_env(device_number: int, border: str) -> BenchEnv:
         copy_gbps = copy_bandwidth(probe.gpu)
     device = probe.gpu.device(device_number)
     major, minor = device.compute_capability
-    return BenchEnv(probe.gpu, device, f"sm_{major}{minor}", border, copy_gbps, fp32_fma_peak(device),
-                    int8_tensor_peak(device))
+    return BenchEnv(probe.gpu, device, f"sm_{major}{minor}", border, copy_gbps,
+                    fp32_fma_peak(device), int8_tensor_peak(device))
 
 
 def _environment_record(env: BenchEnv, depth: int) -> dict:

@@ -84,7 +84,7 @@ def _loaded_path(stem: str) -> str | None:
 
 BINDING_REQUIREMENTS = {13: ["cuda-core>=1.2,<2", "cuda-bindings>=13,<14"],
                         12: ["cuda-core>=1.2,<2", "cuda-bindings>=12.9,<13"]}
-"""The default binding's packages for a driver of each CUDA major (as the cuda and cuda12 extras)."""
+"""The default binding's packages for a driver of each CUDA major (the cuda, cuda12 extras)."""
 
 
 def wheel_requirements(driver: Driver) -> list[str]:
@@ -154,15 +154,15 @@ def install(pip_args: Sequence[str] = (), *, say: Callable[[str], None] = print,
         # the linker wants the unversioned name, which driver-only installs often lack
         os.symlink(driver.path, os.path.join(link_dir, "libcuda.so"))
         # pycuda alone from source: ":all:" would make pip build its build needs (numpy...) too
-        run([*pip, "download", "--no-deps", "--no-binary", "pycuda", PYCUDA_REQUIREMENT, "-d", scratch,
-             *pip_args])
+        run([*pip, "download", "--no-deps", "--no-binary", "pycuda", PYCUDA_REQUIREMENT,
+             "-d", scratch, *pip_args])
         source = _unpack(scratch)
         (source / "siteconf.py").write_text(siteconf(includes, link_dir), encoding="utf-8")
         with open(source / "setup.cfg", "a", encoding="utf-8") as config:  # compile on every core
             config.write(f"\n[build_ext]\nparallel = {os.cpu_count() or 1}\n")
         say(f"building PyCUDA against {', '.join(includes)} and {driver.path}")
         run([*pip, "install", "--no-cache-dir", str(source), *pip_args])
-    say("done: STREAMCONV_BINDING=pycuda chooses PyCUDA; `streamconv info` shows what runs on the GPU")
+    say("done: STREAMCONV_BINDING=pycuda chooses PyCUDA; `streamconv info` shows what runs")
 
 
 def _unpack(folder: str) -> Path:

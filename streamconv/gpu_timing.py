@@ -147,7 +147,8 @@ def occupancy(device: Device, kernel: Kernel, threads: int) -> tuple[float, str]
     registers = kernel.attribute("num_regs")
     if registers:
         per_warp = -(-registers * 32 // 256) * 256  # registers are allocated per warp in 256s
-        limits["registers"] = device.attribute("MAX_REGISTERS_PER_MULTIPROCESSOR") // (per_warp * warps)
+        per_sm = device.attribute("MAX_REGISTERS_PER_MULTIPROCESSOR")
+        limits["registers"] = per_sm // (per_warp * warps)
     shared = kernel.attribute("shared_size_bytes")
     if shared:
         per_block = shared + 1024  # the driver reserves 1 KB per block

@@ -210,7 +210,8 @@ def _nvcc(text: str, label: str, arch: str) -> bytes:
                               capture_output=True, text=True, check=False)
         if done.returncode != 0:
             output = "\n".join(part for part in (done.stdout, done.stderr) if part.strip())
-            raise KernelCompileError(f"nvcc failed to compile {label} for {arch}:\n{output.strip()}")
+            raise KernelCompileError(f"nvcc failed to compile {label} for {arch}:\n"
+                                     f"{output.strip()}")
         return cubin.read_bytes()
 
 

@@ -54,7 +54,8 @@ def test_two_stream_timing_deals_frames_over_two_streams_and_keeps_each_slots_re
                 slot.host_in[:] = frame
                 slot.device.upload(None)
                 for buffer in slot.device.buffers[1:]:
-                    backend.gpu.memset_d8(int(buffer), gpu_timing.POISON, slot.device.pitch * shape[0])
+                    backend.gpu.memset_d8(int(buffer), gpu_timing.POISON,
+                                          slot.device.pitch * shape[0])
             used = []
             real_launch = backend.launch_kernels
 

@@ -48,9 +48,9 @@ def break_launch_of_frame(monkeypatch, frame: int, how: str) -> None:
         height, width, _ = slot.frame_shape
         pitch = slot.device.pitch
         if how == "block":
-            stage.function.launch(stream, stage.plan.grid, (1025, 1, 1), int(slot.device.buffers[0]),
-                                  int(slot.device.buffers[1]), width, height, pitch, pitch,
-                                  *stage.extra_args)
+            stage.function.launch(stream, stage.plan.grid, (1025, 1, 1),
+                                  int(slot.device.buffers[0]), int(slot.device.buffers[1]), width,
+                                  height, pitch, pitch, *stage.extra_args)
         else:
             stage.function.launch(stream, stage.plan.grid, stage.plan.block, 0, 0,  # null pointers
                                   width, height, pitch, pitch, *stage.extra_args)
@@ -143,8 +143,10 @@ def test_too_little_device_memory_is_refused_before_the_first_frame(tmp_path):
                 free = gpu.mem_get_info()[0]
                 hog.append(gpu.alloc(min(chunk, free - (128 << 20))))
             output = tmp_path / "out.mp4"
-            with pytest.raises(streamconv.BackendUnavailableError, match="not enough GPU memory for 3 slot"):
-                streamconv.Pipeline("test:3840x2160,frames=5", ["box"], output, backend="cuda").run()
+            refused = "not enough GPU memory for 3 slot"
+            with pytest.raises(streamconv.BackendUnavailableError, match=refused):
+                streamconv.Pipeline("test:3840x2160,frames=5", ["box"], output,
+                                    backend="cuda").run()
             assert not output.exists() and list(tmp_path.iterdir()) == []
         finally:
             for allocation in hog:

@@ -39,7 +39,8 @@ def poisoned_conv2d(method: str, x, w, bias, stride: int, padding: int, **option
     with gpu.activated():
         y = gpu.to_device(np.full(shape.out_shape, np.nan, np.float32))
         bias_d = None if bias is None else gpu.to_device(bias)
-        gpu.conv2d_into(y, gpu.to_device(x), gpu.to_device(w), bias_d, shape, method=method, **options)
+        gpu.conv2d_into(y, gpu.to_device(x), gpu.to_device(w), bias_d, shape, method=method,
+                        **options)
         return gpu.to_host(y)
 
 
@@ -153,5 +154,6 @@ def test_device_array_dtype_checked():
     gpu = engine()
     with gpu.activated():
         x = device_array(gpu, np.zeros((1, 1, 4, 4), np.float64))
-        with pytest.raises(ShapeError, match="expected a C-contiguous float32 device array, got float64"):
+        refused = "expected a C-contiguous float32 device array, got float64"
+        with pytest.raises(ShapeError, match=refused):
             nn.conv2d(x, np.ones((1, 1, 3, 3), np.float32))

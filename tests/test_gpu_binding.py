@@ -1,5 +1,5 @@
-"""The CUDA binding seam without a GPU: which binding is chosen, how a launch's arguments are packed,
-and what a machine without the driver or without a binding is told."""
+"""The CUDA binding seam without a GPU: which binding is chosen, how a launch's arguments are
+packed, and what a machine without the driver, with an older one or without a binding is told."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ def test_the_default_binding_is_cuda_core_and_the_variable_chooses_another(monke
     monkeypatch.setenv("STREAMCONV_BINDING", "pycuda")
     assert binding.chosen_name() == "pycuda"
     monkeypatch.setenv("STREAMCONV_BINDING", "cupy")
-    with pytest.raises(BackendUnavailableError, match="STREAMCONV_BINDING='cupy'; known: cuda-core, pycuda"):
+    known = "STREAMCONV_BINDING='cupy'; known: cuda-core, pycuda"
+    with pytest.raises(BackendUnavailableError, match=known):
         binding.chosen_name()
 
 
@@ -47,16 +48,16 @@ def test_select_refuses_an_unknown_binding_and_one_that_is_not_in_use():
         binding._selected = selected
 
 
-@pytest.mark.skipif(importlib.util.find_spec("cuda.bindings") is None, reason="cuda-bindings not installed")
+@pytest.mark.skipif(importlib.util.find_spec("cuda.bindings") is None,
+                    reason="cuda-bindings not installed")
 def test_launch_arguments_are_packed_once_into_pointers_to_their_values():
     from streamconv.gpu.cuda_core_modules import PackedArguments
 
     args = (0x7F00_1234_5678, -3, 2**40 + 5, 1 << 63, 1920)
     packed = PackedArguments("PiqQi", args)
     pointers = ctypes.cast(packed.address, ctypes.POINTER(ctypes.c_void_p))
-    read = [ctypes.c_uint64.from_address(pointers[0]).value, ctypes.c_int32.from_address(pointers[1]).value,
-            ctypes.c_int64.from_address(pointers[2]).value, ctypes.c_uint64.from_address(pointers[3]).value,
-            ctypes.c_int32.from_address(pointers[4]).value]
+    kinds = (ctypes.c_uint64, ctypes.c_int32, ctypes.c_int64, ctypes.c_uint64, ctypes.c_int32)
+    read = [kind.from_address(pointers[k]).value for k, kind in enumerate(kinds)]
     assert read == list(args)
     assert PackedArguments("", ()).address == 0  # no arguments: a NULL array
     with pytest.raises(TypeError, match=r"takes 2 arguments \(Pi\), got 1"):
@@ -64,9 +65,9 @@ def test_launch_arguments_are_packed_once_into_pointers_to_their_values():
 
 
 def _info(env: dict) -> str:
-    full = {**os.environ, **env, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    done = subprocess.run([sys.executable, "-m", "streamconv", "info"], capture_output=True, text=True,
-                          env=full, timeout=120)
+    path = f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
+    done = subprocess.run([sys.executable, "-m", "streamconv", "info"], capture_output=True,
+                          text=True, env={**os.environ, **env, "PYTHONPATH": path}, timeout=120)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -95,15 +96,18 @@ def test_the_cuda_core_binding_without_a_driver_says_what_is_missing():
         pytest.skip("cuda-bindings not installed")
     from streamconv.gpu import cuda_core_binding
 
-    with pytest.raises(BackendUnavailableError, match=r"no usable NVIDIA driver \(libcuda.so.1 not found"):
+    missing = r"no usable NVIDIA driver \(libcuda.so.1 not found"
+    with pytest.raises(BackendUnavailableError, match=missing):
         cuda_core_binding.load()
 
 
-@pytest.mark.skipif(importlib.util.find_spec("pycuda") is not None, reason="PyCUDA is installed here")
+@pytest.mark.skipif(importlib.util.find_spec("pycuda") is not None,
+                    reason="PyCUDA is installed here")
 def test_a_missing_pycuda_binding_names_the_command_that_builds_it():
     from streamconv.gpu import pycuda_binding
 
-    with pytest.raises(BackendUnavailableError, match=r"pycuda binding not installed .*streamconv install-cuda"):
+    missing = r"pycuda binding not installed .*streamconv install-cuda"
+    with pytest.raises(BackendUnavailableError, match=missing):
         pycuda_binding.load()
 
 

@@ -18,8 +18,9 @@ from streamconv.gpu import dlpack
 from streamconv.interop.arrays import DeviceView, as_frame
 from streamconv.interop.streams import stream_handle
 
-needs_cuda_core = pytest.mark.skipif(importlib.util.find_spec("cuda.core") is None,
-                                     reason='cuda-core not installed (pip install "streamconv[cuda]")')
+needs_cuda_core = pytest.mark.skipif(
+    importlib.util.find_spec("cuda.core") is None,
+    reason='cuda-core not installed (pip install "streamconv[cuda]")')
 
 
 class Exported:

@@ -179,7 +179,8 @@ def test_info_names_every_kernel_source_and_fix(cli):
         assert line in result.stdout
     chosen = next(line for line in result.stdout.splitlines() if line.startswith("binding "))
     assert "(chosen: " in chosen
-    if "pycuda (STREAMCONV_BINDING=pycuda): not installed" in result.stdout and "driver     CUDA" in result.stdout:
+    pycuda_missing = "pycuda (STREAMCONV_BINDING=pycuda): not installed" in result.stdout
+    if pycuda_missing and "driver     CUDA" in result.stdout:
         assert "fix: streamconv install-cuda" in result.stdout
 
 
@@ -207,7 +208,8 @@ def test_pycuda_is_pointed_at_the_wheels_headers(tmp_path):
 
 def test_wheels_follow_the_drivers_cuda_version():
     assert cuda_setup.wheel_requirements(cuda_setup.Driver(13000, "libcuda.so.1")) == [
-        "nvidia-cuda-runtime==13.0.*", "nvidia-cuda-profiler-api==13.0.*", "nvidia-cuda-nvrtc==13.*",
-        "cuda-core>=1.2,<2", "cuda-bindings>=13,<14"]
-    assert "cuda-bindings>=12.9,<13" in cuda_setup.wheel_requirements(cuda_setup.Driver(12080, "libcuda.so.1"))
+        "nvidia-cuda-runtime==13.0.*", "nvidia-cuda-profiler-api==13.0.*",
+        "nvidia-cuda-nvrtc==13.*", "cuda-core>=1.2,<2", "cuda-bindings>=13,<14"]
+    twelve = cuda_setup.wheel_requirements(cuda_setup.Driver(12080, "libcuda.so.1"))
+    assert "cuda-bindings>=12.9,<13" in twelve
     assert cuda_setup.wheel_requirements(cuda_setup.Driver(12040, "libcuda.so.1"))[0] == "nvidia-cuda-runtime-cu12==12.4.*"

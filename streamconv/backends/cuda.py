@@ -152,7 +152,8 @@ class CudaBackend(Backend):
         for stage, plan in zip(self.filters, plans):
             if stage.layer is not None:
                 engine = GpuEngine(self._gpu, self._context, push=False)  # the context is current
-                stages.append(GpuStage(None, None, None, gpu_layer=GpuLayer(stage.layer, shape, engine)))
+                layer = GpuLayer(stage.layer, shape, engine)
+                stages.append(GpuStage(None, None, None, gpu_layer=layer))
                 log.info("stage %s runs streamconv.nn's conv2d", stage.describe())
                 continue
             stages.append(load_stage(self._gpu, stage, plan, self.arch))
@@ -195,7 +196,7 @@ class CudaBackend(Backend):
         return slots
 
     def _colour_functions(self, layout: YuvLayout) -> tuple[BoundLaunches, BoundLaunches]:
-        """The (to RGB, to YUV) launches of colour.cu for ``layout``'s matrix and range, made once."""
+        """The (to RGB, to YUV) launches of colour.cu for ``layout``'s matrix and range."""
         key = layout  # hashable; looked up per frame, so no key derivation here
         if key not in self._colour:
             module = kernel_loader.load_module("colour", layout.kernel_defines, self.arch,

@@ -139,8 +139,9 @@ class DeviceFrameRunner:
     def _copy(self, src_address: int, src_pitch: int, dst_address: int, dst_pitch: int, frame: DeviceView) -> None:
         """A device-to-device copy of one frame's rows on the runner's stream."""
         height, width, channels = frame.shape
-        copy = self._gpu.copy_2d(width * channels * frame.dtype.itemsize, height, src_pitch=src_pitch,
-                                 dst_pitch=dst_pitch, src_device=src_address, dst_device=dst_address)
+        copy = self._gpu.copy_2d(width * channels * frame.dtype.itemsize, height,
+                                 src_pitch=src_pitch, dst_pitch=dst_pitch, src_device=src_address,
+                                 dst_device=dst_address)
         copy(self.stream)
         self.copies += 1
 

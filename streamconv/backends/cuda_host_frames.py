@@ -1,7 +1,8 @@
 """The CUDA backend's one-frame-at-a-time path for host frames (``Filter``): the fewest host copies.
 
 A frame goes up from its own memory when that is page-locked (``StreamFilter.input_buffer``, a
-leased result, a page-locked array of the caller's), else it is copied into the slot's page-locked input
+leased result, a page-locked array of the caller's), else it is copied into the slot's
+page-locked input
 on several threads. The result comes down straight into the caller's array when that is
 page-locked, or into a page-locked frame leased from a pool (what ``Filter()(x)`` returns), else
 into the slot and then, on several threads, into the caller's array.
@@ -19,7 +20,8 @@ from ..slots import Slot
 
 def _page_locked_rows(array: np.ndarray) -> bool:
     """Whether host (H, W, C) ``array`` is C-contiguous page-locked memory (call with a context current)."""
-    return array.flags.c_contiguous and handles.pointer_memory(array.ctypes.data)[0] == handles.MEMORY_HOST
+    kind = handles.pointer_memory(array.ctypes.data)[0] if array.flags.c_contiguous else None
+    return kind == handles.MEMORY_HOST
 
 
 class HostFrameRunner:

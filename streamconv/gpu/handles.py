@@ -101,6 +101,7 @@ def pointer_memory(address: int) -> tuple[int | None, int | None]:
         return None, None
     if int(kind) == MEMORY_HOST:
         return MEMORY_HOST, None
-    error, ordinal = cu.cuPointerGetAttribute(attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, address)
+    error, ordinal = cu.cuPointerGetAttribute(attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                              address)
     found = int(ordinal) if error == cu.CUresult.CUDA_SUCCESS else -1
     return int(kind), (found if found >= 0 else None)

@@ -69,7 +69,8 @@ class NvdecGpu:
             module = kernel_loader.load_module("colour", {"SAMPLE_BYTES": sample_bytes}, self.arch,
                                                self.binding)
             kernel = module.kernel("semi_planar_to_planes", "PPiPiii")
-            self._kernels[sample_bytes] = (module, BoundLaunches(kernel, (32, 8, 1)))  # module first
+            # the module is kept beside its kernel's launches, which need it
+            self._kernels[sample_bytes] = (module, BoundLaunches(kernel, (32, 8, 1)))
         launches = self._kernels[sample_bytes][1]
         width, height = surface.width, surface.height
         pitch = width * sample_bytes

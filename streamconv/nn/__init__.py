@@ -84,9 +84,9 @@ def _device_float32(gpu: GpuEngine, value: Any, what: str) -> Tensor:
     if is_device_array(value):
         raw = raw_device_array(value)
         if raw.dtype != np.float32 or not raw.c_contiguous:
-            raise ShapeError(f"{what}: expected a C-contiguous float32 device array, got {raw.dtype} "
-                             f"with strides {raw.strides}")
-        return Tensor(raw.address, raw.shape, raw.owner)  # the owner keeps the caller's memory alive
+            raise ShapeError(f"{what}: expected a C-contiguous float32 device array, "
+                             f"got {raw.dtype} with strides {raw.strides}")
+        return Tensor(raw.address, raw.shape, raw.owner)  # the owner keeps the memory alive
     return gpu.to_device(_host_float32(value, what))
 
 
@@ -96,7 +96,8 @@ def _run_on_gpu(device: int, inputs: tuple, names: tuple, out_shape: tuple, laun
     the host."""
     gpu = engine(device)
     with gpu.activated():
-        tensors = [None if t is None else _device_float32(gpu, t, name) for t, name in zip(inputs, names)]
+        tensors = [None if t is None else _device_float32(gpu, t, name)
+                   for t, name in zip(inputs, names)]
         y = gpu.empty(out_shape)
         launch(gpu, y, *tensors)
         if is_device_array(inputs[0]):
@@ -109,7 +110,8 @@ def conv2d(x: Any, w: Any, bias: Any = None, *, stride: int = 1, padding: int = 
     """Convolution layer (cross-correlation): y[n,m] = bias[m] + sum_c x[n,c] (*) w[m,c].
 
     Args:
-        x: N x C x H x W, a host array (any real dtype, computed in float32) or a float32 device array.
+        x: N x C x H x W, a host array (any real dtype, computed in float32) or a float32
+            device array.
         w: M x C x K x K taps, host or device array. bias: (M,) or None.
         stride: output step in pixels (>= 1). padding: zero rows/columns added on every side.
         method: ``auto`` (``tiled``), ``direct``, ``tiled``, ``im2col`` or ``tf32`` (tensor

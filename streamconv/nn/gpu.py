@@ -148,9 +148,10 @@ class Tensor:
 # Argument signatures of the kernels (see gpu.binding.Kernel): P a device address, i an int32,
 # q an int64, one character per argument in the order of cuda/nn_*.cu, gemm.cu, conv_tf32.cu.
 _SIGNATURES = {"transpose_taps": "PPiii", "conv_direct": "PPPP" + "i" * 10,
-               "conv_tiled": "PPPP" + "i" * 8, "im2col": "PPiiiiiiiqi", "sgemm_bias": "PPPPiiiii", "tf32_taps": "PPiiii",
-               "conv_tf32": "PPPP" + "i" * 8, "relu": "PPq", "max_pool2d": "PP" + "i" * 6,
-               "frame_to_planes": "PiPiii", "maps_to_frame": "PiiiP" + "i" * 8}
+               "conv_tiled": "PPPP" + "i" * 8, "im2col": "PPiiiiiiiqi", "sgemm_bias": "PPPPiiiii",
+               "tf32_taps": "PPiiii", "conv_tf32": "PPPP" + "i" * 8, "relu": "PPq",
+               "max_pool2d": "PP" + "i" * 6, "frame_to_planes": "PiPiii",
+               "maps_to_frame": "PiiiP" + "i" * 8}
 
 
 class GpuEngine:

@@ -96,5 +96,5 @@ class GpuLayer:
                                      stream=stream)
         layout, (map_h, map_w) = self.layout, self.map_size
         self.to_frame.launch(stream, self.grid, _BLOCK, buffers.pooled.address, self.layer.maps,
-                             map_h, map_w, target, target_pitch, height, width, channels, layout.cols,
-                             layout.cell_h, layout.cell_w, layout.colour)
+                             map_h, map_w, target, target_pitch, height, width, channels,
+                             layout.cols, layout.cell_h, layout.cell_w, layout.colour)
