@@ -17,6 +17,7 @@ import functools
 from dataclasses import dataclass
 
 from .errors import KernelCompileError
+from .gpu.binding import cuda_core
 
 INSTALL_HINT = {13: 'pip install "streamconv[cuda]"', 12: 'pip install "streamconv[cuda12]"'}
 """The command that installs NVRTC (with the binding) for a driver of each CUDA major version."""
@@ -92,11 +93,10 @@ def compile_cubin(nvrtc: Nvrtc, source: str, name: str, arch: str, include_dir: 
     Raises:
         KernelCompileError: NVRTC rejected it; the message carries NVRTC's log.
     """
-    from cuda.core import Program, ProgramOptions  # the cuda extra; about 0.3 s to import
-
-    options = ProgramOptions(name=name, arch=arch, include_path=[include_dir], **OPTIONS)
+    core = cuda_core()
+    options = core.ProgramOptions(name=name, arch=arch, include_path=[include_dir], **OPTIONS)
     try:
-        program = Program(source, "c++", options)
+        program = core.Program(source, "c++", options)
         try:
             return bytes(program.compile("cubin").code)
         finally:

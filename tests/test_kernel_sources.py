@@ -9,12 +9,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
 from streamconv import cuda_setup, kernel_cache, kernel_catalogue, kernel_loader, nvrtc, prebuild, prebuilt
 from streamconv.errors import BackendUnavailableError, KernelCompileError
 from streamconv.kernel_loader import kernel_source, with_defines
+
+from conftest import REPO
 
 NVRTC = nvrtc.find()
 needs_nvrtc = pytest.mark.skipif(NVRTC is None, reason='no NVRTC (pip install "streamconv[cuda]")')
@@ -60,6 +65,26 @@ def test_nvrtc_error_carries_its_log(cache):
     message = str(info.value)
     assert "NVRTC" in message and "conv2d[CHANNELS=3,RADIUS=not_a_number]" in message and "error" in message
     assert not cache.exists() or not list(cache.glob("*.cubin"))  # nothing cached for a failure
+
+
+@needs_nvrtc
+def test_parallel_first_compiles_each_find_nvrtc(tmp_path):
+    """Compiles started at once in a fresh process, each the first to import cuda-core (whose
+    first import is not thread-safe): every one compiles."""
+    script = textwrap.dedent("""
+        import concurrent.futures as futures
+        from streamconv import kernel_loader
+        archs = ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", "sm_87"]
+        with futures.ThreadPoolExecutor(8) as pool:
+            images = list(pool.map(lambda arch: kernel_loader.compile_image("hold", {}, arch, "nvrtc"),
+                                   archs))
+        print(sum(image.data[:4] == b"\\x7fELF" for image in images))
+    """)
+    env = {**os.environ, "STREAMCONV_CACHE_DIR": str(tmp_path),
+           "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert done.returncode == 0 and done.stdout.split() == ["8"], done.stderr[-2000:]
 
 
 @needs_nvrtc

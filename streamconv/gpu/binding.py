@@ -310,3 +310,25 @@ def packages_missing(name: str, exc: ImportError) -> BackendUnavailableError:
     """The error for binding ``name`` whose import failed with ``exc``."""
     return BackendUnavailableError(f"{name} binding not installed ({exc.name or exc}; "
                                    f"fix: {INSTALL[name]})")
+
+
+_CUDA_CORE_LOCK = threading.Lock()
+
+
+def cuda_core() -> Any:
+    """The ``cuda.core`` module (NVRTC, DLPack; about 0.3 s to import), its first import made by
+    one thread at a time: cuda-core 1.2 copies its versioned submodule's globals (``__spec__``
+    included) into its own as it starts, so a second thread importing it at once takes it for
+    imported and misses names (NVRTC's Program, seen with parallel kernel compiles).
+
+    Raises:
+        BackendUnavailableError: cuda-core is not installed.
+    """
+    with _CUDA_CORE_LOCK:
+        try:
+            import cuda.core  # the cuda extra (the pycuda extra installs it too)
+            import cuda.core.utils
+        except ImportError as exc:
+            raise BackendUnavailableError(f"cuda-core not installed ({exc}; fix: pip install "
+                                          "\"streamconv[cuda]\")") from None
+    return cuda.core

@@ -1,7 +1,7 @@
 """DLPack in and out through cuda-core: a producer's device tensor read (``StridedMemoryView``),
 and device memory streamconv owns exported as a tensor consumers take without a copy.
 
-cuda-core is imported on first use (it takes about 0.3 s), whichever binding runs the rest.
+cuda-core is imported on first use (:func:`.binding.cuda_core`), whichever binding runs the rest.
 """
 
 from __future__ import annotations
@@ -11,20 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BackendUnavailableError, FrameTypeError
+from ..errors import FrameTypeError
+from .binding import cuda_core
 
 DEVICE_CPU, DEVICE_CUDA, DEVICE_CUDA_HOST, DEVICE_CUDA_MANAGED = 1, 2, 3, 13
 """``DLDeviceType`` values streamconv meets."""
-
-
-def _cuda_core() -> Any:
-    try:
-        import cuda.core  # the cuda extra (the pycuda extra installs it too)
-        import cuda.core.utils
-    except ImportError as exc:
-        raise BackendUnavailableError(f"cuda-core not installed ({exc}; fix: pip install "
-                                      "\"streamconv[cuda]\")") from None
-    return cuda.core
 
 
 @dataclass(slots=True)
@@ -58,7 +49,7 @@ def read_tensor(array: Any, stream: int | None) -> ImportedTensor:
         FrameTypeError: not a plain number type (bool, complex, vectors).
         BackendUnavailableError: cuda-core is not installed.
     """
-    view = _cuda_core().utils.StridedMemoryView.from_dlpack(array, stream_ptr=stream)
+    view = cuda_core().utils.StridedMemoryView.from_dlpack(array, stream_ptr=stream)
     dtype = view.dtype
     if dtype is None or dtype.kind not in "iuf":
         raise FrameTypeError(f"DLPack dtype {dtype} is not a plain number type; "
@@ -77,7 +68,7 @@ def export_tensor(owner: Any, address: int, shape: tuple[int, ...], dtype: np.dt
     ``address``; ``owner`` is kept alive until the consumer lets the tensor go. The caller has
     ordered the consumer's stream after the array's writes already.
     """
-    core = _cuda_core()
+    core = cuda_core()
     dtype = np.dtype(dtype)
     nbytes = int(np.prod(shape)) * dtype.itemsize
     buffer = core.Buffer.from_handle(address, nbytes, owner=owner)
