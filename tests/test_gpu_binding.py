@@ -128,3 +128,18 @@ def test_a_cuda_12_driver_is_told_the_extra_that_suits_it(tmp_path):
     (line,) = [line for line in shown.splitlines() if line.startswith("  cuda: ")]
     assert 'runs CUDA 12.8, older than the installed cuda-bindings 13' in line
     assert 'pip install "streamconv[cuda12]"' in line
+
+
+@pytest.mark.skipif(importlib.util.find_spec("cuda.bindings") is None,
+                    reason="cuda-bindings not installed")
+def test_resources_of_a_context_let_go_for_the_last_time_are_not_freed_again(monkeypatch):
+    """The driver frees what a primary context held when its last retain goes; pushing it again
+    to free a leftover stream would touch freed memory (seen: a segmentation fault)."""
+    from streamconv.gpu import cuda_core_driver as driver
+
+    calls = []
+    monkeypatch.setitem(driver._RETAINS, 0x5000, 0)  # retained, then let go for the last time
+    monkeypatch.setitem(driver._RETAINS, 0x6000, 1)
+    assert driver.gone(0x5000) and not driver.gone(0x6000) and not driver.gone(0x7000)
+    driver.release(0x5000, calls.append, "stream")
+    assert calls == []

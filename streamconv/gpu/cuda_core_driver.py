@@ -3,12 +3,16 @@ page-locked memory and 2-D copies, each one cuda-bindings call (``cuda.bindings.
 
 Contexts are pushed and popped around each block of work as the rest of streamconv expects (which
 cuda-core's ``Device.set_current`` model does not do). Resources free themselves in the context
-that made them, pushed for the call when it is not current (as PyCUDA does).
+that made them, pushed for the call when it is not current (as PyCUDA does), unless that context
+is gone: a primary context this binding let go of for the last time (the driver freed what it held,
+and pushing it would touch freed memory), or the process is exiting.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import threading
 from typing import Any
 
 import numpy as np
@@ -50,9 +54,31 @@ def in_context(context: Any, call, *args) -> tuple:
         cu.cuCtxPopCurrent()
 
 
+# Retains of each primary context (by handle) this binding holds: a resource of one whose count fell
+# to 0 is not freed (nor its context pushed). Contexts it never retained (a caller's) count as held.
+_RETAINS: dict[int, int] = {}
+_RETAINS_LOCK = threading.Lock()
+_exiting = False
+
+
+@atexit.register
+def _at_exit() -> None:
+    global _exiting
+    _exiting = True  # the process's end frees every resource; no driver calls during teardown
+
+
+def gone(context: Any) -> bool:
+    """Whether ``context`` went with its last retain (or the process is exiting): what it held
+    is freed already."""
+    return _exiting or _RETAINS.get(int(context), 1) <= 0
+
+
 def release(context: Any, call, handle: Any) -> None:
-    """Free ``handle`` with ``call`` in ``context``, quietly (from __del__, at any time)."""
-    with contextlib.suppress(Exception):  # a failed context, or shutdown: the process frees it
+    """Free ``handle`` with ``call`` in ``context``, quietly (from __del__, at any time), unless
+    the context is gone."""
+    if gone(context):
+        return
+    with contextlib.suppress(Exception):  # a failed context: the process frees it
         in_context(context, call, handle)
 
 
@@ -85,6 +111,8 @@ class CudaCoreContext:
         self._context = check(cu.cuDevicePrimaryCtxRetain(device), "cuDevicePrimaryCtxRetain")
         self.handle = int(self._context)
         self._retained = True
+        with _RETAINS_LOCK:
+            _RETAINS[self.handle] = _RETAINS.get(self.handle, 0) + 1
 
     def push(self) -> None:
         check(cu.cuCtxPushCurrent(self._context), "cuCtxPushCurrent")
@@ -96,6 +124,8 @@ class CudaCoreContext:
         """Let this retain go (idempotent)."""
         if self._retained:
             self._retained = False
+            with _RETAINS_LOCK:
+                _RETAINS[self.handle] -= 1
             check(cu.cuDevicePrimaryCtxRelease(self._device), "cuDevicePrimaryCtxRelease")
 
 
@@ -167,7 +197,8 @@ class CudaCoreBuffer:
         """Free it now (idempotent); a failure is raised."""
         if self.address:
             self.address = 0
-            check(in_context(self._context, cu.cuMemFree, self._address), "cuMemFree")
+            if not gone(self._context):
+                check(in_context(self._context, cu.cuMemFree, self._address), "cuMemFree")
 
     def __del__(self) -> None:
         if cu is not None and getattr(self, "address", 0):
@@ -189,7 +220,7 @@ class PinnedBlock:
     def free(self) -> None:
         """Free it now (idempotent); arrays on it must be gone or unused."""
         address, self.address = self.address, 0
-        if address:
+        if address and not gone(self._context):
             check(in_context(self._context, cu.cuMemFreeHost, address), "cuMemFreeHost")
 
     def __del__(self) -> None:

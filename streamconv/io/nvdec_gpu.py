@@ -52,7 +52,7 @@ class NvdecGpu:
         self._staging: tuple[Any, np.ndarray] | None = None
         self._upload_staging: np.ndarray | None = None
         with self.active():
-            self.stream = binding.stream()
+            self.stream: Any = binding.stream()
 
     @contextlib.contextmanager
     def active(self) -> Iterator[None]:
@@ -122,4 +122,5 @@ class NvdecGpu:
                 self.stream.synchronize()
                 self.free_staging()
                 self._kernels.clear()
+                self.stream = None  # destroyed now, while its context is held
         self.context.release()
