@@ -117,10 +117,10 @@ def _measure_variant(stage: FilterStage, kernel: str, shape, frame, expected, rn
                 slot.device.upload(None)  # now, synchronously
             seconds = time_launches(backend, slots)
             two_stream_seconds = time_launches(backend, slots, streams=2)
-            launch, kernel = backend.compiled_stages(shape, frame.dtype)[0]
+            launch, compiled = backend.compiled_stages(shape, frame.dtype)[0]
             threads = launch.block[0] * launch.block[1] * launch.block[2]
-            occ, limit = occupancy(env.device, kernel, threads)
-            registers, shared, spill = (kernel.attribute(name) for name in
+            occ, limit = occupancy(env.device, compiled, threads)
+            registers, shared, spill = (compiled.attribute(name) for name in
                                         ("num_regs", "shared_size_bytes", "local_size_bytes"))
     gbps = 2 * frame.nbytes / seconds / 1e9
     return BenchRow(size="", k=stage.size, variant=kernel, taps="", ms=seconds * 1e3, gbps=gbps,
