@@ -10,11 +10,11 @@ context of the handles' device current.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from typing import Any
 
 from ..errors import BackendUnavailableError
+from .cuda_core_driver import check, release  # the default binding's error names and frees
 
 MEMORY_HOST, MEMORY_DEVICE, MEMORY_ARRAY, MEMORY_UNIFIED = 1, 2, 3, 4
 """``CUmemorytype`` values."""
@@ -35,12 +35,6 @@ def _driver() -> Any:
     return driver
 
 
-def _check(result: tuple, call: str) -> Any:
-    from .cuda_core_driver import check  # the same error mapping as the default binding
-
-    return check(result, call)
-
-
 class Event:
     """A CUDA event by its raw handle, for ordering streams of any library; made in the current
     context, destroyed when dropped. Timing is off (cheaper to record).
@@ -53,42 +47,26 @@ class Event:
         cu = _driver()
         flags = int(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING) | \
             (int(cu.CUevent_flags.CU_EVENT_BLOCKING_SYNC) if blocking else 0)
-        self._event = _check(cu.cuEventCreate(flags), "cuEventCreate")
+        self._context = check(cu.cuCtxGetCurrent(), "cuCtxGetCurrent")
+        self._event = check(cu.cuEventCreate(flags), "cuEventCreate")
         self.handle = int(self._event)
-        self._destroy = cu.cuEventDestroy
 
     def record(self, stream_handle: int) -> None:
         """Record the event on ``stream_handle``'s queue."""
-        _check(_driver().cuEventRecord(self._event, stream_handle), "cuEventRecord")
+        check(_driver().cuEventRecord(self._event, stream_handle), "cuEventRecord")
 
     def synchronize(self) -> None:
         """Wait on the host until the work before the last record is done."""
-        _check(_driver().cuEventSynchronize(self._event), "cuEventSynchronize")
-
-    def query(self) -> bool:
-        """Whether the work before the last record is done (without waiting)."""
-        cu = _driver()
-        error = cu.cuEventQuery(self._event)[0]
-        if error == cu.CUresult.CUDA_ERROR_NOT_READY:
-            return False
-        _check((error,), "cuEventQuery")
-        return True
+        check(_driver().cuEventSynchronize(self._event), "cuEventSynchronize")
 
     def __del__(self) -> None:
         if getattr(self, "handle", 0):
-            with contextlib.suppress(Exception):  # interpreter shutdown
-                self._destroy(self._event)  # needs no current context
-
-
-def record_event(event_handle: int, stream_handle: int) -> None:
-    """Record ``event_handle`` (a CUevent) on ``stream_handle`` (any stream of the current
-    context's device)."""
-    _check(_driver().cuEventRecord(event_handle, stream_handle), "cuEventRecord")
+            release(self._context, _driver().cuEventDestroy, self._event)
 
 
 def wait_event(stream_handle: int, event_handle: int) -> None:
     """Make ``stream_handle``'s later work wait for ``event_handle``'s (the host does not wait)."""
-    _check(_driver().cuStreamWaitEvent(stream_handle, event_handle, 0), "cuStreamWaitEvent")
+    check(_driver().cuStreamWaitEvent(stream_handle, event_handle, 0), "cuStreamWaitEvent")
 
 
 def pointer_memory(address: int) -> tuple[int | None, int | None]:
