@@ -65,7 +65,8 @@ def pipeline_planes() -> str:
 
     seen: list[np.ndarray] = []
     streamconv.Pipeline("test:320x240,frames=12", ["gaussian:sigma=1", "sharpen"], None,
-                        backend="cuda", on_frame=lambda frame, meta: seen.append(np.array(frame))).run()
+                        backend="cuda",
+                        on_frame=lambda frame, meta: seen.append(np.array(frame))).run()
     return _digest(seen)
 
 

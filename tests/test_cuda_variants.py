@@ -118,7 +118,8 @@ def test_tensor_core_at_large_k(rng, gpu, size, border, channels):
 def test_tensor_core_at_4k_and_on_named_filters(rng, gpu):
     frame = rng.integers(0, 256, (2160, 3840, 3), dtype=np.uint8)
     for size in (5, 15, 31):
-        check_against_cpu([full_rank_stage(rng, size, False)], frame, "reflect101", gpu, planning.TENSOR_CORE)
+        check_against_cpu([full_rank_stage(rng, size, False)], frame, "reflect101", gpu,
+                          planning.TENSOR_CORE)
     small = frame[:131, :257]
     for spec in ("sharpen", "emboss", "identity", "box:size=3", "box:size=9", "gaussian:sigma=1.3"):
         check_against_cpu([parse_filter(spec)], small, "replicate", gpu, planning.TENSOR_CORE)

@@ -76,8 +76,8 @@ def test_parallel_first_compiles_each_find_nvrtc(tmp_path):
         from streamconv import kernel_loader
         archs = ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", "sm_87"]
         with futures.ThreadPoolExecutor(8) as pool:
-            images = list(pool.map(lambda arch: kernel_loader.compile_image("hold", {}, arch, "nvrtc"),
-                                   archs))
+            images = list(pool.map(
+                lambda arch: kernel_loader.compile_image("hold", {}, arch, "nvrtc"), archs))
         print(sum(image.data[:4] == b"\\x7fELF" for image in images))
     """)
     env = {**os.environ, "STREAMCONV_CACHE_DIR": str(tmp_path),
