@@ -17,7 +17,7 @@ from .borders import DEFAULT_BORDER
 from .errors import FrameDeviceError, StreamconvError, StreamError
 from .frames import MAX_RING, as_count, as_hwc, check_host_memory, check_kept_output
 from .interop.arrays import DeviceView, as_frame
-from .interop.libcuda import stream_handle
+from .interop.streams import stream_handle
 from .hostcopy import ParallelCopier, copier_for, same_buffer
 from .slots import InFlight, Slot
 
