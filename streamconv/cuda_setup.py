@@ -57,7 +57,7 @@ class Driver:
 
 @functools.lru_cache(maxsize=None)
 def find_driver() -> Driver | None:
-    """The driver library loaded by its soname, or None where there is none (no PyCUDA needed);
+    """The driver library loaded by its soname, or None where there is none (no binding needed);
     looked up once per process."""
     try:
         library = ctypes.CDLL("libcuda.so.1")
