@@ -111,12 +111,11 @@ def copy_seconds(pool, count: int) -> float:
     copier = ParallelCopier()
     pinned = np.empty(SHAPE, np.uint8)
     try:
-        import pycuda.driver as driver  # page-locked like the real slots, when available
+        from streamconv.gpu.binding import binding  # page-locked as the slots are, where it runs
 
-        driver.init()
-        context = driver.Device(0).retain_primary_context()
+        context = binding().device(0).retain_primary_context()
         context.push()
-        pinned = driver.pagelocked_empty(SHAPE, np.uint8)
+        pinned = binding().alloc_host(SHAPE, np.uint8)
     except Exception:
         context = None
     samples = []
@@ -127,8 +126,8 @@ def copy_seconds(pool, count: int) -> float:
     copier.close()
     if context is not None:
         del pinned
-        driver.Context.pop()
-        context.detach()
+        context.pop()
+        context.release()
     return statistics.median(samples[5:])
 
 

@@ -159,10 +159,9 @@ def device_name(backend: str) -> str:
     """The GPU's name (cuda), or the host's processor count (cpu)."""
     if backend != "cuda":
         return f"cpu ({__import__('os').cpu_count()} cores)"
-    import pycuda.driver as driver  # optional: the cuda backend's
+    from streamconv.gpu.binding import binding  # optional: the cuda extra
 
-    driver.init()
-    return driver.Device(0).name()
+    return binding().device(0).name
 
 
 def main() -> None:

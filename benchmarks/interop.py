@@ -71,7 +71,7 @@ def routes(taps: np.ndarray, frames: int, rng) -> dict[str, float]:
         engine = gpu._engine
         slots = engine.allocate_slots(SHAPE, 2)
         with engine.activated():
-            row["kernel alone"] = time_launches(engine, slots, engine.driver) * 1e3
+            row["kernel alone"] = time_launches(engine, slots) * 1e3
         engine.release_slots(slots)
 
         def sync_new(n):

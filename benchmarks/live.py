@@ -114,10 +114,10 @@ def environment(backend: str) -> dict:
             "streamconv": streamconv.__version__, "cpu": platform.processor() or platform.machine(),
             "cores": os.cpu_count(), "commit": commit, "switch_interval_s": sys.getswitchinterval()}
     if backend == "cuda":
-        import pycuda.driver as driver
+        from streamconv.gpu.binding import binding
 
-        driver.init()
-        info["gpu"] = driver.Device(0).name()
+        info["gpu"] = binding().device(0).name
+        info["binding"] = f"{binding().name} ({binding().describe()})"
     return info
 
 

@@ -109,14 +109,15 @@ def timed(row: dict, key: str, run, frames: int, *, warm: bool = False) -> None:
 def nvdec_decode_only(clip: Path) -> int:
     """NVDEC alone: demux with PyAV, decode with PyNvVideoCodec, frames left on the GPU."""
     import PyNvVideoCodec as nvc  # optional (the nvdec extra)
-    import pycuda.driver as driver
 
-    driver.init()
-    context = driver.Device(0).retain_primary_context()
+    from streamconv.gpu.binding import binding
+
+    gpu = binding()
+    context = gpu.device(0).retain_primary_context()
     context.push()
     count = 0
     try:
-        stream = driver.Stream()
+        stream = gpu.stream()
         decoder = nvc.CreateDecoder(gpuid=0, codec=nvc.cudaVideoCodec.H264, cudacontext=context.handle,
                                     cudastream=stream.handle, usedevicememory=True)
         with av.open(str(clip)) as container:
@@ -130,10 +131,10 @@ def nvdec_decode_only(clip: Path) -> int:
                     count += len(decoder.Decode(bitstream))
         count += len(decoder.Decode(nvc.PacketData()))
         stream.synchronize()
-        del decoder  # destroyed while the context is current and held
+        del decoder, stream  # destroyed while the context is current and held
     finally:
-        driver.Context.pop()
-        context.detach()
+        context.pop()
+        context.release()
     return count
 
 

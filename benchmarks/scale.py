@@ -108,8 +108,8 @@ def streamconv_rows(frames_gpu, host: np.ndarray, want: dict, frames: int) -> li
                 slot.host_in[:] = host
             with engine.activated():
                 for slot in slots:
-                    slot.device.upload(False)
-                kernel_ms = time_launches(engine, slots, engine.driver) * 1e3
+                    slot.device.upload(None)  # now, synchronously
+                kernel_ms = time_launches(engine, slots) * 1e3
             engine.release_slots(slots)
             outs = [torch.empty((*TARGET, 3), dtype=torch.uint8, device="cuda") for _ in range(4)]
             api_ms = gpu_ms(lambda i, o=outs, g=gpu: g.apply_into(o[i % 4], frames_gpu[i % 4], stream=stream),

@@ -72,8 +72,8 @@ def sweep(kernel: str, shape, size, fused: tuple[int, ...], rng) -> list[dict]:
                 got = poisoned_run(backend, slots[0], frame)
                 with backend.activated():
                     for slot in slots:
-                        slot.device.upload(False)
-                    ms = time_launches(backend, slots, backend.driver) * 1e3
+                        slot.device.upload(None)  # now, synchronously
+                    ms = time_launches(backend, slots) * 1e3
             lsb = int(np.abs(got.astype(int) - expected.astype(int)).max())
             found.append({"kernel": kernel, "case": f"{shape[1]}x{shape[0]} -> {size[1]}x{size[0]}",
                           "tile": f"{tile.width}x{tile.height}/{tile.chunk}", "fused": flag, "ms": ms,

@@ -27,7 +27,7 @@ from .errors import FilterSpecError, FrameDeviceError, FrameFormatError, StreamE
 from .filters import FilterStage, parse_chain, validate_taps
 from .frames import as_count, as_hwc, check_frame_fits, check_same_frame
 from .interop.arrays import DeviceView, as_frame
-from .interop.libcuda import stream_handle
+from .interop.streams import stream_handle
 
 Spec = Union[str, FilterStage, np.ndarray, Sequence[Union[str, FilterStage]]]
 """What names a filter chain: a spec string, a FilterStage, a list of either, or a 2-D taps array."""

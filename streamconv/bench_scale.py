@@ -70,7 +70,7 @@ def swapped_stage(backend: CudaBackend, stage: FilterStage, shape: tuple, dtype,
         kept = stages[0]
         launch = replace(kept.plan, defines={**kept.plan.defines, **defines},
                          block=block or kept.plan.block, grid=grid or kept.plan.grid)
-        stages[0] = load_stage(backend.driver, backend.arch, stage, launch)
+        stages[0] = load_stage(backend.gpu, backend.arch, stage, launch)
     try:
         yield
     finally:
@@ -99,12 +99,13 @@ def _timed(backend: CudaBackend, slots, frame, expected, env, moved: int, label:
         for slot in slots:
             slot.host_in[:] = rng.integers(0, np.iinfo(frame.dtype).max + 1, frame.shape,
                                            dtype=frame.dtype)
-            slot.device.upload(False)
-        seconds = time_launches(backend, slots, env.driver)
-        two_streams = time_launches(backend, slots, env.driver, streams=2)
-        launch, function = backend.compiled_stages(frame.shape, frame.dtype)[0]
-        occ, _ = occupancy(env.device, env.driver, function, launch.block[0] * launch.block[1])
-        registers, shared = function.num_regs, function.shared_size_bytes
+            slot.device.upload(None)  # now, synchronously
+        seconds = time_launches(backend, slots)
+        two_streams = time_launches(backend, slots, streams=2)
+        launch, compiled = backend.compiled_stages(frame.shape, frame.dtype)[0]
+        occ, _ = occupancy(env.device, compiled, launch.block[0] * launch.block[1])
+        registers, shared = (compiled.attribute(name)
+                             for name in ("num_regs", "shared_size_bytes"))
     gbps = moved / seconds / 1e9
     return ScaleRow(*label, ms=seconds * 1e3, gbps=gbps, copy_fraction=gbps / env.copy_gbps,
                     max_lsb=worst, registers=registers, shared_bytes=shared, occupancy=occ,

@@ -70,7 +70,8 @@ class OutputError(StreamconvError, OSError):
 
 
 class BackendUnavailableError(StreamconvError, RuntimeError):
-    """The requested compute backend cannot run here (no PyCUDA, no GPU, no kernel for it and no compiler)."""
+    """The requested compute backend cannot run here (no CUDA binding, no GPU, no kernel for it
+    and no compiler)."""
 
     exit_code = 7
 

@@ -19,7 +19,7 @@ from .errors import FrameDeviceError, StreamconvError, StreamError
 from .arguments import check_flag
 from .frames import MAX_RING, as_count, as_frame_type, as_hwc, check_frame_fits, check_kept_output
 from .interop.arrays import DeviceView, as_frame
-from .interop.libcuda import stream_handle
+from .interop.streams import stream_handle
 from .hostcopy import ParallelCopier, copier_for, same_buffer
 from .slots import InFlight, Slot
 

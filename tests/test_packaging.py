@@ -172,6 +172,8 @@ SPECIALISATIONS = {  # filter, frame channels, border code
     "r7-c1-replicate-separable": ("gaussian:sigma=2,size=15", 1, 1),
     "r2-c3-reflect101": ("box:size=5", 3, 2),  # tensor-core with ldmatrix, rows shifted by 8 bytes
     "r2-c1-replicate": ("box:size=5", 1, 1),  # ... by 4 bytes
+    "scale-up-c3": ("scale:w=150,h=100,kernel=lanczos3", 3, 2),  # resample.cu's scale
+    "crop-c4": ("crop:x=3,y=5,w=40,h=21", 4, 0),  # ... and its crop
 }
 
 

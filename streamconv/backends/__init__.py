@@ -1,4 +1,4 @@
-"""Compute backends: ``cpu`` (the NumPy/OpenCV reference) and ``cuda`` (PyCUDA).
+"""Compute backends: ``cpu`` (the NumPy/OpenCV reference) and ``cuda`` (:mod:`streamconv.gpu`).
 
 Every backend implements the slot protocol of :class:`streamconv.backends.protocol.Backend`;
 :mod:`streamconv.backends.plan` chooses the CUDA backend's kernels, once per chain.

@@ -1,4 +1,4 @@
-"""The CUDA backend: the filter chain on the GPU through PyCUDA, one stream per slot.
+"""The CUDA backend: the filter chain on the GPU through the CUDA binding, one stream per slot.
 
 Per slot: page-locked host buffers (``host_in``, ``host_out``), pitched device buffers
 (input, output, and a scratch buffer for chains), a CUDA stream and four events. A frame
@@ -12,14 +12,15 @@ so with a ring of three, the upload of frame i+1 overlaps the kernel of frame i 
 download of frame i-1. Slots of yuv420p planes (``planes``) copy the flat planes up and
 down instead (uint8 yuv420p, or uint16 yuv420p10le / yuv420p12le with 16-bit RGB between), and the kernels
 begin and end with colour.cu's conversions. Every CUDA call happens in the thread that created the backend,
-inside a balanced push/pop of the device's primary context.
+inside a balanced push/pop of the device's primary context. Each launch's arguments are packed once
+per slot and stage (:class:`~streamconv.gpu.binding.BoundLaunches`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -37,11 +38,14 @@ from .cuda_stages import CudaStage, free_stages, load_stages
 from .protocol import Backend
 from ..io.yuv import YuvLayout
 from .. import kernel_loader
-from ..cuda_device import keep_primary_context, release_kept_context
+from ..cuda_device import keep_primary_context, load_binding, release_kept_context
+from ..gpu.binding import Binding, BoundLaunches, Kernel
 from .plan import AUTO, ChainPlan, plan_chain
 from .families.base import KernelPlan
 
 log = logging.getLogger(__name__)
+
+_COLOUR_BLOCK = (32, 8, 1)  # colour.cu's conversions: a thread per 2 x 2 pixels
 
 
 class CudaBackend(Backend):
@@ -60,8 +64,8 @@ class CudaBackend(Backend):
             it already; else it is made here from ``filters`` and ``kernel``.
 
     Raises:
-        BackendUnavailableError: PyCUDA, the driver or the device is missing, or a kernel is
-            neither prebuilt nor compilable here.
+        BackendUnavailableError: the CUDA binding, the driver or the device is missing, or a
+            kernel is neither prebuilt nor compilable here.
         KernelCompileError: NVRTC or nvcc rejected a kernel.
         FilterSpecError: an unknown kernel, or one that cannot run a stage (``separable``
             for taps that are not rank 1).
@@ -72,11 +76,7 @@ class CudaBackend(Backend):
     def __init__(self, filters: Sequence[FilterStage], *, border: str = DEFAULT_BORDER,
                  device: int = 0, pinned: bool = True, blocking_sync: bool = True,
                  kernel: str = AUTO, plan: ChainPlan | None = None) -> None:
-        try:
-            import pycuda.driver as driver  # optional (the cuda extra): its absence is an error here
-        except ImportError:
-            raise BackendUnavailableError("cuda backend unavailable: pycuda not installed") from None
-        self._driver = driver
+        self._gpu = gpu = load_binding("cuda backend unavailable")
         self.filters = list(filters)
         self.border = check_border(border)
         self.pinned = pinned
@@ -89,23 +89,22 @@ class CudaBackend(Backend):
         self._context = None
         self._slots: list[Slot] = []
         self._stages: dict[tuple, list[CudaStage]] = {}  # (shape, dtype) -> compiled stages
-        self._colour: dict[YuvLayout, tuple[Any, Any, Any]] = {}  # layout -> (module, to RGB, to YUV)
+        self._colour: dict[YuvLayout, tuple] = {}  # layout -> (module, to RGB, to YUV launches)
         self._device_number = device
         self._device_frames: DeviceFrameRunner | None = None  # made at the first device frame
         self._host_frames: HostFrameRunner | None = None  # made at the first apply_into
         self._failed = False  # a driver call failed: the context may be unusable
         try:
-            driver.init()
-            self._device = driver.Device(device)
-            major, minor = self._device.compute_capability()
+            self._device = gpu.device(device)
+            major, minor = self._device.compute_capability
             if major < 8 and self.plan.tensor_cores:  # no int8 tensor-core mma before sm_80: plan again
                 self.plan = plan_chain(self.filters, self.kernel, tensor_cores=False)
             self._context = self._device.retain_primary_context()
             keep_primary_context(self._device, device)
-        except driver.Error as exc:
+        except gpu.errors as exc:
             raise BackendUnavailableError(f"cuda backend unavailable on device {device}: {exc}") from None
         self.arch = f"sm_{major}{minor}"
-        self.device_name = self._device.name()
+        self.device_name = self._device.name
 
     @contextlib.contextmanager
     def activated(self) -> Iterator[None]:
@@ -113,16 +112,16 @@ class CudaBackend(Backend):
         self._context.push()
         try:
             yield
-        except self._driver.Error:
+        except self._gpu.errors:
             self._failed = True
             raise
         finally:
-            self._driver.Context.pop()
+            self._context.pop()
 
     @property
-    def driver(self):
-        """``pycuda.driver``."""
-        return self._driver
+    def gpu(self) -> Binding:
+        """The CUDA binding this backend runs on."""
+        return self._gpu
 
     @property
     def device_number(self) -> int:
@@ -139,7 +138,7 @@ class CudaBackend(Backend):
         ``dtype`` (raises as :func:`streamconv.backends.cuda_stages.load_stages`)."""
         key = (tuple(shape), np.dtype(dtype))
         if key not in self._stages:
-            self._stages[key] = load_stages(self._driver, self._context, self.arch, self.filters,
+            self._stages[key] = load_stages(self._gpu, self._context, self.arch, self.filters,
                                             self.plan, BORDER_CODES[self.border], *key)
         return self._stages[key]
 
@@ -148,9 +147,9 @@ class CudaBackend(Backend):
         return self.plan.output_shape(tuple(shape))
 
     def compiled_stages(self, shape: tuple[int, int, int],
-                        dtype=np.uint8) -> list[tuple[KernelPlan, Any]]:
-        """(plan, PyCUDA function) of each stage for (H, W, C) frames of ``dtype``, compiling
-        them if needed; benchmarks read registers and shared memory from the functions."""
+                        dtype=np.uint8) -> list[tuple[KernelPlan, Kernel]]:
+        """(plan, kernel) of each stage for (H, W, C) frames of ``dtype``, compiling them if
+        needed; benchmarks read registers and shared memory from the kernels."""
         with self.activated():
             return [(stage.plan, stage.function) for stage in self.stages_for(tuple(shape), dtype)
                     if stage.gpu_layer is None]
@@ -177,21 +176,21 @@ class CudaBackend(Backend):
             self.stages_for(shape, dtype)
             if planes is not None:
                 self._colour_functions(planes)
-            check_device_memory(self._driver, buffer_shape(self.plan.shapes(shape)), count, planes,
+            check_device_memory(self._gpu, buffer_shape(self.plan.shapes(shape)), count, planes,
                                 dtype.itemsize, self._frame_buffers, self.device_name, out_planes)
             slots = [self._new_slot(index, shape, (planes, out_planes), dtype, device_input)
                      for index in range(count)]
         self._slots.extend(slots)
         return slots
 
-    def _colour_functions(self, layout: YuvLayout) -> tuple[Any, Any]:
-        """The (to RGB, to YUV) kernels of colour.cu for ``layout``'s matrix and range, compiled once."""
+    def _colour_functions(self, layout: YuvLayout) -> tuple[BoundLaunches, BoundLaunches]:
+        """The (to RGB, to YUV) launches of colour.cu for ``layout``'s matrix and range."""
         key = layout  # hashable; looked up per frame, so no key derivation here
         if key not in self._colour:
-            module = kernel_loader.load_module("colour", layout.kernel_defines, self.arch)
-            to_rgb, to_yuv = module.get_function("yuv420_to_rgb"), module.get_function("rgb_to_yuv420")
-            to_rgb.prepare("PPiii")
-            to_yuv.prepare("PiPii")
+            module = kernel_loader.load_module("colour", layout.kernel_defines, self.arch,
+                                               self._gpu)
+            to_rgb = BoundLaunches(module.kernel("yuv420_to_rgb", "PPiii"), _COLOUR_BLOCK)
+            to_yuv = BoundLaunches(module.kernel("rgb_to_yuv420", "PiPii"), _COLOUR_BLOCK)
             self._colour[key] = (module, to_rgb, to_yuv)
             log.info("colour %s converts on the GPU", layout.describe())
         return self._colour[key][1:]
@@ -205,7 +204,7 @@ class CudaBackend(Backend):
                   device_input: bool = False) -> Slot:
         layer_buffers = {number: stage.gpu_layer.allocate() for number, stage
                          in enumerate(self.stages_for(tuple(shape), dtype)) if stage.gpu_layer is not None}
-        return new_slot(self._driver, index, self.plan.shapes(shape), planes, dtype,
+        return new_slot(self._gpu, index, self.plan.shapes(shape), planes, dtype,
                         frame_buffers=self._frame_buffers, filtered=bool(self.filters),
                         pinned=self.pinned, blocking_sync=self.blocking_sync,
                         layer_buffers=layer_buffers, device_input=device_input)
@@ -227,7 +226,7 @@ class CudaBackend(Backend):
                 events["computed"].record(stream)
                 state.download(stream)
                 events["done"].record(stream)
-        except self._driver.Error as exc:
+        except self._gpu.errors as exc:
             raise GpuFaultError(f"GPU failed on frame {_frame_number(slot)}: {exc}") from None
 
     def launch_kernels(self, slot: Slot, stream) -> None:
@@ -242,16 +241,15 @@ class CudaBackend(Backend):
         if converting:
             to_rgb, to_yuv = self._colour_functions(slot.planes)
             grid = ((width // 2 + 31) // 32, (height // 2 + 7) // 8)
-            to_rgb.prepared_async_call(grid, (32, 8, 1), stream, int(state.planes[0]), int(state.buffers[0]),
-                                       width, height, state.pitch)
+            to_rgb(stream, grid, int(state.planes[0]), int(state.buffers[0]), width, height,
+                   state.pitch)
         buffers = [(int(buffer), state.pitch) for buffer in state.buffers]
         source = self.launch_chain(stream, slot.frame_shape, slot.frame_dtype, buffers[0], buffers[1],
                                    buffers[2] if len(buffers) > 2 else None, state.layer_buffers)
         if converting:
             height, width, _ = slot.out_shape
             grid = ((width // 2 + 31) // 32, (height // 2 + 7) // 8)
-            to_yuv.prepared_async_call(grid, (32, 8, 1), stream, source, state.pitch, int(state.planes[1]),
-                                       width, height)
+            to_yuv(stream, grid, source, state.pitch, int(state.planes[1]), width, height)
 
     def launch_chain(self, stream, shape: tuple[int, int, int], dtype, source: tuple[int, int],
                      final: tuple[int, int], spare: tuple[int, int] | None, layer_buffers: dict) -> int:
@@ -270,8 +268,8 @@ class CudaBackend(Backend):
             if stage.gpu_layer is not None:
                 stage.gpu_layer.launch(layer_buffers[number], source[0], source[1], target[0], target[1], stream)
             else:
-                stage.function.prepared_async_call(stage.plan.grid, stage.plan.block, stream, source[0], target[0],
-                                                   width, height, source[1], target[1], *stage.extra_args)
+                stage.launches(stream, stage.plan.grid, source[0], target[0], width, height,
+                               source[1], target[1], *stage.extra_args)
             source = target
         return source[0]
 
@@ -280,7 +278,7 @@ class CudaBackend(Backend):
         try:
             with self.activated():
                 return slot.device.events["done"].query()
-        except self._driver.Error as exc:
+        except self._gpu.errors as exc:
             raise _async_fault(slot, exc) from None
 
     def wait(self, slot: Slot) -> None:
@@ -294,7 +292,7 @@ class CudaBackend(Backend):
                     slot.times["upload"] = events["uploaded"].time_since(events["start"]) / 1e3
                 slot.times["kernel"] = events["computed"].time_since(events["uploaded"]) / 1e3
                 slot.times["download"] = events["done"].time_since(events["computed"]) / 1e3
-        except self._driver.Error as exc:
+        except self._gpu.errors as exc:
             raise _async_fault(slot, exc) from None
 
     def apply_into(self, dst: np.ndarray, src: np.ndarray, *, stream: int | None = None) -> None:
@@ -337,7 +335,7 @@ class CudaBackend(Backend):
                 if self._device_frames is None:
                     self._device_frames = DeviceFrameRunner(self)
                 return self._device_frames.run(src, dst, stream, wait=wait)
-        except self._driver.Error as exc:
+        except self._gpu.errors as exc:
             raise GpuFaultError(f"GPU failed on a device frame: {exc}") from None
 
     def close(self) -> None:
@@ -355,10 +353,10 @@ class CudaBackend(Backend):
                         self._device_frames.close()
                         self._device_frames = None
                     for slot in self._slots:
-                        free_slot(self._driver, slot)
+                        free_slot(self._gpu, slot)
                     for stages in self._stages.values():
                         free_stages(stages)
-                except self._driver.Error as exc:
+                except self._gpu.errors as exc:
                     self._failed = True
                     # After a fault the context refuses every call; closing must not hide the
                     # first error. The memory goes when the process releases the context.
@@ -368,7 +366,7 @@ class CudaBackend(Backend):
                 self._colour.clear()
         finally:
             context, self._context = self._context, None
-            context.detach()
+            context.release()
             if self._failed:
                 release_kept_context(self._device_number)
 
@@ -378,7 +376,7 @@ class CudaBackend(Backend):
             for slot in slots:
                 # By identity: Slot's dataclass equality would compare (freed) buffers.
                 self._slots = [kept for kept in self._slots if kept is not slot]
-                free_slot(self._driver, slot)
+                free_slot(self._gpu, slot)
 
 
 def _frame_number(slot: Slot) -> str:

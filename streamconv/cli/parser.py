@@ -190,7 +190,8 @@ def _add_shared_engine_options(parser: argparse.ArgumentParser, *, kernel_help: 
     """--backend, --kernel, --ring, --devices, --segments and --ray, declared once for run and
     batch (the help says what each means for the command)."""
     parser.add_argument("--backend", choices=BACKENDS, default="auto",
-                        help="auto picks cuda when PyCUDA and a GPU are present (default auto)")
+                        help="auto picks cuda when a CUDA binding and a GPU are present "
+                             "(default auto)")
     parser.add_argument("--kernel", choices=KERNEL_CHOICES, default="auto", metavar="NAME", help=kernel_help)
     parser.add_argument("--ring", type=ring_size, default=3, metavar="N", help=ring_help)
     parser.add_argument("--devices", type=device_list, default=None, metavar="all|N,N,...", help=devices_help)

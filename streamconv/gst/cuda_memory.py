@@ -27,13 +27,12 @@ import numpy as np
 from .. import BackendUnavailableError, Filter, FrameDeviceError, RunStats
 from .buffers import FrameGeometry
 from .formats import FrameFormat
-from .seam import libcuda
+from .seam import GpuCallError, binding, handles
 
 PER_THREAD_STREAM = 2
 """CU_STREAM_PER_THREAD: the streaming thread's own default stream, which the filter's work is
 ordered on and the element waits on (no stream of its own to make or free)."""
 
-_POINTER_ATTRIBUTE_CONTEXT = 1  # CU_POINTER_ATTRIBUTE_CONTEXT
 
 
 @dataclass(frozen=True)
@@ -92,15 +91,8 @@ def _library(name: str) -> ctypes.CDLL:
     return ctypes.CDLL(name)
 
 
-def allocation_context(address: int) -> int | None:
-    """The CUcontext that allocated device ``address`` (as an int), or None if the driver does not
-    know the address. Call with a context of the device current."""
-    library = _library("libcuda.so.1")
-    context = ctypes.c_void_p()
-    code = library.cuPointerGetAttribute(
-        ctypes.byref(context), ctypes.c_int(_POINTER_ATTRIBUTE_CONTEXT), ctypes.c_uint64(address)
-    )
-    return context.value if code == 0 else None
+allocation_context = handles.allocation_context
+"""The CUcontext that allocated a device address (None: unknown to the driver)."""
 
 
 def sync_cuda_memory(memory: Any) -> None:
@@ -120,7 +112,7 @@ class SharedCudaContext:
         device: the CUDA device number (the element's ``device``).
 
     Raises:
-        BackendUnavailableError: PyCUDA, the driver, GstCuda-1.0 or its CUDA library is missing.
+        BackendUnavailableError: the CUDA binding, the driver, GstCuda-1.0 or its CUDA library is missing.
     """
 
     def __init__(self, device: int) -> None:
@@ -129,21 +121,18 @@ class SharedCudaContext:
 
             gi.require_version("GstCuda", "1.0")
             from gi.repository import GstCuda
-            from pycuda import driver  # optional: the cuda extra
         except (ImportError, ValueError) as exc:
             raise BackendUnavailableError(
-                f"CUDA memory needs GstCuda-1.0 and PyCUDA: {exc}"
+                f"CUDA memory needs GstCuda-1.0: {exc}"
             ) from None
         if not GstCuda.cuda_load_library():
             raise BackendUnavailableError(
                 "CUDA memory: GStreamer's CUDA library could not load libcuda"
             )
         self._gst_cuda = GstCuda
-        self._driver = driver
         try:
-            driver.init()
-            self._primary = driver.Device(device).retain_primary_context()
-        except driver.Error as exc:
+            self._primary = binding().device(device).retain_primary_context()
+        except GpuCallError as exc:
             raise BackendUnavailableError(f"cuda device {device} unavailable: {exc}") from None
         self.handle = int(self._primary.handle)
         self.device = device
@@ -176,14 +165,14 @@ class SharedCudaContext:
         self._primary.push()
 
     def pop(self) -> None:
-        self._driver.Context.pop()
+        self._primary.pop()
 
     def close(self) -> None:
         """Let the wrapped context and the retain of the primary context go; idempotent."""
         self.context = None
         primary, self._primary = getattr(self, "_primary", None), None
         if primary is not None:
-            primary.detach()
+            primary.release()
 
 
 @dataclass
@@ -274,7 +263,7 @@ class DeviceFrames:
                     "to streamconv's device)"
                 )
             self.filter.apply_into(frame, frame, stream=PER_THREAD_STREAM)
-            event = libcuda.Event(blocking=True)
+            event = handles.Event(blocking=True)
             event.record(PER_THREAD_STREAM)
         finally:
             self.shared.pop()

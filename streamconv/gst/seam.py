@@ -9,7 +9,8 @@ from ..api import make_engine
 from ..backends.protocol import Backend
 from ..cuda_device import cuda_status
 from ..frames import MAX_RING
-from ..interop import libcuda
+from ..gpu import handles
+from ..gpu.binding import GpuCallError, binding
 from ..io.colour import FULL_RANGE, ColourTags
 from ..io.yuv import YuvLayout, split_semi_planar
 from ..slots import InFlight, Slot
@@ -23,7 +24,9 @@ __all__ = [
     "Slot",
     "YuvLayout",
     "cuda_status",
-    "libcuda",
+    "GpuCallError",
+    "binding",
+    "handles",
     "make_engine",
     "split_semi_planar",
 ]
