@@ -19,7 +19,7 @@ Before any timing, each element pipeline's output on a short clip of the same si
 against streamconv.Filter on the CPU (CUDA memory, RGBA) and against the element itself on the
 cpu backend (planes), with an exact chain (sharpen: integer taps, so the GPU must give the CPU's
 bytes). Rows whose elements GStreamer lacks (nvcodec without a GPU driver) are left out, saying so.
-Needs GStreamer with gst-python (benchmarks/gstreamer_gpu/setup.sh brings it to the GPU machine).
+Needs GStreamer with gst-python, and its nvcodec plugins for the CUDA rows.
 """
 
 from __future__ import annotations
