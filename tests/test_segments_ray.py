@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import streamconv
-from raycluster import ADDRESS, killer, leftover_processes, run_in_cluster, why_not
+from raycluster import (ADDRESS, SIGINT_RESTORED, killer, leftover_processes, run_in_cluster,
+                        why_not)
 from streamconv.io.segment import Segment
 from streamconv.segments import SegmentWork
 from test_damaged_streams import TS_PROGRAM_2
@@ -46,7 +47,7 @@ def test_segments_on_a_ray_cluster_give_the_one_piece_output_through_a_killed_wo
         {sys.executable} -m streamconv run {joined} -o {tmp_path}/joined.mkv --backend cpu \
             --no-progress --segments 2 --ray {ADDRESS} > {tmp_path}/joined.log 2>&1
         echo $? > {tmp_path}/joined.rc
-        {run} -o {stopped} > {tmp_path}/stopped.log 2>&1 &
+        {SIGINT_RESTORED} {run} -o {stopped} > {tmp_path}/stopped.log 2>&1 &
         RUN=$!
         {TASK_RUNS}
         kill -INT $RUN; wait $RUN; echo $? > {tmp_path}/stopped.rc
