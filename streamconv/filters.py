@@ -16,7 +16,6 @@ text and files by :mod:`streamconv.tapfiles`.
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -24,10 +23,9 @@ import numpy as np
 
 from .errors import FilterSpecError, FrameTypeError
 from .nn.layer import ConvLayer, load_layer
-from .tapfiles import MAX_ABS_TAP, MAX_QUOTED_CHARS, load_taps_file, parse_inline_taps, quote_text
-
-MAX_SIZE = 31
-"""Largest tap matrix side (radius 15); the CUDA kernels are built for radius <= 15."""
+from .temporal_taps import TEMPORAL_TYPES, TemporalTaps, TemporalType
+from .tapfiles import (MAX_QUOTED_CHARS, MAX_SIZE, load_taps_file, parse_inline_taps, quote_text,
+                       validate_taps)
 
 COMBINE_NONE = "none"
 COMBINE_MAGNITUDE = "magnitude"
@@ -44,6 +42,7 @@ class FilterStage:
         combine: ``"none"`` for a single matrix, ``"magnitude"`` for sqrt(a^2 + b^2) of two.
         layer: for the ``bank`` filter, a :class:`streamconv.nn.layer.ConvLayer` (a convolution
             layer whose maps make the frame); ``taps`` is then empty. None otherwise.
+        temporal: for a filter across frames, its T x K x K taps (``taps`` is then empty).
     """
 
     name: str
@@ -51,10 +50,13 @@ class FilterStage:
     taps: tuple[np.ndarray, ...]
     combine: str = COMBINE_NONE
     layer: ConvLayer | None = None
+    temporal: TemporalTaps | None = None
 
     @property
     def size(self) -> int:
         """Side K of the tap matrices."""
+        if self.temporal is not None:
+            return self.temporal.size
         return self.layer.size if self.layer is not None else int(self.taps[0].shape[0])
 
     @property
@@ -69,6 +71,8 @@ class FilterStage:
         detail = f" x{len(self.taps)} {self.combine}" if len(self.taps) > 1 else ""
         if self.layer is not None:
             detail = f", {self.layer.channels} -> {self.layer.maps} maps"
+        if self.temporal is not None:
+            detail = f" x {self.temporal.frames} frames" + (", causal" if self.temporal.causal else "")
         return f"{label} ({self.size}x{self.size}{detail})"
 
 
@@ -97,61 +101,6 @@ def _format_value(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)
-
-
-def validate_taps(taps: Any, *, what: str = "taps") -> np.ndarray:
-    """Check a tap matrix and return it as a read-only (K, K) float32 C-contiguous array.
-
-    Args:
-        taps: anything ``np.asarray`` turns into a 2-D numeric array (host memory).
-        what: how to name it in error messages.
-
-    Raises:
-        FilterSpecError: not 2-D, not square, even or out-of-range size, non-finite or
-            too-large values, or not real numbers (complex, text or other objects).
-    """
-    try:
-        array = np.asarray(taps)
-    except (TypeError, ValueError) as exc:
-        raise FilterSpecError(f"{what}: not a numeric matrix ({exc})") from None
-    if array.ndim == 1 and array.size == 1:
-        array = array.reshape(1, 1)
-    if array.ndim != 2:
-        raise FilterSpecError(f"{what}: expected a 2-D matrix, got shape {array.shape}")
-    rows, cols = array.shape
-    if rows != cols or rows % 2 == 0:
-        raise FilterSpecError(f"{what}: expected an odd square matrix, got {rows}x{cols}")
-    if rows > MAX_SIZE:
-        raise FilterSpecError(f"{what}: {rows}x{cols} is too large (at most {MAX_SIZE}x{MAX_SIZE})")
-    array = _real_taps(array, what)
-    if not np.all(np.isfinite(array)):
-        raise FilterSpecError(f"{what}: contains NaN or infinity")
-    largest = float(np.max(np.abs(array)))
-    if largest > MAX_ABS_TAP:
-        raise FilterSpecError(f"{what}: |tap| = {largest:g} exceeds {MAX_ABS_TAP:g}")
-    result = np.ascontiguousarray(array, dtype=np.float32)
-    result.setflags(write=False)
-    return result
-
-
-def _real_taps(array: np.ndarray, what: str) -> np.ndarray:
-    """A (K, K) host array of real numbers as float64; complex taps are refused as a complex .npy
-    is (casting would drop the imaginary part with only a warning), and so is an object such as None
-    (it would turn into NaN).
-
-    Raises:
-        FilterSpecError: a dtype other than bool, integer or float, or objects that are not real numbers.
-    """
-    if array.dtype.kind == "O":
-        for value in array.flat:
-            if not isinstance(value, numbers.Real):
-                raise FilterSpecError(f"{what}: taps must be real numbers, got {type(value).__name__}")
-    elif array.dtype.kind not in "biuf":
-        raise FilterSpecError(f"{what}: dtype {array.dtype} is not numeric; taps must be real numbers")
-    try:
-        return array.astype(np.float64)
-    except OverflowError:  # a Python int beyond float64
-        raise FilterSpecError(f"{what}: |tap| exceeds {MAX_ABS_TAP:g}") from None
 
 
 def _odd_size(value: int, what: str) -> int:
@@ -275,6 +224,17 @@ REGISTRY: dict[str, FilterType] = {
                     "pool": Param(int, 1, "max-pool the maps over pool x pool windows")}),
     )
 }
+
+
+def _temporal_entry(entry: TemporalType) -> FilterType:
+    """A filter across frames (:mod:`streamconv.temporal_taps`) as a registry entry."""
+    def build(**values: Any) -> FilterStage:
+        shown = {key: value for key, value in values.items() if value != ""}
+        return FilterStage(entry.name, shown, (), temporal=entry.build(**values))
+    return FilterType(entry.name, entry.summary, build, {k: Param(*p) for k, p in entry.params.items()})
+
+
+REGISTRY.update((entry.name, _temporal_entry(entry)) for entry in TEMPORAL_TYPES)
 
 
 def show_value(value: Any) -> str:
