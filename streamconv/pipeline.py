@@ -372,6 +372,7 @@ class Pipeline:
         try:
             stats.backend = backend.describe()
             log.info("%s -> %s on %s", self.source.describe(), self.sink.describe(), stats.backend)
+            self._note_delay(stats, backend.delay)
             in_place = {"device_input": True} if planes is not None and self.device_input else {}
             slots = backend.allocate_slots(self.source.shape, self.ring, planes=planes,
                                            dtype=self.source.dtype, **in_place)
@@ -381,6 +382,14 @@ class Pipeline:
         finally:
             slots = None  # the next epoch's memory check must not count these
             backend.close()
+
+    def _note_delay(self, stats: RunStats, frames: int) -> None:
+        """Record and log how far the output lags the input (stages across frames, look-ahead)."""
+        rate = float(self.source.frame_rate or 0)
+        stats.delay_frames, stats.delay_seconds = frames, frames / rate if rate > 0 else 0.0
+        if frames:
+            log.info("the output is %d frame(s) (%.0f ms) behind the input%s", frames,
+                     1e3 * stats.delay_seconds, " (causal=1 adds none)" if self.source.is_live else "")
 
     def _after_resize(self, stats: RunStats) -> YuvLayout | None:
         """The source's frames changed size: refuse the new size if too large, count it, and
