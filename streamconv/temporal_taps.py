@@ -262,3 +262,6 @@ TEMPORAL_TYPES: tuple[TemporalType, ...] = (
                   "normalize": (bool, False, "divide the taps by their sum")}),
 )
 """The temporal filters, in the order ``streamconv filters`` lists them."""
+
+TEMPORAL_NAMES = frozenset(entry.name for entry in TEMPORAL_TYPES)
+"""The registry names of the filters across frames (tests/test_temporal.py covers them)."""

@@ -172,6 +172,9 @@ SPECIALISATIONS = {  # filter, frame channels, border code
     "r7-c1-replicate-separable": ("gaussian:sigma=2,size=15", 1, 1),
     "r2-c3-reflect101": ("box:size=5", 3, 2),  # tensor-core with ldmatrix, rows shifted by 8 bytes
     "r2-c1-replicate": ("box:size=5", 1, 1),  # ... by 4 bytes
+    "t5-c3-time": ("tmean:frames=5", 3, 2),  # temporal.cu
+    "t3-r1-c4-zero": ("conv3d:taps=1,0,1;0,2,0;1,0,1|0,1,0;1,1,1;0,1,0|1,0,1;0,2,0;1,0,1", 4, 0),  # conv3d.cu
+    "t7-r2-c3-separable": ("tdenoise", 3, 2),  # conv3d.cu, time x space
 }
 
 
@@ -182,6 +185,9 @@ def _specialisations(name: str) -> list[tuple[Path, dict]]:
     spec, channels, border = SPECIALISATIONS[name]
     stage = _stage(spec)
     found = {}
+    if stage.temporal is not None:  # its taps choose the kernel, whatever the variant
+        plan = planning.temporal_stage(stage, 1).kernel_plan((64, 64, channels), border)
+        return [(REPO / "cuda" / f"{plan.source}.cu", plan.defines)]
     for variant in planning.VARIANTS:
         try:
             plan = planning.plan_stage(stage, variant).kernel_plan((64, 64, channels), border)

@@ -164,3 +164,50 @@ def test_conv3d_reads_a_npy_file_and_finds_separable_taps(tmp_path, rng):
                                   stage.temporal.taps)
     assert conv3d(random_taps3d(rng, 3, 3, exact=False)).temporal.time is None
     assert "3x3 x 3 frames" in stage.describe()
+
+
+def drive(backend, clip: np.ndarray, ring: int, prepare=None) -> np.ndarray:
+    """A clip (N, H, W, C) through ``backend``'s slots in a ring of ``ring``, as the pipeline's
+    compute thread drives them (InFlight: submit in order, retire in order, flush the tail);
+    ``prepare(backend, slots)`` runs once the slots exist (to poison them). Returns the outputs
+    in order, each checked to carry its own frame's meta."""
+    from streamconv.slots import FrameMeta, InFlight
+
+    slots = backend.allocate_slots(clip.shape[1:], ring, dtype=clip.dtype)
+    if prepare is not None:
+        prepare(backend, slots)
+    in_flight, free, outputs = InFlight(backend), list(slots), {}
+
+    def retire() -> None:
+        slot, _ = in_flight.retire()
+        if slot.has_output:
+            outputs[slot.meta.index] = slot.host_out.copy()
+        free.append(slot)
+
+    for index, frame in enumerate(clip):
+        while not free:
+            retire()
+        slot = free.pop()
+        slot.reset()
+        slot.host_in[:] = frame
+        slot.meta = FrameMeta(index, index, None)
+        in_flight.submit(slot)
+    while in_flight.unflushed or len(in_flight):
+        if not free or not in_flight.unflushed:
+            retire()
+            continue
+        slot = free.pop()
+        slot.reset()
+        in_flight.flush(slot)
+    assert sorted(outputs) == list(range(len(clip)))
+    return np.stack([outputs[index] for index in range(len(clip))])
+
+
+def test_the_cpu_backend_driven_slot_by_slot_equals_stream_filter(rng):
+    from streamconv.backends import create_backend
+
+    stages = parse_chain(["box", "tmean:frames=3", "tgauss:sigma=1,frames=5"])
+    clip = clip_of(rng, 6)
+    with create_backend("cpu", stages) as backend:
+        got = drive(backend, clip, 2)
+    np.testing.assert_array_equal(got, stream(clip, stages, "reflect101"))

@@ -18,6 +18,7 @@ from .cuda import CudaBackend
 from .plan import AUTO, ChainPlan, check_kernel, plan_chain
 from .protocol import Backend
 from .temporal_cpu import TemporalCpuBackend
+from .temporal_cuda import TemporalCudaBackend
 
 log = logging.getLogger(__name__)
 
@@ -77,5 +78,6 @@ def create_backend(name: str, filters: Sequence[FilterStage], *, border: str = D
     resolved = resolve_backend(name, device=device)
     temporal = any(stage.temporal is not None for stage in filters)
     if resolved == "cuda":
-        return CudaBackend(filters, border=border, device=device, kernel=kernel, plan=plan, **cuda_options)
+        cuda_class = TemporalCudaBackend if temporal else CudaBackend
+        return cuda_class(filters, border=border, device=device, kernel=kernel, plan=plan, **cuda_options)
     return TemporalCpuBackend(filters, border=border) if temporal else CpuBackend(filters, border=border)

@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import FilterSpecError
 from ..filters import FilterStage
 from .. import kernel_loader
-from .families import register_blocked, separable, tensor_core, textbook
+from .families import register_blocked, separable, temporal, tensor_core, textbook
 from .families.base import KernelPlan, StagePlan
 
 FAMILIES: tuple[ModuleType, ...] = (register_blocked, tensor_core, separable, textbook)
@@ -121,7 +121,8 @@ class ChainPlan:
 
     def stages(self, dtype=np.uint8) -> tuple[StagePlan | None, ...]:
         """Each stage's plan for frames of ``dtype``; None for a convolution-layer stage, which
-        runs :mod:`streamconv.nn`'s kernels whatever ``--kernel`` says.
+        runs :mod:`streamconv.nn`'s kernels whatever ``--kernel`` says (and a stage across
+        frames runs the temporal family's).
 
         Raises:
             FilterSpecError: as :func:`plan_stage`.
@@ -129,8 +130,9 @@ class ChainPlan:
         sample_bytes = np.dtype(dtype).itemsize
         if sample_bytes not in self._stages:
             self._stages[sample_bytes] = tuple(
-                None if stage.layer is not None else plan_stage(stage, self.kernel, dtype,
-                                                                tensor_cores=self.tensor_cores)
+                None if stage.layer is not None else
+                temporal_stage(stage, sample_bytes) if stage.temporal is not None else
+                plan_stage(stage, self.kernel, dtype, tensor_cores=self.tensor_cores)
                 for stage in self.filters)
         return self._stages[sample_bytes]
 
@@ -151,6 +153,13 @@ def plan_chain(filters: Sequence[FilterStage], kernel: str = AUTO, *, tensor_cor
     plan = ChainPlan(tuple(filters), check_kernel(kernel), tensor_cores)
     plan.stages(np.uint8)
     return plan
+
+
+def temporal_stage(stage: FilterStage, sample_bytes: int) -> StagePlan:
+    """A stage across frames runs on the temporal family whatever ``--kernel`` says (its taps
+    choose the kernel), as a convolution layer runs on streamconv.nn's."""
+    variant = temporal.VARIANTS[0]
+    return StagePlan(stage, variant, temporal, temporal.prepare(stage, variant, sample_bytes), sample_bytes)
 
 
 def supports(stage: FilterStage, kernel: str, dtype=np.uint8) -> bool:
