@@ -29,6 +29,39 @@ pytestmark = pytest.mark.cuda
 BORDERS = ("zero", "replicate", "reflect101")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def compiled():
+    """Every specialisation these tests use, compiled in parallel first (the taps' values do not
+    matter, only T, K, the form, channels, border and depth)."""
+    import pycuda.driver as driver
+
+    from streamconv.backends.plan import plan_chain, precompile_plans
+
+    rng = np.random.default_rng(0)
+    wanted = [([conv3d(rng.uniform(0.1, 1.0, (t, 1, 1)))], shape, 2, dtype) for t in (1, 3, 5, 15)
+              for dtype in (np.uint8, np.uint16) for shape in ((8, 8, 3), (8, 8, 1), (8, 8, 4))]
+    wanted += [([conv3d(random_taps3d(rng, 3, k, exact=False))], (8, 8, 3), b, np.uint8)
+               for k in (3, 5, 7, 9) for b in range(3)]
+    wanted += [([conv3d(random_taps3d(rng, 5, 5, exact=False))], (8, 8, c), 1, d)
+               for c, d in ((1, np.uint8), (4, np.uint8), (3, np.uint16), (4, np.uint16))]
+    wanted += [([conv3d(random_taps3d(rng, 15, 31, exact=False))], (8, 8, 3), 2, np.uint8),
+               (parse_chain(["tdenoise:sigma=1.5,space=1"]), (8, 8, 3), 2, np.uint8),
+               (CHAIN, (8, 8, 3), 2, np.uint8), (LARGE, (8, 8, 3), 2, np.uint8), (FILE, (8, 8, 3), 2, np.uint8)]
+    time, space = np.array([0.25, 0.5, 0.25]), np.outer([1, 2, 1], [1, 2, 1]) / 16
+    wanted += [([conv3d(time[:, None, None] * space[None])], (8, 8, 3), 0, np.uint8)]
+    driver.init()
+    major, minor = driver.Device(0).compute_capability()
+    plans = [launch for stages, shape, border, dtype in wanted
+             for launch in plan_chain(stages).kernel_plans(shape, border, dtype) if launch is not None]
+    precompile_plans(plans, f"sm_{major}{minor}", workers=16)
+
+
+CHAIN = parse_chain(["box", "box:size=5", "tmean:frames=3", "sharpen", "tdiff:causal=1,scale=3",
+                     "tgauss:sigma=1,frames=5", "gaussian"])
+LARGE = parse_chain(["tmean:frames=5", "box", "conv3d:taps=0.5|0.25|0.25"])
+FILE = parse_chain(["tmean:frames=5", "conv3d:taps=0.25|0.5|0.25"])
+
+
 def poison(backend, slots) -> None:
     """Every slot's device buffers, every ring and every host output filled with POISON."""
     import pycuda.driver as driver
@@ -108,17 +141,14 @@ def test_separable_taps_run_time_then_space_and_stay_exact_where_promised(rng):
 
 @pytest.mark.parametrize("ring", [1, 2, 4])
 def test_chains_with_2d_stages_and_two_windows_on_several_streams(rng, ring):
-    stages = parse_chain(["box", "box:size=5", "tmean:frames=3", "sharpen", "tdiff:causal=1,scale=3",
-                          "tgauss:sigma=1,frames=5", "gaussian"])
-    got, expected = gpu_and_cpu(stages, clip_of(rng, 9, (48, 80, 3)), "reflect101", ring)
+    got, expected = gpu_and_cpu(CHAIN, clip_of(rng, 9, (48, 80, 3)), "reflect101", ring)
     assert_close(got, expected, exact=False)
 
 
 def test_many_large_frames_on_four_streams_keep_the_rings_in_order(rng):
     """Frames big enough that kernels and copies overlap across the slots' streams: a write into
     a ring entry that a kernel still reads, or a kernel before its frames are written, shows."""
-    stages = parse_chain(["tmean:frames=5", "box", "conv3d:taps=0.5|0.25|0.25"])
-    got, expected = gpu_and_cpu(stages, clip_of(rng, 24, (720, 1280, 3)), "reflect101", ring=4)
+    got, expected = gpu_and_cpu(LARGE, clip_of(rng, 24, (720, 1280, 3)), "reflect101", ring=4)
     assert_close(got, expected, exact=False)
 
 
@@ -145,8 +175,8 @@ def test_a_file_through_the_gpu_equals_the_cpu_run_through_planes(tmp_path):
     outputs = {}
     for backend in ("cuda", "cpu"):
         out = tmp_path / f"{backend}.mkv"
-        stats = streamconv.Pipeline(str(source), ["tmean:frames=5", "conv3d:taps=0.25|0.5|0.25"], str(out),
-                                    backend=backend, sink_options={"codec": "ffv1", "pix_fmt": "yuv420p"}).run()
+        stats = streamconv.Pipeline(str(source), FILE, str(out), backend=backend,
+                                    sink_options={"codec": "ffv1", "pix_fmt": "yuv420p"}).run()
         assert stats.frames == 12 and stats.delay_frames == 3
         outputs[backend] = rgb_frames(out)
     np.testing.assert_array_equal(outputs["cuda"], outputs["cpu"])

@@ -86,12 +86,12 @@ def kernel_plan(plan: StagePlan, shape: tuple[int, int, int], border_code: int) 
     if plan.sample_bytes != 1:
         defines["ELEM_BYTES"] = plan.sample_bytes
     if taps.size == 1:
-        vecs = 2 if len(used) <= 7 else 1
+        threads, vecs = tconv_geometry(len(used))
         per_row = cdiv(width * channels * plan.sample_bytes, 16)
-        grid = (cdiv(height * per_row, TCONV_THREADS * vecs), 1, 1)
-        defines.update(THREADS=TCONV_THREADS, VECS=vecs)
+        grid = (cdiv(height * per_row, threads * vecs), 1, 1)
+        defines.update(THREADS=threads, VECS=vecs)
         return KernelPlan(plan.variant, "temporal", _entry("tconv", plan.sample_bytes), defines,
-                          (TCONV_THREADS, 1, 1), grid, {"c_wt": _floats(taps.taps[used, 0, 0])},
+                          (threads, 1, 1), grid, {"c_wt": _floats(taps.taps[used, 0, 0])},
                           arguments=ARGUMENTS, products=height * width * channels * len(used))
     radius = taps.size // 2
     defines.update(RADIUS=radius, BORDER=border_code, SEPARABLE=int(data.separable),
@@ -107,6 +107,12 @@ def kernel_plan(plan: StagePlan, shape: tuple[int, int, int], border_code: int) 
                       (defines["BLOCK_X"], defines["BLOCK_Y"], 1),
                       (cdiv(width * channels, tile_x), cdiv(height, tile_y), 1), constants,
                       arguments=ARGUMENTS, products=products)
+
+
+def tconv_geometry(frames: int) -> tuple[int, int]:
+    """temporal.cu's threads per block and 16-byte vectors per thread: two vectors (twice the
+    loads in flight) up to 7 frames, where the registers still leave room for many warps."""
+    return TCONV_THREADS, 2 if frames <= 7 else 1
 
 
 def conv3d_geometry(radius: int, channels: int, sample_bytes: int, out_y: int = 8) -> dict[str, int]:
