@@ -72,7 +72,8 @@ class FilterStage:
         if self.layer is not None:
             detail = f", {self.layer.channels} -> {self.layer.maps} maps"
         if self.temporal is not None:
-            detail = f" x {self.temporal.frames} frames" + (", causal" if self.temporal.causal else "")
+            causal = ", causal" if self.temporal.causal else ""
+            detail = f" x {self.temporal.frames} frames{causal}"
         return f"{label} ({self.size}x{self.size}{detail})"
 
 
@@ -231,7 +232,8 @@ def _temporal_entry(entry: TemporalType) -> FilterType:
     def build(**values: Any) -> FilterStage:
         shown = {key: value for key, value in values.items() if value != ""}
         return FilterStage(entry.name, shown, (), temporal=entry.build(**values))
-    return FilterType(entry.name, entry.summary, build, {k: Param(*p) for k, p in entry.params.items()})
+    params = {key: Param(*param) for key, param in entry.params.items()}
+    return FilterType(entry.name, entry.summary, build, params)
 
 
 REGISTRY.update((entry.name, _temporal_entry(entry)) for entry in TEMPORAL_TYPES)

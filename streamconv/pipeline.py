@@ -387,9 +387,9 @@ class Pipeline:
         """Record and log how far the output lags the input (stages across frames, look-ahead)."""
         rate = float(self.source.frame_rate or 0)
         stats.delay_frames, stats.delay_seconds = frames, frames / rate if rate > 0 else 0.0
-        if frames:
-            log.info("the output is %d frame(s) (%.0f ms) behind the input%s", frames,
-                     1e3 * stats.delay_seconds, " (causal=1 adds none)" if self.source.is_live else "")
+        if frames:  # a live source may want the causal=1 forms, which add none
+            log.info("the output is %d frame(s) (%.0f ms) behind the input", frames,
+                     1e3 * stats.delay_seconds)
 
     def _after_resize(self, stats: RunStats) -> YuvLayout | None:
         """The source's frames changed size: refuse the new size if too large, count it, and

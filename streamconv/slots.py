@@ -159,7 +159,8 @@ class InFlight(Generic[Note]):
 
     @property
     def unflushed(self) -> int:
-        """Frames submitted whose output no submitted slot carries yet: :meth:`flush` puts them out."""
+        """Frames submitted whose output no submitted slot carries yet: :meth:`flush` puts them
+        out."""
         return len(self._owed) - self._assigned
 
     def submit(self, slot: Slot, note: Note = None) -> None:

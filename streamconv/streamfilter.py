@@ -78,7 +78,8 @@ class StreamFilter(WindowedResults):
     @property
     def pending(self) -> int:
         """Frames submitted whose result() has not been taken yet."""
-        return self._in_flight.owed + len(self._ready) + (self._staged is not None) + len(self._device_results)
+        return (self._in_flight.owed + len(self._ready) + (self._staged is not None)
+                + len(self._device_results))
 
     @property
     def closed(self) -> bool:
@@ -234,8 +235,9 @@ class StreamFilter(WindowedResults):
             return frame
         self._skip_silent()
         if not self._ready and not self._in_flight:
-            raise StreamconvError(f"result() waits for {self._engine.delay} more frame(s) or flush()" if
-                                  self._in_flight.owed else "result() called with no frame submitted")
+            waiting = f"result() waits for {self._engine.delay} more frame(s) or flush()"
+            raise StreamconvError(waiting if self._in_flight.owed else
+                                  "result() called with no frame submitted")
         if out is not None:
             # Checked before the frame is taken, so that a wrong ``out`` loses no frame.
             if self._ready:

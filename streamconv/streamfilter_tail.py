@@ -30,12 +30,13 @@ class WindowedResults:
     if TYPE_CHECKING:  # StreamFilter's own
         def _take_over(self, call: str) -> None: ...  # noqa: E704
         def _take_slot(self) -> Slot: ...  # noqa: E704
-        def _collect(self, slot: Slot, shape: Any, out: np.ndarray | None) -> np.ndarray: ...  # noqa: E704
+        def _collect(self, slot: Slot, shape: Any,  # noqa: E704
+                     out: np.ndarray | None) -> np.ndarray: ...
 
     def _queue(self, slot: Slot, shape: tuple[int, ...] | None) -> bool:
-        """Put a filled slot in flight (``shape`` None: the next output a temporal chain still owes),
-        its result going straight into a leased page-locked frame where the backend offers one
-        (then result() copies nothing); False when no output was owed."""
+        """Put a filled slot in flight (``shape`` None: the next output a temporal chain still
+        owes), its result going straight into a leased page-locked frame where the backend offers
+        one (then result() copies nothing); False when no output was owed."""
         route = getattr(self._engine, "route_output", None)
         leased = route(slot) if route is not None else None
         if leased is not None:

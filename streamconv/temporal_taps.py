@@ -149,7 +149,8 @@ def temporal_mean(frames: int, causal: bool) -> TemporalTaps:
 
 def gaussian_profile(sigma: float, frames: int, causal: bool, what: str = "tgauss") -> np.ndarray:
     """Normalised Gaussian weights over ``frames`` frames (float64, (T,)): centred on the middle
-    frame, or for ``causal`` the newest half of the bell (weights by distance back from the last)."""
+    frame, or for ``causal`` the newest half of the bell (weights by distance back from the
+    last)."""
     if not (sigma > 0 and math.isfinite(sigma)):
         raise FilterSpecError(f"{what}: sigma must be a positive number, got {sigma:g}")
     offsets = np.arange(frames, dtype=np.float64)
@@ -190,15 +191,18 @@ def temporal_denoise(sigma: float, frames: int, space: float, causal: bool) -> T
         raise FilterSpecError(f"tdenoise: space must be a positive number, got {space:g}")
     size = 2 * math.ceil(3 * space) + 1
     if size > MAX_SIZE:
-        raise FilterSpecError(f"tdenoise: space={space:g} needs {size}x{size} > {MAX_SIZE}x{MAX_SIZE}")
+        raise FilterSpecError(f"tdenoise: space={space:g} needs {size}x{size} taps, more than "
+                              f"{MAX_SIZE}x{MAX_SIZE}")
     spatial = gaussian_profile(space, size, False, "tdenoise")
-    return _profile(gaussian_profile(sigma, frames, causal, "tdenoise"), causal, np.outer(spatial, spatial))
+    time = gaussian_profile(sigma, frames, causal, "tdenoise")
+    return _profile(time, causal, np.outer(spatial, spatial))
 
 
 def load_taps3d(taps: str, file: str, causal: bool, normalize: bool) -> TemporalTaps:
     """``conv3d``: taps from a T x K x K .npy file, or inline with frames split by ``|``."""
     if bool(taps) == bool(file):
-        raise FilterSpecError("conv3d: give exactly one of taps=... (frames split by '|') or file=PATH.npy")
+        raise FilterSpecError("conv3d: give exactly one of taps=... (frames split by '|') or "
+                              "file=PATH.npy")
     if file:
         array = load_npy(_npy_path(file), what="conv3d taps file", max_bytes=MAX_TAPS_FILE_BYTES)
     else:
@@ -219,7 +223,8 @@ def _npy_path(file: str) -> Path:
     """``file`` as a path, refused unless it names a .npy file."""
     path = Path(file)
     if path.suffix.lower() != ".npy":
-        raise FilterSpecError(f"conv3d: file must be a .npy array of T x K x K taps, got {path.name!r}")
+        raise FilterSpecError(f"conv3d: file must be a .npy array of T x K x K taps, got "
+                              f"{path.name!r}")
     return path
 
 
@@ -245,17 +250,18 @@ TEMPORAL_TYPES: tuple[TemporalType, ...] = (
                  {"sigma": (float, 1.0, "standard deviation in frames"),
                   "frames": (int, 0, "odd window; default 2*ceil(3*sigma)+1"),
                   "causal": (bool, False, CAUSAL_HELP + " (the newest half of the bell)")}),
-    TemporalType("tdiff", "temporal derivative: (next - previous) / 2; negative responses clip to 0",
-                 temporal_derivative,
+    TemporalType("tdiff", "temporal derivative: (next - previous) / 2; negative responses clip "
+                 "to 0", temporal_derivative,
                  {"scale": (float, 1.0, "gain; -1 shows what darkens instead of what brightens"),
                   "causal": (bool, False, CAUSAL_HELP + " (newest - previous)")}),
-    TemporalType("tdenoise", "denoiser: a Gaussian across frames times a spatial Gaussian (separable)",
-                 temporal_denoise,
+    TemporalType("tdenoise", "denoiser: a Gaussian across frames times a spatial Gaussian "
+                 "(separable)", temporal_denoise,
                  {"sigma": (float, 1.0, "standard deviation in frames"),
                   "frames": (int, 0, "odd window; default 2*ceil(3*sigma)+1"),
                   "space": (float, 0.5, "spatial standard deviation in pixels"),
                   "causal": (bool, False, CAUSAL_HELP)}),
-    TemporalType("conv3d", "your own T x K x K taps across frames (T odd <= 15, K odd <= 31)", load_taps3d,
+    TemporalType("conv3d", "your own T x K x K taps across frames (T odd <= 15, K odd <= 31)",
+                 load_taps3d,
                  {"taps": (str, "", "frames split by '|', rows by ';', values by ','"),
                   "file": (str, "", "path of a .npy of T x K x K taps"),
                   "causal": (bool, False, CAUSAL_HELP),

@@ -79,5 +79,7 @@ def create_backend(name: str, filters: Sequence[FilterStage], *, border: str = D
     temporal = any(stage.temporal is not None for stage in filters)
     if resolved == "cuda":
         cuda_class = TemporalCudaBackend if temporal else CudaBackend
-        return cuda_class(filters, border=border, device=device, kernel=kernel, plan=plan, **cuda_options)
-    return TemporalCpuBackend(filters, border=border) if temporal else CpuBackend(filters, border=border)
+        return cuda_class(filters, border=border, device=device, kernel=kernel, plan=plan,
+                          **cuda_options)
+    cpu_class = TemporalCpuBackend if temporal else CpuBackend
+    return cpu_class(filters, border=border)

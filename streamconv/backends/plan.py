@@ -159,7 +159,8 @@ def temporal_stage(stage: FilterStage, sample_bytes: int) -> StagePlan:
     """A stage across frames runs on the temporal family whatever ``--kernel`` says (its taps
     choose the kernel), as a convolution layer runs on streamconv.nn's."""
     variant = temporal.VARIANTS[0]
-    return StagePlan(stage, variant, temporal, temporal.prepare(stage, variant, sample_bytes), sample_bytes)
+    prepared = temporal.prepare(stage, variant, sample_bytes)
+    return StagePlan(stage, variant, temporal, prepared, sample_bytes)
 
 
 def supports(stage: FilterStage, kernel: str, dtype=np.uint8) -> bool:

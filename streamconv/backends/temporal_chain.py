@@ -42,7 +42,8 @@ class Steps(Protocol):
     """A backend's way of running the walk's steps on one slot's frames."""
 
     def segment(self, number: int, source: Buffer, target: Buffer) -> None:
-        """Run the 2-D stages of segment ``number`` from ``source`` into ``target`` (never empty)."""
+        """Run the 2-D stages of segment ``number`` (never empty) from ``source`` into
+        ``target``."""
 
     def temporal(self, number: int, entries: Sequence[int], target: Buffer) -> None:
         """Run temporal stage ``number`` on its ring entries ``entries`` (one per window position
@@ -83,7 +84,8 @@ class Window:
         return [min(max(first + k, 0), self.received - 1) % self.capacity for k in self.taps.used]
 
 
-def split_chain(filters: Sequence[FilterStage]) -> tuple[tuple[tuple[int, ...], ...], tuple[int, ...]]:
+def split_chain(filters: Sequence[FilterStage]
+                ) -> tuple[tuple[tuple[int, ...], ...], tuple[int, ...]]:
     """(segments, temporal): the indices of the 2-D stages of each segment (one more segment than
     temporal stages, any of them empty) and of the temporal stages, in chain order."""
     segments: list[list[int]] = [[]]

@@ -63,7 +63,8 @@ def temporal_sums(frames: Sequence[np.ndarray], taps: TemporalTaps, border: str)
     return acc
 
 
-def temporal_into(dst: np.ndarray, frames: Sequence[np.ndarray], taps: TemporalTaps, border: str) -> None:
+def temporal_into(dst: np.ndarray, frames: Sequence[np.ndarray], taps: TemporalTaps,
+                  border: str) -> None:
     """Run one temporal stage: ``dst`` ((H, W, C) uint8 or uint16 host array, written) =
     saturate(rint(:func:`temporal_sums`)) in its dtype."""
     acc = temporal_sums(frames, taps, border)
@@ -109,7 +110,8 @@ class TemporalCpuBackend(Backend):
             segment.allocate_slots(shape, 0, dtype=frame_dtype)  # refuses what a segment cannot run
         self._rings = [[np.empty(shape, frame_dtype) for _ in range(window.capacity)]
                        for window in self.walk.windows]
-        self._frames = {name: np.empty(shape, frame_dtype) for name in ("rgb_in", "rgb_out", "work")}
+        self._frames = {name: np.empty(shape, frame_dtype)
+                        for name in ("rgb_in", "rgb_out", "work")}
         self.walk.restart()
         return CpuBackend([]).allocate_slots(shape, count, planes=planes, dtype=dtype)
 
@@ -183,7 +185,8 @@ class _HostSteps:
 
     def segment(self, number: int, source: Buffer, target: Buffer) -> None:
         backend = self.backend
-        backend._segments[number].apply_into(backend._buffer(self.slot, target), backend._buffer(self.slot, source))
+        backend._segments[number].apply_into(backend._buffer(self.slot, target),
+                                             backend._buffer(self.slot, source))
 
     def temporal(self, number: int, entries: Sequence[int], target: Buffer) -> None:
         backend = self.backend
@@ -193,8 +196,9 @@ class _HostSteps:
 
 
 def temporal_refusal(filters: Sequence[FilterStage]) -> str:
-    """Why one frame at a time cannot be filtered by a chain with temporal stages, and what to use."""
+    """Why a chain with temporal stages cannot filter one frame on its own, and what to use."""
     stage = next(stage for stage in filters if stage.temporal is not None)
-    return (f"{stage.describe()} filters across frames: its output needs the frames around it, so it "
-            f"cannot filter one frame on its own; use StreamFilter (frames in order, results in order, "
-            f"e.g. list(sf.map(frames)) or submit()/result() and flush()) or a Pipeline")
+    return (f"{stage.describe()} filters across frames: its output needs the frames around it, "
+            f"so it cannot filter one frame on its own; use StreamFilter (frames in order, "
+            f"results in order, e.g. list(sf.map(frames)) or submit()/result() and flush()) or "
+            f"a Pipeline")

@@ -38,18 +38,20 @@ class _RingOrder:
         self._launch_pool = [driver.Event(flags) for _ in range(4)]
         self._written_pool = [driver.Event(flags) for _ in range(2)]
         self.launches = 0
-        self.launch_at: dict[int, Any] = {}  # input number -> the event after the kernel it triggered
+        self.launch_at: dict[int, Any] = {}  # input number -> the event after its kernel
         self.last_launch: Any = None
         self.last_written: Any = None
 
     def before_write(self, stream, number: int) -> None:
-        """Input ``number`` is about to be written: after the kernel that read the entry's old frame."""
+        """Input ``number`` is about to be written: after the kernel that read the entry's old
+        frame."""
         event = self.launch_at.get(number - 2)
         if event is not None:
             stream.wait_for_event(event)
 
     def after_write(self, stream, number: int) -> None:
-        """Input ``number`` is written (on ``stream``): its event comes after the previous input's."""
+        """Input ``number`` is written (on ``stream``): its event comes after the previous
+        input's."""
         if self.last_written is not None:
             stream.wait_for_event(self.last_written)
         self.last_written = self._written_pool[number % 2]
@@ -71,7 +73,8 @@ class _RingOrder:
             self.launch_at[number] = self.last_launch
 
     def settle(self) -> None:
-        """Wait (on the host) for the last kernel, and forget the stream: a new one may write any entry."""
+        """Wait (on the host) for the last kernel, and forget the stream: a new one may write
+        any entry."""
         if self.last_launch is not None:
             self.last_launch.synchronize()
         self.launch_at.clear()
@@ -90,21 +93,25 @@ class TemporalCudaBackend(CudaBackend):
         super().__init__(filters, **options)
         self.walk = TemporalWalk(self.filters)
         self.delay = self.walk.delay
-        self._rings: list[tuple[Any, int, int]] = []  # per temporal stage: (allocation, pitch, entry bytes)
+        # Per temporal stage: (allocation, pitch, bytes per entry).
+        self._rings: list[tuple[Any, int, int]] = []
         self._order: list[_RingOrder] = []
         self._positions = [n for n, stage in enumerate(self.filters) if stage.temporal is not None]
 
-    def allocate_slots(self, shape, count, *, planes=None, dtype=np.uint8, device_input=False) -> list[Slot]:
+    def allocate_slots(self, shape, count, *, planes=None, dtype=np.uint8,
+                       device_input=False) -> list[Slot]:
         """Slots as :meth:`CudaBackend.allocate_slots` makes them, and each temporal stage's ring
         of T + 1 frames (allocated here, freed with the backend or the next allocation)."""
-        slots = super().allocate_slots(shape, count, planes=planes, dtype=dtype, device_input=device_input)
+        slots = super().allocate_slots(shape, count, planes=planes, dtype=dtype,
+                                       device_input=device_input)
         frame_dtype = np.dtype(planes.frame_dtype if planes is not None else dtype)
         height, width, channels = shape
         with self.activated():
             self._free_rings()
             for window in self.walk.windows:
-                allocation, pitch = self._driver.mem_alloc_pitch(width * channels * frame_dtype.itemsize,
-                                                                 height * window.capacity, 16)
+                row_bytes = width * channels * frame_dtype.itemsize
+                rows = height * window.capacity
+                allocation, pitch = self._driver.mem_alloc_pitch(row_bytes, rows, 16)
                 self._rings.append((allocation, pitch, pitch * height))
             self._order = [_RingOrder(self._driver) for _ in self.walk.windows]
         self.walk.restart()
@@ -151,8 +158,9 @@ class TemporalCudaBackend(CudaBackend):
                 if slot.has_output and slot.planes is not None:
                     _, to_yuv = self._colour_functions(slot.planes)
                     height, width, _ = slot.frame_shape
-                    to_yuv.prepared_async_call(*_colour_grid(width, height), stream, int(state.buffers[1]),
-                                               state.pitch, int(state.planes[1]), width, height)
+                    to_yuv.prepared_async_call(*_colour_grid(width, height), stream,
+                                               int(state.buffers[1]), state.pitch,
+                                               int(state.planes[1]), width, height)
                 events["computed"].record(stream)
                 if slot.has_output:
                     state.download(stream)
@@ -180,8 +188,8 @@ class TemporalCudaBackend(CudaBackend):
         if slot.planes is not None:
             to_rgb, _ = self._colour_functions(slot.planes)
             height, width, _ = slot.frame_shape
-            to_rgb.prepared_async_call(*_colour_grid(width, height), stream, int(state.planes[0]), address,
-                                       width, height, pitch)
+            to_rgb.prepared_async_call(*_colour_grid(width, height), stream, int(state.planes[0]),
+                                       address, width, height, pitch)
         if target.kind == "ring":
             self._order[0].after_write(stream, self.walk.windows[0].received)
 
@@ -189,19 +197,21 @@ class TemporalCudaBackend(CudaBackend):
                         shape: tuple[int, int, int], dtype) -> None:
         """Queue temporal stage ``number``'s kernel on ``stream``: its ring's ``entries`` (one per
         used window position) into ``target`` (device address, pitch). No ordering events:
-        :class:`_DeviceSteps` adds them; benchmarks call this directly. Call inside :meth:`activated`."""
+        :class:`_DeviceSteps` adds them; benchmarks call this directly. Call inside
+        :meth:`activated`."""
         stage = self.stages_for(tuple(shape), dtype)[self._positions[number]]
         base, pitch, entry_bytes = self._rings[number]
         frames = [int(base) + entry * entry_bytes for entry in entries] or [int(base)]
         frames += [0] * (MAX_POINTERS - len(frames))
         height, width, _ = shape
-        stage.function.prepared_async_call(stage.plan.grid, stage.plan.block, stream, *frames, target[0],
-                                           width, height, pitch, target[1])
+        stage.function.prepared_async_call(stage.plan.grid, stage.plan.block, stream, *frames,
+                                           target[0], width, height, pitch, target[1])
 
     def launch_segment(self, number: int, source: tuple[int, int], target: tuple[int, int],
                        spare: tuple[int, int] | None, slot: Slot) -> None:
-        """Queue the 2-D stages of segment ``number`` on the slot's stream, ``source`` to ``target``
-        through ``spare`` (each a device address and pitch), as launch_chain does for a whole chain."""
+        """Queue the 2-D stages of segment ``number`` on the slot's stream, ``source`` to
+        ``target`` through ``spare`` (each a device address and pitch), as launch_chain does for a
+        whole chain."""
         numbers = self.walk.segments[number]
         stages = self.stages_for(slot.frame_shape, slot.frame_dtype)
         height, width, _ = slot.frame_shape
@@ -210,11 +220,12 @@ class TemporalCudaBackend(CudaBackend):
             stage = stages[index]
             out = target if (len(numbers) - 1 - done) % 2 == 0 else spare
             if stage.gpu_layer is not None:
-                stage.gpu_layer.launch(slot.device.layer_buffers[index], source[0], source[1], out[0], out[1],
-                                       stream)
+                stage.gpu_layer.launch(slot.device.layer_buffers[index], source[0], source[1],
+                                       out[0], out[1], stream)
             else:
-                stage.function.prepared_async_call(stage.plan.grid, stage.plan.block, stream, source[0], out[0],
-                                                   width, height, source[1], out[1], *stage.extra_args)
+                stage.function.prepared_async_call(stage.plan.grid, stage.plan.block, stream,
+                                                   source[0], out[0], width, height, source[1],
+                                                   out[1], *stage.extra_args)
             source = out
 
     def launch_kernels(self, slot: Slot, stream) -> None:
@@ -228,8 +239,8 @@ class TemporalCudaBackend(CudaBackend):
     def apply_device(self, src, dst, stream, *, wait=True):
         """Refused: device frames go through a temporal chain nowhere yet (copy them to the host
         and use StreamFilter, or decode on the GPU in a Pipeline)."""
-        raise FrameDeviceError(f"{temporal_refusal(self.filters)}; device frames through such a chain "
-                               f"are not taken yet (StreamFilter takes host frames)")
+        raise FrameDeviceError(f"{temporal_refusal(self.filters)}; device frames through such a "
+                               f"chain are not taken yet (StreamFilter takes host frames)")
 
     def close(self) -> None:
         """Free the rings, then everything else as :meth:`CudaBackend.close` does."""
@@ -270,8 +281,9 @@ class _DeviceSteps:
         order = backend._order[number]
         window = walk.windows[number]
         order.before_launch(self.stream)
+        shape, dtype = self.slot.frame_shape, self.slot.frame_dtype
         self._writing(target, lambda: backend.launch_temporal(
-            number, entries, self.address(target), self.stream, self.slot.frame_shape, self.slot.frame_dtype))
+            number, entries, self.address(target), self.stream, shape, dtype))
         order.after_launch(self.stream, None if window.ended else window.received - 1)
 
     def _writing(self, target: Buffer, launch) -> None:

@@ -41,7 +41,8 @@ class TemporalPlan:
 def prepare(stage: FilterStage, variant: str, sample_bytes: int) -> TemporalPlan:
     """The positions read and the form; any temporal taps run."""
     taps = stage.temporal
-    return TemporalPlan(taps.used or (0,), separable_form(taps, 255 if sample_bytes == 1 else 65535))
+    maximum = 255 if sample_bytes == 1 else 65535
+    return TemporalPlan(taps.used or (0,), separable_form(taps, maximum))
 
 
 def separable_form(taps: TemporalTaps, maximum: int) -> bool:
@@ -65,7 +66,8 @@ def separable_form(taps: TemporalTaps, maximum: int) -> bool:
 def _exact(taps: np.ndarray, maximum: int) -> bool:
     """Every tap a multiple of 1/256 and maximum x sum |taps| <= 2^16 (the CPU's exact case)."""
     scaled = taps * 256
-    return bool(np.array_equal(scaled, np.round(scaled)) and maximum * np.abs(taps).sum() <= 1 << 16)
+    return bool(np.array_equal(scaled, np.round(scaled))
+                and maximum * np.abs(taps).sum() <= 1 << 16)
 
 
 def _grain(values: np.ndarray) -> float | None:
@@ -115,7 +117,8 @@ def tconv_geometry(frames: int) -> tuple[int, int]:
     return TCONV_THREADS, 2 if frames <= 7 else 1
 
 
-def conv3d_geometry(radius: int, channels: int, sample_bytes: int, out_y: int = 8) -> dict[str, int]:
+def conv3d_geometry(radius: int, channels: int, sample_bytes: int,
+                    out_y: int = 8) -> dict[str, int]:
     """conv3d.cu's block and outputs per thread: 32 threads of 4 samples across, as many rows of
     threads (4, else 2, else 1) as keep the staged tile within 48 KB of shared memory."""
     chunk = 16 // sample_bytes
@@ -124,7 +127,8 @@ def conv3d_geometry(radius: int, channels: int, sample_bytes: int, out_y: int = 
         rows = block_y * out_y + 2 * radius
         if rows * (32 * 4 + 2 * pad + 4) * 4 <= CONV3D_SMEM:
             break
-    return {"BLOCK_X": 32, "BLOCK_Y": block_y, "OUT_X": 4, "OUT_Y": out_y, "ROWS_UNROLLED": int(radius <= 3)}
+    return {"BLOCK_X": 32, "BLOCK_Y": block_y, "OUT_X": 4, "OUT_Y": out_y,
+            "ROWS_UNROLLED": int(radius <= 3)}
 
 
 def _entry(stem: str, sample_bytes: int) -> str:
