@@ -32,8 +32,10 @@ from streamconv.backends.families import temporal as family  # noqa: E402
 from streamconv.backends.plan import plan_chain, precompile_plans  # noqa: E402
 from streamconv.borders import BORDER_CODES  # noqa: E402
 
-SWEEP = [(4, 8, 4), (4, 8, 2), (4, 16, 2), (4, 4, 8), (8, 8, 4), (8, 4, 4), (4, 12, 2)]
+SWEEP = [(4, 8, 4), (4, 16, 4), (4, 16, 2), (4, 12, 4), (4, 8, 8), (4, 4, 8), (8, 8, 4), (8, 16, 2)]
 """(OUT_X, OUT_Y, BLOCK_Y) tried for conv3d.cu at 4K, random 5x5x5 taps."""
+TCONV_SWEEP = [(256, 1), (256, 2), (128, 2), (256, 4), (512, 2)]
+"""(THREADS, VECS) tried for temporal.cu at 4K, a mean of 5 frames."""
 
 
 def sweep(env, rng) -> list[dict]:
@@ -62,6 +64,29 @@ def sweep(env, rng) -> list[dict]:
                   f"{row.registers} regs, {100 * row.occupancy:.0f}% occupancy, {row.max_lsb} LSB", flush=True)
     finally:
         family.conv3d_geometry = default
+    return rows
+
+
+def tconv_sweep(env, rng) -> list[dict]:
+    """Time a 5-frame mean at 4K under each (THREADS, VECS) of TCONV_SWEEP."""
+    stage = bench_temporal.case_stage("time T=5", rng)
+    default = family.tconv_geometry
+    shape = (*bench_temporal.SIZES["4k"], 3)
+    rows = []
+    try:
+        plans = []
+        for threads, vecs in TCONV_SWEEP:
+            family.tconv_geometry = lambda frames, threads=threads, vecs=vecs: (threads, vecs)
+            plans.append(plan_chain([stage]).kernel_plans(shape, BORDER_CODES[env.border])[0])
+        precompile_plans(plans, env.arch, workers=16)
+        for threads, vecs in TCONV_SWEEP:
+            family.tconv_geometry = lambda frames, threads=threads, vecs=vecs: (threads, vecs)
+            row = bench_temporal.measure_case("4k", "time T=5", env, rng, stage)
+            rows.append({"threads": threads, "vecs": vecs, **row.__dict__})
+            print(f"sweep THREADS={threads} VECS={vecs}: {row.ms:.4f} ms, {row.gbps:.0f} GB/s, "
+                  f"{row.registers} regs, {row.max_lsb} LSB", flush=True)
+    finally:
+        family.tconv_geometry = default
     return rows
 
 
@@ -158,6 +183,7 @@ def main() -> None:
     print(bench_temporal.format_temporal(result["kernels"]), flush=True)
     if not args.no_sweep:
         result["sweep"] = sweep(env, rng)
+        result["tconv_sweep"] = tconv_sweep(env, rng)
     if not args.no_peers:
         height, width = bench_temporal.SIZES["4k"]
         peers = [torch_conv3d(t, k, height, width, rng) for t, k in ((3, 3), (5, 5), (5, 9), (9, 5))]

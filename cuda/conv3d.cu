@@ -20,8 +20,8 @@
 // OUT_Y rows, in steps: per frame (SEPARABLE 0) or once (SEPARABLE 1),
 //  1. stage: the block converts the frame's samples under the tile and its halo (TILE_Y + 2R
 //     rows of TILE_X + 2*kPad samples, kPad = R*C rounded up to 4) to float32 in shared memory
-//     (SEPARABLE 1: the weighted sum of every frame), reading 4 samples at a time; rows and
-//     columns outside the frame through the border map;
+//     (SEPARABLE 1: the weighted sum of every frame), 4 samples a thread at a time (conflict-free
+//     float4 stores); rows and columns outside the frame through the border map;
 //  2. compute: each thread walks the OUT_Y + 2R staged rows its outputs need; for each it reads
 //     its window (OUT_X + 2RC floats, 16-byte shared loads) and adds it into every output row it
 //     touches, taps as constant operands; the accumulators stay in registers across frames.
@@ -98,7 +98,9 @@ constexpr int kThreads = BLOCK_X * BLOCK_Y;
 constexpr int kTileX = BLOCK_X * OUT_X;
 constexpr int kTileY = BLOCK_Y * OUT_Y;
 constexpr int kHaloB = RADIUS * CHANNELS;                // samples a tap row reaches each side
-constexpr int kChunk = 16 / kES;                         // samples per 16-byte load
+// Staged 4 samples per thread and load: a warp's float4 stores then fill all 32 banks once (a
+// 16-byte load of 16 samples would store 4 float4s 64 bytes apart: 4-way bank conflicts).
+constexpr int kChunk = 4;
 constexpr int kPad = (kHaloB + kChunk - 1) / kChunk * kChunk;  // staged samples each side
 // A thread's window starts kPad - kHaloB floats into its staged columns: it skips whole float4s
 // of that and reads from the last 16-byte boundary, kLead floats before its first one.
@@ -108,21 +110,26 @@ constexpr int kWinVecs = (kLead + OUT_X + 2 * kHaloB + 3) / 4;  // float4s read 
 constexpr int kStagedW = kTileX + 2 * kPad;
 constexpr int kPitch = kStagedW + 4;                     // +4: rows of two threads apart differ in bank
 constexpr int kRows = kTileY + 2 * RADIUS;
-constexpr int kChunks = kStagedW / kChunk;               // 16-byte loads per staged row
+constexpr int kChunks = kStagedW / kChunk;               // loads per staged row
 constexpr int kInRows = OUT_Y + 2 * RADIUS;              // staged rows a thread reads
 constexpr int kGroups = SEPARABLE ? 1 : TAPS;            // stage-and-compute rounds
 
 static_assert(kRows * kPitch * 4 <= 48 * 1024, "staged tile over 48 KB: use a smaller tile");
 
-// kChunk samples (16 bytes) from frame row `srow` starting at sample b (a multiple of kChunk, any
-// position relative to the frame), as floats; samples outside the row through the border map.
+// kChunk (4) samples from frame row `srow` starting at sample b (a multiple of 4, any position
+// relative to the frame), as floats; samples outside the row through the border map.
 __device__ __forceinline__ void load_chunk(float* v, const elem_t* __restrict__ srow, int b,
                                            int row_samples, int width) {
   if (b >= 0 && b + kChunk <= row_samples) {
-    const uint4 w = __ldg(reinterpret_cast<const uint4*>(srow + b));
-    const unsigned int words[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-    for (int e = 0; e < kChunk; ++e) v[e] = elem_to_float(words[e / kEPW], e % kEPW);
+#if ELEM_BYTES == 1
+    const unsigned int w = __ldg(reinterpret_cast<const unsigned int*>(srow + b));
+    v[0] = byte_to_float(w, 0); v[1] = byte_to_float(w, 1);
+    v[2] = byte_to_float(w, 2); v[3] = byte_to_float(w, 3);
+#else
+    const uint2 w = __ldg(reinterpret_cast<const uint2*>(srow + b));
+    v[0] = elem_to_float(w.x, 0); v[1] = elem_to_float(w.x, 1);
+    v[2] = elem_to_float(w.y, 0); v[3] = elem_to_float(w.y, 1);
+#endif
     return;
   }
 #pragma unroll
@@ -162,9 +169,7 @@ __device__ __forceinline__ void stage(float* __restrict__ s, const Frames& src, 
                  row_samples, width);
 #endif
     }
-    float4* out = reinterpret_cast<float4*>(s + r * kPitch + kChunk * q);
-#pragma unroll
-    for (int e = 0; e < kChunk / 4; ++e) out[e] = make_float4(v[4 * e], v[4 * e + 1], v[4 * e + 2], v[4 * e + 3]);
+    *reinterpret_cast<float4*>(s + r * kPitch + kChunk * q) = make_float4(v[0], v[1], v[2], v[3]);
   }
 }
 

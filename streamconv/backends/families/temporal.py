@@ -121,8 +121,7 @@ def conv3d_geometry(radius: int, channels: int, sample_bytes: int,
                     out_y: int = 8) -> dict[str, int]:
     """conv3d.cu's block and outputs per thread: 32 threads of 4 samples across, as many rows of
     threads (4, else 2, else 1) as keep the staged tile within 48 KB of shared memory."""
-    chunk = 16 // sample_bytes
-    pad = cdiv(radius * channels, chunk) * chunk
+    pad = cdiv(radius * channels, 4) * 4  # staged samples each side, whole float4s
     for block_y in (4, 2, 1):
         rows = block_y * out_y + 2 * radius
         if rows * (32 * 4 + 2 * pad + 4) * 4 <= CONV3D_SMEM:
