@@ -61,7 +61,8 @@ def sweep(env, rng) -> list[dict]:
             row = bench_temporal.measure_case("4k", "3d T=5 K=5", env, rng, stage)
             rows.append({"out_x": out_x, "out_y": out_y, "block_y": block_y, **row.__dict__})
             print(f"sweep OUT_X={out_x} OUT_Y={out_y} BLOCK_Y={block_y}: {row.ms:.4f} ms, "
-                  f"{row.registers} regs, {100 * row.occupancy:.0f}% occupancy, {row.max_lsb} LSB", flush=True)
+                  f"{row.registers} regs, {100 * row.occupancy:.0f}% occupancy, "
+                  f"{row.max_lsb} LSB", flush=True)
     finally:
         family.conv3d_geometry = default
     return rows
@@ -99,8 +100,10 @@ def torch_conv3d(frames: int, size: int, height: int, width: int, rng) -> dict |
     except ImportError:
         return None
     device = torch.device("cuda")
-    window = torch.from_numpy(rng.integers(0, 256, (frames, height, width, 3), dtype=np.uint8)).to(device)
-    taps = torch.from_numpy(rng.normal(0, 1, (frames, size, size)).astype(np.float32) / (frames * size))
+    frames_now = rng.integers(0, 256, (frames, height, width, 3), dtype=np.uint8)
+    window = torch.from_numpy(frames_now).to(device)
+    taps = rng.normal(0, 1, (frames, size, size)).astype(np.float32) / (frames * size)
+    taps = torch.from_numpy(taps)
     weight = taps.to(device)[None, None].repeat(3, 1, 1, 1, 1)  # (C, 1, T, K, K): depthwise
 
     def step():
@@ -125,8 +128,8 @@ def torch_conv3d(frames: int, size: int, height: int, width: int, rng) -> dict |
 
 
 def ffmpeg_tmix(frames: int, height: int, width: int, rng, count: int = 24) -> dict:
-    """FFmpeg's tmix (equal weights: a mean of ``frames`` frames) on rgb24 frames on the CPU, through
-    PyAV's filter graph: ms per output frame (the filter alone, frames made beforehand)."""
+    """FFmpeg's tmix (equal weights: a mean of ``frames`` frames) on rgb24 frames on the CPU,
+    through PyAV's filter graph: ms per output frame (the filter alone, frames made before)."""
     import av
 
     graph = av.filter.Graph()
@@ -174,7 +177,8 @@ def main() -> None:
     parser.add_argument("--json", default="temporal.json", help="where to write the results")
     parser.add_argument("--sizes", default="1080p,4k", help="frame sizes of the kernel table")
     parser.add_argument("--no-sweep", action="store_true", help="skip the launch-geometry sweep")
-    parser.add_argument("--no-peers", action="store_true", help="skip PyTorch, FFmpeg and the pipeline")
+    parser.add_argument("--no-peers", action="store_true",
+                        help="skip PyTorch, FFmpeg and the pipeline")
     args = parser.parse_args()
     env = bench._measure_env(0, "reflect101")
     rng = np.random.default_rng()
@@ -186,7 +190,8 @@ def main() -> None:
         result["tconv_sweep"] = tconv_sweep(env, rng)
     if not args.no_peers:
         height, width = bench_temporal.SIZES["4k"]
-        peers = [torch_conv3d(t, k, height, width, rng) for t, k in ((3, 3), (5, 5), (5, 9), (9, 5))]
+        cases = ((3, 3), (5, 5), (5, 9), (9, 5))
+        peers = [torch_conv3d(t, k, height, width, rng) for t, k in cases]
         peers += [ffmpeg_tmix(t, height, width, rng) for t in (3, 5)]
         result["peers"] = [peer for peer in peers if peer is not None]
         for peer in result["peers"]:
