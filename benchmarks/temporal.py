@@ -32,10 +32,10 @@ from streamconv.backends.families import temporal as family  # noqa: E402
 from streamconv.backends.plan import plan_chain, precompile_plans  # noqa: E402
 from streamconv.borders import BORDER_CODES  # noqa: E402
 
-SWEEP = [(4, 8, 4), (4, 16, 4), (4, 16, 2), (4, 12, 4), (4, 8, 8), (4, 4, 8), (8, 8, 4), (8, 16, 2)]
-"""(OUT_X, OUT_Y, BLOCK_Y) tried for conv3d.cu at 4K, random 5x5x5 taps."""
-TCONV_SWEEP = [(256, 1), (256, 2), (128, 2), (256, 4), (512, 2)]
-"""(THREADS, VECS) tried for temporal.cu at 4K, a mean of 5 frames."""
+SWEEP = [(4, 8, 4, 1), (4, 8, 4, 0), (4, 4, 8, 1), (4, 4, 8, 0), (4, 12, 4, 0), (4, 16, 4, 0)]
+"""(OUT_X, OUT_Y, BLOCK_Y, PREFETCH) tried for conv3d.cu at 4K, random 5x5x5 taps."""
+TCONV_SWEEP = [(256, 1, True), (256, 1, False), (256, 2, True), (128, 1, True)]
+"""(THREADS, VECS, alternate) tried for temporal.cu at 4K, a mean of 5 frames."""
 
 
 def sweep(env, rng) -> list[dict]:
@@ -46,21 +46,24 @@ def sweep(env, rng) -> list[dict]:
     rows = []
     try:
         geometries = []
-        for out_x, out_y, block_y in SWEEP:
-            def geometry(radius, channels, sample_bytes, out_y=out_y, out_x=out_x, block_y=block_y):
+        for out_x, out_y, block_y, prefetch in SWEEP:
+            def geometry(radius, channels, sample_bytes, out_y=out_y, out_x=out_x, block_y=block_y,
+                         prefetch=prefetch):
                 return {"BLOCK_X": 32, "BLOCK_Y": block_y, "OUT_X": out_x, "OUT_Y": out_y,
-                        "ROWS_UNROLLED": int(radius <= 3)}
+                        "ROWS_UNROLLED": int(radius <= 3), "PREFETCH": prefetch}
             geometries.append(geometry)
         plans = []
         for geometry in geometries:
             family.conv3d_geometry = geometry
             plans.append(plan_chain([stage]).kernel_plans(shape, BORDER_CODES[env.border])[0])
         precompile_plans(plans, env.arch, workers=16)
-        for (out_x, out_y, block_y), geometry in zip(SWEEP, geometries):
+        for (out_x, out_y, block_y, prefetch), geometry in zip(SWEEP, geometries):
             family.conv3d_geometry = geometry
             row = bench_temporal.measure_case("4k", "3d T=5 K=5", env, rng, stage)
-            rows.append({"out_x": out_x, "out_y": out_y, "block_y": block_y, **row.__dict__})
-            print(f"sweep OUT_X={out_x} OUT_Y={out_y} BLOCK_Y={block_y}: {row.ms:.4f} ms, "
+            rows.append({"out_x": out_x, "out_y": out_y, "block_y": block_y, "prefetch": prefetch,
+                         **row.__dict__})
+            print(f"sweep OUT_X={out_x} OUT_Y={out_y} BLOCK_Y={block_y} PREFETCH={prefetch}: "
+                  f"{row.ms:.4f} ms, "
                   f"{row.registers} regs, {100 * row.occupancy:.0f}% occupancy, "
                   f"{row.max_lsb} LSB", flush=True)
     finally:
@@ -76,16 +79,17 @@ def tconv_sweep(env, rng) -> list[dict]:
     rows = []
     try:
         plans = []
-        for threads, vecs in TCONV_SWEEP:
+        for threads, vecs, _ in TCONV_SWEEP:
             family.tconv_geometry = lambda frames, threads=threads, vecs=vecs: (threads, vecs)
             plans.append(plan_chain([stage]).kernel_plans(shape, BORDER_CODES[env.border])[0])
         precompile_plans(plans, env.arch, workers=16)
-        for threads, vecs in TCONV_SWEEP:
+        for threads, vecs, alternate in TCONV_SWEEP:
             family.tconv_geometry = lambda frames, threads=threads, vecs=vecs: (threads, vecs)
-            row = bench_temporal.measure_case("4k", "time T=5", env, rng, stage)
-            rows.append({"threads": threads, "vecs": vecs, **row.__dict__})
-            print(f"sweep THREADS={threads} VECS={vecs}: {row.ms:.4f} ms, {row.gbps:.0f} GB/s, "
-                  f"{row.registers} regs, {row.max_lsb} LSB", flush=True)
+            row = bench_temporal.measure_case("4k", "time T=5", env, rng, stage,
+                                              alternate=alternate)
+            rows.append({"threads": threads, "vecs": vecs, "alternate": alternate, **row.__dict__})
+            print(f"sweep THREADS={threads} VECS={vecs} alternate={alternate}: {row.ms:.4f} ms, "
+                  f"{row.gbps:.0f} GB/s, {row.registers} regs, {row.max_lsb} LSB", flush=True)
     finally:
         family.tconv_geometry = default
     return rows
@@ -158,7 +162,7 @@ def ffmpeg_tmix(frames: int, height: int, width: int, rng, count: int = 24) -> d
             "ffmpeg_threads": "default"}
 
 
-def pipeline_fps(frames: int = 90) -> list[dict]:
+def pipeline_fps(frames: int = 300) -> list[dict]:
     """4K test pattern -> chain -> no output on the cuda backend: frames per second."""
     rows = []
     for chain in (["box:size=5"], ["tmean:frames=5", "box:size=5"]):
@@ -176,6 +180,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", default="temporal.json", help="where to write the results")
     parser.add_argument("--sizes", default="1080p,4k", help="frame sizes of the kernel table")
+    parser.add_argument("--no-table", action="store_true",
+                        help="skip the kernel table (streamconv bench --temporal prints it too)")
     parser.add_argument("--no-sweep", action="store_true", help="skip the launch-geometry sweep")
     parser.add_argument("--no-peers", action="store_true",
                         help="skip PyTorch, FFmpeg and the pipeline")
@@ -183,8 +189,9 @@ def main() -> None:
     env = bench._measure_env(0, "reflect101")
     rng = np.random.default_rng()
     result = {"environment": bench._environment_record(env, 8)}
-    result["kernels"] = bench_temporal.run_temporal_bench(env, bench.parse_sizes(args.sizes))
-    print(bench_temporal.format_temporal(result["kernels"]), flush=True)
+    if not args.no_table:
+        result["kernels"] = bench_temporal.run_temporal_bench(env, bench.parse_sizes(args.sizes))
+        print(bench_temporal.format_temporal(result["kernels"]), flush=True)
     if not args.no_sweep:
         result["sweep"] = sweep(env, rng)
         result["tconv_sweep"] = tconv_sweep(env, rng)

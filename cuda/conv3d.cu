@@ -112,66 +112,156 @@ constexpr int kPitch = kStagedW + 4;                     // +4: rows of two thre
 constexpr int kRows = kTileY + 2 * RADIUS;
 constexpr int kChunks = kStagedW / kChunk;               // loads per staged row
 constexpr int kInRows = OUT_Y + 2 * RADIUS;              // staged rows a thread reads
-constexpr int kGroups = SEPARABLE ? 1 : TAPS;            // stage-and-compute rounds
 
 static_assert(kRows * kPitch * 4 <= 48 * 1024, "staged tile over 48 KB: use a smaller tile");
 
-// kChunk (4) samples from frame row `srow` starting at sample b (a multiple of 4, any position
-// relative to the frame), as floats; samples outside the row through the border map.
-__device__ __forceinline__ void load_chunk(float* v, const elem_t* __restrict__ srow, int b,
-                                           int row_samples, int width) {
-  if (b >= 0 && b + kChunk <= row_samples) {
-#if ELEM_BYTES == 1
-    const unsigned int w = __ldg(reinterpret_cast<const unsigned int*>(srow + b));
-    v[0] = byte_to_float(w, 0); v[1] = byte_to_float(w, 1);
-    v[2] = byte_to_float(w, 2); v[3] = byte_to_float(w, 3);
-#else
-    const uint2 w = __ldg(reinterpret_cast<const uint2*>(srow + b));
-    v[0] = elem_to_float(w.x, 0); v[1] = elem_to_float(w.x, 1);
-    v[2] = elem_to_float(w.y, 0); v[3] = elem_to_float(w.y, 1);
+// Staging, item by item: item i of the tile is 4 samples, staged row i / kChunks, samples
+// x0 - kPad + 4 * (i % kChunks); thread tid takes items tid, tid + kThreads, ... (kPerThread).
+// The loads are issued first for many items at once (a frame's whole share ahead of the compute
+// of the previous frame where the registers allow: PREFETCH), then converted and stored; items
+// across the row's edges are gathered sample by sample through the border map when stored.
+constexpr int kItems = kRows * kChunks;
+constexpr int kPerThread = (kItems + kThreads - 1) / kThreads;
+#ifndef PREFETCH
+#define PREFETCH (!SEPARABLE && kPerThread * kES <= 16)
 #endif
+#if ELEM_BYTES == 1
+typedef unsigned int raw_t;   // 4 uint8 samples
+#else
+typedef uint2 raw_t;          // 4 uint16 samples
+#endif
+
+struct Item {
+  int sy;     // frame row, -1 for a zero row
+  int b;      // first sample
+  int slot;   // float offset in the staged tile
+  bool live;  // an item of this tile (the last thread's share may run past it)
+  bool inner; // its 4 samples lie inside the row: one aligned load
+};
+
+__device__ __forceinline__ Item item(int u, int x0, int y0, int width, int height) {
+  // An opaque zero: the compiler would otherwise keep every item's indices live across the
+  // frames' compute (they do not change from frame to frame), and run out of registers.
+  int fresh;
+  asm volatile("mov.u32 %0, 0;" : "=r"(fresh));
+  const int i = threadIdx.y * BLOCK_X + threadIdx.x + u * kThreads + fresh;
+  const int r = i / kChunks;
+  const int q = i - r * kChunks;
+  Item it;
+  it.live = i < kItems;
+  it.sy = it.live ? map_index(y0 - RADIUS + r, height) : -1;
+  it.b = x0 - kPad + kChunk * q;
+  it.slot = r * kPitch + kChunk * q;
+  it.inner = it.b >= 0 && it.b + kChunk <= width * CHANNELS;
+  return it;
+}
+
+__device__ __forceinline__ raw_t fetch(const Item& it, const unsigned char* frame, int src_pitch) {
+  if (it.sy < 0 || !it.inner) {
+    raw_t zero;
+#if ELEM_BYTES == 1
+    zero = 0u;
+#else
+    zero = make_uint2(0u, 0u);
+#endif
+    return zero;
+  }
+  return __ldg(reinterpret_cast<const raw_t*>(frame + (size_t)it.sy * src_pitch) + it.b / kChunk);
+}
+
+// The item's 4 samples as floats: from its fetched word, or gathered (across an edge), or zeros.
+__device__ __forceinline__ void widen(float* v, const Item& it, raw_t w, const unsigned char* frame,
+                                      int src_pitch, int width) {
+  if (it.sy >= 0 && !it.inner) {
+    const elem_t* srow = reinterpret_cast<const elem_t*>(frame + (size_t)it.sy * src_pitch);
+#pragma unroll
+    for (int e = 0; e < kChunk; ++e) {
+      const int c = map_column(it.b + e, width * CHANNELS, width);
+      v[e] = c < 0 ? 0.0f : (float)srow[c];
+    }
     return;
   }
+#if ELEM_BYTES == 1
+  v[0] = byte_to_float(w, 0); v[1] = byte_to_float(w, 1);
+  v[2] = byte_to_float(w, 2); v[3] = byte_to_float(w, 3);
+#else
+  v[0] = elem_to_float(w.x, 0); v[1] = elem_to_float(w.x, 1);
+  v[2] = elem_to_float(w.y, 0); v[3] = elem_to_float(w.y, 1);
+#endif
+}
+
+__device__ __forceinline__ void put(float* __restrict__ s, const Item& it, const float* v) {
+  if (it.live) *reinterpret_cast<float4*>(s + it.slot) = make_float4(v[0], v[1], v[2], v[3]);
+}
+
+// Items u0 .. u0 + N - 1 of this thread: loads of frame `frame`, into raw.
+template <int N>
+__device__ __forceinline__ void fetch_items(raw_t (&raw)[N], int u0, const unsigned char* frame, int x0,
+                                            int y0, int width, int height, int src_pitch) {
 #pragma unroll
-  for (int e = 0; e < kChunk; ++e) {
-    const int c = map_column(b + e, row_samples, width);
-    v[e] = c < 0 ? 0.0f : (float)srow[c];
+  for (int u = 0; u < N; ++u) {
+    if (u0 + u < kPerThread) raw[u] = fetch(item(u0 + u, x0, y0, width, height), frame, src_pitch);
   }
 }
 
-// Stage the tile's rows of frame group g into s (see the header): frame rows y0 - R .., samples
-// x0 - kPad ..; SEPARABLE 1 sums every frame times its weight.
-__device__ __forceinline__ void stage(float* __restrict__ s, const Frames& src, int g, int x0, int y0,
-                                      int width, int height, int src_pitch) {
-  const int row_samples = width * CHANNELS;
-  for (int i = threadIdx.y * BLOCK_X + threadIdx.x; i < kRows * kChunks; i += kThreads) {
-    const int r = i / kChunks;
-    const int q = i - r * kChunks;
-    const int sy = map_index(y0 - RADIUS + r, height);
-    const int b = x0 - kPad + kChunk * q;
-    float v[kChunk];
+// Items u0 .. u0 + N - 1 of this thread: converted from raw (or gathered) and stored.
+template <int N>
+__device__ __forceinline__ void put_items(float* __restrict__ s, const raw_t (&raw)[N], int u0,
+                                          const unsigned char* frame, int x0, int y0, int width,
+                                          int height, int src_pitch) {
 #pragma unroll
-    for (int e = 0; e < kChunk; ++e) v[e] = 0.0f;
-    if (sy >= 0) {
+  for (int u = 0; u < N; ++u) {
+    if (u0 + u >= kPerThread) break;
+    const Item it = item(u0 + u, x0, y0, width, height);
+    float v[kChunk];
+    widen(v, it, raw[u], frame, src_pitch, width);
+    put(s, it, v);
+  }
+}
+
 #if SEPARABLE
-      (void)g;
+// The tile's weighted sum of every frame, a few items at a time with every frame's loads issued
+// together.
+constexpr int kSepBatch = TAPS >= 8 ? 1 : 8 / TAPS;
+
+__device__ __forceinline__ void stage_sum(float* __restrict__ s, const Frames& src, int x0, int y0,
+                                          int width, int height, int src_pitch) {
 #pragma unroll 1
+  for (int u0 = 0; u0 < kPerThread; u0 += kSepBatch) {
+    raw_t raw[TAPS][kSepBatch];
+#pragma unroll
+    for (int k = 0; k < TAPS; ++k) fetch_items(raw[k], u0, src.frame[k], x0, y0, width, height, src_pitch);
+#pragma unroll
+    for (int u = 0; u < kSepBatch; ++u) {
+      if (u0 + u >= kPerThread) break;
+      const Item it = item(u0 + u, x0, y0, width, height);
+      float v[kChunk];
+#pragma unroll
       for (int k = 0; k < TAPS; ++k) {
         float f[kChunk];
-        load_chunk(f, reinterpret_cast<const elem_t*>(frame_of(src, k) + (size_t)sy * src_pitch), b,
-                   row_samples, width);
+        widen(f, it, raw[k][u], src.frame[k], src_pitch, width);
         const float w = c_wt[k];
 #pragma unroll
         for (int e = 0; e < kChunk; ++e) v[e] = k == 0 ? w * f[e] : fmaf(w, f[e], v[e]);
       }
-#else
-      load_chunk(v, reinterpret_cast<const elem_t*>(frame_of(src, g) + (size_t)sy * src_pitch), b,
-                 row_samples, width);
-#endif
+      put(s, it, v);
     }
-    *reinterpret_cast<float4*>(s + r * kPitch + kChunk * q) = make_float4(v[0], v[1], v[2], v[3]);
   }
 }
+#else
+constexpr int kBatch = 8;  // items whose loads go out together when not prefetched
+
+// Frame g's tile, fetched and stored in batches of kBatch items (large tiles: no PREFETCH).
+__device__ __forceinline__ void stage_frame(float* __restrict__ s, const unsigned char* frame, int x0,
+                                            int y0, int width, int height, int src_pitch) {
+#pragma unroll 1
+  for (int u0 = 0; u0 < kPerThread; u0 += kBatch) {
+    raw_t raw[kBatch];
+    fetch_items(raw, u0, frame, x0, y0, width, height, src_pitch);
+    put_items(s, raw, u0, frame, x0, y0, width, height, src_pitch);
+  }
+}
+#endif
 
 // Tap (m, n) of group g: frame g's taps, or the separable form's spatial matrix.
 __device__ __forceinline__ float tap(int g, int m, int n) {
@@ -244,10 +334,30 @@ CONV3D_ENTRY(Frames src, unsigned char* __restrict__ dst, int width, int height,
 #pragma unroll
     for (int j = 0; j < OUT_X; ++j) acc[o][j] = 0.0f;
 
+#if SEPARABLE
+  stage_sum(s_tile, src, x0, y0, width, height, src_pitch);
+  __syncthreads();
+#if ROWS_UNROLLED
+#pragma unroll
+#else
 #pragma unroll 1
-  for (int g = 0; g < kGroups; ++g) {
+#endif
+  for (int r = 0; r < kInRows; ++r) add_row(acc, s_window + r * kPitch, r, 0);
+#else
+#if PREFETCH
+  raw_t next[kPerThread];  // the next frame's share, loading while this frame is computed
+  fetch_items(next, 0, src.frame[0], x0, y0, width, height, src_pitch);
+#endif
+#pragma unroll 1
+  for (int g = 0; g < TAPS; ++g) {
+    const unsigned char* frame = frame_of(src, g);
     if (g > 0) __syncthreads();  // every thread done with the last frame's tile
-    stage(s_tile, src, g, x0, y0, width, height, src_pitch);
+#if PREFETCH
+    put_items(s_tile, next, 0, frame, x0, y0, width, height, src_pitch);
+    if (g + 1 < TAPS) fetch_items(next, 0, frame_of(src, g + 1), x0, y0, width, height, src_pitch);
+#else
+    stage_frame(s_tile, frame, x0, y0, width, height, src_pitch);
+#endif
     __syncthreads();
 #if ROWS_UNROLLED
 #pragma unroll
@@ -256,6 +366,7 @@ CONV3D_ENTRY(Frames src, unsigned char* __restrict__ dst, int width, int height,
 #endif
     for (int r = 0; r < kInRows; ++r) add_row(acc, s_window + r * kPitch, r, g);
   }
+#endif
 
   const int row_samples = width * CHANNELS;
   const int valid = row_samples - (x0 + ox);

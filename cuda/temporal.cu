@@ -15,7 +15,10 @@
 // inside its pitch). Each thread takes VECS vectors a block apart (coalesced), issues all their
 // loads from every frame before any arithmetic (TAPS * VECS loads in flight per thread), and
 // stores VECS vectors; a row's last vector stores only the samples inside the row. The kernel is
-// bound by memory: each frame byte is read once and each output byte written once.
+// bound by memory: each frame byte is read once and each output byte written once. With
+// `reverse` the blocks take the frame from its end: a stream's kernels alternate, so that each
+// starts on the rows the last one read last, which the L2 cache may still hold (4 of its 5
+// frames are the last kernel's).
 // Launch: block (THREADS, 1, 1), grid (ceil(H * vectors per row / (THREADS * VECS)), 1, 1).
 //
 // Macros: TAPS 1..15 (frames read), ELEM_BYTES 1 or 2, THREADS, VECS. The window's frames come
@@ -69,11 +72,12 @@ __device__ __forceinline__ void add_word(float* acc, unsigned int w, float t, bo
 
 extern "C" __global__ void __launch_bounds__(THREADS)
 TCONV_ENTRY(Frames src, unsigned char* __restrict__ dst, int width, int height, int src_pitch,
-            int dst_pitch) {
+            int dst_pitch, int reverse) {
   const int row_bytes = width * CHANNELS * kES;
   const int per_row = (row_bytes + 15) >> 4;
   const int total = per_row * height;  // < 2^31: the host keeps frames far smaller
-  const int first = blockIdx.x * (THREADS * VECS) + threadIdx.x;
+  const int block = reverse ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int first = block * (THREADS * VECS) + threadIdx.x;
 
   uint4 v[VECS][TAPS];
   int row[VECS], col[VECS];

@@ -55,7 +55,7 @@ def case_stage(case: str, rng: np.random.Generator) -> FilterStage:
     if case.startswith("time"):
         return parse_filter(f"tmean:frames={frames}")
     if case.startswith("separable"):
-        return parse_filter(f"tdenoise:frames={frames},sigma=1,space={(size - 1) / 6:g}")
+        return parse_filter(f"tdenoise:frames={frames},sigma=1,space={(size - 1) / 6.5:.3f}")
     taps = rng.normal(0.0, 1.0, (frames, size, size)) / (frames * size)
     taps[frames // 2, size // 2, size // 2] += 1.0
     return FilterStage("conv3d", {}, (), temporal=validate_taps3d(taps))
@@ -123,16 +123,18 @@ class WindowLaunches:
         capacity = self.window.capacity
         entries = [(self.count + k) % capacity for k in self.used]
         target = self.targets[self.count % len(self.targets)]
-        self.backend.launch_temporal(0, entries, target, stream, self.shape, np.uint8)
+        self.backend.launch_temporal(0, entries, target, stream, self.shape, np.uint8, self.count)
         self.count += 1
 
 
-def measure_case(size: str, case: str, env, rng, stage: FilterStage | None = None) -> TemporalRow:
+def measure_case(size: str, case: str, env, rng, stage: FilterStage | None = None, *,
+                 alternate: bool = True) -> TemporalRow:
     """Check and time one case (``env``: streamconv.bench's BenchEnv; ``stage``: the case's,
-    made here if not given)."""
+    made here if not given; ``alternate``: as TemporalCudaBackend's)."""
     stage = stage or case_stage(case, rng)
     shape = (*SIZES[size], 3)
     with TemporalCudaBackend([stage], border=env.border) as backend:
+        backend.alternate = alternate
         slots = backend.allocate_slots(shape, 4)  # their output buffers are written in turn
         worst = checked_clip(backend, slots, stage, rng)
         with backend.activated():

@@ -193,10 +193,15 @@ class TemporalCudaBackend(CudaBackend):
         if target.kind == "ring":
             self._order[0].after_write(stream, self.walk.windows[0].received)
 
+    alternate = True
+    """Whether successive time-only kernels of a stage take the frame from alternate ends
+    (temporal.cu's ``reverse``: each starts where the last one's reads may still be in L2)."""
+
     def launch_temporal(self, number: int, entries: Sequence[int], target: tuple[int, int], stream,
-                        shape: tuple[int, int, int], dtype) -> None:
+                        shape: tuple[int, int, int], dtype, launch: int = 0) -> None:
         """Queue temporal stage ``number``'s kernel on ``stream``: its ring's ``entries`` (one per
-        used window position) into ``target`` (device address, pitch). No ordering events:
+        used window position) into ``target`` (device address, pitch); ``launch`` counts the
+        stage's kernels (its parity picks the direction, see ``alternate``). No ordering events:
         :class:`_DeviceSteps` adds them; benchmarks call this directly. Call inside
         :meth:`activated`."""
         stage = self.stages_for(tuple(shape), dtype)[self._positions[number]]
@@ -204,8 +209,10 @@ class TemporalCudaBackend(CudaBackend):
         frames = [int(base) + entry * entry_bytes for entry in entries] or [int(base)]
         frames += [0] * (MAX_POINTERS - len(frames))
         height, width, _ = shape
+        time_only = stage.plan.source == "temporal"
+        reverse = (int(self.alternate and launch % 2 == 1),) if time_only else ()
         stage.function.prepared_async_call(stage.plan.grid, stage.plan.block, stream, *frames,
-                                           target[0], width, height, pitch, target[1])
+                                           target[0], width, height, pitch, target[1], *reverse)
 
     def launch_segment(self, number: int, source: tuple[int, int], target: tuple[int, int],
                        spare: tuple[int, int] | None, slot: Slot) -> None:
@@ -281,9 +288,9 @@ class _DeviceSteps:
         order = backend._order[number]
         window = walk.windows[number]
         order.before_launch(self.stream)
-        shape, dtype = self.slot.frame_shape, self.slot.frame_dtype
+        shape, dtype, launch = self.slot.frame_shape, self.slot.frame_dtype, order.launches
         self._writing(target, lambda: backend.launch_temporal(
-            number, entries, self.address(target), self.stream, shape, dtype))
+            number, entries, self.address(target), self.stream, shape, dtype, launch))
         order.after_launch(self.stream, None if window.ended else window.received - 1)
 
     def _writing(self, target: Buffer, launch) -> None:
