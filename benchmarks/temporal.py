@@ -32,8 +32,8 @@ from streamconv.backends.families import temporal as family  # noqa: E402
 from streamconv.backends.plan import plan_chain, precompile_plans  # noqa: E402
 from streamconv.borders import BORDER_CODES  # noqa: E402
 
-SWEEP = [(4, 8, 4, 1), (4, 8, 4, 0), (4, 4, 8, 1), (4, 4, 8, 0), (4, 12, 4, 0), (4, 16, 4, 0)]
-"""(OUT_X, OUT_Y, BLOCK_Y, PREFETCH) tried for conv3d.cu at 4K, random 5x5x5 taps."""
+SWEEP = [(4, 4, 8), (4, 8, 4), (4, 12, 4), (4, 16, 4), (8, 4, 8)]
+"""(OUT_X, OUT_Y, BLOCK_Y) tried for conv3d.cu at 4K, random 5x5x5 taps."""
 TCONV_SWEEP = [(256, 1, True), (256, 1, False), (256, 2, True), (128, 1, True)]
 """(THREADS, VECS, alternate) tried for temporal.cu at 4K, a mean of 5 frames."""
 
@@ -46,24 +46,22 @@ def sweep(env, rng) -> list[dict]:
     rows = []
     try:
         geometries = []
-        for out_x, out_y, block_y, prefetch in SWEEP:
-            def geometry(radius, channels, sample_bytes, out_y=out_y, out_x=out_x, block_y=block_y,
-                         prefetch=prefetch):
+        for out_x, out_y, block_y in SWEEP:
+            def geometry(radius, channels, sample_bytes, separable=False, out_y=out_y, out_x=out_x,
+                         block_y=block_y):
                 return {"BLOCK_X": 32, "BLOCK_Y": block_y, "OUT_X": out_x, "OUT_Y": out_y,
-                        "ROWS_UNROLLED": int(radius <= 3), "PREFETCH": prefetch}
+                        "ROWS_UNROLLED": int(radius <= 3)}
             geometries.append(geometry)
         plans = []
         for geometry in geometries:
             family.conv3d_geometry = geometry
             plans.append(plan_chain([stage]).kernel_plans(shape, BORDER_CODES[env.border])[0])
         precompile_plans(plans, env.arch, workers=16)
-        for (out_x, out_y, block_y, prefetch), geometry in zip(SWEEP, geometries):
+        for (out_x, out_y, block_y), geometry in zip(SWEEP, geometries):
             family.conv3d_geometry = geometry
             row = bench_temporal.measure_case("4k", "3d T=5 K=5", env, rng, stage)
-            rows.append({"out_x": out_x, "out_y": out_y, "block_y": block_y, "prefetch": prefetch,
-                         **row.__dict__})
-            print(f"sweep OUT_X={out_x} OUT_Y={out_y} BLOCK_Y={block_y} PREFETCH={prefetch}: "
-                  f"{row.ms:.4f} ms, "
+            rows.append({"out_x": out_x, "out_y": out_y, "block_y": block_y, **row.__dict__})
+            print(f"sweep OUT_X={out_x} OUT_Y={out_y} BLOCK_Y={block_y}: {row.ms:.4f} ms, "
                   f"{row.registers} regs, {100 * row.occupancy:.0f}% occupancy, "
                   f"{row.max_lsb} LSB", flush=True)
     finally:

@@ -117,14 +117,12 @@ static_assert(kRows * kPitch * 4 <= 48 * 1024, "staged tile over 48 KB: use a sm
 
 // Staging, item by item: item i of the tile is 4 samples, staged row i / kChunks, samples
 // x0 - kPad + 4 * (i % kChunks); thread tid takes items tid, tid + kThreads, ... (kPerThread).
-// The loads are issued first for many items at once (a frame's whole share ahead of the compute
-// of the previous frame where the registers allow: PREFETCH), then converted and stored; items
-// across the row's edges are gathered sample by sample through the border map when stored.
+// The loads of kBatch items are issued together, then converted and stored (loading the next
+// frame's share during the compute of this one, in registers, was no faster on an H100 and
+// took a third more registers); items across the row's edges are gathered sample by sample
+// through the border map when stored.
 constexpr int kItems = kRows * kChunks;
 constexpr int kPerThread = (kItems + kThreads - 1) / kThreads;
-#ifndef PREFETCH
-#define PREFETCH (!SEPARABLE && kPerThread * kES <= 16)
-#endif
 #if ELEM_BYTES == 1
 typedef unsigned int raw_t;   // 4 uint8 samples
 #else
@@ -140,10 +138,13 @@ struct Item {
 };
 
 __device__ __forceinline__ Item item(int u, int x0, int y0, int width, int height) {
-  // An opaque zero: the compiler would otherwise keep every item's indices live across the
-  // frames' compute (they do not change from frame to frame), and run out of registers.
-  int fresh;
+  // An opaque zero where the rows are unrolled: the compiler would otherwise keep every item's
+  // indices live across the frames' compute (they do not change from frame to frame): 155
+  // registers instead of 55 at 5x5x5 (the rolled form needs no such help, and spills with it).
+  int fresh = 0;
+#if ROWS_UNROLLED
   asm volatile("mov.u32 %0, 0;" : "=r"(fresh));
+#endif
   const int i = threadIdx.y * BLOCK_X + threadIdx.x + u * kThreads + fresh;
   const int r = i / kChunks;
   const int q = i - r * kChunks;
@@ -249,9 +250,9 @@ __device__ __forceinline__ void stage_sum(float* __restrict__ s, const Frames& s
   }
 }
 #else
-constexpr int kBatch = 8;  // items whose loads go out together when not prefetched
+constexpr int kBatch = 8;  // items whose loads go out together (a small tile's whole share)
 
-// Frame g's tile, fetched and stored in batches of kBatch items (large tiles: no PREFETCH).
+// Frame g's tile, fetched and stored in batches of kBatch items.
 __device__ __forceinline__ void stage_frame(float* __restrict__ s, const unsigned char* frame, int x0,
                                             int y0, int width, int height, int src_pitch) {
 #pragma unroll 1
@@ -344,20 +345,10 @@ CONV3D_ENTRY(Frames src, unsigned char* __restrict__ dst, int width, int height,
 #endif
   for (int r = 0; r < kInRows; ++r) add_row(acc, s_window + r * kPitch, r, 0);
 #else
-#if PREFETCH
-  raw_t next[kPerThread];  // the next frame's share, loading while this frame is computed
-  fetch_items(next, 0, src.frame[0], x0, y0, width, height, src_pitch);
-#endif
 #pragma unroll 1
   for (int g = 0; g < TAPS; ++g) {
-    const unsigned char* frame = frame_of(src, g);
     if (g > 0) __syncthreads();  // every thread done with the last frame's tile
-#if PREFETCH
-    put_items(s_tile, next, 0, frame, x0, y0, width, height, src_pitch);
-    if (g + 1 < TAPS) fetch_items(next, 0, frame_of(src, g + 1), x0, y0, width, height, src_pitch);
-#else
-    stage_frame(s_tile, frame, x0, y0, width, height, src_pitch);
-#endif
+    stage_frame(s_tile, frame_of(src, g), x0, y0, width, height, src_pitch);
     __syncthreads();
 #if ROWS_UNROLLED
 #pragma unroll
