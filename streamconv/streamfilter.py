@@ -141,7 +141,7 @@ class StreamFilter(WindowedResults):
             return
         self._fit_slots(image)
         if self._ready and self._in_flight and (len(self._in_flight) >= self.ring or not (self._free or self._reserved)):
-            shape, dtype = self._frame_type  # outputs pile up untaken: is there room for this one?
+            shape, dtype = self._frame_type or ((), np.uint8)  # outputs pile up: room for one?
             check_kept_output(int(np.prod(shape)) * dtype.itemsize, len(self._ready))
         slot = self._reserved if self._reserved is not None else self._take_slot()
         self._reserved = None

@@ -29,7 +29,8 @@ from oracle import random_taps
 pytestmark = pytest.mark.cuda
 
 SMALL_SIZES = [(1, 1), (1, 37), (37, 1), (49, 65)]
-NAMED = [name for name in REGISTRY if name not in ("custom", "bank", *TEMPORAL_NAMES)]  # bank (a layer): test_cuda_layer.py
+NAMED = [name for name in REGISTRY
+         if name not in ("custom", "bank", *TEMPORAL_NAMES)]  # bank (a layer): test_cuda_layer.py
 
 
 @pytest.fixture(scope="module")

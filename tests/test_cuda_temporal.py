@@ -46,13 +46,15 @@ def compiled():
                for c, d in ((1, np.uint8), (4, np.uint8), (3, np.uint16), (4, np.uint16))]
     wanted += [([conv3d(random_taps3d(rng, 15, 31, exact=False))], (8, 8, 3), 2, np.uint8),
                (parse_chain(["tdenoise:sigma=1.5,space=1"]), (8, 8, 3), 2, np.uint8),
-               (CHAIN, (8, 8, 3), 2, np.uint8), (LARGE, (8, 8, 3), 2, np.uint8), (FILE, (8, 8, 3), 2, np.uint8)]
+               (CHAIN, (8, 8, 3), 2, np.uint8), (LARGE, (8, 8, 3), 2, np.uint8),
+               (FILE, (8, 8, 3), 2, np.uint8)]
     time, space = np.array([0.25, 0.5, 0.25]), np.outer([1, 2, 1], [1, 2, 1]) / 16
     wanted += [([conv3d(time[:, None, None] * space[None])], (8, 8, 3), 0, np.uint8)]
     driver.init()
     major, minor = driver.Device(0).compute_capability()
     plans = [launch for stages, shape, border, dtype in wanted
-             for launch in plan_chain(stages).kernel_plans(shape, border, dtype) if launch is not None]
+             for launch in plan_chain(stages).kernel_plans(shape, border, dtype)
+             if launch is not None]
     precompile_plans(plans, f"sm_{major}{minor}", workers=16)
 
 
@@ -118,7 +120,8 @@ def test_3d_taps_match_the_cpu(rng, border, size, exact):
     assert_close(got, expected, exact and exact_for(stage.temporal.taps, 255))
 
 
-@pytest.mark.parametrize("channels, dtype", [(1, np.uint8), (4, np.uint8), (3, np.uint16), (4, np.uint16)])
+@pytest.mark.parametrize("channels, dtype",
+                         [(1, np.uint8), (4, np.uint8), (3, np.uint16), (4, np.uint16)])
 def test_3d_taps_on_other_channels_and_16_bits(rng, channels, dtype):
     stage = conv3d(random_taps3d(rng, 5, 5, exact=False))
     got, expected = gpu_and_cpu([stage], clip_of(rng, 7, (33, 29, channels), dtype), "replicate")

@@ -13,7 +13,8 @@ from streamconv.temporal_taps import TEMPORAL_NAMES
 
 from oracle import exact_for, random_taps, reference_chain, reference_filter
 
-NAMED = [name for name in REGISTRY if name not in ("custom", "bank", *TEMPORAL_NAMES)] + ["custom:taps=0,-1,0;-1,5,-1;0,-1,0"]
+NAMED = [name for name in REGISTRY
+         if name not in ("custom", "bank", *TEMPORAL_NAMES)] + ["custom:taps=0,-1,0;-1,5,-1;0,-1,0"]
 SIZES = [(1, 1), (1, 17), (17, 1), (23, 37)]
 
 

@@ -173,7 +173,8 @@ SPECIALISATIONS = {  # filter, frame channels, border code
     "r2-c3-reflect101": ("box:size=5", 3, 2),  # tensor-core with ldmatrix, rows shifted by 8 bytes
     "r2-c1-replicate": ("box:size=5", 1, 1),  # ... by 4 bytes
     "t5-c3-time": ("tmean:frames=5", 3, 2),  # temporal.cu
-    "t3-r1-c4-zero": ("conv3d:taps=1,0,1;0,2,0;1,0,1|0,1,0;1,1,1;0,1,0|1,0,1;0,2,0;1,0,1", 4, 0),  # conv3d.cu
+    "t3-r1-c4-zero": ("conv3d:taps=1,0,1;0,2,0;1,0,1|0,1,0;1,1,1;0,1,0|1,0,1;0,2,0;1,0,1",
+                      4, 0),  # conv3d.cu
     "t7-r2-c3-separable": ("tdenoise", 3, 2),  # conv3d.cu, time x space
 }
 

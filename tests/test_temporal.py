@@ -57,8 +57,9 @@ def test_random_3d_taps_match_the_oracle(rng, border, dtype, exact):
     check_against_oracle(stream(clip, [stage], border), clip, [stage], border)
 
 
-@pytest.mark.parametrize("spec", ["tmean:frames=5", "tgauss:sigma=1", "tdiff", "tdiff:causal=1,scale=4",
-                                  "tdenoise:frames=3", "tmean:frames=3,causal=1", "tgauss:sigma=2,causal=1"])
+@pytest.mark.parametrize("spec", ["tmean:frames=5", "tgauss:sigma=1", "tdiff",
+                                  "tdiff:causal=1,scale=4", "tdenoise:frames=3",
+                                  "tmean:frames=3,causal=1", "tgauss:sigma=2,causal=1"])
 def test_named_filters_match_the_oracle(rng, spec):
     stages = parse_chain([spec])
     clip = clip_of(rng, 7)
@@ -85,7 +86,8 @@ def test_time_only_taps_are_bit_exact_with_float32_order(rng):
 
 @pytest.mark.parametrize("count", [1, 2, 3, 5])
 def test_every_frame_comes_out_once_in_order_short_clips_included(rng, count):
-    stages = parse_chain(["gaussian", "tmean:frames=5", "sharpen", "tgauss:sigma=1,frames=3", "box"])
+    stages = parse_chain(["gaussian", "tmean:frames=5", "sharpen", "tgauss:sigma=1,frames=3",
+                          "box"])
     clip = clip_of(rng, count)
     got = stream(clip, stages, "replicate", ring=1)
     assert got.shape == clip.shape

@@ -28,8 +28,8 @@ def rgb_frames(path) -> np.ndarray:
 def test_a_temporal_chain_keeps_frames_timestamps_and_audio(cli, tmp_path):
     source, out = tmp_path / "in.mp4", tmp_path / "out.mp4"
     make_clip(source, frames=12)
-    result = cli("run", str(source), "-o", str(out), "--filter", "tmean:frames=5", "--filter", "box",
-                 "--backend", "cpu", "--no-progress", "-v")
+    result = cli("run", str(source), "-o", str(out), "--filter", "tmean:frames=5",
+                 "--filter", "box", "--backend", "cpu", "--no-progress", "-v")
     assert result.returncode == 0, result.stderr
     assert "2 frame(s)" in result.stderr and "behind the input" in result.stderr
     assert video_pts(out) == video_pts(source) and len(video_pts(out)) == 12

@@ -113,6 +113,7 @@ class Backend(Protocol):
     def end_stream(self) -> None:
         """Forget the frames of the stream so far (their outputs are not wanted): the next submit
         starts a new stream. Nothing to do without stages across frames."""
+        return None
 
     def apply(self, src: np.ndarray) -> np.ndarray:
         """Filter ``src`` (a host array, as for :meth:`apply_into`) into a new host array of

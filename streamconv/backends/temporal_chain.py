@@ -112,8 +112,8 @@ class TemporalWalk:
     """
 
     def __init__(self, filters: Sequence[FilterStage]) -> None:
-        self.segments, positions = split_chain(filters)
-        self.taps = tuple(filters[number].temporal for number in positions)
+        self.segments, _ = split_chain(filters)
+        self.taps = tuple(stage.temporal for stage in filters if stage.temporal is not None)
         self.windows = [Window(taps) for taps in self.taps]
         self.delay = chain_delay(filters)
 

@@ -204,7 +204,7 @@ class TemporalCudaBackend(CudaBackend):
         stage's kernels (its parity picks the direction, see ``alternate``). No ordering events:
         :class:`_DeviceSteps` adds them; benchmarks call this directly. Call inside
         :meth:`activated`."""
-        stage = self.stages_for(tuple(shape), dtype)[self._positions[number]]
+        stage = self.stages_for(shape, dtype)[self._positions[number]]
         base, pitch, entry_bytes = self._rings[number]
         frames = [int(base) + entry * entry_bytes for entry in entries] or [int(base)]
         frames += [0] * (MAX_POINTERS - len(frames))
@@ -226,6 +226,7 @@ class TemporalCudaBackend(CudaBackend):
         for done, index in enumerate(numbers):
             stage = stages[index]
             out = target if (len(numbers) - 1 - done) % 2 == 0 else spare
+            assert out is not None, "a segment of two stages or more has a spare buffer"
             if stage.gpu_layer is not None:
                 stage.gpu_layer.launch(slot.device.layer_buffers[index], source[0], source[1],
                                        out[0], out[1], stream)

@@ -43,6 +43,7 @@ class TemporalPlan:
 def prepare(stage: FilterStage, variant: str, sample_bytes: int) -> TemporalPlan:
     """The positions read and the form; any temporal taps run."""
     taps = stage.temporal
+    assert taps is not None, "the temporal family runs temporal stages only"
     maximum = 255 if sample_bytes == 1 else 65535
     return TemporalPlan(taps.used or (0,), separable_form(taps, maximum))
 
@@ -85,6 +86,7 @@ def kernel_plan(plan: StagePlan, shape: tuple[int, int, int], border_code: int) 
     """temporal.cu's launch for 1 x 1 taps, else conv3d.cu's, for (H, W, C) frames."""
     height, width, channels = shape
     taps, data = plan.stage.temporal, plan.data
+    assert taps is not None and isinstance(data, TemporalPlan)
     used = list(data.used)
     defines = {"TAPS": len(used), "CHANNELS": channels}
     if plan.sample_bytes != 1:
@@ -101,6 +103,7 @@ def kernel_plan(plan: StagePlan, shape: tuple[int, int, int], border_code: int) 
     defines.update(RADIUS=radius, BORDER=border_code, SEPARABLE=int(data.separable),
                    **conv3d_geometry(radius, channels, plan.sample_bytes, data.separable))
     if data.separable:
+        assert taps.time is not None and taps.space is not None  # separable_form checked them
         constants = {"c_wt": _floats(taps.time[used]), "c_space": _floats(taps.space)}
         products = height * width * channels * (len(used) + taps.size**2)
     else:
