@@ -10,8 +10,6 @@ The public API is what this module exports::
     result = streamconv.run_many(["webcam:0", "webcam:1"], ["edge"], "cam{n}.mp4")  # one output each
 """
 
-import importlib
-
 __version__ = "0.1.0"
 
 _EXPORTS = {
@@ -46,7 +44,9 @@ def __getattr__(name: str):
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'streamconv' has no attribute {name!r}")
-    value = importlib.import_module(f".{module}", __name__)
+    # __import__, not importlib: `import streamconv` imports nothing before the command holds
+    # its signals (streamconv.launch)
+    value = __import__(f"{__name__}.{module}", fromlist=["__name__"])
     if name != module:  # else the module itself: ``streamconv.batch(...)`` is run_batch
         value = getattr(value, name)
     globals()[name] = value

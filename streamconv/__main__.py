@@ -1,7 +1,5 @@
 """``python -m streamconv``: the same as the ``streamconv`` command."""
 
-import sys
+from .launch import main  # first: it holds SIGINT and SIGTERM before anything else is imported
 
-from .launch import main
-
-sys.exit(main())
+raise SystemExit(main())

@@ -25,6 +25,7 @@ from .errors import Interrupted, OutputError, StreamconvError, run_exit_code
 from .filters import FilterStage
 from .manifest import FINISHED, BatchRecord, file_identity, not_a_file
 from .pipeline import Pipeline
+from .standard_streams import steady_standard_streams
 from .stats import RunStats
 
 log = logging.getLogger(__name__)
@@ -371,6 +372,7 @@ def worker_process(settings: RunSettings, devices: list[int], gate_counts, tasks
     Linux, within 0.1 s): no manifest would record what it finished. Signals are the batch's
     process's to handle: here they are ignored."""
     die_with_parent(parent)
+    steady_standard_streams()  # the batch's stderr, inherited: closed, broken or full as it is
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     logging.basicConfig(level=log_level, format="streamconv: %(message)s", force=True)

@@ -178,7 +178,7 @@ def bench_jobs(sizes: Sequence[str], ks: Sequence[int], kernels: Sequence[str], 
     return jobs
 
 
-def _measure_env(device_number: int, border: str) -> BenchEnv:
+def measure_env(device_number: int, border: str) -> BenchEnv:
     """Initialise the driver, name the device and measure its copy bandwidth and peaks."""
     import pycuda.driver as driver  # the bench needs the cuda extra; the rest of the module does not
 
@@ -191,9 +191,9 @@ def _measure_env(device_number: int, border: str) -> BenchEnv:
                     int8_tensor_peak(device, driver))
 
 
-def _environment_record(env: BenchEnv, depth: int) -> dict:
+def environment_record(env: BenchEnv, depth: int) -> dict:
     """What a result's ``environment`` says: the device, versions and rooflines."""
-    import pycuda  # as in _measure_env
+    import pycuda  # as in measure_env
 
     major, minor = env.device.compute_capability()
     version = env.driver.get_driver_version()
@@ -212,7 +212,7 @@ def run_bench(*, sizes: Sequence[str], ks: Sequence[int], kernels: Sequence[str]
 
     ``progress(text)`` is called before each configuration.
     """
-    env = _measure_env(device_number, border)
+    env = measure_env(device_number, border)
     rng = np.random.default_rng()
     dtype = np.dtype(np.uint8 if depth == 8 else np.uint16)
     stages = {k: {"random": random_taps(rng, k), "gaussian": gaussian(k)} for k in ks}
@@ -234,7 +234,7 @@ def run_bench(*, sizes: Sequence[str], ks: Sequence[int], kernels: Sequence[str]
                 rows.append(row)
             if host:
                 rows.extend(_host_rows(size, k, frame, stages[k]["random"], border, env.copy_gbps))
-    result = {"environment": _environment_record(env, depth), "rows": [{**asdict(r), "limiter": r.limiter} for r in rows]}
+    result = {"environment": environment_record(env, depth), "rows": [{**asdict(r), "limiter": r.limiter} for r in rows]}
     bad = [r for r in rows if r.max_lsb is not None and r.max_lsb > 1]
     if bad:
         result["failed"] = ", ".join(f"{r.variant} {r.size} K={r.k}: {r.max_lsb} LSB" for r in bad)

@@ -21,11 +21,14 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from .errors import FilterSpecError, FrameTypeError
-from .nn.layer import ConvLayer, load_layer
+from .errors import FilterSpecError
+from .nn.layer import ConvLayer, check_sample_type, load_layer
+from .resample import GEOMETRY_FILTERS, Geometry
+from .tapfiles import MAX_SIZE, load_taps_file, parse_inline_taps, show_value, validate_taps
 from .temporal_taps import TEMPORAL_TYPES, TemporalTaps, TemporalType
-from .tapfiles import (MAX_QUOTED_CHARS, MAX_SIZE, load_taps_file, parse_inline_taps, quote_text,
-                       validate_taps)
+
+# Re-exported: their homes are nn.layer and tapfiles.
+__all__ = ["MAX_SIZE", "check_sample_type", "show_value", "validate_taps"]
 
 COMBINE_NONE = "none"
 COMBINE_MAGNITUDE = "magnitude"
@@ -42,6 +45,8 @@ class FilterStage:
         combine: ``"none"`` for a single matrix, ``"magnitude"`` for sqrt(a^2 + b^2) of two.
         layer: for the ``bank`` filter, a :class:`streamconv.nn.layer.ConvLayer` (a convolution
             layer whose maps make the frame); ``taps`` is then empty. None otherwise.
+        geometry: for ``scale`` and ``crop``, what they do to the frame's size
+            (:class:`streamconv.resample.Geometry`); ``taps`` is then empty. None otherwise.
         temporal: for a filter across frames, its T x K x K taps (``taps`` is then empty).
     """
 
@@ -50,11 +55,14 @@ class FilterStage:
     taps: tuple[np.ndarray, ...]
     combine: str = COMBINE_NONE
     layer: ConvLayer | None = None
+    geometry: Geometry | None = None
     temporal: TemporalTaps | None = None
 
     @property
     def size(self) -> int:
-        """Side K of the tap matrices."""
+        """Side K of the tap matrices (1 for a geometry stage)."""
+        if self.geometry is not None:
+            return 1
         if self.temporal is not None:
             return self.temporal.size
         return self.layer.size if self.layer is not None else int(self.taps[0].shape[0])
@@ -74,7 +82,7 @@ class FilterStage:
         if self.temporal is not None:
             causal = ", causal" if self.temporal.causal else ""
             detail = f" x {self.temporal.frames} frames{causal}"
-        return f"{label} ({self.size}x{self.size}{detail})"
+        return label if self.geometry is not None else f"{label} ({self.size}x{self.size}{detail})"
 
 
 @dataclass(frozen=True)
@@ -190,6 +198,11 @@ def _layer(file: str, relu: bool, pool: int) -> FilterStage:
     return FilterStage(name="bank", params=params, taps=(), layer=layer)
 
 
+def _geometry(name: str, make: Callable[..., Geometry]) -> Callable[..., FilterStage]:
+    """A builder of a ``scale`` or ``crop`` stage: no taps, a :class:`Geometry`."""
+    return lambda **params: FilterStage(name, params, (), geometry=make(**params))
+
+
 def _fixed(name: str, taps: Any) -> Callable[[], FilterStage]:
     return lambda: _single(name, {}, taps)
 
@@ -225,6 +238,9 @@ REGISTRY: dict[str, FilterType] = {
                     "pool": Param(int, 1, "max-pool the maps over pool x pool windows")}),
     )
 }
+REGISTRY.update({name: FilterType(name, summary, _geometry(name, make),
+                                  {key: Param(*param) for key, param in params.items()})
+                 for name, summary, make, params in GEOMETRY_FILTERS})
 
 
 def _temporal_entry(entry: TemporalType) -> FilterType:
@@ -237,20 +253,6 @@ def _temporal_entry(entry: TemporalType) -> FilterType:
 
 
 REGISTRY.update((entry.name, _temporal_entry(entry)) for entry in TEMPORAL_TYPES)
-
-
-def show_value(value: Any) -> str:
-    """A value for an error message: repr(value), cut to MAX_QUOTED_CHARS characters of a string or
-    twice that of other types (a value may come from a file); repr of an int (even nested) over
-    4300 digits raises ValueError, so such a value is named by its type."""
-    if isinstance(value, str):
-        return quote_text(value)
-    try:
-        text = repr(value)
-    except ValueError:
-        return f"<a {type(value).__name__} too large to show>"
-    limit = 2 * MAX_QUOTED_CHARS
-    return text[:limit] + "..." if len(text) > limit else text
 
 
 def _coerce(filter_name: str, key: str, param: Param, value: Any) -> Any:
@@ -356,8 +358,10 @@ def parse_filter(spec: str | FilterStage) -> FilterStage:
     return build_filter(name, params)
 
 
-def parse_chain(specs: Sequence[str | FilterStage]) -> list[FilterStage]:
-    """Parse several specs; they run in order, each stage rounding to uint8."""
+def parse_chain(specs: Sequence[str | FilterStage] | str | FilterStage) -> list[FilterStage]:
+    """Parse several specs; they run in order, each stage rounding to uint8. One spec given
+    alone is a chain of one (its characters were taken for specs one by one)."""
+    specs = [specs] if isinstance(specs, (str, FilterStage)) else specs
     return [parse_filter(spec) for spec in specs]
 
 
@@ -374,17 +378,3 @@ def describe_registry() -> str:
     lines.append("")
     lines.append("Spec: NAME[:KEY=VALUE,...]; repeat --filter to chain stages in order.")
     return "\n".join(lines)
-
-
-def check_sample_type(stages: Sequence[FilterStage], dtype) -> None:
-    """Refuse frames of ``dtype`` (a NumPy dtype) that a stage cannot filter: convolution-layer
-    stages (the ``bank`` filter) take uint8 frames only; the others take uint8 and uint16.
-
-    Raises:
-        FrameTypeError: naming the stage and the dtype.
-    """
-    if np.dtype(dtype) == np.uint8:
-        return
-    for stage in stages:
-        if stage.layer is not None:
-            raise FrameTypeError(f"stage {stage.describe()} takes uint8 frames only, got {np.dtype(dtype)}")

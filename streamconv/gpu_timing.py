@@ -167,12 +167,11 @@ def poisoned_run(backend, slot, frame: np.ndarray) -> np.ndarray:
     if frame.dtype != slot.host_in.dtype:
         raise ValueError(f"frame dtype {frame.dtype} != slot dtype {slot.host_in.dtype}")
 
-    height = slot.frame_shape[0]
     with backend.activated():
         for buffer in slot.device.buffers[1:]:
-            driver.memset_d8(buffer, POISON, slot.device.pitch * height)
+            driver.memset_d8(buffer, POISON, slot.device.pitch * slot.device.rows)
         for buffer in slot.device.planes[1:]:
-            driver.memset_d8(buffer, POISON, slot.planes.nbytes)
+            driver.memset_d8(buffer, POISON, (slot.out_planes or slot.planes).nbytes)
     slot.host_out.fill(POISON ^ 0xFF)
     np.copyto(slot.host_in, frame)
     slot.reset()

@@ -2,7 +2,8 @@
 
 One :class:`SignalGuard` holds the handlers of the main thread from a command's first line
 to its last (``streamconv`` installs it before its heavy imports), and a running pipeline
-borrows it through :func:`stop_on_signals`:
+borrows it through :func:`stop_on_signals`. A signal ignored when the guard is installed (a
+script's background job has SIGINT ignored) is left ignored. Otherwise:
 
 - while a pipeline runs or finishes its output, the first signal asks it to stop: it drains
   the frames in flight and finalizes a playable file of them;
@@ -43,27 +44,33 @@ class SignalGuard:
         self.received: int | None = None
         self.deferred = False  # record signals only (see streamconv.launch), raise nothing
         self._on_first: Callable[[int], None] | None = None
-        self._previous: dict[int, object] = {}
+        self._previous: dict[int, object] = {}  # the handlers replaced (not those left ignored)
+        self._installed = False
         self._outer: SignalGuard | None = None
 
     def install(self) -> "SignalGuard":
-        """Take over SIGINT and SIGTERM (main thread only); returns self."""
+        """Take over SIGINT and SIGTERM (main thread only); returns self. A signal ignored
+        when this is called stays ignored: a shell starts a script's background job (``cmd &``)
+        with SIGINT ignored, so that a Ctrl-C meant for the script's foreground leaves it be
+        (Python itself leaves such a SIGINT alone)."""
         global _active
-        if threading.current_thread() is not threading.main_thread() or self._previous:
+        if threading.current_thread() is not threading.main_thread() or self._installed:
             return self
         for signum in SIGNALS:
-            self._previous[signum] = signal.signal(signum, self._handle)
+            if signal.getsignal(signum) is not signal.SIG_IGN:
+                self._previous[signum] = signal.signal(signum, self._handle)
+        self._installed = True
         self._outer, _active = _active, self
         return self
 
     def restore(self) -> None:
         """Put back the handlers that were there before :meth:`install`."""
         global _active
-        if not self._previous:
+        if not self._installed:
             return
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
-        self._previous = {}
+        self._previous, self._installed = {}, False
         _active = self._outer
 
     def __enter__(self) -> "SignalGuard":

@@ -1,16 +1,27 @@
-"""The ``streamconv`` command's entry point: the signal handlers go in before anything heavy.
+"""The ``streamconv`` command's entry point: signals are held before anything else is imported.
 
-Importing the CLI loads NumPy, OpenCV and PyAV (a few hundred milliseconds). A Ctrl-C or
-SIGTERM in that time must end the command as one anywhere else does (exit 130 or 143, one
-line, no traceback), so the guard is installed first and handed to :func:`streamconv.cli.main`.
+A Ctrl-C or SIGTERM at any moment must end the command as one anywhere else does (exit 130 or
+143, one line, no traceback). Importing this module starts the command: ``python -m streamconv``
+and the console script import it first (``import streamconv`` itself runs no import) and call
+:func:`main` at once. Its first statement blocks SIGINT and SIGTERM, so that one arriving while
+Python loads the rest stays pending in the kernel instead of being raised inside an import;
+:func:`main` installs the guard, lets the held signals through to it, makes a closed, broken or
+full stderr harmless, and only then imports the CLI (NumPy, OpenCV, PyAV: a few hundred
+milliseconds), during which the guard records a signal and ends the command after.
 """
 
-from __future__ import annotations
+import _signal  # built into the interpreter and loaded with it: this imports nothing
 
-import sys
-from typing import Sequence
+_HELD = {_signal.SIGINT, _signal.SIGTERM}
+_MASK = getattr(_signal, "pthread_sigmask", None)  # POSIX's; elsewhere nothing is held
+if _MASK is not None:
+    _MASK(_signal.SIG_BLOCK, _HELD)  # first: main() releases them once its guard is in
 
-from .interrupts import SignalGuard
+import sys  # noqa: E402  (after the hold, as every import)
+from collections.abc import Sequence  # noqa: E402
+
+from .interrupts import SignalGuard  # noqa: E402
+from .standard_streams import steady_standard_streams  # noqa: E402
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -20,7 +31,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # lock's callback) it would be printed as "Exception ignored" and lost.
         guard.deferred = True
         try:
-            from .cli import main as cli_main  # heavy: under the guard
+            if _MASK is not None:
+                _MASK(_signal.SIG_UNBLOCK, _HELD)  # a signal held since start-up lands here
+            steady_standard_streams()
+            if guard.received is None:
+                from .cli import main as cli_main  # heavy: under the guard
         finally:
             guard.deferred = False
         if guard.received is not None:

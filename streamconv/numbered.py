@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 
 _FIELD = re.compile(r"%(0?\d*)d")
@@ -57,6 +58,20 @@ def numbered_files(pattern: str | os.PathLike) -> list[Path]:
     except OSError:
         return []
     return sorted(path.parent / name for name in names if regex.fullmatch(name))
+
+
+def irregular_files(pattern: str | os.PathLike) -> list[Path]:
+    """The files a pattern names that are not regular files (followed through links): a FIFO, a
+    device, a socket, a folder. Found by stat() alone: reading a FIFO with no writer would wait
+    for ever."""
+    irregular = []
+    for path in numbered_files(pattern):
+        try:
+            if not stat.S_ISREG(os.stat(path).st_mode):
+                irregular.append(path)
+        except OSError:  # gone meanwhile, a link to nothing: FFmpeg says so when it gets there
+            pass
+    return irregular
 
 
 def pattern_name(pattern: str | os.PathLike, number: int) -> Path:

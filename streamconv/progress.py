@@ -9,6 +9,15 @@ from typing import TextIO
 import numpy as np
 
 
+def is_terminal(stream: TextIO | None) -> bool:
+    """Whether ``stream`` is an open terminal: False for None (``sys.stderr`` of a process
+    started with descriptor 2 closed) or a closed stream."""
+    try:
+        return stream is not None and stream.isatty()
+    except (OSError, ValueError):  # closed
+        return False
+
+
 class ProgressBar:
     """Redraws ``[#####.....]  120/300  40%  57.1 fps  ETA 3s`` at most ``rate`` times a second.
 
@@ -22,7 +31,7 @@ class ProgressBar:
                  enabled: bool | None = None, rate: float = 8.0) -> None:
         self.total = total
         self.stream = stream or sys.stderr
-        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self.enabled = is_terminal(self.stream) if enabled is None else enabled
         self._interval = 1.0 / rate
         self._start = time.perf_counter()
         self._last_draw = 0.0
@@ -77,7 +86,7 @@ class StatusLine:
                  interval: float = 1.0) -> None:
         self.stats = stats
         self.stream = stream or sys.stderr
-        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self.enabled = is_terminal(self.stream) if enabled is None else enabled
         self._interval = interval
         self._start = time.perf_counter()
         self._last_draw = self._start

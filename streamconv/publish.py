@@ -4,8 +4,9 @@ A video output, ``--stats-json``, ``bench --json``/``--chart`` and any later rep
 here, so they share one set of rules:
 
 - :func:`check_output_path` refuses, before any work, a target that is an input (by path,
-  symlink or hard link, ``file:`` URLs included), a folder, a name the OS refuses, a missing
-  folder, or an existing file without ``overwrite``.
+  symlink or hard link, ``file:`` URLs included; any file the input reads, as
+  :mod:`streamconv.inputfiles` lists them: standard input's, a concat list's), a folder, a name
+  the OS refuses, a missing folder, or an existing file without ``overwrite``.
 - :class:`AtomicFile` writes under a unique temporary name beside the target, created
   exclusively (``O_EXCL | O_NOFOLLOW``: a link planted at that name is never followed), and
   :meth:`AtomicFile.publish` moves it into place. Without ``overwrite`` a file that appeared
@@ -27,24 +28,12 @@ from pathlib import Path
 from typing import BinaryIO, Iterable
 
 from .errors import OutputError
+from .inputfiles import OpenFile, files_read, local_path
 from .leftovers import hold_writer_lock, release_writer_lock, remove_abandoned
-from .numbered import is_named_by, is_pattern, numbered_files
+from .numbered import is_named_by, is_pattern
 
 _NAME_MAX = 255
 """Bytes in one file name on Linux file systems (ext4, xfs, btrfs, tmpfs)."""
-
-
-def local_path(spec: str | os.PathLike) -> Path | None:
-    """The file on this machine that an input spec names (a path, or a ``file:`` URL as FFmpeg
-    reads it), or None for a URL, a pipe (``-`` too) or a camera."""
-    text = os.fspath(spec)
-    if text == "-":
-        return None
-    if text.startswith("file:"):
-        return Path(text[len("file:"):])  # FFmpeg's file protocol takes the rest as a path
-    if "://" in text or text.startswith(("pipe:", "fd:")):
-        return None
-    return Path(text)
 
 
 def without_file_scheme(spec: str) -> str:
@@ -61,18 +50,20 @@ class ProtectedFiles(list):
 def protected_files(protect) -> ProtectedFiles:
     """(role, file) pairs from ``protect``: a mapping of role -> spec (``{"the output": ...}``),
     or specs that are all inputs, or pairs this function made already (returned as they are).
-    Specs naming no local file (URLs) are left out; an image sequence's pattern (``img%04d.png``)
-    stands for each of its files."""
+    Each spec stands for every file it reads (:func:`streamconv.inputfiles.files_read`): an image
+    sequence's images, a concat list's entries, the file standard input is; URLs for none."""
     if isinstance(protect, ProtectedFiles):
         return protect
     pairs = protect.items() if isinstance(protect, dict) else (("the input", spec) for spec in protect)
-    found = [(role, path) for role, spec in pairs if (path := local_path(spec)) is not None]
-    return ProtectedFiles((role, file) for role, path in found
-                          for file in ([path, *numbered_files(path)] if is_pattern(path) else [path]))
+    return ProtectedFiles((role if isinstance(file, Path) else f"{role} ({file})", file)
+                          for role, spec in pairs for file in files_read(spec))
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    """True when ``a`` and ``b`` are one file: one resolved path, or one inode (a hard link)."""
+def _same_file(a: Path | OpenFile, b: Path) -> bool:
+    """True when ``a`` and ``b`` are one file: one resolved path, or one inode (a hard link, or
+    the file a descriptor has open)."""
+    if isinstance(a, OpenFile):
+        return a.is_file(b)
     try:
         if a.resolve() == b.resolve():
             return True
@@ -107,7 +98,7 @@ def check_output_path(output: str | os.PathLike, *, overwrite: bool, protect: It
         if _same_file(other, path):
             raise OutputError(f"{what} is the same file as {role}: {output}")
     for role, other in protected:
-        if is_pattern(other) and is_named_by(other, path):  # an image the sequence may write yet
+        if isinstance(other, Path) and is_pattern(other) and is_named_by(other, path):  # a future image
             raise OutputError(f"{what} is one of the files of {role} ({other}): {output}")
     check_name_lengths(path, what)
     try:

@@ -29,7 +29,8 @@ from typing import Any, Iterator, Sequence
 from .backends import resolve_backend
 from .batch_ray import ray_module
 from .cuda_device import gpu_numbers
-from .errors import FilterSpecError, Interrupted, OutputError
+from .arguments import check_flag, check_options, keywords_of
+from .errors import FilterSpecError, InputError, Interrupted, OutputError
 from .filters import FilterStage
 from .frames import as_count
 from .interrupts import stop_on_signals
@@ -37,11 +38,13 @@ from .io.file import FileSource
 from .io.damage import reported_damage
 from .io.formats import default_codec, output_format
 from .io.join import join_parts
-from .io.open import open_sink
+from .io.open import check_sink, open_sink
 from .io.segment import Segment, keyframe_times, plan_cuts, pts_shift, segment_source
 from .io.targets import check_target
 from .leftovers import hold_folder_lock, release_writer_lock, remove_abandoned
 from .pipeline import Pipeline
+from .resample import chain_shapes
+from .run_options import check_passed_on
 from .batch_worker import Running
 from .segments_ray import run_on_ray
 from .stats import RunStats, StageTimes
@@ -128,7 +131,10 @@ def run_segments(source: str | Path, filters: Sequence[str | FilterStage], outpu
     Returns: RunStats of the whole run (see :func:`combine_stats`), wall time from plan to output.
     Raises: the errors of a one-piece run; Interrupted on SIGINT/SIGTERM (nothing is left).
     """
-    segments, source_options = as_count(segments, "segments", 1), dict(source_options or {})
+    segments = as_count(segments, "segments", 1)
+    check_flag(copy_streams, "copy_streams")
+    source_options, sink_options, pipeline_options = _check_options(source_options, sink_options,
+                                                                    pipeline_options)
     _check_before_work(source, output, overwrite=overwrite, format=format, decoder=decoder, ray=ray,
                        devices=devices, source_options=source_options, pipeline_options=pipeline_options)
     started = time.perf_counter()
@@ -144,6 +150,10 @@ def run_segments(source: str | Path, filters: Sequence[str | FilterStage], outpu
     return combine_stats(results, time.perf_counter() - started, [*scanned, *copied])
 
 
+_NOT_PASSED_ON = {"source", "filters", "sink", "sink_options", "backend", "device", "decoder"}
+"""Pipeline's arguments that run_segments gives each segment's Pipeline itself."""
+
+
 @contextmanager
 def _parts_folder(output: str | Path) -> Iterator[Path]:
     """A new hidden folder for ``output``'s parts beside it, locked while in use, removed after;
@@ -157,6 +167,20 @@ def _parts_folder(output: str | Path) -> Iterator[Path]:
     finally:
         shutil.rmtree(parts_dir, ignore_errors=True)
         release_writer_lock(lock)
+
+
+def _check_options(source_options: Any, sink_options: Any,
+                   pipeline_options: Any) -> tuple[dict, dict, dict]:
+    """FileSource's, FileSink's and Pipeline's options of a segmented run, each one the segments
+    take and of its type (InputError, OutputError, FilterSpecError naming one), as dicts."""
+    sink_options = check_sink(None, sink_options, names=("output", "sink_options"))
+    if {"format", "overwrite"} & sink_options.keys():  # the joined output's: run_segments' own
+        raise OutputError("run_segments takes format and overwrite itself, not in sink_options")
+    source_options = check_options(source_options, "source_options", InputError,
+                                   taken=keywords_of(FileSource) - {"path", "copy_streams"})
+    pipeline_options = check_passed_on(pipeline_options, keywords_of(Pipeline) - _NOT_PASSED_ON,
+                                       "run_segments")
+    return source_options, sink_options, pipeline_options
 
 
 def _check_before_work(source, output, *, overwrite: bool, format: str | None, decoder: str,
@@ -239,7 +263,9 @@ class SegmentWork:
                                 **self.source_options)
         sink = None
         try:
-            sink = open_sink(part, like=source, format=self.format, overwrite=True, **self._part_options(source))
+            shape = chain_shapes(self.filters, source.shape)[-1]
+            sink = open_sink(part, like=source, shape=shape, format=self.format, overwrite=True,
+                             **self._part_options(source))
             return Pipeline(source, self.filters, sink, backend=self.backend, device=device, **self.pipeline_options)
         except BaseException:
             source.close()

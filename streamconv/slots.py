@@ -4,12 +4,13 @@ and InFlight, the slots a backend is working on, finished in the order they were
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Generic, Iterator, TypeVar
 
 import numpy as np
 
+from .errors import FrameFormatError
 from .io.yuv import YuvLayout
 
 if TYPE_CHECKING:
@@ -82,6 +83,8 @@ class Slot:
         started: perf_counter() when reading of the frame began (latency origin).
         planes: the YUV layout when the buffers hold planes (the backend converts colour),
             None for RGB frames.
+        out_planes: the layout of ``host_out``'s planes when the chain changes the frame's size
+            (``scale``, ``crop``); None: ``planes``'.
         device_input: where a GPU-decoding source writes the frame instead of ``host_in`` (then
             an empty placeholder), None when frames arrive in host memory.
         has_output: whether the backend put an output frame in ``host_out`` for the last submit
@@ -98,6 +101,7 @@ class Slot:
     planes: YuvLayout | None = None
     device_input: DeviceInput | None = None
     has_output: bool = True
+    out_planes: YuvLayout | None = None
 
     @property
     def input_target(self) -> np.ndarray | DeviceInput:
@@ -110,6 +114,14 @@ class Slot:
         return self.planes.frame_shape if self.planes is not None else self.host_in.shape
 
     @property
+    def out_shape(self) -> tuple[int, int, int]:
+        """(h, w, C) of the frame the chain makes (RGB for planes): ``frame_shape`` unless a stage
+        changes the size."""
+        if self.planes is not None:
+            return (self.out_planes or self.planes).frame_shape
+        return self.host_out.shape
+
+    @property
     def frame_dtype(self) -> np.dtype:
         """Sample type of the frame the filters see: uint8 or uint16 (RGB for planes)."""
         return self.planes.frame_dtype if self.planes is not None else self.host_in.dtype
@@ -120,6 +132,32 @@ class Slot:
         self.times.clear()
         self.started = 0.0
         self.has_output = True
+
+
+def resized_planes(layout: YuvLayout, shape: tuple[int, ...]) -> YuvLayout | None:
+    """``layout`` (depth, colour) for frames of (h, w, C) ``shape``; ``layout`` itself at its own
+    size, None where 4:2:0 planes cannot hold the size (an odd side)."""
+    height, width = shape[0], shape[1]
+    if (width, height) == (layout.width, layout.height):
+        return layout
+    if width % 2 or height % 2:
+        return None
+    return replace(layout, width=width, height=height)
+
+
+def output_planes(layout: YuvLayout | None, shape: tuple[int, ...]) -> YuvLayout | None:
+    """A slot's ``out_planes`` for a chain whose output is (h, w, C) ``shape``: None without
+    planes (``layout`` None), else :func:`resized_planes`.
+
+    Raises:
+        FrameFormatError: the output has an odd side, which 4:2:0 planes cannot hold.
+    """
+    if layout is None:
+        return None
+    resized = resized_planes(layout, shape)
+    if resized is None:
+        raise FrameFormatError(f"4:2:0 planes cannot hold the chain's {shape[1]}x{shape[0]} output")
+    return resized
 
 
 Note = TypeVar("Note")

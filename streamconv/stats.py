@@ -199,6 +199,13 @@ class RunStats:
     sample_cap: int = SAMPLE_CAP
     stages: dict[str, StageTimes] = field(default_factory=dict, repr=False)
 
+    def set_delay(self, frames: int, frame_rate) -> int:
+        """Note that each output lags its input by ``frames`` frames (at ``frame_rate`` frames a
+        second, if known); returns ``frames``."""
+        rate = float(frame_rate or 0)
+        self.delay_frames, self.delay_seconds = frames, frames / rate if rate > 0 else 0.0
+        return frames
+
     def record(self, times: dict[str, float]) -> None:
         """Add one frame's stage times (seconds); constant memory per stage, however many frames."""
         stages = self.stages

@@ -7,15 +7,17 @@ slots, their order and the backend calls are those of the pipeline's compute thr
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from .api import Spec, check_output, device_engine, make_engine
+from .api import Closes, Spec, check_output, device_engine, make_engine, output_like
 from .borders import DEFAULT_BORDER
 from .errors import FrameDeviceError, StreamconvError, StreamError
-from .frames import MAX_RING, as_count, as_hwc, check_host_memory, check_kept_output
+from .arguments import check_flag
+from .frames import MAX_RING, as_count, as_frame_type, as_hwc, check_frame_fits, check_kept_output
 from .interop.arrays import DeviceView, as_frame
 from .interop.libcuda import stream_handle
 from .hostcopy import ParallelCopier, copier_for, same_buffer
@@ -23,7 +25,7 @@ from .slots import InFlight, Slot
 from .streamfilter_tail import WindowedResults
 
 
-class StreamFilter(WindowedResults):
+class StreamFilter(WindowedResults, Closes):
     """Overlaps your loop with the GPU: up to ``ring`` frames in flight, results in order.
 
     ``submit(frame)`` copies the frame into a page-locked slot and queues its upload,
@@ -59,20 +61,18 @@ class StreamFilter(WindowedResults):
                  backend: str = "auto", device: int = 0, kernel: str = "auto") -> None:
         self._closed = True  # until the engine exists: close() of a half-made StreamFilter does nothing
         self.ring = as_count(ring, "ring", 1, MAX_RING)  # as --ring: a typo must not take all memory
-        # An application waits for its own results: spin rather than sleep, for latency.
-        self.stages, self.border, self.backend, self._engine = make_engine(
+        self.stages, self.border, self.backend, self._engine = make_engine(  # spins: latency first
             spec, border=border, backend=backend, device=device, kernel=kernel, blocking_sync=False)
         self._frame_type: tuple | None = None  # (shape, dtype) the slots are made for
         self._free: list[Slot] = []
-        self._in_flight: InFlight[tuple[int, ...]] = InFlight(self._engine)  # noted: the frame's own shape
+        self._in_flight: InFlight[tuple[int, ...]] = InFlight(self._engine)  # noted: result shape
         self._ready: deque = deque()  # outputs finished early because the ring was full
         self._device_results: deque = deque()  # DeviceFrames of device frames submitted, in order
         self._leased: dict[int, np.ndarray] = {}  # slot index -> the page-locked frame its result lands in
         self._copier = ParallelCopier(2)  # re-sized per frame size (hostcopy.copier_for)
         self._staged: tuple | None = None  # (slot, output shape, PendingCopy) that map() is copying
         self._reserved = None  # the slot whose input_buffer() the application is filling
-        # The map() that owns every frame in flight, or None: frames in flight then came from submit().
-        self._map_owner: object | None = None
+        self._map_owner: object | None = None  # the map() owning the frames in flight, if any
         self._closed = False
 
     @property
@@ -80,11 +80,6 @@ class StreamFilter(WindowedResults):
         """Frames submitted whose result() has not been taken yet."""
         return (self._in_flight.owed + len(self._ready) + (self._staged is not None)
                 + len(self._device_results))
-
-    @property
-    def closed(self) -> bool:
-        """Whether close() was called (further calls raise StreamError)."""
-        return self._closed
 
     def _check_open(self, call: str) -> None:
         """Raise StreamError naming ``call`` if the StreamFilter is closed."""
@@ -139,10 +134,11 @@ class StreamFilter(WindowedResults):
         if isinstance(image, DeviceView) or self._device_results:
             self._submit_device(image, stream)
             return
-        self._fit_slots(image)
+        self._fit_slots(image.shape, image.dtype)
         if self._ready and self._in_flight and (len(self._in_flight) >= self.ring or not (self._free or self._reserved)):
             shape, dtype = self._frame_type or ((), np.uint8)  # outputs pile up: room for one?
-            check_kept_output(int(np.prod(shape)) * dtype.itemsize, len(self._ready))
+            kept = int(np.prod(output_like(self._engine, shape))) * dtype.itemsize
+            check_kept_output(kept, len(self._ready))
         slot = self._reserved if self._reserved is not None else self._take_slot()
         self._reserved = None
         self._keep_ring()
@@ -186,10 +182,10 @@ class StreamFilter(WindowedResults):
         # No take-over: the frames a map() is reading may be captured into this buffer.
         self._check_open("input_buffer")
         self._end_staging(submit=True)
-        self._fit_slots(as_hwc(np.broadcast_to(np.zeros((), dtype), tuple(shape)), what="input buffer"))
+        self._fit_slots(*as_frame_type(shape, dtype, "input buffer"))
         if self._reserved is None:
             self._reserved = self._take_slot()
-        return self._reserved.host_in.reshape(shape)
+        return self._reserved.host_in.reshape(tuple(shape))
 
     def _take_slot(self):
         """A free slot, reset (the ring's spare when ``ring`` frames are in flight)."""
@@ -208,11 +204,11 @@ class StreamFilter(WindowedResults):
         """The output of the oldest submitted frame, waiting for it if needed.
 
         Args:
-            out: optional host array of the frame's shape and dtype to write into (no allocation),
+            out: optional host array of the result's shape and dtype to write into (no allocation),
                 writable, any strides.
 
         Returns:
-            ``out``, or a new host array of the submitted frame's shape and dtype.
+            ``out``, or a new host array of the submitted frame's dtype and output shape.
 
         Raises:
             StreamconvError: nothing was submitted (frames of a map() left early do not count:
@@ -262,11 +258,11 @@ class StreamFilter(WindowedResults):
         and it is copied into its page-locked slot, on worker threads, while you work on the
         output just yielded.
 
-        Each map() yields exactly one output per input, in order. One left early (``break``, an
-        exception in your loop, or simply dropped) lets its frames in flight go when it is closed
-        or garbage-collected, and at the latest when the next map(), submit() or result() call
-        starts; resuming it after that raises StreamError. The frames may be captured into
-        :meth:`input_buffer` as they are produced (no copy).
+        Each map() yields exactly one output per input, in order; if ``frames`` raises, the
+        outputs of every frame taken before, then its error. One left early (``break``, an
+        exception in your loop, or dropped) lets its frames in flight go when it is closed or
+        garbage-collected, at the latest when the next map(), submit() or result() call starts;
+        resuming it then raises StreamError. Frames may be captured into :meth:`input_buffer`.
 
         Args:
             frames: uint8 or uint16 host arrays, as for :meth:`submit`. Each is read until the
@@ -280,6 +276,7 @@ class StreamFilter(WindowedResults):
                 their result() (their outputs would come out of this map() instead).
         """
         self._take_over("map")
+        copy = check_flag(copy, "copy")
         if self.pending:
             raise StreamError(f"map() with {self.pending} submitted frame(s) not yet taken; "
                               "take them with result() first")
@@ -296,8 +293,9 @@ class StreamFilter(WindowedResults):
 
     def _map(self, frames: Iterable[np.ndarray], copy: bool, owner: object) -> Iterator[np.ndarray]:
         """The generator behind map(), owning every frame in flight while ``owner`` is current."""
+        failed: list[Exception] = []
         try:
-            for frame in frames:
+            for frame in _taken(frames, failed):
                 self._check_owner(owner)  # the loop over ``frames`` ran your code: check again
                 if self.pending < self.ring + self._engine.delay:
                     self._submit(frame)
@@ -316,6 +314,8 @@ class StreamFilter(WindowedResults):
                 if not self.pending:
                     break
                 yield self._result() if copy else self._result_view()
+            if failed:  # ``frames`` raised: every frame taken from it is out, now its error
+                raise failed[0]
         finally:
             # Ended by break, an exception or garbage collection: the frames still in flight belong
             # to no later call, so they go now (nothing is left when the loop ran to the end).
@@ -379,16 +379,15 @@ class StreamFilter(WindowedResults):
         np.copyto(out, result)  # ``out`` was checked by _result()
         return out
 
-    def _fit_slots(self, image: np.ndarray) -> None:
-        """Make the slots fit ``image``'s (H, W, C) shape and dtype, if they do not yet."""
-        if (image.shape, image.dtype) != self._frame_type:
-            self._reshape(image.shape, image.dtype)
-
-    def _reshape(self, shape: tuple[int, int, int], dtype: np.dtype) -> None:
-        """New frame shape or dtype: check that its slots fit in memory, finish what is in flight, make them."""
-        slots, sample = self.ring + 1, np.dtype(dtype)
-        check_host_memory(2 * slots * int(np.prod(shape)) * sample.itemsize, hint="use a smaller ring",
-                          what=f"{slots} slot(s) of 2 x {'x'.join(map(str, shape))} {sample.name} frames")
+    def _fit_slots(self, shape: tuple[int, int, int], dtype: np.dtype) -> None:
+        """Make the slots fit frames of (H, W, C) ``shape`` and ``dtype``, if they do not yet: check
+        that they fit in memory, finish what is in flight, make them."""
+        if (shape, dtype) == self._frame_type:
+            return
+        slots, copies = self.ring + 1, self._engine.host_frames()
+        outputs = -(-math.prod(self._engine.output_shape(shape)) // math.prod(shape))  # in inputs
+        check_frame_fits(shape, dtype, slots * (1 + outputs) + copies, f"{slots} slot(s) of an "
+                         f"input and an output, {copies} of the backend's", hint="use a smaller ring")
         if self._reserved is not None:
             self._free.append(self._reserved)
             self._reserved = None
@@ -417,8 +416,10 @@ class StreamFilter(WindowedResults):
             self._copier.close()
             self._engine.close()
 
-    def __enter__(self) -> "StreamFilter":
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+def _taken(frames: Iterable[np.ndarray], failed: list[Exception]) -> Iterator[np.ndarray]:
+    """The items of ``frames`` until it ends or raises; what it raised is put in ``failed``."""
+    try:
+        yield from frames
+    except Exception as exc:  # noqa: BLE001 (raised again once the frames taken before it are out)
+        failed.append(exc)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .api import output_like
 from .slots import InFlight, Slot
 
 
@@ -34,15 +35,16 @@ class WindowedResults:
                      out: np.ndarray | None) -> np.ndarray: ...
 
     def _queue(self, slot: Slot, shape: tuple[int, ...] | None) -> bool:
-        """Put a filled slot in flight (``shape`` None: the next output a temporal chain still
-        owes), its result going straight into a leased page-locked frame where the backend offers
-        one (then result() copies nothing); False when no output was owed."""
+        """Put a filled slot (a frame of the caller's ``shape``; None: the next output a temporal
+        chain still owes) in flight, its result going straight into a leased page-locked frame
+        where the backend offers one (then result() copies nothing); False when no output was
+        owed."""
         route = getattr(self._engine, "route_output", None)
         leased = route(slot) if route is not None else None
         if leased is not None:
             self._leased[slot.index] = leased
-        if shape is not None:
-            self._in_flight.submit(slot, shape)
+        if shape is not None:  # noted with its result's shape (a scale stage changes it)
+            self._in_flight.submit(slot, output_like(self._engine, shape))
         return shape is not None or self._in_flight.flush(slot)
 
     def flush(self) -> None:

@@ -3,9 +3,10 @@
 Files are read with a byte cap, whatever size they claim (files in /proc claim 0), .npy files
 without pickles and only after their header is checked against their size; errors name the file
 and quote at most MAX_QUOTED_CHARS characters of it, so that naming a file by mistake (or on
-purpose) never prints it. :func:`validate_taps` checks a tap matrix (2-D
-filters and each frame of a 3-D one); the convolution layers (:mod:`streamconv.nn.layer`) check
-their weights themselves.
+purpose) never prints it. A taps text file is quoted not at all: a password file named by mistake
+fails at its first token, and even 20 characters of that are a user, a hash's kind and its salt.
+:func:`validate_taps` checks a tap matrix (a 2-D filter's, and each frame of a 3-D one's); the
+convolution layers (:mod:`streamconv.nn.layer`) check their weights themselves.
 """
 
 from __future__ import annotations
@@ -41,6 +42,20 @@ def quote_text(text: str, limit: int = MAX_QUOTED_CHARS) -> str:
     return repr(text[:limit]) + ("..." if len(text) > limit else "")
 
 
+def show_value(value: Any) -> str:
+    """A value for an error message: repr(value), cut to MAX_QUOTED_CHARS characters of a string or
+    twice that of other types (a value may come from a file); repr of an int (even nested) over
+    4300 digits raises ValueError, so such a value is named by its type."""
+    if isinstance(value, str):
+        return quote_text(value)
+    try:
+        text = repr(value)
+    except ValueError:
+        return f"<a {type(value).__name__} too large to show>"
+    limit = 2 * MAX_QUOTED_CHARS
+    return text[:limit] + "..." if len(text) > limit else text
+
+
 def brief_reason(exc: BaseException, limit: int = 60) -> str:
     """A short reason from a library's exception that may quote the data it failed on.
 
@@ -69,11 +84,12 @@ def decode_text(data: bytes, what: str, error: type[Exception]) -> str:
         raise error(f"{what}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
 
 
-def parse_inline_taps(text: str, *, what: str = "custom taps") -> np.ndarray:
+def parse_inline_taps(text: str, *, what: str = "custom taps", quote: bool = True) -> np.ndarray:
     """Parse ``"a,b,c;d,e,f;g,h,i"`` (rows split by ';', values by ',' or spaces).
 
-    A cell that is not a number is quoted in the error, cut to MAX_QUOTED_CHARS characters
-    (the text may come from a file); ``what`` starts each message.
+    A cell that is not a number is quoted in the error, cut to MAX_QUOTED_CHARS characters, or
+    with ``quote`` False (text read from a file, which may be no taps file at all: a password
+    file named by mistake) only placed by row and column; ``what`` starts each message.
 
     Returns:
         (K, K) float64 host array (not yet validated for size).
@@ -87,8 +103,9 @@ def parse_inline_taps(text: str, *, what: str = "custom taps") -> np.ndarray:
         try:
             parsed.append([float(c) for c in cells])
         except ValueError:
-            bad = next(c for c in cells if not _is_float(c))
-            raise FilterSpecError(f"{what}: row {number}: {quote_text(bad)} is not a number") from None
+            column, bad = next((n, c) for n, c in enumerate(cells, 1) if not _is_float(c))
+            cell = quote_text(bad) if quote else f"value {column}"
+            raise FilterSpecError(f"{what}: row {number}: {cell} is not a number") from None
     widths = {len(r) for r in parsed}
     if len(widths) != 1:
         lengths = ", ".join(str(len(r)) for r in parsed)
@@ -185,7 +202,7 @@ def load_taps_file(path: str | Path) -> np.ndarray:
 
     Raises:
         FilterSpecError: missing, too large, unreadable, not UTF-8, or not a matrix of numbers;
-            the message names the file and quotes at most a short token of it.
+            the message names the file and quotes nothing of it (a bad value by row and column).
     """
     path = Path(path)
     if path.suffix.lower() == ".npy":
@@ -193,7 +210,8 @@ def load_taps_file(path: str | Path) -> np.ndarray:
     data = read_file(path, "custom taps file", MAX_TAPS_FILE_BYTES)
     text = decode_text(data, f"custom taps file {path}", FilterSpecError)
     lines = [ln.split("#", 1)[0].strip() for ln in text.replace(";", "\n").splitlines()]
-    return parse_inline_taps(";".join(ln for ln in lines if ln), what=f"custom taps file {path}")
+    return parse_inline_taps(";".join(ln for ln in lines if ln), what=f"custom taps file {path}",
+                             quote=False)
 
 
 def validate_taps(taps: Any, *, what: str = "taps") -> np.ndarray:

@@ -137,6 +137,10 @@ def _check_stage(stage: FilterStage) -> None:
     assert isinstance(stage, FilterStage) and stage.name in REGISTRY
     assert set(stage.params) <= set(REGISTRY[stage.name].params)
     assert 1 <= stage.size <= MAX_SIZE and stage.size % 2 == 1
+    if stage.geometry is not None:  # scale and crop: a size change, no taps
+        assert stage.name in ("scale", "crop") and stage.taps == () and stage.layer is None
+        assert stage.geometry.kind == stage.name and stage.describe()
+        return
     if stage.layer is not None:
         weights = stage.layer.weights
         assert stage.name == "bank" and stage.taps == ()

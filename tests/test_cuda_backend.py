@@ -29,8 +29,9 @@ from oracle import random_taps
 pytestmark = pytest.mark.cuda
 
 SMALL_SIZES = [(1, 1), (1, 37), (37, 1), (49, 65)]
+# bank (a layer): test_cuda_layer.py; scale and crop: test_cuda_resample.py
 NAMED = [name for name in REGISTRY
-         if name not in ("custom", "bank", *TEMPORAL_NAMES)]  # bank (a layer): test_cuda_layer.py
+         if name not in ("custom", "bank", "scale", "crop", *TEMPORAL_NAMES)]
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.cuda
 
 SMALL_SIZES = [(1, 1), (1, 37), (37, 1), (49, 65)]
 NAMED = [name for name in REGISTRY
-         if name not in ("custom", "bank", *TEMPORAL_NAMES)]
+         if name not in ("custom", "bank", "scale", "crop", *TEMPORAL_NAMES)]
 EXACT_BINOMIAL = "custom:taps=1,4,6,4,1;4,16,24,16,4;6,24,36,24,6;4,16,24,16,4;1,4,6,4,1,normalize=1"
 
 

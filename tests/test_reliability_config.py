@@ -308,3 +308,19 @@ def test_cli_preset_relative_file_from_another_working_directory(cli, preset_tre
     result = cli("run", TINY, "-o", str(tmp_path / "out2.mkv"), "--pipeline", str(missing),
                  cwd=tmp_path / "elsewhere")
     assert_error(result, 3, "custom taps file not found", str(preset_tree / "gone.txt"))
+
+
+def test_a_taps_file_that_is_no_taps_file_has_nothing_of_it_quoted(cli, tmp_path):
+    """A shadow-style password file named as taps: its first token is a user, a hash's kind and
+    salt; nothing of it is quoted, only where the first value that is no number sits."""
+    shadow = tmp_path / "shadow"
+    shadow.write_text("alice:$6$Qx7salt$9f8e7d6c5b4a:19000:0:99999:7:::\n"
+                      "bob:$y$j9T$pepper$abcdef:19001:0:99999:7:::\n")
+    result = cli("run", TINY, "-o", str(tmp_path / "out.mp4"), "--filter", f"custom:file={shadow}")
+    line = assert_error(result, 3, f"custom taps file {shadow}: row 1: value 1 is not a number")
+    for fragment in ("alice", "$6$", "Qx7", "salt", "bob"):
+        assert fragment not in result.stderr, line
+    taps = tmp_path / "taps.txt"
+    taps.write_text("1 2 1\n2 4x 2\n1 2 1\n")  # a real taps file's typo: placed as well
+    result = cli("run", TINY, "-o", str(tmp_path / "out.mp4"), "--filter", f"custom:file={taps}")
+    assert_error(result, 3, f"custom taps file {taps}: row 2: value 2 is not a number")

@@ -3,6 +3,7 @@ may never write over."""
 
 from __future__ import annotations
 
+import os
 from fractions import Fraction
 from pathlib import Path
 
@@ -212,3 +213,15 @@ def test_a_hole_is_looked_for_from_the_start_number_given(cli, tmp_path):
     assert "missing" not in result.stderr
     with av.open(str(tmp_path / "out2.mkv")) as container:
         assert sum(1 for _ in container.decode(video=0)) == 3  # img010 to img012
+
+
+@pytest.mark.parametrize("where", [1, 3])
+def test_a_fifo_named_like_an_image_of_an_input_sequence_is_refused_unopened(cli, tmp_path, where):
+    write_images(tmp_path, count=4)
+    fifo = tmp_path / f"img{where:03d}.png"
+    fifo.unlink()
+    os.mkfifo(fifo)  # no writer ever comes: FFmpeg's image2 demuxer waited for one for ever
+    result = cli("run", "img%03d.png", "-o", "out.mkv", "--backend", "cpu", "-q", cwd=tmp_path,
+                 timeout=60)
+    assert_error(result, 4, f"input sequence img%03d.png: {fifo.name} is not a regular file")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"img{n:03d}.png" for n in range(1, 5)]

@@ -6,7 +6,9 @@ so far (exit 130 or 143); a second aborts at once and leaves nothing; never a tr
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -158,6 +160,54 @@ def test_a_signal_during_start_up_exits_cleanly(tmp_path, signum):
     assert list(tmp_path.iterdir()) == []
 
 
+def _line_of(module: str, text: str) -> int:
+    """The number of the first line of ``streamconv/<module>`` that holds ``text``."""
+    lines = (REPO / "streamconv" / module).read_text().splitlines()
+    return next(number for number, line in enumerate(lines, 1) if text in line)
+
+
+def _before_the_hold(stderr: str) -> bool:
+    """Whether a traceback was raised before streamconv's first statement held the signals: in
+    the interpreter's own start-up (site, runpy, the script), or in streamconv's lines before
+    the hold (``import streamconv``'s constants, the import of launch.py), not after it."""
+    allowed = {"__init__.py": 10**6, "__main__.py": _line_of("__main__.py", "from .launch import"),
+               "launch.py": _line_of("launch.py", "_MASK(_signal.SIG_BLOCK")}
+    package = str(REPO / "streamconv") + os.sep
+    for path, line in re.findall(r'File "([^"]+)", line (\d+)', stderr):
+        if path.startswith(package) and int(line) > allowed.get(path[len(package):], 0):
+            return False
+    return True
+
+
+ENTRIES = {"python -m": ["-m", "streamconv"],  # and the console script's own lines:
+           "console script": ["-c", "import re, sys; from streamconv.launch import main; sys.exit(main())"]}
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_a_sigint_at_any_moment_of_start_up_exits_130_without_a_traceback(tmp_path, entry):
+    """SIGINT sent 0, 3, 6... ms after exec, until 8 runs have met streamconv (the delays go as
+    far as this machine's start-up needs): from its first statement on, whatever the signal
+    meets (streamconv's imports, the CLI's), the command ends with 130 and no traceback; before
+    it, only the interpreter's own start-up sees the signal."""
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    handled, delay_ms = 0, 0
+    while handled < 8:
+        assert delay_ms <= 600, "start-up never reached streamconv"
+        process = subprocess.Popen([sys.executable, *ENTRIES[entry], "run", "test:64x48,frames=3",
+                                    "-o", "out.mp4", "--backend", "cpu"], cwd=tmp_path, env=env,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        time.sleep(delay_ms / 1000)  # Popen returns once the child has exec'd
+        process.send_signal(signal.SIGINT)
+        stderr = process.communicate(timeout=60)[1]
+        if process.returncode == 130 and "Traceback" not in stderr:
+            assert stderr.strip().splitlines()[-1:] == ["streamconv: interrupted"], stderr
+            handled += 1
+        else:  # the signal came before the command was there: the interpreter's to handle
+            assert _before_the_hold(stderr), f"{delay_ms} ms: exit {process.returncode}\n{stderr}"
+        assert list(tmp_path.iterdir()) == []
+        delay_ms += 3
+
+
 @pytest.mark.parametrize("signum", CODES, ids=SIGNAL_IDS)
 def test_a_signal_while_a_fifo_input_is_opened_exits_with_the_signals_code(tmp_path, signum):
     fifo = tmp_path / "input.fifo"
@@ -169,6 +219,42 @@ def test_a_signal_while_a_fifo_input_is_opened_exits_with_the_signals_code(tmp_p
     assert run.finish(timeout=30) == CODES[signum], run.stderr
     assert "Traceback" not in run.stderr and "error:" not in run.stderr, run.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["input.fifo"]
+
+
+def signal_mask(pid: int, field: str) -> int:
+    """The signals in ``field`` (SigIgn, SigCgt...) of /proc/PID/status, as a bit mask."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith(field + ":")), 16)
+
+
+def test_a_sigint_ignored_by_the_shell_stays_ignored_and_sigterm_still_stops(tmp_path):
+    """``streamconv run ... &`` from a script: the shell starts the job with SIGINT ignored (so
+    that a Ctrl-C meant for the script's foreground spares it); the run keeps it so, and ends
+    on SIGTERM as ever (143, a playable file of the frames so far)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    script = '"$@" & echo $!; wait $!'  # a non-interactive shell's background job
+    shell = subprocess.Popen(["sh", "-c", script, "sh", sys.executable, "-m", "streamconv", "run",
+                              "test:160x120@30,frames=90", "--realtime", "-o", "out.mp4", "--backend",
+                              "cpu", "--no-progress"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        pid = int(shell.stdout.readline())
+        assert signal_mask(pid, "SigIgn") & 1 << (signal.SIGINT - 1), "the shell did not ignore SIGINT"
+        deadline = time.monotonic() + 60
+        while not leftovers(tmp_path):  # the first frame is being written
+            assert shell.poll() is None and time.monotonic() < deadline, shell.stderr.read()
+            time.sleep(0.01)
+        os.kill(pid, signal.SIGINT)
+        time.sleep(0.5)
+        with contextlib.suppress(ProcessLookupError):  # gone if SIGINT stopped it: see its exit
+            os.kill(pid, signal.SIGTERM)
+        stderr = shell.communicate(timeout=60)[1]
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+    assert shell.returncode == 143, stderr
+    assert "SIGTERM" in stderr and "SIGINT" not in stderr and "Traceback" not in stderr, stderr
+    assert 0 < frame_count(tmp_path / "out.mp4") < 90
 
 
 def bar_clip(path: Path, frames: int = 200) -> None:

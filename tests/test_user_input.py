@@ -348,3 +348,24 @@ def test_a_demuxer_that_cannot_tell_the_codec_is_an_input_error(cli, tmp_path, s
                  "--backend", "cpu", cwd=tmp_path)
     assert_error(result, 4, "no decoder for video stream 0", "--input-format")
     assert list(tmp_path.iterdir()) == []
+
+
+LONG = "a" * 100_000
+
+
+@pytest.mark.parametrize("args, code", [
+    (["run", TINY, "--crf", LONG], 2),  # argparse's own message
+    (["run", TINY, "--preset", LONG, "-o", "out.mp4"], 2),  # x264 printed it whole, twice
+    (["run", TINY, "--pipeline", LONG], 3),  # streamconv's own error line
+    (["run", " ".join(LONG[:50_000])], 4),  # blanks in it: the line is cut instead
+    (["batch", LONG, "-o", "out"], 4),
+], ids=["crf", "preset", "pipeline", "spaced-source", "batch"])
+def test_a_value_of_100000_characters_is_refused_and_quoted_by_a_short_prefix(cli, tmp_path, args,
+                                                                              code):
+    result = cli(*args, cwd=tmp_path)
+    assert result.returncode == code, result.stderr[:2000]
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr
+    error = next(line for line in result.stderr.splitlines() if ": error:" in line)
+    assert "a" * 61 not in error and len(error) < 2_100 and len(result.stderr) < 4_000, error[:3000]
+    assert "characters)" in error or "characters more)" in error, error
+    assert list(tmp_path.iterdir()) == []

@@ -35,7 +35,9 @@ from ..borders import CV_BORDERS, DEFAULT_BORDER, check_border, pad_frame
 from ..filters import COMBINE_MAGNITUDE, FilterStage, check_sample_type
 from ..frames import as_hwc, check_same_frame, sample_maximum
 from ..nn.layer import layer_cpu
-from ..slots import Slot
+from ..resample import chain_shapes
+from ..slots import Slot, output_planes
+from .cpu_resample import geometry_into
 from .protocol import Backend
 from ..io.yuv import YuvLayout, planes_to_rgb, rgb_to_planes
 
@@ -256,7 +258,8 @@ def _float_band(dst: np.ndarray, padded: np.ndarray, stage: FilterStage, plan: S
     # Not cv2.magnitude: its square root is not correctly rounded (sqrt(49) = 7.0000005).
     acc = _magnitude_numpy(*sums) if stage.combine == COMBINE_MAGNITUDE else sums[0]
     out = dst[start:stop]
-    if plan.cv_round:
+    # cv2.add takes a 1 x 1 array (a 1-pixel frame, a 1-wide row) for a Scalar: NumPy rounds it.
+    if plan.cv_round and _plane(acc).shape != (1, 1):
         # saturate_cast<uchar or ushort>(x + 0.0): cvRound (half to even), then clamped.
         _into(_plane(out), cv2.add(_plane(acc), 0.0, dst=_plane(out), dtype=_CV_DEPTHS[out.dtype]))
     else:
@@ -345,15 +348,22 @@ class CpuBackend(Backend):
         plans = self._plans.get(dtype)
         if plans is None:
             check_sample_type(self.filters, dtype)
-            plans = self._plans[dtype] = [None if stage.layer is not None else make_plan(stage, dtype)
-                                          for stage in self.filters]
+            plans = self._plans[dtype] = [
+                None if stage.layer or stage.geometry else make_plan(stage, dtype)
+                for stage in self.filters]
         return plans
 
+    def output_shape(self, shape: tuple[int, int, int]) -> tuple[int, int, int]:
+        """The (h, w, C) the chain makes of (H, W, C) frames (a geometry stage changes it);
+        FrameFormatError where a stage cannot take that size (a crop beyond the frame)."""
+        return chain_shapes(self.filters, shape)[-1]
+
     def apply_into(self, dst: np.ndarray, src: np.ndarray) -> None:
-        """Filter ``src`` into ``dst``: both (H, W, C) or (H, W) host arrays of one shape and
-        one dtype, uint8 or uint16."""
+        """Filter ``src`` into ``dst``: (H, W, C) or (H, W) host arrays of one dtype, uint8 or
+        uint16, ``dst`` of :meth:`output_shape` (``src``'s unless a stage changes the size)."""
         src3, dst3 = as_hwc(src, what="input frame"), as_hwc(dst, what="output frame")
-        check_same_frame(dst3, src3)
+        shapes = chain_shapes(self.filters, src3.shape)
+        check_same_frame(dst3, src3, shapes[-1])
         if not self.filters:
             np.copyto(dst3, src3)
             return
@@ -361,27 +371,35 @@ class CpuBackend(Backend):
         last = len(self.filters) - 1
         plans = self._plans_for(src3.dtype)
         for number, (stage, plan, scratch) in enumerate(zip(self.filters, plans, self._scratch)):
-            # Intermediate frames alternate between two buffers kept for the next frame.
-            target = dst3 if number == last else self._frames.get(f"frame{number % 2}", src3.shape, src3.dtype)
+            # Intermediate frames are kept for the next frame, one per stage (sizes may differ).
+            target = (dst3 if number == last
+                      else self._frames.get(f"frame{number}", shapes[number + 1], src3.dtype))
             if stage.layer is not None:
                 np.copyto(target, layer_cpu(current, stage.layer))
+            elif stage.geometry is not None:
+                geometry_into(target, current, stage.geometry, _run_bands)
             else:
                 apply_filter_into(target, current, stage, self.border, plan, scratch)
             current = target
 
+    def host_frames(self) -> int:
+        """A padded copy of the frame and the two frames kept between a chain's stages."""
+        return min(len(self.filters), 1) + min(max(len(self.filters) - 1, 0), 2)
+
     def allocate_slots(self, shape: tuple[int, int, int], count: int, *,
                        planes: YuvLayout | None = None, dtype=np.uint8) -> list[Slot]:
-        """Make ``count`` slots with (H, W, C) host buffers of ``dtype`` (uint8 or uint16), or
-        with the flat 4:2:0 buffers of ``planes`` (of ``planes.dtype``; then each frame is
-        converted to RGB of ``planes.frame_dtype``, filtered and converted back)."""
-        buffer_shape = planes.shape if planes is not None else shape
+        """Make ``count`` slots with host buffers of ``dtype`` (uint8 or uint16), ``host_in``
+        (H, W, C) and ``host_out`` of :meth:`output_shape`; or with the flat 4:2:0 buffers of
+        ``planes`` (of ``planes.dtype``; each frame is converted to RGB of ``planes.frame_dtype``,
+        filtered and converted back at the output's size: FrameFormatError if that is odd)."""
         self._plans_for(np.dtype(planes.frame_dtype if planes is not None else dtype))  # refuse early
+        out_shape = self.output_shape(tuple(planes.frame_shape if planes is not None else shape))
+        out_planes = output_planes(planes, out_shape)
+        shapes = (planes.shape, out_planes.shape) if planes is not None else (shape, out_shape)
         dtype = planes.dtype if planes is not None else dtype
-        return [
-            Slot(index=i, host_in=np.empty(buffer_shape, dtype), host_out=np.empty(buffer_shape, dtype),
-                 planes=planes)
-            for i in range(count)
-        ]
+        return [Slot(index=i, host_in=np.empty(shapes[0], dtype),
+                     host_out=np.empty(shapes[1], dtype), planes=planes, out_planes=out_planes)
+                for i in range(count)]
 
     def release_slots(self, slots: Sequence[Slot]) -> None:
         """Nothing to free early: host arrays go with their last reference."""
@@ -395,10 +413,10 @@ class CpuBackend(Backend):
             np.copyto(slot.host_out, slot.host_in)  # nothing to filter: the planes pass unchanged
         else:
             rgb_in = self._frames.get("rgb_in", slot.frame_shape, slot.frame_dtype)
-            rgb_out = self._frames.get("rgb_out", slot.frame_shape, slot.frame_dtype)
+            rgb_out = self._frames.get("rgb_out", slot.out_shape, slot.frame_dtype)
             convert_colour(rgb_in, slot.host_in, slot.planes, to_rgb=True)
             self.apply_into(rgb_out, rgb_in)
-            convert_colour(rgb_out, slot.host_out, slot.planes, to_rgb=False)
+            convert_colour(rgb_out, slot.host_out, slot.out_planes or slot.planes, to_rgb=False)
         slot.times["kernel"] = time.perf_counter() - begin
 
     def is_done(self, slot: Slot) -> bool:

@@ -19,23 +19,21 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
 import numpy as np
 
 from ..borders import BORDER_CODES, DEFAULT_BORDER, check_border
-from ..errors import BackendUnavailableError, GpuFaultError, StreamError
-from ..filters import FilterStage, check_sample_type
+from ..errors import BackendUnavailableError, GpuFaultError
+from ..filters import FilterStage
 from ..frames import as_hwc, check_same_frame
 from ..interop.arrays import DeviceView
 from ..interop.device_frame import DeviceFrame
-from ..nn.gpu import GpuEngine
-from ..nn.gpu_layer import GpuLayer
-from ..slots import Slot
+from ..slots import Slot, output_planes
 from .cuda_device_frames import DeviceFrameRunner
 from .cuda_host_frames import HostFrameRunner
-from .cuda_slots import DeviceSlot, check_device_memory, free_slot, new_slot
+from .cuda_slots import DeviceSlot, buffer_shape, check_device_memory, free_slot, new_slot
+from .cuda_stages import CudaStage, free_stages, load_stages
 from .protocol import Backend
 from ..io.yuv import YuvLayout
 from .. import kernel_loader
@@ -44,18 +42,6 @@ from .plan import AUTO, ChainPlan, plan_chain
 from .families.base import KernelPlan
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class _Stage:
-    """One filter stage on the GPU: its plan, module (holding the taps) and function."""
-
-    plan: KernelPlan
-    module: Any
-    function: Any
-    extra_args: tuple = ()  # after (src, dst, width, height, pitches): a textbook kernel's taps pointer
-    allocations: list = field(default_factory=list)  # device memory the stage owns
-    gpu_layer: GpuLayer | None = None  # a convolution layer (the bank filter): plan, module, function None
 
 
 class CudaBackend(Backend):
@@ -102,7 +88,7 @@ class CudaBackend(Backend):
         self.kernel = self.plan.kernel
         self._context = None
         self._slots: list[Slot] = []
-        self._stages: dict[tuple, list[_Stage]] = {}  # (shape, dtype) -> compiled stages
+        self._stages: dict[tuple, list[CudaStage]] = {}  # (shape, dtype) -> compiled stages
         self._colour: dict[YuvLayout, tuple[Any, Any, Any]] = {}  # layout -> (module, to RGB, to YUV)
         self._device_number = device
         self._device_frames: DeviceFrameRunner | None = None  # made at the first device frame
@@ -148,47 +134,18 @@ class CudaBackend(Backend):
         memory = "pinned" if self.pinned else "pageable"
         return f"cuda {self.device_name} ({self.arch}, {memory} host buffers)"
 
-    def stages_for(self, shape: tuple[int, int, int], dtype=np.uint8) -> list[_Stage]:
-        """Compile (memoized) and load one module per stage for (H, W, C) frames of ``dtype``.
+    def stages_for(self, shape: tuple[int, int, int], dtype=np.uint8) -> list[CudaStage]:
+        """Compile (memoized) and load one module per stage for (H, W, C) chain input frames of
+        ``dtype`` (raises as :func:`streamconv.backends.cuda_stages.load_stages`)."""
+        key = (tuple(shape), np.dtype(dtype))
+        if key not in self._stages:
+            self._stages[key] = load_stages(self._driver, self._context, self.arch, self.filters,
+                                            self.plan, BORDER_CODES[self.border], *key)
+        return self._stages[key]
 
-        Raises:
-            FrameTypeError: 16-bit frames for a chain with a convolution layer (8-bit only).
-            FilterSpecError: a ``--kernel`` variant that cannot take 16-bit frames.
-        """
-        dtype = np.dtype(dtype)
-        key = (shape, dtype)
-        if key in self._stages:
-            return self._stages[key]
-        check_sample_type(self.filters, dtype)
-        driver = self._driver
-        stages = []
-        plans = self.plan.kernel_plans(shape, BORDER_CODES[self.border], dtype)
-        for stage, plan in zip(self.filters, plans):
-            if stage.layer is not None:
-                engine = GpuEngine(driver, self._context, push=False)  # this backend's context, current here
-                stages.append(_Stage(None, None, None, gpu_layer=GpuLayer(stage.layer, shape, engine)))
-                log.info("stage %s runs streamconv.nn's conv2d", stage.describe())
-                continue
-            module = kernel_loader.load_module(plan.source, plan.defines, self.arch)
-            for symbol, values in plan.constants.items():
-                address, size = module.get_global(symbol)
-                if size != values.nbytes:
-                    raise StreamError(f"{symbol} holds {size} bytes, stage {stage.describe()} "
-                                      f"needs {values.nbytes}")
-                driver.memcpy_htod(address, values)
-            function = module.get_function(plan.entry)
-            function.prepare(plan.arguments)
-            gpu_stage = _Stage(plan, module, function)
-            if plan.arguments.endswith("P"):  # a taps pointer after the frame arguments
-                gpu_stage.extra_args = (0,)  # unread unless the taps live in global memory
-                if plan.global_taps is not None:
-                    taps = driver.to_device(plan.global_taps)
-                    gpu_stage.allocations.append(taps)
-                    gpu_stage.extra_args = (int(taps),)
-            log.info("stage %s runs as %s", stage.describe(), plan.label)
-            stages.append(gpu_stage)
-        self._stages[key] = stages
-        return stages
+    def output_shape(self, shape: tuple[int, int, int]) -> tuple[int, int, int]:
+        """The (h, w, C) the chain makes of (H, W, C) frames (a geometry stage changes it)."""
+        return self.plan.output_shape(tuple(shape))
 
     def compiled_stages(self, shape: tuple[int, int, int],
                         dtype=np.uint8) -> list[tuple[KernelPlan, Any]]:
@@ -214,13 +171,16 @@ class CudaBackend(Backend):
             FrameTypeError, FilterSpecError: a chain that cannot run on ``dtype`` frames.
         """
         dtype = np.dtype(planes.frame_dtype if planes is not None else dtype)  # the filters' frames
+        shape = tuple(planes.frame_shape if planes is not None else shape)
+        out_planes = output_planes(planes, self.output_shape(shape))
         with self.activated():
-            self.stages_for(tuple(shape), dtype)
+            self.stages_for(shape, dtype)
             if planes is not None:
                 self._colour_functions(planes)
-            check_device_memory(self._driver, shape, count, planes, dtype.itemsize, self._frame_buffers,
-                                self.device_name)
-            slots = [self._new_slot(index, shape, planes, dtype, device_input) for index in range(count)]
+            check_device_memory(self._driver, buffer_shape(self.plan.shapes(shape)), count, planes,
+                                dtype.itemsize, self._frame_buffers, self.device_name, out_planes)
+            slots = [self._new_slot(index, shape, (planes, out_planes), dtype, device_input)
+                     for index in range(count)]
         self._slots.extend(slots)
         return slots
 
@@ -241,12 +201,13 @@ class CudaBackend(Backend):
         """Device frames per slot: input and output, and scratch for a chain's ping-pong."""
         return 3 if len(self.filters) > 1 else 2
 
-    def _new_slot(self, index: int, shape: tuple[int, int, int], planes: YuvLayout | None,
-                  dtype: np.dtype, device_input: bool = False) -> Slot:
+    def _new_slot(self, index: int, shape: tuple[int, int, int], planes: tuple, dtype: np.dtype,
+                  device_input: bool = False) -> Slot:
         layer_buffers = {number: stage.gpu_layer.allocate() for number, stage
                          in enumerate(self.stages_for(tuple(shape), dtype)) if stage.gpu_layer is not None}
-        return new_slot(self._driver, index, shape, planes, dtype, frame_buffers=self._frame_buffers,
-                        filtered=bool(self.filters), pinned=self.pinned, blocking_sync=self.blocking_sync,
+        return new_slot(self._driver, index, self.plan.shapes(shape), planes, dtype,
+                        frame_buffers=self._frame_buffers, filtered=bool(self.filters),
+                        pinned=self.pinned, blocking_sync=self.blocking_sync,
                         layer_buffers=layer_buffers, device_input=device_input)
 
     def submit(self, slot: Slot) -> None:
@@ -287,6 +248,8 @@ class CudaBackend(Backend):
         source = self.launch_chain(stream, slot.frame_shape, slot.frame_dtype, buffers[0], buffers[1],
                                    buffers[2] if len(buffers) > 2 else None, state.layer_buffers)
         if converting:
+            height, width, _ = slot.out_shape
+            grid = ((width // 2 + 31) // 32, (height // 2 + 7) // 8)
             to_yuv.prepared_async_call(grid, (32, 8, 1), stream, source, state.pitch, int(state.planes[1]),
                                        width, height)
 
@@ -299,9 +262,9 @@ class CudaBackend(Backend):
         Returns:
             The device address the last stage wrote: ``final``'s (``source``'s without stages).
         """
-        height, width, _ = shape
         stages = self.stages_for(tuple(shape), dtype)
-        for number, stage in enumerate(stages):
+        for number, (stage, entering) in enumerate(zip(stages, self.plan.shapes(shape))):
+            height, width, _ = entering
             # Ping-pong so that the last stage always lands in ``final``.
             target = final if (len(stages) - 1 - number) % 2 == 0 else spare
             if stage.gpu_layer is not None:
@@ -339,13 +302,15 @@ class CudaBackend(Backend):
         shape and dtype, uint8 or uint16, any strides; with ``stream`` (a handle), after that
         stream's pending work. See :class:`HostFrameRunner` for the copies it saves."""
         src3, dst3 = as_hwc(src, what="input frame"), as_hwc(dst, what="output frame")
-        check_same_frame(dst3, src3)
+        check_same_frame(dst3, src3, self.output_shape(src3.shape))
         self._host_runner().run(dst3, src3, stream)
 
     def apply(self, src: np.ndarray, *, stream: int | None = None) -> np.ndarray:
-        """Filter host ``src`` into a new host array of its shape and dtype: page-locked memory
-        from a pool (reused once the array is dropped), so nothing is copied on the host on the way out."""
-        out = self._host_runner().new_output(src.shape, src.dtype)
+        """Filter host ``src`` into a new host array of its dtype and :meth:`output_shape`:
+        page-locked memory from a pool (reused once the array is dropped), so nothing is copied on
+        the host on the way out."""
+        shape = self.output_shape(as_hwc(src, what="input frame").shape)
+        out = self._host_runner().new_output(shape[:2] if src.ndim == 2 else shape, src.dtype)
         self.apply_into(out, src, stream=stream)
         return out
 
@@ -354,7 +319,7 @@ class CudaBackend(Backend):
         or back at ``slot.host_out`` (None returned) for planes or when many frames are out."""
         if slot.planes is not None:
             return None
-        leased = self._host_runner().new_output(slot.frame_shape, slot.frame_dtype, plain=False)
+        leased = self._host_runner().new_output(slot.out_shape, slot.frame_dtype, plain=False)
         slot.device.download.set_dst_host(leased if leased is not None else slot.host_out)
         return leased
 
@@ -392,11 +357,7 @@ class CudaBackend(Backend):
                     for slot in self._slots:
                         free_slot(self._driver, slot)
                     for stages in self._stages.values():
-                        for stage in stages:
-                            for allocation in stage.allocations:
-                                allocation.free()
-                            if stage.gpu_layer is not None:
-                                stage.gpu_layer.free()
+                        free_stages(stages)
                 except self._driver.Error as exc:
                     self._failed = True
                     # After a fault the context refuses every call; closing must not hide the

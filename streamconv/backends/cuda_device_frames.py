@@ -17,6 +17,7 @@ from ..errors import FrameDeviceError, FrameFormatError
 from ..interop import libcuda
 from ..interop.arrays import DeviceView
 from ..interop.device_frame import DeviceFrame, DeviceFramePool
+from .cuda_slots import buffer_shape
 
 _ALIGNMENT = 16
 _IMPLICIT_STREAMS = (0, 1)  # the legacy default stream: the runner's blocking stream is ordered with it
@@ -73,7 +74,8 @@ class DeviceFrameRunner:
 
         Args:
             src: the input frame, (H, W, C) uint8 or uint16 in this GPU's memory.
-            dst: the output, the same shape and dtype, writable; may be ``src`` itself.
+            dst: the output, of the chain's output shape (``src``'s unless a stage changes the
+                size) and ``src``'s dtype, writable; may be ``src`` itself.
             caller_stream: the caller's stream handle: the work waits for its pending work and it
                 waits for the work; the host does not wait. None: see ``wait``.
             wait: (without ``caller_stream``) return once the output is complete; False: at once
@@ -91,10 +93,13 @@ class DeviceFrameRunner:
         done = self._next_event()
         frame = None
         if dst is None:
-            frame = self.pool.lease(src.frame_shape, src.dtype, stream=caller_stream, done_event=done)
-            height, width, channels = src.shape
-            dst = DeviceView(frame.ptr, src.shape, src.frame_shape, src.dtype, width * channels * src.dtype.itemsize,
-                             None, None, False, frame)
+            shape = self._backend.output_shape(src.shape)
+            frame_shape = shape[:2] if len(src.frame_shape) == 2 else shape
+            frame = self.pool.lease(frame_shape, src.dtype, stream=caller_stream, done_event=done)
+            height, width, channels = shape
+            row_bytes = width * channels * src.dtype.itemsize
+            dst = DeviceView(frame.ptr, shape, frame_shape, src.dtype, row_bytes, None, None, False,
+                             frame)
         self._filter(src, dst)
         done.record(stream.handle)
         if caller_stream is not None:
@@ -117,8 +122,8 @@ class DeviceFrameRunner:
 
         def work_buffer() -> tuple[int, int]:
             index = len(used)
-            while len(work) <= index:
-                height, width, channels = src.shape
+            while len(work) <= index:  # each large enough for every frame along the chain
+                height, width, channels = buffer_shape(self._backend.plan.shapes(src.shape))
                 allocation, pitch = self._driver.mem_alloc_pitch(width * channels * src.dtype.itemsize, height,
                                                                  _ALIGNMENT)
                 work.append((allocation, pitch))
@@ -129,14 +134,22 @@ class DeviceFrameRunner:
         if not kernels_take(*source):
             source = work_buffer()
             self._copy(src.address, src.row_pitch, *source, src)
-        in_place = kernels_take(dst.address, dst.row_pitch) and not dst.overlaps(src)
+        in_place = (kernels_take(dst.address, dst.row_pitch) and not dst.overlaps(src)
+                    and self._fits_every_frame_it_gets(src.shape, dst.shape))
         final = (dst.address, dst.row_pitch) if in_place else work_buffer()
         staged = len(self._backend.stages_for(src.shape, src.dtype))
         spare = work_buffer() if staged > 1 else None
         written = self._backend.launch_chain(self.stream, src.shape, src.dtype, source, final, spare,
                                              self._layer_buffers(key))
         if written != dst.address:
-            self._copy(written, final[1] if staged else source[1], dst.address, dst.row_pitch, src)
+            self._copy(written, final[1] if staged else source[1], dst.address, dst.row_pitch, dst)
+
+    def _fits_every_frame_it_gets(self, shape: tuple, out_shape: tuple) -> bool:
+        """Whether a frame of ``out_shape`` can take every frame the chain's ping-pong writes to
+        the final buffer (the last stage's, the third last's, ...) from chain input ``shape``."""
+        shapes = self._backend.plan.shapes(shape)
+        return all(frame[0] <= out_shape[0] and frame[1] <= out_shape[1]
+                   for frame in shapes[-1:0:-2])
 
     def _copy(self, src_address: int, src_pitch: int, dst_address: int, dst_pitch: int, frame: DeviceView) -> None:
         """A device-to-device copy of one frame's rows on the runner's stream."""

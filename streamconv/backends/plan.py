@@ -22,7 +22,8 @@ import numpy as np
 from ..errors import FilterSpecError
 from ..filters import FilterStage
 from .. import kernel_loader
-from .families import register_blocked, separable, temporal, tensor_core, textbook
+from ..resample import chain_shapes
+from .families import register_blocked, resample, separable, temporal, tensor_core, textbook
 from .families.base import KernelPlan, StagePlan
 
 FAMILIES: tuple[ModuleType, ...] = (register_blocked, tensor_core, separable, textbook)
@@ -81,6 +82,10 @@ def plan_stage(stage: FilterStage, kernel: str = AUTO, dtype=np.uint8, *, tensor
     """
     check_kernel(kernel)
     sample_bytes = np.dtype(dtype).itemsize
+    if stage.geometry is not None:  # scale and crop run resample.cu, whatever --kernel says
+        return StagePlan(stage, resample.VARIANTS[0], resample, None, sample_bytes, tensor_cores)
+    if stage.temporal is not None:  # stages across frames: the temporal family, as the taps say
+        return temporal_stage(stage, sample_bytes)
     if kernel == AUTO:
         for rule in AUTO_TABLE:
             if sample_bytes in rule.family.SAMPLE_BYTES and rule.when(stage):
@@ -118,11 +123,27 @@ class ChainPlan:
     kernel: str
     tensor_cores: bool = True
     _stages: dict[int, tuple[StagePlan | None, ...]] = field(default_factory=dict, repr=False)
+    _shapes: dict[tuple, tuple[tuple[int, int, int], ...]] = field(default_factory=dict, repr=False)
+
+    def shapes(self, shape: tuple[int, int, int]) -> tuple[tuple[int, int, int], ...]:
+        """The (H, W, C) frame entering each stage for chain input ``shape``, then the chain's
+        output (``len(filters) + 1`` shapes), computed once per input shape.
+
+        Raises:
+            FrameFormatError: a stage cannot take its input's size (a crop beyond the frame).
+        """
+        key = tuple(shape)
+        if key not in self._shapes:
+            self._shapes[key] = tuple(chain_shapes(self.filters, key))
+        return self._shapes[key]
+
+    def output_shape(self, shape: tuple[int, int, int]) -> tuple[int, int, int]:
+        """The (h, w, C) the chain makes of (H, W, C) frames."""
+        return self.shapes(shape)[-1]
 
     def stages(self, dtype=np.uint8) -> tuple[StagePlan | None, ...]:
         """Each stage's plan for frames of ``dtype``; None for a convolution-layer stage, which
-        runs :mod:`streamconv.nn`'s kernels whatever ``--kernel`` says (and a stage across
-        frames runs the temporal family's).
+        runs :mod:`streamconv.nn`'s kernels whatever ``--kernel`` says.
 
         Raises:
             FilterSpecError: as :func:`plan_stage`.
@@ -130,17 +151,17 @@ class ChainPlan:
         sample_bytes = np.dtype(dtype).itemsize
         if sample_bytes not in self._stages:
             self._stages[sample_bytes] = tuple(
-                None if stage.layer is not None else
-                temporal_stage(stage, sample_bytes) if stage.temporal is not None else
-                plan_stage(stage, self.kernel, dtype, tensor_cores=self.tensor_cores)
+                None if stage.layer is not None else plan_stage(stage, self.kernel, dtype,
+                                                                tensor_cores=self.tensor_cores)
                 for stage in self.filters)
         return self._stages[sample_bytes]
 
     def kernel_plans(self, shape: tuple[int, int, int], border_code: int,
                      dtype=np.uint8) -> list[KernelPlan | None]:
-        """Each stage's launch for (H, W, C) frames of ``dtype`` (None for a layer stage)."""
-        return [None if stage is None else stage.kernel_plan(tuple(shape), border_code)
-                for stage in self.stages(dtype)]
+        """Each stage's launch for (H, W, C) chain input frames of ``dtype`` (None for a layer
+        stage), at the size the frame has when it reaches the stage."""
+        return [None if stage is None else stage.kernel_plan(entering, border_code)
+                for stage, entering in zip(self.stages(dtype), self.shapes(shape))]
 
 
 def plan_chain(filters: Sequence[FilterStage], kernel: str = AUTO, *, tensor_cores: bool = True) -> ChainPlan:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
+from ..errors import FilterSpecError
 from ..filters import FilterStage
 from ..temporal_taps import TemporalTaps
 
@@ -112,6 +113,9 @@ class TemporalWalk:
     """
 
     def __init__(self, filters: Sequence[FilterStage]) -> None:
+        if any(stage.geometry is not None for stage in filters):  # every ring holds one size
+            raise FilterSpecError("scale and crop do not go in a chain with stages across frames "
+                                  "(yet): run them in a chain of their own")
         self.segments, _ = split_chain(filters)
         self.taps = tuple(stage.temporal for stage in filters if stage.temporal is not None)
         self.windows = [Window(taps) for taps in self.taps]

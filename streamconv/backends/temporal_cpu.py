@@ -101,6 +101,10 @@ class TemporalCpuBackend(Backend):
         """One line naming the backend, for logs."""
         return "cpu (NumPy + OpenCV reference)"
 
+    def output_shape(self, shape: tuple[int, int, int]) -> tuple[int, int, int]:
+        """``shape``: a chain with stages across frames keeps the frame's size."""
+        return tuple(shape)  # type: ignore[return-value]
+
     def allocate_slots(self, shape: tuple[int, int, int], count: int, *,
                        planes: YuvLayout | None = None, dtype=np.uint8) -> list[Slot]:
         """Slots as :meth:`CpuBackend.allocate_slots` makes them, and the temporal stages' rings

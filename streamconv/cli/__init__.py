@@ -19,12 +19,14 @@ import cv2  # noqa: F401 - first, before any module imports av (streamconv.io.di
 
 from ..errors import EXIT_INTERRUPTED, StreamconvError
 from ..filters import describe_registry
+from ..gst import plugin_path
 from ..interrupts import SignalGuard
 from ..presets import list_presets, load_preset
 from .batch import check_batch_args, cmd_batch
 from .bench import cmd_bench
 from .info import cmd_info
 from .install_cuda import cmd_install_cuda, take_pip_args
+from .messages import BriefFormatter, brief, say_error
 from .parser import build_parser
 from .run import check_run_args, cmd_run
 from .segments import check_segment_args, cmd_run_segments
@@ -43,13 +45,19 @@ def cmd_filters(_args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_gst_path(_args: argparse.Namespace) -> int:
+    """``streamconv gst-path``: the folder for GST_PLUGIN_PATH (docs/gstreamer.md)."""
+    print(plugin_path())
+    return 0
+
+
 def cmd_run_any(args: argparse.Namespace) -> int:
     """``streamconv run``: in one piece, or in segments with --segments N."""
     return cmd_run_segments(args) if args.segments is not None else cmd_run(args)
 
 
-COMMANDS = {"run": cmd_run_any, "batch": cmd_batch, "filters": cmd_filters, "info": cmd_info, "bench": cmd_bench,
-            "install-cuda": cmd_install_cuda}
+COMMANDS = {"run": cmd_run_any, "batch": cmd_batch, "filters": cmd_filters, "info": cmd_info,
+            "bench": cmd_bench, "install-cuda": cmd_install_cuda, "gst-path": cmd_gst_path}
 
 
 def main(argv: Sequence[str] | None = None, *, signals: SignalGuard | None = None) -> int:
@@ -85,14 +93,16 @@ def _main(argv: Sequence[str] | None, guard: SignalGuard) -> int:
     if args.command == "batch":
         check_batch_args(args.command_parser, args)
     verbose = getattr(args, "verbose", False)
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="streamconv: %(message)s", stream=sys.stderr, force=True)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(BriefFormatter("streamconv: %(message)s"))
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler],
+                        force=True)
     try:
         return COMMANDS[args.command](args)
     except StreamconvError as exc:
         if guard.received is not None:  # e.g. a FIFO's open() cut short by the signal, a stream's end not sent
             return _interrupted(guard.received, exc)
-        print(f"streamconv: error: {exc}", file=sys.stderr)
+        say_error(exc)
         return exc.exit_code
     except KeyboardInterrupt:
         raise
@@ -101,8 +111,8 @@ def _main(argv: Sequence[str] | None, guard: SignalGuard) -> int:
             return _interrupted(guard.received)
         if verbose:
             raise
-        print(f"streamconv: internal error: {type(exc).__name__}: {exc} (run with -v for details)",
-              file=sys.stderr)
+        print(brief(f"streamconv: internal error: {type(exc).__name__}: {exc} "
+                    "(run with -v for details)"), file=sys.stderr)
         return 1
 
 
@@ -110,7 +120,7 @@ def _interrupted(signum: int | None, then: StreamconvError | None = None) -> int
     """Say so (with the error that ``then`` ended the run after the signal: a stream's receiver
     that took nothing more, say), and the exit code a shell gives a process the signal ended."""
     try:
-        print(f"streamconv: interrupted (then: {then})" if then is not None else
+        print(brief(f"streamconv: interrupted (then: {then})") if then is not None else
               "streamconv: interrupted; nothing half-written was kept", file=sys.stderr)
     except (KeyboardInterrupt, OSError):
         pass  # a further signal, or a closed stderr: the exit code still says it

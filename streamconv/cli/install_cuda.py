@@ -7,6 +7,7 @@ import sys
 
 from .. import cuda_setup
 from ..errors import BackendUnavailableError
+from .messages import say_error
 
 
 def add_install_cuda_parser(commands) -> None:
@@ -34,6 +35,6 @@ def cmd_install_cuda(args: argparse.Namespace) -> int:
     try:
         cuda_setup.install(list(args.pip_args))
     except (RuntimeError, FileNotFoundError) as exc:
-        print(f"streamconv: error: {exc}", file=sys.stderr)
+        say_error(exc)
         return BackendUnavailableError.exit_code
     return 0

@@ -115,6 +115,17 @@ def ffmpeg_option(text: str) -> tuple[str, str]:
     return match[1], match[2]
 
 
+def preset_name(text: str) -> str:
+    """--preset: an encoder preset's name (ultrafast, p4, 8...), at most 32 letters, digits, ``-``,
+    ``_`` or ``.``; whether the encoder has it is checked when the output is opened. Anything else
+    is refused here: x264 prints a preset it does not know on stderr itself, whole, twice. Blank
+    text is left to the "is empty" check."""
+    if text.strip() and not re.fullmatch(r"[A-Za-z0-9_.-]{1,32}", text):
+        raise argparse.ArgumentTypeError(f"expected an encoder preset's name (at most 32 letters, "
+                                         f"digits, '-', '_' or '.', such as veryfast), got {text!r}")
+    return text
+
+
 def pixel_format(text: str) -> str:
     """--pix-fmt, --input-pix-fmt: a pixel format FFmpeg knows (whether the encoder takes it is
     checked when the output is opened). Blank text is left to the "is empty" check."""

@@ -10,22 +10,30 @@ from ..backends.plan import KERNEL_CHOICES
 from ..borders import BORDER_MODES, DEFAULT_BORDER
 from .bench import add_bench_parser
 from .install_cuda import add_install_cuda_parser
+from .messages import brief
 from .options import (MAX_TIMEOUT, bit_rate, container_format, crf_value, device_list, ffmpeg_option, frame_size,
-                      non_negative_int, pixel_format, pixel_limit, positive_float, positive_int, ring_size,
-                      timeout_seconds)
+                      non_negative_int, pixel_format, pixel_limit, positive_float, positive_int,
+                      preset_name, ring_size, timeout_seconds)
 from ..io.display import KEYS_HELP
 from ..io.container import NETWORK_TIMEOUT
 from ..io.reconnect import RECONNECT_WINDOW
 from ..io.nvdec_caps import DECODERS
 from ..frames import DEFAULT_MAX_PIXELS, MAX_RING
-from ..pipeline import COLOUR_PATHS
+from ..run_options import COLOUR_PATHS
 from ..presets import list_presets
 
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser (for the commands too), whose usage errors echo no value whole."""
+
+    def error(self, message: str):
+        super().error(brief(message))
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="streamconv",
         description="Filter video files and streams with 2D convolution on an NVIDIA GPU "
                     "(or the CPU reference backend).")
@@ -35,6 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_batch_parser(commands)
     commands.add_parser("filters", help="list filters, their parameters and the presets")
     commands.add_parser("info", help="versions, and which backends can run here and why not")
+    commands.add_parser(
+        "gst-path", help="the folder to put on GST_PLUGIN_PATH for the GStreamer element",
+        description="Print the folder whose python/ subfolder registers the streamconv GStreamer "
+                    "element: export GST_PLUGIN_PATH=$(streamconv gst-path)")
     add_bench_parser(commands)
     add_install_cuda_parser(commands)
     for command in commands.choices.values():
@@ -230,7 +242,7 @@ def _add_encoder_options(run: argparse.ArgumentParser,
                                                     "cq (codec default if omitted)")
     run.add_argument("--bitrate", type=bit_rate, metavar="RATE",
                      help="target bits per second, e.g. 8M or 2500k (codec default if omitted)")
-    run.add_argument("--preset", dest="codec_preset", metavar="PRESET",
+    run.add_argument("--preset", dest="codec_preset", metavar="PRESET", type=preset_name,
                      help="encoder speed preset, e.g. ultrafast..veryslow (codec default if omitted)")
 
 

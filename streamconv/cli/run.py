@@ -16,6 +16,7 @@ from ..io.live import RealtimeSource
 from ..backends import resolve_backend
 from ..pipeline import Pipeline, choose_decoder
 from ..presets import list_presets, load_preset
+from ..resample import chain_shapes
 from ..progressfile import ProgressFile, check_progress_target
 from ..publish import check_output_path, without_file_scheme
 from ..io.demuxed import is_demuxed_spec
@@ -167,7 +168,8 @@ def _open_run_sink(args: argparse.Namespace, source: Source, display: bool,
             sinks.append(DisplaySink(title=title, side_by_side=args.side_by_side,
                                      overlay=not args.no_overlay, filter_cycle=cycle))
         if args.output is not None:
-            sinks.append(open_sink(args.output, like=source, **sink_options))
+            shape = chain_shapes(cycle[0][1], source.shape)[-1]  # the chain asked for sizes it
+            sinks.append(open_sink(args.output, like=source, shape=shape, **sink_options))
     except BaseException:
         for sink in sinks:
             sink.abort()
@@ -199,7 +201,8 @@ def _filter_cycle(args: argparse.Namespace, label: str,
 def _written_by_run(args: argparse.Namespace, *, but: str) -> dict[str, str]:
     """The files a run reads or writes other than option ``but``'s, by role: a report must be
     none of them."""
-    named = {"source": ("the input", args.source), "output": ("the output", args.output),
+    output = None if args.output is None else pipe_url(args.output, 1)  # "-": standard output's file
+    named = {"source": ("the input", args.source), "output": ("the output", output),
              "stats_json": ("--stats-json", args.stats_json), "progress": ("--progress", args.progress)}
     return {role: value for key, (role, value) in named.items() if key != but and value is not None}
 

@@ -27,6 +27,7 @@ from ..io.targets import check_target
 from ..multi import PLACEHOLDER, MultiResult, output_for, run_tiled
 from ..pipeline import Pipeline
 from ..publish import ProtectedFiles, check_output_path, protected_files, write_atomically
+from .messages import brief, say_error
 
 SEVERAL_HELP = ("several SOURCEs run at once, each through its own pipeline, with --display (tiled in one "
                 "window), -o OUTPUT with {n} (one output per source, n from 0), or when every one is a camera "
@@ -95,7 +96,7 @@ def _report(args: argparse.Namespace, result: MultiResult, outputs: list[str | N
     unless --quiet, each source's table and the total."""
     for item in result.results:
         if item.error is not None and isinstance(item.error, (StreamconvError, OSError)):
-            print(f"streamconv: error: source {item.index} ({item.source}): {item.error}", file=sys.stderr)
+            say_error(f"source {item.index} ({item.source}): {item.error}")
     if args.stats_json:
         text = json.dumps([item.to_dict() for item in result.results], indent=1) + "\n"
         write_atomically(args.stats_json, text, overwrite=args.overwrite, what="--stats-json",
@@ -104,7 +105,8 @@ def _report(args: argparse.Namespace, result: MultiResult, outputs: list[str | N
         return
     for item in result.results:
         if item.stats is not None:
-            print(f"source {item.index}: {item.source}\n{item.stats.format_table()}", file=sys.stderr)
+            print(brief(f"source {item.index}: {item.source}\n{item.stats.format_table()}"),
+                  file=sys.stderr)
     ended = sum(item.error is None for item in result.results)
     seconds = max((item.stats.wall_seconds for item in result.results if item.stats is not None), default=0.0)
     print(f"total: {result.frames} frames from {len(result.results)} sources ({ended} ended without error) "

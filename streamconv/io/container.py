@@ -20,7 +20,7 @@ from av.sidedata.sidedata import Type as SideData
 from ..errors import FilterSpecError, InputError, NoVideoStreamError
 from ..interrupts import wait_interruptibly
 from ..numbered import START_SEARCH, field_count, first_beyond_search, is_pattern
-from ..publish import local_path
+from ..inputfiles import local_path
 from .ffmpeglog import ffmpeg_reason, opening
 
 NETWORK_TIMEOUT = 10.0

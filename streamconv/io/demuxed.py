@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..errors import InputError, StreamError
 from ..frames import DEFAULT_MAX_PIXELS, check_frame_size
-from ..numbered import START_SEARCH, sequence_gap
+from ..numbered import START_SEARCH, irregular_files, is_pattern, sequence_gap
 from .container import open_input
 from .damage import InputDamage
 from .file import FileSource
@@ -55,6 +55,20 @@ def demuxer_options(format: str | None, size: tuple[int, int] | None, pix_fmt: s
     return options
 
 
+def _refuse_irregular_images(pattern: str) -> None:
+    """Refuse an input sequence naming a FIFO, a device or a folder before FFmpeg opens it: its
+    image2 demuxer would wait for ever for a FIFO's writer.
+
+    Raises:
+        InputError: naming the first such file.
+    """
+    found = irregular_files(pattern)
+    if found:
+        raise InputError(f"input sequence {pattern}: {found[0].name} is not a regular file "
+                         f"(a FIFO, device, socket or folder): reading it could wait for ever; "
+                         f"not opened")
+
+
 class DemuxedSource(FileSource):
     """A FileSource opened with a named demuxer: standard input, raw video, an image sequence.
 
@@ -93,6 +107,8 @@ class DemuxedSource(FileSource):
         missing), and start judging damage."""
         self.hwaccel = hwaccel
         self._options = {**self._demuxer_options, **(input_options or {})}
+        if self._demuxer == "image2" and is_pattern(self.path):
+            _refuse_irregular_images(self.path)
         self._container, self.timeout = open_input(
             self.path, timeout, hwaccel, self._options, format=self._demuxer,
             local_check=not (is_pipe(self.path) or is_sequence(self.path)),

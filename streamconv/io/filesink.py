@@ -20,6 +20,7 @@ import av
 import numpy as np
 
 from ..errors import OutputError, StreamError
+from ..frames import as_frame_geometry
 from ..interrupts import wait_interruptibly
 from .formats import default_codec, output_format
 from .sequence import SequenceTarget
@@ -30,6 +31,7 @@ from .encoder_check import (check_encoder_options, check_pix_fmt, codec_options,
                             default_pix_fmt, find_encoder)
 from .ffmpeglog import ffmpeg_reason
 from .metadata import InputMetadata
+from .muxer_file import muxer_target
 from .signalling import signalled_options
 from .sink import Sink
 from .streamcopy import add_copied_streams
@@ -110,7 +112,8 @@ class FileSink(Sink):
         self._copy_streams = list(copy_streams)
         self._copies: dict[int, object] = {}  # input stream index -> output stream
         self._colour, self._display_matrix, self._metadata = colour, display_matrix, metadata
-        self.width, self.height = width, height
+        self.width, self.height, self._frame_rate = as_frame_geometry(width, height, frame_rate,
+                                                                      error=OutputError)
         self.codec_name = codec = codec or default_codec(path, self.format)
         self._container = None
         encoder = find_encoder(codec)
@@ -120,9 +123,7 @@ class FileSink(Sink):
         self._input_bits = bits or 16  # not known: 16-bit frames may use all 16
         self._pad: np.ndarray | None = None  # made at the first frame, in its dtype
         self._size = self._encoded_size(pix_fmt)
-        # PyAV opens the encoder only at the first frame: refuse a pixel format it cannot take now.
-        check_pix_fmt(codec, encoder, pix_fmt)
-        self._frame_rate = Fraction(frame_rate)
+        check_pix_fmt(codec, encoder, pix_fmt)  # PyAV opens the encoder at the first frame only
         self._time_base = time_base or 1 / self._frame_rate
         if self.format == "avi":
             # AVI has no timestamps of its own: its time base is the frame rate (readers take a
@@ -159,7 +160,7 @@ class FileSink(Sink):
 
     def _open(self) -> None:
         """Create the temporary file and the encoder, at the first frame: nothing exists before."""
-        handle = self._file.create()
+        handle = muxer_target(self._file.create())  # a failed write: FFmpeg's error, not PyAV's
         try:
             self._container = av.open(handle, mode="w", format=self._file.muxer if self._images else self.format,
                                       container_options=self._muxer_options)

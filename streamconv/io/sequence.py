@@ -76,7 +76,7 @@ class SequenceTarget:
         for path in [pattern_name(self.target, 1), *existing]:
             check_output_path(path, overwrite=overwrite, protect=self._protect, what=what)
         for role, other in self._protect:
-            if self.single:
+            if self.single or not isinstance(other, Path):  # a descriptor's file exists: checked above
                 continue
             if not is_pattern(other) and is_named_by(self.target, other):
                 raise OutputError(f"{what} {pattern} would write {other}, which is {role}")
