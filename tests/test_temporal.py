@@ -213,3 +213,8 @@ def test_the_cpu_backend_driven_slot_by_slot_equals_stream_filter(rng):
     with create_backend("cpu", stages) as backend:
         got = drive(backend, clip, 2)
     np.testing.assert_array_equal(got, stream(clip, stages, "reflect101"))
+
+
+def test_scale_and_a_stage_across_frames_in_one_chain_are_refused():
+    with pytest.raises(FilterSpecError, match="scale and crop"):
+        streamconv.StreamFilter(["scale:w=8,h=6", "tmean"], backend="cpu")
