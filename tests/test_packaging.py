@@ -176,6 +176,7 @@ SPECIALISATIONS = {  # filter, frame channels, border code
     "t3-r1-c4-zero": ("conv3d:taps=1,0,1;0,2,0;1,0,1|0,1,0;1,1,1;0,1,0|1,0,1;0,2,0;1,0,1",
                       4, 0),  # conv3d.cu
     "t7-r2-c3-separable": ("tdenoise", 3, 2),  # conv3d.cu, time x space
+    "scale-c3": ("scale:w=32,h=24", 3, 2),  # resample.cu
 }
 
 
@@ -186,9 +187,6 @@ def _specialisations(name: str) -> list[tuple[Path, dict]]:
     spec, channels, border = SPECIALISATIONS[name]
     stage = _stage(spec)
     found = {}
-    if stage.temporal is not None:  # its taps choose the kernel, whatever the variant
-        plan = planning.temporal_stage(stage, 1).kernel_plan((64, 64, channels), border)
-        return [(REPO / "cuda" / f"{plan.source}.cu", plan.defines)]
     for variant in planning.VARIANTS:
         try:
             plan = planning.plan_stage(stage, variant).kernel_plan((64, 64, channels), border)
