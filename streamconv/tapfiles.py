@@ -255,14 +255,17 @@ def _real_taps(array: np.ndarray, what: str) -> np.ndarray:
     (it would turn into NaN).
 
     Raises:
-        FilterSpecError: a dtype other than bool, integer or float, or objects that are not real numbers.
+        FilterSpecError: a dtype other than bool, integer or float, or objects that are not real
+            numbers.
     """
     if array.dtype.kind == "O":
         for value in array.flat:
             if not isinstance(value, numbers.Real):
-                raise FilterSpecError(f"{what}: taps must be real numbers, got {type(value).__name__}")
+                raise FilterSpecError(f"{what}: taps must be real numbers, got "
+                                      f"{type(value).__name__}")
     elif array.dtype.kind not in "biuf":
-        raise FilterSpecError(f"{what}: dtype {array.dtype} is not numeric; taps must be real numbers")
+        raise FilterSpecError(f"{what}: dtype {array.dtype} is not numeric; taps must be real "
+                              f"numbers")
     try:
         return array.astype(np.float64)
     except OverflowError:  # a Python int beyond float64
