@@ -377,6 +377,9 @@ class Pipeline:
         try:
             stats.backend = backend.describe()
             log.info("%s -> %s on %s", self.source.describe(), self.sink.describe(), stats.backend)
+            if stats.set_delay(backend.delay, self.source.frame_rate):  # stages across frames
+                log.info("the output is %d frame(s) (%.0f ms) behind the input", backend.delay,
+                         1e3 * stats.delay_seconds)
             in_place = {"device_input": True} if planes is not None and self.device_input else {}
             slots = backend.allocate_slots(self.source.shape, self.ring, planes=planes,
                                            dtype=self.source.dtype, **in_place)

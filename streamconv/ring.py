@@ -123,6 +123,7 @@ class RingEpoch:
         self.done: queue.Queue = queue.Queue()
         for slot in slots:
             self.free.put(slot)
+        self.slot_count = len(slots)
         self.errors: list[BaseException] = []
         self.reader_abandoned = False  # stopped, and the reader was still blocked in a read
         self.in_read = False  # the reader is inside source.read_into (not waiting for a slot)
@@ -190,6 +191,8 @@ class RingEpoch:
             return False
         slot = self.free.get()
         if slot is None or self._reading_ends():
+            if slot is not None:
+                self.free.put(slot)  # a chain's tail may still want it (_flush_tail)
             return False
         slot.reset()
         started = time.perf_counter()
@@ -205,6 +208,7 @@ class RingEpoch:
             return False
         if meta is None:
             counts.exhausted = counts.source_ended = not self.controls.stop.is_set()
+            self.free.put(slot)
             return False
         # Latency counts from capture for live frames, from the start of the read otherwise.
         if meta.captured is None:
@@ -227,7 +231,7 @@ class RingEpoch:
             slot = self.done.get()
             if slot is _END:
                 return
-            if not failed and not self.controls.aborting.is_set():
+            if not failed and not self.controls.aborting.is_set() and slot.has_output:
                 try:
                     self._write_one(slot, with_input)
                 except BaseException as exc:
@@ -279,8 +283,31 @@ class RingEpoch:
                     raise
                 for finished, _ in in_flight.retire_done():
                     self.done.put(finished)
+        if not self.controls.aborting.is_set():
+            self._flush_tail(in_flight)
         for finished, _ in in_flight.drain():
             self.done.put(finished)
+
+    def _flush_tail(self, in_flight: InFlight) -> None:
+        """The input has ended (or stopped): the outputs a chain with stages across frames still
+        owes go out through free slots, finishing frames in flight while none is free."""
+        if self.reader_abandoned and self.slot_count == 1:  # the blocked read holds the only slot
+            log.warning("the last %d frame(s) of the chain's window are lost: no slot is free",
+                        in_flight.unflushed)
+            return
+        while in_flight.unflushed:
+            try:
+                slot = self.free.get_nowait()
+            except queue.Empty:
+                if in_flight:
+                    finished, _ = in_flight.retire()
+                    self.done.put(finished)
+                    continue
+                slot = self.free.get()
+            slot.reset()
+            in_flight.flush(slot)
+            for finished, _ in in_flight.retire_done():
+                self.done.put(finished)
 
     def _next_filled(self, in_flight: InFlight) -> Slot | object:
         """The next filled slot (or ``_END``); while none waits, finish the oldest frame in flight."""

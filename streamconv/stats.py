@@ -177,6 +177,9 @@ class RunStats:
         resizes: times the frame size changed mid-stream (the slots were re-allocated).
         decode_errors: damaged packets or frames of the input that were skipped or concealed.
         damage: what was found wrong with the input, one phrase per kind (empty: nothing).
+        delay_frames: frames each output lags its input by (stages across frames with look-ahead:
+            output t waits for frame t + delay); 0 for 2-D chains and causal ones.
+        delay_seconds: that lag at the source's frame rate (0 when unknown).
         sample_cap: raw times kept per stage (the last ``sample_cap`` frames' ones).
         stages: stage name -> its StageTimes (bounded: see the module's docstring).
     """
@@ -191,8 +194,17 @@ class RunStats:
     resizes: int = 0
     decode_errors: int = 0
     damage: list[str] = field(default_factory=list)
+    delay_frames: int = 0
+    delay_seconds: float = 0.0
     sample_cap: int = SAMPLE_CAP
     stages: dict[str, StageTimes] = field(default_factory=dict, repr=False)
+
+    def set_delay(self, frames: int, frame_rate) -> int:
+        """Note that each output lags its input by ``frames`` frames (at ``frame_rate`` frames a
+        second, if known); returns ``frames``."""
+        rate = float(frame_rate or 0)
+        self.delay_frames, self.delay_seconds = frames, frames / rate if rate > 0 else 0.0
+        return frames
 
     def record(self, times: dict[str, float]) -> None:
         """Add one frame's stage times (seconds); constant memory per stage, however many frames."""
@@ -254,6 +266,8 @@ class RunStats:
             "resizes": self.resizes,
             "decode_errors": self.decode_errors,
             "damage": self.damage,
+            "delay_frames": self.delay_frames,
+            "delay_seconds": self.delay_seconds,
             "wall_seconds": self.wall_seconds,
             "fps": self.fps,
             "stages_ms": self.summary(),
@@ -287,6 +301,8 @@ class RunStats:
             tail += f", {self.dropped} dropped"
         if self.decode_errors:
             tail += f", {self.decode_errors} damaged input packet(s) or frame(s)"
+        if self.delay_frames:
+            tail += f", output {self.delay_frames} frame(s) behind the input"
         if self.interrupted:
             tail += " (interrupted)"
         if not self.exact:

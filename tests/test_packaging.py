@@ -174,6 +174,10 @@ SPECIALISATIONS = {  # filter, frame channels, border code
     "r2-c1-replicate": ("box:size=5", 1, 1),  # ... by 4 bytes
     "scale-up-c3": ("scale:w=150,h=100,kernel=lanczos3", 3, 2),  # resample.cu's scale
     "crop-c4": ("crop:x=3,y=5,w=40,h=21", 4, 0),  # ... and its crop
+    "t5-c3-time": ("tmean:frames=5", 3, 2),  # temporal.cu
+    "t3-r1-c4-zero": ("conv3d:taps=1,0,1;0,2,0;1,0,1|0,1,0;1,1,1;0,1,0|1,0,1;0,2,0;1,0,1",
+                      4, 0),  # conv3d.cu
+    "t7-r2-c3-separable": ("tdenoise", 3, 2),  # conv3d.cu, time x space
 }
 
 
