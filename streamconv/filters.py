@@ -383,7 +383,7 @@ def split_spec(spec: str) -> tuple[str, dict[str, str]]:
 def parse_filter(spec: str | FilterStage) -> FilterStage:
     """Parse one spec string (``name[:key=value,...]``) into a FilterStage; a FilterStage passes through.
 
-    Example:
+    Examples:
         >>> stage = parse_filter("gaussian:sigma=1.5")
         >>> stage.size, stage.taps[0].dtype.name
         (11, 'float32')
