@@ -9,12 +9,14 @@ import re
 import shutil
 import subprocess
 import sys
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 import av
 import pytest
 from conftest import REPO, SAMPLE
+from xdisplay import VirtualDisplay
 
 DOCUMENTS = sorted([REPO / "README.md", REPO / "CHANGELOG.md", REPO / "examples" / "README.md",
                     REPO / "benchmarks" / "README.md", *(REPO / "docs").glob("*.md")])
@@ -22,8 +24,18 @@ NEEDS = {"gpu", "nvcc", "cupy", "torch", "camera", "display", "vcam", "network",
          "ffmpeg"}
 """What a command may say it needs; besides these, a time ("10-15 minutes")."""
 DURATION = re.compile(r"^\d+(-\d+)? minutes$")
-RUNNABLE_WITH = {"ffmpeg": shutil.which("ffmpeg") is not None}
-"""Needs that this machine may meet: such commands run where it does."""
+
+def _opencv_has_gui() -> bool:
+    import cv2
+
+    gui = re.search(r"^\s*GUI:\s*(\S*)", cv2.getBuildInformation(), re.MULTILINE)
+    return gui is not None and gui[1] not in ("", "NONE")
+
+
+RUNNABLE_WITH = {"ffmpeg": shutil.which("ffmpeg") is not None,
+                 "display": shutil.which("Xvfb") is not None and _opencv_has_gui()}
+"""Needs that this machine may meet: such commands run where it does (a display: a virtual X
+server the test starts; the commands that show a window end by themselves)."""
 SAMPLE_FRAMES = 8
 FENCE = re.compile(r"^```(\w*)\s*$")
 BLOCK_NEEDS = re.compile(r"^<!-- needs: (.+) -->$")
@@ -148,6 +160,16 @@ def test_every_command_of_a_document_runs_in_order(document, short_sample, tmp_p
     folder = tmp_path / "checkout"
     folder.mkdir()
     env = _checkout_like(folder, short_sample)
+    with ExitStack() as stack:
+        if any("display" in command.needs for command in runnable):
+            display = VirtualDisplay().start()
+            stack.callback(display.stop)
+            env.update(DISPLAY=display.name)
+            env.pop("WAYLAND_DISPLAY", None)
+        _run_in_order(document, runnable, folder, env)
+
+
+def _run_in_order(document: Path, runnable: list[Command], folder: Path, env: dict) -> None:
     for command in runnable:
         if command.language == "python":
             (folder / "snippet.py").write_text(command.text + "\n")
