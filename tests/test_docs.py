@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import av
+import cv2
+import numpy as np
 import pytest
 from conftest import REPO, SAMPLE
 from xdisplay import VirtualDisplay
@@ -25,9 +27,8 @@ NEEDS = {"gpu", "nvcc", "cupy", "torch", "camera", "display", "vcam", "network",
 """What a command may say it needs; besides these, a time ("10-15 minutes")."""
 DURATION = re.compile(r"^\d+(-\d+)? minutes$")
 
-def _opencv_has_gui() -> bool:
-    import cv2
 
+def _opencv_has_gui() -> bool:
     gui = re.search(r"^\s*GUI:\s*(\S*)", cv2.getBuildInformation(), re.MULTILINE)
     return gui is not None and gui[1] not in ("", "NONE")
 
@@ -219,9 +220,6 @@ def test_the_api_page_documents_every_public_name():
 def test_the_readme_picture_is_drawn_from_real_runs(short_sample, tmp_path):
     """media/make_strip.py, on the first frame: four tiles of streamconv's own outputs, the first
     the frame as it was decoded, the others filtered."""
-    import cv2
-    import numpy as np
-
     out = tmp_path / "strip.png"
     result = subprocess.run([sys.executable, str(REPO / "media" / "make_strip.py"), "--frame", "0",
                              "--source", str(short_sample), "--out", str(out)],
