@@ -26,6 +26,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import needs  # noqa: E402  (benchmarks/needs.py: what is missing, in one line)
+
 import streamconv  # noqa: E402
 from streamconv import bench, bench_temporal  # noqa: E402
 from streamconv.backends.families import temporal as family  # noqa: E402
@@ -184,6 +186,7 @@ def main() -> None:
     parser.add_argument("--no-peers", action="store_true",
                         help="skip PyTorch, FFmpeg and the pipeline")
     args = parser.parse_args()
+    needs.gpu()
     env = bench.measure_env(0, "reflect101")
     rng = np.random.default_rng()
     result = {"environment": bench.environment_record(env, 8)}
@@ -206,4 +209,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(needs.run(main))

@@ -184,7 +184,7 @@ class Filter(Closes):
         FilterSpecError: a bad spec, border, backend name or kernel, or ``device`` not an int >= 0;
             a chain with stages across frames.
 
-    Example:
+    Examples:
         >>> import numpy as np, streamconv
         >>> blur = streamconv.Filter("box:size=3", backend="cpu")
         >>> frame = np.full((4, 5, 3), 90, np.uint8)     # H x W x 3 uint8, host memory
@@ -305,7 +305,7 @@ class Filter(Closes):
         Raises:
             FrameFormatError: a stage cannot take frames of that size (a crop beyond the frame).
 
-        Example:
+        Examples:
             >>> import streamconv
             >>> with streamconv.Filter(["scale:w=640,h=-2", "edge"], backend="cpu") as chain:
             ...     chain.output_shape((1080, 1920, 3))

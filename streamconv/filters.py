@@ -6,7 +6,7 @@ A spec string is ``name[:key=value,...]``, e.g. ``gaussian:sigma=1.5`` or
 comma-separated piece without ``=`` continues the previous value.
 
 Every filter is a correlation (like ``cv2.filter2D``) with the same taps on every
-channel; see DESIGN semantics in the README. A *bank* is several tap matrices of one
+channel; docs/filters.md says what a filter computes. A *bank* is several tap matrices of one
 size combined per pixel (``edge`` is the Sobel gradient magnitude). The filter named ``bank``
 is no bank in that sense, but a convolution layer (:mod:`streamconv.nn.layer`): the name is
 kept for the command line and presets; inside, it is a *layer*. Taps and weights are read from
@@ -345,7 +345,7 @@ def split_spec(spec: str) -> tuple[str, dict[str, str]]:
 def parse_filter(spec: str | FilterStage) -> FilterStage:
     """Parse one spec string (``name[:key=value,...]``) into a FilterStage; a FilterStage passes through.
 
-    Example:
+    Examples:
         >>> stage = parse_filter("gaussian:sigma=1.5")
         >>> stage.size, stage.taps[0].dtype.name
         (11, 'float32')

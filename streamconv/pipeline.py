@@ -89,7 +89,7 @@ class Pipeline:
     One that will not run is released with :meth:`close` (or by using it as a context
     manager): its source is closed and its output, if a file, is never created.
 
-    Example:
+    Examples:
         >>> import os, tempfile, streamconv
         >>> out = os.path.join(tempfile.mkdtemp(), "edges.mp4")
         >>> stats = streamconv.Pipeline("test:320x240,frames=10", ["edge"], out, backend="cpu").run()
@@ -249,8 +249,8 @@ class Pipeline:
         (``stats.damage``) is logged as one warning.
 
         Raises:
-            StreamconvError subclasses for input, output, backend and stream failures;
-            the frames finished before a failure are written and the output finalized.
+            StreamconvError: a subclass of it for input, output, backend and stream failures;
+                the frames finished before a failure are written and the output finalized.
         """
         if self._released:
             raise StreamError("this pipeline has already run or been closed; make a new one")

@@ -141,7 +141,7 @@ def load_preset(name_or_path: str | Path) -> Preset:
             or a stage the filter registry rejects (the message names the stage). Messages name
             files but quote at most a short token of any file's contents.
 
-    Example:
+    Examples:
         >>> [stage.name for stage in load_preset("edge").filters]
         ['gaussian', 'edge']
     """

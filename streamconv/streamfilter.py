@@ -49,7 +49,7 @@ class StreamFilter(WindowedResults, Closes):
         FilterSpecError: ``ring`` not an int from 1 to MAX_RING (a bool is refused), ``device`` not
             an int >= 0, or a bad spec, border, backend name or kernel.
 
-    Example:
+    Examples:
         >>> import numpy as np, streamconv
         >>> frames = [np.full((8, 8, 3), v, np.uint8) for v in (10, 20, 30)]
         >>> with streamconv.StreamFilter("identity", ring=2, backend="cpu") as sf:
@@ -170,7 +170,7 @@ class StreamFilter(WindowedResults, Closes):
             FrameTypeError, FrameFormatError, InputError: a dtype or shape that submit() would refuse.
             StreamError: the StreamFilter is closed.
 
-        Example:
+        Examples:
             >>> import numpy as np, streamconv
             >>> with streamconv.StreamFilter("identity", backend="cpu") as sf:
             ...     buffer = sf.input_buffer((4, 6, 3))
