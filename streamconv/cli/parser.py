@@ -15,12 +15,16 @@ from ..io.nvdec_caps import DECODERS
 from ..io.reconnect import RECONNECT_WINDOW
 from ..pipeline import COLOUR_PATHS
 from ..presets import list_presets
+from ..suggest import did_you_mean
 from .bench import add_bench_parser
 from .install_cuda import add_install_cuda_parser
 from .messages import brief
 from .options import (MAX_TIMEOUT, bit_rate, container_format, crf_value, device_list,
                       ffmpeg_option, frame_size, non_negative_int, pixel_format, pixel_limit,
                       positive_float, positive_int, preset_name, ring_size, timeout_seconds)
+
+UNRECOGNIZED = "unrecognized arguments: "
+"""How argparse (and the commands' own checks) begin the message of unknown options."""
 
 RUN_GROUPS = ("input", "filters", "engine", "encoder and output", "live and display", "network",
               "jobs", "reporting")
@@ -31,10 +35,23 @@ BATCH_GROUPS = ("input", "filters", "engine", "encoder and output", "jobs", "rep
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse's parser (for the commands too), whose usage errors echo no value whole."""
+    """argparse's parser (for the commands too), whose usage errors echo no value whole and
+    guess the option meant where one is unknown."""
 
     def error(self, message: str):
-        super().error(brief(message))
+        super().error(brief(message + self._option_meant(message)))
+
+    def _option_meant(self, message: str) -> str:
+        """`` (did you mean '--filter'?)`` after an unknown option (``unrecognized arguments:
+        --fitler edge``), for the first that is close to one of this parser's."""
+        if not message.startswith(UNRECOGNIZED):
+            return ""
+        for word in message.removeprefix(UNRECOGNIZED).split():
+            if word.startswith("-") and word != "-":
+                hint = did_you_mean(word.partition("=")[0], self._option_string_actions)
+                if hint:
+                    return hint
+        return ""
 
 
 def build_parser() -> argparse.ArgumentParser:
