@@ -139,7 +139,8 @@ def test_malformed_test_specs_exit_4(cli, tmp_path, spec, fragment):
 
 def test_a_one_pixel_test_pattern_runs_and_is_padded_for_yuv420p(cli, tmp_path):
     output = tmp_path / "out.mp4"
-    assert_ok(cli("run", "test:1x1,frames=2", "-o", str(output), "-f", "box", "--backend", "cpu", "-q"))
+    assert_ok(cli("run", "test:1x1,frames=2", "-o", str(output), "--filter", "box", "--backend",
+                  "cpu", "-q"))
     with av.open(str(output)) as container:
         decoded = list(container.decode(video=0))
     assert len(decoded) == 2 and (decoded[0].width, decoded[0].height) == (2, 2)

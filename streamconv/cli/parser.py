@@ -19,8 +19,8 @@ from ..suggest import did_you_mean
 from .bench import add_bench_parser
 from .install_cuda import add_install_cuda_parser
 from .messages import brief
-from .options import (MAX_TIMEOUT, bit_rate, container_format, crf_value, device_list,
-                      ffmpeg_option, frame_size, non_negative_int, pixel_format, pixel_limit,
+from .options import (MAX_TIMEOUT, bit_rate, container_format, crf_value,
+                      device_list, ffmpeg_option, frame_size, non_negative_int, pixel_format, pixel_limit,
                       positive_float, positive_int, preset_name, ring_size, timeout_seconds)
 
 UNRECOGNIZED = "unrecognized arguments: "
@@ -144,7 +144,7 @@ def _add_output_arguments(group) -> None:
              "discard frames. With several SOURCEs, {n} in it is each source's index from 0 "
              "(cam{n}.mp4: cam0.mp4, cam1.mp4...)")
     group.add_argument(
-        "--format", metavar="NAME", type=container_format("w"),
+        "--format", "-f", metavar="NAME", type=container_format("w"),
         help="OUTPUT's container, FFmpeg's name (-f after -i): matroska, mpegts, mp4, "
              "nut, rawvideo, image2, flv...; a URL's is by its scheme (flv for rtmp, rtsp, "
              "mpegts for srt, udp and tcp)")
@@ -228,7 +228,7 @@ def _add_batch_job_options(jobs, inputs, outputs) -> None:
 
 def _add_chain_options(group) -> None:
     """The filter chain: --filter, --pipeline, --border."""
-    group.add_argument("--filter", "-f", dest="filters", action="append", default=[],
+    group.add_argument("--filter", dest="filters", action="append", default=[],
                        metavar="SPEC",
                        help="NAME[:KEY=VALUE,...]; repeat to chain (see `streamconv filters`)")
     group.add_argument("--pipeline", "-p", metavar="NAME|PATH",
@@ -322,7 +322,7 @@ def _add_encoder_options(group, replaced: str = "OUTPUT and the --stats-json and
     --bitrate, --preset."""
     group.add_argument("--overwrite", "-y", action="store_true",
                        help=f"replace {replaced} if they exist (keeping their permissions)")
-    group.add_argument("--codec", default=None,
+    group.add_argument("--codec", "-c:v", default=None,
                        help="encoder (default libx264; VP9 for .webm, gif for .gif, png, "
                             "mjpeg... for images)")
     group.add_argument("--pix-fmt", default=None, type=pixel_format,
@@ -331,7 +331,7 @@ def _add_encoder_options(group, replaced: str = "OUTPUT and the --stats-json and
     group.add_argument("--crf", type=crf_value,
                        help="constant quality, a number >= 0: x264/x265's crf, NVENC's cq "
                             "(codec default if omitted)")
-    group.add_argument("--bitrate", type=bit_rate, metavar="RATE",
+    group.add_argument("--bitrate", "-b:v", type=bit_rate, metavar="RATE",
                        help="target bits per second, e.g. 8M or 2500k (codec default if "
                             "omitted)")
     group.add_argument("--preset", dest="codec_preset", metavar="PRESET", type=preset_name,
