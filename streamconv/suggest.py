@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from typing import Iterable
+from collections.abc import Iterable
 
 LONGEST_GUESSED = 64
 """Names longer than this get no guess: nobody mistypes one, and difflib's time grows with it."""

@@ -14,14 +14,16 @@ from ..io.display import KEYS_HELP
 from ..io.nvdec_caps import DECODERS
 from ..io.reconnect import RECONNECT_WINDOW
 from ..pipeline import COLOUR_PATHS
+from ..filter_chain import split_chain
 from ..presets import list_presets
 from ..suggest import did_you_mean
 from .bench import add_bench_parser
 from .install_cuda import add_install_cuda_parser
 from .messages import brief
-from .options import (MAX_TIMEOUT, bit_rate, container_format, crf_value,
-                      device_list, ffmpeg_option, frame_size, non_negative_int, pixel_format, pixel_limit,
-                      positive_float, positive_int, preset_name, ring_size, timeout_seconds)
+from .options import (MAX_TIMEOUT, argument_type, bit_rate, container_format, crf_value,
+                      device_list, ffmpeg_option, frame_size, non_negative_int, pixel_format,
+                      pixel_limit, positive_float, positive_int, preset_name, ring_size,
+                      timeout_seconds)
 
 UNRECOGNIZED = "unrecognized arguments: "
 """How argparse (and the commands' own checks) begin the message of unknown options."""
@@ -231,6 +233,13 @@ def _add_chain_options(group) -> None:
     group.add_argument("--filter", dest="filters", action="append", default=[],
                        metavar="SPEC",
                        help="NAME[:KEY=VALUE,...]; repeat to chain (see `streamconv filters`)")
+    group.add_argument("-vf", dest="filters", action="extend", type=argument_type(split_chain),
+                       metavar="CHAIN",
+                       help="filters in one argument, as FFmpeg's -vf: SPEC,SPEC,... "
+                            "(gaussian:sigma=2,size=5,edge); a comma starts the next filter where "
+                            "a NAME follows it, alone or before ':', and \\, is a comma inside a "
+                            "value; the parameters are streamconv's, as for --filter; in order "
+                            "with the --filter stages")
     group.add_argument("--pipeline", "-p", metavar="NAME|PATH",
                        help=f"a preset ({', '.join(list_presets())}) or a .toml file; --filter "
                             "stages run after it")
