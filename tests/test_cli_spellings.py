@@ -46,7 +46,7 @@ def test_help_lists_every_option_under_its_group(cli, command, groups):
     assert "--filter" in headings["filters"] and "-vf" in headings["filters"]
     assert {"--codec", "--overwrite"} <= set(headings["encoder and output"])
     if command == "run":
-        assert "--stats-json" in headings["reporting"]
+        assert "-ss" in headings["input"] and "--stats-json" in headings["reporting"]
         assert "--reconnect" in headings["network"] and "--segments" in headings["jobs"]
 
 

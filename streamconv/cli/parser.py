@@ -24,6 +24,7 @@ from .options import (MAX_TIMEOUT, argument_type, bit_rate, container_format, cr
                       device_list, ffmpeg_option, frame_size, non_negative_int, pixel_format,
                       pixel_limit, positive_float, positive_int, preset_name, ring_size,
                       timeout_seconds)
+from .trim import add_trim_options
 
 UNRECOGNIZED = "unrecognized arguments: "
 """How argparse (and the commands' own checks) begin the message of unknown options."""
@@ -133,6 +134,7 @@ def _add_source_arguments(group) -> None:
              "live test pattern; a second name is otherwise an error, never taken as OUTPUT")
     group.add_argument("-i", "--input", dest="input_spec", metavar="SOURCE",
                        help="SOURCE, as FFmpeg users type it (-i in.mp4)")
+    add_trim_options(group)
 
 
 def _add_output_arguments(group) -> None:

@@ -30,6 +30,7 @@ from ..io.source import Source
 from ..io.camera import is_webcam_spec
 from .options import refuse_empty
 from .several import check_several_sources, run_several
+from .trim import check_trim_args
 
 
 log = logging.getLogger("streamconv")
@@ -139,7 +140,8 @@ def _open_run_source(args: argparse.Namespace) -> Source:
         source = open_source(args.source, width=width, height=height, fps=args.fps)
     else:
         copy = args.output is not None and not args.no_audio and not args.reconnect
-        decoder = "cpu" if args.hwaccel else choose_decoder(args.decoder, args.backend)
+        # FFmpeg's hardware decoder, and a cut, are libavcodec's
+        decoder = "cpu" if args.hwaccel or args.trim else choose_decoder(args.decoder, args.backend)
         demuxed = is_demuxed_spec(args.source, args.input_format)
         demuxer = {"format": args.input_format, "size": args.size, "pix_fmt": args.input_pix_fmt,
                    "fps": args.fps} if demuxed else {}
@@ -147,7 +149,8 @@ def _open_run_source(args: argparse.Namespace) -> Source:
                              max_pixels=args.max_pixels, timeout=args.timeout,
                              depth=None if args.depth == "auto" else int(args.depth), hwaccel=args.hwaccel,
                              decoder=decoder, device=args.device, input_options=dict(args.input_options),
-                             reconnect=args.reconnect, **_reconnect_timeout(args), **demuxer)
+                             reconnect=args.reconnect, trim=args.trim, **_reconnect_timeout(args),
+                             **demuxer)
     if args.realtime and not source.is_live:
         source = RealtimeSource(source)
     return source
@@ -234,6 +237,7 @@ def check_run_args(parser: argparse.ArgumentParser, args: argparse.Namespace, ex
     if args.max_frames == 0 and args.output is not None:
         parser.error("--max-frames 0 writes no frame, and an output file needs at least one")
     _check_terminal_pipes(parser, args)
+    check_trim_args(parser, args)
     for spec in args.sources:  # every check of SOURCE holds for each of several
         args.source = spec
         _check_source_spec(parser, args)

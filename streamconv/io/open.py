@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import FilterSpecError
+from ..errors import FilterSpecError, InputError
 from ..publish import without_file_scheme
 from .camera import is_webcam_spec, open_webcam
 from .demuxed import DemuxedSource, is_demuxed_spec
@@ -30,6 +30,7 @@ from .pattern import is_test_spec, parse_test_spec
 from .reconnect import RECONNECT_WINDOW, ReconnectingSource
 from .sink import CallbackSink, FanoutSink, NullSink, Sink
 from .source import Source
+from .trim import Trim, open_trimmed
 from .vcam import VirtualCameraSink, is_vcam_output, vcam_device
 
 log = logging.getLogger(__name__)
@@ -38,8 +39,9 @@ SINKS = {"file": FileSink, "network": NetworkSink, "vcam": VirtualCameraSink, "n
 """Sinks by name."""
 
 
-def open_source(spec: str | Path | Source, *, decoder: str = "cpu", device: int = 0, reconnect: bool = False,
-                reconnect_timeout: float | None = RECONNECT_WINDOW, **options) -> Source:
+def open_source(spec: str | Path | Source, *, decoder: str = "cpu", device: int = 0,
+                reconnect: bool = False, reconnect_timeout: float | None = RECONNECT_WINDOW,
+                trim: Trim | None = None, **options) -> Source:
     """Open a source from a spec: ``test[...]`` for the pattern, ``webcam[:N]`` or ``/dev/videoN``
     for a camera, ``-`` (standard input, also ``pipe:0``) or an image sequence (``img%04d.png``)
     for DemuxedSource, else a path or URL for FileSource (or NvdecSource).
@@ -60,6 +62,8 @@ def open_source(spec: str | Path | Source, *, decoder: str = "cpu", device: int 
             DemuxedSource also ``format`` (the demuxer, e.g. ``"rawvideo"``: any spec is then
             read with it), ``size`` (W, H), ``pix_fmt`` and ``fps`` (raw video, image sequences);
             or, for a camera, to WebcamSource (``width``, ``height``, ``fps``, ...).
+        trim: read only this stretch of a file or stream, as FFmpeg's -ss, -t and -to cut it
+            (:mod:`streamconv.io.trim`); decoded by libavcodec, never reconnected.
 
     Raises:
         NvdecUnsupported: (exit 7) ``decoder="nvdec"`` and NVDEC cannot take the stream here (nor
@@ -70,6 +74,8 @@ def open_source(spec: str | Path | Source, *, decoder: str = "cpu", device: int 
     if isinstance(spec, Source):
         return spec
     text = str(spec)
+    if trim is not None:
+        return _open_trimmed(text, trim, decoder, reconnect, options)
     if is_test_spec(text):
         return parse_test_spec(text, max_pixels=options.get("max_pixels"))
     if is_webcam_spec(text):
@@ -82,6 +88,22 @@ def open_source(spec: str | Path | Source, *, decoder: str = "cpu", device: int 
     if reconnect:
         return ReconnectingSource(lambda: _open_file(text, decoder, device, options), within=reconnect_timeout)
     return _open_file(text, decoder, device, options)
+
+
+def _open_trimmed(text: str, trim: Trim, decoder: str, reconnect: bool, options: dict) -> Source:
+    """A file or stream's source that reads only ``trim`` of it.
+
+    Raises:
+        InputError: a camera or test pattern, or reconnecting asked for: a cut is of a file or
+            stream read once.
+        NvdecUnsupported: (exit 7) NVDEC asked for: a cut decodes on the CPU.
+    """
+    if is_test_spec(text) or is_webcam_spec(text) or reconnect:
+        raise InputError(f"a cut ({trim.describe()}) is of a file or stream read once, not of "
+                         f"{'a reconnecting input' if reconnect else text}")
+    if decoder == "nvdec":
+        raise NvdecUnsupported(f"--decoder nvdec: a cut ({trim.describe()}) decodes on the CPU")
+    return open_trimmed(text, trim, demuxed=is_demuxed_spec(text, options.get("format")), **options)
 
 
 def _open_file(text: str, decoder: str, device: int, options: dict) -> Source:

@@ -14,7 +14,7 @@ import io
 
 import logging
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import av
 
@@ -54,6 +54,7 @@ class CopiedStreams:
         self._unchecked: set[int] = set()  # copied audio streams FFmpeg has no decoder for
         self._packets: list = []  # copied-stream packets read since the last frame
         self.damaged = 0
+        self.admit: Callable[[av.Packet], bool] | None = None  # a cut's say (io.trim)
 
     def _report_left_out(self, wanted: Sequence, missing: dict[int, str | None], truncated: str | None) -> None:
         """Warn of the streams that are not copied: a codec FFmpeg does not know (not damage),
@@ -74,8 +75,8 @@ class CopiedStreams:
 
     def keep(self, packet) -> None:
         """Count a packet of a counted stream (see :meth:`check`) and keep it for the output if
-        its stream is copied."""
-        if self.check(packet):
+        its stream is copied (and ``admit``, where set, takes it)."""
+        if self.check(packet) and (self.admit is None or self.admit(packet)):
             self._packets.append(packet)
 
     def check(self, packet) -> bool:
