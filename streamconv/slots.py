@@ -87,6 +87,8 @@ class Slot:
             (``scale``, ``crop``); None: ``planes``'.
         device_input: where a GPU-decoding source writes the frame instead of ``host_in`` (then
             an empty placeholder), None when frames arrive in host memory.
+        counts_at_read: frames dropped and damaged packets or frames found, in all, when the
+            frame was read (where the run's timeline marks them).
     """
 
     index: int
@@ -99,6 +101,7 @@ class Slot:
     planes: YuvLayout | None = None
     device_input: DeviceInput | None = None
     out_planes: YuvLayout | None = None
+    counts_at_read: tuple[int, int] = (0, 0)
 
     @property
     def input_target(self) -> np.ndarray | DeviceInput:
