@@ -24,6 +24,7 @@ from .options import (MAX_TIMEOUT, argument_type, bit_rate, container_format, cr
                       device_list, ffmpeg_option, frame_size, non_negative_int, pixel_format,
                       pixel_limit, positive_float, positive_int, preset_name, ring_size,
                       timeout_seconds)
+from .report import add_report_option, add_report_parser
 from .trim import add_trim_options
 
 UNRECOGNIZED = "unrecognized arguments: "
@@ -75,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "element: export GST_PLUGIN_PATH=$(streamconv gst-path)")
     add_bench_parser(commands)
     add_install_cuda_parser(commands)
+    add_report_parser(commands)
     for command in commands.choices.values():
         command.set_defaults(command_parser=command)  # its own usage for its own errors
     return parser
@@ -113,6 +115,7 @@ def _add_run_parser(commands) -> None:
     _add_network_options(groups["network"])
     reporting = groups["reporting"]
     reporting.add_argument("--stats-json", metavar="PATH", help="write per-stage timings as JSON")
+    add_report_option(reporting)
     _add_live_options(groups["live and display"])
     reporting.add_argument(
         "--progress", metavar="PATH|-",
