@@ -47,7 +47,8 @@ _DTS_MARGIN = 3 * 1_000_000 // 23  # how much earlier FFmpeg seeks where dts tra
 
 _CLOCK = re.compile(r"(?:(\d+):)?(\d+):(\d+(?:\.\d*)?)")
 _SECONDS = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(s|ms|us)?")
-_UNITS = {None: 1, "s": 1, "ms": Fraction(1, 1000), "us": MICROSECOND}
+_UNITS: dict[str | None, Fraction] = {None: Fraction(1), "s": Fraction(1),
+                                      "ms": Fraction(1, 1000), "us": MICROSECOND}
 
 
 def parse_time(text: str) -> int:
@@ -192,12 +193,13 @@ class TrimClock:
         return bool(self._copied - self._ended)
 
 
-class TrimmedInput:
-    """What makes a FileSource (or a subclass) read only a :class:`Trim` of its input: mixed in
-    before it (:class:`TrimmedFileSource`, :class:`TrimmedDemuxedSource`).
+class TrimmedFileSource(FileSource):
+    """A :class:`FileSource` that reads only a :class:`Trim` of its input (``trim=``, then
+    FileSource's options); before DemuxedSource, the same for a pipe, raw video or an image
+    sequence (:class:`TrimmedDemuxedSource`).
 
     Frames are the FileSource's, (H, W, 3) RGB or planes in host memory, with their pts moved so
-    that the cut starts at 0; the copied packets' timestamps move alike.
+    that the cut starts at 0, in ticks of 1/frame rate; the copied packets' timestamps move alike.
     """
 
     def __init__(self, path, *, trim: Trim, **options) -> None:
@@ -280,12 +282,7 @@ class TrimmedInput:
         return f"{super().describe()}, {self.trim.describe()}"
 
 
-class TrimmedFileSource(TrimmedInput, FileSource):
-    """A :class:`FileSource` of a :class:`Trim` of its input (``trim=``, then FileSource's
-    options)."""
-
-
-class TrimmedDemuxedSource(TrimmedInput, DemuxedSource):
+class TrimmedDemuxedSource(TrimmedFileSource, DemuxedSource):
     """A :class:`DemuxedSource` (a pipe, raw video, an image sequence) of a :class:`Trim` of its
     input (``trim=``, then DemuxedSource's options)."""
 
