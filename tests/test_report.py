@@ -137,6 +137,7 @@ def test_the_page_fetches_nothing_and_escapes_what_the_record_says(tmp_path):
 @pytest.mark.parametrize("argv, code, fragment", [
     (["--report", "{stats}", "--stats-json", "{stats}"], 6, "the same file"),
     (["--report", "{source}"], 6, "the input"),
+    (["--report", "{output}"], 6, "the output"),
     (["--report", "{existing}"], 6, "exists"),
     (["--report", "-"], 2, "--report names a file, not standard output"),
     (["--report", ""], 2, "--report is empty"),
@@ -145,8 +146,9 @@ def test_the_page_is_written_as_every_output_is(cli, tmp_path, argv, code, fragm
     source = write_clip(tmp_path / "in.mp4", frames=3)
     existing = tmp_path / "old.html"
     existing.write_text("kept")
-    names = {"stats": str(tmp_path / "s.json"), "source": str(source), "existing": str(existing)}
     output = tmp_path / "out.mp4"
+    names = {"stats": str(tmp_path / "s.json"), "source": str(source), "existing": str(existing),
+             "output": str(output)}
     result = cli("run", str(source), "-o", str(output), "--backend", "cpu", "--no-progress",
                  *[arg.format(**names) for arg in argv])
     if code == 2:  # a usage error, said as argparse says them
