@@ -243,7 +243,8 @@ class TrimmedFileSource(FileSource):
 
     def _forget_damage(self) -> None:
         """Forget what the decoder reported before the first frame of the cut: those frames
-        are not the cut's (a seek that lands after a keyframe makes the decoder complain)."""
+        are not the cut's (an MPEG-TS seek lands on any packet, and the decoder complains of
+        the frames it meets before a keyframe)."""
         self._damage.decode_errors = self._damage.concealed = 0
         self._damage_log.count = 0
 
@@ -252,7 +253,7 @@ class TrimmedFileSource(FileSource):
         try:
             return super()._first_frame()
         except InputError:
-            if not getattr(self, "_clock", None) or not self._clock.dropped:
+            if not self._clock.dropped:  # nothing before the start either: not the cut's doing
                 raise
             raise InputError(f"{self.path} has no frame at or after -ss "
                              f"{float(self.trim.start * MICROSECOND):g} s ({self._clock.dropped} "

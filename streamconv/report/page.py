@@ -9,15 +9,14 @@ import json
 import shlex
 
 from .. import __version__
+from ..stats import STAGES
 from .script import SCRIPT, STYLE
-
-STAGE_ORDER = ("read", "upload", "kernel", "download", "write", "latency")
-"""The stages as a frame meets them (streamconv.stats.STAGES); latency is read to write."""
 
 EXIT_MEANINGS = {0: "finished", 13: "finished; the input was damaged", 130: "stopped (Ctrl-C)",
                  143: "stopped (SIGTERM)"}
 
-_CHART_KEYS = ("frames", "samples_cap", "samples_kept", "samples_ms", "stages_ms", "timeline")
+_CHART_KEYS = ("frames", "samples_ms", "stages_ms", "timeline")
+"""What the script draws from: the rest of a record is shown as HTML, or not at all."""
 
 
 def page(records: list[dict], *, command: list[str] | None, info: list[str] | None) -> str:
@@ -108,7 +107,7 @@ def _stage_table(record: dict) -> str:
     if not stages:
         return '<p class="note">No frame was written: no stage was timed.</p>'
     rows = []
-    for stage in [s for s in STAGE_ORDER if s in stages] + sorted(set(stages) - set(STAGE_ORDER)):
+    for stage in [s for s in STAGES if s in stages] + sorted(set(stages) - set(STAGES)):
         row = stages[stage]
         cells = "".join(f"<td>{_number(row.get(key))}</td>"
                         for key in ("p50", "p95", "p99", "max", "mean"))
