@@ -8,13 +8,13 @@ from .. import __version__
 from ..backends import BACKENDS
 from ..backends.plan import KERNEL_CHOICES
 from ..borders import BORDER_MODES, DEFAULT_BORDER
+from ..filter_chain import split_chain
 from ..frames import DEFAULT_MAX_PIXELS, MAX_RING
 from ..io.container import NETWORK_TIMEOUT
 from ..io.display import KEYS_HELP
 from ..io.nvdec_caps import DECODERS
 from ..io.reconnect import RECONNECT_WINDOW
 from ..pipeline import COLOUR_PATHS
-from ..filter_chain import split_chain
 from ..presets import list_presets
 from ..suggest import did_you_mean
 from .bench import add_bench_parser
