@@ -71,8 +71,10 @@ def assert_usage(result, *fragments: str) -> None:
     (["--codec", ""], "--codec is empty"),
     (["--pix-fmt", " "], "--pix-fmt is empty"),
     (["--pix-fmt", "no-such-format", "-o", "out.mp4"], "--pix-fmt: unknown pixel format 'no-such-format'"),
-    (["--format", "no-such-muxer", "-o", "out.mp4"], "--format/-f: FFmpeg has no muxer 'no-such-muxer'"),
-    (["--format", "hls", "-o", "out.m3u8"], "--format/-f: hls writes no OUTPUT file"),  # was: segments left hidden
+    (["--format", "no-such-muxer", "-o", "out.mp4"],
+     "--format/-f: FFmpeg has no muxer 'no-such-muxer'"),
+    (["--format", "hls", "-o", "out.m3u8"],
+     "--format/-f: hls writes no OUTPUT file"),  # was: segments left hidden
     (["--format", "segment", "-o", "out%d.ts"], "--format/-f: segment writes no OUTPUT file"),
     (["--format", "null", "-o", "out"], "leave out -o to discard the frames"),  # was: an empty file left
     (["--input-format", "rawvideo"], "--input-format applies to files, pipes and URLs"),
