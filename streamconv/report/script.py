@@ -141,11 +141,12 @@ SCRIPT = r"""
     el("line", {x1: left, x2: left + plotW, y1: floor + 2, y2: floor + 2, class: "axis"}, svg);
     const starts = (run.timeline || {}).start_s || [];
     for (const tick of frameTicks(first, last, 8)) {
+      const anchor = {"text-anchor": x(tick) > W - right - 30 ? "end" : "middle"};  // in view
       el("line", {x1: x(tick), x2: x(tick), y1: floor + 2, y2: floor + 7, class: "axis"}, svg);
-      text(svg, x(tick), floor + 20, `frame ${tick}`, {"text-anchor": "middle"});
+      text(svg, x(tick), floor + 20, `frame ${tick}`, anchor);
       const at = starts[tick - first];
       if (at !== undefined && at !== null)
-        text(svg, x(tick), floor + 35, `${at.toFixed(2)} s`, {"text-anchor": "middle"});
+        text(svg, x(tick), floor + 35, `${at.toFixed(2)} s`, anchor);
     }
     hover(svg, run, {first: first, kept: kept, left: left, plotW: plotW, top: top, floor: floor,
                      stages: stages});
