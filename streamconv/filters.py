@@ -24,6 +24,7 @@ import numpy as np
 from .errors import FilterSpecError
 from .nn.layer import ConvLayer, check_sample_type, load_layer
 from .resample import GEOMETRY_FILTERS, Geometry
+from .suggest import did_you_mean
 from .tapfiles import MAX_SIZE, load_taps_file, parse_inline_taps, show_value, validate_taps
 from .temporal_taps import TEMPORAL_TYPES, TemporalTaps, TemporalType
 
@@ -304,7 +305,8 @@ def build_filter(name: str, params: Mapping[str, Any] | None = None) -> FilterSt
     """
     entry = REGISTRY.get(name)
     if entry is None:
-        raise FilterSpecError(f"unknown filter {show_value(name)}; known filters: {', '.join(REGISTRY)}")
+        raise FilterSpecError(f"unknown filter {show_value(name)}{did_you_mean(name, REGISTRY)}; "
+                              f"known filters: {', '.join(REGISTRY)}")
     given = dict(params or {})
     unknown = sorted(set(given) - set(entry.params))
     if unknown:

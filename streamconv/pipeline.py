@@ -19,7 +19,7 @@ from .frames import DEFAULT_MAX_PIXELS, check_frame_size, check_slot_memory
 from .interrupts import stop_on_signals
 from .progress import ProgressBar, StatusLine
 from .progressfile import ProgressFile
-from .ring import RingEpoch, RunClock, RunControls, RunCounts, frames_dropped
+from .ring import RingEpoch, RunClock, RunControls, RunCounts, damage_found, frames_dropped
 from .run_options import check_run_options
 from .io.damage import copied_damage
 from .io.open import open_sink, open_source
@@ -317,7 +317,7 @@ class Pipeline:
         decoder can hand over mid-way)."""
         stats.dropped = self.dropped
         stats.decoder = getattr(self.source, "decoder", stats.decoder)
-        stats.decode_errors = getattr(self.source, "decode_errors", 0) + getattr(self.source, "concealed", 0)
+        stats.decode_errors = damage_found(self.source)
         damage = getattr(self.source, "damage", None)
         stats.damage = damage() if damage is not None else []
         stats.damage += copied_damage(0, self.sink.packets_refused)

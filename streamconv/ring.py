@@ -73,6 +73,11 @@ def frames_dropped(source: Source, counts: RunCounts) -> int:
     return getattr(source, "dropped", 0) + counts.skipped
 
 
+def damage_found(source: Source) -> int:
+    """Damaged packets or frames the source found so far: skipped, or concealed by its decoder."""
+    return getattr(source, "decode_errors", 0) + getattr(source, "concealed", 0)
+
+
 @dataclass
 class RunClock:
     """When the run's first frame was read, its first written and its last written (``time.perf_counter()``)."""
@@ -214,6 +219,7 @@ class RingEpoch:
         if meta.captured is None:
             meta.captured = started
         slot.started = meta.captured
+        slot.counts_at_read = (frames_dropped(self.source, counts), damage_found(self.source))
         slot.times["read"] = ready - meta.captured
         slot.meta = meta
         if self.clock.first is None:
@@ -256,7 +262,9 @@ class RingEpoch:
         self.clock.last = end
         if self.clock.first_written is None:
             self.clock.first_written = end
-        self.stats.record(slot.times)
+        dropped, damaged = slot.counts_at_read
+        self.stats.record(slot.times, at=slot.started - self.clock.first, dropped=dropped,
+                          damaged=damaged)
         self.stats.dropped = frames_dropped(self.source, self.counts)
         self.bar.update(self.stats.frames)
 

@@ -89,6 +89,8 @@ class Slot:
             an empty placeholder), None when frames arrive in host memory.
         has_output: whether the backend put an output frame in ``host_out`` for the last submit
             (False while a chain with stages across frames fills its window).
+        counts_at_read: frames dropped and damaged packets or frames found, in all, when the
+            frame was read (where the run's timeline marks them).
     """
 
     index: int
@@ -102,6 +104,7 @@ class Slot:
     device_input: DeviceInput | None = None
     has_output: bool = True
     out_planes: YuvLayout | None = None
+    counts_at_read: tuple[int, int] = (0, 0)
 
     @property
     def input_target(self) -> np.ndarray | DeviceInput:
@@ -172,9 +175,10 @@ class InFlight(Generic[Note]):
     a note of its driver's (StreamFilter: the shape of the caller's frame; Pipeline: None).
 
     A backend with a ``delay`` (stages across frames) puts out frame i's output on the slot of
-    a later frame: each frame's meta, start and note wait here (``owed``) and go onto the slot
-    that carries its output, so a driver sees its frames come out in order with their own
-    timestamps; a slot that carried none comes out with ``has_output`` False and no meta.
+    a later frame: each frame's meta, start, counts at read and note wait here (``owed``) and go
+    onto the slot that carries its output, so a driver sees its frames come out in order with
+    their own timestamps; a slot that carried none comes out with ``has_output`` False and no
+    meta.
     :meth:`flush` puts out the last ones through free slots.
 
     Args:
@@ -184,7 +188,8 @@ class InFlight(Generic[Note]):
     def __init__(self, backend: Backend) -> None:
         self._backend = backend
         self._slots: deque[tuple[Slot, Note]] = deque()
-        self._owed: deque[tuple[FrameMeta | None, float, Any]] = deque()  # (meta, started, note)
+        # (meta, started, counts_at_read, note) of each frame whose output is still to come
+        self._owed: deque[tuple[FrameMeta | None, float, tuple[int, int], Any]] = deque()
         self._assigned = 0  # owed frames whose output is on a slot in flight
 
     def __len__(self) -> int:
@@ -203,7 +208,7 @@ class InFlight(Generic[Note]):
 
     def submit(self, slot: Slot, note: Note = None) -> None:
         """Queue ``slot``'s frame on the backend and keep it as the newest (not if submit raised)."""
-        frame = (slot.meta, slot.started, note)
+        frame = (slot.meta, slot.started, slot.counts_at_read, note)
         self._backend.submit(slot)
         self._owed.append(frame)
         self._slots.append((slot, self._claim(slot)))
@@ -227,14 +232,14 @@ class InFlight(Generic[Note]):
             end_stream()
 
     def _claim(self, slot: Slot) -> Any:
-        """Put the oldest owed frame's meta and start on ``slot`` if it carries an output, and
-        return that frame's note (None for a slot without output)."""
+        """Put the oldest owed frame's meta, start and counts at read on ``slot`` if it carries an
+        output, and return that frame's note (None for a slot without output)."""
         if not slot.has_output:
             slot.meta = None
             return None
-        meta, started, note = self._owed[self._assigned]
+        meta, started, counts, note = self._owed[self._assigned]
         self._assigned += 1
-        slot.meta, slot.started = meta, started
+        slot.meta, slot.started, slot.counts_at_read = meta, started, counts
         return note
 
     @property

@@ -172,7 +172,8 @@ def drive(backend, clip: np.ndarray, ring: int, prepare=None) -> np.ndarray:
     """A clip (N, H, W, C) through ``backend``'s slots in a ring of ``ring``, as the pipeline's
     compute thread drives them (InFlight: submit in order, retire in order, flush the tail);
     ``prepare(backend, slots)`` runs once the slots exist (to poison them). Returns the outputs
-    in order, each checked to carry its own frame's meta."""
+    in order, each checked to carry its own frame's meta and counts at read (where a run's
+    timeline marks drops and damage)."""
     from streamconv.slots import FrameMeta, InFlight
 
     slots = backend.allocate_slots(clip.shape[1:], ring, dtype=clip.dtype)
@@ -184,6 +185,7 @@ def drive(backend, clip: np.ndarray, ring: int, prepare=None) -> np.ndarray:
         slot, _ = in_flight.retire()
         if slot.has_output:
             outputs[slot.meta.index] = slot.host_out.copy()
+            assert slot.counts_at_read == (slot.meta.index, 2 * slot.meta.index)
         free.append(slot)
 
     for index, frame in enumerate(clip):
@@ -193,6 +195,7 @@ def drive(backend, clip: np.ndarray, ring: int, prepare=None) -> np.ndarray:
         slot.reset()
         slot.host_in[:] = frame
         slot.meta = FrameMeta(index, index, None)
+        slot.counts_at_read = (index, 2 * index)
         in_flight.submit(slot)
     while in_flight.unflushed or len(in_flight):
         if not free or not in_flight.unflushed:
