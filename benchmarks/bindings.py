@@ -29,6 +29,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import needs  # noqa: E402  (benchmarks/needs.py: what is missing, in one line)
+
 SPECS = ["box:size=5", "gaussian:sigma=2", "sharpen", "edge", ["emboss", "box:size=3"]]
 
 
@@ -161,6 +163,7 @@ def main() -> int:
     if args.child:
         print(json.dumps(child(args.launches)))
         return 0
+    needs.gpu()
     reports = {}
     for name in args.bindings.split(","):
         command = [sys.executable, __file__, "--child", "--launches", str(args.launches)]
@@ -189,4 +192,4 @@ def report(reports: dict) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(needs.run(main))

@@ -27,6 +27,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import needs  # noqa: E402  (benchmarks/needs.py: what is missing, in one line)
+
 import streamconv  # noqa: E402
 
 import benchinfo  # noqa: E402
@@ -105,6 +107,7 @@ def main() -> None:
     parser.add_argument("--stage-repeats", type=int, default=3,
                         help="throughput runs per configuration; the median is reported (default 3)")
     args = parser.parse_args()
+    needs.gpu()
     from streamconv.backends import plan as planning
     from streamconv.borders import BORDER_CODES, DEFAULT_BORDER
     from streamconv.gpu.binding import binding
@@ -185,4 +188,4 @@ def print_kernel_table(result: dict) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(needs.run(main))

@@ -36,6 +36,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import needs  # noqa: E402  (benchmarks/needs.py: what is missing, in one line)
+
 from streamconv.backends.cpu import CpuBackend  # noqa: E402
 from streamconv.backends.cuda import CudaBackend  # noqa: E402
 from streamconv.filters import parse_chain  # noqa: E402
@@ -183,6 +185,7 @@ def main() -> None:
     parser.add_argument("--filter", default="box:size=5")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    needs.gpu()
     chain = parse_chain([args.filter])
     rng = np.random.default_rng()
     report = []
@@ -204,4 +207,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(needs.run(main))

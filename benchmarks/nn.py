@@ -27,12 +27,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import needs  # noqa: E402  (benchmarks/needs.py: what is missing, in one line)
+
 import streamconv  # noqa: E402
 
 import benchinfo  # noqa: E402
 from streamconv import kernel_loader  # noqa: E402
 from streamconv.gpu_timing import fp32_fma_peak, occupancy  # noqa: E402
-from streamconv.cuda_device import cuda_status  # noqa: E402
 from streamconv.nn import conv2d_shape, im2col_expansion  # noqa: E402
 from streamconv.nn.gpu import (METHODS, engine, gemm_defines, gemm_threads, tf32_defines, tiled_defines,  # noqa: E402
                                tiled_threads)
@@ -199,9 +200,7 @@ def main() -> None:
     unknown = sorted(set(methods) - set(METHODS))
     if unknown:
         parser.error(f"unknown method {unknown[0]!r}; known: {', '.join(METHODS)}")
-    usable, reason = cuda_status(0)
-    if not usable:
-        raise SystemExit(f"no GPU to benchmark: {reason}")
+    needs.gpu()
     grid = ((64,), (64,), (3,), (1,)) if args.quick else (CHANNELS, OUTPUTS, KS, BATCHES)
     print(HEADER)
     result = run(methods, *grid)
@@ -211,4 +210,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(needs.run(main))

@@ -45,6 +45,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import needs  # noqa: E402  (benchmarks/needs.py: what is missing, in one line)
+
 import av  # noqa: E402  (after cv2: see streamconv.io.display.check_import_order)
 from av.codec.hwaccel import HWAccel  # noqa: E402
 
@@ -411,4 +413,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(needs.run(main))

@@ -27,6 +27,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import needs  # noqa: E402  (benchmarks/needs.py: what is missing, in one line)
+
 import streamconv  # noqa: E402
 from streamconv.backends.cpu import CpuBackend  # noqa: E402
 from streamconv.filters import parse_chain  # noqa: E402
@@ -143,12 +145,12 @@ def host_rows(host: np.ndarray, want: dict) -> list[dict]:
 
 
 def main() -> None:
-    import torch
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--frames", type=int, default=200)
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args()
+    torch = needs.torch_gpu()
+    needs.gpu()
     rng = np.random.default_rng()
     hosts = [rng.integers(0, 256, SOURCE, dtype=np.uint8) for _ in range(4)]
     frames_gpu = [torch.from_numpy(h).cuda() for h in hosts]
@@ -167,4 +169,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(needs.run(main))

@@ -18,6 +18,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import needs  # noqa: E402  (benchmarks/needs.py: what is missing, in one line)
+
 from streamconv.backends.cpu import CpuBackend  # noqa: E402
 from streamconv.backends.cuda import CudaBackend  # noqa: E402
 from streamconv.backends.families import resample  # noqa: E402
@@ -87,6 +89,7 @@ def main() -> None:
     parser.add_argument("--both", action="store_true", help="1080p -> 4K too")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args()
+    needs.gpu()
     rng = np.random.default_rng()
     cases = CASES if args.both else CASES[:1]
     rows = [row for kernel in args.kernels.split(",") for (shape, size), fused in zip(cases, ((0, 1), (0,)))
@@ -100,4 +103,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(needs.run(main))

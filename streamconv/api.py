@@ -22,6 +22,7 @@ import numpy as np
 
 from .backends import create_backend, plan_kernels, resolve_backend
 from .backends.protocol import Backend
+from .backends.temporal_cpu import temporal_refusal
 from .borders import DEFAULT_BORDER, check_border
 from .errors import FilterSpecError, FrameDeviceError, FrameFormatError, StreamError
 from .filters import FilterStage, parse_chain, validate_taps
@@ -175,10 +176,15 @@ class Filter(Closes):
     buffers and device buffers per frame shape, released by ``close()`` (or ``with``); after
     that, calls raise :class:`streamconv.StreamError`.
 
-    Raises:
-        FilterSpecError: a bad spec, border, backend name or kernel, or ``device`` not an int >= 0.
+    A chain with stages across frames (``tmean``, ``conv3d``...) is refused: one frame on its own
+    has no frames around it, and a Filter keeps no stream. :class:`streamconv.StreamFilter` takes
+    such chains (frames in order, results in order ``delay`` frames later, ``flush()`` at the end).
 
-    Example:
+    Raises:
+        FilterSpecError: a bad spec, border, backend name or kernel, or ``device`` not an int >= 0;
+            a chain with stages across frames.
+
+    Examples:
         >>> import numpy as np, streamconv
         >>> blur = streamconv.Filter("box:size=3", backend="cpu")
         >>> frame = np.full((4, 5, 3), 90, np.uint8)     # H x W x 3 uint8, host memory
@@ -196,6 +202,9 @@ class Filter(Closes):
         self.stages, self.border, self.backend, self._engine = make_engine(
             spec, border=border, backend=backend, device=device, kernel=kernel)
         self._fitting: tuple | None = None  # the (shape, dtype) of host frames found to fit
+        if self._engine.delay or any(stage.temporal is not None for stage in self.stages):
+            self._engine.close()
+            raise FilterSpecError(temporal_refusal(self.stages))
         self._closed = False
 
     def __call__(self, frame: Any, *, out: Any = None, stream: Any = None) -> Any:
@@ -296,7 +305,7 @@ class Filter(Closes):
         Raises:
             FrameFormatError: a stage cannot take frames of that size (a crop beyond the frame).
 
-        Example:
+        Examples:
             >>> import streamconv
             >>> with streamconv.Filter(["scale:w=640,h=-2", "edge"], backend="cpu") as chain:
             ...     chain.output_shape((1080, 1920, 3))

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 
 class StreamconvError(Exception):
-    """Base class of every error streamconv raises on purpose."""
+    """Base class of every error streamconv raises on purpose; raised as itself where none of
+    its subclasses fits."""
 
     exit_code = 1
 

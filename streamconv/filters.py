@@ -6,7 +6,7 @@ A spec string is ``name[:key=value,...]``, e.g. ``gaussian:sigma=1.5`` or
 comma-separated piece without ``=`` continues the previous value.
 
 Every filter is a correlation (like ``cv2.filter2D``) with the same taps on every
-channel; see DESIGN semantics in the README. A *bank* is several tap matrices of one
+channel; docs/filters.md says what a filter computes. A *bank* is several tap matrices of one
 size combined per pixel (``edge`` is the Sobel gradient magnitude). The filter named ``bank``
 is no bank in that sense, but a convolution layer (:mod:`streamconv.nn.layer`): the name is
 kept for the command line and presets; inside, it is a *layer*. Taps and weights are read from
@@ -16,7 +16,6 @@ text and files by :mod:`streamconv.tapfiles`.
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -25,12 +24,12 @@ import numpy as np
 from .errors import FilterSpecError
 from .nn.layer import ConvLayer, check_sample_type, load_layer
 from .resample import GEOMETRY_FILTERS, Geometry
-from .tapfiles import MAX_ABS_TAP, load_taps_file, parse_inline_taps, show_value
+from .suggest import did_you_mean
+from .tapfiles import MAX_SIZE, load_taps_file, parse_inline_taps, show_value, validate_taps
+from .temporal_taps import TEMPORAL_TYPES, TemporalTaps, TemporalType
 
-__all__ = ["check_sample_type", "show_value"]  # re-exported: their homes are nn.layer and tapfiles
-
-MAX_SIZE = 31
-"""Largest tap matrix side (radius 15); the CUDA kernels are built for radius <= 15."""
+# Re-exported: their homes are nn.layer and tapfiles.
+__all__ = ["MAX_SIZE", "check_sample_type", "show_value", "validate_taps"]
 
 COMBINE_NONE = "none"
 COMBINE_MAGNITUDE = "magnitude"
@@ -49,6 +48,7 @@ class FilterStage:
             layer whose maps make the frame); ``taps`` is then empty. None otherwise.
         geometry: for ``scale`` and ``crop``, what they do to the frame's size
             (:class:`streamconv.resample.Geometry`); ``taps`` is then empty. None otherwise.
+        temporal: for a filter across frames, its T x K x K taps (``taps`` is then empty).
     """
 
     name: str
@@ -57,12 +57,15 @@ class FilterStage:
     combine: str = COMBINE_NONE
     layer: ConvLayer | None = None
     geometry: Geometry | None = None
+    temporal: TemporalTaps | None = None
 
     @property
     def size(self) -> int:
         """Side K of the tap matrices (1 for a geometry stage)."""
         if self.geometry is not None:
             return 1
+        if self.temporal is not None:
+            return self.temporal.size
         return self.layer.size if self.layer is not None else int(self.taps[0].shape[0])
 
     @property
@@ -77,6 +80,9 @@ class FilterStage:
         detail = f" x{len(self.taps)} {self.combine}" if len(self.taps) > 1 else ""
         if self.layer is not None:
             detail = f", {self.layer.channels} -> {self.layer.maps} maps"
+        if self.temporal is not None:
+            causal = ", causal" if self.temporal.causal else ""
+            detail = f" x {self.temporal.frames} frames{causal}"
         return label if self.geometry is not None else f"{label} ({self.size}x{self.size}{detail})"
 
 
@@ -105,61 +111,6 @@ def _format_value(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)
-
-
-def validate_taps(taps: Any, *, what: str = "taps") -> np.ndarray:
-    """Check a tap matrix and return it as a read-only (K, K) float32 C-contiguous array.
-
-    Args:
-        taps: anything ``np.asarray`` turns into a 2-D numeric array (host memory).
-        what: how to name it in error messages.
-
-    Raises:
-        FilterSpecError: not 2-D, not square, even or out-of-range size, non-finite or
-            too-large values, or not real numbers (complex, text or other objects).
-    """
-    try:
-        array = np.asarray(taps)
-    except (TypeError, ValueError) as exc:
-        raise FilterSpecError(f"{what}: not a numeric matrix ({exc})") from None
-    if array.ndim == 1 and array.size == 1:
-        array = array.reshape(1, 1)
-    if array.ndim != 2:
-        raise FilterSpecError(f"{what}: expected a 2-D matrix, got shape {array.shape}")
-    rows, cols = array.shape
-    if rows != cols or rows % 2 == 0:
-        raise FilterSpecError(f"{what}: expected an odd square matrix, got {rows}x{cols}")
-    if rows > MAX_SIZE:
-        raise FilterSpecError(f"{what}: {rows}x{cols} is too large (at most {MAX_SIZE}x{MAX_SIZE})")
-    array = _real_taps(array, what)
-    if not np.all(np.isfinite(array)):
-        raise FilterSpecError(f"{what}: contains NaN or infinity")
-    largest = float(np.max(np.abs(array)))
-    if largest > MAX_ABS_TAP:
-        raise FilterSpecError(f"{what}: |tap| = {largest:g} exceeds {MAX_ABS_TAP:g}")
-    result = np.ascontiguousarray(array, dtype=np.float32)
-    result.setflags(write=False)
-    return result
-
-
-def _real_taps(array: np.ndarray, what: str) -> np.ndarray:
-    """A (K, K) host array of real numbers as float64; complex taps are refused as a complex .npy
-    is (casting would drop the imaginary part with only a warning), and so is an object such as None
-    (it would turn into NaN).
-
-    Raises:
-        FilterSpecError: a dtype other than bool, integer or float, or objects that are not real numbers.
-    """
-    if array.dtype.kind == "O":
-        for value in array.flat:
-            if not isinstance(value, numbers.Real):
-                raise FilterSpecError(f"{what}: taps must be real numbers, got {type(value).__name__}")
-    elif array.dtype.kind not in "biuf":
-        raise FilterSpecError(f"{what}: dtype {array.dtype} is not numeric; taps must be real numbers")
-    try:
-        return array.astype(np.float64)
-    except OverflowError:  # a Python int beyond float64
-        raise FilterSpecError(f"{what}: |tap| exceeds {MAX_ABS_TAP:g}") from None
 
 
 def _odd_size(value: int, what: str) -> int:
@@ -293,6 +244,18 @@ REGISTRY.update({name: FilterType(name, summary, _geometry(name, make),
                  for name, summary, make, params in GEOMETRY_FILTERS})
 
 
+def _temporal_entry(entry: TemporalType) -> FilterType:
+    """A filter across frames (:mod:`streamconv.temporal_taps`) as a registry entry."""
+    def build(**values: Any) -> FilterStage:
+        shown = {key: value for key, value in values.items() if value != ""}
+        return FilterStage(entry.name, shown, (), temporal=entry.build(**values))
+    params = {key: Param(*param) for key, param in entry.params.items()}
+    return FilterType(entry.name, entry.summary, build, params)
+
+
+REGISTRY.update((entry.name, _temporal_entry(entry)) for entry in TEMPORAL_TYPES)
+
+
 def _coerce(filter_name: str, key: str, param: Param, value: Any) -> Any:
     """Turn a spec string or a TOML value into the parameter's type."""
     what = f"{filter_name}: {key}"
@@ -342,7 +305,8 @@ def build_filter(name: str, params: Mapping[str, Any] | None = None) -> FilterSt
     """
     entry = REGISTRY.get(name)
     if entry is None:
-        raise FilterSpecError(f"unknown filter {show_value(name)}; known filters: {', '.join(REGISTRY)}")
+        raise FilterSpecError(f"unknown filter {show_value(name)}{did_you_mean(name, REGISTRY)}; "
+                              f"known filters: {', '.join(REGISTRY)}")
     given = dict(params or {})
     unknown = sorted(set(given) - set(entry.params))
     if unknown:
@@ -383,7 +347,7 @@ def split_spec(spec: str) -> tuple[str, dict[str, str]]:
 def parse_filter(spec: str | FilterStage) -> FilterStage:
     """Parse one spec string (``name[:key=value,...]``) into a FilterStage; a FilterStage passes through.
 
-    Example:
+    Examples:
         >>> stage = parse_filter("gaussian:sigma=1.5")
         >>> stage.size, stage.taps[0].dtype.name
         (11, 'float32')

@@ -3,7 +3,8 @@
 Each is (kernel file, ``#define``s) as the CUDA backend asks :mod:`streamconv.kernel_loader` for
 it, found by planning real chains with :func:`streamconv.backends.plan.plan_chain`, so the list
 follows the ``auto`` table by itself. Covered: every built-in filter at its defaults and at the
-sizes people use (box 3-9, Gaussian sigma 1-3), the presets, random custom taps of 3x3 to 9x9,
+sizes people use (box 3-9, Gaussian sigma 1-3), the named stages across frames, the
+presets, random custom taps of 3x3 to 9x9,
 each at 1, 3 and 4 channels, every border, 8- and 16-bit frames; the YUV <-> RGB conversions of
 BT.601, BT.709 and BT.2020 at both ranges and 8, 10 and 12 bits; the timing hold; the layer
 kernels that take no size-dependent macros; scale between 4K, 1080p and 720p (RGB, 8 and 16 bits,
@@ -22,6 +23,9 @@ from .borders import BORDER_CODES
 CHANNELS = (1, 3, 4)
 FILTER_SPECS = ("identity", "box", "box:size=5", "box:size=7", "box:size=9", "gaussian", "gaussian:sigma=2",
                 "gaussian:sigma=3", "sharpen", "emboss", "laplacian", "sobel-x", "sobel-y", "edge")
+TEMPORAL_SPECS = ("tmean", "tmean:frames=5", "tmean:frames=3,causal=1", "tgauss", "tdiff",
+                  "tdiff:causal=1", "tdenoise")
+"""Stages across frames at their defaults and the window people use (a 5-frame mean)."""
 CUSTOM_SIZES = (3, 5, 7, 9)
 COLOUR_SPACES = (1, 5, 9)
 """AVColorSpace: BT.709, BT.601 (BT.470BG; SMPTE 170M has the same matrix), BT.2020."""
@@ -37,7 +41,7 @@ def filter_chains() -> Iterator[list]:
     from .filters import build_filter, parse_chain
     from .presets import list_presets, load_preset
 
-    for spec in FILTER_SPECS:
+    for spec in FILTER_SPECS + TEMPORAL_SPECS:
         yield parse_chain([spec])
     for name in list_presets():
         yield list(load_preset(name).filters)

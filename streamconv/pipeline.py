@@ -19,7 +19,7 @@ from .frames import DEFAULT_MAX_PIXELS, check_frame_size, check_slot_memory
 from .interrupts import stop_on_signals
 from .progress import ProgressBar, StatusLine
 from .progressfile import ProgressFile
-from .ring import RingEpoch, RunClock, RunControls, RunCounts, frames_dropped
+from .ring import RingEpoch, RunClock, RunControls, RunCounts, damage_found, frames_dropped
 from .run_options import check_run_options
 from .io.damage import copied_damage
 from .io.open import open_sink, open_source
@@ -89,7 +89,7 @@ class Pipeline:
     One that will not run is released with :meth:`close` (or by using it as a context
     manager): its source is closed and its output, if a file, is never created.
 
-    Example:
+    Examples:
         >>> import os, tempfile, streamconv
         >>> out = os.path.join(tempfile.mkdtemp(), "edges.mp4")
         >>> stats = streamconv.Pipeline("test:320x240,frames=10", ["edge"], out, backend="cpu").run()
@@ -249,8 +249,8 @@ class Pipeline:
         (``stats.damage``) is logged as one warning.
 
         Raises:
-            StreamconvError subclasses for input, output, backend and stream failures;
-            the frames finished before a failure are written and the output finalized.
+            StreamconvError: a subclass of it for input, output, backend and stream failures;
+                the frames finished before a failure are written and the output finalized.
         """
         if self._released:
             raise StreamError("this pipeline has already run or been closed; make a new one")
@@ -317,7 +317,7 @@ class Pipeline:
         decoder can hand over mid-way)."""
         stats.dropped = self.dropped
         stats.decoder = getattr(self.source, "decoder", stats.decoder)
-        stats.decode_errors = getattr(self.source, "decode_errors", 0) + getattr(self.source, "concealed", 0)
+        stats.decode_errors = damage_found(self.source)
         damage = getattr(self.source, "damage", None)
         stats.damage = damage() if damage is not None else []
         stats.damage += copied_damage(0, self.sink.packets_refused)
@@ -377,6 +377,9 @@ class Pipeline:
         try:
             stats.backend = backend.describe()
             log.info("%s -> %s on %s", self.source.describe(), self.sink.describe(), stats.backend)
+            if stats.set_delay(backend.delay, self.source.frame_rate):  # stages across frames
+                log.info("the output is %d frame(s) (%.0f ms) behind the input", backend.delay,
+                         1e3 * stats.delay_seconds)
             in_place = {"device_input": True} if planes is not None and self.device_input else {}
             slots = backend.allocate_slots(self.source.shape, self.ring, planes=planes,
                                            dtype=self.source.dtype, **in_place)

@@ -248,6 +248,7 @@ def combine_stats(results: Sequence[RunStats], seconds: float, found: Sequence[s
         total.damage += [phrase for phrase in stats.damage if phrase not in total.damage]
         for stage, times in stats.stages.items():
             total.stages.setdefault(stage, StageTimes(total.sample_cap)).merge(times)
+        total.timeline.merge(stats.timeline)
     total.damage += [phrase for phrase in found if phrase not in total.damage]
     return total
 

@@ -22,9 +22,10 @@ from .interop.arrays import DeviceView, as_frame
 from .interop.streams import stream_handle
 from .hostcopy import ParallelCopier, copier_for, same_buffer
 from .slots import InFlight, Slot
+from .streamfilter_tail import WindowedResults
 
 
-class StreamFilter(Closes):
+class StreamFilter(WindowedResults, Closes):
     """Overlaps your loop with the GPU: up to ``ring`` frames in flight, results in order.
 
     ``submit(frame)`` copies the frame into a page-locked slot and queues its upload,
@@ -48,7 +49,7 @@ class StreamFilter(Closes):
         FilterSpecError: ``ring`` not an int from 1 to MAX_RING (a bool is refused), ``device`` not
             an int >= 0, or a bad spec, border, backend name or kernel.
 
-    Example:
+    Examples:
         >>> import numpy as np, streamconv
         >>> frames = [np.full((8, 8, 3), v, np.uint8) for v in (10, 20, 30)]
         >>> with streamconv.StreamFilter("identity", ring=2, backend="cpu") as sf:
@@ -77,7 +78,8 @@ class StreamFilter(Closes):
     @property
     def pending(self) -> int:
         """Frames submitted whose result() has not been taken yet."""
-        return len(self._in_flight) + len(self._ready) + (self._staged is not None) + len(self._device_results)
+        return (self._in_flight.owed + len(self._ready) + (self._staged is not None)
+                + len(self._device_results))
 
     def _check_open(self, call: str) -> None:
         """Raise StreamError naming ``call`` if the StreamFilter is closed."""
@@ -134,23 +136,15 @@ class StreamFilter(Closes):
             return
         self._fit_slots(image.shape, image.dtype)
         if self._ready and self._in_flight and (len(self._in_flight) >= self.ring or not (self._free or self._reserved)):
-            slot, shape = self._in_flight.oldest  # outputs pile up untaken: is there room for this one?
-            check_kept_output(int(np.prod(shape)) * slot.host_out.dtype.itemsize, len(self._ready))
+            shape, dtype = self._frame_type or ((), np.uint8)  # outputs pile up: room for one?
+            kept = int(np.prod(output_like(self._engine, shape))) * dtype.itemsize
+            check_kept_output(kept, len(self._ready))
         slot = self._reserved if self._reserved is not None else self._take_slot()
         self._reserved = None
         self._keep_ring()
         if not same_buffer(image, slot.host_in):  # NumPy buffers a view into the slot; bands would race on it
             (np.copyto if np.may_share_memory(image, slot.host_in) else self._copier.copy)(slot.host_in, image)
         self._queue(slot, np.shape(frame))
-
-    def _queue(self, slot: Slot, shape: tuple[int, ...]) -> None:
-        """Put a filled slot (a frame of the caller's ``shape``) in flight, noted with its result's
-        shape; the result goes into a leased page-locked frame where the backend offers one."""
-        route = getattr(self._engine, "route_output", None)
-        leased = route(slot) if route is not None else None
-        if leased is not None:
-            self._leased[slot.index] = leased
-        self._in_flight.submit(slot, output_like(self._engine, shape))
 
     def _submit_device(self, image: np.ndarray | DeviceView, stream: Any) -> None:
         """Queue a device frame on the backend's device path; its DeviceFrame waits in order."""
@@ -176,7 +170,7 @@ class StreamFilter(Closes):
             FrameTypeError, FrameFormatError, InputError: a dtype or shape that submit() would refuse.
             StreamError: the StreamFilter is closed.
 
-        Example:
+        Examples:
             >>> import numpy as np, streamconv
             >>> with streamconv.StreamFilter("identity", backend="cpu") as sf:
             ...     buffer = sf.input_buffer((4, 6, 3))
@@ -205,11 +199,6 @@ class StreamFilter(Closes):
         """Finish the oldest frames until one more fits in the ring."""
         while len(self._in_flight) >= self.ring:
             self._finish_oldest()
-
-    def _finish_oldest(self) -> None:
-        """Wait for the oldest frame in flight and keep its output for result()."""
-        slot, shape = self._in_flight.retire()
-        self._ready.append(self._collect(slot, shape, None))
 
     def result(self, out: np.ndarray | None = None) -> np.ndarray:
         """The output of the oldest submitted frame, waiting for it if needed.
@@ -240,8 +229,11 @@ class StreamFilter(Closes):
             if frame.stream is None:
                 frame.synchronize()
             return frame
+        self._skip_silent()
         if not self._ready and not self._in_flight:
-            raise StreamconvError("result() called with no frame submitted")
+            waiting = f"result() waits for {self._engine.delay} more frame(s) or flush()"
+            raise StreamconvError(waiting if self._in_flight.owed else
+                                  "result() called with no frame submitted")
         if out is not None:
             # Checked before the frame is taken, so that a wrong ``out`` loses no frame.
             if self._ready:
@@ -305,7 +297,7 @@ class StreamFilter(Closes):
         try:
             for frame in _taken(frames, failed):
                 self._check_owner(owner)  # the loop over ``frames`` ran your code: check again
-                if self.pending < self.ring:
+                if self.pending < self.ring + self._engine.delay:
                     self._submit(frame)
                     continue
                 output = self._result() if copy else self._result_view()
@@ -316,6 +308,7 @@ class StreamFilter(Closes):
                     self._end_staging(submit=True)
                 else:
                     self._submit(frame)
+            self._flush_tail()
             while True:
                 self._check_owner(owner)  # before looking at pending: a later call may have emptied it
                 if not self.pending:
@@ -363,6 +356,7 @@ class StreamFilter(Closes):
 
     def _result_view(self) -> np.ndarray:
         """The oldest output as a read-only view of its slot, which is reused by a later submit."""
+        self._skip_silent()
         if self._ready or not self._in_flight or self._device_results:
             return self._result()
         slot, shape = self._in_flight.retire()
@@ -397,6 +391,7 @@ class StreamFilter(Closes):
         if self._reserved is not None:
             self._free.append(self._reserved)
             self._reserved = None
+        self._flush_tail()
         while self._in_flight:
             self._finish_oldest()
         if self._free:

@@ -130,3 +130,34 @@ def reference_resize(frame: np.ndarray, width: int, height: int, kernel: str) ->
     down = np.tensordot(rows, source, axes=(1, 0))  # (height, W, C)
     result = np.tensordot(columns, down, axes=(1, 1)).swapaxes(0, 1)
     return np.clip(np.rint(result), 0, np.iinfo(frame.dtype).max).astype(frame.dtype)
+
+
+def reference_temporal(clip: np.ndarray, stage, border: str) -> np.ndarray:
+    """One temporal stage over a whole clip, (N, H, W, C) uint8 or uint16, in float64: output t
+    sums taps[k] over frame t + k - lookbehind (the first or last frame beyond the clip),
+    rounded half to even and saturated."""
+    taps = np.asarray(stage.temporal.taps, np.float64)
+    frames = taps.shape[0]
+    behind = frames - 1 if stage.temporal.causal else frames // 2
+    count = clip.shape[0]
+    sums = {}  # (frame index, k) -> the frame's 2-D sums with taps[k]
+    out = np.empty_like(clip)
+    for t in range(count):
+        acc = np.zeros(clip.shape[1:], np.float64)
+        for k in range(frames):
+            source = min(max(t + k - behind, 0), count - 1)
+            if (source, k) not in sums:
+                sums[source, k] = reference_sums(clip[source], taps[k], border)
+            acc += sums[source, k]
+        out[t] = np.clip(np.rint(acc), 0, np.iinfo(clip.dtype).max).astype(clip.dtype)
+    return out
+
+
+def reference_clip(clip: np.ndarray, stages, border: str) -> np.ndarray:
+    """A chain of 2-D and temporal stages over a clip (N, H, W, C), each rounding to its dtype."""
+    for stage in stages:
+        if stage.temporal is not None:
+            clip = reference_temporal(clip, stage, border)
+        else:
+            clip = np.stack([reference_filter(frame, stage, border) for frame in clip])
+    return clip

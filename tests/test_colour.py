@@ -63,7 +63,7 @@ def test_identity_transcode_keeps_colours_and_tags(cli, tmp_path, space, colour_
     source, out = tmp_path / "flat.mp4", tmp_path / "out.mp4"
     make_flat_clip(source, space, colour_range)
     result = cli("run", str(source), "-o", str(out), "--backend", "cpu", "--crf", "0", "--colour", path, "-q",
-                 "-f", "identity")
+                 "--filter", "identity")
     assert result.returncode == 0, result.stderr
     tags_in, patches_in = read_patches(source)
     tags_out, patches_out = read_patches(out)

@@ -150,6 +150,13 @@ def _check_stage(stage: FilterStage) -> None:
         assert np.all(np.isfinite(weights)) and np.abs(weights).max() <= MAX_ABS_TAP
         assert stage.layer.pool >= 1
         return
+    if stage.temporal is not None:
+        taps = stage.temporal.taps
+        assert stage.taps == () and taps.dtype == np.float32 and not taps.flags.writeable
+        assert taps.ndim == 3 and taps.shape[0] % 2 == 1 and 1 <= taps.shape[0] <= 15
+        assert taps.shape[1] == taps.shape[2] == stage.size
+        assert np.all(np.isfinite(taps)) and np.abs(taps).max() <= MAX_ABS_TAP
+        return
     assert stage.combine in (COMBINE_NONE, COMBINE_MAGNITUDE)
     assert len(stage.taps) == (2 if stage.combine == COMBINE_MAGNITUDE else 1)
     for taps in stage.taps:

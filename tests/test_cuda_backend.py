@@ -19,6 +19,7 @@ from streamconv.backends.cpu import CpuBackend
 from streamconv.borders import BORDER_MODES
 from streamconv.errors import KernelCompileError
 from streamconv.filters import REGISTRY, FilterStage, build_filter, parse_filter, validate_taps
+from streamconv.temporal_taps import TEMPORAL_NAMES
 from streamconv.io.sink import CallbackSink
 from streamconv.io.arrays import ArraySource
 
@@ -29,7 +30,8 @@ pytestmark = pytest.mark.cuda
 
 SMALL_SIZES = [(1, 1), (1, 37), (37, 1), (49, 65)]
 # bank (a layer): test_cuda_layer.py; scale and crop: test_cuda_resample.py
-NAMED = [name for name in REGISTRY if name not in ("custom", "bank", "scale", "crop")]
+NAMED = [name for name in REGISTRY
+         if name not in ("custom", "bank", "scale", "crop", *TEMPORAL_NAMES)]
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ import streamconv
 from streamconv.borders import BORDER_MODES
 from streamconv.errors import FilterSpecError
 from streamconv.filters import REGISTRY, FilterStage, build_filter, parse_filter, validate_taps
+from streamconv.temporal_taps import TEMPORAL_NAMES
 
 from gpu_check import check_against_cpu, precompile_plans
 from oracle import random_taps
@@ -21,7 +22,8 @@ from oracle import random_taps
 pytestmark = pytest.mark.cuda
 
 SMALL_SIZES = [(1, 1), (1, 37), (37, 1), (49, 65)]
-NAMED = [name for name in REGISTRY if name not in ("custom", "bank", "scale", "crop")]
+NAMED = [name for name in REGISTRY
+         if name not in ("custom", "bank", "scale", "crop", *TEMPORAL_NAMES)]
 EXACT_BINOMIAL = "custom:taps=1,4,6,4,1;4,16,24,16,4;6,24,36,24,6;4,16,24,16,4;1,4,6,4,1,normalize=1"
 
 

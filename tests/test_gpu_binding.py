@@ -64,6 +64,29 @@ def test_launch_arguments_are_packed_once_into_pointers_to_their_values():
         PackedArguments("Pi", (1,))
 
 
+@pytest.mark.skipif(importlib.util.find_spec("cuda.bindings") is None,
+                    reason="cuda-bindings not installed")
+def test_a_struct_of_pointers_is_one_argument_its_members_in_a_row():
+    from streamconv.gpu.cuda_core_modules import PackedArguments
+
+    frames = (0x7F00_0000_1000, 0x7F00_0000_2000, 0)
+    packed = PackedArguments("[PPP]Pi", (*frames, 0x7F00_0000_3000, 1920))
+    pointers = ctypes.cast(packed.address, ctypes.POINTER(ctypes.c_void_p))
+    struct = (ctypes.c_uint64 * 3).from_address(pointers[0])  # the kernel reads 24 bytes here
+    assert list(struct) == list(frames)
+    assert ctypes.c_uint64.from_address(pointers[1]).value == 0x7F00_0000_3000
+    assert ctypes.c_int32.from_address(pointers[2]).value == 1920
+    with pytest.raises(TypeError, match=r"takes 5 arguments \(\[PPP\]Pi\), got 4"):
+        PackedArguments("[PPP]Pi", frames + (1,))
+
+
+@pytest.mark.parametrize("signature", ["[PP", "PP]", "[]P", "[P[P]]", "[Pi]"])
+def test_a_signature_with_broken_brackets_or_a_narrow_member_is_refused(signature):
+    with pytest.raises(ValueError, match="kernel signature"):
+        binding.signature_slots(signature)
+    assert binding.signature_slots("[PP]Pi") == ("PPPi", (0, 2, 3))
+
+
 def _info(env: dict) -> str:
     path = f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
     done = subprocess.run([sys.executable, "-m", "streamconv", "info"], capture_output=True,

@@ -17,6 +17,8 @@ from .cpu import CpuBackend
 from .cuda import CudaBackend
 from .plan import AUTO, ChainPlan, check_kernel, plan_chain
 from .protocol import Backend
+from .temporal_cpu import TemporalCpuBackend
+from .temporal_cuda import TemporalCudaBackend
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +76,10 @@ def create_backend(name: str, filters: Sequence[FilterStage], *, border: str = D
     ``blocking_sync``) go to the CUDA backend only.
     """
     resolved = resolve_backend(name, device=device)
+    temporal = any(stage.temporal is not None for stage in filters)
     if resolved == "cuda":
-        return CudaBackend(filters, border=border, device=device, kernel=kernel, plan=plan, **cuda_options)
-    return CpuBackend(filters, border=border)
+        cuda_class = TemporalCudaBackend if temporal else CudaBackend
+        return cuda_class(filters, border=border, device=device, kernel=kernel, plan=plan,
+                          **cuda_options)
+    cpu_class = TemporalCpuBackend if temporal else CpuBackend
+    return cpu_class(filters, border=border)

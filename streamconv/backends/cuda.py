@@ -48,6 +48,11 @@ log = logging.getLogger(__name__)
 _COLOUR_BLOCK = (32, 8, 1)  # colour.cu's conversions: a thread per 2 x 2 pixels
 
 
+def colour_grid(width: int, height: int) -> tuple[int, int]:
+    """colour.cu's grid for a W x H frame (blocks of :data:`_COLOUR_BLOCK`)."""
+    return (width // 2 + 31) // 32, (height // 2 + 7) // 8
+
+
 class CudaBackend(Backend):
     """Runs a filter chain with CUDA kernels on (H, W, C) uint8 or uint16 frames.
 
@@ -240,16 +245,15 @@ class CudaBackend(Backend):
         converting = slot.planes is not None and stages
         if converting:
             to_rgb, to_yuv = self._colour_functions(slot.planes)
-            grid = ((width // 2 + 31) // 32, (height // 2 + 7) // 8)
-            to_rgb(stream, grid, int(state.planes[0]), int(state.buffers[0]), width, height,
-                   state.pitch)
+            to_rgb(stream, colour_grid(width, height), int(state.planes[0]),
+                   int(state.buffers[0]), width, height, state.pitch)
         buffers = [(int(buffer), state.pitch) for buffer in state.buffers]
         source = self.launch_chain(stream, slot.frame_shape, slot.frame_dtype, buffers[0], buffers[1],
                                    buffers[2] if len(buffers) > 2 else None, state.layer_buffers)
         if converting:
             height, width, _ = slot.out_shape
-            grid = ((width // 2 + 31) // 32, (height // 2 + 7) // 8)
-            to_yuv(stream, grid, source, state.pitch, int(state.planes[1]), width, height)
+            to_yuv(stream, colour_grid(width, height), source, state.pitch,
+                   int(state.planes[1]), width, height)
 
     def launch_chain(self, stream, shape: tuple[int, int, int], dtype, source: tuple[int, int],
                      final: tuple[int, int], spare: tuple[int, int] | None, layer_buffers: dict) -> int:

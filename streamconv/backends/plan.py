@@ -23,7 +23,7 @@ from ..errors import FilterSpecError
 from ..filters import FilterStage
 from .. import kernel_loader
 from ..resample import chain_shapes
-from .families import register_blocked, resample, separable, tensor_core, textbook
+from .families import register_blocked, resample, separable, temporal, tensor_core, textbook
 from .families.base import KernelPlan, StagePlan
 
 FAMILIES: tuple[ModuleType, ...] = (register_blocked, tensor_core, separable, textbook)
@@ -84,6 +84,8 @@ def plan_stage(stage: FilterStage, kernel: str = AUTO, dtype=np.uint8, *, tensor
     sample_bytes = np.dtype(dtype).itemsize
     if stage.geometry is not None:  # scale and crop run resample.cu, whatever --kernel says
         return StagePlan(stage, resample.VARIANTS[0], resample, None, sample_bytes, tensor_cores)
+    if stage.temporal is not None:  # stages across frames: the temporal family, as the taps say
+        return temporal_stage(stage, sample_bytes)
     if kernel == AUTO:
         for rule in AUTO_TABLE:
             if sample_bytes in rule.family.SAMPLE_BYTES and rule.when(stage):
@@ -172,6 +174,14 @@ def plan_chain(filters: Sequence[FilterStage], kernel: str = AUTO, *, tensor_cor
     plan = ChainPlan(tuple(filters), check_kernel(kernel), tensor_cores)
     plan.stages(np.uint8)
     return plan
+
+
+def temporal_stage(stage: FilterStage, sample_bytes: int) -> StagePlan:
+    """A stage across frames runs on the temporal family whatever ``--kernel`` says (its taps
+    choose the kernel), as a convolution layer runs on streamconv.nn's."""
+    variant = temporal.VARIANTS[0]
+    prepared = temporal.prepare(stage, variant, sample_bytes)
+    return StagePlan(stage, variant, temporal, prepared, sample_bytes)
 
 
 def supports(stage: FilterStage, kernel: str, dtype=np.uint8) -> bool:

@@ -33,9 +33,13 @@ class Backend(Protocol):
 
     Attributes:
         name: ``"cpu"`` or ``"cuda"``, as ``--backend`` spells it.
+        delay: frames a submitted frame's output comes after it: 0, or for a chain with stages
+            across frames, the sum of their look-aheads (the first ``delay`` submits then carry
+            no output, ``slot.has_output`` False, and :meth:`flush` puts out the last ones).
     """
 
     name: str
+    delay: int = 0
 
     def describe(self) -> str:
         """One line naming the backend and its device, for logs and ``RunStats.backend``."""
@@ -119,6 +123,17 @@ class Backend(Protocol):
     def close(self) -> None:
         """Wait for work in flight and free every slot, buffer and device context; idempotent."""
         ...
+
+    def flush(self, slot: Slot) -> bool:
+        """The stream has ended: queue the next output still owed into ``slot`` (a free slot; its
+        input is not read) and return True, or return False when none is owed, the next submit
+        then starting a new stream. Only a chain with stages across frames owes any."""
+        return False
+
+    def end_stream(self) -> None:
+        """Forget the frames of the stream so far (their outputs are not wanted): the next submit
+        starts a new stream. Nothing to do without stages across frames."""
+        return None
 
     def apply(self, src: np.ndarray) -> np.ndarray:
         """Filter ``src`` (a host array, as for :meth:`apply_into`) into a new host array of its

@@ -28,6 +28,7 @@ from .info import cmd_info
 from .install_cuda import cmd_install_cuda, take_pip_args
 from .messages import BriefFormatter, brief, say_error
 from .parser import build_parser
+from .report import cmd_report
 from .run import check_run_args, cmd_run
 from .segments import check_segment_args, cmd_run_segments
 
@@ -57,7 +58,8 @@ def cmd_run_any(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"run": cmd_run_any, "batch": cmd_batch, "filters": cmd_filters, "info": cmd_info,
-            "bench": cmd_bench, "install-cuda": cmd_install_cuda, "gst-path": cmd_gst_path}
+            "bench": cmd_bench, "install-cuda": cmd_install_cuda, "gst-path": cmd_gst_path,
+            "report": cmd_report}
 
 
 def main(argv: Sequence[str] | None = None, *, signals: SignalGuard | None = None) -> int:
@@ -83,6 +85,7 @@ def main(argv: Sequence[str] | None = None, *, signals: SignalGuard | None = Non
 def _main(argv: Sequence[str] | None, guard: SignalGuard) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
+    args.command_line = list(sys.argv[1:] if argv is None else argv)  # for a run's record
     if args.command == "run":
         check_run_args(args.command_parser, args, extra)
         check_segment_args(args.command_parser, args)

@@ -7,12 +7,12 @@ import json
 import logging
 import sys
 
-from .. import bench, bench_scale, benchplot
+from .. import bench, bench_scale, bench_temporal, benchplot
 from ..backends import resolve_backend
 from ..backends.plan import DEEP_KERNEL_CHOICES, KERNEL_CHOICES
 from ..borders import BORDER_MODES, DEFAULT_BORDER
 from .options import argument_type, non_negative_int
-from ..errors import FilterSpecError
+from ..errors import FilterSpecError, StreamError
 from ..publish import check_output_path, write_atomically
 
 log = logging.getLogger("streamconv")
@@ -51,6 +51,9 @@ def add_bench_parser(commands) -> None:
     parser.add_argument("--scale", action="store_true",
                         help="time the scale stage instead (4K to 1080p with every kernel, 1080p "
                              "to 4K; RGB, 8 and 16 bits) beside cv2.resize and the CPU backend")
+    parser.add_argument("--temporal", action="store_true",
+                        help="time the kernels of stages across frames instead (time only, random "
+                             "T x K x K taps, time x space), each checked against the CPU backend")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -75,6 +78,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     progress = bench.progress_printer(not args.no_progress and sys.stderr.isatty())
     if args.scale:
         return _scale_bench(args, progress)
+    if args.temporal:
+        return _bench_temporal(args, progress)
     result = bench.run_bench(sizes=args.sizes, ks=args.ks, kernels=kernels, border=args.border,
                              device_number=args.device, host=not args.no_host, progress=progress,
                              depth=args.depth)
@@ -100,4 +105,21 @@ def _scale_bench(args: argparse.Namespace, progress) -> int:
                          what="--json")
     print(bench_scale.format_scale_table(result))
     bench.report_failures(result)
+    return 0
+
+
+def _bench_temporal(args: argparse.Namespace, progress) -> int:
+    """``streamconv bench --temporal``: the temporal kernels' table (and --json)."""
+    env = bench.measure_env(args.device, args.border)
+    rows = bench_temporal.run_temporal_bench(env, args.sizes, progress=progress)
+    if progress:
+        sys.stderr.write("\n")
+    if args.json:
+        result = {"environment": bench.environment_record(env, 8), "temporal": rows}
+        write_atomically(args.json, json.dumps(result, indent=1) + "\n", overwrite=args.overwrite,
+                         what="--json")
+    print(bench_temporal.format_temporal(rows))
+    worst = max(row["max_lsb"] for row in rows)
+    if worst > 1:
+        raise StreamError(f"a temporal kernel differs from the CPU backend by {worst} LSB")
     return 0

@@ -122,6 +122,9 @@ class Copy2D(Protocol):
     def set_dst_host(self, array: np.ndarray) -> None:
         """Copy into host ``array`` (rows ``dst_pitch`` bytes apart)."""
 
+    def set_dst_device(self, address: int, pitch: int) -> None:
+        """Copy into device memory at ``address``, rows ``pitch`` bytes apart."""
+
     def __call__(self, stream: Stream | None = None) -> None:
         """Queue the copy on ``stream``; None: copy now, synchronously."""
 
@@ -135,7 +138,9 @@ class Launch(Protocol):
 
 class Kernel(Protocol):
     """A kernel of a loaded module with its argument signature: one character per argument,
-    ``P`` a device address, ``i`` an int32, ``q`` an int64, ``Q`` a uint64."""
+    ``P`` a device address, ``i`` an int32, ``q`` an int64, ``Q`` a uint64; a bracketed run of
+    8-byte ones, ``[PPP]``, is one argument, a struct of them passed by value (given as that
+    many ints)."""
 
     def attribute(self, name: str) -> int:
         """``num_regs``, ``shared_size_bytes`` (static) or ``local_size_bytes`` (spills)."""
@@ -146,6 +151,42 @@ class Kernel(Protocol):
     def launch(self, stream: Stream | None, grid: tuple[int, ...], block: tuple[int, ...],
                *args: int) -> None:
         """Queue one launch, packing ``args`` for it alone."""
+
+
+_MEMBERS = frozenset("PqQ")  # what a by-value struct of a signature may hold: 8-byte values
+
+
+def signature_slots(signature: str) -> tuple[str, tuple[int, ...]]:
+    """A :class:`Kernel` signature's values and parameters: (one character per value, brackets
+    dropped; the index of each parameter's first value). ``[PP]Pi`` -> (``PPPi``, (0, 2, 3)).
+
+    Raises:
+        ValueError: unbalanced or nested brackets, an empty struct, or a struct member that is
+            not 8 bytes (``P``, ``q``, ``Q``).
+    """
+    values: list[str] = []
+    starts: list[int] = []
+    in_struct = False
+    for char in signature:
+        if char == "[":
+            if in_struct:
+                raise ValueError(f"nested brackets in kernel signature {signature!r}")
+            in_struct = True
+            starts.append(len(values))
+        elif char == "]":
+            if not in_struct or starts[-1] == len(values):
+                raise ValueError(f"unbalanced or empty brackets in kernel signature {signature!r}")
+            in_struct = False
+        else:
+            if in_struct and char not in _MEMBERS:
+                raise ValueError(f"{char!r} in a struct of kernel signature {signature!r}: "
+                                 "members are 8-byte values (P, q, Q)")
+            if not in_struct:
+                starts.append(len(values))
+            values.append(char)
+    if in_struct:
+        raise ValueError(f"unbalanced brackets in kernel signature {signature!r}")
+    return "".join(values), tuple(starts)
 
 
 class BoundLaunches:

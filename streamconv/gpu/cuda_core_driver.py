@@ -251,6 +251,11 @@ class CudaCoreCopy2D:
         self._params.dstMemoryType, self._params.dstHost = _HOST, array.ctypes.data
         self._held[1] = array
 
+    def set_dst_device(self, address: int, pitch: int) -> None:
+        params = self._params
+        params.dstMemoryType, params.dstDevice, params.dstPitch = _DEVICE, address, pitch
+        self._held[1] = None
+
     def __call__(self, stream: CudaCoreStream | None = None) -> None:
         if stream is None:
             check(cu.cuMemcpy2DUnaligned(self._params), "cuMemcpy2DUnaligned")

@@ -8,25 +8,28 @@ from __future__ import annotations
 import ctypes
 from typing import Any, Sequence
 
+from .binding import signature_slots
 from .cuda_core_driver import SUCCESS, CudaCoreStream, check, cu, release
 
 _MASK = {"P": (1 << 64) - 1, "Q": (1 << 64) - 1, "q": (1 << 64) - 1, "i": (1 << 32) - 1}
 
 
 class PackedArguments:
-    """Kernel arguments as ``cuLaunchKernel`` takes them: an array of pointers, one per argument,
-    into 8-byte slots (an int32 in a slot's first 4 bytes: little-endian hosts only)."""
+    """Kernel arguments as ``cuLaunchKernel`` takes them: an array of pointers, one per parameter,
+    into 8-byte slots, one per value (an int32 in a slot's first 4 bytes: little-endian hosts
+    only); a by-value struct of 8-byte members (``[PP]``) is its members' slots in a row, its
+    pointer at the first."""
 
     def __init__(self, signature: str, args: Sequence[int]) -> None:
-        if len(args) != len(signature):
-            raise TypeError(f"kernel takes {len(signature)} arguments ({signature}), "
+        kinds, starts = signature_slots(signature)
+        if len(args) != len(kinds):
+            raise TypeError(f"kernel takes {len(kinds)} arguments ({signature}), "
                             f"got {len(args)}")
-        count = len(signature)
-        values = (int(value) & _MASK[kind] for kind, value in zip(signature, args))
-        self.values = (ctypes.c_uint64 * max(1, count))(*values)
+        values = (int(value) & _MASK[kind] for kind, value in zip(kinds, args))
+        self.values = (ctypes.c_uint64 * max(1, len(kinds)))(*values)
         base = ctypes.addressof(self.values)
-        self.pointers = (ctypes.c_void_p * max(1, count))(*(base + 8 * k for k in range(count)))
-        self.address = ctypes.addressof(self.pointers) if count else 0
+        self.pointers = (ctypes.c_void_p * max(1, len(starts)))(*(base + 8 * k for k in starts))
+        self.address = ctypes.addressof(self.pointers) if starts else 0
 
 
 def _dims(shape: tuple[int, ...]) -> tuple[int, int, int]:

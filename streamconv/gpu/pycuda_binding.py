@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BackendUnavailableError
-from .binding import GpuCallError, GpuMemoryError, packages_missing
+from .binding import GpuCallError, GpuMemoryError, packages_missing, signature_slots
 
 NAME = "pycuda"
 
@@ -90,6 +90,10 @@ class PycudaCopy2D:
     def set_dst_host(self, array: np.ndarray) -> None:
         self._copy.set_dst_host(array)
 
+    def set_dst_device(self, address: int, pitch: int) -> None:
+        self._copy.set_dst_device(address)
+        self._copy.dst_pitch = pitch
+
     def __call__(self, stream: Any = None) -> None:
         if stream is None:
             self._copy(False)  # False: unaligned, synchronous
@@ -117,15 +121,18 @@ class PycudaKernel:
     def __init__(self, module: Any, name: str, signature: str) -> None:
         self._module = module  # the module must outlive its functions
         self.function = module.get_function(name)
-        self.function.prepare(signature)
+        # PyCUDA packs the values in a row, natively aligned: a struct of 8-byte members, laid
+        # out as the kernel expects, without its brackets.
+        self.values = signature_slots(signature)[0]
+        self.function.prepare(self.values)
         self.signature = signature
 
     def attribute(self, name: str) -> int:
         return getattr(self.function, name)
 
     def bind(self, grid: tuple[int, ...], block: tuple[int, ...], *args: int) -> PycudaLaunch:
-        if len(args) != len(self.signature):
-            raise TypeError(f"kernel takes {len(self.signature)} arguments ({self.signature}), "
+        if len(args) != len(self.values):
+            raise TypeError(f"kernel takes {len(self.values)} arguments ({self.signature}), "
                             f"got {len(args)}")
         return PycudaLaunch(self.function, grid, block, pack(self.function.arg_format, *args))
 

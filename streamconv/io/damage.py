@@ -349,6 +349,12 @@ class InputDamage:
         if self._before_keyframe:
             self._before_keyframe.difference_update(frame.pts for frame in frames)
 
+    def forget_decoding(self) -> None:
+        """Forget what decoding found so far: the packets skipped, the damage concealed and the
+        packets before the first keyframe (a cut begins later; a seek lands on any packet)."""
+        self.decode_errors = self.concealed = 0
+        self._before_keyframe = None
+
     def report(self, *, ended: bool, frame_rate: float, reported: int, copied_damaged: int,
                streams: list[str]) -> list[str]:
         """One phrase per kind of damage found so far (empty: nothing); see FileSource.damage.

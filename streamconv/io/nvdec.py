@@ -59,7 +59,7 @@ class NvdecSource(FileSource):
     Raises:
         NvdecUnsupported: PyNvVideoCodec missing, or a stream this GPU's NVDEC cannot take
             (codec, chroma format, depth, size); the CPU decoder can take it instead.
-        InputError, and FileSource's other errors.
+        InputError: as FileSource raises it, and FileSource's other errors.
     """
 
     name = "nvdec"

@@ -31,6 +31,7 @@ from .pattern import is_test_spec, parse_test_spec
 from .reconnect import RECONNECT_WINDOW, ReconnectingSource
 from .sink import CallbackSink, FanoutSink, NullSink, Sink
 from .source import Source
+from .trim import Trim, open_trimmed
 from .vcam import VirtualCameraSink, is_vcam_output, vcam_device
 
 log = logging.getLogger(__name__)
@@ -39,8 +40,9 @@ SINKS = {"file": FileSink, "network": NetworkSink, "vcam": VirtualCameraSink, "n
 """Sinks by name."""
 
 
-def open_source(spec: str | Path | Source, *, decoder: str = "cpu", device: int = 0, reconnect: bool = False,
-                reconnect_timeout: float | None = RECONNECT_WINDOW, **options) -> Source:
+def open_source(spec: str | Path | Source, *, decoder: str = "cpu", device: int = 0,
+                reconnect: bool = False, reconnect_timeout: float | None = RECONNECT_WINDOW,
+                trim: Trim | None = None, **options) -> Source:
     """Open a source from a spec: ``test[...]`` for the pattern, ``webcam[:N]`` or ``/dev/videoN``
     for a camera, ``-`` (standard input, also ``pipe:0``) or an image sequence (``img%04d.png``)
     for DemuxedSource, else a path or URL for FileSource (or NvdecSource).
@@ -55,17 +57,17 @@ def open_source(spec: str | Path | Source, *, decoder: str = "cpu", device: int 
         reconnect: for a file or stream (a URL): reopen it whenever it stalls (``timeout``) or
             ends, with a growing pause, for up to ``reconnect_timeout`` seconds after each loss
             (None or 0: no limit); see :class:`streamconv.io.reconnect.ReconnectingSource`.
-        options: keyword options passed to FileSource (``video_stream``, ``threads``,
-            ``copy_streams``, ``max_pixels``, ``timeout``, ``depth``, ``hwaccel``,
-            ``input_options``: FFmpeg's options of the demuxer and protocol), and for
-            DemuxedSource also ``format`` (the demuxer, e.g. ``"rawvideo"``: any spec is then
-            read with it), ``size`` (W, H), ``pix_fmt`` and ``fps`` (raw video, image sequences);
-            or, for a camera, to WebcamSource (``width``, ``height``, ``fps``, ...).
+        options: keyword options passed to FileSource (``video_stream``, ``threads``, ``depth``,
+            ``copy_streams``, ``max_pixels``, ``timeout``, ``hwaccel``, ``input_options``:
+            FFmpeg's options of the demuxer and protocol), for DemuxedSource also ``format`` (the
+            demuxer, e.g. ``"rawvideo"``: any spec is then read with it), ``size`` (W, H),
+            ``pix_fmt`` and ``fps``; or, for a camera, to WebcamSource (``width``, ``fps``, ...).
+        trim: only this stretch of a file or stream, cut as -ss, -t and -to (:mod:`.trim`).
 
     Raises:
         NvdecUnsupported: (exit 7) ``decoder="nvdec"`` and NVDEC cannot take the stream here (nor
             a pipe, raw video or an image sequence: those decode on the CPU).
-        InputError: an option the source does not take, or ``reconnect`` no bool.
+        InputError: an option the source does not take; ``reconnect`` or ``trim`` of a bad type.
     """
     if decoder not in DECODERS:
         raise FilterSpecError(f"unknown decoder {decoder!r}; known: {', '.join(DECODERS)}")
@@ -73,6 +75,8 @@ def open_source(spec: str | Path | Source, *, decoder: str = "cpu", device: int 
     if isinstance(spec, Source):
         return spec
     text = str(spec)
+    if trim is not None:
+        return _open_trimmed(text, trim, decoder, reconnect, options)
     if is_test_spec(text):
         return parse_test_spec(text, max_pixels=options.get("max_pixels"))
     if is_webcam_spec(text):
@@ -93,6 +97,26 @@ def _taken_by(options: dict, *opened: type) -> dict:
     none of them takes: it was a TypeError from inside the source)."""
     taken = set().union(*(keywords_of(kind) for kind in opened))
     return check_options(options, "open_source options", InputError, taken=taken)
+
+
+def _open_trimmed(text: str, trim: Trim, decoder: str, reconnect: bool, options: dict) -> Source:
+    """A file or stream's source that reads only ``trim`` of it.
+
+    Raises:
+        InputError: ``trim`` no Trim; a camera or test pattern, or reconnecting asked for: a cut
+            is of a file or stream read once; an option the source does not take.
+        NvdecUnsupported: (exit 7) NVDEC asked for: a cut decodes on the CPU.
+    """
+    if not isinstance(trim, Trim):
+        raise InputError(f"trim must be a streamconv.io.trim.Trim, got {type(trim).__name__}")
+    if is_test_spec(text) or is_webcam_spec(text) or reconnect:
+        raise InputError(f"a cut ({trim.describe()}) is of a file or stream read once, not of "
+                         f"{'a reconnecting input' if reconnect else text}")
+    if decoder == "nvdec":
+        raise NvdecUnsupported(f"--decoder nvdec: a cut ({trim.describe()}) decodes on the CPU")
+    demuxed = is_demuxed_spec(text, options.get("format"))
+    opened = (DemuxedSource, FileSource) if demuxed else (FileSource,)
+    return open_trimmed(text, trim, demuxed=demuxed, **_taken_by(options, *opened))
 
 
 def _open_file(text: str, decoder: str, device: int, options: dict) -> Source:

@@ -10,7 +10,7 @@ not only passed on. The output's side is streamconv.io.copyout.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import av
 
@@ -49,6 +49,7 @@ class CopiedStreams:
         self._unchecked: set[int] = set()  # copied audio streams FFmpeg has no decoder for
         self._packets: list = []  # copied-stream packets read since the last frame
         self.damaged = 0
+        self.admit: Callable[[av.Packet], bool] | None = None  # a cut's say (io.trim)
 
     def _report_left_out(self, wanted: Sequence, missing: dict[int, str | None], truncated: str | None) -> None:
         """Warn of the streams that are not copied: a codec FFmpeg does not know (not damage),
@@ -69,8 +70,8 @@ class CopiedStreams:
 
     def keep(self, packet) -> None:
         """Count a packet of a counted stream (see :meth:`check`) and keep it for the output if
-        its stream is copied."""
-        if self.check(packet):
+        its stream is copied (and ``admit``, where set, takes it)."""
+        if self.check(packet) and (self.admit is None or self.admit(packet)):
             self._packets.append(packet)
 
     def check(self, packet) -> bool:
