@@ -11,27 +11,27 @@ The public API is what this module exports::
 """
 
 _EXPORTS = {
-    "Filter": "api", "StreamFilter": "streamfilter",
-    "BORDER_MODES": "borders", "DEFAULT_BORDER": "borders",
-    "DisplaySink": "io.display",
+    "Filter": "embed.filter", "StreamFilter": "embed.streamfilter",
+    "BORDER_MODES": "frames.borders", "DEFAULT_BORDER": "frames.borders",
+    "DisplaySink": "io.sinks.display",
     "BackendUnavailableError": "errors", "CameraError": "errors", "CameraLostError": "errors",
     "DisplayError": "errors", "FilterSpecError": "errors", "FrameFormatError": "errors",
     "FrameTypeError": "errors", "FrameDeviceError": "errors", "GpuFaultError": "errors", "InputError": "errors",
     "Interrupted": "errors", "KernelCompileError": "errors", "NoVideoStreamError": "errors",
     "OutputError": "errors", "PresetError": "errors", "ShapeError": "errors",
     "StreamconvError": "errors", "StreamError": "errors",
-    "build_filter": "filters", "FilterStage": "filters", "parse_chain": "filters",
-    "parse_filter": "filters",
-    "Pipeline": "pipeline", "run_many": "multi", "MultiRun": "multi", "MultiResult": "multi",
-    "list_presets": "presets", "load_preset": "presets",
-    "LivePattern": "io.pattern", "LiveSource": "io.live", "RealtimeSource": "io.live",
-    "CallbackSink": "io.sink", "FanoutSink": "io.sink", "FileSink": "io.filesink", "NullSink": "io.sink",
+    "build_filter": "chain.filters", "FilterStage": "chain.filters", "parse_chain": "chain.filters",
+    "parse_filter": "chain.filters",
+    "Pipeline": "run.pipeline", "run_many": "jobs.several", "MultiRun": "jobs.several", "MultiResult": "jobs.several",
+    "list_presets": "chain.presets", "load_preset": "chain.presets",
+    "LivePattern": "io.sources.pattern", "LiveSource": "io.sources.live", "RealtimeSource": "io.sources.live",
+    "CallbackSink": "io.sinks.sink", "FanoutSink": "io.sinks.sink", "FileSink": "io.sinks.file", "NullSink": "io.sinks.sink",
     "open_sink": "io.open",
-    "FrameMeta": "slots",
-    "FileSource": "io.file", "NvdecSource": "io.nvdec", "Batch": "batch", "run_batch": "batch", "batch": "batch",
-    "ArraySource": "io.arrays", "open_source": "io.open", "TestPattern": "io.pattern",
-    "RunStats": "stats", "DeviceFrame": "interop.device_frame",
-    "WebcamSource": "io.camera", "run_segments": "segments",
+    "FrameMeta": "frames.slots",
+    "FileSource": "io.sources.file", "NvdecSource": "io.sources.nvdec.source", "Batch": "jobs.batch", "run_batch": "jobs.batch", "batch": "jobs.batch",
+    "ArraySource": "io.sources.arrays", "open_source": "io.open", "TestPattern": "io.sources.pattern",
+    "RunStats": "run.stats", "DeviceFrame": "interop.device_frame",
+    "WebcamSource": "io.sources.camera", "run_segments": "jobs.segments",
     "__version__": "version",
 }
 """Public name -> the submodule that defines it."""
@@ -46,7 +46,7 @@ def __getattr__(name: str):
     # __import__, not importlib: `import streamconv` imports nothing before the command holds
     # its signals (streamconv.launch)
     value = __import__(f"{__name__}.{module}", fromlist=["__name__"])
-    if name != module:  # else the module itself: ``streamconv.batch(...)`` is run_batch
+    if name != module.rpartition(".")[2]:  # else the module itself: ``streamconv.batch(...)`` is run_batch
         value = getattr(value, name)
     globals()[name] = value
     return value

@@ -6,8 +6,8 @@ import contextlib
 
 import numpy as np
 
-from streamconv.backends.cpu import CpuBackend
-from streamconv.filters import FilterStage
+from streamconv.backends.cpu.backend import CpuBackend
+from streamconv.chain.filters import FilterStage
 
 from oracle import exact_for
 
@@ -37,8 +37,8 @@ def precompile_plans(wanted, kernel: str = "auto", dtype=np.uint8):
 
 def gpu_filter(stages, frame, border, gpu, kernel: str = "auto"):
     """Run ``stages`` on ``frame`` through a slot whose host and device outputs are poisoned."""
-    from streamconv.backends.cuda import CudaBackend
-    from streamconv.gpu_timing import poisoned_run
+    from streamconv.backends.cuda.backend import CudaBackend
+    from streamconv.bench.timing import poisoned_run
 
     with CudaBackend(stages, border=border, kernel=kernel) as backend:
         return poisoned_run(backend, backend.allocate_slots(frame.shape, 1, dtype=frame.dtype)[0], frame)

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import streamconv
-import streamconv.api
-from streamconv.backends.cpu import CpuBackend
-from streamconv.filters import parse_chain
+import streamconv.embed.filter
+from streamconv.backends.cpu.backend import CpuBackend
+from streamconv.chain.filters import parse_chain
 
 from oracle import reference_chain
 
@@ -46,7 +46,7 @@ def test_filter_accepts_views_and_taps_arrays(rng, backend):
         reversed_channels = blur(bgr)
         dst = np.full((big.shape[0], big.shape[1] + 10, 3), POISON, np.uint8)[: view.shape[0], 3: 3 + view.shape[1]]
         blur.apply_into(dst, view)
-    expected = CpuBackend(streamconv.api.to_stages(taps), border="replicate").apply(np.ascontiguousarray(view))
+    expected = CpuBackend(streamconv.embed.filter.to_stages(taps), border="replicate").apply(np.ascontiguousarray(view))
     np.testing.assert_array_equal(got, expected)  # multiples of 1/256: exact
     np.testing.assert_array_equal(reversed_channels, got[:, :, ::-1])  # per-channel: BGR or RGB alike
     np.testing.assert_array_equal(dst, got)
@@ -457,7 +457,7 @@ def test_public_api_is_exported_and_documented():
         assert name in streamconv.__all__
 
 
-@pytest.mark.parametrize("module", ["api", "streamfilter", "pipeline", "io.pattern", "io.arrays", "filters", "presets"])
+@pytest.mark.parametrize("module", ["embed.filter", "embed.streamfilter", "run.pipeline", "io.sources.pattern", "io.sources.arrays", "chain.filters", "chain.presets"])
 def test_docstring_examples_run(module):
     failures, tried = doctest.testmod(importlib.import_module(f"streamconv.{module}"), verbose=False)
     assert tried >= 1 and failures == 0

@@ -9,8 +9,8 @@ import pytest
 from oracle import reference_chain
 
 import streamconv
-from streamconv.filters import parse_chain
-from streamconv.frames import available_memory
+from streamconv.chain.filters import parse_chain
+from streamconv.frames.checks import available_memory
 
 BACKENDS = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
 POISON = 0x5A

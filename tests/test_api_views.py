@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import streamconv
-from streamconv.frames import MAX_RING
+from streamconv.frames.checks import MAX_RING
 
 BACKENDS = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
 POISON = 7
@@ -165,13 +165,13 @@ def test_stream_filter_ring_is_bounded_like_the_command(ring):
 
 
 def test_stream_filter_slots_that_do_not_fit_in_memory_are_refused_before_any(rng, monkeypatch):
-    import streamconv.frames
+    import streamconv.frames.checks
 
-    monkeypatch.setattr(streamconv.frames, "available_memory", lambda: 10_000)
+    monkeypatch.setattr(streamconv.frames.checks, "available_memory", lambda: 10_000)
     frame = rng.integers(0, 256, (20, 30, 3), np.uint8)
     with streamconv.StreamFilter("identity", ring=4, backend="cpu") as sf:
         with pytest.raises(streamconv.InputError, match="5 slot"):
             sf.submit(frame)
-        monkeypatch.setattr(streamconv.frames, "available_memory", lambda: None)
+        monkeypatch.setattr(streamconv.frames.checks, "available_memory", lambda: None)
         sf.submit(frame)
         np.testing.assert_array_equal(sf.result(out=np.full_like(frame, POISON)), frame)

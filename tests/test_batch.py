@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import streamconv
-from streamconv.manifest import MANIFEST_NAME
+from streamconv.jobs.manifest import MANIFEST_NAME
 
 from clips import write_clip
 from conftest import run_cli
@@ -189,12 +189,12 @@ def test_the_python_api(tmp_path, clips):
 
 def test_the_batch_module_itself_is_callable_as_run_batch(tmp_path, clips):
     """``streamconv.batch(...)``, as the module is named, whether or not it was imported first."""
-    import streamconv.batch
-    from streamconv.batch import Batch
+    import streamconv.jobs.batch
+    from streamconv.jobs.batch import Batch
 
     result = streamconv.batch([str(clips)], ["box:size=3"], tmp_path / "out", backend="cpu", jobs=1, processes=1)
     assert result.exit_code == 0 and [r.status for r in result.records] == ["done"] * 3
-    assert Batch is streamconv.Batch and streamconv.batch.run_batch is streamconv.run_batch
+    assert Batch is streamconv.Batch and streamconv.jobs.batch.run_batch is streamconv.run_batch
 
 
 @pytest.mark.parametrize("signals", [1, 2])

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 import streamconv
-from streamconv.batch_inputs import temporary_names
+from streamconv.jobs.inputs import temporary_names
 from streamconv.errors import OutputError
-from streamconv.manifest import MANIFEST_NAME
-from streamconv.publish import AtomicFile
+from streamconv.jobs.manifest import MANIFEST_NAME
+from streamconv.files.publish import AtomicFile
 
 from clips import write_clip
 from test_batch import batch, frames_of

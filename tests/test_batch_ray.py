@@ -27,10 +27,10 @@ import pytest
 from clips import write_clip
 from raycluster import (ADDRESS, SIGINT_RESTORED, killer, leftover_processes, run_in_cluster,
                         why_not)
-from streamconv import batch_ray
-from streamconv.batch import Batch
+from streamconv.jobs.ray import batch as batch_ray
+from streamconv.jobs.batch import Batch
 from streamconv.errors import Interrupted
-from streamconv.manifest import MANIFEST_NAME, BatchRecord
+from streamconv.jobs.manifest import MANIFEST_NAME, BatchRecord
 from test_reliability import flip_bytes
 
 # Until a Ray worker runs an input (bounded: a batch that never gets one fails its checks).
@@ -136,7 +136,7 @@ def test_a_cluster_that_does_not_answer_is_a_clear_error_at_once(cli, tmp_path):
 AS_A_RAY_WORKER = """
 import os, pickle, signal, sys, time
 from types import SimpleNamespace
-from streamconv import batch_ray
+from streamconv.jobs.ray import batch as batch_ray
 record, settings = pickle.load(open(sys.argv[1], "rb"))
 batch_ray.ray_module = lambda: SimpleNamespace(get_gpu_ids=list,
                                                get_runtime_context=lambda: SimpleNamespace(get_task_id=lambda: "0a" * 12))

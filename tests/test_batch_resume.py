@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import streamconv
-from streamconv.manifest import MANIFEST_NAME
+from streamconv.jobs.manifest import MANIFEST_NAME
 
 from clips import write_clip
 from test_batch import batch, frames_of, manifest_of

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import streamconv
-from streamconv.manifest import MANIFEST_NAME
+from streamconv.jobs.manifest import MANIFEST_NAME
 
 from clips import write_clip
 from test_batch import batch, manifest_of

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import streamconv
-from streamconv.batch_worker import AheadGate, worker_plan
+from streamconv.jobs.worker import AheadGate, worker_plan
 
 from clips import write_clip
 from test_batch import manifest_of, start_batch, wait_for
@@ -60,7 +60,7 @@ def test_a_process_that_calls_die_with_parent_dies_with_it(tmp_path):
     # A parent that starts the worker-like child, says its pid once it is ready, and waits.
     child = textwrap.dedent("""
         import os, sys, time
-        from streamconv.batch_worker import die_with_parent
+        from streamconv.jobs.worker import die_with_parent
         die_with_parent(int(sys.argv[1]))
         print("ready", flush=True)
         time.sleep(60)

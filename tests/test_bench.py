@@ -6,7 +6,7 @@ from __future__ import annotations
 import cv2
 import pytest
 
-from streamconv import bench, benchplot
+from streamconv.bench import kernels as bench, chart as benchplot
 from streamconv.backends import cuda_status
 from streamconv.errors import OutputError
 

@@ -24,9 +24,9 @@ import pytest
 
 import streamconv
 from streamconv.backends import cuda_status
-from streamconv.backends.cpu import CpuBackend
-from streamconv.filters import REGISTRY, parse_chain
-from streamconv.presets import list_presets, load_preset
+from streamconv.backends.cpu.backend import CpuBackend
+from streamconv.chain.filters import REGISTRY, parse_chain
+from streamconv.chain.presets import list_presets, load_preset
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = "test:64x48,frames=3"  # a source that costs nothing to open and run

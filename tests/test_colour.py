@@ -82,7 +82,7 @@ def test_tags_say_what_is_written_between_rgb_and_yuv(cli, tmp_path):
     """An RGB output is tagged RGB and a YUV output of RGB input with the matrix it was converted
     with: a YUV matrix on RGB samples makes decoders read them as Y, U, V, an RGB tag on YUV
     samples as G, B, R (both off by up to 100 levels)."""
-    from streamconv.io.colour import frame_to_rgb
+    from streamconv.frames.colour import frame_to_rgb
 
     if "libx264rgb" not in av.codecs_available:
         pytest.skip("this PyAV build has no libx264rgb")
@@ -124,7 +124,7 @@ def test_transparency_dropped_is_said(cli, tmp_path, opaque):
 # Frame sizes whose slices the threaded scaler raced on (libswscale 9, 16 threads): 4 to 14
 # distinct results in 20 conversions, each way.
 RACED_SIZES = [(200, 200), (176, 144), (400, 300)]
-RUN_AS_ON_16_CORES = ("import sys; from streamconv.io.muxer_options import _libraries; "
+RUN_AS_ON_16_CORES = ("import sys; from streamconv.io.ffmpeg.muxer_options import _libraries; "
                       "_libraries()[1].av_cpu_force_count(16); from streamconv.launch import main; "
                       "sys.exit(main(sys.argv[1:]))")
 
@@ -133,7 +133,7 @@ RUN_AS_ON_16_CORES = ("import sys; from streamconv.io.muxer_options import _libr
 def sixteen_cores():
     """FFmpeg told the machine has 16 cores (its scaler then cuts a frame into 16 slices on as
     many threads, as on a large host, where the race shows); the true count is restored after."""
-    from streamconv.io.muxer_options import _libraries
+    from streamconv.io.ffmpeg.muxer_options import _libraries
 
     libraries = _libraries()
     if libraries is None:
@@ -148,7 +148,7 @@ def test_the_scaler_converts_the_same_frame_alike_every_time(tmp_path, size, six
     """A decoded 10-bit frame to RGB and back to 4:2:0 and 4:2:2 (the reader and writer of
     ``--colour host`` and of the scaler's fallback formats), 12 times each: one result each.
     The threaded scaler gave the first 8 samples of some rows other values run after run."""
-    from streamconv.io.colour import ColourTags, frame_to_rgb, rgb_to_frame
+    from streamconv.frames.colour import ColourTags, frame_to_rgb, rgb_to_frame
 
     clip = write_clip(tmp_path / "ten.mp4", pix_fmt="yuv420p10le", frames=2, size=size)
     with av.open(str(clip)) as container:
@@ -180,12 +180,12 @@ def test_a_10_bit_run_twice_writes_the_same_bytes(tmp_path, options):
 
 def test_every_scaler_conversion_goes_through_the_single_threaded_one():
     """PyAV's ways to convert a frame (reformat, to_ndarray or to_rgb with a format, an image,
-    a filter graph) appear in the package only in ``streamconv.io.colour.convert``."""
+    a filter graph) appear in the package only in ``streamconv.frames.colour.convert``."""
     scaling = re.compile(r"\.reformat\(|to_ndarray\(\s*format|\.to_(rgb|image)\(|VideoReformatter\("
                          r"|av\.filter|\bGraph\(")
     found = [(path.relative_to(REPO).as_posix(), line.strip())
              for path in sorted((REPO / "streamconv").rglob("*.py"))
              for line in path.read_text(encoding="utf-8").splitlines() if scaling.search(line)]
-    assert found == [("streamconv/io/colour.py", "scaler = _scalers.scaler = VideoReformatter()"),
-                     ("streamconv/io/colour.py",
+    assert found == [("streamconv/frames/colour.py", "scaler = _scalers.scaler = VideoReformatter()"),
+                     ("streamconv/frames/colour.py",
                       "return scaler.reformat(frame, threads=1, **reformat)")]

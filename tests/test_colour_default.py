@@ -8,9 +8,9 @@ import av
 import numpy as np
 import pytest
 
-from streamconv.io.colour import ColourTags
-from streamconv.io.gamut import unclipped_blocks, unclipped_pixels
-from streamconv.io.yuv import YuvLayout, frame_to_planes, planes_to_frame
+from streamconv.frames.colour import ColourTags
+from streamconv.frames.gamut import unclipped_blocks, unclipped_pixels
+from streamconv.frames.yuv import YuvLayout, frame_to_planes, planes_to_frame
 
 W, H = 96, 64
 FORMATS = {8: "yuv420p", 10: "yuv420p10le"}

@@ -1,7 +1,7 @@
 """Property-based fuzzing of the filter-spec parser and the preset loader.
 
-What is fuzzed: ``streamconv.filters`` (split_spec, parse_filter, parse_chain, build_filter, inline
-taps, taps files in text and .npy, layer weight files of the bank filter) and ``streamconv.presets.load_preset`` (TOML
+What is fuzzed: ``streamconv.chain.filters`` (split_spec, parse_filter, parse_chain, build_filter, inline
+taps, taps files in text and .npy, layer weight files of the bank filter) and ``streamconv.chain.presets.load_preset`` (TOML
 documents built from random keys and values, random bytes, mutated shipped presets, oversized files).
 
 Why: both read text a user typed on the command line or wrote in a file. Whatever that text is, the
@@ -40,9 +40,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from streamconv.borders import BORDER_MODES
+from streamconv.frames.borders import BORDER_MODES
 from streamconv.errors import FilterSpecError, PresetError
-from streamconv.filters import (
+from streamconv.chain.filters import (
     COMBINE_MAGNITUDE,
     COMBINE_NONE,
     MAX_SIZE,
@@ -55,12 +55,12 @@ from streamconv.filters import (
     split_spec,
 )
 from streamconv.nn.layer import MAX_MAPS
-from streamconv.presets import MAX_PRESET_BYTES, Preset, load_preset, preset_dir
-from streamconv.tapfiles import MAX_ABS_TAP, MAX_QUOTED_CHARS, MAX_TAPS_FILE_BYTES
+from streamconv.chain.presets import MAX_PRESET_BYTES, Preset, load_preset, preset_dir
+from streamconv.files.tapfiles import MAX_ABS_TAP, MAX_QUOTED_CHARS, MAX_TAPS_FILE_BYTES
 
 if sys.version_info >= (3, 11):
     import tomllib
-else:  # pragma: no cover - exercised on 3.10 only, as in streamconv.presets
+else:  # pragma: no cover - exercised on 3.10 only, as in streamconv.chain.presets
     import tomli as tomllib
 
 # deadline=None: file I/O and numpy make single examples slow now and then, which is no bug here;

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streamconv.backends.cpu import CpuBackend
-from streamconv.borders import BORDER_MODES, pad_frame
+from streamconv.backends.cpu.backend import CpuBackend
+from streamconv.frames.borders import BORDER_MODES, pad_frame
 from streamconv.errors import FrameFormatError, FrameTypeError
-from streamconv.filters import REGISTRY, build_filter, parse_filter, validate_taps, FilterStage
-from streamconv.temporal_taps import TEMPORAL_NAMES
+from streamconv.chain.filters import REGISTRY, build_filter, parse_filter, validate_taps, FilterStage
+from streamconv.chain.temporal import TEMPORAL_NAMES
 
 from oracle import random_taps, reference_chain, reference_filter
 

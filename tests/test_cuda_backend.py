@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 
 import streamconv
-from streamconv.backends.cpu import CpuBackend
-from streamconv.borders import BORDER_MODES
+from streamconv.backends.cpu.backend import CpuBackend
+from streamconv.frames.borders import BORDER_MODES
 from streamconv.errors import KernelCompileError
-from streamconv.filters import REGISTRY, FilterStage, build_filter, parse_filter, validate_taps
-from streamconv.temporal_taps import TEMPORAL_NAMES
-from streamconv.io.sink import CallbackSink
-from streamconv.io.arrays import ArraySource
+from streamconv.chain.filters import REGISTRY, FilterStage, build_filter, parse_filter, validate_taps
+from streamconv.chain.temporal import TEMPORAL_NAMES
+from streamconv.io.sinks.sink import CallbackSink
+from streamconv.io.sources.arrays import ArraySource
 
 from gpu_check import POISON, check_against_cpu, precompile_plans
 from oracle import random_taps
@@ -108,7 +108,7 @@ def test_ring_depths_give_identical_frames(rng, ring):
 
 
 def test_apply_api_and_non_contiguous_input(rng):
-    from streamconv.backends.cuda import CudaBackend
+    from streamconv.backends.cuda.backend import CudaBackend
 
     big = rng.integers(0, 256, (200, 300, 3), dtype=np.uint8)
     view = big[10:150:2, 3:250]
@@ -134,7 +134,7 @@ def test_contexts_stay_balanced_over_several_pipelines(gpu):
 
 @pytest.mark.parametrize("compiler", ["nvrtc", "nvcc"])
 def test_compile_error_carries_the_compilers_output(compiler, monkeypatch):
-    from streamconv import kernel_loader
+    from streamconv.gpu import loader as kernel_loader
 
     if compiler == "nvcc" and shutil.which("nvcc") is None:
         pytest.skip("nvcc not on PATH (only the gpu and NVRTC here)")

@@ -7,9 +7,9 @@ import time
 import numpy as np
 import pytest
 
-from streamconv import gpu_timing
-from streamconv.backends.cuda import CudaBackend
-from streamconv.filters import parse_filter
+from streamconv.bench import timing as gpu_timing
+from streamconv.backends.cuda.backend import CudaBackend
+from streamconv.chain.filters import parse_filter
 
 pytestmark = pytest.mark.cuda
 
@@ -43,7 +43,7 @@ def test_two_stream_timing_deals_frames_over_two_streams_and_keeps_each_slots_re
     """The bench's two-stream figure: launch i on stream i mod 2, and every slot's output, poisoned
     first, is still the CPU backend's filter of that slot's own frame (no slot's kernels read or
     write another's buffers while both streams run)."""
-    from streamconv.backends.cpu import CpuBackend
+    from streamconv.backends.cpu.backend import CpuBackend
 
     shape, stage = (96, 160, 3), parse_filter("sharpen")
     frames = [rng.integers(0, 256, shape, dtype=np.uint8) for _ in range(4)]

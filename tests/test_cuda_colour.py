@@ -11,12 +11,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streamconv.backends.cpu import CpuBackend
-from streamconv.backends.cuda import CudaBackend
-from streamconv.gpu_timing import poisoned_run
-from streamconv.io.colour import ColourTags
-from streamconv.filters import parse_chain
-from streamconv.io.yuv import YuvLayout
+from streamconv.backends.cpu.backend import CpuBackend
+from streamconv.backends.cuda.backend import CudaBackend
+from streamconv.bench.timing import poisoned_run
+from streamconv.frames.colour import ColourTags
+from streamconv.chain.filters import parse_chain
+from streamconv.frames.yuv import YuvLayout
 
 from gpu_check import exact_taps
 

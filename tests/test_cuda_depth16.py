@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 import streamconv
-from streamconv.borders import BORDER_MODES
+from streamconv.frames.borders import BORDER_MODES
 from streamconv.errors import FilterSpecError
-from streamconv.filters import REGISTRY, FilterStage, build_filter, parse_filter, validate_taps
-from streamconv.temporal_taps import TEMPORAL_NAMES
+from streamconv.chain.filters import REGISTRY, FilterStage, build_filter, parse_filter, validate_taps
+from streamconv.chain.temporal import TEMPORAL_NAMES
 
 from gpu_check import check_against_cpu, precompile_plans
 from oracle import random_taps
@@ -91,7 +91,7 @@ def test_16_bit_api_and_streamfilter_equal_the_cpu(rng):
 
 
 def test_8_bit_only_variants_refuse_16_bit_frames():
-    from streamconv.backends.cuda import CudaBackend
+    from streamconv.backends.cuda.backend import CudaBackend
 
     with CudaBackend([parse_filter("box:size=5")], kernel="separable") as backend:
         with pytest.raises(FilterSpecError, match="8-bit frames only"):

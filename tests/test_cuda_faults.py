@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 
 import streamconv
-from streamconv.backends.cpu import CpuBackend
-from streamconv.backends.cuda import CudaBackend
-from streamconv.filters import parse_chain
+from streamconv.backends.cpu.backend import CpuBackend
+from streamconv.backends.cuda.backend import CudaBackend
+from streamconv.chain.filters import parse_chain
 from streamconv.gpu.binding import binding
-from streamconv.io.arrays import ArraySource
+from streamconv.io.sources.arrays import ArraySource
 
 from gpu_check import held_context
 from oracle import reference_chain
@@ -86,7 +86,7 @@ def test_a_failed_launch_names_the_frame_keeps_the_frames_before_it_and_balances
 
 
 def test_the_kept_context_survives_a_clean_run_and_is_let_go_after_a_failed_one(rng, monkeypatch):
-    from streamconv import cuda_device as cuda
+    from streamconv.gpu import device as cuda
 
     gpu = binding()
     before = gpu.current_context()  # a runtime's (CuPy, PyTorch) where one ran in this process

@@ -8,8 +8,8 @@ import av
 import numpy as np
 import pytest
 
-from streamconv.io.file import FileSource
-from streamconv.io.yuv import YuvLayout, planes_to_frame
+from streamconv.io.sources.file import FileSource
+from streamconv.frames.yuv import YuvLayout, planes_to_frame
 
 from test_yuv import make_clip
 

@@ -12,8 +12,8 @@ import pytest
 
 import streamconv
 from streamconv import nn
-from streamconv.backends.cpu import CpuBackend
-from streamconv.filters import parse_chain
+from streamconv.backends.cpu.backend import CpuBackend
+from streamconv.chain.filters import parse_chain
 
 cupy = pytest.importorskip("cupy", reason="CuPy is not installed")
 

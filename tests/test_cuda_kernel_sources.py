@@ -12,10 +12,10 @@ import shutil
 import numpy as np
 import pytest
 
-from streamconv import kernel_loader, nvrtc, prebuilt
+from streamconv.gpu import loader as kernel_loader, nvrtc, prebuilt
 from streamconv.backends.plan import plan_chain
-from streamconv.borders import BORDER_CODES
-from streamconv.filters import parse_chain
+from streamconv.frames.borders import BORDER_CODES
+from streamconv.chain.filters import parse_chain
 
 from gpu_check import check_against_cpu, precompile_plans
 

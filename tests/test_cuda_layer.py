@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streamconv.filters import parse_filter
+from streamconv.chain.filters import parse_filter
 
 from gpu_check import check_against_cpu
 from test_layer import weights_file
@@ -38,8 +38,8 @@ def test_layer_matches_cpu(rng, tmp_path, gpu, maps, k, relu, pool, height, widt
 def test_layer_in_a_chain(rng, tmp_path, gpu):
     """layer -> an exact 4-neighbour mean: the layer may differ by 1 LSB, and the mean of values that
     differ by at most 1 can round 1 further apart (2.5 -> 2 against 3.5 -> 4), so 2 LSB bound it."""
-    from streamconv.backends.cpu import CpuBackend
-    from streamconv.backends.cuda import CudaBackend
+    from streamconv.backends.cpu.backend import CpuBackend
+    from streamconv.backends.cuda.backend import CudaBackend
 
     weights = rng.uniform(-0.3, 0.3, (3, 3, 3, 3))
     weights[:, :, 1, 1] += np.eye(3)
@@ -55,8 +55,8 @@ def test_layer_in_a_chain(rng, tmp_path, gpu):
 
 def test_layer_slots_in_flight_together(rng, tmp_path, gpu):
     """Three slots submitted before any is waited on: each keeps its own float buffers."""
-    from streamconv.backends.cpu import CpuBackend
-    from streamconv.backends.cuda import CudaBackend
+    from streamconv.backends.cpu.backend import CpuBackend
+    from streamconv.backends.cuda.backend import CudaBackend
 
     stage = parse_filter(f"bank:file={weights_file(tmp_path, rng.uniform(-0.2, 0.2, (8, 3, 5, 5)))},pool=2")
     frames = [rng.integers(0, 256, (270, 480, 3), dtype=np.uint8) for _ in range(3)]

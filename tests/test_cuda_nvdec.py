@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import streamconv
-from streamconv.io.file import FileSource
-from streamconv.io.sink import Sink
+from streamconv.io.sources.file import FileSource
+from streamconv.io.sinks.sink import Sink
 
 from clips import write_clip
 from test_damage import DAMAGES, corpus, readable_frames  # noqa: F401  (corpus is a fixture)
@@ -22,8 +22,8 @@ from test_damage import DAMAGES, corpus, readable_frames  # noqa: F401  (corpus 
 pytestmark = pytest.mark.cuda
 nvc = pytest.importorskip("PyNvVideoCodec", reason="PyNvVideoCodec not installed (the nvdec extra)")
 
-from streamconv.io.nvdec import NvdecSource  # noqa: E402
-from streamconv.io.nvdec_caps import NvdecUnsupported, decoder_caps  # noqa: E402
+from streamconv.io.sources.nvdec.source import NvdecSource  # noqa: E402
+from streamconv.io.sources.nvdec.caps import NvdecUnsupported, decoder_caps  # noqa: E402
 
 CHAIN = ["box:size=5", "sharpen"]
 
@@ -326,7 +326,7 @@ def test_info_lists_the_nvdec_capabilities(cli):
 
 
 def test_nvenc_encodes_where_the_gpu_has_one(cli, tmp_path):
-    from streamconv.io.encoder_check import hardware_encoders
+    from streamconv.io.ffmpeg.encoder_check import hardware_encoders
 
     reason = hardware_encoders().get("h264_nvenc", "this FFmpeg build has no h264_nvenc")
     if reason is not None:

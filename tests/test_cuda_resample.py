@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 import streamconv
-from streamconv.backends.cpu import CpuBackend
-from streamconv.backends.cuda import CudaBackend
-from streamconv.filters import parse_chain
-from streamconv.gpu_timing import poisoned_run
-from streamconv.io.yuv import YuvLayout
-from streamconv.resample import KERNELS
+from streamconv.backends.cpu.backend import CpuBackend
+from streamconv.backends.cuda.backend import CudaBackend
+from streamconv.chain.filters import parse_chain
+from streamconv.bench.timing import poisoned_run
+from streamconv.frames.yuv import YuvLayout
+from streamconv.chain.resample import KERNELS
 
 from gpu_check import check_against_cpu, gpu_filter
 from test_resample import RESIZES, real_frame

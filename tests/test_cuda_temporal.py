@@ -15,8 +15,8 @@ import pytest
 import streamconv
 from streamconv.backends import create_backend
 from streamconv.errors import FilterSpecError, FrameDeviceError
-from streamconv.filters import FilterStage, parse_chain
-from streamconv.temporal_taps import validate_taps3d
+from streamconv.chain.filters import FilterStage, parse_chain
+from streamconv.chain.temporal import validate_taps3d
 
 from gpu_check import POISON
 from oracle import exact_for

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from streamconv.backends import plan as planning
-from streamconv.borders import BORDER_MODES
+from streamconv.frames.borders import BORDER_MODES
 from streamconv.errors import FilterSpecError
-from streamconv.filters import FilterStage, build_filter, parse_filter, validate_taps
+from streamconv.chain.filters import FilterStage, build_filter, parse_filter, validate_taps
 
 from gpu_check import check_against_cpu, gpu_filter, precompile_plans
 from oracle import random_taps
@@ -183,7 +183,7 @@ def test_separable_full_frames(rng, gpu, height, width):
 
 
 def test_auto_runs_rank_one_taps_separable(gpu):
-    from streamconv.backends.cuda import CudaBackend
+    from streamconv.backends.cuda.backend import CudaBackend
 
     chain = [gaussian_stage(9), build_filter("edge"), gaussian_stage(3)]
     with CudaBackend(chain) as backend:
@@ -192,7 +192,7 @@ def test_auto_runs_rank_one_taps_separable(gpu):
 
 
 def test_separable_is_refused_before_any_gpu_work(gpu):
-    from streamconv.backends.cuda import CudaBackend
+    from streamconv.backends.cuda.backend import CudaBackend
 
     with pytest.raises(FilterSpecError, match="not rank 1"):
         CudaBackend([parse_filter("sharpen")], kernel=planning.SEPARABLE)

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import streamconv
-from streamconv.slots import FrameMeta
+from streamconv.frames.slots import FrameMeta
 
 from test_cli import assert_error, assert_ok
 from test_reliability import decodable_frames, flip_bytes

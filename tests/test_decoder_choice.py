@@ -12,9 +12,9 @@ import av
 import numpy as np
 import pytest
 
-from streamconv.io.encoder_check import hardware_encoders
-from streamconv.io.nvdec import codec_name, sequence_parameter_sets
-from streamconv.io.nvdec_caps import NvdecUnsupported, check_stream
+from streamconv.io.ffmpeg.encoder_check import hardware_encoders
+from streamconv.io.sources.nvdec.source import codec_name, sequence_parameter_sets
+from streamconv.io.sources.nvdec.caps import NvdecUnsupported, check_stream
 
 from clips import write_clip
 from test_cli import assert_error, assert_ok

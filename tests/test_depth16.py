@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streamconv.backends.cpu import CpuBackend
-from streamconv.borders import BORDER_MODES
+from streamconv.backends.cpu.backend import CpuBackend
+from streamconv.frames.borders import BORDER_MODES
 from streamconv.errors import FrameTypeError
-from streamconv.filters import REGISTRY, FilterStage, build_filter, parse_filter, validate_taps
-from streamconv.temporal_taps import TEMPORAL_NAMES
+from streamconv.chain.filters import REGISTRY, FilterStage, build_filter, parse_filter, validate_taps
+from streamconv.chain.temporal import TEMPORAL_NAMES
 
 from oracle import exact_for, random_taps, reference_chain, reference_filter
 
@@ -110,8 +110,8 @@ import sys  # noqa: E402
 import av  # noqa: E402
 
 import streamconv  # noqa: E402
-from streamconv.io.display import to_bgr  # noqa: E402
-from streamconv.io.file import FileSource  # noqa: E402
+from streamconv.io.sinks.display import to_bgr  # noqa: E402
+from streamconv.io.sources.file import FileSource  # noqa: E402
 
 LOSSLESS = {"codec": "libx264", "options": {"qp": "0"}}  # x264 is lossless at 10 bits with qp 0
 

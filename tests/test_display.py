@@ -21,13 +21,13 @@ import cv2
 import numpy as np
 import pytest
 
-from streamconv.backends.cpu import CpuBackend
-from streamconv.io.display import gui_backend
-from streamconv.io.overlay import overlay_box
+from streamconv.backends.cpu.backend import CpuBackend
+from streamconv.io.sinks.display import gui_backend
+from streamconv.io.sinks.overlay import overlay_box
 from streamconv.errors import DisplayError
-from streamconv.filters import parse_chain
-from streamconv.presets import load_preset
-from streamconv.io.pattern import TestPattern
+from streamconv.chain.filters import parse_chain
+from streamconv.chain.presets import load_preset
+from streamconv.io.sources.pattern import TestPattern
 
 from conftest import REPO
 from xdisplay import VirtualDisplay, close_window, find_window, missing_tools, press, window_geometry
@@ -214,7 +214,7 @@ def test_no_display_is_a_clear_error(cli, tmp_path, display, message):
 
 
 def test_an_opencv_without_gui_is_named(monkeypatch):
-    import streamconv.io.display as display
+    import streamconv.io.sinks.display as display
 
     monkeypatch.setattr(display, "gui_backend", lambda: "NONE")
     with pytest.raises(DisplayError, match="no GUI support.*install opencv-python"):
@@ -222,7 +222,7 @@ def test_an_opencv_without_gui_is_named(monkeypatch):
 
 
 def test_importing_av_before_opencv_is_refused_rather_than_hanging():
-    code = ("import av, cv2\nfrom streamconv.io.display import check_import_order\n"
+    code = ("import av, cv2\nfrom streamconv.io.sinks.display import check_import_order\n"
             "try:\n    check_import_order('QT5')\n"
             "except Exception as exc:\n    print(type(exc).__name__, exc)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from streamconv.errors import FilterSpecError
-from streamconv.filter_chain import split_chain
-from streamconv.filters import parse_chain
+from streamconv.chain.chain_string import split_chain
+from streamconv.chain.filters import parse_chain
 
 
 @pytest.mark.parametrize("text, specs", [

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from streamconv.filters import (
+from streamconv.chain.filters import (
     MAX_SIZE,
     REGISTRY,
     build_filter,

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from conftest import REPO
-from streamconv import cuda_setup
+from streamconv.gpu import setup as cuda_setup
 from streamconv.errors import BackendUnavailableError
 from streamconv.gpu import binding
 
@@ -97,12 +97,12 @@ def _info(env: dict) -> str:
 
 @pytest.mark.skipif(not NO_DRIVER, reason="an NVIDIA driver is installed here")
 def test_without_a_driver_the_cpu_is_chosen_and_no_install_command_is_suggested(cli, tmp_path):
-    from streamconv.cuda_device import cuda_status
+    from streamconv.gpu.device import cuda_status
 
     usable, reason = cuda_status(0)
     assert not usable and reason.startswith("no NVIDIA driver (libcuda.so.1 does not load)")
     with pytest.raises(BackendUnavailableError, match="no NVIDIA driver"):
-        from streamconv.cuda_device import load_binding
+        from streamconv.gpu.device import load_binding
         load_binding("a test")
     done = cli("run", "test:64x48,frames=2", "--filter", "box", "-o", str(tmp_path / "out.mp4"))
     assert done.returncode == 0, done.stderr

@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 
 import streamconv
-from streamconv.api import make_engine
+from streamconv.embed.filter import make_engine
 from streamconv.gst.buffers import FrameGeometry, frame_planes, read_frame, write_frame
 from streamconv.gst.cuda_memory import device_frame, mapped_address
 from streamconv.gst.engine import HostRing, added_latency, frames_in_flight
 from streamconv.gst.formats import FORMATS, colour_tags, frame_format
 from streamconv.gst.settings import Settings, parse_filter_chain
 from streamconv.interop.raw import raw_device_array
-from streamconv.io.colour import ColourTags
-from streamconv.io.yuv import YuvLayout, rgb_to_yuv, yuv_to_rgb
+from streamconv.frames.colour import ColourTags
+from streamconv.frames.yuv import YuvLayout, rgb_to_yuv, yuv_to_rgb
 
 # GstVideoInfo's layouts of 98x50 frames (GStreamer 1.22): offsets and strides in bytes.
 GEOMETRIES = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streamconv.hostcopy import ParallelCopier
+from streamconv.frames.hostcopy import ParallelCopier
 
 
 @pytest.mark.parametrize("shape", [(1080, 1920, 3), (7, 5), (2160, 640, 4)])

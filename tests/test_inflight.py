@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streamconv.backends.cpu import CpuBackend
+from streamconv.backends.cpu.backend import CpuBackend
 from streamconv.backends.protocol import Backend
 from streamconv.errors import GpuFaultError
-from streamconv.slots import InFlight, Slot
+from streamconv.frames.slots import InFlight, Slot
 
 
 class FakeBackend:

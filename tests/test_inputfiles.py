@@ -15,7 +15,7 @@ from pathlib import Path
 import av
 import pytest
 
-from streamconv.inputfiles import OpenFile, files_read
+from streamconv.files.inputs import OpenFile, files_read
 
 from clips import write_clip
 from test_cli import assert_error

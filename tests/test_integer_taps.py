@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from streamconv.backends.families import integer_taps
-from streamconv.bench import random_taps
+from streamconv.bench.kernels import random_taps
 
 
 def emulate_unit_sums(padded: np.ndarray, taps: integer_taps.IntegerTaps,

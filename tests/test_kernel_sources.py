@@ -15,9 +15,10 @@ import textwrap
 
 import pytest
 
-from streamconv import cuda_setup, kernel_cache, kernel_catalogue, kernel_loader, nvrtc, prebuild, prebuilt
+from streamconv.gpu import setup as cuda_setup, cache as kernel_cache, loader as kernel_loader, nvrtc, prebuilt
+from streamconv.backends import catalogue as kernel_catalogue, prebuild
 from streamconv.errors import BackendUnavailableError, KernelCompileError
-from streamconv.kernel_loader import kernel_source, with_defines
+from streamconv.gpu.loader import kernel_source, with_defines
 
 from conftest import REPO
 
@@ -73,7 +74,7 @@ def test_parallel_first_compiles_each_find_nvrtc(tmp_path):
     first import is not thread-safe): every one compiles."""
     script = textwrap.dedent("""
         import concurrent.futures as futures
-        from streamconv import kernel_loader
+        from streamconv.gpu import loader as kernel_loader
         archs = ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", "sm_87"]
         with futures.ThreadPoolExecutor(8) as pool:
             images = list(pool.map(

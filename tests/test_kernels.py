@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamconv import kernel_loader
+from streamconv.gpu import loader as kernel_loader
 from streamconv.backends.families import register_blocked
 from streamconv.errors import BackendUnavailableError
 

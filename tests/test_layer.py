@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from streamconv import nn
-from streamconv.backends.cpu import CpuBackend
+from streamconv.backends.cpu.backend import CpuBackend
 from streamconv.errors import FilterSpecError, FrameFormatError
-from streamconv.filters import parse_filter
+from streamconv.chain.filters import parse_filter
 from streamconv.nn.layer import compose_frame, mosaic
 
 

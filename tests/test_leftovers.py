@@ -18,9 +18,9 @@ import av
 
 from clips import write_clip
 from conftest import REPO, run_cli
-from streamconv.leftovers import ABANDONED_AFTER
-from streamconv.manifest import MANIFEST_NAME
-from streamconv.publish import claim_path
+from streamconv.files.leftovers import ABANDONED_AFTER
+from streamconv.jobs.manifest import MANIFEST_NAME
+from streamconv.files.publish import claim_path
 
 ENV = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
 LONG_RUN = ["--backend", "cpu", "--filter", "gaussian:sigma=2", "--no-progress", "-q"]
@@ -85,7 +85,7 @@ def test_a_run_removes_what_a_killed_run_of_its_output_left_and_not_a_live_ones(
 
 WRITER = """
 import os, signal, sys, time
-from streamconv.publish import AtomicFile
+from streamconv.files.publish import AtomicFile
 path, fate = sys.argv[1], sys.argv[2]
 file = AtomicFile(path)
 file.create().write(b"half a file")

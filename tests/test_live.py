@@ -13,16 +13,16 @@ import numpy as np
 import pytest
 
 import streamconv
-from streamconv.backends.cpu import CpuBackend
+from streamconv.backends.cpu.backend import CpuBackend
 from streamconv.errors import FilterSpecError, StreamError
-from streamconv.filters import parse_chain
-from streamconv.io.arrays import ArraySource
-from streamconv.io.live import RealtimeSource
+from streamconv.chain.filters import parse_chain
+from streamconv.io.sources.arrays import ArraySource
+from streamconv.io.sources.live import RealtimeSource
 from streamconv.io.open import open_source
-from streamconv.io.pattern import LivePattern, TestPattern
-from streamconv.io.sink import CallbackSink, FanoutSink, Sink
-from streamconv.progress import StatusLine
-from streamconv.stats import RunStats
+from streamconv.io.sources.pattern import LivePattern, TestPattern
+from streamconv.io.sinks.sink import CallbackSink, FanoutSink, Sink
+from streamconv.run.progress import StatusLine
+from streamconv.run.stats import RunStats
 
 from conftest import REPO
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from streamconv.frames import CGROUP_MOUNT
+from streamconv.frames.checks import CGROUP_MOUNT
 
 LIMIT_BYTES = 400 << 20
 
@@ -27,7 +27,7 @@ with open(sys.argv[1], "w") as procs:  # into the cgroup before anything is allo
 import numpy as np
 import streamconv
 from streamconv.errors import InputError
-from streamconv.frames import available_memory
+from streamconv.frames.checks import available_memory
 assert available_memory() < {limit}, available_memory()  # the cgroup's limit is seen
 frame = np.random.default_rng(0).integers(0, 256, (1080, 1920, 3), np.uint8)
 expected = streamconv.Filter("box:size=3", backend="cpu")(frame)  # made before memory runs short

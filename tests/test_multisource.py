@@ -19,10 +19,10 @@ import pytest
 
 import streamconv
 from streamconv.errors import CameraLostError
-from streamconv.io.camera import WebcamSource
-from streamconv.io.filesink import FileSink
-from streamconv.io.pattern import LivePattern, TestPattern
-from streamconv.io.tiles import grid
+from streamconv.io.sources.camera import WebcamSource
+from streamconv.io.sinks.file import FileSink
+from streamconv.io.sources.pattern import LivePattern, TestPattern
+from streamconv.io.sinks.tiles import grid
 
 from conftest import REPO
 from fakecam import FakeCameraFactory, FakeCapture

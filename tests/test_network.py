@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 import streamconv
-from streamconv.io.netsink import NetworkSink, is_network_output, network_scheme, with_query
-from streamconv.io.pattern import parse_test_spec
+from streamconv.io.sinks.network import NetworkSink, is_network_output, network_scheme, with_query
+from streamconv.io.sources.pattern import parse_test_spec
 from test_cli import assert_error, assert_ok
 
 SPEC = "test:64x48@25,frames=12"

@@ -12,8 +12,8 @@ from fractions import Fraction
 
 import pytest
 
-from streamconv.io.listen import listen_address
-from streamconv.io.netsink import NetworkSink
+from streamconv.io.sinks.listen import listen_address
+from streamconv.io.sinks.network import NetworkSink
 from test_cli import assert_error
 from test_network import connect_when_listening, free_port, progress_frames, read_output, session
 

@@ -1,4 +1,4 @@
-"""The NVDEC decode-error counter (streamconv.io.nvdec_log), without a GPU: a child process
+"""The NVDEC decode-error counter (streamconv.io.sources.nvdec.log), without a GPU: a child process
 prints as PyNvVideoCodec does (C printf, buffered) while logs are open; the marker lines are
 counted and kept off stdout, every other byte reaches stdout in order."""
 
@@ -10,7 +10,7 @@ import textwrap
 
 CHILD = textwrap.dedent("""
     import ctypes, sys
-    from streamconv.io.nvdec_log import DecodeErrorLog
+    from streamconv.io.sources.nvdec.log import DecodeErrorLog
     libc = ctypes.CDLL(None)
     counts = []
     for round_ in range(2):
@@ -40,7 +40,7 @@ def test_decode_errors_are_counted_and_kept_off_stdout():
 
 
 def test_an_unopened_log_counts_nothing_and_closes_quietly():
-    from streamconv.io.nvdec_log import DecodeErrorLog
+    from streamconv.io.sources.nvdec.log import DecodeErrorLog
 
     log = DecodeErrorLog()
     log.close()

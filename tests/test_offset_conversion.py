@@ -9,7 +9,7 @@ import pytest
 from oracle import exact_for, random_taps
 from streamconv.backends import plan as planning
 from streamconv.backends.families import register_blocked
-from streamconv.filters import FilterStage, parse_filter, validate_taps
+from streamconv.chain.filters import FilterStage, parse_filter, validate_taps
 
 
 def offset_sums(taps: np.ndarray, windows: np.ndarray, offset: float) -> np.ndarray:

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streamconv.gpu_timing import HOLD_SOURCE
+from streamconv.bench.timing import HOLD_SOURCE
 
 REPO = Path(__file__).resolve().parent.parent
 CUDA_SOURCES = sorted((REPO / "cuda").glob("*.cu"))
@@ -124,7 +124,7 @@ TREE_INDEX = REPO / "cuda" / "prebuilt" / "index.json"
 
 @pytest.mark.slow
 @pytest.mark.skipif(not TREE_INDEX.is_file(),
-                    reason="no prebuilt kernels in this checkout (python -m streamconv.prebuild --out cuda/prebuilt)")
+                    reason="no prebuilt kernels in this checkout (python -m streamconv.backends.prebuild --out cuda/prebuilt)")
 def test_wheel_carries_the_prebuilt_kernels(wheel):
     archive = zipfile.ZipFile(wheel)
     index = json.loads(archive.read("streamconv/cuda/prebuilt/index.json"))
@@ -151,9 +151,9 @@ def test_installed_wheel_finds_its_data(wheel, tmp_path):
     script = textwrap.dedent("""
         import json
         import streamconv
-        from streamconv.resources import data_dir
-        from streamconv.presets import list_presets, load_preset
-        from streamconv import prebuilt
+        from streamconv.files.resources import data_dir
+        from streamconv.chain.presets import list_presets, load_preset
+        from streamconv.gpu import prebuilt
         cuda = data_dir("cuda")
         print(json.dumps({
             "package": streamconv.__file__,
@@ -196,7 +196,7 @@ NVCC = shutil.which("nvcc")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH (the CUDA toolkit is not installed)")
 
 def _stage(name: str):
-    from streamconv.filters import COMBINE_MAGNITUDE, FilterStage, parse_filter, validate_taps
+    from streamconv.chain.filters import COMBINE_MAGNITUDE, FilterStage, parse_filter, validate_taps
 
     if name == "bank31":  # edge's combination on the largest taps
         taps = validate_taps(np.arange(31 * 31, dtype=np.float64).reshape(31, 31) / 1e5)
@@ -284,8 +284,8 @@ def test_nn_kernels_compile_with_nvcc(name):
 
 def _colour_specialisations() -> list[tuple[Path, dict]]:
     """colour.cu for every matrix and range a yuv420p stream can carry."""
-    from streamconv.io.colour import ColourTags
-    from streamconv.io.yuv import YuvLayout
+    from streamconv.frames.colour import ColourTags
+    from streamconv.frames.yuv import YuvLayout
 
     layouts = {YuvLayout(2, 2, ColourTags(space), full) for space in (1, 2, 4, 5, 7, 9) for full in (False, True)}
     return [(REPO / "cuda" / "colour.cu", layout.kernel_defines) for layout in layouts]

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 import streamconv
-from streamconv.backends.cpu import CpuBackend
+from streamconv.backends.cpu.backend import CpuBackend
 from streamconv.errors import StreamError
-from streamconv.filters import parse_filter
-from streamconv.io.arrays import ArraySource
-from streamconv.io.pattern import TestPattern
-from streamconv.io.sink import CallbackSink, Sink
-from streamconv.stats import RunStats
+from streamconv.chain.filters import parse_filter
+from streamconv.io.sources.arrays import ArraySource
+from streamconv.io.sources.pattern import TestPattern
+from streamconv.io.sinks.sink import CallbackSink, Sink
+from streamconv.run.stats import RunStats
 
 
 def _collect(frames, specs, *, ring, backend="cpu", max_frames=None):

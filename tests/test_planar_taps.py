@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from streamconv.backends.families import integer_taps, planar_taps
-from streamconv.bench import random_taps
+from streamconv.bench.kernels import random_taps
 
 PAD = 16  # the kernel's left halo for every radius up to 15
 

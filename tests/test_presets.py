@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from streamconv.errors import PresetError
-from streamconv.presets import list_presets, load_preset
+from streamconv.chain.presets import list_presets, load_preset
 
 
 def test_shipped_presets_load():

@@ -19,7 +19,8 @@ pytestmark = pytest.mark.skipif(not hasattr(fcntl, "F_SETPIPE_SZ"), reason="need
 
 
 def test_a_reader_that_stops_reading_never_holds_up_the_run(tmp_path, monkeypatch, caplog):
-    from streamconv import Pipeline, progressfile
+    from streamconv import Pipeline
+    from streamconv.run import progressfile
 
     fifo = tmp_path / "progress"
     os.mkfifo(fifo)
@@ -30,7 +31,7 @@ def test_a_reader_that_stops_reading_never_holds_up_the_run(tmp_path, monkeypatc
     outcome = {}
     run = threading.Thread(target=lambda: outcome.update(stats=Pipeline(
         "test:64x48@10,frames=2000", ["identity"], None, backend="cpu", progress_file=report).run()))
-    with caplog.at_level(logging.WARNING, logger="streamconv.progressfile"):
+    with caplog.at_level(logging.WARNING, logger="streamconv.run.progressfile"):
         run.start()
         run.join(60)
         held = run.is_alive()

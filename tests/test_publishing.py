@@ -19,8 +19,8 @@ import av
 import pytest
 
 import streamconv
-from streamconv import publish
-from streamconv.publish import AtomicFile, write_atomically
+from streamconv.files import publish
+from streamconv.files.publish import AtomicFile, write_atomically
 
 from test_cli import assert_error, assert_ok
 from test_signals import Run, leftovers

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 import streamconv
-from streamconv.backends.cpu import CpuBackend
-from streamconv.filters import parse_chain
+from streamconv.backends.cpu.backend import CpuBackend
+from streamconv.chain.filters import parse_chain
 
 from clips import write_clip as write_moving_clip
 from oracle import reference_chain

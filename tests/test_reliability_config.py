@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 
 import streamconv.nn.layer
-import streamconv.presets
-import streamconv.resources
-import streamconv.tapfiles
+import streamconv.chain.presets
+import streamconv.files.resources
+import streamconv.files.tapfiles
 from streamconv.errors import FilterSpecError, PresetError
-from streamconv.filters import parse_filter
-from streamconv.presets import load_preset
-from streamconv.tapfiles import MAX_QUOTED_CHARS
+from streamconv.chain.filters import parse_filter
+from streamconv.chain.presets import load_preset
+from streamconv.files.tapfiles import MAX_QUOTED_CHARS
 
 from test_cli import assert_error, assert_ok
 
@@ -131,16 +131,16 @@ def test_proc_file_over_the_cap_is_refused_after_reading_one_byte_more(monkeypat
     # /proc/self/environ reports st_size 0, so only the bytes read can enforce the cap; lower it
     # under the file's real size and count what is read.
     cap = 16
-    monkeypatch.setattr(streamconv.tapfiles, "MAX_TAPS_FILE_BYTES", cap)
+    monkeypatch.setattr(streamconv.files.tapfiles, "MAX_TAPS_FILE_BYTES", cap)
     monkeypatch.setattr(streamconv.nn.layer, "MAX_LAYER_FILE_BYTES", cap)
     reads = []
-    real_read = streamconv.resources.read_capped
+    real_read = streamconv.files.resources.read_capped
 
     def counted_read(path, limit):
         reads.append(real_read(path, limit))
         return reads[-1]
 
-    monkeypatch.setattr(streamconv.resources, "read_capped", counted_read)
+    monkeypatch.setattr(streamconv.files.resources, "read_capped", counted_read)
     assert PROC_ENVIRON.stat().st_size == 0 and len(PROC_ENVIRON.read_bytes()) > cap
     with pytest.raises(FilterSpecError, match=f"{PROC_ENVIRON} is too large \\(over {cap} bytes\\)"):
         parse_filter(spec.format(path=PROC_ENVIRON))
@@ -149,7 +149,7 @@ def test_proc_file_over_the_cap_is_refused_after_reading_one_byte_more(monkeypat
 
 @needs_proc
 def test_preset_in_proc_over_the_cap_is_refused(monkeypatch):
-    monkeypatch.setattr(streamconv.presets, "MAX_PRESET_BYTES", 16)
+    monkeypatch.setattr(streamconv.chain.presets, "MAX_PRESET_BYTES", 16)
     with pytest.raises(PresetError, match=f"preset {PROC_ENVIRON} is too large \\(over 16 bytes\\)"):
         load_preset(PROC_ENVIRON)
 
@@ -296,7 +296,7 @@ def test_preset_missing_relative_file_names_the_resolved_path(preset_tree):
 def test_shipped_preset_relative_file_resolves_against_the_preset_folder(preset_tree, monkeypatch):
     # load_preset("name") looks in preset_dir(); make that a folder of ours, as the shipped one.
     write_preset(preset_tree / "mine.toml", 'name = "custom"\nfile = "taps.txt"')
-    monkeypatch.setattr(streamconv.presets, "preset_dir", lambda: preset_tree)
+    monkeypatch.setattr(streamconv.chain.presets, "preset_dir", lambda: preset_tree)
     assert load_preset("mine").filters[0].params["file"] == str(preset_tree / "taps.txt")
 
 

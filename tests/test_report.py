@@ -16,10 +16,10 @@ import streamconv
 from streamconv.errors import InputError
 from browser import Elements, needs_chromium, rendered_dom
 from clips import write_clip
-from streamconv.io.pattern import parse_test_spec
-from streamconv.io.sink import CallbackSink
+from streamconv.io.sources.pattern import parse_test_spec
+from streamconv.io.sinks.sink import CallbackSink
 from streamconv.report import load_stats, render_report
-from streamconv.stats import RunStats
+from streamconv.run.stats import RunStats
 from test_cli import assert_error, assert_ok
 
 

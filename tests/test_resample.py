@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 import streamconv
-from streamconv.backends.cpu import CpuBackend
+from streamconv.backends.cpu.backend import CpuBackend
 from streamconv.errors import FilterSpecError, FrameFormatError
-from streamconv.filters import parse_chain, parse_filter
-from streamconv.io.yuv import YuvLayout
-from streamconv.resample import KERNELS, MAX_REDUCTION, axis_taps
+from streamconv.chain.filters import parse_chain, parse_filter
+from streamconv.frames.yuv import YuvLayout
+from streamconv.chain.resample import KERNELS, MAX_REDUCTION, axis_taps
 
 from oracle import reference_chain, reference_resize
 from test_streamcopy import audio_packets, make_clip

@@ -2,7 +2,7 @@
 handshake, and FFmpeg's own RTMP server (tests/netreceiver.py) stopped with SIGSTOP mid-stream.
 FFmpeg's RTMP connection takes no time limit through PyAV, and PyAV holds the interpreter lock
 while it connects: both held a run for ever, deaf to Ctrl-C, until streamconv sent RTMP from a
-child process that ends itself after the output's timeout (streamconv.io.relay)."""
+child process that ends itself after the output's timeout (streamconv.io.sinks.relay)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import streamconv
-from streamconv.io.segment import plan_cuts
+from streamconv.io.sources.segment import plan_cuts
 from test_signals import Run, leftovers
 
 RATE, SAMPLE_RATE, SAMPLES = 25, 48000, 1024

@@ -17,8 +17,8 @@ import pytest
 import streamconv
 from raycluster import (ADDRESS, SIGINT_RESTORED, killer, leftover_processes, run_in_cluster,
                         why_not)
-from streamconv.io.segment import Segment
-from streamconv.segments import SegmentWork
+from streamconv.io.sources.segment import Segment
+from streamconv.jobs.segments import SegmentWork
 from test_damaged_streams import TS_PROGRAM_2
 from test_reliability import write_clip
 from test_segments import decoded, keyframes, make_clip, packets

@@ -9,9 +9,9 @@ import pytest
 
 import streamconv
 from streamconv.errors import InputError
-from streamconv.io.container import hardware_decoders
-from streamconv.io.file import FileSource
-from streamconv.io.yuv import (SEMI_PLANAR_FORMATS, YuvLayout, frame_to_planes, planes_to_frame,
+from streamconv.io.ffmpeg.container import hardware_decoders
+from streamconv.io.sources.file import FileSource
+from streamconv.frames.yuv import (SEMI_PLANAR_FORMATS, YuvLayout, frame_to_planes, planes_to_frame,
                                split_semi_planar)
 
 EXIT_USAGE = 2

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streamconv.backends.cpu import CpuBackend
+from streamconv.backends.cpu.backend import CpuBackend
 from streamconv.backends.families.rank1 import factor_separable
-from streamconv.borders import BORDER_MODES, pad_frame
-from streamconv.filters import FilterStage, build_filter, parse_filter, validate_taps
+from streamconv.frames.borders import BORDER_MODES, pad_frame
+from streamconv.chain.filters import FilterStage, build_filter, parse_filter, validate_taps
 
 from oracle import random_taps
 

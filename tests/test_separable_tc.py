@@ -7,7 +7,7 @@ import pytest
 from streamconv.backends import plan as planning
 from streamconv.backends.families import separable_tc
 from streamconv.backends.families.rank1 import SeparableTaps, factor_separable
-from streamconv.filters import parse_filter
+from streamconv.chain.filters import parse_filter
 
 
 def unpack(fragments: np.ndarray) -> np.ndarray:
@@ -92,7 +92,7 @@ def test_the_separable_plan_takes_the_tensor_cores_for_inexact_taps():
     assert plan.block == (32 * separable_tc.WARPS, 1, 1)
     # exact taps keep sepconv.cu, whose output is byte for byte the 2D kernel's
     binomial = np.outer([1, 4, 6, 4, 1, 0, 0], [1, 4, 6, 4, 1, 0, 0]) / 256
-    from streamconv.filters import FilterStage, validate_taps
+    from streamconv.chain.filters import FilterStage, validate_taps
     exact = FilterStage("custom", {}, (validate_taps(binomial),))
     assert planning.plan_stage(exact, planning.SEPARABLE).kernel_plan((64, 64, 3), 2).source == "sepconv"
     small = planning.plan_stage(parse_filter("gaussian:sigma=2"), planning.SEPARABLE).kernel_plan((64, 64, 3), 2)

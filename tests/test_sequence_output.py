@@ -18,7 +18,7 @@ from test_reliability import run_limited
 from test_sequences import H, W, read_image, run_quiet, write_images
 
 from streamconv.errors import OutputError
-from streamconv.io.sequence import SequenceTarget
+from streamconv.io.sinks.sequence import SequenceTarget
 
 
 def png_bytes(picture: np.ndarray) -> bytes:
@@ -171,7 +171,7 @@ SLOW_SEQUENCE_RUN = """
 import os, signal, sys, threading, time
 import streamconv
 from streamconv.interrupts import SignalGuard
-from streamconv.io.filesink import FileSink
+from streamconv.io.sinks.file import FileSink
 
 send = FileSink._send
 def slow_send(self, frame, meta):  # a slow disk: each image takes 50 ms to write

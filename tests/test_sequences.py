@@ -134,7 +134,7 @@ def test_a_missing_sequence_exits_4(cli, tmp_path):
 
 def test_a_sequence_or_pipe_checks_its_timeout_as_a_file_does(tmp_path):
     from streamconv.errors import FilterSpecError
-    from streamconv.io.demuxed import DemuxedSource
+    from streamconv.io.sources.demuxed import DemuxedSource
 
     for path in (str(tmp_path / "img%03d.png"), "pipe:0"):
         with pytest.raises(FilterSpecError, match="timeout must be 0 to"):
@@ -145,7 +145,7 @@ def test_a_sink_owns_no_frame_buffer_once_send_returns(tmp_path):
     # PNG's encoder works on frames in threads after send returns: the sink must have copied the
     # frame by then, or the pictures come out torn by the next frame written into the same buffer.
     from streamconv import FileSink
-    from streamconv.slots import FrameMeta
+    from streamconv.frames.slots import FrameMeta
 
     rng = np.random.default_rng(11)
     pictures = rng.integers(0, 256, (24, H, W, 3), dtype=np.uint8)

@@ -292,7 +292,7 @@ def test_a_second_signal_ends_a_batch_of_encoders_mid_frame(tmp_path):
 
 
 def test_x264_is_kept_quiet_unless_its_log_level_is_asked_for():
-    from streamconv.io.ffmpeglog import quiet_encoder_threads
+    from streamconv.io.ffmpeg.log import quiet_encoder_threads
 
     assert quiet_encoder_threads("libx264", {"crf": "20"}) == {"crf": "20", "x264-params": "log=1"}
     assert quiet_encoder_threads("libx264", {"x264-params": "keyint=30"})["x264-params"] == "keyint=30:log=1"

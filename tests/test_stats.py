@@ -1,6 +1,6 @@
 """RunStats in bounded memory: a live run records frames without end, so its timings must not
 grow with them, and the percentiles it reports must stay within the stated error of the exact
-ones (streamconv.stats.RELATIVE_ERROR), while short runs stay exact.
+ones (streamconv.run.stats.RELATIVE_ERROR), while short runs stay exact.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from streamconv.stats import PERCENTILES, RELATIVE_ERROR, SAMPLE_CAP, RunStats, StageTimes
-from streamconv.timeline import FrameTimeline
+from streamconv.run.stats import PERCENTILES, RELATIVE_ERROR, SAMPLE_CAP, RunStats, StageTimes
+from streamconv.run.timeline import FrameTimeline
 
 
 def _deep_size(times: StageTimes) -> int:

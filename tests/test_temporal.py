@@ -8,10 +8,10 @@ import pytest
 
 import streamconv
 from streamconv.errors import FilterSpecError, StreamconvError
-from streamconv.filters import FilterStage, parse_chain, parse_filter
-from streamconv.io.arrays import ArraySource
-from streamconv.io.sink import CallbackSink
-from streamconv.temporal_taps import validate_taps3d
+from streamconv.chain.filters import FilterStage, parse_chain, parse_filter
+from streamconv.io.sources.arrays import ArraySource
+from streamconv.io.sinks.sink import CallbackSink
+from streamconv.chain.temporal import validate_taps3d
 
 from oracle import exact_for, reference_clip
 
@@ -174,7 +174,7 @@ def drive(backend, clip: np.ndarray, ring: int, prepare=None) -> np.ndarray:
     ``prepare(backend, slots)`` runs once the slots exist (to poison them). Returns the outputs
     in order, each checked to carry its own frame's meta and counts at read (where a run's
     timeline marks drops and damage)."""
-    from streamconv.slots import FrameMeta, InFlight
+    from streamconv.frames.slots import FrameMeta, InFlight
 
     slots = backend.allocate_slots(clip.shape[1:], ring, dtype=clip.dtype)
     if prepare is not None:

@@ -8,7 +8,7 @@ import signal
 import av
 import numpy as np
 
-from streamconv.filters import parse_chain
+from streamconv.chain.filters import parse_chain
 
 from oracle import reference_clip
 from test_signals import Run

@@ -23,7 +23,7 @@ import pytest
 from clips import write_av_clip
 from streamconv.cli.parser import build_parser
 from streamconv.cli.run import check_run_args
-from streamconv.io.trim import Trim, parse_time, rescale
+from streamconv.io.sources.trim import Trim, parse_time, rescale
 from test_cli import assert_error
 from test_pipes import pipe_cli
 

@@ -17,14 +17,14 @@ import numpy as np
 import pytest
 
 import streamconv
-from streamconv import frames as frames_module
-from streamconv.backends.cpu import CpuBackend
+from streamconv.frames import checks as frames_module
+from streamconv.backends.cpu.backend import CpuBackend
 from streamconv.cli.options import pixel_limit as _pixel_limit
-from streamconv.io.encoder_check import check_encoder_options
+from streamconv.io.ffmpeg.encoder_check import check_encoder_options
 from streamconv.errors import FrameFormatError, InputError, OutputError
-from streamconv.frames import MAX_RING, available_memory, check_host_memory, check_slot_memory
-from streamconv.io.pattern import MAX_TEST_FPS, TestPattern, parse_test_spec
-from streamconv.io.yuv import YuvLayout
+from streamconv.frames.checks import MAX_RING, available_memory, check_host_memory, check_slot_memory
+from streamconv.io.sources.pattern import MAX_TEST_FPS, TestPattern, parse_test_spec
+from streamconv.frames.yuv import YuvLayout
 
 from test_cli import TINY, assert_error, assert_ok
 

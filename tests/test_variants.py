@@ -11,7 +11,7 @@ from streamconv.backends.families import integer_taps
 from streamconv.backends import plan as planning
 from streamconv.backends.families import textbook
 from streamconv.errors import FilterSpecError
-from streamconv.filters import FilterStage, parse_filter, validate_taps
+from streamconv.chain.filters import FilterStage, parse_filter, validate_taps
 
 from oracle import random_taps
 
@@ -190,7 +190,7 @@ def test_without_int8_tensor_cores_auto_keeps_to_the_fp32_kernels():
 
     from streamconv.backends.plan import plan_chain
     from streamconv.errors import FilterSpecError
-    from streamconv.filters import parse_chain
+    from streamconv.chain.filters import parse_chain
 
     rng = np.random.default_rng(5)
     big = ";".join(",".join(f"{v:.4f}" for v in row) for row in np.outer(rng.uniform(1, 2, 15), rng.uniform(1, 2, 15)))

@@ -14,9 +14,9 @@ import pytest
 
 from streamconv.errors import VirtualCameraError
 from streamconv.io.open import open_sink, writes_a_file
-from streamconv.io.pattern import parse_test_spec
-from streamconv.io.vcam import VirtualCameraSink, is_vcam_output, vcam_device
-from streamconv.slots import FrameMeta
+from streamconv.io.sources.pattern import parse_test_spec
+from streamconv.io.sinks.vcam import VirtualCameraSink, is_vcam_output, vcam_device
+from streamconv.frames.slots import FrameMeta
 
 COMMON = ("--filter", "identity", "--backend", "cpu", "--no-progress", "-q")
 

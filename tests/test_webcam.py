@@ -13,9 +13,9 @@ import pytest
 
 import streamconv
 from streamconv.errors import CameraError, CameraLostError, InputError
-from streamconv.io.camera import WebcamSource, is_webcam_spec, parse_webcam_spec
-from streamconv.io.filesink import FileSink
-from streamconv.io.sink import CallbackSink
+from streamconv.io.sources.camera import WebcamSource, is_webcam_spec, parse_webcam_spec
+from streamconv.io.sinks.file import FileSink
+from streamconv.io.sinks.sink import CallbackSink
 
 from conftest import REPO
 from fakecam import FAIL, REPEAT, SHAPE, FakeCameraFactory, FakeCapture, count_from, number_of

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 import streamconv
-from streamconv.backends.cpu import CpuBackend, convert_colour
-from streamconv.io.colour import ColourTags, frame_to_rgb
-from streamconv.filters import parse_chain
-from streamconv.io.sink import CallbackSink, NullSink
-from streamconv.io.yuv import YuvLayout, conversion_coefficients, rgb_to_yuv, yuv_to_rgb
+from streamconv.backends.cpu.backend import CpuBackend, convert_colour
+from streamconv.frames.colour import ColourTags, frame_to_rgb
+from streamconv.chain.filters import parse_chain
+from streamconv.io.sinks.sink import CallbackSink, NullSink
+from streamconv.frames.yuv import YuvLayout, conversion_coefficients, rgb_to_yuv, yuv_to_rgb
 
 from clips import write_clip
 

@@ -9,16 +9,16 @@ from __future__ import annotations
 import logging
 from typing import Sequence
 
-from ..borders import DEFAULT_BORDER
-from ..cuda_device import cuda_status
+from ..frames.borders import DEFAULT_BORDER
+from ..gpu.device import cuda_status
 from ..errors import BackendUnavailableError, FilterSpecError
-from ..filters import FilterStage
-from .cpu import CpuBackend
-from .cuda import CudaBackend
+from ..chain.filters import FilterStage
+from .cpu.backend import CpuBackend
+from .cuda.backend import CudaBackend
 from .plan import AUTO, ChainPlan, check_kernel, plan_chain
 from .protocol import Backend
-from .temporal_cpu import TemporalCpuBackend
-from .temporal_cuda import TemporalCudaBackend
+from .cpu.temporal import TemporalCpuBackend
+from .cuda.temporal import TemporalCudaBackend
 
 log = logging.getLogger(__name__)
 

@@ -20,9 +20,9 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from ..errors import FilterSpecError
-from ..filters import FilterStage
-from .. import kernel_loader
-from ..resample import chain_shapes
+from ..chain.filters import FilterStage
+from ..gpu import loader as kernel_loader
+from ..chain.resample import chain_shapes
 from .families import register_blocked, resample, separable, temporal, tensor_core, textbook
 from .families.base import KernelPlan, StagePlan
 

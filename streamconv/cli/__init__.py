@@ -15,13 +15,13 @@ import logging
 import sys
 from typing import Sequence
 
-import cv2  # noqa: F401 - first, before any module imports av (streamconv.io.display.check_import_order)
+import cv2  # noqa: F401 - first, before any module imports av (streamconv.io.sinks.display.check_import_order)
 
 from ..errors import EXIT_INTERRUPTED, StreamconvError
-from ..filters import describe_registry
+from ..chain.filters import describe_registry
 from ..gst import plugin_path
 from ..interrupts import SignalGuard
-from ..presets import list_presets, load_preset
+from ..chain.presets import list_presets, load_preset
 from .batch import check_batch_args, cmd_batch
 from .bench import cmd_bench
 from .info import cmd_info

@@ -1,14 +1,14 @@
-"""``streamconv batch``: many inputs into a folder through :class:`streamconv.batch.Batch`; a summary and the exit code."""
+"""``streamconv batch``: many inputs into a folder through :class:`streamconv.jobs.batch.Batch`; a summary and the exit code."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from ..batch import Batch
-from ..batch_inputs import ext_refusal, ray_refusal, segments_refusal
-from ..manifest import frames_written, status_counts
-from ..io.formats import is_pipe
+from ..jobs.batch import Batch
+from ..jobs.inputs import ext_refusal, ray_refusal, segments_refusal
+from ..jobs.manifest import frames_written, status_counts
+from ..io.ffmpeg.formats import is_pipe
 from .messages import brief
 from .options import refuse_empty
 from .run import _run_chain, encoder_names, encoder_options

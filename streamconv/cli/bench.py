@@ -7,13 +7,13 @@ import json
 import logging
 import sys
 
-from .. import bench, bench_scale, bench_temporal, benchplot
+from ..bench import kernels as bench, scale as bench_scale, temporal as bench_temporal, chart as benchplot
 from ..backends import resolve_backend
 from ..backends.plan import DEEP_KERNEL_CHOICES, KERNEL_CHOICES
-from ..borders import BORDER_MODES, DEFAULT_BORDER
+from ..frames.borders import BORDER_MODES, DEFAULT_BORDER
 from .options import argument_type, non_negative_int
 from ..errors import FilterSpecError, StreamError
-from ..publish import check_output_path, write_atomically
+from ..files.publish import check_output_path, write_atomically
 
 log = logging.getLogger("streamconv")
 

@@ -10,15 +10,16 @@ import platform
 import shutil
 import sys
 
-import cv2  # (before av: see streamconv.io.display.check_import_order)
+import cv2  # (before av: see streamconv.io.sinks.display.check_import_order)
 import av
 import numpy
 
-from .. import __version__, cuda_setup, kernel_cache, kernel_loader, nvrtc, prebuilt
+from .. import __version__
+from ..gpu import setup as cuda_setup, cache as kernel_cache, loader as kernel_loader, nvrtc, prebuilt
 from ..backends import cuda_status
 from ..gpu import binding
-from ..io.encoder_check import hardware_encoders
-from ..io.nvdec_caps import NvdecUnsupported, decoder_table, nvdec_module
+from ..io.ffmpeg.encoder_check import hardware_encoders
+from ..io.sources.nvdec.caps import NvdecUnsupported, decoder_table, nvdec_module
 
 PACKAGES = {"cuda-core": ("cuda-core", "cuda-bindings"), "pycuda": ("pycuda",)}
 """The packages each binding runs on, whose versions info shows."""

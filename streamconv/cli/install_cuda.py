@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .. import cuda_setup
+from ..gpu import setup as cuda_setup
 from ..errors import BackendUnavailableError
 from .messages import say_error
 
@@ -31,7 +31,7 @@ def take_pip_args(args: argparse.Namespace, extra: list[str]) -> None:
 
 
 def cmd_install_cuda(args: argparse.Namespace) -> int:
-    """Run :func:`streamconv.cuda_setup.install`; exit 7 (backend unavailable) if a step fails."""
+    """Run :func:`streamconv.gpu.setup.install`; exit 7 (backend unavailable) if a step fails."""
     try:
         cuda_setup.install(list(args.pip_args))
     except (RuntimeError, FileNotFoundError) as exc:

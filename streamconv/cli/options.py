@@ -7,12 +7,12 @@ import argparse
 import math
 import re
 
-import cv2  # noqa: F401  (before av: see streamconv.io.display.check_import_order)
+import cv2  # noqa: F401  (before av: see streamconv.io.sinks.display.check_import_order)
 import av
 
-from ..filters import REGISTRY
-from ..frames import MAX_RING
-from ..io.container import MAX_TIMEOUT
+from ..chain.filters import REGISTRY
+from ..frames.checks import MAX_RING
+from ..io.ffmpeg.container import MAX_TIMEOUT
 
 
 def non_negative_int(text: str) -> int:
@@ -140,7 +140,7 @@ def pixel_format(text: str) -> str:
 
 OWN_FILES_MUXERS = {"image2", "rtsp"}
 """Muxers that open their own files (FFmpeg's AVFMT_NOFILE) which streamconv writes through:
-image sequences (streamconv.io.sequence) and RTSP (streamconv.io.netsink)."""
+image sequences (streamconv.io.sinks.sequence) and RTSP (streamconv.io.sinks.network)."""
 
 
 def container_format(mode: str):

@@ -8,26 +8,26 @@ import os
 import sys
 from pathlib import Path
 
-from ..borders import DEFAULT_BORDER
-from ..io.display import DisplaySink, check_display
+from ..frames.borders import DEFAULT_BORDER
+from ..io.sinks.display import DisplaySink, check_display
 from ..errors import StreamError, run_exit_code
-from ..filters import FilterStage, parse_chain
-from ..io.live import RealtimeSource
+from ..chain.filters import FilterStage, parse_chain
+from ..io.sources.live import RealtimeSource
 from ..backends import resolve_backend
-from ..pipeline import Pipeline, choose_decoder
-from ..presets import list_presets, load_preset
-from ..resample import chain_shapes
-from ..progressfile import ProgressFile, check_progress_target
-from ..publish import check_output_path, without_file_scheme
-from ..io.demuxed import is_demuxed_spec
-from ..io.formats import is_pipe, is_sequence, pipe_url
-from ..io.netsink import is_network_output
-from ..io.targets import check_target
+from ..run.pipeline import Pipeline, choose_decoder
+from ..chain.presets import list_presets, load_preset
+from ..chain.resample import chain_shapes
+from ..run.progressfile import ProgressFile, check_progress_target
+from ..files.publish import check_output_path, without_file_scheme
+from ..io.sources.demuxed import is_demuxed_spec
+from ..io.ffmpeg.formats import is_pipe, is_sequence, pipe_url
+from ..io.sinks.network import is_network_output
+from ..io.sinks.targets import check_target
 from ..io.open import open_sink, open_source, writes_a_file
-from ..io.sink import FanoutSink, Sink
-from ..io.pattern import is_test_spec
-from ..io.source import Source
-from ..io.camera import is_webcam_spec
+from ..io.sinks.sink import FanoutSink, Sink
+from ..io.sources.pattern import is_test_spec
+from ..io.sources.source import Source
+from ..io.sources.camera import is_webcam_spec
 from .options import refuse_empty
 from .report import check_report_args, run_context, write_run_report
 from .several import check_several_sources, run_several

@@ -1,18 +1,18 @@
 """``streamconv run --segments N``: one file cut at keyframes, filtered in N pieces at once and
-joined (see :mod:`streamconv.segments`); its usage checks and its command."""
+joined (see :mod:`streamconv.jobs.segments`); its usage checks and its command."""
 
 from __future__ import annotations
 
 import argparse
 
 from ..errors import run_exit_code
-from ..io.camera import is_webcam_spec
-from ..io.demuxed import is_demuxed_spec
-from ..io.formats import is_image_output, is_pipe
-from ..io.netsink import is_network_output
-from ..io.pattern import is_test_spec
-from ..io.vcam import is_vcam_output
-from ..segments import run_segments, segment_decoder
+from ..io.sources.camera import is_webcam_spec
+from ..io.sources.demuxed import is_demuxed_spec
+from ..io.ffmpeg.formats import is_image_output, is_pipe
+from ..io.sinks.network import is_network_output
+from ..io.sources.pattern import is_test_spec
+from ..io.sinks.vcam import is_vcam_output
+from ..jobs.segments import run_segments, segment_decoder
 from .run import _check_run_outputs, _report, _run_chain, encoder_options
 
 # The options a segmented run cannot honour, and why not in a word.

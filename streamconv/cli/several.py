@@ -21,12 +21,12 @@ import sys
 from typing import Callable
 
 from ..errors import StreamconvError
-from ..io.camera import is_webcam_spec
+from ..io.sources.camera import is_webcam_spec
 from ..io.open import writes_a_file
-from ..io.targets import check_target
-from ..multi import PLACEHOLDER, MultiResult, output_for, run_tiled
-from ..pipeline import Pipeline
-from ..publish import ProtectedFiles, check_output_path, protected_files, write_atomically
+from ..io.sinks.targets import check_target
+from ..jobs.several import PLACEHOLDER, MultiResult, output_for, run_tiled
+from ..run.pipeline import Pipeline
+from ..files.publish import ProtectedFiles, check_output_path, protected_files, write_atomically
 from .messages import brief, say_error
 from .report import run_context, write_run_report
 
@@ -60,12 +60,12 @@ def check_several_sources(parser: argparse.ArgumentParser, args: argparse.Namesp
 def run_several(args: argparse.Namespace, build: Callable[[argparse.Namespace], Pipeline],
                 cycle: list) -> int:
     """Run every SOURCE at once, each through ``build(its own args)``, tiled in one window with
-    --display; report each, and return the worst exit code (see :class:`streamconv.multi.MultiResult`)."""
+    --display; report each, and return the worst exit code (see :class:`streamconv.jobs.several.MultiResult`)."""
     outputs = [output_for(args.output, n) for n in range(len(args.sources))]
     _check_outputs(args, outputs)
     wall = None
     if args.display:
-        from ..io.tiles import TileWall  # OpenCV's GUI only when a window is asked for
+        from ..io.sinks.tiles import TileWall  # OpenCV's GUI only when a window is asked for
         wall = TileWall(title=f"streamconv: {len(args.sources)} sources", overlay=not args.no_overlay,
                         filter_cycle=cycle)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from ..io.camera import is_webcam_spec
-from ..io.pattern import is_test_spec
-from ..io.trim import Trim, parse_time
+from ..io.sources.camera import is_webcam_spec
+from ..io.sources.pattern import is_test_spec
+from ..io.sources.trim import Trim, parse_time
 from .options import argument_type
 
 _TIME = argument_type(parse_time)

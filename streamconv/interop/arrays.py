@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FrameDeviceError, FrameFormatError, FrameTypeError
-from ..frames import CHANNEL_COUNTS, FRAME_DTYPES, as_hwc
+from ..frames.checks import CHANNEL_COUNTS, FRAME_DTYPES, as_hwc
 from ..gpu import dlpack
 from .raw import RawDeviceArray, offers_cuda_array_interface, raw_device_array
 
@@ -57,7 +57,7 @@ class DeviceView:
 
 
 def as_frame(frame: Any, *, what: str = "frame") -> np.ndarray | DeviceView:
-    """``frame`` as a host (H, W, C) NumPy view (see :func:`streamconv.frames.as_hwc`) or a DeviceView.
+    """``frame`` as a host (H, W, C) NumPy view (see :func:`streamconv.frames.checks.as_hwc`) or a DeviceView.
 
     Raises:
         FrameTypeError: not an array of a known kind, or neither uint8 nor uint16.

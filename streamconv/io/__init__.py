@@ -17,5 +17,5 @@ sink), :mod:`.colour` and :mod:`.yuv` (colour tags and conversion, YUV planes in
 :mod:`.damage` and :mod:`.ffmpeglog` (judging and counting input damage), and
 :mod:`.encoder_check` (encoder settings checked before a run).
 
-Nothing is imported here: ``import streamconv.io.yuv`` loads only what that module needs.
+Nothing is imported here: ``import streamconv.frames.yuv`` loads only what that module needs.
 """

@@ -1,11 +1,11 @@
 """Opening sources and sinks by name: ``open_source(spec)`` and ``open_sink(output, like=source)``.
 
 The dispatchers of the SOURCE and ``-o`` arguments: a spec names the test pattern
-(streamconv.io.pattern), a camera (streamconv.io.camera), standard input, raw video or an image
-sequence (streamconv.io.demuxed), or else a file or stream (streamconv.io.file, reopened on drops
-by streamconv.io.reconnect); an output is discarded (null), encoded to a file, a pipe or an image
-sequence (streamconv.io.filesink), sent to a network URL (streamconv.io.netsink), or shown on a
-virtual camera (streamconv.io.vcam). They import every concrete source and sink; none of those
+(streamconv.io.sources.pattern), a camera (streamconv.io.sources.camera), standard input, raw video or an image
+sequence (streamconv.io.sources.demuxed), or else a file or stream (streamconv.io.sources.file, reopened on drops
+by streamconv.io.sources.reconnect); an output is discarded (null), encoded to a file, a pipe or an image
+sequence (streamconv.io.sinks.file), sent to a network URL (streamconv.io.sinks.network), or shown on a
+virtual camera (streamconv.io.sinks.vcam). They import every concrete source and sink; none of those
 imports this module.
 """
 
@@ -17,22 +17,22 @@ from pathlib import Path
 
 import numpy as np
 
-from ..arguments import check_flag, check_options, check_path, keywords_of
+from ..frames.arguments import check_flag, check_options, check_path, keywords_of
 from ..errors import FilterSpecError, InputError, OutputError
-from ..publish import without_file_scheme
-from .camera import WebcamSource, is_webcam_spec, open_webcam
-from .demuxed import DemuxedSource, is_demuxed_spec
-from .file import FileSource
-from .filesink import FileSink
-from .netsink import NetworkSink, is_network_output
-from .nvdec import NvdecSource
-from .nvdec_caps import DECODERS, NvdecMissing, NvdecUnsupported
-from .pattern import is_test_spec, parse_test_spec
-from .reconnect import RECONNECT_WINDOW, ReconnectingSource
-from .sink import CallbackSink, FanoutSink, NullSink, Sink
-from .source import Source
-from .trim import Trim, open_trimmed
-from .vcam import VirtualCameraSink, is_vcam_output, vcam_device
+from ..files.publish import without_file_scheme
+from .sources.camera import WebcamSource, is_webcam_spec, open_webcam
+from .sources.demuxed import DemuxedSource, is_demuxed_spec
+from .sources.file import FileSource
+from .sinks.file import FileSink
+from .sinks.network import NetworkSink, is_network_output
+from .sources.nvdec.source import NvdecSource
+from .sources.nvdec.caps import DECODERS, NvdecMissing, NvdecUnsupported
+from .sources.pattern import is_test_spec, parse_test_spec
+from .sources.reconnect import RECONNECT_WINDOW, ReconnectingSource
+from .sinks.sink import CallbackSink, FanoutSink, NullSink, Sink
+from .sources.source import Source
+from .sources.trim import Trim, open_trimmed
+from .sinks.vcam import VirtualCameraSink, is_vcam_output, vcam_device
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +50,13 @@ def open_source(spec: str | Path | Source, *, decoder: str = "cpu", device: int 
     Args:
         spec: the SOURCE argument of ``streamconv run``, or a Source (returned as is).
         decoder: for a file or stream: ``"cpu"`` (libavcodec), ``"nvdec"`` (the GPU's hardware
-            decoder, frames left in device memory: :class:`streamconv.io.nvdec.NvdecSource`), or
+            decoder, frames left in device memory: :class:`streamconv.io.sources.nvdec.source.NvdecSource`), or
             ``"auto"``: NVDEC if it can take the stream, else the CPU with a notice (also from a
             mid-stream change NVDEC cannot take on).
         device: the CUDA device NVDEC decodes on.
         reconnect: for a file or stream (a URL): reopen it whenever it stalls (``timeout``) or
             ends, with a growing pause, for up to ``reconnect_timeout`` seconds after each loss
-            (None or 0: no limit); see :class:`streamconv.io.reconnect.ReconnectingSource`.
+            (None or 0: no limit); see :class:`streamconv.io.sources.reconnect.ReconnectingSource`.
         options: keyword options passed to FileSource (``video_stream``, ``threads``, ``depth``,
             ``copy_streams``, ``max_pixels``, ``timeout``, ``hwaccel``, ``input_options``:
             FFmpeg's options of the demuxer and protocol), for DemuxedSource also ``format`` (the
@@ -108,7 +108,7 @@ def _open_trimmed(text: str, trim: Trim, decoder: str, reconnect: bool, options:
         NvdecUnsupported: (exit 7) NVDEC asked for: a cut decodes on the CPU.
     """
     if not isinstance(trim, Trim):
-        raise InputError(f"trim must be a streamconv.io.trim.Trim, got {type(trim).__name__}")
+        raise InputError(f"trim must be a streamconv.io.sources.trim.Trim, got {type(trim).__name__}")
     if is_test_spec(text) or is_webcam_spec(text) or reconnect:
         raise InputError(f"a cut ({trim.describe()}) is of a file or stream read once, not of "
                          f"{'a reconnecting input' if reconnect else text}")
@@ -158,7 +158,7 @@ def check_sink(output: object, options: object, *,
     options (``names``: what the caller calls both) that no file or network output takes, or
     an ``overwrite`` that is no bool (a string "no" replaced a file): OutputError naming them.
     The other options' values are checked where the sink uses them, as it opens (the encoder's by
-    :mod:`streamconv.io.encoder_check`, the file's by :func:`streamconv.io.targets.open_target`).
+    :mod:`streamconv.io.ffmpeg.encoder_check`, the file's by :func:`streamconv.io.sinks.targets.open_target`).
 
     Returns:
         The options, as a new dict.

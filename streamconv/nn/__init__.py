@@ -20,8 +20,8 @@ The float64 references (``conv2d_reference`` ...) are the oracle the tests and b
 A layer also runs over video frames, as the ``bank`` filter: :mod:`streamconv.nn.layer` reads
 its weights and runs it on the CPU, :mod:`streamconv.nn.gpu_layer` on the GPU (the CUDA backend
 hands it device pointers and a stream). nn imports no module of :mod:`streamconv.backends`:
-whether CUDA is usable comes from :mod:`streamconv.cuda_device`, compiled kernels from
-:mod:`streamconv.kernel_loader`.
+whether CUDA is usable comes from :mod:`streamconv.gpu.device`, compiled kernels from
+:mod:`streamconv.gpu.loader`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..cuda_device import cuda_status
+from ..gpu.device import cuda_status
 from ..errors import BackendUnavailableError, FilterSpecError, ShapeError
 from ..interop.device_frame import wrap_device_array
 from ..interop.raw import is_device_array, raw_device_array

@@ -14,10 +14,10 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ..cuda_device import cuda_status, load_binding
+from ..gpu.device import cuda_status, load_binding
 from ..errors import BackendUnavailableError, ShapeError
 from ..gpu.binding import Binding, Context, Kernel
-from ..kernel_loader import load_module
+from ..gpu.loader import load_module
 from .shapes import ConvShape
 
 log = logging.getLogger(__name__)

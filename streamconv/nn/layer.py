@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import FilterSpecError, FrameFormatError, FrameTypeError
-from ..tapfiles import MAX_ABS_TAP, load_npy
+from ..files.tapfiles import MAX_ABS_TAP, load_npy
 from .cpu import conv2d_cpu, max_pool2d_cpu
 from .shapes import MAX_KERNEL, conv2d_shape
 

@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ...filters import FilterStage
+from ...chain.filters import FilterStage
 from .base import KernelPlan, StagePlan, flat_taps
 
 VARIANTS = ("register-blocked",)

@@ -10,7 +10,7 @@ stay on sepconv.cu, whose output is then byte-identical to the 2D one. Other tap
 from __future__ import annotations
 
 from ...errors import FilterSpecError
-from ...filters import FilterStage
+from ...chain.filters import FilterStage
 from . import separable_tc
 from .rank1 import SeparableTaps, factor_separable
 from .base import KernelPlan, StagePlan, base_defines, cdiv

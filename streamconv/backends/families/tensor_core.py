@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import FilterSpecError
-from ...filters import FilterStage
+from ...chain.filters import FilterStage
 from . import integer_taps, planar_taps
 from .base import KernelPlan, StagePlan, base_defines, cdiv
 

@@ -9,7 +9,7 @@ compiled module serves all five.
 
 from __future__ import annotations
 
-from ...filters import FilterStage
+from ...chain.filters import FilterStage
 from .base import KernelPlan, StagePlan, base_defines, cdiv, flat_taps
 
 ENTRIES = {"cached-halo": "conv2d_cached", "tiled": "conv2d_tiled", "coarsened": "conv2d_coarsened",

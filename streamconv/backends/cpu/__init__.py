@@ -1,0 +1,1 @@
+"""The CPU backend: NumPy and OpenCV, the reference the GPU is held to."""

@@ -1,0 +1,430 @@
+"""The CPU reference backend: NumPy/OpenCV, float32 accumulation, the test oracle for every other backend.
+
+Semantics (DESIGN.md): correlation with the same taps on every channel, the border as
+:func:`streamconv.frames.borders.pad_frame` pads it, float32 accumulation, round half to even,
+saturation to 0..255 (uint8 frames) or 0..65535 (uint16 frames). A bank (``edge``) is
+sqrt(gx^2 + gy^2).
+
+The output is defined by the straightforward computation: pad the frame to float32,
+``cv2.filter2D`` it (area <= 49) or add up ``cv2.filter2D`` of its 1 x K rows in row order
+(larger kernels: filter2D turns to an inexact DFT from area 50 on some builds), then
+``np.rint`` and ``np.clip``. Each faster path below gives the same bytes, for one of
+two reasons:
+
+- It runs the same float32 operations on the same values. OpenCV's float32 filter
+  rounds alike wherever the same padded row width is filtered: its SIMD part uses FMA
+  and the scalar end of each row does not, so the width is kept, but the rows are
+  independent, and a band of rows gives what the whole frame gives on those rows.
+- Its arithmetic cannot round (exact taps, :func:`_is_exact`), so neither the order
+  of the additions nor FMA can change a sum.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Sequence
+
+import cv2
+import numpy as np
+
+from ...frames.borders import CV_BORDERS, DEFAULT_BORDER, check_border, pad_frame
+from ...chain.filters import COMBINE_MAGNITUDE, FilterStage, check_sample_type
+from ...frames.checks import as_hwc, check_same_frame, sample_maximum
+from ...nn.layer import layer_cpu
+from ...chain.resample import chain_shapes
+from ...frames.slots import Slot, output_planes
+from .resample import geometry_into
+from ..protocol import Backend
+from ...frames.yuv import YuvLayout, planes_to_rgb, rgb_to_planes
+
+# cv2.filter2D switches to a DFT (inexact) once the kernel area reaches 50 on some builds;
+# larger kernels are summed from 1 x K rows, each well under that.
+_DIRECT_MAX_AREA = 49
+
+# float32 holds every multiple of 1/256 up to 2^16 in magnitude exactly.
+_EXACT_LIMIT = 1 << 16
+
+# cv2's float -> uint8 conversion rounds half to even (cvRound) and saturates, but passes
+# through int32 (2^31 and beyond would come out as 0): used only below this bound.
+_CV_ROUND_LIMIT = float(1 << 30)
+
+# Rows per band of the float32 path: small enough that a band's buffers stay in cache,
+# large enough that the Python calls per band do not matter.
+_BAND_ROWS = 64
+
+_pool: tuple[int, ThreadPoolExecutor] | None = None  # (pid that made it, pool)
+_pool_lock = threading.Lock()
+
+
+def _run_bands(function, starts: Sequence[int]) -> None:
+    """Call ``function(start)`` for each band, on a shared pool of as many threads as OpenCV uses.
+
+    OpenCV and NumPy release the GIL, so the bands run in parallel (OpenCV's own threads
+    split a single filter call only on frames of about a megapixel and more).
+    """
+    global _pool
+    threads = cv2.getNumThreads()
+    if len(starts) == 1 or threads <= 1:
+        for start in starts:
+            function(start)
+        return
+    with _pool_lock:
+        if _pool is None or _pool[0] != os.getpid():  # a forked child has none of the threads
+            _pool = (os.getpid(), ThreadPoolExecutor(threads, thread_name_prefix="streamconv-cpu"))
+    for _ in _pool[1].map(function, starts):
+        pass
+
+
+def _is_exact(taps: np.ndarray, maximum: int = 255) -> bool:
+    """Every tap a multiple of 1/256 and maximum * sum|taps| <= 2^16: then every product and every
+    partial sum over samples up to ``maximum``, in any order, is a multiple of 1/256 within 2^16,
+    exact in float32."""
+    scaled = taps.astype(np.float64) * 256
+    return bool(np.array_equal(scaled, np.round(scaled)) and maximum * np.abs(taps).sum() <= _EXACT_LIMIT)
+
+
+def _first_equal_rows(taps: np.ndarray) -> tuple[int, ...]:
+    """For each row of ``taps``, the first row it can share a filter pass with, else itself.
+
+    A row that occurs three times or more (a box kernel, zero rows) is filtered once, over
+    the padded rows all its uses read. A row that occurs twice (a symmetric kernel) is not:
+    the shared pass would grow by the distance between the two and be kept in memory that
+    long, for about no gain (measured on a Gaussian 31x31).
+    """
+    rows = [bytes(row) for row in taps]
+    return tuple(rows.index(row) if rows.count(row) >= 3 else number for number, row in enumerate(rows))
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """How one stage runs, decided once per stage.
+
+    Attributes:
+        dtype: the frames' sample type, uint8 or uint16.
+        table: for 1 x 1 taps, the whole stage as a table of every sample value (256 or 65536
+            entries of ``dtype``), computed with the reference's own float32 operations (so
+            equal by construction); else None.
+        identity: ``table`` maps every value to itself (a copy is enough).
+        direct: a single exact tap matrix of area <= 49: ``cv2.filter2D`` from the frame's
+            depth straight to it with OpenCV's border; it rounds half to even and saturates like
+            ``np.rint`` and ``np.clip``, and exact sums leave nothing to round differently.
+        cv_round: |result| < 2^30, so ``cv2.add(acc, 0.0, dtype=CV_8U or CV_16U)`` rounds and
+            saturates.
+        first_rows: per tap matrix of area > 49, ``_first_equal_rows`` (rows filtered together).
+    """
+
+    dtype: np.dtype
+    table: np.ndarray | None
+    identity: bool
+    direct: bool
+    cv_round: bool
+    first_rows: tuple[tuple[int, ...], ...]
+
+
+def _round_numpy(dst: np.ndarray, acc: np.ndarray) -> None:
+    """dst = clip(rint(acc), 0, max of dst's dtype): the reference rounding, for any magnitude
+    (acc is overwritten)."""
+    np.rint(acc, out=acc)
+    np.clip(acc, 0, sample_maximum(dst.dtype), out=acc)
+    np.copyto(dst, acc, casting="unsafe")
+
+
+def _magnitude_numpy(gx: np.ndarray, gy: np.ndarray) -> np.ndarray:
+    """sqrt(gx*gx + gy*gy) in float32, rounded as the reference rounds it; overwrites both, returns gx."""
+    np.multiply(gx, gx, out=gx)
+    np.multiply(gy, gy, out=gy)
+    np.add(gx, gy, out=gx)
+    return np.sqrt(gx, out=gx)
+
+
+def make_plan(stage: FilterStage, dtype=np.uint8) -> StagePlan:
+    """Decide how ``stage`` runs on frames of ``dtype`` (uint8 or uint16; see :class:`StagePlan`)."""
+    dtype = np.dtype(dtype)
+    maximum = sample_maximum(dtype)
+    taps = stage.taps
+    magnitude = stage.combine == COMBINE_MAGNITUDE
+    reach = maximum * sum(float(np.abs(t).sum()) for t in taps)  # bounds |sum| and the magnitude
+    table = None
+    if stage.size == 1:
+        values = np.arange(maximum + 1, dtype=np.float32)
+        sums = [values * np.float32(t[0, 0]) for t in taps]
+        acc = _magnitude_numpy(*sums) if magnitude else sums[0]
+        table = np.empty(maximum + 1, dtype)
+        _round_numpy(table, acc)
+    exact = all(_is_exact(t, maximum) for t in taps)
+    large = stage.size ** 2 > _DIRECT_MAX_AREA
+    return StagePlan(
+        dtype=dtype,
+        table=table,
+        identity=table is not None and np.array_equal(table, np.arange(maximum + 1)),
+        direct=exact and not magnitude and not large,
+        cv_round=reach < _CV_ROUND_LIMIT,
+        first_rows=tuple(_first_equal_rows(t) for t in taps) if large else (),
+    )
+
+
+class _Scratch(threading.local):
+    """Per-thread buffers kept between calls, one per name; a request for fewer rows gets a view."""
+
+    def get(self, name: str, shape: tuple[int, ...], dtype=np.float32) -> np.ndarray:
+        array = self.__dict__.get(name)
+        if array is None or array.shape[1:] != shape[1:] or array.shape[0] < shape[0] or array.dtype != dtype:
+            array = self.__dict__[name] = np.empty(shape, dtype)
+        return array[:shape[0]]
+
+
+def _plane(array: np.ndarray) -> np.ndarray:
+    """OpenCV's view of an (H, W, C) array: (H, W) for one channel, else the array."""
+    return array[:, :, 0] if array.shape[2] == 1 else array
+
+
+def _into(dst: np.ndarray, result: np.ndarray) -> None:
+    """OpenCV writes into ``dst=`` when it can, else returns a new array: copy that one."""
+    if result is not dst:
+        np.copyto(dst, result.reshape(dst.shape))
+
+
+_CV_DEPTHS = {np.dtype(np.uint8): cv2.CV_8U, np.dtype(np.uint16): cv2.CV_16U, np.dtype(np.float32): cv2.CV_32F}
+
+
+def _filter_into(dst: np.ndarray, src: np.ndarray, taps: np.ndarray,
+                 border: int = cv2.BORDER_CONSTANT) -> None:
+    """dst = cv2.filter2D(src, taps) for (H, W, C) arrays, in dst's depth."""
+    depth = _CV_DEPTHS[dst.dtype]
+    plane = _plane(dst)
+    _into(plane, cv2.filter2D(_plane(src), depth, taps, dst=plane, borderType=border))
+
+
+def correlate(padded: np.ndarray, taps: np.ndarray, height: int, width: int, *,
+              first_rows: Sequence[int] | None = None, scratch: _Scratch | None = None,
+              name: str = "sum") -> np.ndarray:
+    """Valid-mode correlation of a padded frame with one tap matrix, in float32.
+
+    Args:
+        padded: (H + 2R, W + 2R, C) float32 host array.
+        taps: (K, K) float32 host array, K = 2R + 1.
+        height, width: H and W of the result.
+        first_rows: ``_first_equal_rows(taps)`` (kernels of area > 49), computed if not given.
+        scratch, name: where the result and work buffers live (new arrays if no scratch).
+
+    Returns:
+        (H, W, C) float32 host array of unrounded sums, a view into ``scratch``.
+    """
+    scratch = scratch or _Scratch()
+    size = taps.shape[0]
+    radius = size // 2
+    if size == 1:
+        return np.multiply(padded, np.float32(taps[0, 0]), out=scratch.get(name, padded.shape))
+    if size * size <= _DIRECT_MAX_AREA:
+        full = scratch.get(name, padded.shape)
+        _filter_into(full, padded, taps)
+        return full[radius:radius + height, radius:radius + width]
+    # The reference adds the 1 x K row correlations in row order (those float32 additions are
+    # part of its rounding) and so does this; rows that share a pass (``_first_equal_rows``)
+    # are filtered once over the padded rows they all read, and sliced for each.
+    first_rows = first_rows or _first_equal_rows(taps)
+    last_use = {first: row for row, first in enumerate(first_rows)}
+    result = scratch.get(name, (height, width, padded.shape[2]))
+    filtered: dict[int, np.ndarray] = {}  # first row -> its taps over padded rows first..last_use + H
+    for row, first in enumerate(first_rows):
+        if first == row:
+            shared = last_use[row] > row
+            filtered[row] = scratch.get(f"{name}.row{row}" if shared else f"{name}.row",
+                                        (last_use[row] - row + height,) + padded.shape[1:])
+            _filter_into(filtered[row], padded[row:last_use[row] + height], taps[row:row + 1])
+        line = filtered[first][row - first:row - first + height, radius:radius + width]
+        if row == 0:
+            np.copyto(result, line)
+        else:
+            np.add(result, line, out=result)
+    return result
+
+
+def _float_band(dst: np.ndarray, padded: np.ndarray, stage: FilterStage, plan: StagePlan,
+                start: int, stop: int, scratch: _Scratch) -> None:
+    """Rows start..stop of one stage the reference's way: float32 sums of the padded frame, rounded."""
+    radius = stage.radius
+    height = stop - start
+    width = dst.shape[1]
+    band = scratch.get("band", (height + 2 * radius,) + padded.shape[1:])
+    np.copyto(band, padded[start:stop + 2 * radius])  # uint8 or uint16 -> float32, exact
+    sums = [correlate(band, taps, height, width, scratch=scratch, name=f"sum{i}",
+                      first_rows=plan.first_rows[i] if plan.first_rows else None)
+            for i, taps in enumerate(stage.taps)]
+    # Not cv2.magnitude: its square root is not correctly rounded (sqrt(49) = 7.0000005).
+    acc = _magnitude_numpy(*sums) if stage.combine == COMBINE_MAGNITUDE else sums[0]
+    out = dst[start:stop]
+    # cv2.add takes a 1 x 1 array (a 1-pixel frame, a 1-wide row) for a Scalar: NumPy rounds it.
+    if plan.cv_round and _plane(acc).shape != (1, 1):
+        # saturate_cast<uchar or ushort>(x + 0.0): cvRound (half to even), then clamped.
+        _into(_plane(out), cv2.add(_plane(acc), 0.0, dst=_plane(out), dtype=_CV_DEPTHS[out.dtype]))
+    else:
+        _round_numpy(out, acc)
+
+
+def apply_filter_into(dst: np.ndarray, src: np.ndarray, stage: FilterStage, border: str,
+                      plan: StagePlan | None = None, scratch: _Scratch | None = None) -> None:
+    """Run one filter stage on the CPU: dst = round(correlate(src)), saturated to src's dtype.
+
+    Args:
+        dst: (H, W, C) uint8 or uint16 host array, written.
+        src: (H, W, C) host array of dst's dtype, read; may not alias dst.
+        stage: the filter (single taps or a magnitude bank).
+        border: one of streamconv.frames.borders.BORDER_MODES.
+        plan: ``make_plan(stage, src.dtype)``, made here if not given.
+        scratch: buffers kept between calls, made here if not given.
+    """
+    plan = plan or make_plan(stage, src.dtype)
+    scratch = scratch or _Scratch()
+    if plan.identity:
+        np.copyto(dst, src)
+    elif plan.table is not None and plan.dtype == np.uint8:
+        _into(_plane(dst), cv2.LUT(_plane(src), plan.table, dst=_plane(dst)))
+    elif plan.table is not None:
+        np.take(plan.table, src, out=dst)  # cv2.LUT takes 8-bit input only
+    elif plan.direct:
+        _filter_into(dst, src, stage.taps[0], CV_BORDERS[border])
+    else:
+        # Pad once in uint8; bands of rows then run on the pool, each converting its own rows to
+        # float32 and finishing them while they are in cache.
+        padded = pad_frame(src, stage.radius, border, dtype=src.dtype)
+        height = src.shape[0]
+
+        def band(start: int) -> None:
+            _float_band(dst, padded, stage, plan, start, min(start + _BAND_ROWS, height), scratch)
+
+        _run_bands(band, range(0, height, _BAND_ROWS))
+
+
+def convert_colour(rgb: np.ndarray, planes: np.ndarray, layout: YuvLayout, *, to_rgb: bool) -> None:
+    """4:2:0 planes -> RGB (``to_rgb``) or back, in bands of rows converted in parallel (NumPy
+    releases the GIL): ``rgb`` (H, W, 3) of ``layout.frame_dtype`` and ``planes`` (1.5 W H,) of
+    ``layout.dtype``, host."""
+    luma, u_plane, v_plane = layout.planes(planes)
+    coefficients = layout.coefficients
+
+    def band(start: int) -> None:
+        rows, half = slice(start, start + _BAND_ROWS), slice(start // 2, (start + _BAND_ROWS) // 2)
+        if to_rgb:
+            planes_to_rgb(rgb[rows], luma[rows], u_plane[half], v_plane[half], coefficients)
+        else:
+            rgb_to_planes(luma[rows], u_plane[half], v_plane[half], rgb[rows], coefficients)
+
+    _run_bands(band, range(0, layout.height, _BAND_ROWS))
+
+
+class CpuBackend(Backend):
+    """Runs a filter chain on host frames with NumPy and OpenCV.
+
+    Args:
+        filters: the stages, applied in order; each rounds to the frame's sample type (uint8
+            or uint16).
+        border: border mode for every stage.
+    """
+
+    name = "cpu"
+
+    def __init__(self, filters: Sequence[FilterStage], *, border: str = DEFAULT_BORDER) -> None:
+        self.filters = list(filters)
+        self.border = check_border(border)
+        self._plans: dict[np.dtype, list[StagePlan | None]] = {}  # per sample type, made at first use
+        self._scratch = [_Scratch() for _ in self.filters]  # per stage: band buffers differ in shape
+        self._frames = _Scratch()  # the intermediate frames of a chain
+
+    def describe(self) -> str:
+        """One line naming the backend, for logs."""
+        return "cpu (NumPy + OpenCV reference)"
+
+    def _plans_for(self, dtype: np.dtype) -> list[StagePlan | None]:
+        """The stages' plans for frames of ``dtype`` (made once per dtype).
+
+        Raises:
+            FrameTypeError: a 16-bit frame for a chain with a convolution layer (8-bit only).
+        """
+        plans = self._plans.get(dtype)
+        if plans is None:
+            check_sample_type(self.filters, dtype)
+            plans = self._plans[dtype] = [
+                None if stage.layer or stage.geometry else make_plan(stage, dtype)
+                for stage in self.filters]
+        return plans
+
+    def output_shape(self, shape: tuple[int, int, int]) -> tuple[int, int, int]:
+        """The (h, w, C) the chain makes of (H, W, C) frames (a geometry stage changes it);
+        FrameFormatError where a stage cannot take that size (a crop beyond the frame)."""
+        return chain_shapes(self.filters, shape)[-1]
+
+    def apply_into(self, dst: np.ndarray, src: np.ndarray) -> None:
+        """Filter ``src`` into ``dst``: (H, W, C) or (H, W) host arrays of one dtype, uint8 or
+        uint16, ``dst`` of :meth:`output_shape` (``src``'s unless a stage changes the size)."""
+        src3, dst3 = as_hwc(src, what="input frame"), as_hwc(dst, what="output frame")
+        shapes = chain_shapes(self.filters, src3.shape)
+        check_same_frame(dst3, src3, shapes[-1])
+        if not self.filters:
+            np.copyto(dst3, src3)
+            return
+        current = src3
+        last = len(self.filters) - 1
+        plans = self._plans_for(src3.dtype)
+        for number, (stage, plan, scratch) in enumerate(zip(self.filters, plans, self._scratch)):
+            # Intermediate frames are kept for the next frame, one per stage (sizes may differ).
+            target = (dst3 if number == last
+                      else self._frames.get(f"frame{number}", shapes[number + 1], src3.dtype))
+            if stage.layer is not None:
+                np.copyto(target, layer_cpu(current, stage.layer))
+            elif stage.geometry is not None:
+                geometry_into(target, current, stage.geometry, _run_bands)
+            else:
+                apply_filter_into(target, current, stage, self.border, plan, scratch)
+            current = target
+
+    def host_frames(self) -> int:
+        """A padded copy of the frame and the two frames kept between a chain's stages."""
+        return min(len(self.filters), 1) + min(max(len(self.filters) - 1, 0), 2)
+
+    def allocate_slots(self, shape: tuple[int, int, int], count: int, *,
+                       planes: YuvLayout | None = None, dtype=np.uint8) -> list[Slot]:
+        """Make ``count`` slots with host buffers of ``dtype`` (uint8 or uint16), ``host_in``
+        (H, W, C) and ``host_out`` of :meth:`output_shape`; or with the flat 4:2:0 buffers of
+        ``planes`` (of ``planes.dtype``; each frame is converted to RGB of ``planes.frame_dtype``,
+        filtered and converted back at the output's size: FrameFormatError if that is odd)."""
+        self._plans_for(np.dtype(planes.frame_dtype if planes is not None else dtype))  # refuse early
+        out_shape = self.output_shape(tuple(planes.frame_shape if planes is not None else shape))
+        out_planes = output_planes(planes, out_shape)
+        shapes = (planes.shape, out_planes.shape) if planes is not None else (shape, out_shape)
+        dtype = planes.dtype if planes is not None else dtype
+        return [Slot(index=i, host_in=np.empty(shapes[0], dtype),
+                     host_out=np.empty(shapes[1], dtype), planes=planes, out_planes=out_planes)
+                for i in range(count)]
+
+    def release_slots(self, slots: Sequence[Slot]) -> None:
+        """Nothing to free early: host arrays go with their last reference."""
+
+    def submit(self, slot: Slot) -> None:
+        """Process the slot now (the CPU has no queue); records the 'kernel' time."""
+        begin = time.perf_counter()
+        if slot.planes is None:
+            self.apply_into(slot.host_out, slot.host_in)
+        elif not self.filters:
+            np.copyto(slot.host_out, slot.host_in)  # nothing to filter: the planes pass unchanged
+        else:
+            rgb_in = self._frames.get("rgb_in", slot.frame_shape, slot.frame_dtype)
+            rgb_out = self._frames.get("rgb_out", slot.out_shape, slot.frame_dtype)
+            convert_colour(rgb_in, slot.host_in, slot.planes, to_rgb=True)
+            self.apply_into(rgb_out, rgb_in)
+            convert_colour(rgb_out, slot.host_out, slot.out_planes or slot.planes, to_rgb=False)
+        slot.times["kernel"] = time.perf_counter() - begin
+
+    def is_done(self, slot: Slot) -> bool:
+        """Always True: submit() finished the work."""
+        return True
+
+    def wait(self, slot: Slot) -> None:
+        """Nothing to wait for on the CPU."""
+
+    def close(self) -> None:
+        """Nothing to release."""

@@ -1,0 +1,1 @@
+"""``streamconv bench``: timing the CUDA kernels, and its chart."""

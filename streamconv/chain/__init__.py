@@ -1,0 +1,1 @@
+"""What is computed: the filter registry, the spec grammar and the presets."""

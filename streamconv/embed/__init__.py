@@ -1,0 +1,1 @@
+"""Your own frames in your own loop: Filter and StreamFilter."""

@@ -1,0 +1,1 @@
+"""What sources and sinks both ask of PyAV and libav."""

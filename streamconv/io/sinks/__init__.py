@@ -1,0 +1,1 @@
+"""Frame sinks: each takes the filtered frames."""

@@ -1,0 +1,1 @@
+"""Frame sources: each fills a pipeline's slots."""

@@ -1,0 +1,1 @@
+"""The NVDEC source: decoding on the GPU through PyNvVideoCodec."""

@@ -1,0 +1,1 @@
+"""Many streams: batches, segmented runs and several sources at once."""

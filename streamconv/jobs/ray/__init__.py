@@ -1,0 +1,1 @@
+"""Batches and segmented runs as Ray tasks (the ``ray`` extra)."""
