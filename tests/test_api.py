@@ -15,7 +15,7 @@ import streamconv.embed.filter
 from streamconv.backends.cpu.backend import CpuBackend
 from streamconv.chain.filters import parse_chain
 
-from oracle import reference_chain
+from helpers.oracle import reference_chain
 
 BACKENDS = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
 POISON = 0x5A

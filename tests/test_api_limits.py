@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from oracle import reference_chain
+
+from helpers.oracle import reference_chain
 
 import streamconv
 from streamconv.chain.filters import parse_chain
@@ -168,7 +169,7 @@ def test_library_arguments_of_the_wrong_type_are_typed_errors_naming_them_before
 
 def test_a_string_for_overwrite_never_replaces_a_file(tmp_path):
     """``sink_options={"overwrite": "no"}`` replaced an existing output: "no" is a true string."""
-    from clips import write_clip
+    from helpers.clips import write_clip
 
     clip, kept = write_clip(tmp_path / "in.mp4", frames=3), tmp_path / "kept.mp4"
     kept.write_bytes(b"not to be replaced")

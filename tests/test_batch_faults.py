@@ -12,21 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from clips import write_clip
-from conftest import REPO, run_cli
-from test_batch import manifest_of
-from test_cli import assert_error, assert_ok
-from test_user_input import assert_usage
+from helpers.batches import manifest_of
+from helpers.cli import assert_error, assert_ok, assert_usage, cli_env, run_cli
+from helpers.clips import write_clip
 
 
 def batch(*args: str, timeout: float = 60):
     """``streamconv batch ARGS`` on the CPU backend; a batch that hangs fails the test."""
     return run_cli("batch", *args, "--backend", "cpu", "--no-progress", "--filter", "box:size=3", timeout=timeout)
-
-
-def cli_env() -> dict:
-    """The environment run_cli gives ``python -m streamconv``: this checkout first on the path."""
-    return dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
 def clip(path: Path, frames: int = 4, seed: int = 1) -> Path:

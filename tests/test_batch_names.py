@@ -14,10 +14,9 @@ from streamconv.errors import OutputError
 from streamconv.jobs.manifest import MANIFEST_NAME
 from streamconv.files.publish import AtomicFile
 
-from clips import write_clip
-from test_batch import batch, frames_of
-from test_batch_resume import run
-from test_cli import assert_error
+from helpers.batches import batch, frames_of, run
+from helpers.cli import assert_error
+from helpers.clips import write_clip
 
 
 def clip(path: Path, frames: int = 4, seed: int = 1) -> Path:

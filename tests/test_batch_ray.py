@@ -24,14 +24,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from clips import write_clip
-from raycluster import (ADDRESS, SIGINT_RESTORED, killer, leftover_processes, run_in_cluster,
+from helpers.clips import write_clip
+from helpers.damage import flip_bytes
+from helpers.raycluster import (ADDRESS, SIGINT_RESTORED, killer, leftover_processes, run_in_cluster,
                         why_not)
 from streamconv.jobs.ray import batch as batch_ray
 from streamconv.jobs.batch import Batch
 from streamconv.errors import Interrupted
 from streamconv.jobs.manifest import MANIFEST_NAME, BatchRecord
-from test_reliability import flip_bytes
 
 # Until a Ray worker runs an input (bounded: a batch that never gets one fails its checks).
 LONG_FRAMES, LONG_COUNT = 720, 3  # a few seconds of filtering each on one CPU; one more than its CPUs

@@ -10,21 +10,12 @@ from pathlib import Path
 
 import pytest
 
-import streamconv
 from streamconv.jobs.manifest import MANIFEST_NAME
 
-from clips import write_clip
-from test_batch import batch, frames_of, manifest_of
-from test_cli import assert_error, assert_ok
-from test_reliability import flip_bytes
-
-FILTERS = ["box:size=3"]
-
-
-def run(inputs, out: Path, **options) -> streamconv.BatchResult:
-    return streamconv.run_batch([str(p) for p in inputs], options.pop("filters", FILTERS), out, backend="cpu",
-                                jobs=1, processes=1, **options)
-
+from helpers.batches import batch, frames_of, manifest_of, run
+from helpers.cli import assert_error, assert_ok
+from helpers.clips import write_clip
+from helpers.damage import flip_bytes
 
 def test_resume_runs_another_input_of_the_same_name_instead_of_trusting_its_output(tmp_path):
     first, second = tmp_path / "a" / "x.mp4", tmp_path / "b" / "x.mp4"

@@ -15,11 +15,11 @@ import pytest
 import streamconv
 from streamconv.jobs.manifest import MANIFEST_NAME
 
-from clips import write_clip
-from test_batch import batch, manifest_of
-from test_reliability import flip_bytes
-from test_segments import decoded, make_clip, packets
-from test_signals import Run
+from helpers.batches import batch, manifest_of
+from helpers.clips import write_clip
+from helpers.damage import flip_bytes
+from helpers.processes import Run
+from helpers.segments import decoded, make_clip, packets
 
 
 @pytest.fixture

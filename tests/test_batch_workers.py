@@ -17,8 +17,8 @@ import pytest
 import streamconv
 from streamconv.jobs.worker import AheadGate, worker_plan
 
-from clips import write_clip
-from test_batch import manifest_of, start_batch, wait_for
+from helpers.batches import manifest_of, start_batch, wait_for
+from helpers.clips import write_clip
 
 
 def alive(pid: int) -> bool:

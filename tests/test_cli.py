@@ -28,28 +28,9 @@ from streamconv.backends.cpu.backend import CpuBackend
 from streamconv.chain.filters import REGISTRY, parse_chain
 from streamconv.chain.presets import list_presets, load_preset
 
-REPO = Path(__file__).resolve().parent.parent
-TINY = "test:64x48,frames=3"  # a source that costs nothing to open and run
-
+from helpers.cli import REPO, TINY, assert_error, assert_ok
 
 # ---------------------------------------------------------------- helpers
-
-
-def assert_error(result: subprocess.CompletedProcess, code: int, *fragments: str) -> str:
-    """The run failed with ``code`` and one streamconv error line holding every fragment."""
-    assert result.returncode == code, (result.returncode, result.stderr)
-    assert "Traceback" not in result.stderr, result.stderr
-    errors = [line for line in result.stderr.splitlines() if line.startswith("streamconv: error:")]
-    assert len(errors) == 1, result.stderr
-    for fragment in fragments:
-        assert fragment in errors[0], (fragment, errors[0])
-    return errors[0]
-
-
-def assert_ok(result: subprocess.CompletedProcess) -> None:
-    assert result.returncode == 0, result.stderr
-    assert "Traceback" not in result.stderr, result.stderr
-    assert "streamconv: error:" not in result.stderr, result.stderr
 
 
 def video_info(path: Path) -> tuple[int, int, int, list[Fraction]]:

@@ -11,7 +11,7 @@ import pytest
 
 from streamconv.cli.parser import BATCH_GROUPS, RUN_GROUPS, build_parser
 
-from test_cli import assert_error, assert_ok
+from helpers.cli import assert_error, assert_ok
 
 TINY = "test:64x48,frames=3"
 

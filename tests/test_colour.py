@@ -9,8 +9,9 @@ import sys
 import av
 import numpy as np
 import pytest
-from clips import write_clip
-from conftest import REPO
+
+from helpers.cli import REPO
+from helpers.clips import write_clip
 
 W, H = 128, 64
 # (Y, U, V) patches inside the RGB gamut for every matrix and range tested.

@@ -9,7 +9,7 @@ from fractions import Fraction
 import av
 import pytest
 
-from test_cli import assert_ok
+from helpers.cli import assert_ok
 
 
 @pytest.mark.parametrize("name, extra, codec", [("out.webm", [], "vp9"), ("out.mkv", ["--codec", "mpeg4"], "mpeg4")],
@@ -47,7 +47,6 @@ def test_a_subtitle_the_container_cannot_hold_is_left_out_naming_one_that_can(cl
     assert "(mov_text) cannot be stored in .mkv; not copied (.mp4 holds it)" in result.stderr
 
 
-from test_damage import corpus  # noqa: E402,F401  (the fixture)
 
 
 def test_filters_shows_a_presets_border(cli):

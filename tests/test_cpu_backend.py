@@ -11,7 +11,7 @@ from streamconv.errors import FrameFormatError, FrameTypeError
 from streamconv.chain.filters import REGISTRY, build_filter, parse_filter, validate_taps, FilterStage
 from streamconv.chain.temporal import TEMPORAL_NAMES
 
-from oracle import random_taps, reference_chain, reference_filter
+from helpers.oracle import random_taps, reference_chain, reference_filter
 
 SIZES = [(1, 1), (1, 17), (17, 1), (49, 65), (4, 5)]
 # scale and crop (the geometry stages) have tests of their own: test_resample.py

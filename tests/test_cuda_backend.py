@@ -23,8 +23,8 @@ from streamconv.chain.temporal import TEMPORAL_NAMES
 from streamconv.io.sinks.sink import CallbackSink
 from streamconv.io.sources.arrays import ArraySource
 
-from gpu_check import POISON, check_against_cpu, precompile_plans
-from oracle import random_taps
+from helpers.gpu_check import POISON, check_against_cpu, precompile_plans
+from helpers.oracle import random_taps
 
 pytestmark = pytest.mark.cuda
 
@@ -172,7 +172,7 @@ def test_file_to_file_gpu_equals_cpu(tmp_path, sample_clip, colour_args, path_lo
 def test_a_size_change_mid_stream_gives_the_cpu_backends_frames(tmp_path, colour):
     """Slots re-allocated at the new size on the GPU; with ``backend`` colour the first size travels
     as yuv420p planes (colour.cu), the second as RGB (the file keeps the first size)."""
-    from test_reliability import encode_ts
+    from helpers.clips import encode_ts
 
     rng = np.random.default_rng(7)
     clip = tmp_path / "resizing.ts"

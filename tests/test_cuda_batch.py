@@ -8,8 +8,8 @@ import pytest
 
 import streamconv
 
-from clips import write_clip
-from test_batch import frames_of
+from helpers.batches import frames_of
+from helpers.clips import write_clip
 
 pytestmark = pytest.mark.cuda
 

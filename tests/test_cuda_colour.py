@@ -18,7 +18,7 @@ from streamconv.frames.colour import ColourTags
 from streamconv.chain.filters import parse_chain
 from streamconv.frames.yuv import YuvLayout
 
-from gpu_check import exact_taps
+from helpers.gpu_check import exact_taps
 
 pytestmark = pytest.mark.cuda
 

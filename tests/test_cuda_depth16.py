@@ -16,8 +16,8 @@ from streamconv.errors import FilterSpecError
 from streamconv.chain.filters import REGISTRY, FilterStage, build_filter, parse_filter, validate_taps
 from streamconv.chain.temporal import TEMPORAL_NAMES
 
-from gpu_check import check_against_cpu, precompile_plans
-from oracle import random_taps
+from helpers.gpu_check import check_against_cpu, precompile_plans
+from helpers.oracle import random_taps
 
 pytestmark = pytest.mark.cuda
 

@@ -12,7 +12,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import av
 import numpy as np
@@ -20,42 +19,18 @@ import pytest
 
 import streamconv
 from streamconv.backends.cpu.backend import CpuBackend
-from streamconv.backends.cuda.backend import CudaBackend
 from streamconv.chain.filters import parse_chain
 from streamconv.gpu.binding import binding
 from streamconv.io.sources.arrays import ArraySource
 
-from gpu_check import held_context
-from oracle import reference_chain
-from test_cli import assert_error
-from test_reliability import resident_bytes
+from helpers.cli import REPO, assert_error
+from helpers.gpu_check import break_launch_of_frame, held_context
+from helpers.oracle import reference_chain
+from helpers.processes import resident_bytes
 
 pytestmark = pytest.mark.cuda
 
-REPO = Path(__file__).resolve().parent.parent
 FAULTY_FRAME = 5
-
-
-def break_launch_of_frame(monkeypatch, frame: int, how: str) -> None:
-    """Make the kernel launch of frame ``frame`` fail for real: an impossible block (1025 threads:
-    refused at launch, the context survives) or ``bad pointer`` (an illegal address: the context dies)."""
-    real = CudaBackend.launch_kernels
-
-    def launch(self, slot, stream):
-        if slot.meta is None or slot.meta.index != frame:
-            return real(self, slot, stream)
-        stage = self.stages_for(slot.frame_shape)[0]
-        height, width, _ = slot.frame_shape
-        pitch = slot.device.pitch
-        if how == "block":
-            stage.function.launch(stream, stage.plan.grid, (1025, 1, 1),
-                                  int(slot.device.buffers[0]), int(slot.device.buffers[1]), width,
-                                  height, pitch, pitch, *stage.extra_args)
-        else:
-            stage.function.launch(stream, stage.plan.grid, stage.plan.block, 0, 0,  # null pointers
-                                  width, height, pitch, pitch, *stage.extra_args)
-
-    monkeypatch.setattr(CudaBackend, "launch_kernels", launch)
 
 
 def test_a_failed_launch_names_the_frame_keeps_the_frames_before_it_and_balances_the_context(
@@ -117,7 +92,7 @@ def test_a_kernel_that_kills_the_context_ends_the_run_with_its_exit_code(tmp_pat
         import sys
         import pytest
         sys.path.insert(0, {str(REPO / "tests")!r})
-        from test_cuda_faults import break_launch_of_frame
+        from helpers.gpu_check import break_launch_of_frame
         from streamconv.cli import main
         patch = pytest.MonkeyPatch()
         break_launch_of_frame(patch, {FAULTY_FRAME + 20}, "bad pointer")

@@ -11,7 +11,7 @@ import pytest
 from streamconv.io.sources.file import FileSource
 from streamconv.frames.yuv import YuvLayout, planes_to_frame
 
-from test_yuv import make_clip
+from helpers.yuv import make_clip
 
 pytestmark = pytest.mark.cuda
 

@@ -282,7 +282,7 @@ def test_host_results_dropped_on_another_thread_are_freed(rng):
 @pytest.mark.parametrize("name, library", [("cupy_interop.py", "cupy"), ("torch_interop.py", "torch")])
 def test_the_interop_examples_run(name, library, tmp_path):
     pytest.importorskip(library, reason=f"{library} is not installed")
-    from test_examples import run_example
+    from helpers.processes import run_example
 
     result = run_example(name, "--size", "320x240", "--frames", "12", tmp_path=tmp_path)
     assert result.returncode == 0, result.stderr

@@ -17,7 +17,7 @@ from streamconv.backends.plan import plan_chain
 from streamconv.frames.borders import BORDER_CODES
 from streamconv.chain.filters import parse_chain
 
-from gpu_check import check_against_cpu, precompile_plans
+from helpers.gpu_check import check_against_cpu, precompile_plans
 
 pytestmark = pytest.mark.cuda
 

@@ -8,8 +8,8 @@ import pytest
 
 from streamconv.chain.filters import parse_filter
 
-from gpu_check import check_against_cpu
-from test_layer import weights_file
+from helpers.gpu_check import check_against_cpu
+from helpers.nn import weights_file
 
 pytestmark = pytest.mark.cuda
 

@@ -12,7 +12,7 @@ from streamconv.interop.device_frame import DeviceFrame, wrap_device_array
 from streamconv.nn.gpu import METHODS, engine, tf32_defines, tiled_defines
 from streamconv.nn.shapes import conv2d_shape
 
-from test_nn import TOLERANCE, relative_error
+from helpers.nn import TOLERANCE, relative_error
 
 pytestmark = pytest.mark.cuda
 

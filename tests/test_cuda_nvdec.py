@@ -16,8 +16,8 @@ import streamconv
 from streamconv.io.sources.file import FileSource
 from streamconv.io.sinks.sink import Sink
 
-from clips import write_clip
-from test_damage import DAMAGES, corpus, readable_frames  # noqa: F401  (corpus is a fixture)
+from helpers.clips import write_clip
+from helpers.damage import DAMAGES, readable_frames
 
 pytestmark = pytest.mark.cuda
 nvc = pytest.importorskip("PyNvVideoCodec", reason="PyNvVideoCodec not installed (the nvdec extra)")

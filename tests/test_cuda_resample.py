@@ -17,8 +17,8 @@ from streamconv.bench.timing import poisoned_run
 from streamconv.frames.yuv import YuvLayout
 from streamconv.chain.resample import KERNELS
 
-from gpu_check import check_against_cpu, gpu_filter
-from test_resample import RESIZES, real_frame
+from helpers.gpu_check import check_against_cpu, gpu_filter
+from helpers.resample import RESIZES, real_frame
 
 pytestmark = pytest.mark.cuda
 # 5 x 5 binomial taps, multiples of 1/256: the 2-D stages of a chain give what the CPU gives, so a

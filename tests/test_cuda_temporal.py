@@ -18,11 +18,10 @@ from streamconv.errors import FilterSpecError, FrameDeviceError
 from streamconv.chain.filters import FilterStage, parse_chain
 from streamconv.chain.temporal import validate_taps3d
 
-from gpu_check import POISON
-from oracle import exact_for
-from test_temporal import clip_of, drive, random_taps3d
-from clips import write_clip
-from test_temporal_files import rgb_frames
+from helpers.clips import write_clip
+from helpers.gpu_check import POISON
+from helpers.oracle import exact_for
+from helpers.temporal import clip_of, drive, random_taps3d, rgb_frames
 
 pytestmark = pytest.mark.cuda
 

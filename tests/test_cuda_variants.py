@@ -13,8 +13,8 @@ from streamconv.frames.borders import BORDER_MODES
 from streamconv.errors import FilterSpecError
 from streamconv.chain.filters import FilterStage, build_filter, parse_filter, validate_taps
 
-from gpu_check import check_against_cpu, gpu_filter, precompile_plans
-from oracle import random_taps
+from helpers.gpu_check import check_against_cpu, gpu_filter, precompile_plans
+from helpers.oracle import random_taps
 
 pytestmark = pytest.mark.cuda
 

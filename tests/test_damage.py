@@ -22,83 +22,8 @@ import pytest
 import streamconv
 from streamconv.frames.slots import FrameMeta
 
-from test_cli import assert_error, assert_ok
-from test_reliability import decodable_frames, flip_bytes
-
-FRAMES = 48  # 2 s at 24 fps
-
-ASS_HEADER = (b"[Script Info]\nScriptType: v4.00+\n\n[V4+ Styles]\nFormat: Name, Fontname, Fontsize\n"
-              b"Style: Default,Arial,16\n\n[Events]\nFormat: Layer, Start, End, Style, Name, MarginL, "
-              b"MarginR, MarginV, Effect, Text\n")
-
-
-def write_clip(path: Path, *, video_start: float = 0.0, subtitle: str | None = None,
-               options: dict | None = None, container_format: str | None = None) -> Path:
-    """A 2 s clip: 64x48 H.264 at 24 fps (a keyframe every 12, B-frames) from ``video_start`` s,
-    an AAC and an MP2 track from 0 s, and a subtitle a second in the ``subtitle`` codec."""
-    with av.open(str(path), "w", format=container_format, options=options or {}) as container:
-        video = container.add_stream("libx264", rate=24)
-        video.width, video.height, video.pix_fmt = 64, 48, "yuv420p"
-        video.options = {"preset": "veryfast", "g": "12"}
-        audio = [container.add_stream(codec, rate=48000) for codec in ("aac", "mp2")]
-        for stream in audio:
-            stream.layout = "mono"
-        text = container.add_stream(subtitle) if subtitle else None
-        if text is not None:
-            text.codec_context.subtitle_header = ASS_HEADER
-        samples = [0, 0]
-        ys, xs = np.mgrid[0:48, 0:64]
-        for index in range(FRAMES):
-            for number, stream in enumerate(audio):
-                while samples[number] < (index + 1) * 2000:  # 2000 samples a frame at 48 kHz
-                    size = 1024  # the encoder re-chunks to its own frame size
-                    tone = 0.2 * np.sin(2 * np.pi * 440 * (np.arange(size) + samples[number]) / 48000)
-                    format_ = stream.codec_context.format.name
-                    chunk = (tone * 32767).astype(np.int16) if format_.startswith("s16") else tone.astype(np.float32)
-                    frame = av.AudioFrame.from_ndarray(chunk[None], format=format_, layout="mono")
-                    frame.sample_rate, frame.pts = 48000, samples[number]
-                    container.mux(stream.encode(frame))
-                    samples[number] += size
-            if text is not None and index % 24 == 0:
-                container.mux(subtitle_packet(text, subtitle, index // 24))
-            if index < video_start * 24:
-                continue
-            image = np.stack([(xs * 2 + 5 * index) % 256, (ys * 3 + 7 * index) % 256,
-                              (xs + ys + 11 * index) % 256], axis=-1).astype(np.uint8)
-            frame = av.VideoFrame.from_ndarray(image, format="rgb24")
-            frame.pts, frame.time_base = index, Fraction(1, 24)
-            container.mux(video.encode(frame))
-        for stream in (video, *audio):
-            container.mux(stream.encode(None))
-    return path
-
-
-def subtitle_packet(stream, codec: str, second: int) -> av.Packet:
-    """A half-second subtitle at ``second`` s, as ``codec`` stores it."""
-    words = f"second {second}".encode()
-    packet = av.Packet(len(words).to_bytes(2, "big") + words if codec == "mov_text" else words)
-    packet.stream, packet.time_base = stream, Fraction(1, 1000)
-    packet.pts = packet.dts = second * 1000
-    packet.duration = 500
-    return packet
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> dict[str, bytes]:
-    """The intact clips' bytes, by name (the name's last part is the suffix to give them)."""
-    folder = tmp_path_factory.mktemp("corpus")
-    made = {
-        "mp4": write_clip(folder / "index-at-end.mp4", subtitle="mov_text"),
-        "faststart.mp4": write_clip(folder / "faststart.mp4", subtitle="mov_text", options={"movflags": "faststart"}),
-        "mkv": write_clip(folder / "clip.mkv", subtitle="subrip"),
-        "ts": write_clip(folder / "clip.ts"),
-        "late.mkv": write_clip(folder / "late.mkv", video_start=0.5),  # audio from 0 s, video from 0.5 s
-        "late.mp4": write_clip(folder / "late.mp4", video_start=0.5),
-        "late.ts": write_clip(folder / "late.ts", video_start=0.5),
-        "m2ts": write_clip(folder / "clip.m2ts", container_format="mpegts", options={"mpegts_m2ts_mode": "1"}),
-    }
-    return {name: path.read_bytes() for name, path in made.items()}
-
+from helpers.cli import assert_error, assert_ok
+from helpers.damage import DAMAGES, FRAMES, decodable_frames, flip_bytes, readable_frames
 
 def run(cli, source: Path, output: Path):
     return cli("run", str(source), "-o", str(output), "--backend", "cpu", "--no-progress", "-q")
@@ -113,24 +38,11 @@ def damage_warning(result) -> str:
     return warnings[0]
 
 
-def readable_frames(path: Path) -> int:
-    """Frames PyAV decodes from ``path`` (skipping packets that fail); 0 if it cannot open it."""
-    try:
-        return decodable_frames(path)
-    except (av.FFmpegError, IndexError):  # unopenable, or no video stream left
-        return 0
-
-
 def output_streams(path: Path) -> tuple[int, str]:
     """(video frames, the streams' kinds as letters: "vaa") of an output file."""
     with av.open(str(path)) as container:
         kinds = "".join(stream.type[0] for stream in container.streams)
         return sum(1 for _ in container.decode(video=0)), kinds
-
-
-def zero_bytes(data: bytes, at: float, length: int) -> bytes:
-    start = int(len(data) * at)
-    return data[:start] + bytes(len(data[start:start + length])) + data[start + length:]
 
 
 # ---------------------------------------------------------------- intact
@@ -159,23 +71,6 @@ def test_streamconvs_own_outputs_read_back_as_intact(cli, tmp_path, corpus, name
 
 
 # ---------------------------------------------------------------- damaged
-
-
-def cut(data: bytes, fraction: float) -> bytes:
-    """The first ``fraction`` of ``data``, ending at an odd offset: never between two MPEG-TS
-    packets (see test_a_ts_cut_between_two_packets_may_go_unseen_*)."""
-    return data[: int(len(data) * fraction) | 1]
-
-
-DAMAGES = {
-    "cut 30%": lambda data: cut(data, 0.3),
-    "cut 60%": lambda data: cut(data, 0.6),
-    "cut 90%": lambda data: cut(data, 0.9),
-    "flipped 4x300": lambda data: flip_bytes(data, 4, 300),
-    "flipped 20x40": lambda data: flip_bytes(data, 20, 40),
-    "zeroed 2000 at 40%": lambda data: zero_bytes(data, 0.4, 2000),
-    "zeroed 20000 at 70%": lambda data: zero_bytes(data, 0.7, 20000),
-}
 
 
 @pytest.mark.parametrize("damage", list(DAMAGES))

@@ -29,12 +29,9 @@ import pytest
 
 import streamconv
 
-from conftest import REPO
-from test_reliability import decodable_frames, write_clip
-
-TS_PROGRAM_2 = {"mpegts_start_pid": "0x300", "mpegts_pmt_start_pid": "0x1100",
-                "mpegts_service_id": "2"}
-
+from helpers.cli import REPO
+from helpers.containers import write_clip
+from helpers.damage import TS_PROGRAM_2, decodable_frames
 
 @pytest.fixture(scope="module")
 def clips(tmp_path_factory) -> dict[str, bytes]:

@@ -16,8 +16,8 @@ from streamconv.io.ffmpeg.encoder_check import hardware_encoders
 from streamconv.io.sources.nvdec.source import codec_name, sequence_parameter_sets
 from streamconv.io.sources.nvdec.caps import NvdecUnsupported, check_stream
 
-from clips import write_clip
-from test_cli import assert_error, assert_ok
+from helpers.cli import assert_error, assert_ok
+from helpers.clips import write_clip
 
 HAVE_NVDEC = importlib.util.find_spec("PyNvVideoCodec") is not None
 

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import av
 import pytest
 
-from clips import write_clip
+from helpers.clips import write_clip
 from streamconv.io.open import open_source
 
 W, H = 64, 48

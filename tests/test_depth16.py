@@ -11,7 +11,7 @@ from streamconv.errors import FrameTypeError
 from streamconv.chain.filters import REGISTRY, FilterStage, build_filter, parse_filter, validate_taps
 from streamconv.chain.temporal import TEMPORAL_NAMES
 
-from oracle import exact_for, random_taps, reference_chain, reference_filter
+from helpers.oracle import exact_for, random_taps, reference_chain, reference_filter
 
 # scale and crop (the geometry stages) have tests of their own: test_resample.py
 NAMED = [name for name in REGISTRY

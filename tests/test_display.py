@@ -7,14 +7,12 @@ and drives the window with real key presses.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import signal
 import subprocess
 import sys
 import time
-from typing import Iterator
 
 import av
 import cv2
@@ -29,54 +27,14 @@ from streamconv.chain.filters import parse_chain
 from streamconv.chain.presets import load_preset
 from streamconv.io.sources.pattern import TestPattern
 
-from conftest import REPO
-from xdisplay import VirtualDisplay, close_window, find_window, missing_tools, press, window_geometry
+from helpers.cli import REPO
+from helpers.xdisplay import VirtualDisplay, close_window, find_window, finish, press, running, window_geometry
 
 WIDTH, HEIGHT = 320, 240
 
 needs_gui = pytest.mark.skipif(
     gui_backend() == "NONE",
     reason="this OpenCV has no GUI (opencv-python-headless); the window tests need opencv-python")
-
-
-@pytest.fixture(scope="module")
-def xserver():
-    if gui_backend() == "NONE":
-        pytest.skip("this OpenCV has no GUI (opencv-python-headless); the window tests need opencv-python")
-    missing = missing_tools()
-    if missing:
-        pytest.skip(f"{' and '.join(missing)} not installed (Debian: apt-get install xvfb xdotool)")
-    display = VirtualDisplay().start()
-    yield display
-    display.stop()
-
-
-def start(display: VirtualDisplay, *args: str) -> subprocess.Popen:
-    env = dict(display.env, PYTHONPATH=str(REPO))
-    return subprocess.Popen([sys.executable, "-m", "streamconv", "run", *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-@contextlib.contextmanager
-def running(display: VirtualDisplay, *args: str) -> Iterator[subprocess.Popen]:
-    """``streamconv run ARGS`` on the virtual display, killed on the way out if still running."""
-    process = start(display, *args)
-    try:
-        yield process
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-
-
-def finish(process: subprocess.Popen, timeout: float = 15) -> tuple[int, str]:
-    try:
-        _, stderr = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        _, stderr = process.communicate()
-        raise AssertionError(f"streamconv did not exit within {timeout} s:\n{stderr}")
-    return process.returncode, stderr
 
 
 def window_pixels(display: VirtualDisplay, window: int) -> np.ndarray:

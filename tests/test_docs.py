@@ -17,8 +17,10 @@ import av
 import cv2
 import numpy as np
 import pytest
-from conftest import REPO, SAMPLE
-from xdisplay import VirtualDisplay
+
+from helpers.cli import REPO
+from helpers.xdisplay import VirtualDisplay
+from conftest import SAMPLE
 
 DOCUMENTS = sorted([REPO / "README.md", REPO / "CHANGELOG.md", REPO / "examples" / "README.md",
                     REPO / "benchmarks" / "README.md", *(REPO / "docs").glob("*.md")])

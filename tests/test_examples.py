@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,18 +10,9 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-from conftest import REPO
 
-
-def checkout_env() -> dict[str, str]:
-    """This process's environment with the checkout first on PYTHONPATH."""
-    paths = [str(REPO), os.environ.get("PYTHONPATH")]
-    return dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, paths)))
-
-
-def run_example(name: str, *args: str, tmp_path):
-    return subprocess.run([sys.executable, str(REPO / "examples" / name), *args], capture_output=True,
-                          text=True, timeout=120, env=checkout_env(), cwd=tmp_path)
+from helpers.cli import REPO
+from helpers.processes import checkout_env, run_example
 
 
 def test_opencv_embed_records_filtered_frames(tmp_path, sample_clip):

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from helpers.cli import REPO
 from streamconv.gpu import setup as cuda_setup
 from streamconv.errors import BackendUnavailableError
 from streamconv.gpu import binding
@@ -139,7 +139,7 @@ def test_a_missing_pycuda_binding_names_the_command_that_builds_it():
 def test_a_cuda_12_driver_is_told_the_extra_that_suits_it(tmp_path):
     """A driver of CUDA 12.8 (a stub libcuda.so.1 saying so) under cuda-bindings 13: one clear
     message naming the cuda12 extra, from cuda_status and from info."""
-    from libcuda_stub import write_stub
+    from helpers.libcuda_stub import write_stub
 
     if not str(__import__("cuda.bindings").bindings.__version__).startswith("13."):
         pytest.skip("cuda-bindings 13 is not the one installed")

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from gst_support import gst, pull_frames, unavailable_reason
+
+from helpers.gst import gst, pull_frames, unavailable_reason
 
 import streamconv
 

@@ -16,9 +16,10 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
-from clips import write_clip
-from conftest import REPO, run_cli
-from gst_support import (
+
+from helpers.cli import REPO, run_cli
+from helpers.clips import write_clip
+from helpers.gst import (
     bus_error,
     environment_packages,
     gi_folder,

@@ -17,10 +17,9 @@ import pytest
 
 from streamconv.files.inputs import OpenFile, files_read
 
-from clips import write_clip
-from test_cli import assert_error
+from helpers.cli import REPO, assert_error
+from helpers.clips import write_clip
 
-REPO = Path(__file__).resolve().parent.parent
 
 
 def streamconv(*args: str, cwd: Path, **options) -> subprocess.CompletedProcess:

@@ -20,7 +20,7 @@ from streamconv.backends import catalogue as kernel_catalogue, prebuild
 from streamconv.errors import BackendUnavailableError, KernelCompileError
 from streamconv.gpu.loader import kernel_source, with_defines
 
-from conftest import REPO
+from helpers.cli import REPO
 
 NVRTC = nvrtc.find()
 needs_nvrtc = pytest.mark.skipif(NVRTC is None, reason='no NVRTC (pip install "streamconv[cuda]")')

@@ -11,11 +11,7 @@ from streamconv.errors import FilterSpecError, FrameFormatError
 from streamconv.chain.filters import parse_filter
 from streamconv.nn.layer import compose_frame, mosaic
 
-
-def weights_file(tmp_path, weights) -> str:
-    path = tmp_path / "weights.npy"
-    np.save(path, np.asarray(weights))
-    return str(path)
+from helpers.nn import weights_file
 
 
 def expected_frame(frame: np.ndarray, weights: np.ndarray, relu: bool, pool: int) -> np.ndarray:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import av
 
-from clips import write_clip
-from conftest import REPO, run_cli
+from helpers.cli import REPO, run_cli
+from helpers.clips import write_clip
 from streamconv.files.leftovers import ABANDONED_AFTER
 from streamconv.jobs.manifest import MANIFEST_NAME
 from streamconv.files.publish import claim_path

@@ -24,7 +24,7 @@ from streamconv.io.sinks.sink import CallbackSink, FanoutSink, Sink
 from streamconv.run.progress import StatusLine
 from streamconv.run.stats import RunStats
 
-from conftest import REPO
+from helpers.cli import REPO
 
 
 def test_live_pattern_runs_on_its_clock_and_stamps_frames():

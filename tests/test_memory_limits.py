@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from helpers.cli import REPO
 from streamconv.frames.checks import CGROUP_MOUNT
 
 LIMIT_BYTES = 400 << 20

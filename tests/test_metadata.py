@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from streamconv.io.ffmpeg.signalling import HdrMetadata, signalled_options
-from test_cli import assert_ok
+
+from helpers.cli import assert_ok
 
 MASTER_DISPLAY = "G(13250,34500)B(7500,3000)R(34000,16000)WP(15635,16450)L(10000000,50)"
 

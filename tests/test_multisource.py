@@ -24,10 +24,9 @@ from streamconv.io.sinks.file import FileSink
 from streamconv.io.sources.pattern import LivePattern, TestPattern
 from streamconv.io.sinks.tiles import grid
 
-from conftest import REPO
-from fakecam import FakeCameraFactory, FakeCapture
-from test_display import finish, running, xserver  # noqa: F401 - the module-scoped virtual X server
-from xdisplay import find_window, press, window_geometry
+from helpers.cli import REPO
+from helpers.fakecam import FakeCameraFactory, FakeCapture
+from helpers.xdisplay import find_window, finish, press, running, window_geometry
 
 SIZES = [(64, 48, 30), (48, 32, 20)]  # width, height, frames of each live pattern
 

@@ -16,7 +16,7 @@ import pytest
 
 import streamconv
 
-from clips import write_clip
+from helpers.clips import write_clip
 
 
 @pytest.fixture

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from streamconv.io.ffmpeg.muxer_options import unknown_muxer_options
-from test_cli import assert_error, assert_ok
+
+from helpers.cli import assert_error, assert_ok
 
 pytestmark = pytest.mark.skipif(unknown_muxer_options("mp4", "x.mp4", ["movflags"]) is None,
                                 reason="PyAV's libavformat cannot be asked for its muxers' options here")

@@ -22,31 +22,13 @@ import pytest
 
 import streamconv
 from streamconv.io.sinks.network import NetworkSink, is_network_output, network_scheme, with_query
-from streamconv.io.sources.pattern import parse_test_spec
-from test_cli import assert_error, assert_ok
 
-SPEC = "test:64x48@25,frames=12"
-COMMON = ("--filter", "identity", "--backend", "cpu", "--no-progress", "-q")
-
-
-def expected_frames(spec: str = SPEC) -> list[np.ndarray]:
-    """The test pattern's frames, as streamconv makes them."""
-    return list(parse_test_spec(spec))
-
+from helpers.cli import assert_error, assert_ok
+from helpers.network import COMMON, RATE, SPEC, UdpReceiver, assert_same_pictures, connect_when_listening, expected_frames, free_port, progress_frames, read_output, session
 
 def decode(data: bytes, container: str) -> list[np.ndarray]:
     with av.open(io.BytesIO(data), format=container) as stream:
         return [frame.to_ndarray(format="rgb24") for frame in stream.decode(video=0)]
-
-
-def assert_same_pictures(got: list[np.ndarray], want: list[np.ndarray]) -> None:
-    """Frame count, size and content within what yuv420p encoding loses; each frame closer to
-    its own original than to any other."""
-    assert len(got) == len(want)
-    for index, (frame, original) in enumerate(zip(got, want)):
-        assert frame.shape == original.shape
-        errors = [np.abs(frame.astype(int) - other.astype(int)).mean() for other in want]
-        assert errors[index] < 6 and int(np.argmin(errors)) == index, (index, errors)
 
 
 class Receiver:
@@ -81,28 +63,6 @@ def test_a_tcp_output_sends_every_frame_as_it_is_written(cli, tmp_path, containe
     assert list(tmp_path.iterdir()) == []  # nothing local: no temporary file
 
 
-class UdpReceiver:
-    """A UDP socket bound on loopback before the sender starts, with room for a whole run."""
-
-    def __init__(self) -> None:
-        self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
-        self.socket.bind(("127.0.0.1", 0))
-        self.url = f"udp://127.0.0.1:{self.socket.getsockname()[1]}"
-
-    def received(self) -> bytes:
-        """Every datagram sent, once the sender has exited (they wait in the socket's buffer)."""
-        self.socket.settimeout(0.5)
-        data = bytearray()
-        try:
-            while True:
-                data.extend(self.socket.recv(65536))
-        except socket.timeout:
-            pass
-        self.socket.close()
-        return bytes(data)
-
-
 def test_a_udp_output_reaches_a_bound_socket(cli):
     receiver = UdpReceiver()
     result = cli("run", SPEC, "-o", receiver.url, "--crf", "0", *COMMON, timeout=60)
@@ -110,29 +70,12 @@ def test_a_udp_output_reaches_a_bound_socket(cli):
     assert_same_pictures(decode(receiver.received(), "mpegts"), expected_frames())
 
 
-def connect_when_listening(port: int, deadline: float = 30.0) -> socket.socket:
-    """Connect to a listener that another process opens: refused until it listens."""
-    ends = time.monotonic() + deadline
-    while True:
-        try:
-            return socket.create_connection(("127.0.0.1", port), timeout=10)
-        except ConnectionRefusedError:
-            if time.monotonic() > ends:
-                raise
-            time.sleep(0.02)
-
-
-def free_port() -> int:
-    with socket.create_server(("127.0.0.1", 0)) as probe:
-        return probe.getsockname()[1]
-
-
 def test_output_options_reach_the_protocol_listen_waits_for_a_receiver(tmp_path):
     port = free_port()
     result: dict = {}
 
     def run() -> None:
-        from conftest import run_cli
+        from helpers.cli import run_cli
         result["cli"] = run_cli("run", SPEC, "-o", f"tcp://127.0.0.1:{port}", "--output-option", "listen=1",
                                 "--crf", "0", *COMMON, timeout=60)
 
@@ -208,28 +151,6 @@ def test_a_network_sink_asks_for_a_keyframe_every_two_seconds():
 
 # ---------------------------------------------------------------- --reconnect
 
-RATE = 25
-
-
-def session(indices) -> bytes:
-    """An MPEG-TS stream of the pattern's frames at ``indices``, pts = index: a server whose
-    clock runs on while nobody is connected."""
-    frames = expected_frames(f"test:64x48@{RATE},frames=40")
-    out = io.BytesIO()
-    with av.open(out, "w", format="mpegts") as container:
-        stream = container.add_stream("libx264", rate=RATE)
-        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
-        stream.options = {"preset": "ultrafast", "qp": "0"}
-        for index in indices:
-            frame = av.VideoFrame.from_ndarray(frames[index], format="rgb24")
-            frame.pts = index
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode(None):
-            container.mux(packet)
-    return out.getvalue()
-
-
 class SessionServer:
     """Serves one byte string per connection, in turn. ``hold``: keep the connection open after
     sending (a stall) instead of closing it (a drop). After the last session the listener is
@@ -271,12 +192,6 @@ def run_reconnecting(cli, tmp_path, server: SessionServer, *args: str):
     finally:
         server.close()
     return result, out, stats
-
-
-def read_output(out) -> tuple[list[np.ndarray], list[float]]:
-    with av.open(str(out)) as container:
-        frames = list(container.decode(video=0))
-    return [f.to_ndarray(format="rgb24") for f in frames], [float(f.time) for f in frames]
 
 
 @pytest.mark.parametrize("hold", [False, True], ids=["drop", "stall"])
@@ -334,7 +249,7 @@ def test_a_receiver_that_goes_away_mid_run_ends_it_with_exit_8(cli):
 
 
 def test_a_listening_output_with_no_receiver_still_stops_on_a_second_signal(tmp_path):
-    from test_signals import Run
+    from helpers.processes import Run
 
     run = Run("run", "test:64x48,frames=30", "-o", f"tcp://127.0.0.1:{free_port()}?listen=1", "--backend", "cpu",
               "--no-progress", cwd=tmp_path)
@@ -370,18 +285,11 @@ def test_a_stalled_stream_ends_with_exit_8_counting_every_frame_kept_and_writes_
     assert record["frames"] == kept and record["exit_code"] == 8 and "failed after" in record["error"]
 
 
-def progress_frames(path) -> int:
-    """The last ``frame=`` a --progress file reports (0 before its first block)."""
-    text = path.read_text() if path.exists() else ""
-    values = [int(line.split("=", 1)[1]) for line in text.splitlines() if line.startswith("frame=")]
-    return values[-1] if values else 0
-
-
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_first_signal_finishes_the_output_while_an_input_without_timeout_sends_nothing(tmp_path, signum):
     """--timeout 0 waits for ever for the next packet; a first signal must still end the run with
     the frames so far kept, not wait for a read that never returns (a supervisor's SIGTERM)."""
-    from test_signals import Run, leftovers
+    from helpers.processes import Run, leftovers
 
     server = SessionServer([session(range(40))], hold=True)
     out, progress = tmp_path / "out.mkv", tmp_path / "progress.txt"
@@ -400,7 +308,7 @@ def test_a_first_signal_finishes_the_output_while_an_input_without_timeout_sends
 
 def test_ctrl_c_ends_the_wait_on_an_input_server_that_never_sends(tmp_path):
     """FFmpeg's open waits in C; with --timeout 0 it would wait for ever with Ctrl-C unheard."""
-    from test_signals import Run
+    from helpers.processes import Run
 
     server = SessionServer([b""], hold=True)  # accepts, sends nothing, keeps the connection
     try:
@@ -448,7 +356,7 @@ def test_a_second_signal_aborts_at_once_while_an_input_without_timeout_sends_not
     """A supervisor's SIGTERM after Ctrl-C, while the stop waits for a silent input: the abort
     must not wait for the read that never returns (it took 2 s: 1 s joining the reader, 1 s
     closing the input)."""
-    from test_signals import Run, leftovers
+    from helpers.processes import Run, leftovers
 
     server = SessionServer([session(range(40))], hold=True)
     out, progress = tmp_path / "out.mkv", tmp_path / "progress.txt"
@@ -468,7 +376,7 @@ def test_a_second_signal_aborts_several_silent_sources_at_once_without_traceback
     """Several SOURCEs: the second signal reaches the pipelines as an abort from the main thread;
     each waited the 2 s patience for its silent input, then logged its abort as a failure with a
     traceback."""
-    from test_signals import Run, leftovers
+    from helpers.processes import Run, leftovers
 
     servers = [SessionServer([session(range(40))], hold=True) for _ in range(2)]
     try:

@@ -1,6 +1,6 @@
 """RTMP and RTSP outputs published to servers on 127.0.0.1: FFmpeg's own one-client listen modes
 (RTMP's ``listen``, RTSP's ``rtsp_flags=listen``), run by PyAV in a child process
-(tests/netreceiver.py), take what ``streamconv run`` sends and decode it.
+(tests/helpers/netreceiver.py), take what ``streamconv run`` sends and decode it.
 
 The server takes exactly one client, so nothing may connect to it to see whether it is up: the
 test waits until its port is in the kernel's table of listening sockets (/proc/net/tcp).
@@ -12,45 +12,20 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import av
 import numpy as np
 import pytest
 
-from clips import write_clip
-from test_cli import assert_error, assert_ok
-from test_network import COMMON, assert_same_pictures, free_port
-from tlsproxy import TlsFront, refuses_certificate, self_signed_certificate
-
-RECEIVER = Path(__file__).resolve().parent / "netreceiver.py"
-TCP_TABLE = Path("/proc/net/tcp")
-LISTEN = "0A"  # the state of a listening socket in /proc/net/tcp
+from helpers.cli import assert_error, assert_ok
+from helpers.clips import write_clip
+from helpers.network import COMMON, RECEIVER, TCP_TABLE, assert_same_pictures, free_port, wait_until_listening
+from helpers.tlsproxy import TlsFront, refuses_certificate, self_signed_certificate
 
 # FFmpeg's RTSP server asks TCP to wait -1000 ms for its client when no listen_timeout (seconds)
 # is given, which TCP refuses ("Numerical result out of range"): the server needs one.
 RTSP_SERVER = {"rtsp_flags": "listen", "rtsp_transport": "tcp", "listen_timeout": "20"}
-
-
-def is_listening(port: int) -> bool:
-    """True when a socket listens on 127.0.0.1:``port`` (or on every address)."""
-    ends = {f"0100007F:{port:04X}", f"00000000:{port:04X}"}
-    for line in TCP_TABLE.read_text().splitlines()[1:]:
-        fields = line.split()
-        if fields[1] in ends and fields[3] == LISTEN:
-            return True
-    return False
-
-
-def wait_until_listening(port: int, server: subprocess.Popen, deadline: float = 30.0) -> None:
-    ends = time.monotonic() + deadline
-    while not is_listening(port):
-        if server.poll() is not None:
-            pytest.fail(f"the server exited ({server.returncode}) before listening: {server.stderr.read()}")
-        if time.monotonic() > ends:
-            pytest.fail(f"nothing listens on port {port} after {deadline} s")
-        time.sleep(0.02)
 
 
 def publish(cli, tmp_path: Path, source: Path, url: str, port: int, demuxer: str, server_options: dict,

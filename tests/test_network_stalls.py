@@ -14,36 +14,9 @@ import pytest
 
 from streamconv.io.sinks.listen import listen_address
 from streamconv.io.sinks.network import NetworkSink
-from test_cli import assert_error
-from test_network import connect_when_listening, free_port, progress_frames, read_output, session
 
-# Frames that fill the sockets' buffers within a second or two (lossless, as fast as filtered).
-FLOOD = ("test:320x240,frames=100000", "--filter", "identity", "--crf", "0", "--preset", "ultrafast",
-         "--backend", "cpu", "--no-progress")
-
-
-class Hoarder:
-    """A TCP listener that accepts one receiver and never reads from it: a hung player, or a
-    link gone dead without a reset."""
-
-    def __init__(self) -> None:
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # inherited: fills sooner
-        self.url = f"tcp://127.0.0.1:{self.listener.getsockname()[1]}"
-        self.connections: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        try:
-            self.connections.append(self.listener.accept()[0])
-        except OSError:  # closed by close()
-            pass
-
-    def close(self) -> None:
-        self.listener.close()
-        for connection in self.connections:
-            connection.close()
-
+from helpers.cli import assert_error
+from helpers.network import FLOOD, Hoarder, connect_when_listening, free_port, progress_frames, read_output, session
 
 def wait_until_stalled(run, progress) -> None:
     """Until the run has written frames and then none for 3 s: its sends wait on the receiver (a
@@ -60,7 +33,7 @@ def wait_until_stalled(run, progress) -> None:
 def test_a_first_signal_ends_a_run_whose_receiver_stopped_reading(tmp_path):
     """Finishing the stream after SIGTERM waited for ever on a receiver that took nothing more (the
     sends had no time limit); now they fail after 10 s and the run ends as the signal asked."""
-    from test_signals import Run
+    from helpers.processes import Run
 
     hoarder, progress = Hoarder(), tmp_path / "progress.txt"
     try:

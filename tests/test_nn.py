@@ -10,13 +10,7 @@ from streamconv import nn
 from streamconv.errors import ShapeError
 from streamconv.nn.shapes import conv2d_shape
 
-TOLERANCE = 1e-4  # relative to the largest reference magnitude
-
-
-def relative_error(actual: np.ndarray, expected: np.ndarray) -> float:
-    assert actual.shape == expected.shape, (actual.shape, expected.shape)
-    return float(np.max(np.abs(actual - expected)) / max(np.max(np.abs(expected)), 1e-30))
-
+from helpers.nn import TOLERANCE, relative_error
 
 def conv2d_by_loops(x, w, bias, stride, padding):
     """The definition, one output at a time (tiny shapes only)."""

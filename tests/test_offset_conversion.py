@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from oracle import exact_for, random_taps
+from helpers.oracle import exact_for, random_taps
 from streamconv.backends import plan as planning
 from streamconv.backends.families import register_blocked
 from streamconv.chain.filters import FilterStage, parse_filter, validate_taps

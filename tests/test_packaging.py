@@ -19,7 +19,8 @@ import pytest
 
 from streamconv.bench.timing import HOLD_SOURCE
 
-REPO = Path(__file__).resolve().parent.parent
+from helpers.cli import REPO
+
 CUDA_SOURCES = sorted((REPO / "cuda").glob("*.cu"))
 
 

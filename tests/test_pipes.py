@@ -14,18 +14,10 @@ import av
 import numpy as np
 import pytest
 
-from clips import write_clip
-from conftest import REPO
-from test_cli import assert_error, assert_ok
+from helpers.cli import REPO, assert_error, assert_ok, pipe_cli
+from helpers.clips import write_clip
 
 W, H = 64, 48
-
-
-def pipe_cli(*args: str, stdin: bytes = b"", cwd=None) -> subprocess.CompletedProcess:
-    """Run ``python -m streamconv ARGS`` with ``stdin`` piped in; stdout comes back as bytes."""
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "streamconv", *args], input=stdin, capture_output=True,
-                          timeout=120, env=env, cwd=cwd)
 
 
 def decoded(data: bytes, **open_options) -> tuple[str, list[av.VideoFrame], Fraction]:

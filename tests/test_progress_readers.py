@@ -12,8 +12,8 @@ import threading
 
 import pytest
 
-from test_batch_faults import cli_env
-from test_progressfile import blocks
+from helpers.cli import cli_env
+from helpers.progress import blocks
 
 pytestmark = pytest.mark.skipif(not hasattr(fcntl, "F_SETPIPE_SZ"), reason="needs Linux pipes")
 

@@ -7,23 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from test_cli import assert_error, assert_ok
+from helpers.cli import assert_error, assert_ok
+from helpers.progress import blocks
 
 KEYS = ["frame", "fps", "out_time_us", "out_time_ms", "out_time", "drop_frames", "dropped", "speed", "progress"]
-
-
-def blocks(text: str) -> list[dict[str, str]]:
-    """The blocks of a progress text, each a dict; every line must be key=value."""
-    found, block = [], {}
-    for line in text.splitlines():
-        key, _, value = line.partition("=")
-        assert _ == "=", line
-        block[key] = value
-        if key == "progress":
-            found.append(block)
-            block = {}
-    assert block == {}, "a block without its progress= line"
-    return found
 
 
 def test_a_live_run_writes_blocks_as_it_goes_and_ends_with_progress_end(cli, tmp_path):
@@ -85,7 +72,7 @@ def test_a_pipeline_writes_a_progress_file_from_python(tmp_path):
 
 
 def test_a_progress_file_that_cannot_be_written_whole_is_removed_and_the_run_goes_on(tmp_path):
-    from test_reliability import run_limited
+    from helpers.cli import run_limited
 
     report = tmp_path / "progress.txt"
     # Blocks of some 150 bytes every 0.5 s against a 200-byte file limit (a real EFBIG, as a full disk).

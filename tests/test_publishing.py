@@ -22,10 +22,9 @@ import streamconv
 from streamconv.files import publish
 from streamconv.files.publish import AtomicFile, write_atomically
 
-from test_cli import assert_error, assert_ok
-from test_signals import Run, leftovers
+from helpers.cli import REPO, assert_error, assert_ok
+from helpers.processes import Run, leftovers
 
-REPO = Path(__file__).resolve().parent.parent
 TINY = "test:64x48,frames=3"
 
 

@@ -6,11 +6,6 @@ byte surgery); the table of cases is in docs/reliability.md.
 
 from __future__ import annotations
 
-import os
-import resource
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import cv2
@@ -22,24 +17,13 @@ import streamconv
 from streamconv.backends.cpu.backend import CpuBackend
 from streamconv.chain.filters import parse_chain
 
-from clips import write_clip as write_moving_clip
-from oracle import reference_chain
-from test_cli import assert_error, assert_ok
+from helpers.cli import REPO, assert_error, assert_ok, run_limited
+from helpers.clips import encode_ts, write_clip as write_moving_clip
+from helpers.containers import CLIP_FRAMES, write_clip
+from helpers.damage import decodable_frames, flip_bytes
+from helpers.oracle import reference_chain
+from helpers.processes import resident_bytes
 
-REPO = Path(__file__).resolve().parent.parent
-
-
-def run_limited(args: list[str], *, file_size: int, cwd: Path) -> subprocess.CompletedProcess:
-    """Run the CLI with the kernel refusing writes past ``file_size`` bytes per file (EFBIG),
-    which an encoder meets exactly as it meets a full disk: a failed write() mid-stream."""
-
-    def limit() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # fail the write instead of killing
-        resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
-
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "streamconv", *args], capture_output=True, text=True,
-                          timeout=120, env=env, cwd=cwd, preexec_fn=limit)
 
 
 # ---------------------------------------------------------------- output
@@ -95,28 +79,6 @@ def test_cli_max_pixels_zero_means_no_limit_and_bad_values_are_usage_errors(cli)
 # ---------------------------------------------------------------- odd streams
 
 
-def encode_ts(width: int, height: int, frames: int, first_pts: int, rng: np.random.Generator) -> bytes:
-    """An H.264 MPEG-TS segment of random frames, pts first_pts.. in 1/30 s."""
-    import io
-    from fractions import Fraction
-
-    buffer = io.BytesIO()
-    with av.open(buffer, "w", format="mpegts") as container:
-        stream = container.add_stream("libx264", rate=30)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        stream.time_base = Fraction(1, 30)
-        stream.options = {"preset": "ultrafast", "qp": "0"}
-        for index in range(frames):
-            image = rng.integers(0, 256, (height, width, 3), np.uint8)
-            frame = av.VideoFrame.from_ndarray(image, format="rgb24")
-            frame.pts = first_pts + index
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode(None):
-            container.mux(packet)
-    return buffer.getvalue()
-
-
 @pytest.fixture
 def resizing_clip(tmp_path, rng) -> Path:
     """A TS file whose frames go from 64x48 to 96x64 at frame 6 (two segments end to end)."""
@@ -165,41 +127,6 @@ def test_a_file_output_keeps_its_size_and_scales_frames_of_a_new_size(resizing_c
 
 # ---------------------------------------------------------------- damaged input
 
-CLIP_FRAMES = 48
-
-
-def write_clip(path: Path, options: dict | None = None) -> Path:
-    """48 frames of 160x120 H.264 at 24 fps (a keyframe every 12) with an AAC track."""
-    from fractions import Fraction
-
-    with av.open(str(path), "w", options=options or {}) as container:
-        video = container.add_stream("libx264", rate=24)
-        video.width, video.height, video.pix_fmt = 160, 120, "yuv420p"
-        video.options = {"preset": "veryfast", "g": "12"}
-        audio = container.add_stream("aac", rate=48000)
-        audio.layout = "stereo"
-        ys, xs = np.mgrid[0:120, 0:160]
-        samples = 0
-        for index in range(CLIP_FRAMES):
-            image = np.stack([(xs * 2 + 5 * index) % 256, (ys * 3 + 7 * index) % 256,
-                              (xs + ys + 11 * index) % 256], axis=-1).astype(np.uint8)
-            frame = av.VideoFrame.from_ndarray(image, format="rgb24")
-            frame.pts, frame.time_base = index, Fraction(1, 24)
-            for packet in video.encode(frame):
-                container.mux(packet)
-            while samples < (index + 1) * 2000:
-                tone = (0.2 * np.sin(2 * np.pi * 440 * (np.arange(1024) + samples) / 48000)).astype(np.float32)
-                chunk = av.AudioFrame.from_ndarray(np.stack([tone, tone]), format="fltp", layout="stereo")
-                chunk.sample_rate, chunk.pts = 48000, samples
-                for packet in audio.encode(chunk):
-                    container.mux(packet)
-                samples += 1024
-        for stream in (video, audio):
-            for packet in stream.encode(None):
-                container.mux(packet)
-    return path
-
-
 @pytest.fixture(scope="module")
 def clips(tmp_path_factory) -> dict[str, bytes]:
     """The clip's bytes as MP4 (index at the end), MP4 faststart, MKV and MPEG-TS."""
@@ -208,44 +135,6 @@ def clips(tmp_path_factory) -> dict[str, bytes]:
             "faststart.mp4": write_clip(folder / "faststart.mp4", {"movflags": "faststart"}),
             "mkv": write_clip(folder / "clip.mkv"), "ts": write_clip(folder / "clip.ts")}
     return {name: path.read_bytes() for name, path in made.items()}
-
-
-def decodable_frames(path: Path) -> int:
-    """Frames FFmpeg decodes from ``path``'s first video stream, as the pipeline must: on one
-    thread (frame threads lose frames after a failing packet), packets that fail skipped, the
-    read ended where the data becomes unreadable, the decoder drained at the end."""
-    count = 0
-    # Damaged metadata that is not UTF-8: PyAV up to 18 refuses the input unless told otherwise.
-    metadata = {"metadata_errors": "replace"} if int(av.__version__.split(".")[0]) < 19 else {}
-    with av.open(str(path), **metadata) as container:
-        stream = container.streams.video[0]
-        stream.thread_type = "NONE"
-        packets = container.demux(stream)
-        while True:
-            try:
-                packet = next(packets)
-            except StopIteration:
-                break
-            except (av.InvalidDataError, av.MemoryError, IndexError):
-                break  # unreadable from here (IndexError: PyAV up to 18, streams added mid-input)
-            try:
-                count += len(stream.codec_context.decode(packet)) if packet.size else 0
-            except av.InvalidDataError:
-                pass
-        try:
-            count += len(stream.codec_context.decode(None))
-        except (av.EOFError, av.InvalidDataError):
-            pass
-    return count
-
-
-def flip_bytes(data: bytes, places: int = 4, length: int = 300) -> bytes:
-    """XOR 0xFF over ``places`` runs of ``length`` bytes spread through the middle of the file."""
-    damaged = bytearray(data)
-    for number in range(places):
-        start = len(data) * (number + 2) // (places + 3)
-        damaged[start:start + length] = bytes(b ^ 0xFF for b in damaged[start:start + length])
-    return bytes(damaged)
 
 
 def run_file(cli, tmp_path: Path, name: str, data: bytes):
@@ -579,12 +468,6 @@ def test_host_memory_stays_steady_over_five_runs_of_500_frames():
         assert stats.frames == 500
         resident.append(resident_bytes())
     assert resident[-1] - resident[1] <= 16 << 20, resident
-
-
-def resident_bytes() -> int:
-    """This process's resident set size, from /proc (Linux)."""
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def test_the_docs_table_names_only_tests_that_exist():

@@ -25,7 +25,7 @@ from streamconv.chain.filters import parse_filter
 from streamconv.chain.presets import load_preset
 from streamconv.files.tapfiles import MAX_QUOTED_CHARS
 
-from test_cli import assert_error, assert_ok
+from helpers.cli import assert_error, assert_ok
 
 TINY = "test:64x48,frames=3"
 SECRET = "hunter2-correct-horse-battery-staple-0123456789"

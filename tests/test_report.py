@@ -14,13 +14,14 @@ import pytest
 
 import streamconv
 from streamconv.errors import InputError
-from browser import Elements, needs_chromium, rendered_dom
-from clips import write_clip
+
+from helpers.browser import Elements, needs_chromium, rendered_dom
+from helpers.cli import assert_error, assert_ok
+from helpers.clips import write_clip
 from streamconv.io.sources.pattern import parse_test_spec
 from streamconv.io.sinks.sink import CallbackSink
 from streamconv.report import load_stats, render_report
 from streamconv.run.stats import RunStats
-from test_cli import assert_error, assert_ok
 
 
 def shown(page: Path) -> tuple[Elements, str]:

@@ -16,28 +16,17 @@ from streamconv.chain.filters import parse_chain, parse_filter
 from streamconv.frames.yuv import YuvLayout
 from streamconv.chain.resample import KERNELS, MAX_REDUCTION, axis_taps
 
-from oracle import reference_chain, reference_resize
-from test_streamcopy import audio_packets, make_clip
+from helpers.oracle import reference_chain, reference_resize
+from helpers.resample import RESIZES, real_frame
+from helpers.streamcopy import audio_packets, make_clip
 
 POISON = 0xA5
-# (H, W, C) in -> (w, h) out: up and down, odd sizes, one side growing while the other shrinks,
-# single pixels, and a 16x reduction (the most one stage takes).
-RESIZES = [((37, 53, 3), (20, 15)), ((13, 11, 1), (29, 40)), ((40, 70, 4), (33, 31)),
-           ((9, 130, 3), (9, 3)), ((1, 1, 3), (7, 5)), ((5, 7, 3), (1, 1)), ((48, 64, 3), (4, 3))]
-
-
 def scaled(frame: np.ndarray, spec: str) -> np.ndarray:
     """``frame`` through ``spec`` on the CPU backend, into an output poisoned first."""
     backend = CpuBackend(parse_chain([spec]))
     out = np.full(backend.output_shape(frame.shape), POISON, frame.dtype)
     backend.apply_into(out, frame)
     return out
-
-
-def real_frame(sample_clip) -> np.ndarray:
-    """The sample clip's first frame, 360 x 640 RGB."""
-    with av.open(str(sample_clip)) as container:
-        return next(container.decode(video=0)).to_ndarray(format="rgb24")
 
 
 def differences(got: np.ndarray, want: np.ndarray) -> tuple[int, float]:

@@ -1,5 +1,5 @@
 """RTMP servers that stall, on 127.0.0.1: one that accepts the connection and never answers its
-handshake, and FFmpeg's own RTMP server (tests/netreceiver.py) stopped with SIGSTOP mid-stream.
+handshake, and FFmpeg's own RTMP server (tests/helpers/netreceiver.py) stopped with SIGSTOP mid-stream.
 FFmpeg's RTMP connection takes no time limit through PyAV, and PyAV holds the interpreter lock
 while it connects: both held a run for ever, deaf to Ctrl-C, until streamconv sent RTMP from a
 child process that ends itself after the output's timeout (streamconv.io.sinks.relay)."""
@@ -12,11 +12,9 @@ import subprocess
 import sys
 import time
 
-from test_cli import assert_error
-from test_network import free_port, progress_frames
-from test_network_publish import RECEIVER, wait_until_listening
-from test_network_stalls import FLOOD, Hoarder
-from test_signals import Run
+from helpers.cli import assert_error
+from helpers.network import FLOOD, Hoarder, RECEIVER, free_port, progress_frames, wait_until_listening
+from helpers.processes import Run
 
 
 def silent_rtmp_server() -> tuple[Hoarder, str]:

@@ -15,13 +15,14 @@ import numpy as np
 import pytest
 
 import streamconv
-from raycluster import (ADDRESS, SIGINT_RESTORED, killer, leftover_processes, run_in_cluster,
+from helpers.raycluster import (ADDRESS, SIGINT_RESTORED, killer, leftover_processes, run_in_cluster,
                         why_not)
 from streamconv.io.sources.segment import Segment
 from streamconv.jobs.segments import SegmentWork
-from test_damaged_streams import TS_PROGRAM_2
-from test_reliability import write_clip
-from test_segments import decoded, keyframes, make_clip, packets
+
+from helpers.containers import write_clip
+from helpers.damage import TS_PROGRAM_2
+from helpers.segments import decoded, keyframes, make_clip, packets
 
 CHAIN = ("--filter", "gaussian:sigma=1.5", "--filter", "sharpen", "--backend", "cpu", "--no-progress")
 # Until a Ray worker runs a segment (bounded: a run that never gets one fails its checks).

@@ -11,7 +11,7 @@ from streamconv.backends.families.rank1 import factor_separable
 from streamconv.frames.borders import BORDER_MODES, pad_frame
 from streamconv.chain.filters import FilterStage, build_filter, parse_filter, validate_taps
 
-from oracle import random_taps
+from helpers.oracle import random_taps
 
 BINOMIAL5 = np.array([1, 4, 6, 4, 1], np.float64)
 

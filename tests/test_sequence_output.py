@@ -13,9 +13,8 @@ import av
 import numpy as np
 import pytest
 
-from test_cli import assert_error, assert_ok
-from test_reliability import run_limited
-from test_sequences import H, W, read_image, run_quiet, write_images
+from helpers.cli import assert_error, assert_ok, run_limited, run_quiet
+from helpers.images import H, W, read_image, write_images
 
 from streamconv.errors import OutputError
 from streamconv.io.sinks.sequence import SequenceTarget

@@ -5,46 +5,13 @@ from __future__ import annotations
 
 import os
 from fractions import Fraction
-from pathlib import Path
 
 import av
 import numpy as np
 import pytest
 
-from test_cli import assert_error, assert_ok
-
-W, H = 64, 48
-
-
-def write_images(folder: Path, count: int = 5, pattern: str = "img%03d.png", seed: int = 3,
-                 smooth: bool = False) -> list[np.ndarray]:
-    """``count`` RGB pictures, random or (``smooth``) gradients, as PNG files named by ``pattern``
-    from 1; returns them."""
-    rng = np.random.default_rng(seed)
-    if smooth:  # what lossy image codecs are made for
-        ramp = np.add.outer(np.arange(H), np.arange(W)) * 2
-        pictures = [np.stack([(ramp + o) % 256 for o in rng.integers(0, 64, 3)], -1).astype(np.uint8)
-                    for _ in range(count)]
-    else:
-        pictures = list(rng.integers(0, 256, (count, H, W, 3), dtype=np.uint8))
-    for number, picture in enumerate(pictures, 1):
-        frame = av.VideoFrame.from_ndarray(picture, format="rgb24")
-        with av.open(str(folder / (pattern % number)), "w", format="image2") as container:
-            stream = container.add_stream("png", rate=1)
-            stream.width, stream.height, stream.pix_fmt = W, H, "rgb24"
-            for packet in [*stream.encode(frame), *stream.encode(None)]:
-                container.mux(packet)
-    return pictures
-
-
-def read_image(path: Path) -> np.ndarray:
-    with av.open(str(path)) as container:
-        return next(container.decode(video=0)).to_ndarray(format="rgb24")
-
-
-def run_quiet(cli, *args: str, cwd=None):
-    return cli("run", *args, "--backend", "cpu", "-q", "--no-progress", cwd=cwd)
-
+from helpers.cli import assert_error, assert_ok, run_quiet
+from helpers.images import H, W, read_image, write_images
 
 def test_a_png_sequence_comes_out_as_a_png_sequence_exactly_through_identity(cli, tmp_path):
     pictures = write_images(tmp_path)

@@ -16,9 +16,9 @@ from pathlib import Path
 import av
 import pytest
 
-from clips import write_clip
+from helpers.cli import REPO
+from helpers.clips import write_clip
 
-REPO = Path(__file__).resolve().parent.parent
 STATES = ["closed", "broken", "full"]
 
 

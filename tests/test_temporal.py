@@ -13,23 +13,14 @@ from streamconv.io.sources.arrays import ArraySource
 from streamconv.io.sinks.sink import CallbackSink
 from streamconv.chain.temporal import validate_taps3d
 
-from oracle import exact_for, reference_clip
+from helpers.oracle import exact_for, reference_clip
+from helpers.temporal import clip_of, drive, random_taps3d
 
 BORDERS = ("zero", "replicate", "reflect101")
 
 
 def conv3d(taps: np.ndarray, causal: bool = False) -> FilterStage:
     return FilterStage("conv3d", {}, (), temporal=validate_taps3d(taps, causal=causal))
-
-
-def random_taps3d(rng, frames: int, size: int, *, exact: bool) -> np.ndarray:
-    taps = rng.normal(0.0, 1.0, (frames, size, size)) / (frames * size)
-    taps[frames // 2, size // 2, size // 2] += 1.0
-    return np.round(taps * 256) / 256 if exact else taps
-
-
-def clip_of(rng, count: int, shape=(7, 9, 3), dtype=np.uint8) -> np.ndarray:
-    return rng.integers(0, np.iinfo(dtype).max + 1, (count, *shape), dtype=dtype)
 
 
 def stream(clip: np.ndarray, stages, border: str, ring: int = 2) -> np.ndarray:
@@ -166,46 +157,6 @@ def test_conv3d_reads_a_npy_file_and_finds_separable_taps(tmp_path, rng):
                                   stage.temporal.taps)
     assert conv3d(random_taps3d(rng, 3, 3, exact=False)).temporal.time is None
     assert "3x3 x 3 frames" in stage.describe()
-
-
-def drive(backend, clip: np.ndarray, ring: int, prepare=None) -> np.ndarray:
-    """A clip (N, H, W, C) through ``backend``'s slots in a ring of ``ring``, as the pipeline's
-    compute thread drives them (InFlight: submit in order, retire in order, flush the tail);
-    ``prepare(backend, slots)`` runs once the slots exist (to poison them). Returns the outputs
-    in order, each checked to carry its own frame's meta and counts at read (where a run's
-    timeline marks drops and damage)."""
-    from streamconv.frames.slots import FrameMeta, InFlight
-
-    slots = backend.allocate_slots(clip.shape[1:], ring, dtype=clip.dtype)
-    if prepare is not None:
-        prepare(backend, slots)
-    in_flight, free, outputs = InFlight(backend), list(slots), {}
-
-    def retire() -> None:
-        slot, _ = in_flight.retire()
-        if slot.has_output:
-            outputs[slot.meta.index] = slot.host_out.copy()
-            assert slot.counts_at_read == (slot.meta.index, 2 * slot.meta.index)
-        free.append(slot)
-
-    for index, frame in enumerate(clip):
-        while not free:
-            retire()
-        slot = free.pop()
-        slot.reset()
-        slot.host_in[:] = frame
-        slot.meta = FrameMeta(index, index, None)
-        slot.counts_at_read = (index, 2 * index)
-        in_flight.submit(slot)
-    while in_flight.unflushed or len(in_flight):
-        if not free or not in_flight.unflushed:
-            retire()
-            continue
-        slot = free.pop()
-        slot.reset()
-        in_flight.flush(slot)
-    assert sorted(outputs) == list(range(len(clip)))
-    return np.stack([outputs[index] for index in range(len(clip))])
 
 
 def test_the_cpu_backend_driven_slot_by_slot_equals_stream_filter(rng):

@@ -10,19 +10,15 @@ import numpy as np
 
 from streamconv.chain.filters import parse_chain
 
-from oracle import reference_clip
-from test_signals import Run
-from test_streamcopy import audio_packets, make_clip
+from helpers.oracle import reference_clip
+from helpers.processes import Run
+from helpers.streamcopy import audio_packets, make_clip
+from helpers.temporal import rgb_frames
 
 
 def video_pts(path) -> list[int]:
     with av.open(str(path)) as container:
         return [frame.pts for frame in container.decode(video=0)]
-
-
-def rgb_frames(path) -> np.ndarray:
-    with av.open(str(path)) as container:
-        return np.stack([frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)])
 
 
 def test_a_temporal_chain_keeps_frames_timestamps_and_audio(cli, tmp_path):

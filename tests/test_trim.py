@@ -20,12 +20,11 @@ import av
 import numpy as np
 import pytest
 
-from clips import write_av_clip
+from helpers.cli import assert_error, pipe_cli
+from helpers.clips import write_av_clip
 from streamconv.cli.parser import build_parser
 from streamconv.cli.run import check_run_args
 from streamconv.io.sources.trim import Trim, parse_time, rescale
-from test_cli import assert_error
-from test_pipes import pipe_cli
 
 FFMPEG = shutil.which("ffmpeg")
 needs_ffmpeg = pytest.mark.skipif(FFMPEG is None, reason="the ffmpeg program is not installed "

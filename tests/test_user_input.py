@@ -26,21 +26,10 @@ from streamconv.frames.checks import MAX_RING, available_memory, check_host_memo
 from streamconv.io.sources.pattern import MAX_TEST_FPS, TestPattern, parse_test_spec
 from streamconv.frames.yuv import YuvLayout
 
-from test_cli import TINY, assert_error, assert_ok
+from helpers.cli import TINY, assert_error, assert_ok, assert_usage
 
 HAS_X264 = "libx264" in av.codecs_available
 needs_x264 = pytest.mark.skipif(not HAS_X264, reason="this FFmpeg has no libx264")
-
-
-def assert_usage(result, *fragments: str) -> None:
-    """Exit 2 with argparse's usage line, and an error line holding every fragment; no traceback."""
-    assert result.returncode == 2, (result.returncode, result.stderr)
-    assert "Traceback" not in result.stderr and "internal error" not in result.stderr, result.stderr
-    assert "usage: streamconv" in result.stderr, result.stderr
-    errors = [line for line in result.stderr.splitlines() if ": error:" in line]
-    assert len(errors) == 1, result.stderr
-    for fragment in fragments:
-        assert fragment in errors[0], (fragment, errors[0])
 
 
 # ---------------------------------------------------------------- option values (exit 2)

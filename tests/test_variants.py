@@ -13,7 +13,7 @@ from streamconv.backends.families import textbook
 from streamconv.errors import FilterSpecError
 from streamconv.chain.filters import FilterStage, parse_filter, validate_taps
 
-from oracle import random_taps
+from helpers.oracle import random_taps
 
 SHAPES = [(1, 1, 3), (37, 1, 1), (1, 37, 4), (1080, 1920, 3), (2160, 3840, 3), (49, 65, 3)]
 TENSOR_CORE_KS = (3, 5, 7, 9, 11, 15, 31)  # auto's tensor-core row

@@ -17,8 +17,8 @@ from streamconv.io.sources.camera import WebcamSource, is_webcam_spec, parse_web
 from streamconv.io.sinks.file import FileSink
 from streamconv.io.sinks.sink import CallbackSink
 
-from conftest import REPO
-from fakecam import FAIL, REPEAT, SHAPE, FakeCameraFactory, FakeCapture, count_from, number_of
+from helpers.cli import REPO
+from helpers.fakecam import FAIL, FakeCameraFactory, FakeCapture, REPEAT, SHAPE, count_from, number_of
 
 FAST = dict(stall_timeout=0.1, backoff=0.01, max_backoff=0.02, first_frame_timeout=0.2)
 

@@ -13,7 +13,8 @@ from streamconv.chain.filters import parse_chain
 from streamconv.io.sinks.sink import CallbackSink, NullSink
 from streamconv.frames.yuv import YuvLayout, conversion_coefficients, rgb_to_yuv, yuv_to_rgb
 
-from clips import write_clip
+from helpers.clips import write_clip
+from helpers.yuv import make_clip
 
 # (AVColorSpace, full range) cases: BT.709, BT.601 (both numbers FFmpeg uses), BT.2020, untagged.
 CASES = [(1, False), (1, True), (5, False), (6, True), (9, False), (2, False)]
@@ -223,29 +224,6 @@ def test_no_filters_pass_the_planes_through_unchanged(rng):
     slot.host_in[:] = random_planes(rng, layout)
     backend.submit(slot)
     np.testing.assert_array_equal(slot.host_out, slot.host_in)
-
-
-def make_clip(path, width: int, height: int, frames: int, *, pix_fmt: str = "yuv420p", space: int = 1,
-              colour_range: int = 1, rng=None) -> list[np.ndarray]:
-    """A lossless H.264 clip of random-ish frames; returns each frame's flat planes."""
-    rng = rng or np.random.default_rng(7)
-    written = []
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("libx264", rate=25)
-        stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
-        stream.options = {"qp": "0", "preset": "ultrafast"}
-        stream.codec_context.colorspace, stream.codec_context.color_range = space, colour_range
-        for index in range(frames):
-            smooth = rng.integers(40, 200, (height * 3 // 2 // 2 + 1, width // 2 + 1)).astype(np.uint8)
-            planes = np.repeat(np.repeat(smooth, 2, 0), 2, 1)[: height * 3 // 2, :width].copy()
-            frame = av.VideoFrame.from_ndarray(planes, format=pix_fmt)
-            frame.colorspace, frame.color_range, frame.pts = space, colour_range, 3 * index + 1
-            for packet in stream.encode(frame):
-                container.mux(packet)
-            written.append(planes.ravel())
-        for packet in stream.encode(None):
-            container.mux(packet)
-    return written
 
 
 def decoded_planes(path) -> tuple[list[np.ndarray], list[int], tuple[int, int]]:

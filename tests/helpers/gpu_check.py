@@ -9,7 +9,8 @@ import numpy as np
 from streamconv.backends.cpu.backend import CpuBackend
 from streamconv.chain.filters import FilterStage
 
-from oracle import exact_for
+from helpers.oracle import exact_for
+from streamconv.backends.cuda.backend import CudaBackend
 
 POISON = 0xA5
 
@@ -76,3 +77,25 @@ def held_context(device: int = 0):
     finally:
         context.pop()
         context.release()
+
+
+def break_launch_of_frame(monkeypatch, frame: int, how: str) -> None:
+    """Make the kernel launch of frame ``frame`` fail for real: an impossible block (1025 threads:
+    refused at launch, the context survives) or ``bad pointer`` (an illegal address: the context dies)."""
+    real = CudaBackend.launch_kernels
+
+    def launch(self, slot, stream):
+        if slot.meta is None or slot.meta.index != frame:
+            return real(self, slot, stream)
+        stage = self.stages_for(slot.frame_shape)[0]
+        height, width, _ = slot.frame_shape
+        pitch = slot.device.pitch
+        if how == "block":
+            stage.function.launch(stream, stage.plan.grid, (1025, 1, 1),
+                                  int(slot.device.buffers[0]), int(slot.device.buffers[1]), width,
+                                  height, pitch, pitch, *stage.extra_args)
+        else:
+            stage.function.launch(stream, stage.plan.grid, stage.plan.block, 0, 0,  # null pointers
+                                  width, height, pitch, pitch, *stage.extra_args)
+
+    monkeypatch.setattr(CudaBackend, "launch_kernels", launch)

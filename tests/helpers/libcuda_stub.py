@@ -1,7 +1,7 @@
 """A stub libcuda.so.1, for a driver where there is none: PyCUDA built and imported in CI
 (.ci/pycuda-build), and a driver of another CUDA version than the installed bindings'.
 
-    python tests/libcuda_stub.py DIR [--version 13000] [LIBRARY ...]
+    python tests/helpers/libcuda_stub.py DIR [--version 13000] [LIBRARY ...]
 
 Writes DIR/libcuda.so.1 (and the libcuda.so link the linker wants) whose cuDriverGetVersion says
 CUDA 13.0 (or ``--version``), so that `streamconv install-cuda` picks CUDA 13's header wheels,

@@ -69,3 +69,25 @@ def write_av_clip(path: Path, *, codec: str = "libx264", pix_fmt: str = "yuv420p
         container.mux(video.encode(None))
         container.mux(sound.encode(None))
     return path
+
+
+def encode_ts(width: int, height: int, frames: int, first_pts: int, rng: np.random.Generator) -> bytes:
+    """An H.264 MPEG-TS segment of random frames, pts first_pts.. in 1/30 s."""
+    import io
+    from fractions import Fraction
+
+    buffer = io.BytesIO()
+    with av.open(buffer, "w", format="mpegts") as container:
+        stream = container.add_stream("libx264", rate=30)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        stream.time_base = Fraction(1, 30)
+        stream.options = {"preset": "ultrafast", "qp": "0"}
+        for index in range(frames):
+            image = rng.integers(0, 256, (height, width, 3), np.uint8)
+            frame = av.VideoFrame.from_ndarray(image, format="rgb24")
+            frame.pts = first_pts + index
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    return buffer.getvalue()

@@ -1,6 +1,6 @@
 """A one-publisher RTMP or RTSP server in a child process, made of FFmpeg's own listen modes.
 
-``python tests/netreceiver.py URL FORMAT OPTIONS_JSON OUT.npy`` opens URL with PyAV as a server
+``python tests/helpers/netreceiver.py URL FORMAT OPTIONS_JSON OUT.npy`` opens URL with PyAV as a server
 (the options say ``listen``), takes one publisher, decodes every frame it sends to RGB and saves
 them, stacked, to OUT.npy. FORMAT is the demuxer, or ``-`` for the one the URL picks.
 

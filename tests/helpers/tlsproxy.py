@@ -16,7 +16,7 @@ import sys
 import threading
 from pathlib import Path
 
-from test_network import free_port
+from helpers.network import free_port
 
 
 def self_signed_certificate(folder: Path) -> tuple[Path, Path] | None:

@@ -20,6 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
+from helpers.cli import REPO
+from streamconv.io.sinks.display import gui_backend
+from typing import Iterator
+import contextlib
+import pytest
+import sys
+
 
 class VirtualDisplay:
     """An Xvfb server on a free display number, with its screen readable as an array.
@@ -172,3 +179,43 @@ def close_window(display: VirtualDisplay, window: int) -> None:
 def missing_tools() -> list[str]:
     """The programs these tests need that are not installed."""
     return [tool for tool in ("Xvfb", "xdotool") if shutil.which(tool) is None]
+
+
+@pytest.fixture(scope="module")
+def xserver():
+    if gui_backend() == "NONE":
+        pytest.skip("this OpenCV has no GUI (opencv-python-headless); the window tests need opencv-python")
+    missing = missing_tools()
+    if missing:
+        pytest.skip(f"{' and '.join(missing)} not installed (Debian: apt-get install xvfb xdotool)")
+    display = VirtualDisplay().start()
+    yield display
+    display.stop()
+
+
+def start(display: VirtualDisplay, *args: str) -> subprocess.Popen:
+    env = dict(display.env, PYTHONPATH=str(REPO))
+    return subprocess.Popen([sys.executable, "-m", "streamconv", "run", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@contextlib.contextmanager
+def running(display: VirtualDisplay, *args: str) -> Iterator[subprocess.Popen]:
+    """``streamconv run ARGS`` on the virtual display, killed on the way out if still running."""
+    process = start(display, *args)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
+
+def finish(process: subprocess.Popen, timeout: float = 15) -> tuple[int, str]:
+    try:
+        _, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        _, stderr = process.communicate()
+        raise AssertionError(f"streamconv did not exit within {timeout} s:\n{stderr}")
+    return process.returncode, stderr
