@@ -270,4 +270,4 @@ TEMPORAL_TYPES: tuple[TemporalType, ...] = (
 """The temporal filters, in the order ``streamconv filters`` lists them."""
 
 TEMPORAL_NAMES = frozenset(entry.name for entry in TEMPORAL_TYPES)
-"""The registry names of the filters across frames (tests/test_temporal.py covers them)."""
+"""The registry names of the filters across frames (tests/backends/test_temporal.py covers them)."""

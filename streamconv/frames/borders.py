@@ -22,7 +22,7 @@ BORDER_CODES = {name: code for code, name in enumerate(BORDER_MODES)}
 CV_BORDERS = {"zero": cv2.BORDER_CONSTANT, "replicate": cv2.BORDER_REPLICATE,
               "reflect101": cv2.BORDER_REFLECT_101}
 """The OpenCV border type of each mode. OpenCV's borderInterpolate has our semantics, wide
-halos and length-1 axes included (tests/test_cpu_backend.py checks pad_frame against border_index)."""
+halos and length-1 axes included (tests/backends/test_cpu_backend.py checks pad_frame against border_index)."""
 
 _CV_DTYPES = {np.dtype(t) for t in (np.uint8, np.int8, np.uint16, np.int16, np.int32, np.float32, np.float64)}
 

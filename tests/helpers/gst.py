@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 _LOADER_GLOBS = (
     "/usr/lib/*/gstreamer-1.0/libgstpython.so",
     "/usr/lib/gstreamer-1.0/libgstpython.so",

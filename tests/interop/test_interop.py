@@ -1,7 +1,7 @@
 """Reading callers' arrays without a GPU: DLPack tensors read through cuda-core (NumPy is a real
 CPU producer), host tensors taken as host frames, device-array descriptions checked, stream
 handles, and device frames refused where they cannot run. The GPU side (DLPack out, device
-producers and consumers) is tests/test_cuda_interop.py."""
+producers and consumers) is tests/interop/test_cuda_interop.py."""
 
 from __future__ import annotations
 

@@ -191,7 +191,7 @@ print(sorted(os.listdir(".")))
 
 
 def test_a_second_signal_leaves_no_image_behind_even_mid_write(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[3]))
     result = subprocess.run([sys.executable, "-c", SLOW_SEQUENCE_RUN], capture_output=True, text=True,
                             timeout=120, cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr

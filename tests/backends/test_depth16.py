@@ -102,7 +102,7 @@ def test_uint16_output_must_match_input_dtype():
         backend.apply(np.zeros((4, 4, 3), np.float32))
 
 
-# 10-bit video end to end (CPU backend; tests/test_cuda_depth16.py runs the GPU's).
+# 10-bit video end to end (CPU backend; tests/backends/test_cuda_depth16.py runs the GPU's).
 
 import subprocess  # noqa: E402
 import sys  # noqa: E402

@@ -445,7 +445,7 @@ def test_other_pixel_formats_and_odd_sizes_travel_as_rgb_and_are_filtered_exactl
                 container.mux(packet)
         for packet in stream.encode(None):
             container.mux(packet)
-    # 8-bit frames here (10-bit video is filtered in 16 bits by default: tests/test_depth16.py).
+    # 8-bit frames here (10-bit video is filtered in 16 bits by default: tests/backends/test_depth16.py).
     with streamconv.FileSource(source, depth=8) as video:
         assert video.planes is None  # only 8-bit yuv420p travels as planes; the rest as RGB
         frames = list(video)
@@ -476,9 +476,9 @@ def test_the_docs_table_names_only_tests_that_exist():
     table = (REPO / "docs" / "reliability.md").read_text(encoding="utf-8")
     named = set(re.findall(r"(test_[a-z0-9_]+)(\*)?", table))
     assert len(named) > 20
-    sources = "\n".join(path.read_text(encoding="utf-8") for path in (REPO / "tests").glob("test_*.py"))
+    sources = "\n".join(path.read_text(encoding="utf-8") for path in (REPO / "tests").rglob("test_*.py"))
     defined = set(re.findall(r"^def (test_\w+)", sources, re.MULTILINE))
-    modules = {path.stem for path in (REPO / "tests").glob("test_*.py")}
+    modules = {path.stem for path in (REPO / "tests").rglob("test_*.py")}
     for name, star in named:
         found = name in modules or (any(d.startswith(name) for d in defined) if star else name in defined)
         assert found, f"docs/reliability.md names {name}{star}, which is not a test"

@@ -59,7 +59,7 @@ def test_identity_transcode_keeps_colours_and_tags(cli, tmp_path, space, colour_
 
     The backend's integer conversion (the default, auto, on every backend) keeps in-gamut colours
     exactly; FFmpeg's scaler, on the host path, within 2 (on flat patches; see
-    tests/test_colour_default.py for busy pictures).
+    tests/backends/test_colour_default.py for busy pictures).
     """
     source, out = tmp_path / "flat.mp4", tmp_path / "out.mp4"
     make_flat_clip(source, space, colour_range)
