@@ -22,14 +22,14 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..errors import FilterSpecError
-from ..nn.layer import ConvLayer, check_sample_type, load_layer
+from ..nn.layer import ConvLayer, load_layer
 from .resample import GEOMETRY_FILTERS, Geometry
 from .suggest import did_you_mean
 from ..files.tapfiles import MAX_SIZE, load_taps_file, parse_inline_taps, show_value, validate_taps
 from .temporal import TEMPORAL_TYPES, TemporalTaps, TemporalType
 
-# Re-exported: their homes are nn.layer and tapfiles.
-__all__ = ["MAX_SIZE", "check_sample_type", "show_value", "validate_taps"]
+# Re-exported: their home is files/tapfiles.
+__all__ = ["MAX_SIZE", "show_value", "validate_taps"]
 
 COMBINE_NONE = "none"
 COMBINE_MAGNITUDE = "magnitude"

@@ -33,10 +33,10 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 from ..frames.borders import BORDER_MODES
 from ..errors import FilterSpecError, PresetError
-from .filters import REGISTRY, FilterStage, build_filter, show_value
+from .filters import REGISTRY, FilterStage, build_filter
 from ..files.resources import data_dir, is_file, read_limited
 from .suggest import did_you_mean
-from ..files.tapfiles import MAX_QUOTED_CHARS, brief_reason, decode_text, quote_text
+from ..files.tapfiles import MAX_QUOTED_CHARS, brief_reason, decode_text, quote_text, show_value
 
 MAX_PRESET_BYTES = 64 * 1024
 """A preset larger than this is refused: at most one byte more is ever read."""

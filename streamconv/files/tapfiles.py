@@ -22,12 +22,12 @@ import numpy as np
 from ..errors import FilterSpecError
 from .resources import is_file, read_limited
 
+MAX_SIZE = 31
+"""Largest tap matrix side (radius 15); the CUDA kernels are built for radius <= 15."""
+
 MAX_ABS_TAP = 1.0e6
 """Taps and layer weights beyond this magnitude are refused: they would only saturate and lose
 float32 precision."""
-
-MAX_SIZE = 31
-"""Largest tap matrix side (radius 15); the CUDA kernels are built for radius <= 15."""
 
 MAX_TAPS_FILE_BYTES = 1 << 20
 """A taps file larger than this is refused: at most one byte more is ever read."""

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FilterSpecError, StreamconvError
-from ..chain.filters import show_value
+from ..files.tapfiles import show_value
 
 Error = type[StreamconvError]
 

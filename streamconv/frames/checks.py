@@ -12,7 +12,7 @@ import numpy as np
 
 from .arguments import check_number
 from ..errors import FilterSpecError, FrameFormatError, FrameTypeError, InputError, StreamconvError
-from ..chain.filters import MAX_SIZE, show_value
+from ..files.tapfiles import MAX_SIZE, show_value
 
 CHANNEL_COUNTS = (1, 3, 4)
 

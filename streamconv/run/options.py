@@ -13,7 +13,7 @@ from typing import Any
 
 from ..frames.arguments import check_callable, check_flags, check_options
 from ..errors import FilterSpecError, FrameFormatError
-from ..chain.filters import show_value
+from ..files.tapfiles import show_value
 from ..frames.checks import MAX_RING, as_count
 from ..io.open import check_sink
 

@@ -32,7 +32,8 @@ import cv2
 import numpy as np
 
 from ...frames.borders import CV_BORDERS, DEFAULT_BORDER, check_border, pad_frame
-from ...chain.filters import COMBINE_MAGNITUDE, FilterStage, check_sample_type
+from ...chain.filters import COMBINE_MAGNITUDE, FilterStage
+from ...nn.layer import check_sample_type
 from ...frames.checks import as_hwc, check_same_frame, sample_maximum
 from ...nn.layer import layer_cpu
 from ...chain.resample import chain_shapes

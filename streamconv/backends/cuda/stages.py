@@ -16,7 +16,8 @@ import numpy as np
 
 from ...gpu import loader as kernel_loader
 from ...errors import StreamError
-from ...chain.filters import FilterStage, check_sample_type
+from ...chain.filters import FilterStage
+from ...nn.layer import check_sample_type
 from ...gpu.binding import Binding, BoundLaunches, Kernel
 from ...nn.gpu import GpuEngine
 from ...nn.gpu_layer import GpuLayer
