@@ -3,7 +3,7 @@
 A backend filters frames that wait in *slots* (:class:`streamconv.frames.slots.Slot`): host buffers
 the caller fills and reads, plus whatever the backend keeps per slot (device buffers, a CUDA
 stream, events). Work is queued with :meth:`Backend.submit` and finished in submission order
-by the caller (:class:`streamconv.frames.slots.InFlight` keeps that order), so a GPU backend can
+by the caller (:class:`streamconv.run.inflight.InFlight` keeps that order), so a GPU backend can
 overlap one frame's upload with another's kernels and a third's download. ``apply_into`` and
 ``apply`` filter one frame synchronously.
 

@@ -22,7 +22,8 @@ from ..backends.cuda.temporal import TemporalCudaBackend
 from ..frames.borders import BORDER_CODES
 from ..chain.filters import FilterStage, parse_filter
 from .timing import POISON, occupancy, time_launches
-from ..frames.slots import FrameMeta, InFlight
+from ..frames.slots import FrameMeta
+from ..run.inflight import InFlight
 from ..chain.temporal import validate_taps3d
 
 SIZES = {"1080p": (1080, 1920), "4k": (2160, 3840)}

@@ -2,7 +2,7 @@
 
 Frames are host NumPy arrays as for :class:`streamconv.Filter` (:mod:`streamconv.embed.filter`). The
 slots, their order and the backend calls are those of the pipeline's compute thread
-(:class:`streamconv.frames.slots.InFlight`), driven here from the caller's thread.
+(:class:`streamconv.run.inflight.InFlight`), driven here from the caller's thread.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from ..frames.checks import MAX_RING, as_count, as_frame_type, as_hwc, check_fra
 from ..interop.arrays import DeviceView, as_frame
 from ..interop.streams import stream_handle
 from ..frames.hostcopy import ParallelCopier, copier_for, same_buffer
-from ..frames.slots import InFlight, Slot
+from ..frames.slots import Slot
+from ..run.inflight import InFlight
 from .streamfilter_tail import WindowedResults
 
 

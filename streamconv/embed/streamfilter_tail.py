@@ -2,7 +2,7 @@
 a window fills, and the flush that puts out the last frames.
 
 A temporal chain puts out frame i's result with frame ``i + delay``'s submit
-(:class:`streamconv.frames.slots.InFlight` moves each frame's note onto the slot that carries it), so
+(:class:`streamconv.run.inflight.InFlight` moves each frame's note onto the slot that carries it), so
 results still come out in order, one per frame, ``delay`` frames later; :meth:`flush` (and the
 end of a ``map()``) ends the stream and puts out the rest.
 """
@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .filter import output_like
-from ..frames.slots import InFlight, Slot
+from ..frames.slots import Slot
+from ..run.inflight import InFlight
 
 
 class WindowedResults:

@@ -13,7 +13,8 @@ from ..gpu import handles
 from ..gpu.binding import GpuCallError, binding
 from ..frames.colour import FULL_RANGE, ColourTags
 from ..frames.yuv import YuvLayout, split_semi_planar
-from ..frames.slots import InFlight, Slot
+from ..frames.slots import Slot
+from ..run.inflight import InFlight
 
 __all__ = [
     "FULL_RANGE",

@@ -4,7 +4,7 @@
     filled --compute (the thread that calls run(); owns every CUDA call): submit--> in flight
     in flight --backend says done--> done --writer: sink.send(slot.host_out)--> free
 
-The compute thread keeps the slots in flight in order with :class:`streamconv.frames.slots.InFlight`,
+The compute thread keeps the slots in flight in order with :class:`streamconv.run.inflight.InFlight`,
 as StreamFilter does in its caller's thread.
 
 The ring bounds memory: at most ``ring`` frames exist at once. A file source blocks when
@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from ..errors import Interrupted
-from ..frames.slots import RESIZED, FrameMeta, InFlight, Slot
+from ..frames.slots import RESIZED, FrameMeta, Slot
+from .inflight import InFlight
 
 if TYPE_CHECKING:
     from ..backends.protocol import Backend

@@ -22,7 +22,8 @@ def drive(backend, clip: np.ndarray, ring: int, prepare=None) -> np.ndarray:
     ``prepare(backend, slots)`` runs once the slots exist (to poison them). Returns the outputs
     in order, each checked to carry its own frame's meta and counts at read (where a run's
     timeline marks drops and damage)."""
-    from streamconv.frames.slots import FrameMeta, InFlight
+    from streamconv.frames.slots import FrameMeta
+    from streamconv.run.inflight import InFlight
 
     slots = backend.allocate_slots(clip.shape[1:], ring, dtype=clip.dtype)
     if prepare is not None:

@@ -1,4 +1,4 @@
-"""slots.InFlight, the in-order queue both ring drivers (Pipeline, StreamFilter) keep their slots in."""
+"""run/inflight.py: InFlight, the in-order queue both ring drivers (Pipeline, StreamFilter) keep their slots in."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 from streamconv.backends.cpu.backend import CpuBackend
 from streamconv.backends.protocol import Backend
 from streamconv.errors import GpuFaultError
-from streamconv.frames.slots import InFlight, Slot
+from streamconv.frames.slots import Slot
+from streamconv.run.inflight import InFlight
 
 
 class FakeBackend:
