@@ -21,16 +21,13 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..worker import RunSettings, Running, run_input
 from ...errors import BackendUnavailableError, Interrupted
 from ...interrupts import SignalGuard
-from ..manifest import BatchRecord, file_identity
+from ..manifest import BatchRecord, Manifest, file_identity
 from ...files.publish import claim_path
-
-if TYPE_CHECKING:
-    from ..batch import Batch
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +141,20 @@ def _attempt(output: str, task_id: str, settings: RunSettings):
         claim.unlink(missing_ok=True)
 
 
-def run_on_ray(batch: "Batch", address: str | None) -> None:
+class BatchOnRay(Protocol):
+    """What running on Ray reads of a :class:`streamconv.jobs.batch.Batch` (which imports this
+    module, so it is named here by what it offers)."""
+
+    jobs: int
+    backend: str
+    manifest: Manifest
+    settings: RunSettings
+
+    @property
+    def stopping(self) -> bool: ...
+
+
+def run_on_ray(batch: BatchOnRay, address: str | None) -> None:
     """Run ``batch``'s pending inputs as Ray tasks on the cluster at ``address`` (None: the one
     in RAY_ADDRESS, or a new local one), updating its manifest as results come in."""
     ray = ray_module()
@@ -165,7 +175,7 @@ def run_on_ray(batch: "Batch", address: str | None) -> None:
         raise
 
 
-def _collect(ray, batch: "Batch", waiting: dict, *, cancelled: bool = False) -> None:
+def _collect(ray, batch: BatchOnRay, waiting: dict, *, cancelled: bool = False) -> None:
     """Record each task's result as it comes; after the first signal, cancel the ones not started.
 
     Raises:
