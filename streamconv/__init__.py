@@ -35,6 +35,8 @@ _EXPORTS = {
     "__version__": "version",
 }
 """Public name -> the submodule that defines it."""
+_ALIASES = {"batch": "run_batch"}
+"""Public names that are another name's object: ``streamconv.batch(...)`` is :func:`run_batch`."""
 
 
 def __getattr__(name: str):
@@ -46,8 +48,7 @@ def __getattr__(name: str):
     # __import__, not importlib: `import streamconv` imports nothing before the command holds
     # its signals (streamconv.launch)
     value = __import__(f"{__name__}.{module}", fromlist=["__name__"])
-    if name != module.rpartition(".")[2]:  # else the module itself: ``streamconv.batch(...)`` is run_batch
-        value = getattr(value, name)
+    value = getattr(value, _ALIASES.get(name, name))
     globals()[name] = value
     return value
 

@@ -21,7 +21,6 @@ import signal
 import sys
 import threading
 import time
-import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -414,14 +413,3 @@ def run_segmented_input(record: BatchRecord, settings: RunSettings, running: Run
         return stats, None  # never stopped early and finished: it ends whole or is aborted
 
     judge_run(record, segmented, running)
-
-
-class _CallableModule(types.ModuleType):
-    """This module, callable as :func:`run_batch`: ``streamconv.batch(inputs, filters, outdir, ...)``."""
-
-    def __call__(self, inputs: Sequence[str], filters: Sequence[str | FilterStage], outdir: str | Path,
-                 **options) -> BatchResult:
-        return run_batch(inputs, filters, outdir, **options)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -147,14 +147,16 @@ def test_the_python_api(tmp_path, clips):
             np.testing.assert_array_equal(got, expected)
 
 
-def test_the_batch_module_itself_is_callable_as_run_batch(tmp_path, clips):
-    """``streamconv.batch(...)``, as the module is named, whether or not it was imported first."""
+def test_streamconv_batch_is_run_batch(tmp_path, clips):
+    """``streamconv.batch(...)`` is the same call as ``streamconv.run_batch(...)``, whether or not
+    the module that defines them was imported first."""
     import streamconv.jobs.batch
     from streamconv.jobs.batch import Batch
 
     result = streamconv.batch([str(clips)], ["box:size=3"], tmp_path / "out", backend="cpu", jobs=1, processes=1)
     assert result.exit_code == 0 and [r.status for r in result.records] == ["done"] * 3
-    assert Batch is streamconv.Batch and streamconv.jobs.batch.run_batch is streamconv.run_batch
+    assert Batch is streamconv.Batch and streamconv.batch is streamconv.jobs.batch.run_batch
+    assert streamconv.run_batch is streamconv.batch
 
 
 @pytest.mark.parametrize("signals", [1, 2])
