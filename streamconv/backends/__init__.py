@@ -11,7 +11,7 @@ from typing import Sequence
 
 from ..frames.borders import DEFAULT_BORDER
 from ..gpu.device import cuda_status
-from ..errors import BackendUnavailableError, FilterSpecError
+from ..errors import BackendUnavailableError, SettingsError
 from ..chain.filters import FilterStage
 from .cpu.backend import CpuBackend
 from .cuda.backend import CudaBackend
@@ -33,10 +33,10 @@ def resolve_backend(name: str, *, device: int = 0) -> str:
 
     Raises:
         BackendUnavailableError: ``cuda`` requested but unusable; the message says why.
-        FilterSpecError: an unknown backend name.
+        SettingsError: an unknown backend name.
     """
     if name not in BACKENDS:
-        raise FilterSpecError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}")
+        raise SettingsError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}")
     if name == "cpu":
         return "cpu"
     usable, reason = cuda_status(device)
@@ -55,8 +55,9 @@ def plan_kernels(kernel: str, filters: Sequence[FilterStage], backend: str) -> C
     runs it; on the cpu backend (None) a kernel other than ``auto`` is ignored with a notice.
 
     Raises:
-        FilterSpecError: unknown kernel, or one that cannot run a stage (``separable`` for taps
-            that are not rank 1, ``tensor-core`` above K = 9).
+        SettingsError: an unknown kernel.
+        FilterSpecError: a kernel that cannot run a stage (``separable`` for taps that are not
+            rank 1, ``tensor-core`` above K = 9).
     """
     check_kernel(kernel)
     if backend == "cuda":

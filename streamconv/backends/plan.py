@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from ..errors import FilterSpecError
+from ..errors import FilterSpecError, SettingsError
 from ..chain.filters import FilterStage
 from ..gpu import loader as kernel_loader
 from ..chain.resample import chain_shapes
@@ -63,9 +63,9 @@ AUTO_TABLE: tuple[AutoRule, ...] = (
 
 
 def check_kernel(name: str) -> str:
-    """``name`` if it is a known kernel choice; else a FilterSpecError listing them."""
+    """``name`` if it is a known kernel choice; else a SettingsError listing them."""
     if name not in KERNEL_CHOICES:
-        raise FilterSpecError(f"unknown kernel {name!r}; known: {', '.join(KERNEL_CHOICES)}")
+        raise SettingsError(f"unknown kernel {name!r}; known: {', '.join(KERNEL_CHOICES)}")
     return name
 
 
@@ -76,9 +76,11 @@ def plan_stage(stage: FilterStage, kernel: str = AUTO, dtype=np.uint8, *, tensor
     kernels use) ``auto`` never picks them, and ``separable`` keeps to sepconv.cu.
 
     Raises:
-        FilterSpecError: an unknown kernel; a variant that cannot run the stage (``separable``
-            for taps that are not rank 1, ``tensor-core`` for a bank of two taps above K = 9,
-            for taps its digits cannot hold or without ``tensor_cores``) or that takes 8-bit frames only, for 16-bit ones.
+        SettingsError: an unknown kernel; a variant that needs ``tensor_cores`` without them, or
+            that takes 8-bit frames only, for 16-bit ones.
+        FilterSpecError: a variant that cannot run the stage (``separable`` for taps that are
+            not rank 1, ``tensor-core`` for a bank of two taps above K = 9, or for taps its
+            digits cannot hold).
     """
     check_kernel(kernel)
     sample_bytes = np.dtype(dtype).itemsize
@@ -91,11 +93,11 @@ def plan_stage(stage: FilterStage, kernel: str = AUTO, dtype=np.uint8, *, tensor
             if sample_bytes in rule.family.SAMPLE_BYTES and rule.when(stage):
                 try:
                     return _prepared(stage, rule.family.VARIANTS[0], sample_bytes, tensor_cores)
-                except FilterSpecError:
+                except (FilterSpecError, SettingsError):
                     continue  # the family cannot hold these taps: the next row
         raise AssertionError("the last row of AUTO_TABLE runs every stage")
     if sample_bytes not in BY_VARIANT[kernel].SAMPLE_BYTES:
-        raise FilterSpecError(f"--kernel {kernel} takes 8-bit frames only; 16-bit frames run as "
+        raise SettingsError(f"--kernel {kernel} takes 8-bit frames only; 16-bit frames run as "
                               f"{REGISTER_BLOCKED} (--kernel auto)")
     return _prepared(stage, kernel, sample_bytes, tensor_cores)
 
@@ -103,7 +105,7 @@ def plan_stage(stage: FilterStage, kernel: str = AUTO, dtype=np.uint8, *, tensor
 def _prepared(stage: FilterStage, variant: str, sample_bytes: int, tensor_cores: bool = True) -> StagePlan:
     family = BY_VARIANT[variant]
     if family is tensor_core and not tensor_cores:  # auto then takes the next row
-        raise FilterSpecError(f"--kernel {variant} needs a GPU of sm_80 or later (int8 tensor-core mma); "
+        raise SettingsError(f"--kernel {variant} needs a GPU of sm_80 or later (int8 tensor-core mma); "
                               f"use --kernel auto")
     return StagePlan(stage, variant, family, family.prepare(stage, variant, sample_bytes), sample_bytes,
                      tensor_cores)
@@ -146,7 +148,7 @@ class ChainPlan:
         runs :mod:`streamconv.nn`'s kernels whatever ``--kernel`` says.
 
         Raises:
-            FilterSpecError: as :func:`plan_stage`.
+            SettingsError, FilterSpecError: as :func:`plan_stage`.
         """
         sample_bytes = np.dtype(dtype).itemsize
         if sample_bytes not in self._stages:
@@ -169,7 +171,7 @@ def plan_chain(filters: Sequence[FilterStage], kernel: str = AUTO, *, tensor_cor
     (``tensor_cores``: as for :func:`plan_stage`).
 
     Raises:
-        FilterSpecError: an unknown kernel, or one that cannot run a stage.
+        SettingsError: an unknown kernel. FilterSpecError: one that cannot run a stage.
     """
     plan = ChainPlan(tuple(filters), check_kernel(kernel), tensor_cores)
     plan.stages(np.uint8)
@@ -188,7 +190,7 @@ def supports(stage: FilterStage, kernel: str, dtype=np.uint8) -> bool:
     """Whether ``kernel`` can run ``stage`` on frames of ``dtype``."""
     try:
         plan_stage(stage, kernel, dtype)
-    except FilterSpecError:
+    except (FilterSpecError, SettingsError):
         return False
     return True
 

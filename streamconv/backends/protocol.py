@@ -68,7 +68,7 @@ class Backend(Protocol):
 
         Raises:
             BackendUnavailableError: not enough host or device memory, before any is taken.
-            FrameTypeError, FilterSpecError: a chain that cannot run on ``dtype`` frames.
+            FrameTypeError, SettingsError: a chain that cannot run on ``dtype`` frames.
         """
         ...
 

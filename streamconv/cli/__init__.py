@@ -1,7 +1,7 @@
 """The ``streamconv`` command: argument parsing, building a Pipeline, mapping errors to exit codes.
 
 Exit codes: 0 success (also after q, Esc or closing the window); 1 internal error; 2 usage;
-3 bad filter spec, preset or frame; 4 input missing or undecodable; 5 no video stream;
+3 bad filter spec, preset, setting or frame; 4 input missing or undecodable; 5 no video stream;
 6 output refused or not writable; 7 backend unavailable; 8 decode/encode failure during the
 run; 9 camera cannot be opened; 10 camera stopped delivering and could not be reopened;
 11 no display for --display; 12 GPU fault during the run; 13 finished, but the input was

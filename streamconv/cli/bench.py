@@ -12,7 +12,7 @@ from ..backends import resolve_backend
 from ..backends.plan import DEEP_KERNEL_CHOICES, KERNEL_CHOICES
 from ..frames.borders import BORDER_MODES, DEFAULT_BORDER
 from .options import argument_type, non_negative_int
-from ..errors import FilterSpecError, StreamError
+from ..errors import SettingsError, StreamError
 from ..files.publish import check_output_path, write_atomically
 
 log = logging.getLogger("streamconv")
@@ -59,7 +59,7 @@ def add_bench_parser(commands) -> None:
 def cmd_bench(args: argparse.Namespace) -> int:
     """``streamconv bench``: check and time the kernel variants; table, JSON, chart."""
     if args.scale and args.chart:
-        raise FilterSpecError("--chart draws the convolution kernels' timings; "
+        raise SettingsError("--chart draws the convolution kernels' timings; "
                               "--scale has a table only")
     if args.chart:
         benchplot.check_matplotlib()
@@ -70,7 +70,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                               protect={name: other for name, other in reports.items() if other and name != option})
     kernels = bench.kernels_for_depth(args.kernels, args.depth)
     if not kernels:
-        raise FilterSpecError(f"--depth {args.depth}: none of {', '.join(args.kernels)} takes 16-bit frames "
+        raise SettingsError(f"--depth {args.depth}: none of {', '.join(args.kernels)} takes 16-bit frames "
                               f"({' and '.join(DEEP_KERNEL_CHOICES)} do)")
     if len(kernels) < len(args.kernels):
         log.info("--depth %d: timing %s (the other kernels take 8-bit frames only)", args.depth, ", ".join(kernels))

@@ -106,7 +106,8 @@ def make_engine(spec: Spec, *, border: str, backend: str, device: int, kernel: s
         (stages, border mode, backend name ``cpu``/``cuda``, the backend).
 
     Raises:
-        FilterSpecError: a bad spec, border, backend name or kernel, or ``device`` not an int >= 0.
+        FilterSpecError: a bad spec.
+        SettingsError: a bad border, backend name or kernel, or ``device`` not an int >= 0.
         BackendUnavailableError: ``cuda`` asked for and unusable.
     """
     device = as_count(device, "device", 0)
@@ -181,8 +182,8 @@ class Filter(Closes):
     such chains (frames in order, results in order ``delay`` frames later, ``flush()`` at the end).
 
     Raises:
-        FilterSpecError: a bad spec, border, backend name or kernel, or ``device`` not an int >= 0;
-            a chain with stages across frames.
+        FilterSpecError: a bad spec; a chain with stages across frames.
+        SettingsError: a bad border, backend name or kernel, or ``device`` not an int >= 0.
 
     Examples:
         >>> import numpy as np, streamconv

@@ -47,8 +47,9 @@ class StreamFilter(WindowedResults, Closes):
     call raises :class:`streamconv.StreamError`.
 
     Raises:
-        FilterSpecError: ``ring`` not an int from 1 to MAX_RING (a bool is refused), ``device`` not
-            an int >= 0, or a bad spec, border, backend name or kernel.
+        SettingsError: ``ring`` not an int from 1 to MAX_RING (a bool is refused), ``device`` not
+            an int >= 0, or a bad border, backend name or kernel.
+        FilterSpecError: a bad spec.
 
     Examples:
         >>> import numpy as np, streamconv

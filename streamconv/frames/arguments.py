@@ -4,7 +4,7 @@ the call does not take, is refused with a typed error naming it, before any work
 Such an argument used to surface as a TypeError from deep inside, or only at the first frame,
 and a string given for a flag counted as true (``sink_options={"overwrite": "no"}`` replaced a
 file). Each check raises the error of what the argument is about, which its caller names: an
-output's OutputError, an input's InputError, a frame's FrameFormatError, and FilterSpecError for
+output's OutputError, an input's InputError, a frame's FrameFormatError, and SettingsError for
 any other setting, as :func:`streamconv.frames.checks.as_count` does for ``ring`` and ``device``.
 """
 
@@ -19,13 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FilterSpecError, StreamconvError
+from ..errors import SettingsError, StreamconvError
 from ..files.tapfiles import show_value
 
 Error = type[StreamconvError]
 
 
-def check_flag(value: object, name: str, error: Error = FilterSpecError) -> bool:
+def check_flag(value: object, name: str, error: Error = SettingsError) -> bool:
     """``value`` as a bool: True or False (NumPy's too). A string ("no", "false"), a number or
     None is refused: each of them would count as true or false by accident.
 
@@ -37,7 +37,7 @@ def check_flag(value: object, name: str, error: Error = FilterSpecError) -> bool
     raise error(f"{name} must be True or False, got {show_value(value)}")
 
 
-def check_flags(error: Error = FilterSpecError, **flags: object) -> None:
+def check_flags(error: Error = SettingsError, **flags: object) -> None:
     """Each of ``flags`` (name=value) as :func:`check_flag` checks it."""
     for name, value in flags.items():
         check_flag(value, name, error)
@@ -60,7 +60,7 @@ def check_instance(value: Any, types: type | tuple[type, ...], name: str, error:
     raise error(f"{name} must be {expected}, got {show_value(value)} ({type(value).__name__})")
 
 
-def check_callable(value: Any, name: str, error: Error = FilterSpecError) -> Any:
+def check_callable(value: Any, name: str, error: Error = SettingsError) -> Any:
     """``value`` if it is None or can be called (checked before the first frame calls it)."""
     if value is None or callable(value):
         return value

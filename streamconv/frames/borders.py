@@ -12,7 +12,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from ..errors import FilterSpecError
+from ..errors import SettingsError
 
 BORDER_MODES = ("zero", "replicate", "reflect101")
 DEFAULT_BORDER = "reflect101"
@@ -28,9 +28,9 @@ _CV_DTYPES = {np.dtype(t) for t in (np.uint8, np.int8, np.uint16, np.int16, np.i
 
 
 def check_border(mode: str) -> str:
-    """Return ``mode`` if it is a known border mode, else raise FilterSpecError naming the known ones."""
+    """Return ``mode`` if it is a known border mode, else raise SettingsError naming the known ones."""
     if not isinstance(mode, str) or mode not in BORDER_CODES:  # a list would fail the lookup as unhashable
-        raise FilterSpecError(f"unknown border mode {mode!r}; known: {', '.join(BORDER_MODES)}")
+        raise SettingsError(f"unknown border mode {mode!r}; known: {', '.join(BORDER_MODES)}")
     return mode
 
 

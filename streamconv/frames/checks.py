@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from .arguments import check_number
-from ..errors import FilterSpecError, FrameFormatError, FrameTypeError, InputError, StreamconvError
+from ..errors import FrameFormatError, FrameTypeError, InputError, SettingsError, StreamconvError
 from ..files.tapfiles import MAX_SIZE, show_value
 
 CHANNEL_COUNTS = (1, 3, 4)
@@ -254,13 +254,13 @@ def check_kept_output(nbytes: int, waiting: int) -> None:
 
 
 def as_count(value: object, what: str, minimum: int, maximum: int | None = None, *,
-             error: type[StreamconvError] = FilterSpecError) -> int:
+             error: type[StreamconvError] = SettingsError) -> int:
     """``value`` as an int from ``minimum`` to ``maximum`` (None: no bound); any integer type
     (NumPy's too) but bool, which is an int to Python but here only a mistake (``ring=True``
     would mean 1).
 
     Raises:
-        ``error`` (FilterSpecError unless told): a bool, a non-integer (3.0, "3") or an integer
+        ``error`` (SettingsError unless told): a bool, a non-integer (3.0, "3") or an integer
         out of range.
     """
     number = None

@@ -15,7 +15,7 @@ import threading
 from typing import Sequence
 
 from . import setup as cuda_setup, loader as kernel_loader, prebuilt
-from ..errors import BackendUnavailableError, FilterSpecError
+from ..errors import BackendUnavailableError, SettingsError
 from .binding import Binding, Context, Device, binding
 
 NO_DRIVER = "no NVIDIA driver (libcuda.so.1 does not load): the GPU backend needs one"
@@ -83,17 +83,17 @@ def gpu_numbers(devices: Sequence[int] | str | None) -> list[int]:
     [0]); a list as given (each checked when used).
 
     Raises:
-        FilterSpecError: no list, or the numbers are not distinct numbers >= 0.
+        SettingsError: no list, or the numbers are not distinct numbers >= 0.
     """
     if devices is None:
         return [0]
     if devices == "all":
         return list(range(max(1, cuda_device_count())))
     if isinstance(devices, (str, bytes)) or not isinstance(devices, Sequence):  # "01": digits
-        raise FilterSpecError(f"devices must be a list of GPU numbers or 'all', got {devices!r}")
+        raise SettingsError(f"devices must be a list of GPU numbers or 'all', got {devices!r}")
     chosen = [int(d) for d in devices]
     if not chosen or any(d < 0 for d in chosen) or len(set(chosen)) != len(chosen):
-        raise FilterSpecError(f"devices must be distinct GPU numbers >= 0, got {devices!r}")
+        raise SettingsError(f"devices must be distinct GPU numbers >= 0, got {devices!r}")
     return chosen
 
 

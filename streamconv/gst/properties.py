@@ -18,6 +18,7 @@ from .. import (
     FrameTypeError,
     PresetError,
     RunStats,
+    SettingsError,
     StreamconvError,
 )
 from .bindings import GLib, GObject, Gst
@@ -90,7 +91,7 @@ def stats_structure(stats: RunStats) -> Gst.Structure:
 
 def _error_kind(exc: BaseException) -> tuple[Any, int]:
     """GStreamer's error domain and code for an exception."""
-    if isinstance(exc, (FilterSpecError, PresetError)):
+    if isinstance(exc, (FilterSpecError, PresetError, SettingsError)):
         return Gst.ResourceError.quark(), int(Gst.ResourceError.SETTINGS)
     if isinstance(exc, (FrameFormatError, FrameTypeError)):
         return Gst.StreamError.quark(), int(Gst.StreamError.FORMAT)

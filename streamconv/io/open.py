@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..frames.arguments import check_flag, check_options, check_path, keywords_of
-from ..errors import FilterSpecError, InputError, OutputError
+from ..errors import InputError, OutputError, SettingsError
 from ..files.publish import without_file_scheme
 from .sources.camera import WebcamSource, is_webcam_spec, open_webcam
 from .sources.demuxed import DemuxedSource, is_demuxed_spec
@@ -70,7 +70,7 @@ def open_source(spec: str | Path | Source, *, decoder: str = "cpu", device: int 
         InputError: an option the source does not take; ``reconnect`` or ``trim`` of a bad type.
     """
     if decoder not in DECODERS:
-        raise FilterSpecError(f"unknown decoder {decoder!r}; known: {', '.join(DECODERS)}")
+        raise SettingsError(f"unknown decoder {decoder!r}; known: {', '.join(DECODERS)}")
     reconnect = check_flag(reconnect, "reconnect", InputError)
     if isinstance(spec, Source):
         return spec

@@ -34,7 +34,7 @@ from ..gpu.device import gpu_numbers
 from .ray.batch import run_on_ray
 from .worker import (AheadGate, Prefetch, RunSettings, Running, judge_run, make_output_folder, note_input,
                            run_input, take_inputs, worker_plan, worker_process)
-from ..errors import EXIT_DAMAGED_INPUT, EXIT_SOME_FAILED, FilterSpecError, Interrupted, OutputError
+from ..errors import EXIT_DAMAGED_INPUT, EXIT_SOME_FAILED, Interrupted, OutputError, SettingsError
 from ..frames.checks import as_count
 from ..chain.filters import FilterStage, parse_chain
 from ..interrupts import stop_on_signals
@@ -109,9 +109,9 @@ class Batch:
         InputError: an input names nothing. OutputError: an output would be an input, two inputs
         one output, an output exists, ``ext`` has no muxer, OUTDIR is (under) a file, the
         manifest cannot be written, or the encoder settings fit no output
-        (:func:`streamconv.io.ffmpeg.encoder_check.check_encoders_ahead`). FilterSpecError,
+        (:func:`streamconv.io.ffmpeg.encoder_check.check_encoders_ahead`). SettingsError,
         BackendUnavailableError: as for Pipeline;
-        FilterSpecError also for ``segments`` with an option it cannot take, and for ``ray``
+        SettingsError also for ``segments`` with an option it cannot take, and for ``ray``
         with ``devices`` or ``processes`` (see :func:`streamconv.jobs.inputs.ray_refusal`).
     """
 
@@ -129,7 +129,7 @@ class Batch:
         refusal = ray_refusal(devices=devices, processes=processes, ray=ray) or \
             (segments_refusal(processes=processes, ray=ray) if segments is not None else None)
         if refusal is not None:
-            raise FilterSpecError(refusal)
+            raise SettingsError(refusal)
         self.filters = parse_chain(filters)
         self.devices = gpu_numbers(devices)
         self.backend = resolve_backend(backend, device=self.devices[0])

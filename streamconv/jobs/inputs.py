@@ -173,7 +173,7 @@ def _scan(folder: Path, *, recursive: bool, outdir: Path | None, skip: set[Path]
 def check_arguments(outdir: Any, manifest: Any, *, ring: Any, colour: Any, sink_options: Any,
                     overwrite: Any, **flags: Any) -> tuple[Path, Path, dict[str, Any]]:
     """A batch's arguments that need no input: OUTDIR's and the manifest's paths and
-    ``overwrite`` (OutputError), the other ``flags`` (FilterSpecError), and ``ring``, ``colour``
+    ``overwrite`` (OutputError), the other ``flags`` (SettingsError), and ``ring``, ``colour``
     and ``sink_options`` as a run takes them (:func:`streamconv.run.options.check_run_options`).
 
     Returns:

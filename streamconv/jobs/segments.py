@@ -30,7 +30,7 @@ from ..backends import resolve_backend
 from .ray.batch import ray_module
 from ..gpu.device import gpu_numbers
 from ..frames.arguments import check_flag, check_options, keywords_of
-from ..errors import FilterSpecError, InputError, Interrupted, OutputError
+from ..errors import InputError, Interrupted, OutputError, SettingsError
 from ..chain.filters import FilterStage
 from ..frames.checks import as_count
 from ..interrupts import stop_on_signals
@@ -205,7 +205,7 @@ def _parts_folder(output: str | Path) -> Iterator[Path]:
 def _check_options(source_options: Any, sink_options: Any,
                    pipeline_options: Any) -> tuple[dict, dict, dict]:
     """FileSource's, FileSink's and Pipeline's options of a segmented run, each one the segments
-    take and of its type (InputError, OutputError, FilterSpecError naming one), as dicts."""
+    take and of its type (InputError, OutputError, SettingsError naming one), as dicts."""
     sink_options = check_sink(None, sink_options, names=("output", "sink_options"))
     if {"format", "overwrite"} & sink_options.keys():  # the joined output's: run_segments' own
         raise OutputError("run_segments takes format and overwrite itself, not in sink_options")
@@ -221,12 +221,12 @@ def _check_before_work(source, output, *, overwrite: bool, format: str | None, d
     """What a one-piece run would refuse (the output, the input's errors), and the options a
     segmented run cannot take, before anything is cut or written."""
     if decoder not in ("cpu", "nvdec"):
-        raise FilterSpecError(f"a segmented run decodes with cpu or nvdec, got decoder {decoder!r}")
+        raise SettingsError(f"a segmented run decodes with cpu or nvdec, got decoder {decoder!r}")
     if "max_frames" in pipeline_options:  # each segment would stop at its own count
-        raise FilterSpecError("a segmented run filters the whole input: max_frames does not apply")
+        raise SettingsError("a segmented run filters the whole input: max_frames does not apply")
     if ray not in (None, False, ""):
         if devices is not None:
-            raise FilterSpecError("on Ray the cluster grants each segment its GPU: devices does not apply")
+            raise SettingsError("on Ray the cluster grants each segment its GPU: devices does not apply")
         ray_module()  # the extra is there, before anything is cut
     check_target(output, overwrite=overwrite, protect=(str(source),), format=format)
     if output_format(output, format) == "avi":  # a one-piece run renumbers its frames; the parts keep their pts

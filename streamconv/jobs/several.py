@@ -220,7 +220,7 @@ def run_many(sources: Sequence[Source | str | Path], filters: Sequence[str | Fil
     Raises:
         OutputError: ``output`` has no ``{n}`` and there is more than one source.
         DisplayError: ``display`` and no window can be opened here.
-        InputError, FilterSpecError, OutputError: ``sources`` no list, an option Pipeline does
+        InputError, SettingsError, OutputError: ``sources`` no list, an option Pipeline does
             not take or of the wrong type (as for Pipeline), before any source is opened.
     """
     sources = check_sequence(sources, "sources", InputError)  # not a path's characters one by one

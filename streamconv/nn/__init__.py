@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..gpu.device import cuda_status
-from ..errors import BackendUnavailableError, FilterSpecError, ShapeError
+from ..errors import BackendUnavailableError, SettingsError, ShapeError
 from ..interop.device_frame import wrap_device_array
 from ..interop.raw import is_device_array, raw_device_array
 from . import cpu
@@ -53,7 +53,7 @@ def _use_gpu(tensors: tuple, backend: str, device: int) -> bool:
     """Where to run: device arrays stay on the GPU; host arrays go where ``backend`` says."""
     global _fallback_noted
     if backend not in _BACKENDS:
-        raise FilterSpecError(f"unknown backend {backend!r}; known: {', '.join(_BACKENDS)}")
+        raise SettingsError(f"unknown backend {backend!r}; known: {', '.join(_BACKENDS)}")
     if any(is_device_array(t) for t in tensors):
         if backend == "cpu":
             raise ShapeError("backend='cpu' was given device arrays; pass NumPy arrays")

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..frames.arguments import check_callable, check_flags, check_options
-from ..errors import FilterSpecError, FrameFormatError
+from ..errors import FrameFormatError, SettingsError
 from ..files.tapfiles import show_value
 from ..frames.checks import MAX_RING, as_count
 from ..io.open import check_sink
@@ -34,7 +34,7 @@ def check_run_options(options: Mapping[str, Any]) -> dict[str, Any]:
         ``options`` as a new dict, the counts as ints and ``sink_options`` as a dict.
 
     Raises:
-        FilterSpecError: naming the argument; FrameFormatError for ``max_pixels``; OutputError
+        SettingsError: naming the argument; FrameFormatError for ``max_pixels``; OutputError
             for ``sink`` and ``sink_options``.
     """
     checked = dict(options)
@@ -45,7 +45,7 @@ def check_run_options(options: Mapping[str, Any]) -> dict[str, Any]:
         checked["max_pixels"] = as_count(checked["max_pixels"], "max_pixels", 1,
                                          error=FrameFormatError)
     if "colour" in checked and checked["colour"] not in COLOUR_PATHS:
-        raise FilterSpecError(f"unknown colour path {show_value(checked['colour'])}; known: "
+        raise SettingsError(f"unknown colour path {show_value(checked['colour'])}; known: "
                               f"{', '.join(COLOUR_PATHS)}")
     check_flags(**{name: checked[name] for name in ("progress", "status") if name in checked})
     check_callable(checked.get("on_frame"), "on_frame")
@@ -61,7 +61,7 @@ def check_passed_on(options: object, taken: Iterable[str], name: str) -> dict[st
     as :func:`check_run_options` checks it.
 
     Raises:
-        FilterSpecError: an option not taken (it was a TypeError from inside, or one failure
+        SettingsError: an option not taken (it was a TypeError from inside, or one failure
             per source), and as :func:`check_run_options`.
     """
-    return check_run_options(check_options(options, name, FilterSpecError, taken=taken))
+    return check_run_options(check_options(options, name, SettingsError, taken=taken))

@@ -12,7 +12,7 @@ import pytest
 
 import streamconv
 from streamconv.frames.borders import BORDER_MODES
-from streamconv.errors import FilterSpecError
+from streamconv.errors import SettingsError
 from streamconv.chain.filters import REGISTRY, FilterStage, build_filter, parse_filter, validate_taps
 from streamconv.chain.temporal import TEMPORAL_NAMES
 
@@ -94,7 +94,7 @@ def test_8_bit_only_variants_refuse_16_bit_frames():
     from streamconv.backends.cuda.backend import CudaBackend
 
     with CudaBackend([parse_filter("box:size=5")], kernel="separable") as backend:
-        with pytest.raises(FilterSpecError, match="8-bit frames only"):
+        with pytest.raises(SettingsError, match="8-bit frames only"):
             backend.allocate_slots((16, 16, 3), 1, dtype=np.uint16)
 
 

@@ -10,7 +10,7 @@ from streamconv.backends import plan_kernels
 from streamconv.backends.families import integer_taps
 from streamconv.backends import plan as planning
 from streamconv.backends.families import textbook
-from streamconv.errors import FilterSpecError
+from streamconv.errors import FilterSpecError, SettingsError
 from streamconv.chain.filters import FilterStage, parse_filter, validate_taps
 
 from helpers.oracle import random_taps
@@ -60,7 +60,7 @@ def test_auto_takes_the_tensor_cores_for_full_rank_taps_they_hold(rng, size):
 def test_tensor_core_refuses_what_it_cannot_run(rng):
     with pytest.raises(FilterSpecError, match="bank of two taps up to K = 9"):
         planning.plan_stage(_bank(rng, 11), planning.TENSOR_CORE)
-    with pytest.raises(FilterSpecError, match="8-bit frames only"):
+    with pytest.raises(SettingsError, match="8-bit frames only"):
         planning.plan_stage(random_stage(rng, 5), planning.TENSOR_CORE, np.uint16).variant
     assert not planning.supports(_bank(rng, 11), planning.TENSOR_CORE)
     assert planning.supports(random_stage(rng, 11), planning.TENSOR_CORE)
@@ -108,14 +108,14 @@ def test_separable_is_refused_for_what_it_cannot_run(spec):
 
 
 def test_unknown_kernel_lists_the_known_ones():
-    with pytest.raises(FilterSpecError, match="known: auto, register-blocked, tensor-core, separable"):
+    with pytest.raises(SettingsError, match="known: auto, register-blocked, tensor-core, separable"):
         planning.check_kernel("fastest")
 
 
 def test_cpu_backend_ignores_a_kernel_with_a_notice(caplog):
     plan_kernels("naive", [parse_filter("edge")], "cpu")
     assert "ignores it" in caplog.text
-    with pytest.raises(FilterSpecError):
+    with pytest.raises(SettingsError):
         plan_kernels("bogus", [parse_filter("edge")], "cpu")
 
 
@@ -123,7 +123,7 @@ def test_api_takes_a_kernel(rng):
     frame = rng.integers(0, 256, (6, 7, 3), dtype=np.uint8)
     with streamconv.Filter("box:size=3", backend="cpu", kernel="tiled") as blur:
         assert blur(frame).shape == frame.shape
-    with pytest.raises(FilterSpecError):
+    with pytest.raises(SettingsError):
         streamconv.StreamFilter("edge", backend="cpu", kernel="bogus")
 
 
@@ -189,7 +189,7 @@ def test_without_int8_tensor_cores_auto_keeps_to_the_fp32_kernels():
     import numpy as np
 
     from streamconv.backends.plan import plan_chain
-    from streamconv.errors import FilterSpecError
+    from streamconv.errors import SettingsError
     from streamconv.chain.filters import parse_chain
 
     rng = np.random.default_rng(5)
@@ -199,5 +199,5 @@ def test_without_int8_tensor_cores_auto_keeps_to_the_fp32_kernels():
     assert {"conv2d_tc", "conv3_tc", "sepconv_tc"} & {p.source for p in with_tc}  # the case is a real one
     without = plan_chain(chain, tensor_cores=False).kernel_plans((64, 64, 3), 2)
     assert all(p.math_unit == "FP32" and not p.source.endswith("_tc") for p in without), [p.source for p in without]
-    with pytest.raises(FilterSpecError, match="sm_80"):
+    with pytest.raises(SettingsError, match="sm_80"):
         plan_chain(chain[:1], "tensor-core", tensor_cores=False)

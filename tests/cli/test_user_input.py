@@ -304,7 +304,7 @@ def test_video_stream_out_of_range_exits_4(cli, tmp_path, sample_clip):
 
 @pytest.mark.parametrize("ring", [0, MAX_RING + 1])
 def test_library_pipeline_refuses_a_ring_out_of_range(ring):
-    with pytest.raises(streamconv.FilterSpecError, match=f"ring must be an integer from 1 to {MAX_RING}"):
+    with pytest.raises(streamconv.SettingsError, match=f"ring must be an integer from 1 to {MAX_RING}"):
         streamconv.Pipeline(TINY, [], backend="cpu", ring=ring)
 
 
@@ -323,7 +323,7 @@ def test_pipeline_checks_slot_memory_before_allocating_any(monkeypatch):
 
 @pytest.mark.parametrize("timeout", [float("nan"), float("inf"), 1e308, -1.0])
 def test_the_library_refuses_a_timeout_ffmpeg_cannot_count(sample_clip, timeout):
-    with pytest.raises(streamconv.FilterSpecError, match="timeout must be 0 to"):
+    with pytest.raises(streamconv.SettingsError, match="timeout must be 0 to"):
         streamconv.FileSource(str(sample_clip), timeout=timeout)
 
 

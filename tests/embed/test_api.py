@@ -417,7 +417,7 @@ def test_closed_filters_refuse_every_call(rng, backend):
 @pytest.mark.parametrize("value", [True, False, 2.0, "3", None, [3], 0, -1, np.float64(2)])
 def test_ring_must_be_an_integer_not_a_bool(value):
     message = re.escape(f"ring must be an integer from 1 to 64, got {value!r}")
-    with pytest.raises(streamconv.FilterSpecError, match=message):
+    with pytest.raises(streamconv.SettingsError, match=message):
         streamconv.StreamFilter("identity", ring=value, backend="cpu")
 
 
@@ -425,7 +425,7 @@ def test_ring_must_be_an_integer_not_a_bool(value):
 def test_device_must_be_an_integer_not_a_bool(value):
     for make in (streamconv.Filter, streamconv.StreamFilter):
         message = re.escape(f"device must be an integer >= 0, got {value!r}")
-        with pytest.raises(streamconv.FilterSpecError, match=message):
+        with pytest.raises(streamconv.SettingsError, match=message):
             make("identity", device=value, backend="cpu")
 
 

@@ -111,7 +111,7 @@ def test_transposed_fortran_and_broadcast_inputs_give_a_new_c_array(rng, backend
 
 @pytest.mark.parametrize("border", [["zero"], ("zero",), {"zero": 1}, None, 0])
 def test_a_border_that_is_not_a_name_is_refused_clearly(border):
-    with pytest.raises(streamconv.FilterSpecError, match="unknown border mode .*; known: zero, replicate, reflect101"):
+    with pytest.raises(streamconv.SettingsError, match="unknown border mode .*; known: zero, replicate, reflect101"):
         streamconv.Filter("box", border=border, backend="cpu")
 
 
@@ -158,7 +158,7 @@ def test_complex_npy_taps_are_refused_like_a_complex_array(tmp_path):
 
 @pytest.mark.parametrize("ring", [MAX_RING + 1, 10**8])
 def test_stream_filter_ring_is_bounded_like_the_command(ring):
-    with pytest.raises(streamconv.FilterSpecError, match=f"ring must be an integer from 1 to {MAX_RING}, got {ring}"):
+    with pytest.raises(streamconv.SettingsError, match=f"ring must be an integer from 1 to {MAX_RING}, got {ring}"):
         streamconv.StreamFilter("identity", ring=ring, backend="cpu")
     with streamconv.StreamFilter("identity", ring=MAX_RING, backend="cpu") as sf:
         assert sf.ring == MAX_RING

@@ -123,7 +123,7 @@ def test_the_border_property_wins_over_a_presets_border():
     settings.set("border", "zero")
     assert settings.resolve()[1] == "zero"
     settings.set("ring-depth", 0)
-    with pytest.raises(streamconv.FilterSpecError, match="ring-depth"):
+    with pytest.raises(streamconv.SettingsError, match="ring-depth"):
         settings.resolve()
 
 

@@ -202,7 +202,7 @@ def test_what_a_ray_task_decides_is_refused_with_ray(cli, tmp_path, clips, optio
     assert result.returncode == 2 and "do not apply with --ray" in result.stderr
     assert not out.exists()
     keyword = {"--devices": {"devices": [0]}, "--processes": {"processes": 2}}[option[0]]
-    with pytest.raises(streamconv.FilterSpecError, match="do not apply with --ray"):
+    with pytest.raises(streamconv.SettingsError, match="do not apply with --ray"):
         streamconv.Batch([str(clips)], ["edge"], out, backend="cpu", ray=True, **keyword)
     assert not out.exists()
 

@@ -88,7 +88,7 @@ def test_usage_errors(cli, tmp_path, inputs, extra):
     result = batch(cli, str(inputs), "-o", str(tmp_path / "out"), "--segments", "2", *extra)
     assert result.returncode == 2 and extra[0] in result.stderr and "--segments" in result.stderr
     assert not (tmp_path / "out").exists()
-    with pytest.raises(streamconv.FilterSpecError, match="--ray"):
+    with pytest.raises(streamconv.SettingsError, match="--ray"):
         streamconv.Batch([str(inputs)], ["edge"], tmp_path / "out", backend="cpu", segments=2, ray=True)
 
 

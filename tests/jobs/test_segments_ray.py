@@ -104,6 +104,6 @@ def test_ray_usage_errors(cli, tmp_path):
                        (("--ray", ADDRESS, "--segments", "2", "--display"), "--display")):
         result = cli("run", str(clip), "-o", out, "--backend", "cpu", *args)
         assert result.returncode == 2 and word in result.stderr, (args, result.stderr)
-    with pytest.raises(streamconv.FilterSpecError, match="devices"):
+    with pytest.raises(streamconv.SettingsError, match="devices"):
         streamconv.run_segments(clip, ["edge"], out, segments=2, backend="cpu", devices=[0], ray=ADDRESS)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mkv"]

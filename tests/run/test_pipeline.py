@@ -147,9 +147,9 @@ def test_stop_from_another_thread_drains_and_finishes():
 
 
 def test_bad_ring_and_backend_names():
-    with pytest.raises(streamconv.FilterSpecError, match="ring must be an integer from 1 to 64, got 0"):
+    with pytest.raises(streamconv.SettingsError, match="ring must be an integer from 1 to 64, got 0"):
         streamconv.Pipeline(TestPattern(8, 8, frames=1), [], None, ring=0)
-    with pytest.raises(streamconv.FilterSpecError, match="unknown backend"):
+    with pytest.raises(streamconv.SettingsError, match="unknown backend"):
         streamconv.Pipeline(TestPattern(8, 8, frames=1), [], None, backend="opencl")
 
 

@@ -72,8 +72,9 @@ class CudaBackend(Backend):
         BackendUnavailableError: the CUDA binding, the driver or the device is missing, or a
             kernel is neither prebuilt nor compilable here.
         KernelCompileError: NVRTC or nvcc rejected a kernel.
-        FilterSpecError: an unknown kernel, or one that cannot run a stage (``separable``
-            for taps that are not rank 1).
+        SettingsError: an unknown kernel.
+        FilterSpecError: a kernel that cannot run a stage (``separable`` for taps that are
+            not rank 1).
     """
 
     name = "cuda"
@@ -172,7 +173,7 @@ class CudaBackend(Backend):
 
         Raises:
             BackendUnavailableError: not enough pinned host or device memory, before any frame.
-            FrameTypeError, FilterSpecError: a chain that cannot run on ``dtype`` frames.
+            FrameTypeError, SettingsError: a chain that cannot run on ``dtype`` frames.
         """
         dtype = np.dtype(planes.frame_dtype if planes is not None else dtype)  # the filters' frames
         shape = tuple(planes.frame_shape if planes is not None else shape)

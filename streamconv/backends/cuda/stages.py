@@ -47,7 +47,7 @@ def load_stages(gpu: Binding, context, arch: str, filters: Sequence[FilterStage]
 
     Raises:
         FrameTypeError: 16-bit frames for a chain with a convolution layer (8-bit only).
-        FilterSpecError: a ``--kernel`` variant that cannot take 16-bit frames.
+        SettingsError: a ``--kernel`` variant that cannot take 16-bit frames.
         FrameFormatError: a stage cannot take its input's size (a crop beyond the frame).
     """
     check_sample_type(filters, dtype)

@@ -17,7 +17,7 @@ from av.codec.hwaccel import HWAccel, hwdevices_available
 from av.sidedata.sidedata import Type as SideData
 
 
-from ...errors import FilterSpecError, InputError, NoVideoStreamError
+from ...errors import InputError, NoVideoStreamError, SettingsError
 from ...interrupts import wait_interruptibly
 from ...files.numbered import START_SEARCH, field_count, first_beyond_search, is_pattern
 from ...files.inputs import local_path
@@ -67,7 +67,7 @@ def open_input(path: str, timeout: float | None, hwaccel: str | None, options: d
         hint: appended to the message when FFmpeg cannot open it.
 
     Raises:
-        InputError: missing, a folder, unreadable or not openable; FilterSpecError: a timeout
+        InputError: missing, a folder, unreadable or not openable; SettingsError: a timeout
             out of range.
     """
     local = local_path(path) if local_check else None  # file:NAME is NAME, as FFmpeg reads it
@@ -82,7 +82,7 @@ def open_input(path: str, timeout: float | None, hwaccel: str | None, options: d
     if timeout is None:
         timeout = NETWORK_TIMEOUT if "://" in path else 0
     if not 0 <= timeout <= MAX_TIMEOUT:  # NaN fails it too
-        raise FilterSpecError(f"timeout must be 0 to {MAX_TIMEOUT:g} seconds (0: wait forever), got {timeout}")
+        raise SettingsError(f"timeout must be 0 to {MAX_TIMEOUT:g} seconds (0: wait forever), got {timeout}")
     options = dict(options or {})
     silence_only = False  # the opening bounded by rw_timeout alone, not as a whole
     if timeout and "rw_timeout" not in options:

@@ -100,11 +100,11 @@ def test_a_missing_sequence_exits_4(cli, tmp_path):
 
 
 def test_a_sequence_or_pipe_checks_its_timeout_as_a_file_does(tmp_path):
-    from streamconv.errors import FilterSpecError
+    from streamconv.errors import SettingsError
     from streamconv.io.sources.demuxed import DemuxedSource
 
     for path in (str(tmp_path / "img%03d.png"), "pipe:0"):
-        with pytest.raises(FilterSpecError, match="timeout must be 0 to"):
+        with pytest.raises(SettingsError, match="timeout must be 0 to"):
             DemuxedSource(path, timeout=-1.0)
 
 
