@@ -19,15 +19,12 @@ from ..chain.presets import list_presets, load_preset
 from ..chain.resample import chain_shapes
 from ..run.progressfile import ProgressFile, check_progress_target
 from ..files.publish import check_output_path, without_file_scheme
-from ..io.sources.demuxed import is_demuxed_spec
-from ..io.ffmpeg.formats import is_pipe, is_sequence, pipe_url
-from ..io.sinks.network import is_network_output
+from ..io.ffmpeg.formats import is_pipe, pipe_url
 from ..io.sinks.targets import check_target
-from ..io.open import open_sink, open_source, writes_a_file
+from ..io.open import open_sink, open_source
 from ..io.sinks.sink import FanoutSink, Sink
-from ..io.sources.pattern import is_test_spec
 from ..io.sources.source import Source
-from ..io.sources.camera import is_webcam_spec
+from ..io.spec import SourceSpec, parse_output, parse_source
 from .options import refuse_empty
 from .report import check_report_args, run_context, write_run_report
 from .several import check_several_sources, run_several
@@ -91,7 +88,7 @@ def _check_run_outputs(args: argparse.Namespace, display: bool) -> None:
     (new, or --overwrite) and none of the run's other files."""
     if display:
         check_display()  # before a camera or file is opened
-    if args.output is not None and writes_a_file(args.output):
+    if parse_output(args.output, format=args.format).writes_a_file:
         check_target(args.output, overwrite=args.overwrite, protect=(args.source,), format=args.format,
                      muxer_options=dict(args.output_options))
     if args.stats_json is not None:
@@ -139,17 +136,17 @@ def _build_pipeline(args: argparse.Namespace, stages: list[FilterStage], border:
 
 def _open_run_source(args: argparse.Namespace) -> Source:
     """The SOURCE with its options: camera settings for a webcam, the stream index for a file."""
-    if is_webcam_spec(args.source):
+    spec = parse_source(args.source, format=args.input_format)
+    if spec.kind == "camera":
         width, height = args.size or (None, None)
-        source = open_source(args.source, width=width, height=height, fps=args.fps)
+        source = open_source(spec, width=width, height=height, fps=args.fps)
     else:
         copy = args.output is not None and not args.no_audio and not args.reconnect
         # FFmpeg's hardware decoder, and a cut, are libavcodec's
         decoder = "cpu" if args.hwaccel or args.trim else choose_decoder(args.decoder, args.backend)
-        demuxed = is_demuxed_spec(args.source, args.input_format)
         demuxer = {"format": args.input_format, "size": args.size, "pix_fmt": args.input_pix_fmt,
-                   "fps": args.fps} if demuxed else {}
-        source = open_source(args.source, video_stream=args.video_stream, copy_streams=copy,
+                   "fps": args.fps} if spec.is_demuxed else {}
+        source = open_source(spec, video_stream=args.video_stream, copy_streams=copy,
                              max_pixels=args.max_pixels, timeout=args.timeout,
                              depth=None if args.depth == "auto" else int(args.depth), hwaccel=args.hwaccel,
                              decoder=decoder, device=args.device, input_options=dict(args.input_options),
@@ -276,30 +273,29 @@ def _is_terminal(url: str) -> bool:
 
 def _check_source_spec(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """The usage errors of SOURCE (``args.source``) with the input options given."""
-    _check_format_args(parser, args)
-    if args.hwaccel and (is_webcam_spec(args.source) or is_test_spec(args.source)):
+    spec = parse_source(args.source, format=args.input_format)
+    _check_format_args(parser, args, spec)
+    if args.hwaccel and not spec.decodes_a_stream:
         parser.error(f"--hwaccel applies to video files and streams, not to {args.source!r}")
     if args.hwaccel and args.decoder == "nvdec":
         parser.error("--hwaccel is FFmpeg's hardware decoding, --decoder nvdec is NVDEC's own: choose one")
-    if args.decoder == "nvdec" and (is_webcam_spec(args.source) or is_test_spec(args.source)):
+    if args.decoder == "nvdec" and not spec.decodes_a_stream:
         parser.error(f"--decoder nvdec applies to video files and streams, not to {args.source!r}")
-    _check_network_args(parser, args)
+    _check_network_args(parser, args, spec)
 
 
-def _check_network_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+def _check_network_args(parser: argparse.ArgumentParser, args: argparse.Namespace, spec: SourceSpec) -> None:
     """--input-option and --reconnect need a file or URL input; the output's options an output."""
-    named = is_webcam_spec(args.source) or is_test_spec(args.source)
-    if args.input_options and named:
+    if args.input_options and not spec.decodes_a_stream:
         parser.error(f"--input-option applies to video files and streams, not to {args.source!r}")
-    if (args.reconnect or args.reconnect_timeout is not None) and "://" not in args.source:
+    if (args.reconnect or args.reconnect_timeout is not None) and not spec.is_url:
         parser.error(f"--reconnect and --reconnect-timeout apply to URL inputs (rtsp://, srt://, ...), "
                      f"not to {args.source!r}")
     if args.reconnect_timeout is not None and not args.reconnect:
         parser.error("--reconnect-timeout applies with --reconnect")
     if args.output_options and args.output is None:
         parser.error("--output-option and --format apply to an output (-o)")
-    if (args.output_options or args.format) and not writes_a_file(args.output) and \
-            not is_network_output(args.output):
+    if (args.output_options or args.format) and parse_output(args.output).kind == "vcam":
         parser.error("--output-option and --format do not apply to a virtual camera (-o vcam)")
 
 
@@ -326,7 +322,7 @@ def _is_standard_output(path: str) -> bool:
         return False
 
 
-def _check_format_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+def _check_format_args(parser: argparse.ArgumentParser, args: argparse.Namespace, spec: SourceSpec) -> None:
     """--format belongs to OUTPUT, --input-format and its --size, --input-pix-fmt, --fps to SOURCE;
     standard output carries one thing."""
     if args.format is not None and args.output is None:
@@ -335,15 +331,13 @@ def _check_format_args(parser: argparse.ArgumentParser, args: argparse.Namespace
     if args.output is not None and pipe_url(args.output, 1) == "pipe:1" and args.progress is not None \
             and (is_pipe(args.progress) or _is_standard_output(args.progress)):
         parser.error("-o - and --progress - would both write to standard output: give --progress a file")
-    camera = is_webcam_spec(args.source)
-    if args.input_format is not None and (camera or is_test_spec(args.source)):
+    if args.input_format is not None and not spec.decodes_a_stream:
         parser.error(f"--input-format applies to files, pipes and URLs, not to {args.source!r}")
     raw = args.input_format == "rawvideo"
     if raw and args.size is None:
         parser.error("--input-format rawvideo needs the frames' --size WxH (raw video has no header)")
     if args.input_pix_fmt is not None and not raw:
         parser.error("--input-pix-fmt is the pixel format of --input-format rawvideo frames")
-    rated = camera or args.input_format is not None or is_sequence(args.source)
-    if (args.size and not (camera or raw)) or (args.fps and not rated):
+    if (args.size and not spec.takes_size) or (args.fps and not spec.takes_rate):
         parser.error(f"--size and --fps apply to cameras (webcam, webcam:N, /dev/videoN) and raw video "
                      f"(--input-format rawvideo), --fps also to image sequences; not to {args.source!r}")

@@ -6,12 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import run_exit_code
-from ..io.sources.camera import is_webcam_spec
-from ..io.sources.demuxed import is_demuxed_spec
-from ..io.ffmpeg.formats import is_image_output, is_pipe
-from ..io.sinks.network import is_network_output
-from ..io.sources.pattern import is_test_spec
-from ..io.sinks.vcam import is_vcam_output
+from ..io.spec import parse_output, parse_source
 from ..jobs.segments import run_segments, segment_decoder
 from .run import _check_run_outputs, _report, _run_chain, encoder_options
 
@@ -33,12 +28,9 @@ def check_segment_args(parser: argparse.ArgumentParser, args: argparse.Namespace
         return
     if args.ray is not None and (args.devices is not None or device_given):
         parser.error("--devices and --device do not apply with --ray (the cluster grants each segment its GPU)")
-    source, output = args.source, args.output
-    if is_webcam_spec(source) or is_test_spec(source) or "://" in source or \
-            is_demuxed_spec(source, args.input_format):
-        parser.error(f"--segments cuts a video file at its keyframes, not {source!r}")
-    if output is None or is_pipe(output) or is_image_output(output, args.format) or \
-            is_network_output(output) or is_vcam_output(output):
+    if not parse_source(args.source, format=args.input_format).is_local_file:
+        parser.error(f"--segments cuts a video file at its keyframes, not {args.source!r}")
+    if not parse_output(args.output, format=args.format).is_one_file:
         parser.error("--segments joins the segments into one output file: give -o FILE "
                      "(not a pipe, an image or image sequence, a URL or a virtual camera)")
     for name, option in _REFUSED:

@@ -21,8 +21,7 @@ import sys
 from typing import Callable
 
 from ..errors import StreamconvError
-from ..io.sources.camera import is_webcam_spec
-from ..io.open import writes_a_file
+from ..io.spec import parse_output, parse_source
 from ..io.sinks.targets import check_target
 from ..jobs.several import PLACEHOLDER, MultiResult, output_for, run_tiled
 from ..run.pipeline import Pipeline
@@ -35,17 +34,12 @@ SEVERAL_HELP = ("several SOURCEs run at once, each through its own pipeline, wit
                 "or live test pattern")
 
 
-def is_live_spec(spec: str) -> bool:
-    """Whether a SOURCE argument is a camera or a live test pattern: never a file meant as OUTPUT."""
-    return is_webcam_spec(spec) or (spec.startswith("test") and spec.endswith(",live"))
-
-
 def check_several_sources(parser: argparse.ArgumentParser, args: argparse.Namespace, sources: list[str]) -> None:
     """Usage errors of several SOURCEs (exit 2): taken only as the module docstring says, with
     an OUTPUT per source, and without the options that belong to one run's terminal."""
     display = args.display or args.side_by_side
     numbered = args.output is not None and PLACEHOLDER in args.output
-    if not (display or numbered or all(map(is_live_spec, sources))):
+    if not (display or numbered or all(parse_source(spec).is_live for spec in sources)):
         parser.error(f"one SOURCE only, got {' and '.join(map(repr, sources))}; name the output with "
                      f"-o OUTPUT (a second name is never taken as the output); {SEVERAL_HELP}")
     if args.output is not None and not numbered:
@@ -81,7 +75,8 @@ def run_several(args: argparse.Namespace, build: Callable[[argparse.Namespace], 
 def _check_outputs(args: argparse.Namespace, outputs: list[str | None]) -> None:
     """Before any source is opened: each output new (or --overwrite) and none of the sources, and
     --stats-json and --report none of the run's files."""
-    written = {index: output for index, output in enumerate(outputs) if output is not None and writes_a_file(output)}
+    written = {index: output for index, output in enumerate(outputs)
+               if parse_output(output, format=args.format).writes_a_file}
     inputs = protected_files(args.sources)  # listed once for every output
     for index, output in written.items():  # none may be an input, or another source's output
         others = protected_files({f"the output of source {other}": spec for other, spec in written.items()

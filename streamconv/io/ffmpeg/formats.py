@@ -34,6 +34,11 @@ IMAGE_CODECS = {".png": "png", ".jpg": "mjpeg", ".jpeg": "mjpeg", ".bmp": "bmp",
 CONTAINER_CODECS = {".webm": "libvpx-vp9", ".gif": "gif", **IMAGE_CODECS}
 """The encoder a file gets when none is asked for, by extension (libx264 for the others)."""
 
+NETWORK_CONTAINERS = {"rtmp": "flv", "rtmps": "flv", "rtsp": "rtsp", "srt": "mpegts",
+                      "udp": "mpegts", "tcp": "mpegts"}
+"""The container each network scheme is written in when none is asked for: the schemes
+streamconv sends to."""
+
 FORMAT_CODECS = {"webm": "libvpx-vp9", "gif": "gif", "rawvideo": "rawvideo", "image2pipe": "png",
                  "mjpeg": "mjpeg", "apng": "apng"}
 """The encoder a container named by ``format`` gets when none is asked for."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 import errno
 import logging
 import time
-from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import cv2  # noqa: F401  (before av: see streamconv.io.sinks.display.check_import_order)
@@ -26,16 +25,13 @@ from ...errors import OutputError, StreamError
 from ..ffmpeg.log import ffmpeg_reason
 from ..ffmpeg.container import NETWORK_TIMEOUT
 from .file import FileSink
-from ..ffmpeg.formats import url_scheme
+from ..ffmpeg.formats import NETWORK_CONTAINERS
+from ..spec import network_scheme
 from .listen import ListeningTarget, listen_address, timeout_seconds
 from .relay import RelayFailed, RelayTarget
 from .targets import MuxedTarget
 
 log = logging.getLogger(__name__)
-
-NETWORK_CONTAINERS = {"rtmp": "flv", "rtmps": "flv", "rtsp": "rtsp", "srt": "mpegts",
-                      "udp": "mpegts", "tcp": "mpegts"}
-"""The container each network scheme is written in when none is asked for."""
 
 QUERY_PROTOCOLS = ("tcp", "udp", "srt")
 """Protocols whose options FFmpeg reads from the URL's query (``tcp://host:port?listen=1``).
@@ -55,18 +51,6 @@ options dictionary: given as ``--output-option`` they would be ignored, so they 
 KEYFRAME_SECONDS = 2.0
 """Seconds between keyframes of a network output (FFmpeg's ``g``, unless given): a viewer who
 joins mid-stream waits at most this long for a picture."""
-
-
-def network_scheme(output: str | Path | None) -> str | None:
-    """The network scheme of an output (``"rtmp"``, ``"udp"``, ...), lower case, or None for a
-    file, a ``file:`` URL or another scheme."""
-    scheme = url_scheme(output)
-    return scheme if scheme in NETWORK_CONTAINERS else None
-
-
-def is_network_output(output: str | Path | None) -> bool:
-    """True for an output that is a URL of a network protocol streamconv sends to."""
-    return network_scheme(output) is not None
 
 
 def with_query(url: str, options: dict[str, str]) -> str:

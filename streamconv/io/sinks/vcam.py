@@ -9,7 +9,6 @@ sink is made, before the run, so a missing package or device stops the run at on
 from __future__ import annotations
 
 import logging
-import re
 from fractions import Fraction
 from typing import Any, Callable
 
@@ -21,20 +20,6 @@ from ...frames.slots import FrameMeta
 from .sink import Sink
 
 log = logging.getLogger(__name__)
-
-_SPEC = re.compile(r"^vcam(?::(?P<device>.+))?$")
-
-
-def is_vcam_output(output) -> bool:
-    """True for ``vcam`` and ``vcam:DEVICE``."""
-    return output is not None and _SPEC.match(str(output)) is not None
-
-
-def vcam_device(output: str) -> str | None:
-    """The device a ``vcam:DEVICE`` output names (None: the first one pyvirtualcam finds)."""
-    match = _SPEC.match(str(output))
-    return match["device"] if match else None
-
 
 class VirtualCameraSink(Sink):
     """Sends RGB frames to a virtual camera with pyvirtualcam.

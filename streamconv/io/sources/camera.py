@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import glob
 import logging
-import re
 import sys
 import time
 from fractions import Fraction
@@ -24,19 +23,12 @@ import numpy as np
 from ...errors import CameraError, CameraLostError, InputError
 from .backoff import Backoff
 from .live import LiveSource
+from ..spec import WEBCAM_SPEC
 
 log = logging.getLogger(__name__)
 
 CaptureFactory = Callable[[Any], Any]
 """Makes a capture from an index or path; the object needs isOpened/read/set/get/release."""
-
-_SPEC = re.compile(r"^(?:webcam(?::(?P<target>.+))?|(?P<path>/dev/video\d+))$")
-
-
-def is_webcam_spec(text: str) -> bool:
-    """True for ``webcam``, ``webcam:N``, ``webcam:PATH`` and ``/dev/videoN``."""
-    return _SPEC.match(str(text).strip()) is not None
-
 
 def parse_webcam_spec(text: str) -> int | str:
     """The device of a webcam spec: an index (``webcam`` -> 0, ``webcam:2`` -> 2) or a path.
@@ -44,7 +36,7 @@ def parse_webcam_spec(text: str) -> int | str:
     Raises:
         InputError: ``text`` is not a webcam spec.
     """
-    match = _SPEC.match(str(text).strip())
+    match = WEBCAM_SPEC.match(str(text).strip())
     if match is None:
         raise InputError(f"bad webcam source {text!r}; expected webcam, webcam:N or /dev/videoN")
     target = match["path"] or match["target"]

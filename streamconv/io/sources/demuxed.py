@@ -31,12 +31,6 @@ _STREAMABLE_HINT = ("; standard input is read as it comes, so its container must
                     "Matroska, MPEG-TS, NUT, raw video, or an MP4 with its index first (faststart) or fragmented")
 
 
-def is_demuxed_spec(spec: str | os.PathLike, format: str | None = None) -> bool:
-    """Whether ``spec`` is read by :class:`DemuxedSource`: a pipe, an image sequence, or any
-    input whose demuxer ``format`` names."""
-    return format is not None or is_pipe(spec) or is_sequence(spec)
-
-
 def demuxer_options(format: str | None, size: tuple[int, int] | None, pix_fmt: str | None,
                     fps: float | None) -> dict[str, str]:
     """FFmpeg's demuxer options for the frames' ``size`` (W, H), ``pix_fmt`` and ``fps``, where given;

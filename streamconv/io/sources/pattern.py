@@ -189,8 +189,3 @@ def parse_test_spec(spec: str, *, max_pixels: int | None = None) -> Source:
         return TestPattern(width, height, fps=fps, frames=frames)
     except FrameFormatError as exc:
         raise InputError(str(exc)) from None
-
-
-def is_test_spec(spec: str) -> bool:
-    """Whether a SOURCE argument names the built-in test pattern (``test``, ``test:...``)."""
-    return spec == "test" or spec.startswith(("test:", "test@", "test,"))

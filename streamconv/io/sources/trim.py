@@ -290,6 +290,6 @@ class TrimmedDemuxedSource(TrimmedFileSource, DemuxedSource):
 
 def open_trimmed(path: str, trim: Trim, *, demuxed: bool, **options) -> FileSource:
     """The source of ``trim`` of ``path``: read with a named demuxer (``demuxed``: see
-    :func:`streamconv.io.sources.demuxed.is_demuxed_spec`) or as a file, with those classes' options."""
+    :attr:`streamconv.io.spec.SourceSpec.is_demuxed`) or as a file, with those classes' options."""
     kind = TrimmedDemuxedSource if demuxed else TrimmedFileSource
     return kind(path, trim=trim, **options)

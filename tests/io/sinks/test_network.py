@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 import streamconv
-from streamconv.io.sinks.network import NetworkSink, is_network_output, network_scheme, with_query
+from streamconv.io.sinks.network import NetworkSink, with_query
+from streamconv.io.spec import network_scheme, parse_output
 
 from helpers.cli import assert_error, assert_ok
 from helpers.network import COMMON, RATE, SPEC, UdpReceiver, assert_same_pictures, connect_when_listening, expected_frames, free_port, progress_frames, read_output, session
@@ -130,7 +131,7 @@ def test_misused_network_options_are_usage_errors(cli, args, fragment):
 def test_network_outputs_are_told_apart_from_files():
     assert [network_scheme(o) for o in ("rtmp://h/app/key", "SRT://h:1", "udp://h:1", "out.mp4", "file:x.ts",
                                           "http://h/x")] == ["rtmp", "srt", "udp", None, None, None]
-    assert is_network_output("rtsp://h/live") and not is_network_output(None)
+    assert parse_output("rtsp://h/live").kind == "network" and parse_output(None).kind == "null"
     assert with_query("tcp://h:1", {"listen": "1"}) == "tcp://h:1?listen=1"
     assert with_query("udp://h:1?ttl=2", {"pkt_size": "1316"}) == "udp://h:1?ttl=2&pkt_size=1316"
 

@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 from streamconv.errors import VirtualCameraError
-from streamconv.io.open import open_sink, writes_a_file
+from streamconv.io.open import open_sink
 from streamconv.io.sources.pattern import parse_test_spec
-from streamconv.io.sinks.vcam import VirtualCameraSink, is_vcam_output, vcam_device
+from streamconv.io.sinks.vcam import VirtualCameraSink
+from streamconv.io.spec import parse_output
 from streamconv.frames.slots import FrameMeta
 
 COMMON = ("--filter", "identity", "--backend", "cpu", "--no-progress", "-q")
@@ -51,9 +52,9 @@ class StandIn:
 
 
 def test_vcam_outputs_are_named():
-    assert is_vcam_output("vcam") and is_vcam_output("vcam:/dev/video10") and not is_vcam_output("vcam.mp4")
-    assert vcam_device("vcam") is None and vcam_device("vcam:/dev/video10") == "/dev/video10"
-    assert not writes_a_file("vcam") and writes_a_file("out.mp4")
+    assert [parse_output(o).kind for o in ("vcam", "vcam:/dev/video10", "vcam.mp4")] == ["vcam", "vcam", "file"]
+    assert parse_output("vcam").target is None and parse_output("vcam:/dev/video10").target == "/dev/video10"
+    assert not parse_output("vcam").writes_a_file and parse_output("out.mp4").writes_a_file
 
 
 def test_the_sink_sends_rgb_bytes_at_the_cameras_size():

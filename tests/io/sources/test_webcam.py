@@ -13,7 +13,8 @@ import pytest
 
 import streamconv
 from streamconv.errors import CameraError, CameraLostError, InputError
-from streamconv.io.sources.camera import WebcamSource, is_webcam_spec, parse_webcam_spec
+from streamconv.io.sources.camera import WebcamSource, parse_webcam_spec
+from streamconv.io.spec import is_webcam_spec
 from streamconv.io.sinks.file import FileSink
 from streamconv.io.sinks.sink import CallbackSink
 
