@@ -11,7 +11,7 @@ from ..jobs.manifest import frames_written, status_counts
 from ..io.ffmpeg.formats import is_pipe
 from .messages import brief
 from .options import refuse_empty
-from .run import _run_chain, encoder_names, encoder_options
+from .settings import encode_settings, encoder_names, run_chain, run_settings
 
 
 def check_batch_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -34,13 +34,11 @@ def check_batch_args(parser: argparse.ArgumentParser, args: argparse.Namespace) 
 
 def cmd_batch(args: argparse.Namespace) -> int:
     """``streamconv batch``: every input through its own pipeline; 0, 13, 14 or 128 + signal."""
-    stages, border = _run_chain(args)
-    sink_options = encoder_options(args)
-    batch = Batch(args.inputs, stages, args.outdir, jobs=args.jobs, processes=args.processes, devices=args.devices, backend=args.backend,
-                  border=border, kernel=args.kernel, ring=args.ring, decoder=args.decoder,
-                  colour=args.colour, sink_options=sink_options, manifest=args.manifest, resume=args.resume,
-                  overwrite=args.overwrite, recursive=args.recursive, ext=args.ext, progress=not args.no_progress,
-                  ray=args.ray, segments=args.segments, depth=None if args.depth == "auto" else int(args.depth))
+    stages, border = run_chain(args)
+    batch = Batch(args.inputs, stages, args.outdir, settings=run_settings(args, border), encode=encode_settings(args),
+                  jobs=args.jobs, processes=args.processes, devices=args.devices, manifest=args.manifest,
+                  resume=args.resume, overwrite=args.overwrite, recursive=args.recursive, ext=args.ext,
+                  progress=not args.no_progress, ray=args.ray, segments=args.segments)
     result = batch.run()
     if not args.quiet:
         print(brief(_summary(result)), file=sys.stderr)

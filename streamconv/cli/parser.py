@@ -14,7 +14,7 @@ from ..io.ffmpeg.container import NETWORK_TIMEOUT
 from ..io.sinks.display import KEYS_HELP
 from ..io.sources.nvdec.caps import DECODERS
 from ..io.sources.reconnect import RECONNECT_WINDOW
-from ..run.options import COLOUR_PATHS
+from ..run.settings import COLOUR_PATHS
 from ..chain.presets import list_presets
 from ..chain.suggest import did_you_mean
 from .bench import add_bench_parser

@@ -8,13 +8,12 @@ import os
 import sys
 from pathlib import Path
 
-from ..frames.borders import DEFAULT_BORDER
 from ..io.sinks.display import DisplaySink, check_display
 from ..errors import StreamError, run_exit_code
-from ..chain.filters import FilterStage, parse_chain
+from ..chain.filters import FilterStage
 from ..io.sources.live import RealtimeSource
-from ..backends import resolve_backend
-from ..run.pipeline import Pipeline, choose_decoder
+from ..run.pipeline import Pipeline
+from ..run.settings import RunSettings
 from ..chain.presets import list_presets, load_preset
 from ..chain.resample import chain_shapes
 from ..run.progressfile import ProgressFile, check_progress_target
@@ -27,6 +26,7 @@ from ..io.sources.source import Source
 from ..io.spec import SourceSpec, parse_output, parse_source
 from .options import refuse_empty
 from .report import check_report_args, run_context, write_run_report
+from .settings import encode_settings, encoder_names, run_chain, run_settings
 from .several import check_several_sources, run_several
 from .trim import check_trim_args
 
@@ -36,16 +36,17 @@ log = logging.getLogger("streamconv")
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``streamconv run``: validate everything cheap first, then run the pipeline."""
-    stages, border = _run_chain(args)
+    stages, border = run_chain(args)
+    settings = run_settings(args, border)
     display = args.display or args.side_by_side
     if len(args.sources) > 1:
         if display:
             check_display()  # before a camera or file is opened
-        args.backend = resolve_backend(args.backend, device=args.device)  # auto's notice once, not per source
+        settings = settings.resolved()  # auto's notice once, not per source
         cycle = _filter_cycle(args, _chain_label(args), stages)
-        return run_several(args, lambda own: _build_pipeline(own, stages, border, False), cycle)
+        return run_several(args, lambda own: _build_pipeline(own, stages, settings, False), cycle)
     _check_run_outputs(args, display)
-    pipeline = _build_pipeline(args, stages, border, display)
+    pipeline = _build_pipeline(args, stages, settings, display)
     try:
         stats = pipeline.run()
     except StreamError as exc:
@@ -55,32 +56,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     code = run_exit_code(bool(stats.damage), pipeline.stop_signal)
     _report(args, stats, code)
     return code
-
-
-def encoder_names(args: argparse.Namespace) -> list[tuple[str | None, str]]:
-    """The encoder group's names, each with its option: none may be given empty."""
-    return [(args.codec, "--codec"), (args.pix_fmt, "--pix-fmt"), (args.codec_preset, "--preset")]
-
-
-def encoder_options(args: argparse.Namespace) -> dict:
-    """The FileSink options the encoder group sets (``run``, ``run --segments``, ``batch``)."""
-    return {"codec": args.codec, "pix_fmt": args.pix_fmt, "crf": args.crf, "bitrate": args.bitrate,
-            "preset": args.codec_preset}
-
-
-def _run_chain(args: argparse.Namespace) -> tuple[list[FilterStage], str]:
-    """The stages (the --pipeline preset's, then the --filter specs) and the border mode."""
-    border = args.border
-    stages = []
-    if args.pipeline:
-        preset = load_preset(args.pipeline)
-        stages.extend(preset.filters)
-        border = border or preset.border
-    stages.extend(parse_chain(args.filters))
-    border = border or DEFAULT_BORDER
-    if not stages:
-        log.warning("no --filter or --pipeline given: frames pass through unchanged")
-    return stages, border
 
 
 def _check_run_outputs(args: argparse.Namespace, display: bool) -> None:
@@ -101,14 +76,14 @@ def _check_run_outputs(args: argparse.Namespace, display: bool) -> None:
                           protect=_written_by_run(args, but="report"))
 
 
-def _build_pipeline(args: argparse.Namespace, stages: list[FilterStage], border: str,
+def _build_pipeline(args: argparse.Namespace, stages: list[FilterStage], settings: RunSettings,
                     display: bool) -> Pipeline:
     """Open SOURCE and the sinks and make the Pipeline; whatever was opened is released if a
     later step fails."""
-    sink_options = {**encoder_options(args), "overwrite": args.overwrite, "format": args.format,
+    sink_options = {**encode_settings(args).sink_options(), "overwrite": args.overwrite, "format": args.format,
                     "muxer_options": dict(args.output_options)}
-    args.backend = resolve_backend(args.backend, device=args.device)  # once: auto's notice, and NVDEC's choice
-    source = _open_run_source(args)
+    settings = settings.resolved()  # once: auto's notice, and NVDEC's choice
+    source = _open_run_source(args, settings)
     try:
         label = _chain_label(args)
         sink = _open_run_sink(args, source, display, _filter_cycle(args, label, stages), sink_options)
@@ -117,11 +92,8 @@ def _build_pipeline(args: argparse.Namespace, stages: list[FilterStage], border:
             if args.progress is not None:
                 progress = ProgressFile(args.progress, overwrite=args.overwrite,
                                         protect=_written_by_run(args, but="progress"))
-            pipeline = Pipeline(source, stages, sink, backend=args.backend, border=border,
-                                ring=args.ring, max_frames=args.max_frames, device=args.device,
-                                kernel=args.kernel, colour=args.colour, max_pixels=args.max_pixels,
-                                progress=not args.no_progress, status=display or source.is_live,
-                                progress_file=progress)
+            pipeline = Pipeline(source, stages, sink, settings=settings, progress=not args.no_progress,
+                                status=display or source.is_live, progress_file=progress)
         except BaseException:
             sink.abort()
             if progress is not None:
@@ -134,7 +106,7 @@ def _build_pipeline(args: argparse.Namespace, stages: list[FilterStage], border:
     return pipeline
 
 
-def _open_run_source(args: argparse.Namespace) -> Source:
+def _open_run_source(args: argparse.Namespace, settings: RunSettings) -> Source:
     """The SOURCE with its options: camera settings for a webcam, the stream index for a file."""
     spec = parse_source(args.source, format=args.input_format)
     if spec.kind == "camera":
@@ -142,16 +114,14 @@ def _open_run_source(args: argparse.Namespace) -> Source:
         source = open_source(spec, width=width, height=height, fps=args.fps)
     else:
         copy = args.output is not None and not args.no_audio and not args.reconnect
-        # FFmpeg's hardware decoder, and a cut, are libavcodec's
-        decoder = "cpu" if args.hwaccel or args.trim else choose_decoder(args.decoder, args.backend)
+        decoder = settings.decoder_to_open(hwaccel=bool(args.hwaccel), cut=args.trim is not None)
         demuxer = {"format": args.input_format, "size": args.size, "pix_fmt": args.input_pix_fmt,
                    "fps": args.fps} if spec.is_demuxed else {}
         source = open_source(spec, video_stream=args.video_stream, copy_streams=copy,
-                             max_pixels=args.max_pixels, timeout=args.timeout,
-                             depth=None if args.depth == "auto" else int(args.depth), hwaccel=args.hwaccel,
-                             decoder=decoder, device=args.device, input_options=dict(args.input_options),
-                             reconnect=args.reconnect, trim=args.trim, **_reconnect_timeout(args),
-                             **demuxer)
+                             max_pixels=settings.max_pixels, timeout=args.timeout, depth=settings.depth,
+                             hwaccel=args.hwaccel, decoder=decoder, device=settings.device,
+                             input_options=dict(args.input_options), reconnect=args.reconnect,
+                             trim=args.trim, **_reconnect_timeout(args), **demuxer)
     if args.realtime and not source.is_live:
         source = RealtimeSource(source)
     return source

@@ -7,8 +7,9 @@ import argparse
 
 from ..errors import run_exit_code
 from ..io.spec import parse_output, parse_source
-from ..jobs.segments import run_segments, segment_decoder
-from .run import _check_run_outputs, _report, _run_chain, encoder_options
+from ..jobs.segments import run_segments
+from .run import _check_run_outputs, _report
+from .settings import encode_settings, run_chain, run_settings
 
 # The options a segmented run cannot honour, and why not in a word.
 _REFUSED = (("max_frames", "--max-frames"), ("display", "--display"), ("side_by_side", "--side-by-side"),
@@ -41,19 +42,15 @@ def check_segment_args(parser: argparse.ArgumentParser, args: argparse.Namespace
 def cmd_run_segments(args: argparse.Namespace) -> int:
     """``streamconv run IN -o OUT --segments N [--ray [ADDRESS]]``: run, report, and exit 0 (13
     if the input was damaged)."""
-    stages, border = _run_chain(args)
+    stages, border = run_chain(args)
     _check_run_outputs(args, display=False)
-    sink_options = encoder_options(args)
-    source_options = {"video_stream": args.video_stream, "max_pixels": args.max_pixels,
-                      "depth": None if args.depth == "auto" else int(args.depth), "hwaccel": args.hwaccel,
+    source_options = {"video_stream": args.video_stream, "hwaccel": args.hwaccel,
                       "input_options": dict(args.input_options)}
     stats = run_segments(args.source, stages, args.output, segments=args.segments,
                          devices=args.devices if args.devices is not None or args.ray else [args.device],
-                         backend=args.backend, copy_streams=not args.no_audio, overwrite=args.overwrite,
-                         format=args.format, muxer_options=dict(args.output_options), sink_options=sink_options,
-                         source_options=source_options, border=border, ring=args.ring, kernel=args.kernel,
-                         colour=args.colour, max_pixels=args.max_pixels, decoder=segment_decoder(args.decoder),
-                         ray=args.ray)
+                         settings=run_settings(args, border), encode=encode_settings(args),
+                         copy_streams=not args.no_audio, overwrite=args.overwrite, format=args.format,
+                         muxer_options=dict(args.output_options), source_options=source_options, ray=args.ray)
     code = run_exit_code(bool(stats.damage), None)
     _report(args, stats, code)
     return code

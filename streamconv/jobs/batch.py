@@ -21,7 +21,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -32,7 +32,7 @@ from .inputs import (BatchInput, check_arguments, check_outdir, find_inputs, inp
 from ..frames.borders import DEFAULT_BORDER
 from ..gpu.device import gpu_numbers
 from .ray.batch import run_on_ray
-from .worker import (AheadGate, Prefetch, RunSettings, Running, judge_run, make_output_folder, note_input,
+from .worker import (AheadGate, BatchSettings, Prefetch, Running, judge_run, make_output_folder, note_input,
                            run_input, take_inputs, worker_plan, worker_process)
 from ..errors import EXIT_DAMAGED_INPUT, EXIT_SOME_FAILED, Interrupted, OutputError, SettingsError
 from ..frames.checks import as_count
@@ -44,7 +44,8 @@ from .manifest import (BatchRecord, Manifest, earlier_records, file_identity, fr
 from .manifest_lock import only_batch
 from ..run.progress import is_terminal
 from ..files.publish import check_name_lengths
-from .segments import run_segments, segment_decoder
+from .segments import run_segments
+from ..run.settings import EncodeSettings, RunSettings, settings_from, sink_options_with
 from ..run.stats import RunStats
 
 log = logging.getLogger(__name__)
@@ -77,8 +78,12 @@ class Batch:
         processes: processes the inputs are shared among (None: :func:`streamconv.jobs.worker.default_processes`; 1:
             threads of this process only).
         devices: GPUs to spread the inputs over (None: ``[0]``; "all": every one).
-        backend, border, kernel, ring, decoder, colour, depth: as for Pipeline.
-        sink_options: FileSink options (codec, pix_fmt, crf, bitrate, preset).
+        settings: how each input runs (:class:`streamconv.run.settings.RunSettings`; its device is
+            the one each input runs on); or give backend, border, kernel, ring, decoder, colour
+            and depth as keywords, as for Pipeline (not both).
+        encode: the encoder's settings (:class:`streamconv.run.settings.EncodeSettings`); or
+            give them in ``sink_options`` (codec, pix_fmt, crf, bitrate, preset; not both).
+        sink_options: every output's FileSink options.
         manifest: the manifest file (None: OUTDIR/streamconv-batch.json).
         resume: skip inputs an earlier batch of this manifest finished: the same input file,
             unchanged, under the same settings, its output still there at the size recorded
@@ -116,13 +121,14 @@ class Batch:
     """
 
     def __init__(self, inputs: Sequence[str], filters: Sequence[str | FilterStage], outdir: str | Path, *,
+                 settings: RunSettings | None = None, encode: EncodeSettings | None = None,
                  jobs: int | None = None, processes: int | None = None, devices: Sequence[int] | str | None = None, backend: str = "auto",
                  border: str = DEFAULT_BORDER, kernel: str = "auto", ring: int = 3, decoder: str = "auto",
                  colour: str = "auto", sink_options: dict[str, Any] | None = None, manifest: str | Path | None = None,
                  resume: bool = False, overwrite: bool = False, recursive: bool = False, ext: str | None = None,
                  progress: bool = False, ray: str | bool | None = None, open_ahead: bool = True,
                  segments: int | None = None, depth: int | None = None) -> None:
-        outdir, manifest_path, run = check_arguments(
+        outdir, manifest_path, checked = check_arguments(
             outdir, manifest, ring=ring, colour=colour, sink_options=sink_options,
             overwrite=overwrite, resume=resume, recursive=recursive, progress=progress,
             open_ahead=open_ahead)
@@ -130,9 +136,13 @@ class Batch:
             (segments_refusal(processes=processes, ray=ray) if segments is not None else None)
         if refusal is not None:
             raise SettingsError(refusal)
+        run = settings_from(settings, backend=backend, border=border, kernel=kernel, ring=ring, decoder=decoder,
+                            colour=colour, depth=depth)
+        sink_options = sink_options_with(encode, checked["sink_options"])
         self.filters = parse_chain(filters)
         self.devices = gpu_numbers(devices)
-        self.backend = resolve_backend(backend, device=self.devices[0])
+        run = replace(run, device=self.devices[0]).resolved()
+        self.backend = run.backend
         if self.backend == "cpu":
             self.devices = [0]
         for device in self.devices[1:]:
@@ -146,10 +156,7 @@ class Batch:
         self.processes = as_count(processes, "processes", 1) if processes is not None else None  # None: by threads
         self.progress = progress
         self.ray = ray if ray not in (False, "") else None
-        self.settings = RunSettings(self.filters, self.backend, {
-            "border": border, "kernel": kernel, "ring": run["ring"], "decoder": decoder,
-            "colour": colour, "depth": depth}, {k: v for k, v in run["sink_options"].items()
-                                                if v is not None}, overwrite, set(), open_ahead)
+        self.settings = BatchSettings(self.filters, run, sink_options, overwrite, set(), open_ahead)
         items, records = self._plan(inputs, outdir, manifest_path, resume=resume, recursive=recursive, ext=ext)
         protect = {**{f"the input {item.source}": item.source for item in items},
                    **{f"the output of {item.source}": item.output for item in items}}
@@ -182,12 +189,12 @@ class Batch:
                             skip=[*manifest_skip, *(Path(output) for output in earlier)])
         check_outdir(outdir)
         items = plan_outputs(found, outdir, ext=ext, recursive=recursive)
-        check_encoders_ahead([item.output for item in items], self.settings.sink_options)  # not once per input
-        options = {name: self.settings.options[name] for name in ("border", "colour", "kernel")}
-        if self.settings.options["depth"] is not None:  # (at auto, earlier manifests' fingerprints stand)
-            options["depth"] = self.settings.options["depth"]
-        fingerprint = settings_fingerprint(self.filters, {**options, "backend": self.backend,
-                                                          "sink": self.settings.sink_options})
+        run, sink_options = self.settings.run, self.settings.sink_options
+        check_encoders_ahead([item.output for item in items], sink_options)  # not once per input
+        options = {"border": run.border, "colour": run.colour, "kernel": run.kernel}
+        if run.depth is not None:  # (at auto, earlier manifests' fingerprints stand)
+            options["depth"] = run.depth
+        fingerprint = settings_fingerprint(self.filters, {**options, "backend": self.backend, "sink": sink_options})
         complete, ours = resume_plan(earlier, [(item.source, item.output) for item in items], fingerprint)
         refuse_existing(items, overwrite=self.settings.overwrite, exempt={Path(o) for o in complete} | ours,
                         resume=resume)
@@ -390,7 +397,7 @@ def run_batch(inputs: Sequence[str], filters: Sequence[str | FilterStage], outdi
     return Batch(inputs, filters, outdir, **options).run()
 
 
-def run_segmented_input(record: BatchRecord, settings: RunSettings, running: Running, *, segments: int,
+def run_segmented_input(record: BatchRecord, settings: BatchSettings, running: Running, *, segments: int,
                         devices: list[int], jobs: int | None) -> None:
     """Run one input in ``segments`` segments (:func:`streamconv.jobs.segments.run_segments`: cut at
     keyframes, ``jobs`` at once over ``devices``, joined into its output, which appears whole or
@@ -398,18 +405,15 @@ def run_segmented_input(record: BatchRecord, settings: RunSettings, running: Run
 
     The run is kept in ``running``: a batch's second signal aborts every segment (nothing is
     joined); a first lets it finish. The segments decode on NVDEC when the batch's decoder is
-    nvdec, else with libavcodec (:func:`streamconv.jobs.segments.segment_decoder`).
+    nvdec, else with libavcodec (:func:`streamconv.run.settings.decoder_to_open`).
     """
 
     def segmented() -> tuple[RunStats, None]:
         note_input(record)
         make_output_folder(Path(record.output).parent)
-        options = {k: v for k, v in settings.options.items() if k not in ("decoder", "depth")}
         stats = run_segments(record.input, settings.filters, record.output, segments=segments, jobs=jobs,
-                             devices=devices, backend=settings.backend, overwrite=settings.replaces(record.output),
-                             sink_options=settings.sink_options, running=running,
-                             source_options={"depth": settings.options.get("depth")},
-                             decoder=segment_decoder(settings.options.get("decoder", "cpu")), **options)
+                             devices=devices, settings=settings.run, sink_options=settings.sink_options,
+                             overwrite=settings.replaces(record.output), running=running)
         return stats, None  # never stopped early and finished: it ends whole or is aborted
 
     judge_run(record, segmented, running)

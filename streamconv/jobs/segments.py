@@ -26,13 +26,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from ..backends import resolve_backend
 from .ray.batch import ray_module
 from ..gpu.device import gpu_numbers
 from ..frames.arguments import check_flag, check_options, keywords_of
 from ..errors import InputError, Interrupted, OutputError, SettingsError
 from ..chain.filters import FilterStage
-from ..frames.checks import as_count
+from ..frames.checks import DEFAULT_MAX_PIXELS, as_count
 from ..interrupts import stop_on_signals
 from ..io.sources.file import FileSource
 from ..io.ffmpeg.formats import default_codec, output_format
@@ -43,7 +42,8 @@ from ..io.sinks.targets import check_target
 from ..files.leftovers import hold_folder_lock, release_writer_lock, remove_abandoned
 from ..run.pipeline import Pipeline
 from ..chain.resample import chain_shapes
-from ..run.options import check_passed_on
+from ..run.options import SETTINGS, check_passed_on
+from ..run.settings import EncodeSettings, RunSettings, settings_from, sink_options_with
 from .worker import Running
 from .ray.segments import run_on_ray
 from ..run.stats import RunStats, StageTimes
@@ -126,19 +126,14 @@ def parts_folder_regex(output: str | Path) -> re.Pattern:
     return re.compile(re.escape(parts_prefix(output)) + r"[a-z0-9_]{8}")
 
 
-def segment_decoder(decoder: str) -> str:
-    """The decoder of a segmented run for ``--decoder``: NVDEC when asked for by name, else
-    libavcodec (``auto`` too: one decoder session per segment is opted into, not assumed)."""
-    return "nvdec" if decoder == "nvdec" else "cpu"
-
-
 def run_segments(source: str | Path, filters: Sequence[str | FilterStage], output: str | Path, *,
                  segments: int, jobs: int | None = None, devices: Sequence[int] | str | None = None,
                  backend: str = "auto", copy_streams: bool = True, overwrite: bool = False,
                  format: str | None = None, muxer_options: dict[str, str] | None = None,
                  sink_options: dict[str, Any] | None = None, source_options: dict[str, Any] | None = None,
-                 running: Running | None = None, decoder: str = "cpu", ray: str | bool | None = None,
-                 **pipeline_options) -> RunStats:
+                 running: Running | None = None, decoder: str = "auto", ray: str | bool | None = None,
+                 settings: RunSettings | None = None, encode: EncodeSettings | None = None,
+                 **pipeline_options: Any) -> RunStats:
     """Filter one video file in ``segments`` pieces at once and join them into ``output``.
 
     Frames are decoded by libavcodec (host memory) or NVDEC (device memory, a decoder session per
@@ -150,15 +145,20 @@ def run_segments(source: str | Path, filters: Sequence[str | FilterStage], outpu
         segments: segments wanted (>= 1; fewer where the input has too few keyframes).
         jobs: segments run at once (None: all of them); on Ray, segments per GPU (None: 1).
         devices: GPUs the cuda backend's segments take in turn (None: [0]; "all": every one); not with ray.
-        backend: ``"cpu"``, ``"cuda"`` or ``"auto"`` (resolved in this process).
+        settings: the run's settings (:class:`streamconv.run.settings.RunSettings`: backend,
+            resolved in this process; border, ring, kernel, colour, max_pixels, depth; the
+            decoder: NVDEC only when named ``nvdec``, a session per segment; not max_frames);
+            or give them as keywords, ``backend``, ``decoder`` and the others among
+            ``pipeline_options`` (not both).
+        encode: the encoder's settings (:class:`streamconv.run.settings.EncodeSettings`), the
+            same for every part (their codec descriptions must match to be joined); or give
+            them in ``sink_options`` (codec, pix_fmt, crf, preset, bitrate; not both).
+        sink_options: the parts' other FileSink options.
         copy_streams: copy the input's audio and subtitles into the output.
         overwrite, format, muxer_options: as for FileSink (the output's).
-        sink_options: the encoder's FileSink options (codec, pix_fmt, crf, preset, bitrate),
-            the same for every part (their codec descriptions must match to be joined).
-        source_options, pipeline_options: FileSource options (max_pixels, depth, video_stream);
-            Pipeline's (border, ring, kernel, colour; not max_frames).
+        source_options: FileSource options (video_stream, hwaccel, input_options).
+        pipeline_options: Pipeline's other keywords, given to every segment's (not max_frames).
         running: a batch's running pipelines, holding the run as one (aborted with them; signals the batch's).
-        decoder: ``"cpu"`` (libavcodec) or ``"nvdec"`` (each segment on its GPU's NVDEC).
         ray: each segment a Ray task (:mod:`streamconv.jobs.ray.segments`) on the cluster at this address
             (True: RAY_ADDRESS's or a new local one); input and output (parts beside it) on a shared path.
 
@@ -167,14 +167,24 @@ def run_segments(source: str | Path, filters: Sequence[str | FilterStage], outpu
     """
     segments = as_count(segments, "segments", 1)
     check_flag(copy_streams, "copy_streams")
-    source_options, sink_options, pipeline_options = _check_options(source_options, sink_options,
-                                                                    pipeline_options)
-    _check_before_work(source, output, overwrite=overwrite, format=format, decoder=decoder, ray=ray,
-                       devices=devices, source_options=source_options, pipeline_options=pipeline_options)
+    source_options, sink_options, pipeline_options = _check_options(
+        source_options, sink_options_with(encode, sink_options), pipeline_options)
+    if "max_frames" in pipeline_options:  # each segment would stop at its own count
+        raise SettingsError("a segmented run filters the whole input: max_frames does not apply")
+    given = {name: pipeline_options.pop(name) for name in SETTINGS if name in pipeline_options}
+    run = settings_from(settings, backend=backend, decoder=decoder, **given)
+    if run.max_frames is not None:
+        raise SettingsError("a segmented run filters the whole input: max_frames does not apply")
+    if run.depth is not None:
+        source_options["depth"] = run.depth
+    if run.max_pixels != DEFAULT_MAX_PIXELS:
+        source_options["max_pixels"] = run.max_pixels
+    _check_before_work(source, output, overwrite=overwrite, format=format, ray=ray, devices=devices,
+                       source_options=source_options)
     started = time.perf_counter()
     plan = plan_segments(source, segments, video_stream=source_options.get("video_stream", 0))
-    work = SegmentWork.make(source, filters, output, backend=backend, devices=devices, format=format,
-                            decoder=decoder, sink_options=sink_options, source_options=source_options,
+    work = SegmentWork.make(source, filters, output, settings=run, devices=devices, format=format,
+                            sink_options=sink_options, source_options=source_options,
                             pipeline_options=pipeline_options)
     with _parts_folder(output) as parts_dir:
         parts, results = filter_parts(work, plan, parts_dir, ray=ray, jobs=jobs, running=running)
@@ -183,7 +193,8 @@ def run_segments(source: str | Path, filters: Sequence[str | FilterStage], outpu
     return combine_stats(results, time.perf_counter() - started, copied)
 
 
-_NOT_PASSED_ON = {"source", "filters", "sink", "sink_options", "backend", "device", "decoder"}
+_NOT_PASSED_ON = {"source", "filters", "sink", "sink_options", "settings", "backend", "device",
+                  "decoder"}
 """Pipeline's arguments that run_segments gives each segment's Pipeline itself."""
 
 
@@ -216,14 +227,10 @@ def _check_options(source_options: Any, sink_options: Any,
     return source_options, sink_options, pipeline_options
 
 
-def _check_before_work(source, output, *, overwrite: bool, format: str | None, decoder: str,
-                       ray: str | bool | None, devices, source_options: dict, pipeline_options: dict) -> None:
+def _check_before_work(source, output, *, overwrite: bool, format: str | None, ray: str | bool | None,
+                       devices, source_options: dict) -> None:
     """What a one-piece run would refuse (the output, the input's errors), and the options a
     segmented run cannot take, before anything is cut or written."""
-    if decoder not in ("cpu", "nvdec"):
-        raise SettingsError(f"a segmented run decodes with cpu or nvdec, got decoder {decoder!r}")
-    if "max_frames" in pipeline_options:  # each segment would stop at its own count
-        raise SettingsError("a segmented run filters the whole input: max_frames does not apply")
     if ray not in (None, False, ""):
         if devices is not None:
             raise SettingsError("on Ray the cluster grants each segment its GPU: devices does not apply")
@@ -261,46 +268,52 @@ class SegmentWork:
     Attributes:
         source: the input file. filters: the chain, as for Pipeline. format: the parts' container
             (see PART_FORMATS).
-        backend: the resolved backend. devices: the GPUs segments run in threads take in turn (a
-            Ray task takes the one Ray grants it).
+        settings: the run's, backend resolved (each segment's device set where it runs).
+        devices: the GPUs segments run in threads take in turn (a Ray task takes the one Ray
+            grants it).
         sink_options, source_options: FileSink's (the codec the output's, named) and FileSource's.
-        pipeline_options: Pipeline's, ``decoder`` among them.
+        pipeline_options: Pipeline's other keywords.
     """
 
     source: str
     filters: list[str | FilterStage]
     format: str
-    backend: str
+    settings: RunSettings
     devices: list[int]
     sink_options: dict[str, Any]
     source_options: dict[str, Any]
     pipeline_options: dict[str, Any]
 
     @classmethod
-    def make(cls, source, filters, output, *, backend: str, devices, format: str | None, decoder: str,
-             sink_options: dict | None, source_options: dict, pipeline_options: dict) -> "SegmentWork":
-        """The work of a run into ``output``; ``backend`` resolved once here (auto's notice)."""
+    def make(cls, source, filters, output, *, settings: RunSettings, devices, format: str | None,
+             sink_options: dict, source_options: dict, pipeline_options: dict) -> "SegmentWork":
+        """The work of a run into ``output``; the backend resolved once here (auto's notice)."""
         devices = gpu_numbers(devices)
         container = output_format(output, format)
-        options = dict(sink_options or {})
+        options = dict(sink_options)
         options["codec"] = options.get("codec") or default_codec(output, format)  # a part's container has its own
         return cls(str(source), list(filters), container if container in PART_FORMATS else "mov",
-                   resolve_backend(backend, device=devices[0]), devices, options,
-                   source_options, {**pipeline_options, "decoder": decoder})
+                   replace(settings, device=devices[0]).resolved(), devices, options,
+                   source_options, pipeline_options)
+
+    @property
+    def decoder(self) -> str:
+        """Who decodes each segment: NVDEC when named, else libavcodec."""
+        return self.settings.decoder_to_open(segmented=True)
 
     def open(self, segment: Segment, part: Path, device: int) -> Pipeline:
         """One segment's Pipeline, not yet run: its source (frames in host memory, or in device
         memory on NVDEC), its part file on ``device``'s GPU (the cuda backend or NVDEC). The part
         is published whole when the pipeline ends and may replace one an earlier attempt of the
         same segment completed (a Ray retry); the parts folder is the run's own."""
-        source = segment_source(self.source, segment, decoder=self.pipeline_options["decoder"], device=device,
-                                **self.source_options)
+        source = segment_source(self.source, segment, decoder=self.decoder, device=device, **self.source_options)
         sink = None
         try:
             shape = chain_shapes(self.filters, source.shape)[-1]
             sink = open_sink(part, like=source, shape=shape, format=self.format, overwrite=True,
                              **self._part_options(source))
-            return Pipeline(source, self.filters, sink, backend=self.backend, device=device, **self.pipeline_options)
+            return Pipeline(source, self.filters, sink, settings=replace(self.settings, device=device),
+                            **self.pipeline_options)
         except BaseException:
             source.close()
             if sink is not None:

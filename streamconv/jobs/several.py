@@ -210,8 +210,9 @@ def run_many(sources: Sequence[Source | str | Path], filters: Sequence[str | Fil
             without ``{n}`` is refused for more than one source (they would share one file).
         display: show every source's filtered frames tiled in one window
             (:class:`streamconv.io.sinks.tiles.TileWall`); q or Esc stops them all.
-        options: Pipeline's keyword arguments (backend, ring, max_frames, sink_options...),
-            the same for every source.
+        options: Pipeline's keyword arguments (``settings``, a
+            :class:`streamconv.run.settings.RunSettings` made once, or backend, ring,
+            max_frames...; sink_options...), the same for every source.
 
     Returns:
         MultiResult: per source its RunStats (frames arrive as (H, W, C) uint8 or uint16

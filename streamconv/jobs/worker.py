@@ -17,7 +17,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -25,6 +25,7 @@ from ..errors import Interrupted, OutputError, StreamconvError, run_exit_code
 from ..chain.filters import FilterStage
 from .manifest import FINISHED, BatchRecord, file_identity, not_a_file
 from ..run.pipeline import Pipeline
+from ..run.settings import RunSettings
 from ..files.standard_streams import steady_standard_streams
 from ..run.stats import RunStats
 
@@ -51,12 +52,18 @@ def worker_plan(devices: list[int], jobs: int, processes: int | None, pending: i
 
 
 @dataclass
-class RunSettings:
-    """How every input of a batch runs (picklable: it goes to worker processes as it is)."""
+class BatchSettings:
+    """How every input of a batch runs (picklable: it goes to worker processes as it is).
+
+    Attributes:
+        filters: the chain. run: the run's settings, backend resolved (each input's device
+            set where it runs). sink_options: every output's FileSink options (the encoder's).
+        overwrite, ours: which outputs may be replaced (:meth:`replaces`).
+        open_ahead: each worker opens its next input while its current one runs.
+    """
 
     filters: list[FilterStage]
-    backend: str
-    options: dict[str, Any]  # Pipeline's border, kernel, ring, decoder, colour
+    run: RunSettings
     sink_options: dict[str, Any]
     overwrite: bool = False
     ours: set[str] = field(default_factory=set)  # outputs still as a batch of the manifest published them
@@ -123,7 +130,7 @@ class Prefetch:
         device: the GPU it will run on. settings: the batch's.
     """
 
-    def __init__(self, record: BatchRecord, device: int, settings: RunSettings) -> None:
+    def __init__(self, record: BatchRecord, device: int, settings: BatchSettings) -> None:
         self.record = record
         self._pipeline: Pipeline | None = None
         self._error: BaseException | None = None
@@ -131,7 +138,7 @@ class Prefetch:
                                         name="streamconv-batch-prefetch")
         self._thread.start()
 
-    def _open(self, device: int, settings: RunSettings) -> None:
+    def _open(self, device: int, settings: BatchSettings) -> None:
         try:
             self._pipeline = open_input(self.record, device, settings)
         except BaseException as exc:  # raised again where the input runs, and judged there
@@ -196,7 +203,7 @@ class AheadGate:
                 self.counts[1] -= 1
 
 
-def take_inputs(gate: AheadGate, take: Callable[[], Any], device: int, settings: RunSettings,
+def take_inputs(gate: AheadGate, take: Callable[[], Any], device: int, settings: BatchSettings,
                 stopped: Callable[[], bool], run: Callable[[Any, Prefetch | None], None]) -> None:
     """A worker's loop (a thread of the batch's process, or of a worker process): claim pending
     inputs through ``gate`` and ``take()`` each (an ``(index, record)`` task; None: the batch
@@ -223,14 +230,14 @@ def take_inputs(gate: AheadGate, take: Callable[[], Any], device: int, settings:
             ahead[1].discard()
 
 
-def open_input(record: BatchRecord, device: int, settings: RunSettings) -> Pipeline:
+def open_input(record: BatchRecord, device: int, settings: BatchSettings) -> Pipeline:
     """The Pipeline of one input (its source and sink open; nothing written until it runs); the
     input's size and mtime are recorded as it is opened (``--resume`` compares them)."""
     note_input(record)
     make_output_folder(Path(record.output).parent)
     sink_options = {**settings.sink_options, "overwrite": settings.replaces(record.output)}
-    return Pipeline(record.input, settings.filters, record.output, backend=settings.backend,
-                    device=device, sink_options=sink_options, **settings.options)
+    return Pipeline(record.input, settings.filters, record.output, settings=replace(settings.run, device=device),
+                    sink_options=sink_options)
 
 
 def make_output_folder(folder: Path) -> None:
@@ -260,7 +267,7 @@ def note_input(record: BatchRecord) -> None:
     record.input_bytes, record.input_mtime_ns = identity if identity is not None else (None, None)
 
 
-def run_input(record: BatchRecord, device: int, settings: RunSettings, running: Running,
+def run_input(record: BatchRecord, device: int, settings: BatchSettings, running: Running,
               prefetch: Prefetch | None = None) -> None:
     """Run one input through its own Pipeline (opened here, or ahead by ``prefetch``); fill
     ``record`` with how it ended (never raises for the input's own failure: that is the record's
@@ -334,7 +341,7 @@ def _finished(record: BatchRecord, stats, stop_signal: int | None) -> None:
     record.status = "damaged" if stats.damage else "done"
 
 
-def _work(device: int, settings: RunSettings, gate: AheadGate, tasks, results, stop_taking,
+def _work(device: int, settings: BatchSettings, gate: AheadGate, tasks, results, stop_taking,
           running: Running) -> None:
     """A worker process's thread: run tasks (:func:`take_inputs`) until none is left or the batch
     stops taking, reporting each input's start and end on ``results``."""
@@ -349,7 +356,7 @@ def _work(device: int, settings: RunSettings, gate: AheadGate, tasks, results, s
 
     def run(task: tuple[int, BatchRecord], prefetch: Prefetch | None) -> None:
         index, record = task
-        record.status, record.device = "running", device if settings.backend == "cuda" else None
+        record.status, record.device = "running", device if settings.run.backend == "cuda" else None
         results.put(("running", index, device))
         run_input(record, device, settings, running, prefetch)
         results.put(("ended", index, asdict(record)))
@@ -374,7 +381,7 @@ def die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def worker_process(settings: RunSettings, devices: list[int], gate_counts, tasks, results, stop_taking, abort,
+def worker_process(settings: BatchSettings, devices: list[int], gate_counts, tasks, results, stop_taking, abort,
                    log_level: int, parent: int) -> None:
     """A worker process: one thread per entry of ``devices`` takes ``(index, record)`` tasks while
     :class:`AheadGate` (over ``gate_counts``) says some are pending (or until ``stop_taking``), and

@@ -9,25 +9,23 @@ inside, after the source was opened.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import fields
 from typing import Any
 
+from ..errors import SettingsError
 from ..frames.arguments import check_callable, check_flags, check_options
-from ..errors import FrameFormatError, SettingsError
-from ..files.tapfiles import show_value
-from ..frames.checks import MAX_RING, as_count
 from ..io.open import check_sink
+from .settings import RunSettings
 
-COLOUR_PATHS = ("auto", "backend", "host")
-"""Where yuv420p video is converted to and from RGB (``Pipeline(colour=...)``, ``--colour``)."""
-
-_COUNTS = {"ring": (1, MAX_RING), "device": (0, None), "max_frames": (0, None)}
-"""Pipeline's integer arguments -> their (least, most) values (None: no bound)."""
+SETTINGS = tuple(field.name for field in fields(RunSettings))
+"""Pipeline's keyword arguments that are :class:`streamconv.run.settings.RunSettings` fields."""
 
 
 def check_run_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """Pipeline's keyword arguments among ``options`` that need no source, checked: ``ring``
-    (1 to MAX_RING), ``device`` (>= 0), ``max_frames`` (>= 0, or None), ``max_pixels`` (>= 1, or
-    None), ``colour``, the flags ``progress`` and ``status``, ``on_frame`` (callable or None),
+    """Pipeline's keyword arguments among ``options`` that need no source, checked: the
+    :class:`streamconv.run.settings.RunSettings` fields as it checks them (``ring`` 1 to
+    MAX_RING, ``device`` >= 0, ``max_frames`` >= 0 or None, ``max_pixels`` >= 1 or None,
+    ``colour``, ``border``, ``kernel``, ``decoder``), the flags ``progress`` and ``status``, ``on_frame`` (callable or None),
     ``sink`` and ``sink_options`` (:func:`streamconv.io.open.check_sink`).
 
     Returns:
@@ -38,15 +36,10 @@ def check_run_options(options: Mapping[str, Any]) -> dict[str, Any]:
             for ``sink`` and ``sink_options``.
     """
     checked = dict(options)
-    for name, (least, most) in _COUNTS.items():
-        if name in checked and not (name == "max_frames" and checked[name] is None):
-            checked[name] = as_count(checked[name], name, least, most)
-    if checked.get("max_pixels") is not None:
-        checked["max_pixels"] = as_count(checked["max_pixels"], "max_pixels", 1,
-                                         error=FrameFormatError)
-    if "colour" in checked and checked["colour"] not in COLOUR_PATHS:
-        raise SettingsError(f"unknown colour path {show_value(checked['colour'])}; known: "
-                              f"{', '.join(COLOUR_PATHS)}")
+    given = {name: checked[name] for name in SETTINGS if name in checked}
+    if given:  # checked as the settings they make (a bool ring, an unknown colour...)
+        made = RunSettings(**given)
+        checked.update({name: getattr(made, name) for name in given})
     check_flags(**{name: checked[name] for name in ("progress", "status") if name in checked})
     check_callable(checked.get("on_frame"), "on_frame")
     if "sink" in checked or "sink_options" in checked:

@@ -10,9 +10,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..backends import create_backend, plan_kernels, resolve_backend
+from ..backends import create_backend, plan_kernels
 from ..backends.plan import ChainPlan
-from ..frames.borders import DEFAULT_BORDER, check_border
+from ..frames.borders import DEFAULT_BORDER
 from ..errors import Interrupted, StreamError
 from ..chain.filters import FilterStage, parse_chain
 from ..frames.checks import DEFAULT_MAX_PIXELS, check_frame_size, check_slot_memory
@@ -27,17 +27,11 @@ from ..io.sinks.sink import Sink
 from ..frames.slots import FrameMeta, resized_planes
 from ..io.sources.source import Source
 from ..chain.resample import chain_shapes
+from .settings import RunSettings, settings_from
 from .stats import RunStats
 from ..frames.yuv import YuvLayout
 
 log = logging.getLogger(__name__)
-
-
-def choose_decoder(decoder: str, backend_name: str) -> str:
-    """The decoder to open a file with: ``auto`` takes NVDEC only for the cuda backend (see
-    :func:`streamconv.io.open.open_source`); ``cpu`` and ``nvdec`` stand."""
-    return "cpu" if decoder == "auto" and backend_name != "cuda" else decoder
-
 
 class Pipeline:
     """A source, a filter chain and a sink, run with a ring of slots.
@@ -46,6 +40,9 @@ class Pipeline:
         source: a Source, or a SOURCE spec (``test:1280x720@30``, a path or URL).
         filters: filter specs (``"gaussian:sigma=2"``) or FilterStage objects, applied in order.
         sink: a Sink, an output path, or None to discard frames.
+        settings: how the run runs (:class:`streamconv.run.settings.RunSettings`), made once by
+            the caller; or give its values as the keywords backend, border, ring, max_frames,
+            device, kernel, colour, max_pixels, decoder and depth (not both).
         backend: ``"auto"``, ``"cpu"``, ``"cuda"``.
         border: border mode for every stage (default reflect101).
         ring: number of slots (1 to 64, within the host memory available); 3 lets read, GPU
@@ -101,41 +98,36 @@ class Pipeline:
     """
 
     def __init__(self, source: Source | str | Path, filters: Sequence[str | FilterStage] = (),
-                 sink: Sink | str | Path | None = None, *, backend: str = "auto",
+                 sink: Sink | str | Path | None = None, *, settings: RunSettings | None = None,
+                 backend: str = "auto",
                  border: str = DEFAULT_BORDER, ring: int = 3, max_frames: int | None = None,
                  device: int = 0, kernel: str = "auto", progress: bool = False, status: bool = False,
                  on_frame: Callable[[np.ndarray, FrameMeta], None] | None = None,
                  sink_options: dict[str, Any] | None = None, colour: str = "auto",
                  max_pixels: int | None = DEFAULT_MAX_PIXELS, decoder: str = "auto",
                  progress_file: ProgressFile | str | Path | None = None, depth: int | None = None) -> None:
-        checked = check_run_options({"ring": ring, "device": device, "max_frames": max_frames,
-                                     "colour": colour, "max_pixels": max_pixels,
-                                     "progress": progress, "status": status, "on_frame": on_frame,
+        settings = settings_from(settings, backend=backend, border=border, ring=ring, max_frames=max_frames,
+                                 device=device, kernel=kernel, colour=colour, max_pixels=max_pixels,
+                                 decoder=decoder, depth=depth)
+        checked = check_run_options({"progress": progress, "status": status, "on_frame": on_frame,
                                      "sink": sink, "sink_options": sink_options})
-        ring, device, max_frames, sink_options = (checked[name] for name in
-                                                  ("ring", "device", "max_frames", "sink_options"))
         self.filters = parse_chain(filters)
-        self.border = check_border(border)
-        self.backend_name = resolve_backend(backend, device=device)  # fail before any decoding
-        self.chain_plan = plan_kernels(kernel, self.filters, self.backend_name)  # the kernels, chosen once
-        self.kernel = kernel
-        self.ring = ring
-        self.max_frames = max_frames
-        self.device = device
+        self.settings = settings = settings.resolved()  # fail before any decoding
+        self.backend_name, self.border, self.kernel = settings.backend, settings.border, settings.kernel
+        self.chain_plan = plan_kernels(self.kernel, self.filters, self.backend_name)  # the kernels, chosen once
+        self.ring, self.max_frames, self.device = settings.ring, settings.max_frames, settings.device
+        self.colour, self.max_pixels = settings.colour, settings.max_pixels
         self.progress = progress
         self.status = status
         self.on_frame = on_frame
-        self.colour = colour
-        self.max_pixels = max_pixels = checked["max_pixels"]
-        depth_option = {"depth": depth} if depth is not None else {}  # a file's or stream's (None: its own)
-        self.source = open_source(source, decoder=choose_decoder(decoder, self.backend_name), device=device,
-                                  **depth_option)
+        depth_option = {"depth": settings.depth} if settings.depth is not None else {}  # None: the input's own
+        self.source = open_source(source, decoder=settings.decoder_to_open(), device=self.device, **depth_option)
         try:
-            check_frame_size(self.source.width, self.source.height, max_pixels, self.source.describe())
-            check_slot_memory(self.source.shape, self.source.dtype, ring,
+            check_frame_size(self.source.width, self.source.height, self.max_pixels, self.source.describe())
+            check_slot_memory(self.source.shape, self.source.dtype, self.ring,
                               out_shape=self.output_shape, what=self.source.describe())
             self.sink = open_sink(sink, like=self.source, shape=self.output_shape,
-                                  **sink_options)
+                                  **checked["sink_options"])
         except BaseException:
             self.source.close()
             raise

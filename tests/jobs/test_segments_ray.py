@@ -19,6 +19,7 @@ from helpers.raycluster import (ADDRESS, SIGINT_RESTORED, killer, leftover_proce
                         why_not)
 from streamconv.io.sources.segment import Segment
 from streamconv.jobs.segments import SegmentWork
+from streamconv.run.settings import RunSettings
 
 from helpers.containers import write_clip
 from helpers.damage import TS_PROGRAM_2
@@ -84,8 +85,9 @@ def test_segments_on_a_ray_cluster_give_the_one_piece_output_through_a_killed_wo
 def test_a_retried_part_replaces_the_one_an_earlier_attempt_completed(tmp_path):
     clip = make_clip(tmp_path / "in.mkv", "ffv1", frames=16)
     part = tmp_path / "part0001.mkv"
-    work = SegmentWork.make(clip, ["edge"], part, backend="cpu", devices=None, format=None, decoder="cpu",
-                            sink_options={"codec": "ffv1"}, source_options={}, pipeline_options={})
+    work = SegmentWork.make(clip, ["edge"], part, settings=RunSettings(backend="cpu", decoder="cpu"), devices=None,
+                            format=None, sink_options={"codec": "ffv1"}, source_options={},
+                            pipeline_options={})
     segment = Segment(1, keyframes(clip)[1], None)
     first = work.open(segment, part, 0).run()
     written, inode = decoded(part), part.stat().st_ino

@@ -23,7 +23,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..worker import RunSettings, Running, run_input
+from ..worker import BatchSettings, Running, run_input
 from ...errors import BackendUnavailableError, Interrupted
 from ...interrupts import SignalGuard
 from ..manifest import BatchRecord, Manifest, file_identity
@@ -84,11 +84,11 @@ def _probe(address: str) -> None:
                                       f"({getattr(exc, 'strerror', None) or exc})") from None
 
 
-def run_input_task(record: dict, settings: RunSettings) -> dict:
+def run_input_task(record: dict, settings: BatchSettings) -> dict:
     """The Ray task: one input through its own Pipeline on the node it landed on; the record's fields."""
     _outlive_cancels()
     ray = ray_module()
-    gpus = ray.get_gpu_ids() if settings.backend == "cuda" else []
+    gpus = ray.get_gpu_ids() if settings.run.backend == "cuda" else []
     batch_record = BatchRecord(**record)
     batch_record.status = "running"
     # Ray makes the GPU share it granted the task's only visible device: number 0 here.
@@ -121,7 +121,7 @@ def _cancel_received(_signum: int, _frame) -> None:
 
 
 @contextmanager
-def _attempt(output: str, task_id: str, settings: RunSettings):
+def _attempt(output: str, task_id: str, settings: BatchSettings):
     """One attempt of an input's task, marked by a claim file beside ``output`` named after the
     task (Ray keeps its id across retries) from the first attempt's start until an attempt ends.
     A retry that finds the claim and an output newer than it lets that output be replaced: a
@@ -148,7 +148,7 @@ class BatchOnRay(Protocol):
     jobs: int
     backend: str
     manifest: Manifest
-    settings: RunSettings
+    settings: BatchSettings
 
     @property
     def stopping(self) -> bool: ...

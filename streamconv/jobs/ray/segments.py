@@ -53,7 +53,7 @@ def run_on_ray(work: Any, plan: Sequence[Segment], parts: Sequence[Path], *, add
     """
     ray = ray_module()
     connect(ray, address)
-    gpu = work.backend == "cuda" or work.pipeline_options.get("decoder") == "nvdec"
+    gpu = work.settings.backend == "cuda" or work.decoder == "nvdec"
     task = ray.remote(run_segment_task).options(num_gpus=1.0 / jobs if gpu else 0, num_cpus=1,
                                                 max_retries=MAX_RETRIES, retry_exceptions=False)
     refs = [task.remote(work, segment, str(parts[segment.index])) for segment in plan]
