@@ -21,10 +21,7 @@ two reasons:
 
 from __future__ import annotations
 
-import os
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -36,6 +33,7 @@ from ..filters import COMBINE_MAGNITUDE, FilterStage, check_sample_type
 from ..frames import as_hwc, check_same_frame, sample_maximum
 from ..nn.layer import layer_cpu
 from ..slots import Slot
+from .cpu_ops import CV_DEPTHS, Scratch, copy_result, filter_into, run_bands, sample_rows
 from .protocol import Backend
 from ..io.yuv import YuvLayout, planes_to_rgb, rgb_to_planes
 
@@ -56,29 +54,6 @@ _CV_ROUND_LIMIT = float(1 << 30)
 # (measured on 1080p, 9x9 to 15x15: 24 rows about 15% less CPU than 64).
 _BAND_ROWS = 64
 _SUM_BAND_ROWS = 24
-
-_pool: tuple[int, ThreadPoolExecutor] | None = None  # (pid that made it, pool)
-_pool_lock = threading.Lock()
-
-
-def _run_bands(function, starts: Sequence[int]) -> None:
-    """Call ``function(start)`` for each band, on a shared pool of as many threads as OpenCV uses.
-
-    OpenCV and NumPy release the GIL, so the bands run in parallel (OpenCV's own threads
-    split a single filter call only on frames of about a megapixel and more).
-    """
-    global _pool
-    threads = cv2.getNumThreads()
-    if len(starts) == 1 or threads <= 1:
-        for start in starts:
-            function(start)
-        return
-    with _pool_lock:
-        if _pool is None or _pool[0] != os.getpid():  # a forked child has none of the threads
-            _pool = (os.getpid(), ThreadPoolExecutor(threads, thread_name_prefix="streamconv-cpu"))
-    for _ in _pool[1].map(function, starts):
-        pass
-
 
 def _is_exact(taps: np.ndarray, maximum: int = 255) -> bool:
     """Every tap a multiple of 1/256 and maximum * sum|taps| <= 2^16: then every product and every
@@ -170,51 +145,8 @@ def make_plan(stage: FilterStage, dtype=np.uint8) -> StagePlan:
     )
 
 
-class _Scratch(threading.local):
-    """Per-thread buffers kept between calls, one per name; a request for fewer rows gets a view."""
-
-    def get(self, name: str, shape: tuple[int, ...], dtype=np.float32) -> np.ndarray:
-        array = self.__dict__.get(name)
-        if array is None or array.shape[1:] != shape[1:] or array.shape[0] < shape[0] or array.dtype != dtype:
-            array = self.__dict__[name] = np.empty(shape, dtype)
-        return array[:shape[0]]
-
-
-def _plane(array: np.ndarray) -> np.ndarray:
-    """OpenCV's view of an (H, W, C) array: (H, W) for one channel, else the array."""
-    return array[:, :, 0] if array.shape[2] == 1 else array
-
-
-def _samples(*arrays: np.ndarray) -> list[np.ndarray]:
-    """OpenCV's views of (H, W, C) arrays of one shape for element-wise work: (H, W * C) where
-    each row's samples lie in one run in every array (views, never copies), else
-    :func:`_plane`'s. OpenCV takes a one-channel array with a scalar operand an order of
-    magnitude faster than a three-channel one."""
-    height, width, channels = arrays[0].shape
-    if all(a.strides[2] == a.itemsize and a.strides[1] == channels * a.itemsize for a in arrays):
-        return [a.reshape(height, width * channels) for a in arrays]
-    return [_plane(a) for a in arrays]
-
-
-def _into(dst: np.ndarray, result: np.ndarray) -> None:
-    """OpenCV writes into ``dst=`` when it can, else returns a new array: copy that one."""
-    if result is not dst:
-        np.copyto(dst, result.reshape(dst.shape))
-
-
-_CV_DEPTHS = {np.dtype(np.uint8): cv2.CV_8U, np.dtype(np.uint16): cv2.CV_16U, np.dtype(np.float32): cv2.CV_32F}
-
-
-def _filter_into(dst: np.ndarray, src: np.ndarray, taps: np.ndarray,
-                 border: int = cv2.BORDER_CONSTANT) -> None:
-    """dst = cv2.filter2D(src, taps) for (H, W, C) arrays, in dst's depth."""
-    depth = _CV_DEPTHS[dst.dtype]
-    plane = _plane(dst)
-    _into(plane, cv2.filter2D(_plane(src), depth, taps, dst=plane, borderType=border))
-
-
 def correlate(padded: np.ndarray, taps: np.ndarray, height: int, width: int, *,
-              first_rows: Sequence[int] | None = None, scratch: _Scratch | None = None,
+              first_rows: Sequence[int] | None = None, scratch: Scratch | None = None,
               name: str = "sum") -> np.ndarray:
     """Valid-mode correlation of a padded frame with one tap matrix, in float32.
 
@@ -228,14 +160,14 @@ def correlate(padded: np.ndarray, taps: np.ndarray, height: int, width: int, *,
     Returns:
         (H, W, C) float32 host array of unrounded sums, a view into ``scratch``.
     """
-    scratch = scratch or _Scratch()
+    scratch = scratch or Scratch()
     size = taps.shape[0]
     radius = size // 2
     if size == 1:
         return np.multiply(padded, np.float32(taps[0, 0]), out=scratch.get(name, padded.shape))
     if size * size <= _DIRECT_MAX_AREA:
         full = scratch.get(name, padded.shape)
-        _filter_into(full, padded, taps)
+        filter_into(full, padded, taps)
         return full[radius:radius + height, radius:radius + width]
     # The reference adds the 1 x K row correlations in row order (those float32 additions are
     # part of its rounding) and so does this; rows that share a pass (``_first_equal_rows``)
@@ -251,7 +183,7 @@ def correlate(padded: np.ndarray, taps: np.ndarray, height: int, width: int, *,
             shared = last_use[row] > row
             filtered[row] = scratch.get(f"{name}.row{row}" if shared else f"{name}.row",
                                         (last_use[row] - row + height,) + padded.shape[1:])
-            _filter_into(filtered[row], padded[row:last_use[row] + height], taps[row:row + 1])
+            filter_into(filtered[row], padded[row:last_use[row] + height], taps[row:row + 1])
         line = filtered[first][row - first:row - first + height, radius:radius + width]
         if row == 0:
             np.copyto(result, line)
@@ -261,21 +193,21 @@ def correlate(padded: np.ndarray, taps: np.ndarray, height: int, width: int, *,
 
 
 def _sum_equal_rows(padded: np.ndarray, taps: np.ndarray, height: int, width: int,
-                    scratch: _Scratch, name: str) -> np.ndarray:
+                    scratch: Scratch, name: str) -> np.ndarray:
     """:func:`correlate` for taps whose rows are all equal (a box): one row pass, and the row
     sums as a K x 1 correlation with ones. OpenCV's float32 filter adds up x * 1 + s, which
     rounds as x + s does, in row order: the reference's additions, in one call."""
     size = taps.shape[0]
     radius = size // 2
     rows = scratch.get(f"{name}.row", (size - 1 + height,) + padded.shape[1:])
-    _filter_into(rows, padded[:size - 1 + height], taps[:1])
+    filter_into(rows, padded[:size - 1 + height], taps[:1])
     full = scratch.get(name, rows.shape)
-    _filter_into(full, rows, np.ones((size, 1), np.float32))
+    filter_into(full, rows, np.ones((size, 1), np.float32))
     return full[radius:radius + height, radius:radius + width]
 
 
 def _float_band(dst: np.ndarray, padded: np.ndarray, stage: FilterStage, plan: StagePlan,
-                start: int, stop: int, scratch: _Scratch) -> None:
+                start: int, stop: int, scratch: Scratch) -> None:
     """Rows start..stop of one stage the reference's way: float32 sums of the padded frame, rounded."""
     radius = stage.radius
     height = stop - start
@@ -290,14 +222,15 @@ def _float_band(dst: np.ndarray, padded: np.ndarray, stage: FilterStage, plan: S
     out = dst[start:stop]
     if plan.cv_round:
         # saturate_cast<uchar or ushort>(x + 0.0): cvRound (half to even), then clamped.
-        out_samples, acc_samples = _samples(out, acc)
-        _into(out_samples, cv2.add(acc_samples, 0.0, dst=out_samples, dtype=_CV_DEPTHS[out.dtype]))
+        out_samples, acc_samples = sample_rows(out, acc)
+        depth = CV_DEPTHS[out.dtype]
+        copy_result(out_samples, cv2.add(acc_samples, 0.0, dst=out_samples, dtype=depth))
     else:
         _round_numpy(out, acc)
 
 
 def apply_filter_into(dst: np.ndarray, src: np.ndarray, stage: FilterStage, border: str,
-                      plan: StagePlan | None = None, scratch: _Scratch | None = None) -> None:
+                      plan: StagePlan | None = None, scratch: Scratch | None = None) -> None:
     """Run one filter stage on the CPU: dst = round(correlate(src)), saturated to src's dtype.
 
     Args:
@@ -309,16 +242,16 @@ def apply_filter_into(dst: np.ndarray, src: np.ndarray, stage: FilterStage, bord
         scratch: buffers kept between calls, made here if not given.
     """
     plan = plan or make_plan(stage, src.dtype)
-    scratch = scratch or _Scratch()
+    scratch = scratch or Scratch()
     if plan.identity:
         np.copyto(dst, src)
     elif plan.table is not None and plan.dtype == np.uint8:
-        dst_samples, src_samples = _samples(dst, src)
-        _into(dst_samples, cv2.LUT(src_samples, plan.table, dst=dst_samples))
+        dst_samples, src_samples = sample_rows(dst, src)
+        copy_result(dst_samples, cv2.LUT(src_samples, plan.table, dst=dst_samples))
     elif plan.table is not None:
         np.take(plan.table, src, out=dst)  # cv2.LUT takes 8-bit input only
     elif plan.direct:
-        _filter_into(dst, src, stage.taps[0], CV_BORDERS[border])
+        filter_into(dst, src, stage.taps[0], CV_BORDERS[border])
     else:
         # Pad once in uint8; bands of rows then run on the pool, each converting its own rows to
         # float32 and finishing them while they are in cache.
@@ -328,7 +261,7 @@ def apply_filter_into(dst: np.ndarray, src: np.ndarray, stage: FilterStage, bord
         def band(start: int) -> None:
             _float_band(dst, padded, stage, plan, start, min(start + plan.band_rows, height), scratch)
 
-        _run_bands(band, range(0, height, plan.band_rows))
+        run_bands(band, range(0, height, plan.band_rows))
 
 
 def convert_colour(rgb: np.ndarray, planes: np.ndarray, layout: YuvLayout, *, to_rgb: bool) -> None:
@@ -345,7 +278,7 @@ def convert_colour(rgb: np.ndarray, planes: np.ndarray, layout: YuvLayout, *, to
         else:
             rgb_to_planes(luma[rows], u_plane[half], v_plane[half], rgb[rows], coefficients)
 
-    _run_bands(band, range(0, layout.height, _BAND_ROWS))
+    run_bands(band, range(0, layout.height, _BAND_ROWS))
 
 
 class CpuBackend(Backend):
@@ -363,8 +296,8 @@ class CpuBackend(Backend):
         self.filters = list(filters)
         self.border = check_border(border)
         self._plans: dict[np.dtype, list[StagePlan | None]] = {}  # per sample type, made at first use
-        self._scratch = [_Scratch() for _ in self.filters]  # per stage: band buffers differ in shape
-        self._frames = _Scratch()  # the intermediate frames of a chain
+        self._scratch = [Scratch() for _ in self.filters]  # per stage: band buffers differ in shape
+        self._frames = Scratch()  # the intermediate frames of a chain
 
     def describe(self) -> str:
         """One line naming the backend, for logs."""
