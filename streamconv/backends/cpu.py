@@ -15,14 +15,18 @@ two reasons:
   rounds alike wherever the same padded row width is filtered: its SIMD part uses FMA
   and the scalar end of each row does not, so the width is kept, but the rows are
   independent, and a band of rows gives what the whole frame gives on those rows.
-- Its arithmetic cannot round (exact taps, :func:`_is_exact`), so neither the order
-  of the additions nor FMA can change a sum.
+- Its arithmetic cannot round (exact taps, see :mod:`.cpu_plan`), so neither the order
+  of the additions nor FMA can change a sum (so exact rank-1 taps of area > 49 run as a
+  row and a column pass).
+
+Where each stage runs is decided once (:mod:`.cpu_plan`). One path is not the reference:
+``kernel="separable"`` (:class:`CpuBackend`), rank-1 taps as two 1-D passes whatever their
+precision, within 1 of the reference.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Sequence
 
 import cv2
@@ -30,132 +34,29 @@ import numpy as np
 
 from ..borders import CV_BORDERS, DEFAULT_BORDER, check_border, pad_frame
 from ..filters import COMBINE_MAGNITUDE, FilterStage, check_sample_type
-from ..frames import as_hwc, check_same_frame, sample_maximum
+from ..frames import as_hwc, check_same_frame
 from ..nn.layer import layer_cpu
 from ..slots import Slot
 from .cpu_ops import CV_DEPTHS, Scratch, copy_result, filter_into, run_bands, sample_rows
+from .cpu_plan import (AUTO, BAND_ROWS, CPU_SEPARABLE, DIRECT_MAX_AREA, StagePlan,
+                       first_equal_rows, magnitude_reference, make_plan, round_reference,
+                       separable_factors)
+from .families.rank1 import SeparableTaps
 from .protocol import Backend
 from ..io.yuv import YuvLayout, planes_to_rgb, rgb_to_planes
 
-# cv2.filter2D switches to a DFT (inexact) once the kernel area reaches 50 on some builds;
-# larger kernels are summed from 1 x K rows, each well under that.
-_DIRECT_MAX_AREA = 49
-
-# float32 holds every multiple of 1/256 up to 2^16 in magnitude exactly.
-_EXACT_LIMIT = 1 << 16
-
-# cv2's float -> uint8 conversion rounds half to even (cvRound) and saturates, but passes
-# through int32 (2^31 and beyond would come out as 0): used only below this bound.
-_CV_ROUND_LIMIT = float(1 << 30)
-
-# Rows per band of the float32 path: small enough that a band's buffers stay in cache,
-# large enough that the Python calls per band do not matter. Kernels of area > 49 add up K
-# row passes per band, each add a pass over the band: those run fastest in smaller bands
-# (measured on 1080p, 9x9 to 15x15: 24 rows about 15% less CPU than 64).
-_BAND_ROWS = 64
-_SUM_BAND_ROWS = 24
-
-def _is_exact(taps: np.ndarray, maximum: int = 255) -> bool:
-    """Every tap a multiple of 1/256 and maximum * sum|taps| <= 2^16: then every product and every
-    partial sum over samples up to ``maximum``, in any order, is a multiple of 1/256 within 2^16,
-    exact in float32."""
-    scaled = taps.astype(np.float64) * 256
-    return bool(np.array_equal(scaled, np.round(scaled)) and maximum * np.abs(taps).sum() <= _EXACT_LIMIT)
-
-
-def _first_equal_rows(taps: np.ndarray) -> tuple[int, ...]:
-    """For each row of ``taps``, the first row it shares a filter pass with, else itself.
-
-    Equal rows (a box kernel, zero rows, the two halves of a symmetric kernel) are filtered
-    once, over the padded rows all their uses read: in bands of ``_SUM_BAND_ROWS`` rows this
-    takes about 12% less CPU on 13x13 and 15x15 Gaussians than one pass per row.
-    """
-    rows = [bytes(row) for row in taps]
-    return tuple(rows.index(row) for row in rows)
-
-
-@dataclass(frozen=True)
-class StagePlan:
-    """How one stage runs, decided once per stage.
-
-    Attributes:
-        dtype: the frames' sample type, uint8 or uint16.
-        table: for 1 x 1 taps, the whole stage as a table of every sample value (256 or 65536
-            entries of ``dtype``), computed with the reference's own float32 operations (so
-            equal by construction); else None.
-        identity: ``table`` maps every value to itself (a copy is enough).
-        direct: a single exact tap matrix of area <= 49: ``cv2.filter2D`` from the frame's
-            depth straight to it with OpenCV's border; it rounds half to even and saturates like
-            ``np.rint`` and ``np.clip``, and exact sums leave nothing to round differently.
-        cv_round: |result| < 2^30, so ``cv2.add(acc, 0.0, dtype=CV_8U or CV_16U)`` rounds and
-            saturates.
-        first_rows: per tap matrix of area > 49, ``_first_equal_rows`` (rows filtered together).
-        band_rows: rows per band of the float32 path.
-    """
-
-    dtype: np.dtype
-    table: np.ndarray | None
-    identity: bool
-    direct: bool
-    cv_round: bool
-    first_rows: tuple[tuple[int, ...], ...]
-    band_rows: int
-
-
-def _round_numpy(dst: np.ndarray, acc: np.ndarray) -> None:
-    """dst = clip(rint(acc), 0, max of dst's dtype): the reference rounding, for any magnitude
-    (acc is overwritten)."""
-    np.rint(acc, out=acc)
-    np.clip(acc, 0, sample_maximum(dst.dtype), out=acc)
-    np.copyto(dst, acc, casting="unsafe")
-
-
-def _magnitude_numpy(gx: np.ndarray, gy: np.ndarray) -> np.ndarray:
-    """sqrt(gx*gx + gy*gy) in float32, rounded as the reference rounds it; overwrites both, returns gx."""
-    np.multiply(gx, gx, out=gx)
-    np.multiply(gy, gy, out=gy)
-    np.add(gx, gy, out=gx)
-    return np.sqrt(gx, out=gx)
-
-
-def make_plan(stage: FilterStage, dtype=np.uint8) -> StagePlan:
-    """Decide how ``stage`` runs on frames of ``dtype`` (uint8 or uint16; see :class:`StagePlan`)."""
-    dtype = np.dtype(dtype)
-    maximum = sample_maximum(dtype)
-    taps = stage.taps
-    magnitude = stage.combine == COMBINE_MAGNITUDE
-    reach = maximum * sum(float(np.abs(t).sum()) for t in taps)  # bounds |sum| and the magnitude
-    table = None
-    if stage.size == 1:
-        values = np.arange(maximum + 1, dtype=np.float32)
-        sums = [values * np.float32(t[0, 0]) for t in taps]
-        acc = _magnitude_numpy(*sums) if magnitude else sums[0]
-        table = np.empty(maximum + 1, dtype)
-        _round_numpy(table, acc)
-    exact = all(_is_exact(t, maximum) for t in taps)
-    large = stage.size ** 2 > _DIRECT_MAX_AREA
-    return StagePlan(
-        dtype=dtype,
-        table=table,
-        identity=table is not None and np.array_equal(table, np.arange(maximum + 1)),
-        direct=exact and not magnitude and not large,
-        cv_round=reach < _CV_ROUND_LIMIT,
-        first_rows=tuple(_first_equal_rows(t) for t in taps) if large else (),
-        band_rows=_SUM_BAND_ROWS if large else _BAND_ROWS,
-    )
-
-
 def correlate(padded: np.ndarray, taps: np.ndarray, height: int, width: int, *,
               first_rows: Sequence[int] | None = None, scratch: Scratch | None = None,
-              name: str = "sum") -> np.ndarray:
+              name: str = "sum", factors: SeparableTaps | None = None) -> np.ndarray:
     """Valid-mode correlation of a padded frame with one tap matrix, in float32.
 
     Args:
         padded: (H + 2R, W + 2R, C) float32 host array.
         taps: (K, K) float32 host array, K = 2R + 1.
         height, width: H and W of the result.
-        first_rows: ``_first_equal_rows(taps)`` (kernels of area > 49), computed if not given.
+        first_rows: ``first_equal_rows(taps)`` (kernels of area > 49), computed if not given.
         scratch, name: where the result and work buffers live (new arrays if no scratch).
+        factors: the taps' row and column factors: a row pass, then a column pass.
 
     Returns:
         (H, W, C) float32 host array of unrounded sums, a view into ``scratch``.
@@ -165,14 +66,14 @@ def correlate(padded: np.ndarray, taps: np.ndarray, height: int, width: int, *,
     radius = size // 2
     if size == 1:
         return np.multiply(padded, np.float32(taps[0, 0]), out=scratch.get(name, padded.shape))
-    if size * size <= _DIRECT_MAX_AREA:
+    if factors is not None or size * size <= DIRECT_MAX_AREA:
         full = scratch.get(name, padded.shape)
-        filter_into(full, padded, taps)
+        filter_into(full, padded, taps, factors=factors)
         return full[radius:radius + height, radius:radius + width]
     # The reference adds the 1 x K row correlations in row order (those float32 additions are
-    # part of its rounding) and so does this; rows that share a pass (``_first_equal_rows``)
+    # part of its rounding) and so does this; rows that share a pass (``first_equal_rows``)
     # are filtered once over the padded rows they all read, and sliced for each.
-    first_rows = first_rows or _first_equal_rows(taps)
+    first_rows = first_rows or first_equal_rows(taps)
     if not any(first_rows):
         return _sum_equal_rows(padded, taps, height, width, scratch, name)
     last_use = {first: row for row, first in enumerate(first_rows)}
@@ -215,10 +116,11 @@ def _float_band(dst: np.ndarray, padded: np.ndarray, stage: FilterStage, plan: S
     band = scratch.get("band", (height + 2 * radius,) + padded.shape[1:])
     np.copyto(band, padded[start:stop + 2 * radius])  # uint8 or uint16 -> float32, exact
     sums = [correlate(band, taps, height, width, scratch=scratch, name=f"sum{i}",
-                      first_rows=plan.first_rows[i] if plan.first_rows else None)
+                      first_rows=plan.first_rows[i] if plan.first_rows else None,
+                      factors=plan.separable[i] if plan.separable else None)
             for i, taps in enumerate(stage.taps)]
     # Not cv2.magnitude: its square root is not correctly rounded (sqrt(49) = 7.0000005).
-    acc = _magnitude_numpy(*sums) if stage.combine == COMBINE_MAGNITUDE else sums[0]
+    acc = magnitude_reference(*sums) if stage.combine == COMBINE_MAGNITUDE else sums[0]
     out = dst[start:stop]
     if plan.cv_round:
         # saturate_cast<uchar or ushort>(x + 0.0): cvRound (half to even), then clamped.
@@ -226,7 +128,7 @@ def _float_band(dst: np.ndarray, padded: np.ndarray, stage: FilterStage, plan: S
         depth = CV_DEPTHS[out.dtype]
         copy_result(out_samples, cv2.add(acc_samples, 0.0, dst=out_samples, dtype=depth))
     else:
-        _round_numpy(out, acc)
+        round_reference(out, acc)
 
 
 def apply_filter_into(dst: np.ndarray, src: np.ndarray, stage: FilterStage, border: str,
@@ -259,7 +161,8 @@ def apply_filter_into(dst: np.ndarray, src: np.ndarray, stage: FilterStage, bord
         height = src.shape[0]
 
         def band(start: int) -> None:
-            _float_band(dst, padded, stage, plan, start, min(start + plan.band_rows, height), scratch)
+            stop = min(start + plan.band_rows, height)
+            _float_band(dst, padded, stage, plan, start, stop, scratch)
 
         run_bands(band, range(0, height, plan.band_rows))
 
@@ -272,13 +175,13 @@ def convert_colour(rgb: np.ndarray, planes: np.ndarray, layout: YuvLayout, *, to
     coefficients = layout.coefficients
 
     def band(start: int) -> None:
-        rows, half = slice(start, start + _BAND_ROWS), slice(start // 2, (start + _BAND_ROWS) // 2)
+        rows, half = slice(start, start + BAND_ROWS), slice(start // 2, (start + BAND_ROWS) // 2)
         if to_rgb:
             planes_to_rgb(rgb[rows], luma[rows], u_plane[half], v_plane[half], coefficients)
         else:
             rgb_to_planes(luma[rows], u_plane[half], v_plane[half], rgb[rows], coefficients)
 
-    run_bands(band, range(0, layout.height, _BAND_ROWS))
+    run_bands(band, range(0, layout.height, BAND_ROWS))
 
 
 class CpuBackend(Backend):
@@ -288,20 +191,36 @@ class CpuBackend(Backend):
         filters: the stages, applied in order; each rounds to the frame's sample type (uint8
             or uint16).
         border: border mode for every stage.
+        kernel: ``auto`` (the reference) or ``separable``: rank-1 taps as a row pass and a
+            column pass (``cv2.sepFilter2D`` in float32), 2K multiply-adds per sample instead of
+            K^2. Its sums differ from the reference's by float32 rounding only, so its samples
+            by at most 1 (as the cuda backend's kernels may), and not at all where the taps'
+            factors are exact (multiples of 1/256 within the exactness bound). Any other name
+            is a cuda kernel and runs as ``auto``.
+
+    Raises:
+        FilterSpecError: ``separable`` with a bank or taps that are not rank 1.
     """
 
     name = "cpu"
 
-    def __init__(self, filters: Sequence[FilterStage], *, border: str = DEFAULT_BORDER) -> None:
+    def __init__(self, filters: Sequence[FilterStage], *, border: str = DEFAULT_BORDER,
+                 kernel: str = AUTO) -> None:
         self.filters = list(filters)
         self.border = check_border(border)
+        self.kernel = kernel if kernel == CPU_SEPARABLE else AUTO
+        for stage in self.filters:  # refuse taps the kernel cannot run before any frame
+            if stage.layer is None:
+                separable_factors(stage, self.kernel, np.dtype(np.uint8))
         self._plans: dict[np.dtype, list[StagePlan | None]] = {}  # per sample type, made at first use
         self._scratch = [Scratch() for _ in self.filters]  # per stage: band buffers differ in shape
         self._frames = Scratch()  # the intermediate frames of a chain
 
     def describe(self) -> str:
         """One line naming the backend, for logs."""
-        return "cpu (NumPy + OpenCV reference)"
+        if self.kernel == AUTO:
+            return "cpu (NumPy + OpenCV reference)"
+        return f"cpu (NumPy + OpenCV, {self.kernel} kernels)"
 
     def _plans_for(self, dtype: np.dtype) -> list[StagePlan | None]:
         """The stages' plans for frames of ``dtype`` (made once per dtype).
@@ -312,8 +231,9 @@ class CpuBackend(Backend):
         plans = self._plans.get(dtype)
         if plans is None:
             check_sample_type(self.filters, dtype)
-            plans = self._plans[dtype] = [None if stage.layer is not None else make_plan(stage, dtype)
-                                          for stage in self.filters]
+            plans = self._plans[dtype] = [
+                None if stage.layer is not None else make_plan(stage, dtype, self.kernel)
+                for stage in self.filters]
         return plans
 
     def apply_into(self, dst: np.ndarray, src: np.ndarray) -> None:

@@ -72,8 +72,15 @@ CV_DEPTHS = {np.dtype(np.uint8): cv2.CV_8U, np.dtype(np.uint16): cv2.CV_16U,
 
 
 def filter_into(dst: np.ndarray, src: np.ndarray, taps: np.ndarray,
-                 border: int = cv2.BORDER_CONSTANT) -> None:
-    """dst = cv2.filter2D(src, taps) for (H, W, C) arrays, in dst's depth."""
+                border: int = cv2.BORDER_CONSTANT, factors=None) -> None:
+    """dst = cv2.filter2D(src, taps) for (H, W, C) arrays, in dst's depth; with ``factors``
+    (a :class:`~streamconv.backends.families.rank1.SeparableTaps`), cv2.sepFilter2D of its row
+    and column taps instead."""
     depth = CV_DEPTHS[dst.dtype]
     plane = opencv_view(dst)
-    copy_result(plane, cv2.filter2D(opencv_view(src), depth, taps, dst=plane, borderType=border))
+    if factors is None:
+        result = cv2.filter2D(opencv_view(src), depth, taps, dst=plane, borderType=border)
+    else:
+        result = cv2.sepFilter2D(opencv_view(src), depth, factors.row, factors.column, dst=plane,
+                                 borderType=border)
+    copy_result(plane, result)
