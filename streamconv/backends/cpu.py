@@ -132,7 +132,8 @@ def _float_band(dst: np.ndarray, padded: np.ndarray, stage: FilterStage, plan: S
 
 
 def apply_filter_into(dst: np.ndarray, src: np.ndarray, stage: FilterStage, border: str,
-                      plan: StagePlan | None = None, scratch: Scratch | None = None) -> None:
+                      plan: StagePlan | None = None, scratch: Scratch | None = None,
+                      parallel: bool = True) -> None:
     """Run one filter stage on the CPU: dst = round(correlate(src)), saturated to src's dtype.
 
     Args:
@@ -142,6 +143,7 @@ def apply_filter_into(dst: np.ndarray, src: np.ndarray, stage: FilterStage, bord
         border: one of streamconv.borders.BORDER_MODES.
         plan: ``make_plan(stage, src.dtype)``, made here if not given.
         scratch: buffers kept between calls, made here if not given.
+        parallel: run the bands of rows on the pool (else in this thread).
     """
     plan = plan or make_plan(stage, src.dtype)
     scratch = scratch or Scratch()
@@ -164,13 +166,14 @@ def apply_filter_into(dst: np.ndarray, src: np.ndarray, stage: FilterStage, bord
             stop = min(start + plan.band_rows, height)
             _float_band(dst, padded, stage, plan, start, stop, scratch)
 
-        run_bands(band, range(0, height, plan.band_rows))
+        run_bands(band, range(0, height, plan.band_rows), parallel)
 
 
-def convert_colour(rgb: np.ndarray, planes: np.ndarray, layout: YuvLayout, *, to_rgb: bool) -> None:
-    """4:2:0 planes -> RGB (``to_rgb``) or back, in bands of rows converted in parallel (NumPy
-    releases the GIL): ``rgb`` (H, W, 3) of ``layout.frame_dtype`` and ``planes`` (1.5 W H,) of
-    ``layout.dtype``, host."""
+def convert_colour(rgb: np.ndarray, planes: np.ndarray, layout: YuvLayout, *, to_rgb: bool,
+                   parallel: bool = True) -> None:
+    """4:2:0 planes -> RGB (``to_rgb``) or back, in bands of rows, converted in parallel (NumPy
+    releases the GIL) or in this thread: ``rgb`` (H, W, 3) of ``layout.frame_dtype`` and
+    ``planes`` (1.5 W H,) of ``layout.dtype``, host."""
     luma, u_plane, v_plane = layout.planes(planes)
     coefficients = layout.coefficients
 
@@ -181,7 +184,7 @@ def convert_colour(rgb: np.ndarray, planes: np.ndarray, layout: YuvLayout, *, to
         else:
             rgb_to_planes(luma[rows], u_plane[half], v_plane[half], rgb[rows], coefficients)
 
-    run_bands(band, range(0, layout.height, BAND_ROWS))
+    run_bands(band, range(0, layout.height, BAND_ROWS), parallel)
 
 
 class CpuBackend(Backend):
@@ -238,7 +241,11 @@ class CpuBackend(Backend):
 
     def apply_into(self, dst: np.ndarray, src: np.ndarray) -> None:
         """Filter ``src`` into ``dst``: both (H, W, C) or (H, W) host arrays of one shape and
-        one dtype, uint8 or uint16."""
+        one dtype, uint8 or uint16; bands of rows run on a pool of OpenCV's thread count."""
+        self._apply_into(dst, src, parallel=True)
+
+    def _apply_into(self, dst: np.ndarray, src: np.ndarray, *, parallel: bool) -> None:
+        """:meth:`apply_into`, its bands in parallel or in this thread."""
         src3, dst3 = as_hwc(src, what="input frame"), as_hwc(dst, what="output frame")
         check_same_frame(dst3, src3)
         if not self.filters:
@@ -253,7 +260,7 @@ class CpuBackend(Backend):
             if stage.layer is not None:
                 np.copyto(target, layer_cpu(current, stage.layer))
             else:
-                apply_filter_into(target, current, stage, self.border, plan, scratch)
+                apply_filter_into(target, current, stage, self.border, plan, scratch, parallel)
             current = target
 
     def allocate_slots(self, shape: tuple[int, int, int], count: int, *,
@@ -274,18 +281,24 @@ class CpuBackend(Backend):
         """Nothing to free early: host arrays go with their last reference."""
 
     def submit(self, slot: Slot) -> None:
-        """Process the slot now (the CPU has no queue); records the 'kernel' time."""
+        """Process the slot now (the CPU has no queue); records the 'kernel' time.
+
+        All in this thread: a ring already overlaps decoding, this and encoding. On two cores,
+        1080p to libx264 ultrafast, bands on the pool as well cost more CPU for about the same
+        frame rate: box 5x5 63 against 56 ms a frame (26 and 29 fps), Gaussian 13x13 124
+        against 107 ms (14.1 and 12.6 fps).
+        """
         begin = time.perf_counter()
         if slot.planes is None:
-            self.apply_into(slot.host_out, slot.host_in)
+            self._apply_into(slot.host_out, slot.host_in, parallel=False)
         elif not self.filters:
             np.copyto(slot.host_out, slot.host_in)  # nothing to filter: the planes pass unchanged
         else:
             rgb_in = self._frames.get("rgb_in", slot.frame_shape, slot.frame_dtype)
             rgb_out = self._frames.get("rgb_out", slot.frame_shape, slot.frame_dtype)
-            convert_colour(rgb_in, slot.host_in, slot.planes, to_rgb=True)
-            self.apply_into(rgb_out, rgb_in)
-            convert_colour(rgb_out, slot.host_out, slot.planes, to_rgb=False)
+            convert_colour(rgb_in, slot.host_in, slot.planes, to_rgb=True, parallel=False)
+            self._apply_into(rgb_out, rgb_in, parallel=False)
+            convert_colour(rgb_out, slot.host_out, slot.planes, to_rgb=False, parallel=False)
         slot.times["kernel"] = time.perf_counter() - begin
 
     def is_done(self, slot: Slot) -> bool:

@@ -15,15 +15,16 @@ _pool: tuple[int, ThreadPoolExecutor] | None = None  # (pid that made it, pool)
 _pool_lock = threading.Lock()
 
 
-def run_bands(function, starts: Sequence[int]) -> None:
-    """Call ``function(start)`` for each band, on a shared pool of as many threads as OpenCV uses.
+def run_bands(function, starts: Sequence[int], parallel: bool = True) -> None:
+    """Call ``function(start)`` for each band, on a shared pool of as many threads as OpenCV uses
+    (``parallel``), else in this thread.
 
     OpenCV and NumPy release the GIL, so the bands run in parallel (OpenCV's own threads
     split a single filter call only on frames of about a megapixel and more).
     """
     global _pool
     threads = cv2.getNumThreads()
-    if len(starts) == 1 or threads <= 1:
+    if not parallel or len(starts) == 1 or threads <= 1:
         for start in starts:
             function(start)
         return
