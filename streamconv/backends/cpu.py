@@ -123,10 +123,16 @@ def _float_band(dst: np.ndarray, padded: np.ndarray, stage: FilterStage, plan: S
     acc = magnitude_reference(*sums) if stage.combine == COMBINE_MAGNITUDE else sums[0]
     out = dst[start:stop]
     if plan.cv_round:
-        # saturate_cast<uchar or ushort>(x + 0.0): cvRound (half to even), then clamped.
         out_samples, acc_samples = sample_rows(out, acc)
-        depth = CV_DEPTHS[out.dtype]
-        copy_result(out_samples, cv2.add(acc_samples, 0.0, dst=out_samples, dtype=depth))
+        if out.dtype == np.uint8:
+            # saturate_cast<uchar>(|x|) of x >= 0: cvRound (half to even), then clamped. Unlike
+            # cv2.add(x, 0.0, dtype=CV_8U) it leaves OpenCV's worker threads idle, which spin
+            # a while after each call of OpenCV's arithmetic with a scalar.
+            np.maximum(acc_samples, 0, out=acc_samples)
+            copy_result(out_samples, cv2.convertScaleAbs(acc_samples, dst=out_samples))
+        else:  # saturate_cast<ushort>(x + 0.0), likewise
+            depth = CV_DEPTHS[out.dtype]
+            copy_result(out_samples, cv2.add(acc_samples, 0.0, dst=out_samples, dtype=depth))
     else:
         round_reference(out, acc)
 

@@ -314,9 +314,6 @@ def _affine(codes: np.ndarray, scale: int, offset: int, integer=np.int32) -> np.
     return out
 
 
-_SATURATING = {np.dtype(np.uint8): cv2.CV_8U, np.dtype(np.uint16): cv2.CV_16U}
-
-
 def planes_to_rgb(rgb: np.ndarray, luma: np.ndarray, u_plane: np.ndarray, v_plane: np.ndarray,
                   c: dict[str, int]) -> None:
     """YUV -> RGB on host arrays: ``luma`` (h, w), ``u_plane``, ``v_plane`` (h/2, w/2) uint8 or
@@ -339,11 +336,26 @@ def planes_to_rgb(rgb: np.ndarray, luma: np.ndarray, u_plane: np.ndarray, v_plan
         # Each chroma sample covers a 2 x 2 block: repeat it along the row, broadcast over the pair.
         np.add(pairs, np.repeat(term, 2, axis=1)[:, None, :], out=value)
         value >>= shift
-        # OpenCV's saturating conversion clamps to 0..RGB_MAX, the range of the frames' type.
-        channels.append(cv2.add(value.reshape(height, width), 0, dtype=_SATURATING[rgb.dtype]))
+        channels.append(np.empty((height, width), rgb.dtype))
+        _clip_into(channels[-1], value.reshape(height, width), c["RGB_MAX"])
     merged = cv2.merge(channels, dst=rgb)
     if merged is not rgb:  # a view OpenCV cannot write into
         np.copyto(rgb, merged.reshape(rgb.shape))
+
+
+def _clip_into(target: np.ndarray, value: np.ndarray, maximum: int) -> None:
+    """target = clip(value, 0, maximum) for integer host arrays of one shape (value is
+    overwritten). Into 8-bit samples (0..255) through cv2.convertScaleAbs, |x| saturated, exact
+    for x >= 0: unlike OpenCV's arithmetic with a scalar (cv2.add(x, 0, dtype=...)) it leaves
+    OpenCV's worker threads idle, which otherwise spin a while after each call."""
+    if target.dtype == np.uint8 and maximum == 255 and value.dtype == np.int32:
+        np.maximum(value, 0, out=value)
+        result = cv2.convertScaleAbs(value, dst=target)
+        if result is not target:
+            np.copyto(target, result)
+        return
+    np.clip(value, 0, maximum, out=value)
+    np.copyto(target, value, casting="unsafe")
 
 
 def rgb_to_planes(luma: np.ndarray, u_plane: np.ndarray, v_plane: np.ndarray, rgb: np.ndarray,
@@ -365,8 +377,7 @@ def rgb_to_planes(luma: np.ndarray, u_plane: np.ndarray, v_plane: np.ndarray, rg
     y += _affine(green, c["YG"], 0, integer)
     y += _affine(blue, c["YB"], 0, integer)
     y >>= shift
-    np.clip(y, 0, c["CODE_MAX"], out=y)
-    np.copyto(luma, y, casting="unsafe")
+    _clip_into(luma, y, c["CODE_MAX"])
     # Sums of each 2 x 2 block (0..4 RGB_MAX per channel): the row pair first, then the column pair.
     sums = []
     for plane in (red, green, blue):
@@ -382,5 +393,4 @@ def rgb_to_planes(luma: np.ndarray, u_plane: np.ndarray, v_plane: np.ndarray, rg
         chroma += 1 << (shift + 1)
         chroma >>= shift + 2
         chroma += c["CMID"]
-        np.clip(chroma, 0, c["CODE_MAX"], out=chroma)
-        np.copyto(target, chroma, casting="unsafe")
+        _clip_into(target, chroma, c["CODE_MAX"])
