@@ -20,13 +20,15 @@ seeded random frames: every filter of the other parts, uint8 and uint16, every b
 and full range, BT.601 / BT.709 / BT.2020.
 
 ``api``: ``Filter(spec, backend="cpu")(x)`` against ``cv2.filter2D(x, -1, taps)`` on a 1080p
-RGB frame for K = 3, 5, 9, 15 (random float taps, box, Gaussian of sigma (K - 1) / 6): ms
-per call, the wall time's median over ``--repeat`` calls, and process CPU ms per call.
+RGB frame for K = 3, 5, 9, 15 (random float taps, box, Gaussian of sigma (K - 1) / 6; box and
+Gaussian also with ``kernel="separable"``): ms per call, the wall time's median over
+``--repeat`` calls, and process CPU ms per call.
 
 ``transcode``: ``--frames`` frames of a generated 1080p H.264 clip (``pipeline.make_clip``)
 into libx264 ultrafast, through a 5x5 box, a Gaussian of sigma 2 (13 x 13) and random 3x3,
 5x5 and 15x15 taps: streamconv on the CPU backend with the default colour path (yuv420p
-planes converted by the backend) and with ``--colour host`` (FFmpeg's scaler), the naive
+planes converted by the backend; for box and Gaussian also with ``--kernel separable``) and
+with ``--colour host`` (FFmpeg's scaler), the naive
 serial PyAV + ``cv2.filter2D`` loop, and FFmpeg's ``convolution`` filter through PyAV's
 filter graph on the yuv420p planes and on gbrp (with the scaler to and from it); and decoding
 and encoding alone (``copy``, once per round: it has no filter). Each figure
@@ -168,7 +170,7 @@ def check_equal(stage: FilterStage, shape, rng) -> None:
 RUNS = Path(__file__).resolve().parent / "cpu_runs.py"
 HERE = str(Path(__file__).resolve().parent.parent)
 TRANSCODE_FILTERS = ["box5", "gauss2", "rand3", "rand5", "rand15"]
-MODES = ["default", "host", "naive", "ffmpeg_yuv", "ffmpeg_rgb", "copy"]
+MODES = ["default", "separable", "host", "naive", "ffmpeg_yuv", "ffmpeg_rgb", "copy"]
 API_FILTERS = [f"{kind}{size}" for size in (3, 5, 9, 15) for kind in ("rand", "box", "gauss")]
 
 
@@ -214,9 +216,12 @@ def time_api(args) -> list[dict]:
         row = {"filter": name}
         for label, code in codes(args).items():
             result = child({"code": code, "run": "api", "filter": name, "size": [1080, 1920],
-                            "repeat": args.repeat})
+                            "repeat": args.repeat, "separable": label == "after"})
             row[f"{label}_ms"], row[f"{label}_cpu_ms"] = result["filter_ms"], result["filter_cpu_ms"]
             row["cv2_ms"], row["cv2_cpu_ms"] = result["cv2_ms"], result["cv2_cpu_ms"]
+            if "separable_ms" in result:
+                row["separable_ms"] = result["separable_ms"]
+                row["separable_cpu_ms"] = result["separable_cpu_ms"]
         print(f"  api {name}: {row}", file=sys.stderr)
         rows.append(row)
     return rows
@@ -250,14 +255,15 @@ def time_transcodes(args, clip: Path) -> list[dict]:
 
 
 def print_api(rows: list[dict]) -> None:
-    labels = [key[:-3] for key in rows[0] if key.endswith("_ms") and not key.endswith("cpu_ms")
-              and key != "cv2_ms"]
+    labels = [label for label in ("before", "after", "separable")
+              if any(f"{label}_ms" in row for row in rows)]
     print(f"\nFilter()(x) on the CPU backend against cv2.filter2D, 1080p RGB uint8, ms per call "
           f"(wall median; process CPU), OpenCV {cv2.__version__} with {cv2.getNumThreads()} threads")
     print(f"{'filter':<10}" + "".join(f"{label:>18}" for label in labels + ["cv2.filter2D"])
           + f"{'after/cv2':>11}")
     for row in rows:
-        cells = [f"{row[f'{label}_ms']:.1f}; {row[f'{label}_cpu_ms']:.1f}" for label in labels + ["cv2"]]
+        cells = [f"{row[f'{label}_ms']:.1f}; {row[f'{label}_cpu_ms']:.1f}"
+                 if f"{label}_ms" in row else "" for label in labels + ["cv2"]]
         print(f"{row['filter']:<10}" + "".join(f"{cell:>18}" for cell in cells)
               + f"{row['after_ms'] / row['cv2_ms']:>10.2f}x")
 

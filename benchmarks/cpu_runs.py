@@ -7,14 +7,16 @@ code before a change beside the code after it); the result is one JSON line on s
 
 Runs:
   transcode  a clip through one filter into libx264 ultrafast, by ``mode``: ``default``
-             (streamconv, CPU backend, yuv420p planes converted by the backend), ``host``
+             (streamconv, CPU backend, yuv420p planes converted by the backend), ``separable``
+             (the same with ``kernel="separable"``, rank-1 filters only), ``host``
              (streamconv with ``--colour host``: FFmpeg's scaler), ``naive`` (the serial PyAV +
              ``cv2.filter2D`` loop), ``ffmpeg_yuv`` / ``ffmpeg_rgb`` (PyAV's filter graph with
              FFmpeg's ``convolution`` filter on the yuv420p planes, or on gbrp between two
              scaler passes), ``copy`` (decoding and encoding alone, no filter: the floor);
              process CPU seconds and wall seconds of the whole transcode
   api        ``Filter(spec, backend="cpu")(x)`` against ``cv2.filter2D(x, -1, taps)`` on one
-             random frame: ms per call, wall (median) and process CPU (mean)
+             random frame (and with ``separable``, box and Gaussian through
+             ``kernel="separable"``): ms per call, wall (median) and process CPU (mean)
   output     SHA-256 digests of outputs on seeded random inputs (filters and the 4:2:0
              conversion), for a byte-for-byte comparison
 """
@@ -157,11 +159,14 @@ def transcode(task: dict) -> dict:
     with tempfile.TemporaryDirectory() as work:
         out = Path(work) / "out.mp4"
         begin, cpu_begin = time.perf_counter(), time.process_time()
-        if mode in ("default", "host"):
+        if mode in ("default", "host", "separable"):
+            if mode == "separable" and not task["filter"].startswith(("box", "gauss")):
+                return {"skipped": "the taps are not rank 1"}
             pipeline = streamconv.Pipeline(
                 clip, [stage], str(out), backend="cpu",
                 sink_options={"preset": "ultrafast", "overwrite": True},
-                colour="auto" if mode == "default" else "host")
+                colour="host" if mode == "host" else "auto",
+                kernel="separable" if mode == "separable" else "auto")
             if (pipeline.planes is None) != (mode == "host"):
                 raise SystemExit(f"mode {mode}: the wrong colour path was taken")
             frames = pipeline.run().frames
@@ -192,6 +197,9 @@ def api(task: dict) -> dict:
     taps = stage.taps[0].astype(np.float32)
     runs = {"filter": lambda: engine(frame),
             "cv2": lambda: cv2.filter2D(frame, -1, taps, borderType=cv2.BORDER_REFLECT_101)}
+    if task.get("separable") and task["filter"].startswith(("box", "gauss")):
+        fast = streamconv.Filter(stage, backend="cpu", kernel="separable")
+        runs["separable"] = lambda: fast(frame)
     result = {}
     for name, run in runs.items():
         run()  # warm-up: buffers, thread pools
