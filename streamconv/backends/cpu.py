@@ -126,10 +126,10 @@ def _float_band(dst: np.ndarray, padded: np.ndarray, stage: FilterStage, plan: S
     if plan.cv_round:
         out_samples, acc_samples = sample_rows(out, acc)
         if out.dtype == np.uint8:
-            # saturate_cast<uchar>(|x|) of x >= 0: cvRound (half to even), then clamped. Unlike
-            # cv2.add(x, 0.0, dtype=CV_8U) it leaves OpenCV's worker threads idle, which spin
-            # a while after each call of OpenCV's arithmetic with a scalar. (THRESH_TOZERO is
-            # max(x, 0), three times as fast as np.maximum on float32.)
+            # saturate_cast<uchar>(|x|) of x >= 0: cvRound (half to even), then clamped, as
+            # cv2.add(x, 0.0, dtype=CV_8U) does; that one can leave OpenCV's worker threads
+            # spinning after each call (on an idle machine). THRESH_TOZERO is max(x, 0), three
+            # times as fast as np.maximum on float32.
             copy_result(acc_samples, cv2.threshold(acc_samples, 0, 0, cv2.THRESH_TOZERO,
                                                    dst=acc_samples)[1])
             copy_result(out_samples, cv2.convertScaleAbs(acc_samples, dst=out_samples))

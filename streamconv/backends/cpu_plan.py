@@ -69,8 +69,9 @@ class StagePlan:
         direct: a single exact tap matrix of area <= 49: ``cv2.filter2D`` from the frame's
             depth straight to it with OpenCV's border; it rounds half to even and saturates like
             ``np.rint`` and ``np.clip``, and exact sums leave nothing to round differently.
-        cv_round: |result| < 2^30, so ``cv2.add(acc, 0.0, dtype=CV_8U or CV_16U)`` rounds and
-            saturates.
+        cv_round: |result| < 2^30, so OpenCV's conversions round and saturate (cvRound passes
+            through int32): ``cv2.convertScaleAbs`` of max(acc, 0) into uint8, ``cv2.add(acc,
+            0.0, dtype=CV_16U)`` into uint16.
         first_rows: per tap matrix of area > 49, ``first_equal_rows`` (rows filtered together).
         band_rows: rows per band of the float32 path.
         separable: the row and column factors of the taps when the stage runs as two 1-D

@@ -346,8 +346,8 @@ def planes_to_rgb(rgb: np.ndarray, luma: np.ndarray, u_plane: np.ndarray, v_plan
 def _clip_into(target: np.ndarray, value: np.ndarray, maximum: int) -> None:
     """target = clip(value, 0, maximum) for integer host arrays of one shape (value is
     overwritten). Into 8-bit samples (0..255) through cv2.convertScaleAbs, |x| saturated, exact
-    for x >= 0: unlike OpenCV's arithmetic with a scalar (cv2.add(x, 0, dtype=...)) it leaves
-    OpenCV's worker threads idle, which otherwise spin a while after each call."""
+    for x >= 0: OpenCV's arithmetic with a scalar (cv2.add(x, 0, dtype=...)) can leave its
+    worker threads spinning after each call (on an idle machine)."""
     if target.dtype == np.uint8 and maximum == 255 and value.dtype == np.int32:
         np.maximum(value, 0, out=value)
         result = cv2.convertScaleAbs(value, dst=target)
