@@ -8,9 +8,9 @@ import pytest
 
 from streamconv.backends import plan_kernels
 from streamconv.backends.cpu import CpuBackend
-from streamconv.errors import FilterSpecError
 from streamconv.backends.families.rank1 import factor_separable
 from streamconv.borders import BORDER_MODES, pad_frame
+from streamconv.errors import FilterSpecError
 from streamconv.filters import FilterStage, build_filter, parse_filter, validate_taps
 
 from oracle import random_taps, reference_filter
