@@ -33,6 +33,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import needs  # noqa: E402  (benchmarks/needs.py: what is missing, in one line)
+
 import streamconv  # noqa: E402
 from streamconv.backends import create_backend  # noqa: E402
 from streamconv.filters import parse_chain  # noqa: E402
@@ -111,12 +113,11 @@ def copy_seconds(pool, count: int) -> float:
     copier = ParallelCopier()
     pinned = np.empty(SHAPE, np.uint8)
     try:
-        import pycuda.driver as driver  # page-locked like the real slots, when available
+        from streamconv.gpu.binding import binding  # page-locked as the slots are, where it runs
 
-        driver.init()
-        context = driver.Device(0).retain_primary_context()
+        context = binding().device(0).retain_primary_context()
         context.push()
-        pinned = driver.pagelocked_empty(SHAPE, np.uint8)
+        pinned = binding().alloc_host(SHAPE, np.uint8)
     except Exception:
         context = None
     samples = []
@@ -127,8 +128,8 @@ def copy_seconds(pool, count: int) -> float:
     copier.close()
     if context is not None:
         del pinned
-        driver.Context.pop()
-        context.detach()
+        context.pop()
+        context.release()
     return statistics.median(samples[5:])
 
 
@@ -222,4 +223,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(needs.run(main))

@@ -39,6 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import needs  # noqa: E402  (benchmarks/needs.py: what is missing, in one line)
 import pipeline as transcode  # noqa: E402  (benchmarks/pipeline.py: the clip and the encoder)
 
 import streamconv  # noqa: E402
@@ -142,6 +143,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
+    needs.gpu()
     devices = None
     if args.devices is not None:
         from streamconv.cuda_device import cuda_device_count
@@ -192,4 +194,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(needs.run(main))

@@ -26,6 +26,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import needs  # noqa: E402  (benchmarks/needs.py: what is missing, in one line)
+
 import streamconv  # noqa: E402
 from streamconv.api import to_stages  # noqa: E402
 from streamconv.backends.cpu import CpuBackend  # noqa: E402
@@ -71,7 +73,7 @@ def routes(taps: np.ndarray, frames: int, rng) -> dict[str, float]:
         engine = gpu._engine
         slots = engine.allocate_slots(SHAPE, 2)
         with engine.activated():
-            row["kernel alone"] = time_launches(engine, slots, engine.driver) * 1e3
+            row["kernel alone"] = time_launches(engine, slots) * 1e3
         engine.release_slots(slots)
 
         def sync_new(n):
@@ -156,6 +158,7 @@ def main() -> None:
     parser.add_argument("--clip", help="a 1080p H.264 clip for the GPU-resident pipeline")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    needs.gpu()
     rng = np.random.default_rng(7)
     cv2.setNumThreads(os.cpu_count() or 1)
     print(f"threads for cv2: {cv2.getNumThreads()}; frame {SHAPE}")
@@ -173,4 +176,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(needs.run(main))

@@ -27,6 +27,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import needs  # noqa: E402  (benchmarks/needs.py: what is missing, in one line)
+
 import streamconv  # noqa: E402
 
 import benchinfo  # noqa: E402
@@ -86,14 +88,13 @@ def gpu_stage_throughput(stage: FilterStage, shape, ring: int, pinned: bool, fra
     return frames / elapsed, nbytes / statistics.median(uploads) / 1e9, nbytes / statistics.median(downloads) / 1e9
 
 
-def environment(driver) -> dict:
-    device = driver.Device(0)
+def environment(gpu) -> dict:
+    device = gpu.device(0)
     commit = benchinfo.commit()
-    import pycuda
-
-    version = driver.get_driver_version()
-    return {"gpu": device.name(), "compute_capability": "%d.%d" % device.compute_capability(),
-            "driver_cuda": f"{version // 1000}.{version % 1000 // 10}", "pycuda": pycuda.VERSION_TEXT,
+    version = gpu.driver_version()
+    return {"gpu": device.name, "compute_capability": "%d.%d" % device.compute_capability,
+            "driver_cuda": f"{version // 1000}.{version % 1000 // 10}",
+            "binding": f"{gpu.name} ({gpu.describe()})",
             "numpy": np.__version__, "opencv": cv2.__version__, "streamconv": streamconv.__version__,
             "python": platform.python_version(), "commit": commit}
 
@@ -106,15 +107,16 @@ def main() -> None:
     parser.add_argument("--stage-repeats", type=int, default=3,
                         help="throughput runs per configuration; the median is reported (default 3)")
     args = parser.parse_args()
-    import pycuda.driver as driver
+    needs.gpu()
     from streamconv.backends import plan as planning
     from streamconv.borders import BORDER_CODES, DEFAULT_BORDER
+    from streamconv.gpu.binding import binding
 
-    driver.init()
+    gpu = binding()
     repeats = 5 if args.quick else 30
     rng = np.random.default_rng()
-    result = {"environment": environment(driver), "kernels": [], "stage": []}
-    major, minor = driver.Device(0).compute_capability()
+    result = {"environment": environment(gpu), "kernels": [], "stage": []}
+    major, minor = gpu.device(0).compute_capability
     # Taps first, so that exactly the specialisations their plans name (an OFFSET_CVT one or
     # not, per taps) are compiled up front, in parallel.
     kernel_stages = {(label, k): random_taps(rng, k) for label in SIZES for k in KS}
@@ -124,7 +126,7 @@ def main() -> None:
                               f"sm_{major}{minor}")
 
     with CudaBackend([]) as probe, probe.activated():
-        copy_gbs = copy_bandwidth(driver)
+        copy_gbs = copy_bandwidth(gpu)
     result["copy_GBps"] = copy_gbs
 
     for label, (height, width) in SIZES.items() if not args.stage_only else ():
@@ -139,8 +141,8 @@ def main() -> None:
                 with backend.activated():
                     for slot in slots:
                         slot.host_in[:] = rng.integers(0, 256, shape, dtype=np.uint8)
-                        slot.device.upload(False)  # synchronous 2-D copy
-                    seconds = time_launches(backend, slots, driver, budget_s=repeats * 0.01)
+                        slot.device.upload(None)  # synchronous 2-D copy
+                    seconds = time_launches(backend, slots, budget_s=repeats * 0.01)
             cv2_seconds = time_host(lambda: cv2.filter2D(frame, -1, kernel_stage.taps[0],
                                                          borderType=cv2.BORDER_REFLECT_101),
                                     max(3, repeats // 5))
@@ -186,4 +188,4 @@ def print_kernel_table(result: dict) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(needs.run(main))

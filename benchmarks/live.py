@@ -35,6 +35,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import needs  # noqa: E402  (benchmarks/needs.py: what is missing, in one line)
+
 import streamconv  # noqa: E402
 
 import benchinfo  # noqa: E402
@@ -114,10 +116,10 @@ def environment(backend: str) -> dict:
             "streamconv": streamconv.__version__, "cpu": platform.processor() or platform.machine(),
             "cores": os.cpu_count(), "commit": commit, "switch_interval_s": sys.getswitchinterval()}
     if backend == "cuda":
-        import pycuda.driver as driver
+        from streamconv.gpu.binding import binding
 
-        driver.init()
-        info["gpu"] = driver.Device(0).name()
+        info["gpu"] = binding().device(0).name
+        info["binding"] = f"{binding().name} ({binding().describe()})"
     return info
 
 
@@ -176,4 +178,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(needs.run(main))

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import functools
 import json
 import sys
 import time
@@ -37,6 +36,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import needs  # noqa: E402  (benchmarks/needs.py: what is missing, in one line)
+
 from streamconv.backends.cpu import CpuBackend  # noqa: E402
 from streamconv.backends.cuda import CudaBackend  # noqa: E402
 from streamconv.filters import parse_chain  # noqa: E402
@@ -45,43 +46,47 @@ from streamconv.publish import write_atomically  # noqa: E402
 SIZES = {"1080p": (1080, 1920, 3), "4K": (2160, 3840, 3)}
 MODES = ("pinned", "pageable", "unified", "unified-prefetch")
 POISON = 0xA5
-_LOCATION_DEVICE, _LOCATION_HOST = 1, 2  # CUmemLocationType
-
-
-class _Location(ctypes.Structure):
-    _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
-
-
-@functools.lru_cache(maxsize=None)
-def _libcuda() -> ctypes.CDLL:
-    return ctypes.CDLL("libcuda.so.1")  # once, not per frame
 
 
 def prefetch(address: int, size: int, to_device: int | None, stream_handle: int) -> None:
     """cuMemPrefetchAsync of managed memory to GPU ``to_device`` (None: to the host) on a stream."""
-    library = _libcuda()
-    location = _Location(_LOCATION_HOST, 0) if to_device is None else _Location(_LOCATION_DEVICE, to_device)
-    code = library.cuMemPrefetchAsync_v2(ctypes.c_uint64(address), ctypes.c_size_t(size), location,
-                                         ctypes.c_uint(0), ctypes.c_void_p(stream_handle))
+    from cuda.bindings import driver as cu  # the cuda extra
+
+    location = cu.CUmemLocation()
+    kinds = cu.CUmemLocationType
+    location.type = (kinds.CU_MEM_LOCATION_TYPE_HOST if to_device is None
+                     else kinds.CU_MEM_LOCATION_TYPE_DEVICE)
+    location.id = 0 if to_device is None else to_device
+    (code,) = cu.cuMemPrefetchAsync(address, size, location, 0, stream_handle)
     if code != 0:
-        raise RuntimeError(f"cuMemPrefetchAsync failed with CUresult {code}")
+        raise RuntimeError(f"cuMemPrefetchAsync failed: {code.name}")
+
+
+def managed_array(shape: tuple[int, ...]) -> tuple[np.ndarray, int]:
+    """A uint8 array in managed memory (attached globally) and its address; the memory lasts as
+    long as the process (this benchmark makes a few rings of it)."""
+    from cuda.bindings import driver as cu  # the cuda extra
+
+    nbytes = int(np.prod(shape))
+    code, address = cu.cuMemAllocManaged(nbytes, cu.CUmemAttach_flags.CU_MEM_ATTACH_GLOBAL)
+    if code != 0:
+        raise RuntimeError(f"cuMemAllocManaged failed: {code.name}")
+    memory = (ctypes.c_uint8 * nbytes).from_address(int(address))
+    return np.ctypeslib.as_array(memory).reshape(shape), int(address)
 
 
 class ManagedSlot:
     """One ring slot in managed memory: input, output (and a spare for chains), a stream, an event."""
 
     def __init__(self, backend: CudaBackend, shape: tuple[int, int, int], prefetching: bool) -> None:
-        driver = backend.driver
-        flags = driver.mem_attach_flags.GLOBAL
         self.backend, self.shape, self.prefetching = backend, shape, prefetching
         with backend.activated():
-            self.host_in = driver.managed_empty(shape, np.uint8, mem_flags=flags)
-            self.host_out = driver.managed_empty(shape, np.uint8, mem_flags=flags)
-            self.spare = driver.managed_empty(shape, np.uint8, mem_flags=flags)
-            self.stream, self.done = driver.Stream(), driver.Event()
+            (self.host_in, source), (self.host_out, target), (self.spare, spare) = (
+                managed_array(shape) for _ in range(3))
+            self.stream, self.done = backend.gpu.stream(), backend.gpu.event()
         self.host_out.fill(POISON)
         self.pitch = shape[1] * shape[2]
-        self.addresses = [int(a.base.get_device_pointer()) for a in (self.host_in, self.host_out, self.spare)]
+        self.addresses = [source, target, spare]
 
     def submit(self) -> None:
         """Queue (prefetch in,) the chain in place in managed memory, (prefetch out,) the event."""
@@ -180,6 +185,7 @@ def main() -> None:
     parser.add_argument("--filter", default="box:size=5")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    needs.gpu()
     chain = parse_chain([args.filter])
     rng = np.random.default_rng()
     report = []
@@ -201,4 +207,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(needs.run(main))

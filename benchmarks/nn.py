@@ -27,12 +27,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import needs  # noqa: E402  (benchmarks/needs.py: what is missing, in one line)
+
 import streamconv  # noqa: E402
 
 import benchinfo  # noqa: E402
 from streamconv import kernel_loader  # noqa: E402
 from streamconv.gpu_timing import fp32_fma_peak, occupancy  # noqa: E402
-from streamconv.cuda_device import cuda_status  # noqa: E402
 from streamconv.nn import conv2d_shape, im2col_expansion  # noqa: E402
 from streamconv.nn.gpu import (METHODS, engine, gemm_defines, gemm_threads, tf32_defines, tiled_defines,  # noqa: E402
                                tiled_threads)
@@ -80,9 +81,10 @@ def check(y_host: np.ndarray, x: np.ndarray, w: np.ndarray, bias: np.ndarray, sh
     return error
 
 
-def time_call(function, driver, *, budget_s: float = TIME_BUDGET_S) -> float:
-    """Median seconds of ``function()`` (queued GPU work) over event-timed runs, after a warm-up."""
-    start, end = driver.Event(), driver.Event()
+def time_call(function, cuda, *, budget_s: float = TIME_BUDGET_S) -> float:
+    """Median seconds of ``function()`` (queued GPU work) over event-timed runs, after a warm-up;
+    ``cuda``: the CUDA binding."""
+    start, end = cuda.event(), cuda.event()
     start.record()
     function()
     end.record()
@@ -98,7 +100,7 @@ def time_call(function, driver, *, budget_s: float = TIME_BUDGET_S) -> float:
     return statistics.median(samples)
 
 
-def kernel_facts(gpu, method: str, shape, device, driver) -> dict:
+def kernel_facts(gpu, method: str, shape, device) -> dict:
     """Registers, shared memory and occupancy of the method's main kernel."""
     if method == "direct":
         function, threads = gpu.function("nn_conv", "conv_direct", {"DIRECT_TILE": 16}), 256
@@ -110,8 +112,9 @@ def kernel_facts(gpu, method: str, shape, device, driver) -> dict:
     else:
         d = gemm_defines(shape.m)
         function, threads = gpu.function("gemm", "sgemm_bias", d), gemm_threads(d)
-    fraction, limit = occupancy(device, driver, function, threads)
-    return {"registers": function.num_regs, "shared_bytes": function.shared_size_bytes,
+    fraction, limit = occupancy(device, function, threads)
+    return {"registers": function.attribute("num_regs"),
+            "shared_bytes": function.attribute("shared_size_bytes"),
             "occupancy": fraction, "occupancy_limit": limit}
 
 
@@ -128,52 +131,48 @@ def precompile(shapes, arch: str) -> None:
 
 def measure(gpu, shape, methods, rng, device, peak_flops: float) -> list[dict]:
     """Check, then time, every method on one shape; fresh random inputs."""
-    import pycuda.driver as driver
-    from pycuda import curandom, gpuarray
-
-    x = curandom.rand((shape.n, shape.c, shape.h, shape.w), np.float32) * 2 - 1
-    x_host = x.get()
+    x_host = rng.uniform(-1, 1, (shape.n, shape.c, shape.h, shape.w)).astype(np.float32)
     w_host = rng.uniform(-1, 1, (shape.m, shape.c, shape.k, shape.k)).astype(np.float32)
     bias_host = rng.uniform(-1, 1, shape.m).astype(np.float32)
-    w, bias = gpuarray.to_gpu(w_host), gpuarray.to_gpu(bias_host)
+    x, w, bias = gpu.to_device(x_host), gpu.to_device(w_host), gpu.to_device(bias_host)
     w_t = gpu.transpose_taps(w)
-    y = gpuarray.empty(shape.out_shape, np.float32)
+    y = gpu.empty(shape.out_shape)
+    nan = np.full(shape.out_shape, np.nan, np.float32)
     rows = []
     for method in methods:
-        driver.memset_d32(y.gpudata, 0x7FC00000, y.size)  # NaN
+        gpu.gpu.copy_htod(y.address, nan)  # poisoned
 
         def call(method=method):
             gpu.conv2d_into(y, x, w, bias, shape, method=method, w_t=w_t)
 
         call()
-        error = check(y.get(), x_host, w_host, bias_host, shape, rng, method)
-        seconds = time_call(call, driver)
+        error = check(gpu.to_host(y), x_host, w_host, bias_host, shape, rng, method)
+        seconds = time_call(call, gpu.gpu)
         row = {"n": shape.n, "c": shape.c, "m": shape.m, "k": shape.k, "method": method,
                "ms": seconds * 1e3, "gflops": shape.flops / seconds / 1e9,
                "peak_fraction": shape.flops / seconds / peak_flops, "max_rel_error": error,
                "expansion": im2col_expansion(shape) if method == "im2col" else None,
-               **kernel_facts(gpu, method, shape, device, driver)}
+               **kernel_facts(gpu, method, shape, device)}
         rows.append(row)
         print(format_row(row), flush=True)
     return rows
 
 
 def run(methods, channels, outputs, ks, batches) -> dict:
-    import pycuda.driver as driver
-
     rng = np.random.default_rng()
     gpu = engine(0)
     rows = []
     with gpu.activated():
-        device = driver.Context.get_device()
-        peak_flops = 2 * fp32_fma_peak(device, driver)
+        device = gpu.gpu.current_device()
+        peak_flops = 2 * fp32_fma_peak(device)
         shapes = [conv2d_shape((n, c, HEIGHT, WIDTH), (m, c, k, k), (m,), 1, k // 2)
                   for n in batches for c in channels for m in outputs for k in ks]
         precompile(shapes, gpu.arch)
         for shape in shapes:
             rows += measure(gpu, shape, methods, rng, device, peak_flops)
-        version = driver.get_driver_version()
-        return {"gpu": device.name(), "driver_cuda": f"{version // 1000}.{version % 1000 // 10}",
+        version = gpu.gpu.driver_version()
+        return {"gpu": device.name, "binding": gpu.gpu.describe(),
+                "driver_cuda": f"{version // 1000}.{version % 1000 // 10}",
                 "fp32_peak_gflops": peak_flops / 1e9, "size": f"{WIDTH}x{HEIGHT}", "stride": 1,
                 "padding": "K // 2", "streamconv": streamconv.__version__, "commit": benchinfo.commit(),
                 "python": platform.python_version(), "numpy": np.__version__, "rows": rows}
@@ -201,9 +200,7 @@ def main() -> None:
     unknown = sorted(set(methods) - set(METHODS))
     if unknown:
         parser.error(f"unknown method {unknown[0]!r}; known: {', '.join(METHODS)}")
-    usable, reason = cuda_status(0)
-    if not usable:
-        raise SystemExit(f"no GPU to benchmark: {reason}")
+    needs.gpu()
     grid = ((64,), (64,), (3,), (1,)) if args.quick else (CHANNELS, OUTPUTS, KS, BATCHES)
     print(HEADER)
     result = run(methods, *grid)
@@ -213,4 +210,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(needs.run(main))

@@ -45,6 +45,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import needs  # noqa: E402  (benchmarks/needs.py: what is missing, in one line)
+
 import av  # noqa: E402  (after cv2: see streamconv.io.display.check_import_order)
 from av.codec.hwaccel import HWAccel  # noqa: E402
 
@@ -109,14 +111,15 @@ def timed(row: dict, key: str, run, frames: int, *, warm: bool = False) -> None:
 def nvdec_decode_only(clip: Path) -> int:
     """NVDEC alone: demux with PyAV, decode with PyNvVideoCodec, frames left on the GPU."""
     import PyNvVideoCodec as nvc  # optional (the nvdec extra)
-    import pycuda.driver as driver
 
-    driver.init()
-    context = driver.Device(0).retain_primary_context()
+    from streamconv.gpu.binding import binding
+
+    gpu = binding()
+    context = gpu.device(0).retain_primary_context()
     context.push()
     count = 0
     try:
-        stream = driver.Stream()
+        stream = gpu.stream()
         decoder = nvc.CreateDecoder(gpuid=0, codec=nvc.cudaVideoCodec.H264, cudacontext=context.handle,
                                     cudastream=stream.handle, usedevicememory=True)
         with av.open(str(clip)) as container:
@@ -130,10 +133,10 @@ def nvdec_decode_only(clip: Path) -> int:
                     count += len(decoder.Decode(bitstream))
         count += len(decoder.Decode(nvc.PacketData()))
         stream.synchronize()
-        del decoder  # destroyed while the context is current and held
+        del decoder, stream  # destroyed while the context is current and held
     finally:
-        driver.Context.pop()
-        context.detach()
+        context.pop()
+        context.release()
     return count
 
 
@@ -410,4 +413,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(needs.run(main))

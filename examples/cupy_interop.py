@@ -9,11 +9,17 @@ loop never waits for the GPU; ``apply_into`` writes into an array you keep.
 """
 
 import argparse
+import sys
 
-import cupy
 import numpy as np
 
 import streamconv
+
+try:
+    import cupy
+except ImportError as exc:  # one line naming what is missing, not a traceback
+    sys.exit(f"cupy_interop.py needs CuPy (pip install cupy-cuda12x, or cupy-cuda13x "
+             f"for a CUDA 13 driver): {exc}")
 
 
 def main() -> int:
@@ -23,10 +29,14 @@ def main() -> int:
     parser.add_argument("--frames", type=int, default=100)
     args = parser.parse_args()
     width, height = (int(v) for v in args.size.split("x"))
+    try:
+        blur = streamconv.Filter(args.filter, backend="cuda")
+    except streamconv.BackendUnavailableError as exc:
+        sys.exit(f"cupy_interop.py needs a GPU streamconv can use: {exc}")
 
     frames = cupy.random.randint(0, 256, (4, height, width, 3), dtype=cupy.uint8)  # made on the GPU
     stream = cupy.cuda.Stream(non_blocking=True)
-    with streamconv.Filter(args.filter, backend="cuda") as blur:
+    with blur:
         first = cupy.asarray(blur(frames[0]))  # a DeviceFrame viewed as a CuPy array: no copy
         out = cupy.empty_like(frames[0])
         brightness = cupy.zeros((), cupy.float64)

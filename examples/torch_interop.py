@@ -9,10 +9,14 @@ filter on PyTorch's current stream, so the loop queues work and never waits for 
 """
 
 import argparse
-
-import torch
+import sys
 
 import streamconv
+
+try:
+    import torch
+except ImportError as exc:  # one line naming what is missing, not a traceback
+    sys.exit(f"torch_interop.py needs PyTorch with CUDA (pip install torch): {exc}")
 
 
 def main() -> int:
@@ -22,12 +26,18 @@ def main() -> int:
     parser.add_argument("--frames", type=int, default=50)
     args = parser.parse_args()
     width, height = (int(v) for v in args.size.split("x"))
+    if not torch.cuda.is_available():
+        sys.exit("torch_interop.py needs a GPU PyTorch can use: torch.cuda.is_available() is False")
+    try:
+        sharpen = streamconv.Filter(args.filter, backend="cuda")
+    except streamconv.BackendUnavailableError as exc:
+        sys.exit(f"torch_interop.py needs a GPU streamconv can use: {exc}")
 
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
                                 torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten()).cuda().eval()
     frames = torch.randint(0, 256, (4, height, width, 3), dtype=torch.uint8, device="cuda")
     stream = torch.cuda.current_stream()
-    with streamconv.Filter(args.filter, backend="cuda") as sharpen, torch.inference_mode():
+    with sharpen, torch.inference_mode():
         features = []
         for index in range(args.frames):
             filtered = torch.from_dlpack(sharpen(frames[index % 4], stream=stream))  # no copy
@@ -35,7 +45,8 @@ def main() -> int:
             features.append(model(model_input))
         torch.cuda.synchronize()
         check = torch.from_dlpack(sharpen(frames[0])).cpu().numpy()
-        same = (check == sharpen(frames[0].cpu().numpy())).all()  # the host path gives the same bytes
+        # the host path gives the same bytes
+        same = (check == sharpen(frames[0].cpu().numpy())).all()
     print(f"ran {args.frames} {width}x{height} frames through {args.filter} and the model; "
           f"feature shape {tuple(features[-1].shape)}; equal to the host path: {bool(same)}")
     return 0 if same else 1

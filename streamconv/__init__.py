@@ -10,8 +10,6 @@ The public API is what this module exports::
     result = streamconv.run_many(["webcam:0", "webcam:1"], ["edge"], "cam{n}.mp4")  # one output each
 """
 
-__version__ = "0.1.0"
-
 _EXPORTS = {
     "Filter": "api", "StreamFilter": "streamfilter",
     "BORDER_MODES": "borders", "DEFAULT_BORDER": "borders",
@@ -34,6 +32,7 @@ _EXPORTS = {
     "ArraySource": "io.arrays", "open_source": "io.open", "TestPattern": "io.pattern",
     "RunStats": "stats", "DeviceFrame": "interop.device_frame",
     "WebcamSource": "io.camera", "run_segments": "segments",
+    "__version__": "version",
 }
 """Public name -> the submodule that defines it."""
 

@@ -16,18 +16,19 @@ RuntimeError), on every backend.
 from __future__ import annotations
 
 import threading
-from typing import Any, Sequence, Union
+from typing import Any, Sequence, TypeVar, Union
 
 import numpy as np
 
 from .backends import create_backend, plan_kernels, resolve_backend
 from .backends.protocol import Backend
+from .backends.temporal_cpu import temporal_refusal
 from .borders import DEFAULT_BORDER, check_border
 from .errors import FilterSpecError, FrameDeviceError, FrameFormatError, StreamError
 from .filters import FilterStage, parse_chain, validate_taps
-from .frames import as_count, as_hwc, check_same_frame
+from .frames import as_count, as_hwc, check_frame_fits, check_same_frame
 from .interop.arrays import DeviceView, as_frame
-from .interop.libcuda import stream_handle
+from .interop.streams import stream_handle
 
 Spec = Union[str, FilterStage, np.ndarray, Sequence[Union[str, FilterStage]]]
 """What names a filter chain: a spec string, a FilterStage, a list of either, or a 2-D taps array."""
@@ -70,13 +71,16 @@ def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
             and a.shape == b.shape and a.strides == b.strides)
 
 
-def check_output(dst: object, src: np.ndarray, *, what: str = "output frame") -> np.ndarray:
+def check_output(dst: object, src: np.ndarray, *, what: str = "output frame",
+                 shape: tuple[int, int, int] | None = None) -> np.ndarray:
     """Check that ``dst`` can take the filtered ``src``, before any work is done.
 
     Args:
-        dst: the host array to write: of ``src``'s shape ((H, W) and (H, W, 1) alike) and dtype,
-            writable, any strides.
+        dst: the host array to write: of ``src``'s shape ((H, W) and (H, W, 1) alike), or
+            ``shape`` where the chain changes the size, and of ``src``'s dtype; writable, any
+            strides.
         src: the (H, W), (H, W, 3) or (H, W, 4) uint8 or uint16 host array to be filtered.
+        shape: the (h, w, C) the chain makes of ``src`` (None: ``src``'s own).
 
     Returns:
         ``dst`` viewed as (H, W, C).
@@ -87,7 +91,7 @@ def check_output(dst: object, src: np.ndarray, *, what: str = "output frame") ->
     """
     src3 = as_hwc(src, what="input frame")
     dst3 = as_hwc(dst, what=what)
-    check_same_frame(dst3, src3)
+    check_same_frame(dst3, src3, shape)
     if not dst3.flags.writeable:
         # NumPy's own complaint is a ValueError too; cv2 would raise a bare cv2.error.
         raise FrameFormatError(f"{what} is read-only (flags.writeable is False); pass a writable array")
@@ -114,6 +118,13 @@ def make_engine(spec: Spec, *, border: str, backend: str, device: int, kernel: s
                                                 plan=plan, **cuda_options)
 
 
+def output_like(engine: Backend, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape of ``engine``'s output for a frame of the caller's ``shape``, as the caller
+    gave it: (h, w) for (H, W), else (h, w, C)."""
+    out = engine.output_shape(tuple(shape) if len(shape) == 3 else (*shape, 1))
+    return out[:2] if len(shape) == 2 else out
+
+
 def device_engine(engine: Backend, where: str) -> Backend:
     """``engine``, for device frames: the cuda backend only.
 
@@ -125,7 +136,30 @@ def device_engine(engine: Backend, where: str) -> Backend:
     return engine
 
 
-class Filter:
+_Closes = TypeVar("_Closes", bound="Closes")
+
+
+class Closes:
+    """What Filter and StreamFilter share: ``closed``, and close() as a ``with`` block ends."""
+
+    _closed: bool
+
+    @property
+    def closed(self) -> bool:
+        """Whether close() was called (further calls raise StreamError)."""
+        return self._closed
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _Closes) -> _Closes:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Filter(Closes):
     """A filter chain bound to a backend, called on one frame at a time.
 
     Args:
@@ -143,10 +177,15 @@ class Filter:
     buffers and device buffers per frame shape, released by ``close()`` (or ``with``); after
     that, calls raise :class:`streamconv.StreamError`.
 
-    Raises:
-        FilterSpecError: a bad spec, border, backend name or kernel, or ``device`` not an int >= 0.
+    A chain with stages across frames (``tmean``, ``conv3d``...) is refused: one frame on its own
+    has no frames around it, and a Filter keeps no stream. :class:`streamconv.StreamFilter` takes
+    such chains (frames in order, results in order ``delay`` frames later, ``flush()`` at the end).
 
-    Example:
+    Raises:
+        FilterSpecError: a bad spec, border, backend name or kernel, or ``device`` not an int >= 0;
+            a chain with stages across frames.
+
+    Examples:
         >>> import numpy as np, streamconv
         >>> blur = streamconv.Filter("box:size=3", backend="cpu")
         >>> frame = np.full((4, 5, 3), 90, np.uint8)     # H x W x 3 uint8, host memory
@@ -163,12 +202,11 @@ class Filter:
         self._lock = threading.Lock()
         self.stages, self.border, self.backend, self._engine = make_engine(
             spec, border=border, backend=backend, device=device, kernel=kernel)
+        self._fitting: tuple | None = None  # the (shape, dtype) of host frames found to fit
+        if self._engine.delay or any(stage.temporal is not None for stage in self.stages):
+            self._engine.close()
+            raise FilterSpecError(temporal_refusal(self.stages))
         self._closed = False
-
-    @property
-    def closed(self) -> bool:
-        """Whether close() was called (further frames raise StreamError)."""
-        return self._closed
 
     def __call__(self, frame: Any, *, out: Any = None, stream: Any = None) -> Any:
         """Filter one frame into a new array (or into ``out``).
@@ -186,8 +224,10 @@ class Filter:
                 GPU call. Without it the result is complete on return.
 
         Returns:
-            For a host frame, a new C-contiguous NumPy array (on the cuda backend in page-locked
-            memory, reused after it is dropped); for a device frame, a new
+            An array of the frame's dtype and of :meth:`output_shape` (the frame's shape unless a
+            ``scale`` or ``crop`` stage changes it). For a host frame, a new C-contiguous NumPy
+            array (on the cuda backend in page-locked memory, reused after it is dropped); for a
+            device frame, a new
             :class:`~streamconv.interop.device_frame.DeviceFrame` on the same GPU (CuPy and PyTorch
             take it without a copy: ``torch.from_dlpack(result)``, ``cupy.asarray(result)``).
 
@@ -208,10 +248,13 @@ class Filter:
                 return device_engine(self._engine, f"this Filter runs on {self.backend}").apply_device(
                     image, None, handle)
             shape = tuple(getattr(frame, "shape", image.shape))  # (H, W) for a grey frame given so
-            return self._engine.apply(image, **self._stream_kwargs(handle)).reshape(shape)
+            self._check_fits(image)
+            result = self._engine.apply(image, **self._stream_kwargs(handle))
+            return result.reshape(output_like(self._engine, shape))
 
     def apply_into(self, dst: Any, src: Any, *, stream: Any = None) -> None:
-        """Filter ``src`` into ``dst``: arrays of one shape and dtype, uint8 or uint16, both in host
+        """Filter ``src`` into ``dst``: arrays of one dtype, uint8 or uint16, ``dst`` of
+        :meth:`output_shape` (``src``'s shape without a scale or crop stage), both in host
         memory or both on the GPU (as for :meth:`__call__`). A host ``dst`` may be any writable view
         (a crop, every second pixel, BGR of an RGB array), even one sharing memory with ``src``; the
         result is written through to it and equals ``Filter(...)(src)``. A device ``dst`` may have any
@@ -240,10 +283,11 @@ class Filter:
             if not (isinstance(source, DeviceView) and isinstance(target, DeviceView)):
                 raise FrameDeviceError("input and output frames must both be device arrays or both host "
                                        "arrays (DeviceFrame.get() copies a result to the host)")
-            check_same_frame(target, source)
+            check_same_frame(target, source, self._engine.output_shape(source.shape))
             device_engine(self._engine, f"this Filter runs on {self.backend}").apply_device(source, target, handle)
             return
-        dst3 = check_output(target, source)
+        dst3 = check_output(target, source, shape=self._engine.output_shape(as_hwc(source).shape))
+        self._check_fits(source)
         engine_kwargs = self._stream_kwargs(handle)
         # OpenCV would read samples it has already written where ``dst`` partly overlaps ``src``
         # (``dst`` being ``src`` itself it handles: in place stays without a copy).
@@ -254,6 +298,32 @@ class Filter:
         result = np.empty(dst3.shape, dst3.dtype)
         self._engine.apply_into(result, source, **engine_kwargs)
         np.copyto(dst3, result)
+
+    def output_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The shape of the result for a frame of ``shape``: (H, W) or (H, W, C), given as the
+        frame's; it differs only where a ``scale`` or ``crop`` stage changes the size.
+
+        Raises:
+            FrameFormatError: a stage cannot take frames of that size (a crop beyond the frame).
+
+        Examples:
+            >>> import streamconv
+            >>> with streamconv.Filter(["scale:w=640,h=-2", "edge"], backend="cpu") as chain:
+            ...     chain.output_shape((1080, 1920, 3))
+            (360, 640, 3)
+        """
+        return output_like(self._engine, tuple(shape))
+
+    def _check_fits(self, image: np.ndarray) -> None:
+        """Before the first host frame of each shape and dtype: refuse one the backend cannot
+        filter, or whose result and the backend's copies would not fit in host memory
+        (:func:`streamconv.frames.check_frame_fits`; about 0.1 ms, so not at every frame)."""
+        frame = as_hwc(image, what="input frame")
+        if (frame.shape, frame.dtype) != self._fitting:
+            copies = self._engine.host_frames()
+            check_frame_fits(frame.shape, frame.dtype, 1 + copies,
+                             f"the result and {copies} of the backend's")
+            self._fitting = (frame.shape, frame.dtype)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -271,12 +341,6 @@ class Filter:
                 return
             self._closed = True
             self._engine.close()
-
-    def __enter__(self) -> "Filter":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         chain = " -> ".join(stage.describe() for stage in self.stages) or "identity"

@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .backends import resolve_backend
-from .batch_inputs import (BatchInput, check_outdir, find_inputs, input_record, make_folders, plan_outputs,
-                           ray_refusal, refuse_existing, remove_folders, remove_stale_partials, segments_refusal)
+from .batch_inputs import (BatchInput, check_arguments, check_outdir, find_inputs, input_record,
+                           make_folders, plan_outputs, ray_refusal, refuse_existing, remove_folders,
+                           remove_stale_partials, segments_refusal)
 from .borders import DEFAULT_BORDER
 from .cuda_device import gpu_numbers
 from .batch_ray import run_on_ray
@@ -39,7 +40,7 @@ from .frames import as_count
 from .filters import FilterStage, parse_chain
 from .interrupts import stop_on_signals
 from .io.encoder_check import check_encoders_ahead
-from .manifest import (FINISHED, MANIFEST_NAME, BatchRecord, Manifest, earlier_records, file_identity,
+from .manifest import (BatchRecord, Manifest, earlier_records, file_identity, frames_written,
                        looks_like_manifest, resume_plan, settings_fingerprint)
 from .manifest_lock import only_batch
 from .progress import is_terminal
@@ -83,7 +84,8 @@ class Batch:
         resume: skip inputs an earlier batch of this manifest finished: the same input file,
             unchanged, under the same settings, its output still there at the size recorded
             (:func:`streamconv.manifest.resume_plan`); the others run again, replacing an output
-            that batch published only while it is still exactly as published.
+            that batch published only while it is still exactly as published. A damaged input
+            skipped keeps its record (damaged, exit code 13); a done one is recorded skipped.
         overwrite: replace existing outputs (and an existing manifest).
         recursive: folders' subfolders too (outputs keep their relative paths), ``**`` in globs.
             A folder scan passes over hidden files and folders, OUTDIR's tree, the manifest and,
@@ -121,6 +123,10 @@ class Batch:
                  resume: bool = False, overwrite: bool = False, recursive: bool = False, ext: str | None = None,
                  progress: bool = False, ray: str | bool | None = None, open_ahead: bool = True,
                  segments: int | None = None, depth: int | None = None) -> None:
+        outdir, manifest_path, run = check_arguments(
+            outdir, manifest, ring=ring, colour=colour, sink_options=sink_options,
+            overwrite=overwrite, resume=resume, recursive=recursive, progress=progress,
+            open_ahead=open_ahead)
         refusal = ray_refusal(devices=devices, processes=processes, ray=ray) or \
             (segments_refusal(processes=processes, ray=ray) if segments is not None else None)
         if refusal is not None:
@@ -141,13 +147,10 @@ class Batch:
         self.processes = as_count(processes, "processes", 1) if processes is not None else None  # None: by threads
         self.progress = progress
         self.ray = ray if ray not in (False, "") else None
-        outdir = Path(outdir)
-        manifest_path = Path(manifest) if manifest is not None else outdir / MANIFEST_NAME
-        self.settings = RunSettings(self.filters, self.backend,
-                                    {"border": border, "kernel": kernel, "ring": ring, "decoder": decoder,
-                                     "colour": colour, "depth": depth},
-                                    {k: v for k, v in (sink_options or {}).items() if v is not None},
-                                    overwrite, set(), open_ahead)
+        self.settings = RunSettings(self.filters, self.backend, {
+            "border": border, "kernel": kernel, "ring": run["ring"], "decoder": decoder,
+            "colour": colour, "depth": depth}, {k: v for k, v in run["sink_options"].items()
+                                                if v is not None}, overwrite, set(), open_ahead)
         items, records = self._plan(inputs, outdir, manifest_path, resume=resume, recursive=recursive, ext=ext)
         protect = {**{f"the input {item.source}": item.source for item in items},
                    **{f"the output of {item.source}": item.output for item in items}}
@@ -332,7 +335,7 @@ class Batch:
         counts = self.manifest.counts()
         total = len(self.manifest.records)
         ended = total - counts["pending"] - counts["running"]
-        frames = self._running.frames() + sum(r.frames for r in self.manifest.records if r.status in FINISHED)
+        frames = self._running.frames() + frames_written(self.manifest.records)
         elapsed = time.perf_counter() - started
         eta = (elapsed / ended * (total - ended)) if ended else None
         sys.stderr.write(f"\rbatch: {ended}/{total} ended, {counts['failed']} failed, {counts['running']} running, "

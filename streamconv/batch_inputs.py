@@ -15,13 +15,15 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
+from .arguments import check_flag, check_flags, check_path, check_sequence
 from .batch_worker import make_output_folder
-from .errors import InputError, OutputError
+from .errors import EXIT_DAMAGED_INPUT, InputError, OutputError
 from .leftovers import remove_abandoned
-from .manifest import BatchRecord, not_a_file
+from .manifest import MANIFEST_NAME, BatchRecord, not_a_file
 from .publish import temp_name_regex, without_file_scheme
+from .run_options import check_run_options
 from .segments import parts_folder_regex
 
 VIDEO_SUFFIXES = frozenset({".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".ts", ".m2ts", ".mts", ".mpg",
@@ -57,12 +59,14 @@ def find_inputs(specs: Iterable[str], *, recursive: bool = False, outdir: Path |
     folder; a scan and a glob, over the files in ``skip`` (the manifest, an earlier batch's outputs).
 
     Raises:
-        InputError: a spec names nothing (a missing file, a glob or folder with no video).
+        InputError: a spec names nothing (a missing file, a glob or folder with no video), or
+            ``specs`` is no list.
     """
     skip = {Path(p).resolve() for p in skip}
     outdir = outdir.resolve() if outdir is not None else None
     found: dict[Path, Path] = {}
     by: dict[Path, Path] = {}  # the path each was found by
+    specs = check_sequence(specs, "inputs", InputError)  # a string's characters are no inputs
     for spec in map(without_file_scheme, specs):  # file:NAME is NAME, as for run's SOURCE
         try:
             named = _named_by(spec, recursive=recursive, outdir=outdir, skip=skip)
@@ -166,11 +170,31 @@ def _scan(folder: Path, *, recursive: bool, outdir: Path | None, skip: set[Path]
     return sorted(named)
 
 
+def check_arguments(outdir: Any, manifest: Any, *, ring: Any, colour: Any, sink_options: Any,
+                    overwrite: Any, **flags: Any) -> tuple[Path, Path, dict[str, Any]]:
+    """A batch's arguments that need no input: OUTDIR's and the manifest's paths and
+    ``overwrite`` (OutputError), the other ``flags`` (FilterSpecError), and ``ring``, ``colour``
+    and ``sink_options`` as a run takes them (:func:`streamconv.run_options.check_run_options`).
+
+    Returns:
+        (OUTDIR, the manifest's path, the run options checked).
+    """
+    check_flags(**flags)
+    check_flag(overwrite, "overwrite", OutputError)
+    outdir = Path(check_path(outdir, "outdir", OutputError))
+    if manifest is not None:
+        check_path(manifest, "manifest", OutputError)
+    run = check_run_options({"ring": ring, "colour": colour, "sink_options": sink_options})
+    return outdir, outdir / MANIFEST_NAME if manifest is None else Path(manifest), run
+
+
 def ext_refusal(ext: str | None) -> str | None:
     """Why ``ext`` cannot be the outputs' extension (None: it can): it must be letters, digits,
     ``_``, ``+`` or ``-``, with or without one leading dot, that FFmpeg has a muxer for."""
     if ext is None:
         return None
+    if not isinstance(ext, str):
+        return f"ext must be a string such as mkv or .mp4, got {ext!r}"
     name = ext[1:] if ext.startswith(".") else ext
     if not re.fullmatch(r"[A-Za-z0-9_+-]+", name):
         return f"--ext {ext!r} is not a file extension (give one such as mkv or .mp4)"
@@ -346,17 +370,20 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def input_record(item: BatchInput, fingerprint: str, earlier: dict | None, *, complete: bool, ours: bool) -> BatchRecord:
-    """An input's record: pending, or skipped with an earlier batch's figures when ``complete``;
-    an earlier output still as published keeps its size and mtime (it stays replaceable)."""
+    """An input's record: pending, or kept from an earlier batch when ``complete`` (with its
+    figures: skipped if it was done, still damaged, exit code 13, if it was); an earlier output
+    still as published keeps its size and mtime (it stays replaceable)."""
     record = BatchRecord(str(item.source), str(item.output), settings=fingerprint)
     if earlier is None:
         return record
     if complete:
-        record.status = "skipped"
         for name in ("frames", "fps", "seconds", "decoder", "device", "bytes", "damage", "input_bytes",
                      "input_mtime_ns", "output_mtime_ns"):
             setattr(record, name, earlier.get(name, getattr(record, name)))
-        record.exit_code = earlier.get("exit_code", 0)
+        record.exit_code, record.resumed = earlier.get("exit_code", 0), True
+        # Not run again (it would find the same damage), but never passed off as done; a record
+        # that earlier releases relabelled skipped still has the exit code.
+        record.status = "damaged" if record.exit_code == EXIT_DAMAGED_INPUT else "skipped"
     elif ours:
         record.bytes, record.output_mtime_ns = earlier["bytes"], earlier["output_mtime_ns"]
     return record

@@ -96,6 +96,14 @@ class Running:
         with self._lock:
             return sum(p.stats.frames for p in self._pipelines.values() if p.stats is not None)
 
+    def frames_here(self) -> int:
+        """Frames the pipeline this thread runs (or ran last, until :meth:`remove`) has
+        written so far."""
+        with self._lock:
+            pipeline = self._pipelines.get(threading.get_ident())
+        stats = getattr(pipeline, "stats", None)
+        return stats.frames if stats is not None else 0
+
     def abort_all(self, signum: int | None) -> None:
         """Abort every running pipeline, and any added from now on."""
         with self._lock:
@@ -292,22 +300,26 @@ def judge_run(record: BatchRecord, work: Callable[[], tuple[RunStats, int | None
     except Exception as exc:  # one input's surprise must not stop the others
         record.status, record.exit_code, record.error = "failed", 1, f"internal error: {type(exc).__name__}: {exc}"
     finally:
+        written = running.frames_here()
         running.remove()
         record.seconds = round(time.perf_counter() - turn, 3)
-        _note_output(record, before)
+        if _note_output(record, before) and record.status == "failed":
+            record.frames = written  # the frames a failed run kept in its output, as it says
         if record.status == "failed":
             log.warning("%s failed: %s", record.input, record.error)
 
 
-def _note_output(record: BatchRecord, before: tuple[int, int] | None) -> None:
+def _note_output(record: BatchRecord, before: tuple[int, int] | None) -> bool:
     """Record the output's size and mtime (ns) as this run left it: what it published (complete,
     or the frames a failed input kept: a file that changed while it ran is taken for its own),
-    or, unchanged, what the record already said (an earlier batch's file, still as it was)."""
+    or, unchanged, what the record already said (an earlier batch's file, still as it was).
+    Returns whether this run left the output there."""
     now = file_identity(record.output)
     if now is None:
         record.bytes = record.output_mtime_ns = None
     elif now != before or record.status in FINISHED:
         record.bytes, record.output_mtime_ns = now
+    return now is not None and now != before
 
 
 def _finished(record: BatchRecord, stats, stop_signal: int | None) -> None:

@@ -83,7 +83,7 @@ def gaussian(size: int) -> FilterStage:
 class BenchEnv:
     """The device a bench runs on and its rooflines, measured once."""
 
-    driver: Any
+    gpu: Any  # the CUDA binding
     device: Any
     arch: str
     border: str
@@ -114,13 +114,14 @@ def _measure_variant(stage: FilterStage, kernel: str, shape, frame, expected, rn
         with backend.activated():
             for slot in slots:
                 slot.host_in[:] = rng.integers(0, np.iinfo(frame.dtype).max + 1, shape, dtype=frame.dtype)
-                slot.device.upload(False)
-            seconds = time_launches(backend, slots, env.driver)
-            two_stream_seconds = time_launches(backend, slots, env.driver, streams=2)
-            launch, function = backend.compiled_stages(shape, frame.dtype)[0]
+                slot.device.upload(None)  # now, synchronously
+            seconds = time_launches(backend, slots)
+            two_stream_seconds = time_launches(backend, slots, streams=2)
+            launch, compiled = backend.compiled_stages(shape, frame.dtype)[0]
             threads = launch.block[0] * launch.block[1] * launch.block[2]
-            occ, limit = occupancy(env.device, env.driver, function, threads)
-            registers, shared, spill = function.num_regs, function.shared_size_bytes, function.local_size_bytes
+            occ, limit = occupancy(env.device, compiled, threads)
+            registers, shared, spill = (compiled.attribute(name) for name in
+                                        ("num_regs", "shared_size_bytes", "local_size_bytes"))
     gbps = 2 * frame.nbytes / seconds / 1e9
     return BenchRow(size="", k=stage.size, variant=kernel, taps="", ms=seconds * 1e3, gbps=gbps,
                     copy_fraction=gbps / env.copy_gbps,
@@ -178,27 +179,23 @@ def bench_jobs(sizes: Sequence[str], ks: Sequence[int], kernels: Sequence[str], 
     return jobs
 
 
-def _measure_env(device_number: int, border: str) -> BenchEnv:
+def measure_env(device_number: int, border: str) -> BenchEnv:
     """Initialise the driver, name the device and measure its copy bandwidth and peaks."""
-    import pycuda.driver as driver  # the bench needs the cuda extra; the rest of the module does not
-
-    driver.init()
-    device = driver.Device(device_number)
-    major, minor = device.compute_capability()
     with CudaBackend([], device=device_number) as probe, probe.activated():
-        copy_gbps = copy_bandwidth(driver)
-    return BenchEnv(driver, device, f"sm_{major}{minor}", border, copy_gbps, fp32_fma_peak(device, driver),
-                    int8_tensor_peak(device, driver))
+        copy_gbps = copy_bandwidth(probe.gpu)
+    device = probe.gpu.device(device_number)
+    major, minor = device.compute_capability
+    return BenchEnv(probe.gpu, device, f"sm_{major}{minor}", border, copy_gbps,
+                    fp32_fma_peak(device), int8_tensor_peak(device))
 
 
-def _environment_record(env: BenchEnv, depth: int) -> dict:
+def environment_record(env: BenchEnv, depth: int) -> dict:
     """What a result's ``environment`` says: the device, versions and rooflines."""
-    import pycuda  # as in _measure_env
-
-    major, minor = env.device.compute_capability()
-    version = env.driver.get_driver_version()
-    return {"gpu": env.device.name(), "compute_capability": f"{major}.{minor}",
-            "driver_cuda": f"{version // 1000}.{version % 1000 // 10}", "pycuda": pycuda.VERSION_TEXT,
+    major, minor = env.device.compute_capability
+    version = env.gpu.driver_version()
+    return {"gpu": env.device.name, "compute_capability": f"{major}.{minor}",
+            "driver_cuda": f"{version // 1000}.{version % 1000 // 10}",
+            "binding": f"{env.gpu.name} ({env.gpu.describe()})",
             "opencv": cv2.__version__, "numpy": np.__version__, "streamconv": __version__,
             "python": platform.python_version(), "border": env.border, "depth": depth,
             "copy_GBps": env.copy_gbps, "fp32_fma_per_s": env.fma_peak, "int8_tensor_mac_per_s": env.int8_peak}
@@ -212,7 +209,7 @@ def run_bench(*, sizes: Sequence[str], ks: Sequence[int], kernels: Sequence[str]
 
     ``progress(text)`` is called before each configuration.
     """
-    env = _measure_env(device_number, border)
+    env = measure_env(device_number, border)
     rng = np.random.default_rng()
     dtype = np.dtype(np.uint8 if depth == 8 else np.uint16)
     stages = {k: {"random": random_taps(rng, k), "gaussian": gaussian(k)} for k in ks}
@@ -234,7 +231,7 @@ def run_bench(*, sizes: Sequence[str], ks: Sequence[int], kernels: Sequence[str]
                 rows.append(row)
             if host:
                 rows.extend(_host_rows(size, k, frame, stages[k]["random"], border, env.copy_gbps))
-    result = {"environment": _environment_record(env, depth), "rows": [{**asdict(r), "limiter": r.limiter} for r in rows]}
+    result = {"environment": environment_record(env, depth), "rows": [{**asdict(r), "limiter": r.limiter} for r in rows]}
     bad = [r for r in rows if r.max_lsb is not None and r.max_lsb > 1]
     if bad:
         result["failed"] = ", ".join(f"{r.variant} {r.size} K={r.k}: {r.max_lsb} LSB" for r in bad)
@@ -250,7 +247,7 @@ def format_table(result: dict) -> str:
     lines.append(f"{env['gpu']} (sm {env['compute_capability']}, CUDA {env['driver_cuda']}); "
                  f"copy {env['copy_GBps']:.0f} GB/s; FP32 peak {env['fp32_fma_per_s'] / 1e12:.1f} T FMA/s; "
                  f"int8 tensor peak {env.get('int8_tensor_mac_per_s', 0) / 1e12:.0f} T MAC/s; "
-                 f"border {env['border']}")
+                 f"border {env['border']}; binding {env.get('binding', 'pycuda')}")
     for size in dict.fromkeys(r["size"] for r in rows):
         lines.append("")
         lines.append(f"{size} RGB {env.get('depth', 8)}-bit, ms per frame" + "".join(f"{'K=' + str(k):>10}" for k in ks))

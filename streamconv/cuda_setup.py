@@ -1,12 +1,16 @@
-"""Installing the GPU path where only the NVIDIA driver is: PyCUDA built against headers from wheels.
+"""The driver as ``libcuda.so.1`` reports it, and PyCUDA's route: built against headers from wheels.
 
-PyPI has PyCUDA as source only, and its build looks for a CUDA toolkit through ``nvcc``. It needs
-much less: ``cuda.h`` and ``cudaProfiler.h`` (NVIDIA's ``nvidia-cuda-runtime`` and
+The default binding needs none of this (``pip install "streamconv[cuda]"``: wheels only). PyPI has
+PyCUDA as source only, and its build looks for a CUDA toolkit through ``nvcc``. It needs much less:
+``cuda.h`` and ``cudaProfiler.h`` (NVIDIA's ``nvidia-cuda-runtime`` and
 ``nvidia-cuda-profiler-api`` wheels carry them), the driver's ``libcuda.so.1`` to link against,
-and a C++ compiler with the Python headers. :func:`install` installs those wheels and NVRTC
-(``nvidia-cuda-nvrtc``, which compiles the kernels that are not prebuilt) at the driver's CUDA
-version, writes PyCUDA's own configuration file (``siteconf.py``) into its unpacked source to
-point it at them, and installs it, all with this interpreter's pip.
+and a C++ compiler with the Python headers. :func:`install` installs those wheels, NVRTC and
+cuda-bindings / cuda-core (which PyCUDA's route uses for NVRTC, DLPack and other libraries'
+handles) at the driver's CUDA version, writes PyCUDA's own configuration file (``siteconf.py``)
+into its unpacked source to point it at them, and builds it, all with this interpreter's pip.
+
+The driver is probed through ctypes (:func:`find_driver`): one call, which works where no binding
+is installed yet, so that ``info`` and the fallback notices can tell "no driver" from "no binding".
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ class Driver:
 
 @functools.lru_cache(maxsize=None)
 def find_driver() -> Driver | None:
-    """The driver library loaded by its soname, or None where there is none (no PyCUDA needed);
+    """The driver library loaded by its soname, or None where there is none (no binding needed);
     looked up once per process."""
     try:
         library = ctypes.CDLL("libcuda.so.1")
@@ -78,14 +82,20 @@ def _loaded_path(stem: str) -> str | None:
     return None
 
 
+BINDING_REQUIREMENTS = {13: ["cuda-core>=1.2,<2", "cuda-bindings>=13,<14"],
+                        12: ["cuda-core>=1.2,<2", "cuda-bindings>=12.9,<13"]}
+"""The default binding's packages for a driver of each CUDA major (the cuda, cuda12 extras)."""
+
+
 def wheel_requirements(driver: Driver) -> list[str]:
-    """The NVIDIA wheels for this driver: headers of its own CUDA version, NVRTC of its major."""
+    """The NVIDIA wheels for this driver: headers of its own CUDA version, NVRTC and
+    cuda-bindings / cuda-core of its major."""
     version = f"{driver.major}.{driver.minor}.*"
     if driver.major >= 13:
         return [f"nvidia-cuda-runtime=={version}", f"nvidia-cuda-profiler-api=={version}",
-                f"nvidia-cuda-nvrtc=={driver.major}.*"]
+                f"nvidia-cuda-nvrtc=={driver.major}.*", *BINDING_REQUIREMENTS[13]]
     return [f"nvidia-cuda-runtime-cu12=={version}", f"nvidia-cuda-profiler-api-cu12=={version}",
-            "nvidia-cuda-nvrtc-cu12==12.*"]
+            "nvidia-cuda-nvrtc-cu12==12.*", *BINDING_REQUIREMENTS[12]]
 
 
 def header_dirs(roots: Sequence[str] | None = None) -> list[str]:
@@ -118,7 +128,8 @@ def siteconf(include_dirs: Sequence[str], link_dir: str) -> str:
 
 def install(pip_args: Sequence[str] = (), *, say: Callable[[str], None] = print,
             run: Callable[[list[str]], None] | None = None) -> None:
-    """Install NVRTC, the headers and PyCUDA into this interpreter's environment.
+    """Install NVRTC, cuda-bindings and cuda-core, the headers and PyCUDA (built from its source
+    alone: its build needs take wheels) into this interpreter's environment.
 
     Args:
         pip_args: further pip options for every step (``--no-index --find-links DIR`` offline,
@@ -142,14 +153,16 @@ def install(pip_args: Sequence[str] = (), *, say: Callable[[str], None] = print,
         os.makedirs(link_dir)
         # the linker wants the unversioned name, which driver-only installs often lack
         os.symlink(driver.path, os.path.join(link_dir, "libcuda.so"))
-        run([*pip, "download", "--no-deps", "--no-binary", ":all:", PYCUDA_REQUIREMENT, "-d", scratch, *pip_args])
+        # pycuda alone from source: ":all:" would make pip build its build needs (numpy...) too
+        run([*pip, "download", "--no-deps", "--no-binary", "pycuda", PYCUDA_REQUIREMENT,
+             "-d", scratch, *pip_args])
         source = _unpack(scratch)
         (source / "siteconf.py").write_text(siteconf(includes, link_dir), encoding="utf-8")
         with open(source / "setup.cfg", "a", encoding="utf-8") as config:  # compile on every core
             config.write(f"\n[build_ext]\nparallel = {os.cpu_count() or 1}\n")
         say(f"building PyCUDA against {', '.join(includes)} and {driver.path}")
         run([*pip, "install", "--no-cache-dir", str(source), *pip_args])
-    say("done: `streamconv info` shows what runs on the GPU")
+    say("done: STREAMCONV_BINDING=pycuda chooses PyCUDA; `streamconv info` shows what runs")
 
 
 def _unpack(folder: str) -> Path:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 
 class StreamconvError(Exception):
-    """Base class of every error streamconv raises on purpose."""
+    """Base class of every error streamconv raises on purpose; raised as itself where none of
+    its subclasses fits."""
 
     exit_code = 1
 
@@ -70,7 +71,8 @@ class OutputError(StreamconvError, OSError):
 
 
 class BackendUnavailableError(StreamconvError, RuntimeError):
-    """The requested compute backend cannot run here (no PyCUDA, no GPU, no kernel for it and no compiler)."""
+    """The requested compute backend cannot run here (no CUDA binding, no GPU, no kernel for it
+    and no compiler)."""
 
     exit_code = 7
 

@@ -6,7 +6,7 @@ A spec string is ``name[:key=value,...]``, e.g. ``gaussian:sigma=1.5`` or
 comma-separated piece without ``=`` continues the previous value.
 
 Every filter is a correlation (like ``cv2.filter2D``) with the same taps on every
-channel; see DESIGN semantics in the README. A *bank* is several tap matrices of one
+channel; docs/filters.md says what a filter computes. A *bank* is several tap matrices of one
 size combined per pixel (``edge`` is the Sobel gradient magnitude). The filter named ``bank``
 is no bank in that sense, but a convolution layer (:mod:`streamconv.nn.layer`): the name is
 kept for the command line and presets; inside, it is a *layer*. Taps and weights are read from
@@ -16,18 +16,20 @@ text and files by :mod:`streamconv.tapfiles`.
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from .errors import FilterSpecError, FrameTypeError
-from .nn.layer import ConvLayer, load_layer
-from .tapfiles import MAX_ABS_TAP, MAX_QUOTED_CHARS, load_taps_file, parse_inline_taps, quote_text
+from .errors import FilterSpecError
+from .nn.layer import ConvLayer, check_sample_type, load_layer
+from .resample import GEOMETRY_FILTERS, Geometry
+from .suggest import did_you_mean
+from .tapfiles import MAX_SIZE, load_taps_file, parse_inline_taps, show_value, validate_taps
+from .temporal_taps import TEMPORAL_TYPES, TemporalTaps, TemporalType
 
-MAX_SIZE = 31
-"""Largest tap matrix side (radius 15); the CUDA kernels are built for radius <= 15."""
+# Re-exported: their homes are nn.layer and tapfiles.
+__all__ = ["MAX_SIZE", "check_sample_type", "show_value", "validate_taps"]
 
 COMBINE_NONE = "none"
 COMBINE_MAGNITUDE = "magnitude"
@@ -44,6 +46,9 @@ class FilterStage:
         combine: ``"none"`` for a single matrix, ``"magnitude"`` for sqrt(a^2 + b^2) of two.
         layer: for the ``bank`` filter, a :class:`streamconv.nn.layer.ConvLayer` (a convolution
             layer whose maps make the frame); ``taps`` is then empty. None otherwise.
+        geometry: for ``scale`` and ``crop``, what they do to the frame's size
+            (:class:`streamconv.resample.Geometry`); ``taps`` is then empty. None otherwise.
+        temporal: for a filter across frames, its T x K x K taps (``taps`` is then empty).
     """
 
     name: str
@@ -51,10 +56,16 @@ class FilterStage:
     taps: tuple[np.ndarray, ...]
     combine: str = COMBINE_NONE
     layer: ConvLayer | None = None
+    geometry: Geometry | None = None
+    temporal: TemporalTaps | None = None
 
     @property
     def size(self) -> int:
-        """Side K of the tap matrices."""
+        """Side K of the tap matrices (1 for a geometry stage)."""
+        if self.geometry is not None:
+            return 1
+        if self.temporal is not None:
+            return self.temporal.size
         return self.layer.size if self.layer is not None else int(self.taps[0].shape[0])
 
     @property
@@ -69,7 +80,10 @@ class FilterStage:
         detail = f" x{len(self.taps)} {self.combine}" if len(self.taps) > 1 else ""
         if self.layer is not None:
             detail = f", {self.layer.channels} -> {self.layer.maps} maps"
-        return f"{label} ({self.size}x{self.size}{detail})"
+        if self.temporal is not None:
+            causal = ", causal" if self.temporal.causal else ""
+            detail = f" x {self.temporal.frames} frames{causal}"
+        return label if self.geometry is not None else f"{label} ({self.size}x{self.size}{detail})"
 
 
 @dataclass(frozen=True)
@@ -97,61 +111,6 @@ def _format_value(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)
-
-
-def validate_taps(taps: Any, *, what: str = "taps") -> np.ndarray:
-    """Check a tap matrix and return it as a read-only (K, K) float32 C-contiguous array.
-
-    Args:
-        taps: anything ``np.asarray`` turns into a 2-D numeric array (host memory).
-        what: how to name it in error messages.
-
-    Raises:
-        FilterSpecError: not 2-D, not square, even or out-of-range size, non-finite or
-            too-large values, or not real numbers (complex, text or other objects).
-    """
-    try:
-        array = np.asarray(taps)
-    except (TypeError, ValueError) as exc:
-        raise FilterSpecError(f"{what}: not a numeric matrix ({exc})") from None
-    if array.ndim == 1 and array.size == 1:
-        array = array.reshape(1, 1)
-    if array.ndim != 2:
-        raise FilterSpecError(f"{what}: expected a 2-D matrix, got shape {array.shape}")
-    rows, cols = array.shape
-    if rows != cols or rows % 2 == 0:
-        raise FilterSpecError(f"{what}: expected an odd square matrix, got {rows}x{cols}")
-    if rows > MAX_SIZE:
-        raise FilterSpecError(f"{what}: {rows}x{cols} is too large (at most {MAX_SIZE}x{MAX_SIZE})")
-    array = _real_taps(array, what)
-    if not np.all(np.isfinite(array)):
-        raise FilterSpecError(f"{what}: contains NaN or infinity")
-    largest = float(np.max(np.abs(array)))
-    if largest > MAX_ABS_TAP:
-        raise FilterSpecError(f"{what}: |tap| = {largest:g} exceeds {MAX_ABS_TAP:g}")
-    result = np.ascontiguousarray(array, dtype=np.float32)
-    result.setflags(write=False)
-    return result
-
-
-def _real_taps(array: np.ndarray, what: str) -> np.ndarray:
-    """A (K, K) host array of real numbers as float64; complex taps are refused as a complex .npy
-    is (casting would drop the imaginary part with only a warning), and so is an object such as None
-    (it would turn into NaN).
-
-    Raises:
-        FilterSpecError: a dtype other than bool, integer or float, or objects that are not real numbers.
-    """
-    if array.dtype.kind == "O":
-        for value in array.flat:
-            if not isinstance(value, numbers.Real):
-                raise FilterSpecError(f"{what}: taps must be real numbers, got {type(value).__name__}")
-    elif array.dtype.kind not in "biuf":
-        raise FilterSpecError(f"{what}: dtype {array.dtype} is not numeric; taps must be real numbers")
-    try:
-        return array.astype(np.float64)
-    except OverflowError:  # a Python int beyond float64
-        raise FilterSpecError(f"{what}: |tap| exceeds {MAX_ABS_TAP:g}") from None
 
 
 def _odd_size(value: int, what: str) -> int:
@@ -240,6 +199,11 @@ def _layer(file: str, relu: bool, pool: int) -> FilterStage:
     return FilterStage(name="bank", params=params, taps=(), layer=layer)
 
 
+def _geometry(name: str, make: Callable[..., Geometry]) -> Callable[..., FilterStage]:
+    """A builder of a ``scale`` or ``crop`` stage: no taps, a :class:`Geometry`."""
+    return lambda **params: FilterStage(name, params, (), geometry=make(**params))
+
+
 def _fixed(name: str, taps: Any) -> Callable[[], FilterStage]:
     return lambda: _single(name, {}, taps)
 
@@ -275,20 +239,21 @@ REGISTRY: dict[str, FilterType] = {
                     "pool": Param(int, 1, "max-pool the maps over pool x pool windows")}),
     )
 }
+REGISTRY.update({name: FilterType(name, summary, _geometry(name, make),
+                                  {key: Param(*param) for key, param in params.items()})
+                 for name, summary, make, params in GEOMETRY_FILTERS})
 
 
-def show_value(value: Any) -> str:
-    """A value for an error message: repr(value), cut to MAX_QUOTED_CHARS characters of a string or
-    twice that of other types (a value may come from a file); repr of an int (even nested) over
-    4300 digits raises ValueError, so such a value is named by its type."""
-    if isinstance(value, str):
-        return quote_text(value)
-    try:
-        text = repr(value)
-    except ValueError:
-        return f"<a {type(value).__name__} too large to show>"
-    limit = 2 * MAX_QUOTED_CHARS
-    return text[:limit] + "..." if len(text) > limit else text
+def _temporal_entry(entry: TemporalType) -> FilterType:
+    """A filter across frames (:mod:`streamconv.temporal_taps`) as a registry entry."""
+    def build(**values: Any) -> FilterStage:
+        shown = {key: value for key, value in values.items() if value != ""}
+        return FilterStage(entry.name, shown, (), temporal=entry.build(**values))
+    params = {key: Param(*param) for key, param in entry.params.items()}
+    return FilterType(entry.name, entry.summary, build, params)
+
+
+REGISTRY.update((entry.name, _temporal_entry(entry)) for entry in TEMPORAL_TYPES)
 
 
 def _coerce(filter_name: str, key: str, param: Param, value: Any) -> Any:
@@ -340,7 +305,8 @@ def build_filter(name: str, params: Mapping[str, Any] | None = None) -> FilterSt
     """
     entry = REGISTRY.get(name)
     if entry is None:
-        raise FilterSpecError(f"unknown filter {show_value(name)}; known filters: {', '.join(REGISTRY)}")
+        raise FilterSpecError(f"unknown filter {show_value(name)}{did_you_mean(name, REGISTRY)}; "
+                              f"known filters: {', '.join(REGISTRY)}")
     given = dict(params or {})
     unknown = sorted(set(given) - set(entry.params))
     if unknown:
@@ -381,7 +347,7 @@ def split_spec(spec: str) -> tuple[str, dict[str, str]]:
 def parse_filter(spec: str | FilterStage) -> FilterStage:
     """Parse one spec string (``name[:key=value,...]``) into a FilterStage; a FilterStage passes through.
 
-    Example:
+    Examples:
         >>> stage = parse_filter("gaussian:sigma=1.5")
         >>> stage.size, stage.taps[0].dtype.name
         (11, 'float32')
@@ -394,8 +360,10 @@ def parse_filter(spec: str | FilterStage) -> FilterStage:
     return build_filter(name, params)
 
 
-def parse_chain(specs: Sequence[str | FilterStage]) -> list[FilterStage]:
-    """Parse several specs; they run in order, each stage rounding to uint8."""
+def parse_chain(specs: Sequence[str | FilterStage] | str | FilterStage) -> list[FilterStage]:
+    """Parse several specs; they run in order, each stage rounding to uint8. One spec given
+    alone is a chain of one (its characters were taken for specs one by one)."""
+    specs = [specs] if isinstance(specs, (str, FilterStage)) else specs
     return [parse_filter(spec) for spec in specs]
 
 
@@ -412,17 +380,3 @@ def describe_registry() -> str:
     lines.append("")
     lines.append("Spec: NAME[:KEY=VALUE,...]; repeat --filter to chain stages in order.")
     return "\n".join(lines)
-
-
-def check_sample_type(stages: Sequence[FilterStage], dtype) -> None:
-    """Refuse frames of ``dtype`` (a NumPy dtype) that a stage cannot filter: convolution-layer
-    stages (the ``bank`` filter) take uint8 frames only; the others take uint8 and uint16.
-
-    Raises:
-        FrameTypeError: naming the stage and the dtype.
-    """
-    if np.dtype(dtype) == np.uint8:
-        return
-    for stage in stages:
-        if stage.layer is not None:
-            raise FrameTypeError(f"stage {stage.describe()} takes uint8 frames only, got {np.dtype(dtype)}")

@@ -5,11 +5,14 @@ from __future__ import annotations
 import math
 import operator
 import os
+from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
-from .errors import FilterSpecError, FrameFormatError, FrameTypeError, InputError
-from .filters import show_value
+from .arguments import check_number
+from .errors import FilterSpecError, FrameFormatError, FrameTypeError, InputError, StreamconvError
+from .filters import MAX_SIZE, show_value
 
 CHANNEL_COUNTS = (1, 3, 4)
 
@@ -45,11 +48,51 @@ def as_hwc(frame: object, *, what: str = "frame") -> np.ndarray:
     return frame
 
 
-def check_same_frame(dst: np.ndarray, src: np.ndarray) -> None:
-    """Raise FrameFormatError unless dst and src have the same shape, FrameTypeError unless the
-    same dtype (a filter keeps the sample type)."""
-    if dst.shape != src.shape:
-        raise FrameFormatError(f"unexpected output shape: {dst.shape} != {src.shape}")
+def as_frame_type(shape: Any, dtype: Any,
+                  what: str = "frame") -> tuple[tuple[int, int, int], np.dtype]:
+    """The (H, W, C) shape and NumPy dtype of a frame to be made, from a ``shape`` of (H, W) or
+    (H, W, C) positive integers and a ``dtype`` (uint8 or uint16, by any name NumPy takes),
+    checked as :func:`as_hwc` checks a frame, before anything is allocated.
+
+    Raises:
+        FrameFormatError: ``shape`` not a tuple of integers >= 1, or not a frame's shape.
+        FrameTypeError: ``dtype`` no NumPy dtype, or neither uint8 nor uint16.
+    """
+    if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
+        raise FrameFormatError(f"{what} shape must be a tuple such as (H, W, 3), got "
+                               f"{show_value(shape)}")
+    sizes = tuple(as_count(size, f"{what} shape {show_value(shape)}: each size", 1,
+                           error=FrameFormatError) for size in shape)
+    try:
+        sample = np.dtype(dtype)
+    except TypeError:
+        raise FrameTypeError(f"{what} dtype {show_value(dtype)} is not a NumPy dtype (uint8 or "
+                             f"uint16)") from None
+    frame = as_hwc(np.broadcast_to(np.zeros((), sample), sizes), what=what)  # no memory taken
+    return frame.shape, frame.dtype
+
+
+def as_frame_geometry(width: Any, height: Any, frame_rate: Any, *,
+                      error: type[StreamconvError]) -> tuple[int, int, Fraction]:
+    """A stream's frame size (integers >= 1) and frame rate (a finite number > 0) as (W, H, rate).
+
+    Raises:
+        ``error``: one of them of another type or out of range, named.
+    """
+    rate = check_number(frame_rate, "frame_rate", error)
+    if rate <= 0:
+        raise error(f"frame_rate must be more than 0, got {show_value(frame_rate)}")
+    return as_count(width, "width", 1, error=error), as_count(height, "height", 1, error=error), \
+        Fraction(rate)
+
+
+def check_same_frame(dst: np.ndarray, src: np.ndarray,
+                     shape: tuple[int, ...] | None = None) -> None:
+    """Raise FrameFormatError unless dst has src's shape (or ``shape``, where the chain changes
+    the frame's size), FrameTypeError unless src's dtype (a filter keeps the sample type)."""
+    expected = src.shape if shape is None else tuple(shape)
+    if dst.shape != expected:
+        raise FrameFormatError(f"unexpected output shape: {dst.shape} != {expected}")
     if dst.dtype != src.dtype:
         raise FrameTypeError(f"unexpected output dtype: {dst.dtype} != {src.dtype}")
 
@@ -165,6 +208,33 @@ def check_host_memory(nbytes: int, what: str, *, hint: str = "") -> None:
                          f"is available{'; ' + hint if hint else ''}")
 
 
+INT32_MAX = 2**31 - 1
+"""OpenCV counts a matrix's rows, columns and a row's bytes in 32-bit ints."""
+
+
+def check_frame_fits(shape: tuple[int, int, int], dtype, copies: int, buffers: str, *,
+                     hint: str = "") -> None:
+    """Refuse, before any buffer is made, an (H, W, C) frame of ``dtype`` that the backends
+    cannot filter: its rows, padded by the widest filter, too long for OpenCV's 32-bit counts
+    as float32 work rows (a 1 x 2^31 frame made it ask for 2^64 - 6.4e9 bytes), or ``copies``
+    frames of its size (``buffers`` says which, for the message: the result, slots, the
+    backend's own) more than the host memory available (NumPy raised a bare MemoryError).
+
+    Raises:
+        FrameFormatError: H or W, padded, over INT32_MAX, or a padded float32 row over it in bytes.
+        InputError: the copies would not fit (:func:`check_host_memory`).
+    """
+    height, width, channels = shape
+    reach = 2 * (MAX_SIZE // 2)  # the padding of the widest filter, both sides
+    widest, tallest = (INT32_MAX // 4) // channels - reach, INT32_MAX - reach
+    if width > widest or height > tallest:
+        raise FrameFormatError(f"a {width}x{height} frame of {channels} channel(s) is too large "
+                               f"to filter: at most {widest} pixels a row and {tallest} rows")
+    nbytes = copies * math.prod(shape) * np.dtype(dtype).itemsize  # Python ints: no overflow
+    check_host_memory(nbytes, f"{copies} frames of {height}x{width}x{channels} "
+                      f"{np.dtype(dtype).name} ({buffers})", hint=hint)
+
+
 KEPT_FREE_BYTES = 64 << 20
 """Host memory a StreamFilter leaves free as it keeps outputs, so that the application can still
 take them (a copy of each frame in flight, its own work on them)."""
@@ -183,13 +253,15 @@ def check_kept_output(nbytes: int, waiting: int) -> None:
                       hint="take outputs as frames are submitted (or use map()); no frame was lost")
 
 
-def as_count(value: object, what: str, minimum: int, maximum: int | None = None) -> int:
+def as_count(value: object, what: str, minimum: int, maximum: int | None = None, *,
+             error: type[StreamconvError] = FilterSpecError) -> int:
     """``value`` as an int from ``minimum`` to ``maximum`` (None: no bound); any integer type
     (NumPy's too) but bool, which is an int to Python but here only a mistake (``ring=True``
     would mean 1).
 
     Raises:
-        FilterSpecError: a bool, a non-integer (3.0, "3") or an integer out of range.
+        ``error`` (FilterSpecError unless told): a bool, a non-integer (3.0, "3") or an integer
+        out of range.
     """
     number = None
     if not isinstance(value, bool):
@@ -199,20 +271,23 @@ def as_count(value: object, what: str, minimum: int, maximum: int | None = None)
             pass
     if number is None or number < minimum or (maximum is not None and number > maximum):
         bounds = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
-        raise FilterSpecError(f"{what} must be an integer {bounds}, got {show_value(value)}")
+        raise error(f"{what} must be an integer {bounds}, got {show_value(value)}")
     return number
 
 
 def check_slot_memory(shape: tuple[int, ...], dtype, ring: int, *, planes=None,
-                      what: str = "frames") -> int:
+                      what: str = "frames", out_shape: tuple[int, ...] | None = None) -> int:
     """Refuse a ring of slots that does not fit in host memory, before any slot is allocated.
 
     Every slot holds two host buffers (``host_in``, ``host_out``; page-locked on the CUDA
     backend, which checks device memory itself), each an (H, W, C) frame of ``dtype`` or,
-    with ``planes``, the frame's flat 4:2:0 planes of ``planes.dtype``.
+    with ``planes``, the frame's flat 4:2:0 planes of ``planes.dtype``; ``host_out`` at the
+    chain's output size.
 
     Args:
         shape: (H, W, C) of the frames (``Source.shape``).
+        out_shape: (h, w, C) the chain makes of them, where a stage changes the size (None:
+            ``shape``).
         dtype: their sample type, uint8 or uint16 (``Source.dtype``).
         ring: the number of slots, 1 to :data:`MAX_RING`.
         planes: the YuvLayout the slots carry instead of RGB, or None. Checking with None is
@@ -228,12 +303,14 @@ def check_slot_memory(shape: tuple[int, ...], dtype, ring: int, *, planes=None,
     """
     if not 1 <= ring <= MAX_RING:
         raise FrameFormatError(f"ring must be 1 to {MAX_RING} slots, got {ring}")
+    # The larger of input and output for both buffers: planes at the output's size are no larger.
+    largest = max(shape, out_shape or shape, key=math.prod)
     if planes is not None:
-        frame_bytes = planes.nbytes
+        frame_bytes = planes.nbytes * math.prod(largest) // math.prod(shape)
         buffers = f"{planes.width}x{planes.height} {planes.pix_fmt} planes"
     else:
-        frame_bytes = math.prod(shape) * np.dtype(dtype).itemsize  # Python ints: no overflow
-        buffers = f"{'x'.join(map(str, shape))} {np.dtype(dtype).name} frames"
+        frame_bytes = math.prod(largest) * np.dtype(dtype).itemsize  # Python ints: no overflow
+        buffers = f"{'x'.join(map(str, largest))} {np.dtype(dtype).name} frames"
     needed = 2 * ring * frame_bytes
     check_host_memory(needed, f"{ring} slot(s) of 2 x {buffers} ({what})",
                       hint="use a smaller --ring or --max-pixels")

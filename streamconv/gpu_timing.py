@@ -14,6 +14,7 @@ import time
 import numpy as np
 
 from . import kernel_loader
+from .gpu.binding import Binding, Device, Kernel
 
 TIME_BUDGET_S = 0.25  # GPU time spent timing one configuration (slow textbook kernels: fewer runs)
 POISON = 0xA5
@@ -22,18 +23,18 @@ POISON = 0xA5
 _FP32_LANES = {7: 64, 8: 128, 9: 128, 10: 128, 12: 128}
 
 
-def copy_bandwidth(driver) -> float:
+def copy_bandwidth(gpu: Binding) -> float:
     """Device-to-device copy GB/s, counting bytes read and written (median of 20); the context
     must be current."""
     nbytes = 512 * 2**20
-    src, dst = driver.mem_alloc(nbytes), driver.mem_alloc(nbytes)
+    src, dst = gpu.alloc(nbytes), gpu.alloc(nbytes)
     try:
-        driver.memset_d8(src, 7, nbytes)
-        start, end = driver.Event(), driver.Event()
+        gpu.memset_d8(int(src), 7, nbytes)
+        start, end = gpu.event(), gpu.event()
         times = []
         for _ in range(25):
             start.record()
-            driver.memcpy_dtod(dst, src, nbytes)
+            gpu.copy_dtod(int(dst), int(src), nbytes)
             end.record()
             end.synchronize()
             times.append(end.time_since(start) / 1e3)
@@ -48,7 +49,7 @@ HOLD_SOURCE = "hold"
 _MAX_HOLD_NS = 10**9  # beyond this a batch is timed as queued (a host stalled for a second)
 
 
-def time_launches(backend, slots, driver, *, streams: int = 1, budget_s: float = TIME_BUDGET_S,
+def time_launches(backend, slots, *, streams: int = 1, budget_s: float = TIME_BUDGET_S,
                   max_runs: int = 30) -> float:
     """Median seconds per launch of the backend's chain, rotating over ``slots``' device buffers.
 
@@ -61,10 +62,11 @@ def time_launches(backend, slots, driver, *, streams: int = 1, budget_s: float =
     would otherwise be timed wherever a kernel takes less. A batch queued after its hold ended
     is queued again behind a hold twice as long (up to a second). The context must be current.
     """
-    hold = kernel_loader.load_module(HOLD_SOURCE, {}, backend.arch).get_function("hold_stream")
-    hold.prepare("Q")
-    lanes = [driver.Stream() for _ in range(streams)]
-    events = [driver.Event() for _ in range(streams + 1)]  # start, end, and one per other stream's end
+    gpu = backend.gpu
+    module = kernel_loader.load_module(HOLD_SOURCE, {}, backend.arch, gpu)
+    hold = module.kernel("hold_stream", "Q")
+    lanes = [gpu.stream() for _ in range(streams)]
+    events = [gpu.event() for _ in range(streams + 1)]  # start, end, and one per other stream's end
     begin = time.perf_counter()
     first = _timed_batch(backend, slots, lanes, events)[0] / len(slots)  # warm-up, a first estimate
     queue_s = (time.perf_counter() - begin) / len(slots)
@@ -74,7 +76,7 @@ def time_launches(backend, slots, driver, *, streams: int = 1, budget_s: float =
     hold_ns = int(2 * queue_s * launches * 1e9) + 100_000
     samples = []
     while len(samples) < runs:
-        hold.prepared_async_call((1, 1, 1), (1, 1, 1), lanes[0], hold_ns)
+        hold.launch(lanes[0], (1, 1, 1), (1, 1, 1), hold_ns)
         seconds, held_throughout = _timed_batch(backend, slots * per_batch, lanes, events)
         if held_throughout or hold_ns > _MAX_HOLD_NS:
             samples.append(seconds / launches)
@@ -114,17 +116,16 @@ def time_host(function, repeats: int = 3) -> float:
     return statistics.median(samples)
 
 
-def _sm_cycles_per_second(device, driver) -> float:
+def _sm_cycles_per_second(device: Device) -> float:
     """SMs x boost clock (Hz): what a per-SM, per-clock rate is multiplied by for a peak."""
-    attribute = driver.device_attribute
-    return device.get_attribute(attribute.MULTIPROCESSOR_COUNT) * device.get_attribute(attribute.CLOCK_RATE) * 1e3
+    return device.attribute("MULTIPROCESSOR_COUNT") * device.attribute("CLOCK_RATE") * 1e3
 
 
-def fp32_fma_peak(device, driver) -> float:
+def fp32_fma_peak(device: Device) -> float:
     """FP32 fused multiply-adds per second at the boost clock: SMs x lanes x clock."""
-    major, minor = device.compute_capability()
+    major, minor = device.compute_capability
     lanes = 64 if (major, minor) == (8, 0) else _FP32_LANES.get(major, 128)
-    return lanes * _sm_cycles_per_second(device, driver)
+    return lanes * _sm_cycles_per_second(device)
 
 
 # Dense int8 tensor-core multiply-adds per SM per clock (A100 and H100 data sheets; 1024 for the
@@ -132,26 +133,26 @@ def fp32_fma_peak(device, driver) -> float:
 _INT8_TENSOR_MACS = {(8, 0): 2048, (9, 0): 4096}
 
 
-def int8_tensor_peak(device, driver) -> float:
+def int8_tensor_peak(device: Device) -> float:
     """Dense int8 tensor-core multiply-adds per second at the boost clock."""
-    return _INT8_TENSOR_MACS.get(device.compute_capability(), 1024) * _sm_cycles_per_second(device, driver)
+    return _INT8_TENSOR_MACS.get(device.compute_capability, 1024) * _sm_cycles_per_second(device)
 
 
-def occupancy(device, driver, function, threads: int) -> tuple[float, str]:
+def occupancy(device: Device, kernel: Kernel, threads: int) -> tuple[float, str]:
     """Resident warps per SM over the maximum, and what limits it (warps, registers, shared)."""
-    attribute = driver.device_attribute
-    max_threads = device.get_attribute(attribute.MAX_THREADS_PER_MULTIPROCESSOR)
+    max_threads = device.attribute("MAX_THREADS_PER_MULTIPROCESSOR")
     warps = -(-threads // 32)
-    limits = {"blocks": device.get_attribute(attribute.MAX_BLOCKS_PER_MULTIPROCESSOR),
+    limits = {"blocks": device.attribute("MAX_BLOCKS_PER_MULTIPROCESSOR"),
               "warps": max_threads // 32 // warps}
-    registers = function.num_regs
+    registers = kernel.attribute("num_regs")
     if registers:
         per_warp = -(-registers * 32 // 256) * 256  # registers are allocated per warp in 256s
-        limits["registers"] = device.get_attribute(attribute.MAX_REGISTERS_PER_MULTIPROCESSOR) // (per_warp * warps)
-    shared = function.shared_size_bytes
+        per_sm = device.attribute("MAX_REGISTERS_PER_MULTIPROCESSOR")
+        limits["registers"] = per_sm // (per_warp * warps)
+    shared = kernel.attribute("shared_size_bytes")
     if shared:
         per_block = shared + 1024  # the driver reserves 1 KB per block
-        limits["shared"] = device.get_attribute(attribute.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR) // per_block
+        limits["shared"] = device.attribute("MAX_SHARED_MEMORY_PER_MULTIPROCESSOR") // per_block
     limit = min(limits, key=limits.get)
     return limits[limit] * warps * 32 / max_threads, limit
 
@@ -162,17 +163,14 @@ def poisoned_run(backend, slot, frame: np.ndarray) -> np.ndarray:
     ``frame`` is what the slot's ``host_in`` holds: (H, W, C) uint8 or uint16, or flat 4:2:0
     planes, of the slot's dtype.
     """
-    import pycuda.driver as driver  # optional (the cuda extra); the caller already runs a CUDA backend
-
     if frame.dtype != slot.host_in.dtype:
         raise ValueError(f"frame dtype {frame.dtype} != slot dtype {slot.host_in.dtype}")
 
-    height = slot.frame_shape[0]
     with backend.activated():
         for buffer in slot.device.buffers[1:]:
-            driver.memset_d8(buffer, POISON, slot.device.pitch * height)
+            backend.gpu.memset_d8(int(buffer), POISON, slot.device.pitch * slot.device.rows)
         for buffer in slot.device.planes[1:]:
-            driver.memset_d8(buffer, POISON, slot.planes.nbytes)
+            backend.gpu.memset_d8(int(buffer), POISON, (slot.out_planes or slot.planes).nbytes)
     slot.host_out.fill(POISON ^ 0xFF)
     np.copyto(slot.host_in, frame)
     slot.reset()

@@ -7,7 +7,7 @@ A *specialisation* is a kernel file plus sorted ``#define``s, e.g.
    no compiler installed;
 2. compiled by NVRTC (:mod:`streamconv.nvrtc`, a wheel), its cubin kept in the per-user cache
    (:mod:`streamconv.kernel_cache`);
-3. compiled by nvcc, a CUDA toolkit's, through PyCUDA (which keeps its own cache).
+3. compiled by nvcc, a CUDA toolkit's, its cubin kept in the same cache.
 
 ``STREAMCONV_PREBUILT=0`` skips the first; ``STREAMCONV_COMPILER=nvrtc|nvcc|none`` picks the
 compiler (default: NVRTC where found, else nvcc). Each specialisation is resolved once per process
@@ -23,16 +23,21 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import shutil
+import subprocess
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Mapping
 
 from . import cuda_setup, kernel_cache, nvrtc, prebuilt
 from .borders import BORDER_CODES
 from .errors import BackendUnavailableError, KernelCompileError
+from .gpu.binding import Binding, Module
 from .resources import data_dir
 
 log = logging.getLogger(__name__)
@@ -162,18 +167,18 @@ def compile_image(name: str, defines: Mapping[str, object], arch: str, compiler:
     found = usable_compiler(compiler)
     if found is None:
         raise BackendUnavailableError(f"no compiler for {label} on {arch}: {missing_compiler_hint(compiler)}")
+    key = prebuilt.source_key(name, text)
     if found == "nvcc":
-        image = KernelImage(_nvcc(text, label, arch), "nvcc")
+        origin, tag = "nvcc", f"nvcc{_nvcc_version()}"
     else:
-        key = prebuilt.source_key(name, text)
-        tag = f"nvrtc{found.version[0]}.{found.version[1]}"
-        cubin = kernel_cache.read(key, arch, tag)
-        if cubin is None:
-            cubin = nvrtc.compile_cubin(found, text, label, arch, str(data_dir("cuda")))
-            kernel_cache.write(key, arch, tag, cubin)
-        image = KernelImage(cubin, "nvrtc")
-    log.info("%s for %s from %s in %.2f s", label, arch, image.origin, time.perf_counter() - started)
-    return image
+        origin, tag = "nvrtc", f"nvrtc{found.version[0]}.{found.version[1]}"
+    cubin = kernel_cache.read(key, arch, tag)
+    if cubin is None:
+        cubin = (_nvcc(text, label, arch) if found == "nvcc"
+                 else nvrtc.compile_cubin(found, text, label, arch, str(data_dir("cuda"))))
+        kernel_cache.write(key, arch, tag, cubin)
+    log.info("%s for %s from %s in %.2f s", label, arch, origin, time.perf_counter() - started)
+    return KernelImage(cubin, origin)
 
 
 def missing_compiler_hint(compiler: str = "auto") -> str:
@@ -187,16 +192,27 @@ def missing_compiler_hint(compiler: str = "auto") -> str:
     return f"neither NVRTC nor nvcc was found; `{command}` installs NVRTC"
 
 
-def _nvcc(text: str, label: str, arch: str) -> bytes:
-    from pycuda import compiler  # optional (the cuda extra), and slow to import
-    from pycuda.driver import CompileError
+@functools.lru_cache(maxsize=1)
+def _nvcc_version() -> str:
+    """nvcc's release, e.g. ``13.0`` (it names the cache's entries), or ``unknown``."""
+    done = subprocess.run(["nvcc", "--version"], capture_output=True, text=True, check=False)
+    found = re.search(r"release (\d+\.\d+)", done.stdout)
+    return found.group(1) if found else "unknown"
 
-    try:
-        return compiler.compile(text, options=list(NVCC_OPTIONS), no_extern_c=True, arch=arch,
-                                include_dirs=[str(data_dir("cuda"))])
-    except CompileError as exc:
-        output = "\n".join(part for part in (exc.stdout, exc.stderr) if part) or str(exc)
-        raise KernelCompileError(f"nvcc failed to compile {label} for {arch}:\n{output.strip()}") from None
+
+def _nvcc(text: str, label: str, arch: str) -> bytes:
+    """A cubin of ``text`` for ``arch`` compiled by nvcc, in a scratch folder."""
+    with tempfile.TemporaryDirectory(prefix="streamconv-nvcc-") as scratch:
+        source, cubin = Path(scratch) / "kernel.cu", Path(scratch) / "kernel.cubin"
+        source.write_text(text, encoding="utf-8")
+        done = subprocess.run(["nvcc", "--cubin", f"-arch={arch}", *NVCC_OPTIONS,
+                               f"-I{data_dir('cuda')}", "-o", str(cubin), str(source)],
+                              capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            output = "\n".join(part for part in (done.stdout, done.stderr) if part.strip())
+            raise KernelCompileError(f"nvcc failed to compile {label} for {arch}:\n"
+                                     f"{output.strip()}")
+        return cubin.read_bytes()
 
 
 def kernel_image(name: str, defines: Mapping[str, object], arch: str) -> KernelImage:
@@ -215,24 +231,22 @@ def compile_kernel(name: str, defines: Mapping[str, object], arch: str) -> bytes
     return kernel_image(name, defines, arch).data
 
 
-def load_module(name: str, defines: Mapping[str, object], arch: str):
-    """A new PyCUDA module instance of a specialisation, in the current CUDA context.
+def load_module(name: str, defines: Mapping[str, object], arch: str, gpu: Binding) -> Module:
+    """A new module instance of a specialisation, loaded by ``gpu`` into its current context.
 
     A prebuilt fatbin the driver refuses (a driver older than the CUDA that built it) is
     logged and the specialisation compiled instead.
     """
-    import pycuda.driver as driver  # optional (the cuda extra)
-
     image = kernel_image(name, defines, arch)
     label = f"{specialisation_name(name, defines)} {arch}"
     try:
-        module = driver.module_from_buffer(image.data)
-    except driver.Error as exc:
+        module = gpu.load_module(image.data)
+    except gpu.errors as exc:
         if image.origin != "prebuilt":
             raise
         log.warning("the driver refused the prebuilt %s (%s); compiling it", label, exc)
         image = compile_image(name, defines, arch, chosen_compiler())
-        module = driver.module_from_buffer(image.data)
+        module = gpu.load_module(image.data)
     with _origins_lock:
         _origins[label] = image.origin
     return module

@@ -43,7 +43,7 @@ class BatchRecord:
 
     Attributes:
         input, output: the paths.
-        status: one of STATUSES; ``skipped``: complete from an earlier batch (``--resume``).
+        status: one of STATUSES; ``skipped``: done by an earlier batch (``--resume``).
         frames, fps, seconds: frames written, their rate, wall time of the run.
         exit_code: what ``streamconv run`` would have returned for this input (None: not run yet).
         error: the error's message for a failed input.
@@ -59,6 +59,8 @@ class BatchRecord:
             the encoder, the first decode and filter; no CUDA context or kernel build after the
             worker's first input).
         opened_ahead: whether it was opened while the worker's previous input ran.
+        resumed: kept from an earlier batch by ``--resume``, not run in this one (skipped, or
+            still damaged).
     """
 
     input: str
@@ -79,6 +81,7 @@ class BatchRecord:
     input_mtime_ns: int | None = None
     output_mtime_ns: int | None = None
     settings: str = ""
+    resumed: bool = False
 
     def update(self, fields: dict) -> None:
         """Take the fields a worker (a process, a Ray task) reported for this input."""
@@ -135,6 +138,12 @@ class Manifest:
     def counts(self) -> dict[str, int]:
         """How many records have each status."""
         return status_counts(self.records)
+
+
+def frames_written(records) -> int:
+    """The frames ``records`` (BatchRecords) wrote in this batch: of inputs finished, and those
+    a failed input kept in its output; not of those an earlier batch finished (``--resume``)."""
+    return sum(r.frames for r in records if r.status != "skipped" and not r.resumed)
 
 
 def status_counts(records) -> dict[str, int]:

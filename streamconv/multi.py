@@ -17,11 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .errors import EXIT_DAMAGED_INPUT, Interrupted, OutputError, StreamconvError, run_exit_code
+from .arguments import check_flag, check_sequence, keywords_of
+from .errors import (EXIT_DAMAGED_INPUT, InputError, Interrupted, OutputError, StreamconvError,
+                     run_exit_code)
 from .filters import FilterStage
 from .interrupts import stop_on_signals
 from .io.source import Source
 from .pipeline import Pipeline
+from .run_options import check_passed_on
 from .stats import RunStats
 
 log = logging.getLogger(__name__)
@@ -217,7 +220,13 @@ def run_many(sources: Sequence[Source | str | Path], filters: Sequence[str | Fil
     Raises:
         OutputError: ``output`` has no ``{n}`` and there is more than one source.
         DisplayError: ``display`` and no window can be opened here.
+        InputError, FilterSpecError, OutputError: ``sources`` no list, an option Pipeline does
+            not take or of the wrong type (as for Pipeline), before any source is opened.
     """
+    sources = check_sequence(sources, "sources", InputError)  # not a path's characters one by one
+    check_flag(display, "display")
+    options = check_passed_on(options, keywords_of(Pipeline) - {"source", "filters", "sink"},
+                              "run_many")
     if output is not None and len(sources) > 1 and PLACEHOLDER not in str(output):
         raise OutputError(f"{len(sources)} sources into one output {str(output)!r}: put {PLACEHOLDER} "
                           f"in its name (the source's index from 0)")

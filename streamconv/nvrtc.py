@@ -1,7 +1,9 @@
-"""NVRTC, NVIDIA's run-time CUDA compiler, through ctypes: kernels compiled where no toolkit is.
+"""NVRTC, NVIDIA's run-time CUDA compiler, through cuda-core's ``Program``: kernels compiled where
+no toolkit is.
 
-NVRTC is a shared library that ships as a wheel (``nvidia-cuda-nvrtc`` for CUDA 13,
-``nvidia-cuda-nvrtc-cu12`` for CUDA 12), so a machine with only the NVIDIA driver can compile the
+NVRTC ships as a wheel (``nvidia-cuda-nvrtc`` for CUDA 13, ``nvidia-cuda-nvrtc-cu12`` for CUDA 12;
+the ``cuda`` and ``cuda12`` extras install it) that cuda-bindings finds (cuda-pathfinder: the
+wheels first, then a toolkit's), so a machine with only the NVIDIA driver can compile the
 specialisations that are not prebuilt. It compiles straight to machine code (a cubin) for the
 GPU's own architecture: no PTX is left for the driver to translate, so a newer NVRTC of the same
 major version as the driver works (CUDA's minor-version compatibility), and a newer major does not.
@@ -11,39 +13,31 @@ Nothing here needs a GPU: compiling only needs the library.
 
 from __future__ import annotations
 
-import ctypes
 import functools
-import glob
-import os
-import re
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 from .errors import KernelCompileError
+from .gpu.binding import cuda_core
 
-INSTALL_HINT = {13: "pip install nvidia-cuda-nvrtc", 12: "pip install nvidia-cuda-nvrtc-cu12"}
-"""The command that installs NVRTC for a driver of each CUDA major version."""
+INSTALL_HINT = {13: 'pip install "streamconv[cuda]"', 12: 'pip install "streamconv[cuda12]"'}
+"""The command that installs NVRTC (with the binding) for a driver of each CUDA major version."""
 
-_WHEEL_LIBRARIES = ("nvidia/cu*/lib/libnvrtc.so.*", "nvidia/cuda_nvrtc/lib/libnvrtc.so.*")
-"""Where NVRTC's wheels put the library under site-packages (CUDA 13's layout, then CUDA 12's)."""
-
-_SONAME = re.compile(r"libnvrtc\.so\.(\d+)$")
+OPTIONS = {"std": "c++17", "device_as_default_execution_space": True}
+"""C++17, and unannotated functions (a kernel's generic lambdas) taken as device code, as nvcc
+does inside a kernel."""
 
 
 @dataclass(frozen=True)
 class Nvrtc:
-    """A loaded NVRTC library.
+    """The NVRTC library cuda-bindings loaded.
 
     Attributes:
         path: the shared library's file.
         version: (major, minor), as the library reports it.
-        library: the ctypes handle.
     """
 
     path: str
     version: tuple[int, int]
-    library: ctypes.CDLL
 
     @property
     def label(self) -> str:
@@ -55,66 +49,35 @@ class Nvrtc:
         return f"{self.label} ({self.path})"
 
 
-def candidate_paths() -> list[str]:
-    """NVRTC libraries on this machine, wheels first (site-packages in sys.path order), then a
-    toolkit's (CUDA_HOME, CUDA_PATH, /usr/local/cuda), highest major version first within each."""
-    wheels: list[str] = []
-    for entry in sys.path:
-        for pattern in _WHEEL_LIBRARIES:
-            wheels.extend(glob.glob(os.path.join(entry or ".", pattern)))
-    toolkits: list[str] = []
-    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if root:
-            toolkits.extend(glob.glob(os.path.join(root, "lib64", "libnvrtc.so.*")))
-    ordered = []
-    for group in (wheels, toolkits):
-        for path in sorted(dict.fromkeys(p for p in group if _SONAME.search(p)), key=_major, reverse=True):
-            if path not in ordered:
-                ordered.append(path)
-    return ordered
-
-
-def _major(path: str) -> int:
-    match = _SONAME.search(path)
-    return int(match.group(1)) if match else 0
-
-
-@functools.lru_cache(maxsize=None)
-def load(path: str) -> Nvrtc:
-    """Load the NVRTC library at ``path`` and read its version.
-
-    Raises:
-        OSError: it cannot be loaded.
-    """
-    # NVRTC opens its builtins library by name at the first compile; a wheel's folder is not on
-    # the loader's path, so it is loaded first, globally, from beside the library
-    for builtins in sorted(glob.glob(os.path.join(os.path.dirname(path), "libnvrtc-builtins.so*"))):
-        try:
-            ctypes.CDLL(builtins, mode=ctypes.RTLD_GLOBAL)
-        except OSError:
-            continue  # a stub or another version's: NVRTC names the one it misses
-    library = ctypes.CDLL(path)
-    library.nvrtcGetErrorString.restype = ctypes.c_char_p
-    major, minor = ctypes.c_int(), ctypes.c_int()
-    _check(library, library.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)), "nvrtcVersion")
-    return Nvrtc(str(Path(path).resolve()), (major.value, minor.value), library)
+@functools.lru_cache(maxsize=1)
+def loaded() -> Nvrtc | None:
+    """The NVRTC cuda-bindings uses (of its own CUDA major), or None: cuda-bindings is not
+    installed, or no NVRTC library of its major is found; looked up once per process."""
+    try:
+        from cuda import pathfinder  # the cuda extra
+        from cuda.bindings import nvrtc
+    except ImportError:
+        return None
+    try:
+        library = pathfinder.load_nvidia_dynamic_lib("nvrtc")
+        status, major, minor = nvrtc.nvrtcVersion()
+    except Exception:  # cuda-pathfinder's "not found", or a broken library: no NVRTC
+        return None
+    if status != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        return None
+    return Nvrtc(str(library.abs_path), (major, minor))
 
 
 def find(driver_major: int | None = None) -> Nvrtc | None:
-    """The NVRTC to compile with: the first of :func:`candidate_paths` that loads and whose major
-    version the driver runs (``driver_major``, the CUDA major of the driver; None: any), or None."""
-    for path in candidate_paths():
-        if driver_major is not None and _major(path) > driver_major:
-            continue
-        try:
-            return load(path)
-        except OSError:
-            continue  # a broken or foreign library: try the next
-    return None
+    """The NVRTC to compile with, or None: none is found, or its major version is newer than the
+    driver's (``driver_major``, the CUDA major of the driver; None: any)."""
+    found = loaded()
+    if found is None or (driver_major is not None and found.version[0] > driver_major):
+        return None
+    return found
 
 
-def compile_cubin(nvrtc: Nvrtc, source: str, name: str, arch: str, include_dir: str,
-                  options: tuple[str, ...] = ("-std=c++17", "--device-as-default-execution-space")) -> bytes:
+def compile_cubin(nvrtc: Nvrtc, source: str, name: str, arch: str, include_dir: str) -> bytes:
     """Compile CUDA C++ ``source`` to a cubin for ``arch`` (e.g. ``sm_90``).
 
     Args:
@@ -123,44 +86,21 @@ def compile_cubin(nvrtc: Nvrtc, source: str, name: str, arch: str, include_dir: 
         name: the program's name, shown in the log.
         arch: the real architecture to build machine code for.
         include_dir: where its ``#include "..."`` files are.
-        options: further NVRTC options (by default C++17, and unannotated functions, such as a
-            kernel's generic lambdas, taken as device code, as nvcc does inside a kernel).
 
     Returns:
-        The cubin's bytes, for ``cuModuleLoadData`` (PyCUDA's ``module_from_buffer``).
+        The cubin's bytes, for the binding's ``load_module``.
 
     Raises:
         KernelCompileError: NVRTC rejected it; the message carries NVRTC's log.
     """
-    lib = nvrtc.library
-    program = ctypes.c_void_p()
-    _check(lib, lib.nvrtcCreateProgram(ctypes.byref(program), source.encode(), name.encode(), 0, None, None),
-           "nvrtcCreateProgram")
+    core = cuda_core()
+    options = core.ProgramOptions(name=name, arch=arch, include_path=[include_dir], **OPTIONS)
     try:
-        args = [f"--gpu-architecture={arch}", f"--include-path={include_dir}", *options]
-        argv = (ctypes.c_char_p * len(args))(*(a.encode() for a in args))
-        status = lib.nvrtcCompileProgram(program, len(args), argv)
-        if status != 0:
-            raise KernelCompileError(f"{nvrtc.label} failed to compile {name} for {arch}:\n{_log(lib, program)}")
-        size = ctypes.c_size_t()
-        _check(lib, lib.nvrtcGetCUBINSize(program, ctypes.byref(size)), "nvrtcGetCUBINSize")
-        cubin = ctypes.create_string_buffer(size.value)
-        _check(lib, lib.nvrtcGetCUBIN(program, cubin), "nvrtcGetCUBIN")
-        return cubin.raw
-    finally:
-        lib.nvrtcDestroyProgram(ctypes.byref(program))
-
-
-def _log(lib: ctypes.CDLL, program: ctypes.c_void_p) -> str:
-    size = ctypes.c_size_t()
-    if lib.nvrtcGetProgramLogSize(program, ctypes.byref(size)) != 0:
-        return "(no log)"
-    text = ctypes.create_string_buffer(size.value)
-    lib.nvrtcGetProgramLog(program, text)
-    return text.value.decode(errors="replace").strip()
-
-
-def _check(lib: ctypes.CDLL, status: int, call: str) -> None:
-    if status != 0:
-        reason = lib.nvrtcGetErrorString(status) if hasattr(lib, "nvrtcGetErrorString") else None
-        raise KernelCompileError(f"{call} failed: {reason.decode() if reason else status}")
+        program = core.Program(source, "c++", options)
+        try:
+            return bytes(program.compile("cubin").code)
+        finally:
+            program.close()
+    except Exception as exc:  # cuda-core's NVRTCError carries NVRTC's log in its message
+        raise KernelCompileError(f"{nvrtc.label} failed to compile {name} for {arch}:\n"
+                                 f"{str(exc).strip()}") from None

@@ -13,25 +13,24 @@ import numpy as np
 from .backends import create_backend, plan_kernels, resolve_backend
 from .backends.plan import ChainPlan
 from .borders import DEFAULT_BORDER, check_border
-from .errors import FilterSpecError, FrameFormatError, Interrupted, StreamError
+from .errors import Interrupted, StreamError
 from .filters import FilterStage, parse_chain
-from .frames import DEFAULT_MAX_PIXELS, MAX_RING, as_count, check_frame_size, check_slot_memory
+from .frames import DEFAULT_MAX_PIXELS, check_frame_size, check_slot_memory
 from .interrupts import stop_on_signals
 from .progress import ProgressBar, StatusLine
 from .progressfile import ProgressFile
-from .ring import RingEpoch, RunClock, RunControls, RunCounts, frames_dropped
+from .ring import RingEpoch, RunClock, RunControls, RunCounts, damage_found, frames_dropped
+from .run_options import check_run_options
 from .io.damage import copied_damage
 from .io.open import open_sink, open_source
 from .io.sink import Sink
-from .slots import FrameMeta
+from .slots import FrameMeta, resized_planes
 from .io.source import Source
+from .resample import chain_shapes
 from .stats import RunStats
 from .io.yuv import YuvLayout
 
 log = logging.getLogger(__name__)
-
-COLOUR_PATHS = ("auto", "backend", "host")
-"""Where yuv420p video is converted to and from RGB (``Pipeline(colour=...)``, ``--colour``)."""
 
 
 def choose_decoder(decoder: str, backend_name: str) -> str:
@@ -91,7 +90,7 @@ class Pipeline:
     One that will not run is released with :meth:`close` (or by using it as a context
     manager): its source is closed and its output, if a file, is never created.
 
-    Example:
+    Examples:
         >>> import os, tempfile, streamconv
         >>> out = os.path.join(tempfile.mkdtemp(), "edges.mp4")
         >>> stats = streamconv.Pipeline("test:320x240,frames=10", ["edge"], out, backend="cpu").run()
@@ -110,10 +109,12 @@ class Pipeline:
                  sink_options: dict[str, Any] | None = None, colour: str = "auto",
                  max_pixels: int | None = DEFAULT_MAX_PIXELS, decoder: str = "auto",
                  progress_file: ProgressFile | str | Path | None = None, depth: int | None = None) -> None:
-        ring = as_count(ring, "ring", 1, MAX_RING)
-        device = as_count(device, "device", 0)
-        if max_frames is not None:
-            max_frames = as_count(max_frames, "max_frames", 0)
+        checked = check_run_options({"ring": ring, "device": device, "max_frames": max_frames,
+                                     "colour": colour, "max_pixels": max_pixels,
+                                     "progress": progress, "status": status, "on_frame": on_frame,
+                                     "sink": sink, "sink_options": sink_options})
+        ring, device, max_frames, sink_options = (checked[name] for name in
+                                                  ("ring", "device", "max_frames", "sink_options"))
         self.filters = parse_chain(filters)
         self.border = check_border(border)
         self.backend_name = resolve_backend(backend, device=device)  # fail before any decoding
@@ -125,19 +126,17 @@ class Pipeline:
         self.progress = progress
         self.status = status
         self.on_frame = on_frame
-        if colour not in COLOUR_PATHS:
-            raise FilterSpecError(f"unknown colour path {colour!r}; known: {', '.join(COLOUR_PATHS)}")
         self.colour = colour
-        if max_pixels is not None and max_pixels < 1:
-            raise FrameFormatError(f"max_pixels must be >= 1, got {max_pixels}")
-        self.max_pixels = max_pixels
+        self.max_pixels = max_pixels = checked["max_pixels"]
         depth_option = {"depth": depth} if depth is not None else {}  # a file's or stream's (None: its own)
         self.source = open_source(source, decoder=choose_decoder(decoder, self.backend_name), device=device,
                                   **depth_option)
         try:
             check_frame_size(self.source.width, self.source.height, max_pixels, self.source.describe())
-            check_slot_memory(self.source.shape, self.source.dtype, ring, what=self.source.describe())
-            self.sink = open_sink(sink, like=self.source, **(sink_options or {}))
+            check_slot_memory(self.source.shape, self.source.dtype, ring,
+                              out_shape=self.output_shape, what=self.source.describe())
+            self.sink = open_sink(sink, like=self.source, shape=self.output_shape,
+                                  **sink_options)
         except BaseException:
             self.source.close()
             raise
@@ -165,6 +164,11 @@ class Pipeline:
             raise
 
     @property
+    def output_shape(self) -> tuple[int, int, int]:
+        """(h, w, C) the chain makes of the source's frames: the size the sink is opened for."""
+        return chain_shapes(self.filters, self.source.shape)[-1]
+
+    @property
     def device_input(self) -> bool:
         """Whether the source writes frames straight into the slots' device planes (NVDEC on the
         backend's GPU, frames travelling as planes)."""
@@ -180,7 +184,9 @@ class Pipeline:
         if self.colour == "host" or layout is None or self.on_frame is not None:
             return None
         accepts = getattr(self.sink, "accepts_planes", None)
-        return layout if accepts is not None and accepts(layout) else None
+        # A chain that changes the size writes planes of its output's size: an odd side takes RGB.
+        out = resized_planes(layout, self.output_shape)
+        return layout if accepts is not None and out is not None and accepts(out) else None
 
     def stop(self, signum: int | None = None) -> None:
         """Ask a running pipeline to stop reading and finish; safe from signal handlers and threads."""
@@ -244,8 +250,8 @@ class Pipeline:
         (``stats.damage``) is logged as one warning.
 
         Raises:
-            StreamconvError subclasses for input, output, backend and stream failures;
-            the frames finished before a failure are written and the output finalized.
+            StreamconvError: a subclass of it for input, output, backend and stream failures;
+                the frames finished before a failure are written and the output finalized.
         """
         if self._released:
             raise StreamError("this pipeline has already run or been closed; make a new one")
@@ -312,7 +318,7 @@ class Pipeline:
         decoder can hand over mid-way)."""
         stats.dropped = self.dropped
         stats.decoder = getattr(self.source, "decoder", stats.decoder)
-        stats.decode_errors = getattr(self.source, "decode_errors", 0) + getattr(self.source, "concealed", 0)
+        stats.decode_errors = damage_found(self.source)
         damage = getattr(self.source, "damage", None)
         stats.damage = damage() if damage is not None else []
         stats.damage += copied_damage(0, self.sink.packets_refused)
@@ -339,10 +345,9 @@ class Pipeline:
                     break
                 resized, self._counts.resized = self._counts.resized, False
                 swapped = self._apply_pending()
-                if resized:
-                    planes = self._after_resize(stats)
-                elif not swapped:
+                if not (resized or swapped):
                     break
+                planes = self._after_resize(stats) if resized else self.planes
                 if swapped:
                     log.info("filters now: %s", self.filter_label or
                              (" -> ".join(f.describe() for f in self.filters) or "none"))
@@ -373,6 +378,9 @@ class Pipeline:
         try:
             stats.backend = backend.describe()
             log.info("%s -> %s on %s", self.source.describe(), self.sink.describe(), stats.backend)
+            if stats.set_delay(backend.delay, self.source.frame_rate):  # stages across frames
+                log.info("the output is %d frame(s) (%.0f ms) behind the input", backend.delay,
+                         1e3 * stats.delay_seconds)
             in_place = {"device_input": True} if planes is not None and self.device_input else {}
             slots = backend.allocate_slots(self.source.shape, self.ring, planes=planes,
                                            dtype=self.source.dtype, **in_place)
@@ -390,7 +398,7 @@ class Pipeline:
         planes = self.planes
         # The first epoch's slots were checked when the pipeline was made; a new size is checked here.
         check_slot_memory(self.source.shape, self.source.dtype, self.ring, planes=planes,
-                          what=self.source.describe())
+                          what=self.source.describe(), out_shape=self.output_shape)
         stats.resizes += 1
         log.info("slots re-sized to %dx%d; colour: %s", self.source.width, self.source.height,
                  "planes" if planes else "RGB")

@@ -35,6 +35,7 @@ from .borders import BORDER_MODES
 from .errors import FilterSpecError, PresetError
 from .filters import REGISTRY, FilterStage, build_filter, show_value
 from .resources import data_dir, is_file, read_limited
+from .suggest import did_you_mean
 from .tapfiles import MAX_QUOTED_CHARS, brief_reason, decode_text, quote_text
 
 MAX_PRESET_BYTES = 64 * 1024
@@ -78,7 +79,9 @@ def _locate(name_or_path: str | Path) -> Path:
         return path
     path = preset_dir() / f"{text}.toml"
     if not is_file(path):
-        raise PresetError(f"unknown preset {text!r}; known presets: {', '.join(list_presets())}")
+        known = list_presets()
+        raise PresetError(f"unknown preset {text!r}{did_you_mean(text, known)}; "
+                          f"known presets: {', '.join(known)}")
     return path
 
 
@@ -141,7 +144,7 @@ def load_preset(name_or_path: str | Path) -> Preset:
             or a stage the filter registry rejects (the message names the stage). Messages name
             files but quote at most a short token of any file's contents.
 
-    Example:
+    Examples:
         >>> [stage.name for stage in load_preset("edge").filters]
         ['gaussian', 'edge']
     """

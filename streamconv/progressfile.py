@@ -45,6 +45,7 @@ import threading
 import time
 from typing import Iterable, TextIO
 
+from .arguments import check_path
 from .errors import OutputError
 from .publish import check_output_path
 
@@ -98,6 +99,7 @@ class ProgressFile:
 
     def __init__(self, target: str | os.PathLike, *, overwrite: bool = False, protect: Iterable = (),
                  interval: float = INTERVAL) -> None:
+        check_path(target, "progress_file", OutputError)
         check_progress_target(target, overwrite=overwrite, protect=protect)
         self.target = target
         self._interval = interval

@@ -73,6 +73,11 @@ def frames_dropped(source: Source, counts: RunCounts) -> int:
     return getattr(source, "dropped", 0) + counts.skipped
 
 
+def damage_found(source: Source) -> int:
+    """Damaged packets or frames the source found so far: skipped, or concealed by its decoder."""
+    return getattr(source, "decode_errors", 0) + getattr(source, "concealed", 0)
+
+
 @dataclass
 class RunClock:
     """When the run's first frame was read, its first written and its last written (``time.perf_counter()``)."""
@@ -123,6 +128,7 @@ class RingEpoch:
         self.done: queue.Queue = queue.Queue()
         for slot in slots:
             self.free.put(slot)
+        self.slot_count = len(slots)
         self.errors: list[BaseException] = []
         self.reader_abandoned = False  # stopped, and the reader was still blocked in a read
         self.in_read = False  # the reader is inside source.read_into (not waiting for a slot)
@@ -190,6 +196,8 @@ class RingEpoch:
             return False
         slot = self.free.get()
         if slot is None or self._reading_ends():
+            if slot is not None:
+                self.free.put(slot)  # a chain's tail may still want it (_flush_tail)
             return False
         slot.reset()
         started = time.perf_counter()
@@ -205,11 +213,13 @@ class RingEpoch:
             return False
         if meta is None:
             counts.exhausted = counts.source_ended = not self.controls.stop.is_set()
+            self.free.put(slot)
             return False
         # Latency counts from capture for live frames, from the start of the read otherwise.
         if meta.captured is None:
             meta.captured = started
         slot.started = meta.captured
+        slot.counts_at_read = (frames_dropped(self.source, counts), damage_found(self.source))
         slot.times["read"] = ready - meta.captured
         slot.meta = meta
         if self.clock.first is None:
@@ -227,7 +237,7 @@ class RingEpoch:
             slot = self.done.get()
             if slot is _END:
                 return
-            if not failed and not self.controls.aborting.is_set():
+            if not failed and not self.controls.aborting.is_set() and slot.has_output:
                 try:
                     self._write_one(slot, with_input)
                 except BaseException as exc:
@@ -252,7 +262,9 @@ class RingEpoch:
         self.clock.last = end
         if self.clock.first_written is None:
             self.clock.first_written = end
-        self.stats.record(slot.times)
+        dropped, damaged = slot.counts_at_read
+        self.stats.record(slot.times, at=slot.started - self.clock.first, dropped=dropped,
+                          damaged=damaged)
         self.stats.dropped = frames_dropped(self.source, self.counts)
         self.bar.update(self.stats.frames)
 
@@ -279,8 +291,31 @@ class RingEpoch:
                     raise
                 for finished, _ in in_flight.retire_done():
                     self.done.put(finished)
+        if not self.controls.aborting.is_set():
+            self._flush_tail(in_flight)
         for finished, _ in in_flight.drain():
             self.done.put(finished)
+
+    def _flush_tail(self, in_flight: InFlight) -> None:
+        """The input has ended (or stopped): the outputs a chain with stages across frames still
+        owes go out through free slots, finishing frames in flight while none is free."""
+        if self.reader_abandoned and self.slot_count == 1:  # the blocked read holds the only slot
+            log.warning("the last %d frame(s) of the chain's window are lost: no slot is free",
+                        in_flight.unflushed)
+            return
+        while in_flight.unflushed:
+            try:
+                slot = self.free.get_nowait()
+            except queue.Empty:
+                if in_flight:
+                    finished, _ = in_flight.retire()
+                    self.done.put(finished)
+                    continue
+                slot = self.free.get()
+            slot.reset()
+            in_flight.flush(slot)
+            for finished, _ in in_flight.retire_done():
+                self.done.put(finished)
 
     def _next_filled(self, in_flight: InFlight) -> Slot | object:
         """The next filled slot (or ``_END``); while none waits, finish the oldest frame in flight."""

@@ -29,19 +29,21 @@ from typing import Any, Iterator, Sequence
 from .backends import resolve_backend
 from .batch_ray import ray_module
 from .cuda_device import gpu_numbers
-from .errors import FilterSpecError, Interrupted, OutputError
+from .arguments import check_flag, check_options, keywords_of
+from .errors import FilterSpecError, InputError, Interrupted, OutputError
 from .filters import FilterStage
 from .frames import as_count
 from .interrupts import stop_on_signals
 from .io.file import FileSource
-from .io.damage import reported_damage
 from .io.formats import default_codec, output_format
 from .io.join import join_parts
-from .io.open import open_sink
+from .io.open import check_sink, open_sink
 from .io.segment import Segment, keyframe_times, plan_cuts, pts_shift, segment_source
 from .io.targets import check_target
 from .leftovers import hold_folder_lock, release_writer_lock, remove_abandoned
 from .pipeline import Pipeline
+from .resample import chain_shapes
+from .run_options import check_passed_on
 from .batch_worker import Running
 from .segments_ray import run_on_ray
 from .stats import RunStats, StageTimes
@@ -55,26 +57,61 @@ one of these, else in MOV, whose packets the others take (MPEG-TS shifts a file'
 start at 0, each part's by its own amount; AVI keeps none)."""
 
 
-def plan_segments(source: str | Path, segments: int, *,
-                  video_stream: int = 0) -> tuple[list[Segment], list[str]]:
+def plan_segments(source: str | Path, segments: int, *, video_stream: int = 0) -> list[Segment]:
     """Cut ``source`` into up to ``segments`` segments of near equal duration at its video
-    keyframes (demuxing only), with a notice when there are fewer keyframes than cuts.
+    keyframes (demuxing only), with a notice when there are fewer keyframes than cuts; into one
+    where demuxing finds it damaged (see :func:`filter_parts`).
 
     Returns:
         The segments in order (:class:`streamconv.io.segment.Segment`, pts in the stream's time
-        base), and the damage the demuxer reported meanwhile (phrases; see
-        :func:`streamconv.io.segment.keyframe_times`), which the segments do not count.
+        base).
     """
     found = keyframe_times(source, video_stream)
     shift = pts_shift(found.earliest)
+    if found.damaged or found.reported:
+        log.warning("%s is damaged: it is filtered in one piece, so that its output does not "
+                    "depend on where it would be cut", source)
+        return [Segment(0, None, None, shift)]
     planned = [replace(cut, shift=shift) for cut in plan_cuts(found.keyframes, found.last, segments)]
     if len(planned) < segments:
         log.warning("%s has %d keyframe(s) to cut at: %d segment(s) instead of %d", source,
                     max(0, len(found.keyframes) - 1), len(planned), segments)
-    damage = reported_damage(found.reported)
-    if damage:
-        log.warning("input damaged: %s", "; ".join(damage))
-    return planned, damage
+    return planned
+
+
+def filter_parts(work: SegmentWork, plan: list[Segment], parts_dir: Path, *,
+                 ray: str | bool | None, jobs: int | None,
+                 running: Running | None) -> tuple[list[Path], list[RunStats]]:
+    """Filter the plan's segments into parts in ``parts_dir``: their paths in order, and each
+    segment's stats.
+
+    A damaged input decodes differently from a cut on (a decoder starting afresh at a damaged
+    keyframe, frames out of order across a cut, a seek the damage misleads), and a segmented
+    run's output must not depend on where it is cut: where a segment finds damage, or cannot
+    reach its keyframe, the input is filtered again in one piece, as one segment.
+    """
+    try:
+        runner = _SegmentRunner(work, plan, parts_dir, ray=ray)
+        results = runner.run(jobs, running)
+        if len(plan) == 1 or not any(stats.damage for stats in results):
+            return runner.parts, _said(results, ray)
+    except InputError:
+        if len(plan) == 1:
+            raise
+    log.warning("%s is damaged: filtering it again in one piece, so that its output does not "
+                "depend on where it was cut", work.source)
+    runner = _SegmentRunner(work, [Segment(0, None, None, plan[0].shift)], parts_dir, ray=ray)
+    return runner.parts, _said(runner.run(jobs, running), ray)
+
+
+def _said(results: list[RunStats], ray: str | bool | None) -> list[RunStats]:
+    """The segments' ``results``, their damage said here where they ran as Ray tasks (a
+    segment's pipeline says it, in the Ray worker's log)."""
+    damage = list(dict.fromkeys(phrase for stats in results for phrase in stats.damage))
+    if ray not in (None, False, "") and damage:
+        log.warning("input damaged: %s; every frame that decoded was processed (%d)",
+                    "; ".join(damage), sum(stats.frames for stats in results))
+    return results
 
 
 def parts_prefix(output: str | Path) -> str:
@@ -128,20 +165,26 @@ def run_segments(source: str | Path, filters: Sequence[str | FilterStage], outpu
     Returns: RunStats of the whole run (see :func:`combine_stats`), wall time from plan to output.
     Raises: the errors of a one-piece run; Interrupted on SIGINT/SIGTERM (nothing is left).
     """
-    segments, source_options = as_count(segments, "segments", 1), dict(source_options or {})
+    segments = as_count(segments, "segments", 1)
+    check_flag(copy_streams, "copy_streams")
+    source_options, sink_options, pipeline_options = _check_options(source_options, sink_options,
+                                                                    pipeline_options)
     _check_before_work(source, output, overwrite=overwrite, format=format, decoder=decoder, ray=ray,
                        devices=devices, source_options=source_options, pipeline_options=pipeline_options)
     started = time.perf_counter()
-    plan, scanned = plan_segments(source, segments, video_stream=source_options.get("video_stream", 0))
+    plan = plan_segments(source, segments, video_stream=source_options.get("video_stream", 0))
     work = SegmentWork.make(source, filters, output, backend=backend, devices=devices, format=format,
                             decoder=decoder, sink_options=sink_options, source_options=source_options,
                             pipeline_options=pipeline_options)
     with _parts_folder(output) as parts_dir:
-        runner = _SegmentRunner(work, plan, parts_dir, ray=ray)
-        results = runner.run(jobs, running)
-        copied = join_parts(runner.parts, output, source=source, copy_streams=copy_streams, overwrite=overwrite,
+        parts, results = filter_parts(work, plan, parts_dir, ray=ray, jobs=jobs, running=running)
+        copied = join_parts(parts, output, source=source, copy_streams=copy_streams, overwrite=overwrite,
                             format=format, muxer_options=muxer_options, shift=plan[0].shift)
-    return combine_stats(results, time.perf_counter() - started, [*scanned, *copied])
+    return combine_stats(results, time.perf_counter() - started, copied)
+
+
+_NOT_PASSED_ON = {"source", "filters", "sink", "sink_options", "backend", "device", "decoder"}
+"""Pipeline's arguments that run_segments gives each segment's Pipeline itself."""
 
 
 @contextmanager
@@ -157,6 +200,20 @@ def _parts_folder(output: str | Path) -> Iterator[Path]:
     finally:
         shutil.rmtree(parts_dir, ignore_errors=True)
         release_writer_lock(lock)
+
+
+def _check_options(source_options: Any, sink_options: Any,
+                   pipeline_options: Any) -> tuple[dict, dict, dict]:
+    """FileSource's, FileSink's and Pipeline's options of a segmented run, each one the segments
+    take and of its type (InputError, OutputError, FilterSpecError naming one), as dicts."""
+    sink_options = check_sink(None, sink_options, names=("output", "sink_options"))
+    if {"format", "overwrite"} & sink_options.keys():  # the joined output's: run_segments' own
+        raise OutputError("run_segments takes format and overwrite itself, not in sink_options")
+    source_options = check_options(source_options, "source_options", InputError,
+                                   taken=keywords_of(FileSource) - {"path", "copy_streams"})
+    pipeline_options = check_passed_on(pipeline_options, keywords_of(Pipeline) - _NOT_PASSED_ON,
+                                       "run_segments")
+    return source_options, sink_options, pipeline_options
 
 
 def _check_before_work(source, output, *, overwrite: bool, format: str | None, decoder: str,
@@ -180,7 +237,7 @@ def _check_before_work(source, output, *, overwrite: bool, format: str | None, d
 
 def combine_stats(results: Sequence[RunStats], seconds: float, found: Sequence[str] = ()) -> RunStats:
     """One RunStats for a segmented run: the segments' frames, errors and damage (each phrase
-    once) with the damage ``found`` apart (by the keyframe scan, the join), their stage times
+    once) with the damage ``found`` apart (by the join), their stage times
     merged, the first frame any of them wrote, and ``seconds`` of wall time."""
     total = RunStats(backend=results[0].backend, decoder=results[0].decoder, wall_seconds=seconds)
     total.first_written = min((s.first_written for s in results if s.first_written is not None), default=None)
@@ -191,6 +248,7 @@ def combine_stats(results: Sequence[RunStats], seconds: float, found: Sequence[s
         total.damage += [phrase for phrase in stats.damage if phrase not in total.damage]
         for stage, times in stats.stages.items():
             total.stages.setdefault(stage, StageTimes(total.sample_cap)).merge(times)
+        total.timeline.merge(stats.timeline)
     total.damage += [phrase for phrase in found if phrase not in total.damage]
     return total
 
@@ -239,7 +297,9 @@ class SegmentWork:
                                 **self.source_options)
         sink = None
         try:
-            sink = open_sink(part, like=source, format=self.format, overwrite=True, **self._part_options(source))
+            shape = chain_shapes(self.filters, source.shape)[-1]
+            sink = open_sink(part, like=source, shape=shape, format=self.format, overwrite=True,
+                             **self._part_options(source))
             return Pipeline(source, self.filters, sink, backend=self.backend, device=device, **self.pipeline_options)
         except BaseException:
             source.close()

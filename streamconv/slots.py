@@ -4,12 +4,13 @@ and InFlight, the slots a backend is working on, finished in the order they were
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Generic, Iterator, TypeVar
 
 import numpy as np
 
+from .errors import FrameFormatError
 from .io.yuv import YuvLayout
 
 if TYPE_CHECKING:
@@ -82,8 +83,14 @@ class Slot:
         started: perf_counter() when reading of the frame began (latency origin).
         planes: the YUV layout when the buffers hold planes (the backend converts colour),
             None for RGB frames.
+        out_planes: the layout of ``host_out``'s planes when the chain changes the frame's size
+            (``scale``, ``crop``); None: ``planes``'.
         device_input: where a GPU-decoding source writes the frame instead of ``host_in`` (then
             an empty placeholder), None when frames arrive in host memory.
+        has_output: whether the backend put an output frame in ``host_out`` for the last submit
+            (False while a chain with stages across frames fills its window).
+        counts_at_read: frames dropped and damaged packets or frames found, in all, when the
+            frame was read (where the run's timeline marks them).
     """
 
     index: int
@@ -95,6 +102,9 @@ class Slot:
     started: float = 0.0
     planes: YuvLayout | None = None
     device_input: DeviceInput | None = None
+    has_output: bool = True
+    out_planes: YuvLayout | None = None
+    counts_at_read: tuple[int, int] = (0, 0)
 
     @property
     def input_target(self) -> np.ndarray | DeviceInput:
@@ -107,6 +117,14 @@ class Slot:
         return self.planes.frame_shape if self.planes is not None else self.host_in.shape
 
     @property
+    def out_shape(self) -> tuple[int, int, int]:
+        """(h, w, C) of the frame the chain makes (RGB for planes): ``frame_shape`` unless a stage
+        changes the size."""
+        if self.planes is not None:
+            return (self.out_planes or self.planes).frame_shape
+        return self.host_out.shape
+
+    @property
     def frame_dtype(self) -> np.dtype:
         """Sample type of the frame the filters see: uint8 or uint16 (RGB for planes)."""
         return self.planes.frame_dtype if self.planes is not None else self.host_in.dtype
@@ -116,6 +134,33 @@ class Slot:
         self.meta = None
         self.times.clear()
         self.started = 0.0
+        self.has_output = True
+
+
+def resized_planes(layout: YuvLayout, shape: tuple[int, ...]) -> YuvLayout | None:
+    """``layout`` (depth, colour) for frames of (h, w, C) ``shape``; ``layout`` itself at its own
+    size, None where 4:2:0 planes cannot hold the size (an odd side)."""
+    height, width = shape[0], shape[1]
+    if (width, height) == (layout.width, layout.height):
+        return layout
+    if width % 2 or height % 2:
+        return None
+    return replace(layout, width=width, height=height)
+
+
+def output_planes(layout: YuvLayout | None, shape: tuple[int, ...]) -> YuvLayout | None:
+    """A slot's ``out_planes`` for a chain whose output is (h, w, C) ``shape``: None without
+    planes (``layout`` None), else :func:`resized_planes`.
+
+    Raises:
+        FrameFormatError: the output has an odd side, which 4:2:0 planes cannot hold.
+    """
+    if layout is None:
+        return None
+    resized = resized_planes(layout, shape)
+    if resized is None:
+        raise FrameFormatError(f"4:2:0 planes cannot hold the chain's {shape[1]}x{shape[0]} output")
+    return resized
 
 
 Note = TypeVar("Note")
@@ -129,6 +174,13 @@ class InFlight(Generic[Note]):
     retires the oldest when a result is asked for or the ring is full. Each slot travels with
     a note of its driver's (StreamFilter: the shape of the caller's frame; Pipeline: None).
 
+    A backend with a ``delay`` (stages across frames) puts out frame i's output on the slot of
+    a later frame: each frame's meta, start, counts at read and note wait here (``owed``) and go
+    onto the slot that carries its output, so a driver sees its frames come out in order with
+    their own timestamps; a slot that carried none comes out with ``has_output`` False and no
+    meta.
+    :meth:`flush` puts out the last ones through free slots.
+
     Args:
         backend: the backend the slots belong to (a :class:`streamconv.backends.protocol.Backend`).
     """
@@ -136,14 +188,59 @@ class InFlight(Generic[Note]):
     def __init__(self, backend: Backend) -> None:
         self._backend = backend
         self._slots: deque[tuple[Slot, Note]] = deque()
+        # (meta, started, counts_at_read, note) of each frame whose output is still to come
+        self._owed: deque[tuple[FrameMeta | None, float, tuple[int, int], Any]] = deque()
+        self._assigned = 0  # owed frames whose output is on a slot in flight
 
     def __len__(self) -> int:
         return len(self._slots)
 
+    @property
+    def owed(self) -> int:
+        """Frames submitted whose output is still to come (not yet retired)."""
+        return len(self._owed)
+
+    @property
+    def unflushed(self) -> int:
+        """Frames submitted whose output no submitted slot carries yet: :meth:`flush` puts them
+        out."""
+        return len(self._owed) - self._assigned
+
     def submit(self, slot: Slot, note: Note = None) -> None:
         """Queue ``slot``'s frame on the backend and keep it as the newest (not if submit raised)."""
+        frame = (slot.meta, slot.started, slot.counts_at_read, note)
         self._backend.submit(slot)
-        self._slots.append((slot, note))
+        self._owed.append(frame)
+        self._slots.append((slot, self._claim(slot)))
+
+    def flush(self, slot: Slot) -> bool:
+        """Queue the next owed output (of a chain with stages across frames) into free ``slot``;
+        False when none is owed (the backend then starts a new stream at its next submit)."""
+        if not self.unflushed or not self._backend.flush(slot):
+            while len(self._owed) > self._assigned:  # none left to come: the stream is over
+                self._owed.pop()
+            self._end_stream()
+            return False
+        self._slots.append((slot, self._claim(slot)))
+        return True
+
+    def _end_stream(self) -> None:
+        """Tell the backend its stream is over (a backend without stages across frames may
+        implement the protocol without ``end_stream``: it holds no frames)."""
+        end_stream = getattr(self._backend, "end_stream", None)
+        if end_stream is not None:
+            end_stream()
+
+    def _claim(self, slot: Slot) -> Any:
+        """Put the oldest owed frame's meta, start and counts at read on ``slot`` if it carries an
+        output, and return that frame's note (None for a slot without output)."""
+        if not slot.has_output:
+            slot.meta = None
+            return None
+        meta, started, counts, note = self._owed[self._assigned]
+        self._assigned += 1
+        slot.meta, slot.started, slot.counts_at_read = meta, started, counts
+        return note
 
     @property
     def oldest(self) -> tuple[Slot, Note]:
@@ -154,6 +251,9 @@ class InFlight(Generic[Note]):
         """Take out the oldest slot and wait until its frame is in ``host_out``. When the wait
         raises (a GPU fault), the slot is out of the queue and its frame is lost."""
         slot, note = self._slots.popleft()
+        if slot.has_output:
+            self._owed.popleft()
+            self._assigned -= 1
         self._backend.wait(slot)
         return slot, note
 
@@ -181,6 +281,9 @@ class InFlight(Generic[Note]):
     def release(self, free: list[Slot]) -> None:
         """Let every frame in flight go, oldest first: each slot goes back to ``free`` before
         it is waited for, so that a fault in the wait loses no slot."""
+        self._owed.clear()
+        self._assigned = 0
+        self._end_stream()
         while self._slots:
             slot, _ = self._slots.popleft()
             free.append(slot)

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from .publish import write_atomically
+from .timeline import FrameTimeline
 
 STAGES = ("read", "upload", "kernel", "download", "write", "latency")
 PERCENTILES = (50, 95, 99)
@@ -177,8 +178,13 @@ class RunStats:
         resizes: times the frame size changed mid-stream (the slots were re-allocated).
         decode_errors: damaged packets or frames of the input that were skipped or concealed.
         damage: what was found wrong with the input, one phrase per kind (empty: nothing).
+        delay_frames: frames each output lags its input by (stages across frames with look-ahead:
+            output t waits for frame t + delay); 0 for 2-D chains and causal ones.
+        delay_seconds: that lag at the source's frame rate (0 when unknown).
         sample_cap: raw times kept per stage (the last ``sample_cap`` frames' ones).
         stages: stage name -> its StageTimes (bounded: see the module's docstring).
+        timeline: when each of the last ``sample_cap`` frames began to be read, and where frames
+            were dropped or damage found (:class:`streamconv.timeline.FrameTimeline`).
     """
 
     backend: str = ""
@@ -191,11 +197,27 @@ class RunStats:
     resizes: int = 0
     decode_errors: int = 0
     damage: list[str] = field(default_factory=list)
+    delay_frames: int = 0
+    delay_seconds: float = 0.0
     sample_cap: int = SAMPLE_CAP
     stages: dict[str, StageTimes] = field(default_factory=dict, repr=False)
+    timeline: FrameTimeline = field(init=False, repr=False)
 
-    def record(self, times: dict[str, float]) -> None:
-        """Add one frame's stage times (seconds); constant memory per stage, however many frames."""
+    def __post_init__(self) -> None:
+        self.timeline = FrameTimeline(self.sample_cap)
+
+    def set_delay(self, frames: int, frame_rate) -> int:
+        """Note that each output lags its input by ``frames`` frames (at ``frame_rate`` frames a
+        second, if known); returns ``frames``."""
+        rate = float(frame_rate or 0)
+        self.delay_frames, self.delay_seconds = frames, frames / rate if rate > 0 else 0.0
+        return frames
+
+    def record(self, times: dict[str, float], *, at: float | None = None, dropped: int = 0,
+               damaged: int = 0) -> None:
+        """Add one frame's stage times (seconds) and its place in the run (see
+        FrameTimeline.add); constant memory per stage, however many frames."""
+        self.timeline.add(at, dropped, damaged)
         stages = self.stages
         for stage, seconds in times.items():
             times_of = stages.get(stage)
@@ -242,7 +264,9 @@ class RunStats:
         ``samples_ms`` holds each stage's last ``samples_cap`` frames' times (all of them for
         shorter runs), oldest first; ``samples_kept`` says how many per stage, out of
         ``frames``. ``percentiles_exact`` is False when the percentiles of ``stages_ms`` come
-        from the histogram (within ``percentile_relative_error``).
+        from the histogram (within ``percentile_relative_error``). ``timeline`` says when the
+        frames of ``samples_ms`` began to be read, and where frames were dropped or damage
+        found (see FrameTimeline.to_dict).
         """
         samples = self.samples
         return {
@@ -254,6 +278,8 @@ class RunStats:
             "resizes": self.resizes,
             "decode_errors": self.decode_errors,
             "damage": self.damage,
+            "delay_frames": self.delay_frames,
+            "delay_seconds": self.delay_seconds,
             "wall_seconds": self.wall_seconds,
             "fps": self.fps,
             "stages_ms": self.summary(),
@@ -262,6 +288,7 @@ class RunStats:
             "samples_cap": self.sample_cap,
             "samples_kept": {k: len(vals) for k, vals in samples.items() if vals},
             "samples_ms": {k: [v * 1e3 for v in vals] for k, vals in samples.items() if vals},
+            "timeline": self.timeline.to_dict(),
         }
 
     def write_json(self, path: str | Path, *, overwrite: bool = False, protect=(),
@@ -287,6 +314,8 @@ class RunStats:
             tail += f", {self.dropped} dropped"
         if self.decode_errors:
             tail += f", {self.decode_errors} damaged input packet(s) or frame(s)"
+        if self.delay_frames:
+            tail += f", output {self.delay_frames} frame(s) behind the input"
         if self.interrupted:
             tail += " (interrupted)"
         if not self.exact:

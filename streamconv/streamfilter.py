@@ -7,22 +7,25 @@ slots, their order and the backend calls are those of the pipeline's compute thr
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from .api import Spec, check_output, device_engine, make_engine
+from .api import Closes, Spec, check_output, device_engine, make_engine, output_like
 from .borders import DEFAULT_BORDER
 from .errors import FrameDeviceError, StreamconvError, StreamError
-from .frames import MAX_RING, as_count, as_hwc, check_host_memory, check_kept_output
+from .arguments import check_flag
+from .frames import MAX_RING, as_count, as_frame_type, as_hwc, check_frame_fits, check_kept_output
 from .interop.arrays import DeviceView, as_frame
-from .interop.libcuda import stream_handle
+from .interop.streams import stream_handle
 from .hostcopy import ParallelCopier, copier_for, same_buffer
 from .slots import InFlight, Slot
+from .streamfilter_tail import WindowedResults
 
 
-class StreamFilter:
+class StreamFilter(WindowedResults, Closes):
     """Overlaps your loop with the GPU: up to ``ring`` frames in flight, results in order.
 
     ``submit(frame)`` copies the frame into a page-locked slot and queues its upload,
@@ -46,7 +49,7 @@ class StreamFilter:
         FilterSpecError: ``ring`` not an int from 1 to MAX_RING (a bool is refused), ``device`` not
             an int >= 0, or a bad spec, border, backend name or kernel.
 
-    Example:
+    Examples:
         >>> import numpy as np, streamconv
         >>> frames = [np.full((8, 8, 3), v, np.uint8) for v in (10, 20, 30)]
         >>> with streamconv.StreamFilter("identity", ring=2, backend="cpu") as sf:
@@ -58,31 +61,25 @@ class StreamFilter:
                  backend: str = "auto", device: int = 0, kernel: str = "auto") -> None:
         self._closed = True  # until the engine exists: close() of a half-made StreamFilter does nothing
         self.ring = as_count(ring, "ring", 1, MAX_RING)  # as --ring: a typo must not take all memory
-        # An application waits for its own results: spin rather than sleep, for latency.
-        self.stages, self.border, self.backend, self._engine = make_engine(
+        self.stages, self.border, self.backend, self._engine = make_engine(  # spins: latency first
             spec, border=border, backend=backend, device=device, kernel=kernel, blocking_sync=False)
         self._frame_type: tuple | None = None  # (shape, dtype) the slots are made for
         self._free: list[Slot] = []
-        self._in_flight: InFlight[tuple[int, ...]] = InFlight(self._engine)  # noted: the frame's own shape
+        self._in_flight: InFlight[tuple[int, ...]] = InFlight(self._engine)  # noted: result shape
         self._ready: deque = deque()  # outputs finished early because the ring was full
         self._device_results: deque = deque()  # DeviceFrames of device frames submitted, in order
         self._leased: dict[int, np.ndarray] = {}  # slot index -> the page-locked frame its result lands in
         self._copier = ParallelCopier(2)  # re-sized per frame size (hostcopy.copier_for)
         self._staged: tuple | None = None  # (slot, output shape, PendingCopy) that map() is copying
         self._reserved = None  # the slot whose input_buffer() the application is filling
-        # The map() that owns every frame in flight, or None: frames in flight then came from submit().
-        self._map_owner: object | None = None
+        self._map_owner: object | None = None  # the map() owning the frames in flight, if any
         self._closed = False
 
     @property
     def pending(self) -> int:
         """Frames submitted whose result() has not been taken yet."""
-        return len(self._in_flight) + len(self._ready) + (self._staged is not None) + len(self._device_results)
-
-    @property
-    def closed(self) -> bool:
-        """Whether close() was called (further calls raise StreamError)."""
-        return self._closed
+        return (self._in_flight.owed + len(self._ready) + (self._staged is not None)
+                + len(self._device_results))
 
     def _check_open(self, call: str) -> None:
         """Raise StreamError naming ``call`` if the StreamFilter is closed."""
@@ -137,25 +134,17 @@ class StreamFilter:
         if isinstance(image, DeviceView) or self._device_results:
             self._submit_device(image, stream)
             return
-        self._fit_slots(image)
+        self._fit_slots(image.shape, image.dtype)
         if self._ready and self._in_flight and (len(self._in_flight) >= self.ring or not (self._free or self._reserved)):
-            slot, shape = self._in_flight.oldest  # outputs pile up untaken: is there room for this one?
-            check_kept_output(int(np.prod(shape)) * slot.host_out.dtype.itemsize, len(self._ready))
+            shape, dtype = self._frame_type or ((), np.uint8)  # outputs pile up: room for one?
+            kept = int(np.prod(output_like(self._engine, shape))) * dtype.itemsize
+            check_kept_output(kept, len(self._ready))
         slot = self._reserved if self._reserved is not None else self._take_slot()
         self._reserved = None
         self._keep_ring()
         if not same_buffer(image, slot.host_in):  # NumPy buffers a view into the slot; bands would race on it
             (np.copyto if np.may_share_memory(image, slot.host_in) else self._copier.copy)(slot.host_in, image)
         self._queue(slot, np.shape(frame))
-
-    def _queue(self, slot: Slot, shape: tuple[int, ...]) -> None:
-        """Put a filled slot in flight, its result going straight into a leased page-locked frame
-        where the backend offers one (then result() copies nothing)."""
-        route = getattr(self._engine, "route_output", None)
-        leased = route(slot) if route is not None else None
-        if leased is not None:
-            self._leased[slot.index] = leased
-        self._in_flight.submit(slot, shape)
 
     def _submit_device(self, image: np.ndarray | DeviceView, stream: Any) -> None:
         """Queue a device frame on the backend's device path; its DeviceFrame waits in order."""
@@ -181,7 +170,7 @@ class StreamFilter:
             FrameTypeError, FrameFormatError, InputError: a dtype or shape that submit() would refuse.
             StreamError: the StreamFilter is closed.
 
-        Example:
+        Examples:
             >>> import numpy as np, streamconv
             >>> with streamconv.StreamFilter("identity", backend="cpu") as sf:
             ...     buffer = sf.input_buffer((4, 6, 3))
@@ -193,10 +182,10 @@ class StreamFilter:
         # No take-over: the frames a map() is reading may be captured into this buffer.
         self._check_open("input_buffer")
         self._end_staging(submit=True)
-        self._fit_slots(as_hwc(np.broadcast_to(np.zeros((), dtype), tuple(shape)), what="input buffer"))
+        self._fit_slots(*as_frame_type(shape, dtype, "input buffer"))
         if self._reserved is None:
             self._reserved = self._take_slot()
-        return self._reserved.host_in.reshape(shape)
+        return self._reserved.host_in.reshape(tuple(shape))
 
     def _take_slot(self):
         """A free slot, reset (the ring's spare when ``ring`` frames are in flight)."""
@@ -211,20 +200,15 @@ class StreamFilter:
         while len(self._in_flight) >= self.ring:
             self._finish_oldest()
 
-    def _finish_oldest(self) -> None:
-        """Wait for the oldest frame in flight and keep its output for result()."""
-        slot, shape = self._in_flight.retire()
-        self._ready.append(self._collect(slot, shape, None))
-
     def result(self, out: np.ndarray | None = None) -> np.ndarray:
         """The output of the oldest submitted frame, waiting for it if needed.
 
         Args:
-            out: optional host array of the frame's shape and dtype to write into (no allocation),
+            out: optional host array of the result's shape and dtype to write into (no allocation),
                 writable, any strides.
 
         Returns:
-            ``out``, or a new host array of the submitted frame's shape and dtype.
+            ``out``, or a new host array of the submitted frame's dtype and output shape.
 
         Raises:
             StreamconvError: nothing was submitted (frames of a map() left early do not count:
@@ -245,8 +229,11 @@ class StreamFilter:
             if frame.stream is None:
                 frame.synchronize()
             return frame
+        self._skip_silent()
         if not self._ready and not self._in_flight:
-            raise StreamconvError("result() called with no frame submitted")
+            waiting = f"result() waits for {self._engine.delay} more frame(s) or flush()"
+            raise StreamconvError(waiting if self._in_flight.owed else
+                                  "result() called with no frame submitted")
         if out is not None:
             # Checked before the frame is taken, so that a wrong ``out`` loses no frame.
             if self._ready:
@@ -271,11 +258,11 @@ class StreamFilter:
         and it is copied into its page-locked slot, on worker threads, while you work on the
         output just yielded.
 
-        Each map() yields exactly one output per input, in order. One left early (``break``, an
-        exception in your loop, or simply dropped) lets its frames in flight go when it is closed
-        or garbage-collected, and at the latest when the next map(), submit() or result() call
-        starts; resuming it after that raises StreamError. The frames may be captured into
-        :meth:`input_buffer` as they are produced (no copy).
+        Each map() yields exactly one output per input, in order; if ``frames`` raises, the
+        outputs of every frame taken before, then its error. One left early (``break``, an
+        exception in your loop, or dropped) lets its frames in flight go when it is closed or
+        garbage-collected, at the latest when the next map(), submit() or result() call starts;
+        resuming it then raises StreamError. Frames may be captured into :meth:`input_buffer`.
 
         Args:
             frames: uint8 or uint16 host arrays, as for :meth:`submit`. Each is read until the
@@ -289,6 +276,7 @@ class StreamFilter:
                 their result() (their outputs would come out of this map() instead).
         """
         self._take_over("map")
+        copy = check_flag(copy, "copy")
         if self.pending:
             raise StreamError(f"map() with {self.pending} submitted frame(s) not yet taken; "
                               "take them with result() first")
@@ -305,10 +293,11 @@ class StreamFilter:
 
     def _map(self, frames: Iterable[np.ndarray], copy: bool, owner: object) -> Iterator[np.ndarray]:
         """The generator behind map(), owning every frame in flight while ``owner`` is current."""
+        failed: list[Exception] = []
         try:
-            for frame in frames:
+            for frame in _taken(frames, failed):
                 self._check_owner(owner)  # the loop over ``frames`` ran your code: check again
-                if self.pending < self.ring:
+                if self.pending < self.ring + self._engine.delay:
                     self._submit(frame)
                     continue
                 output = self._result() if copy else self._result_view()
@@ -319,11 +308,14 @@ class StreamFilter:
                     self._end_staging(submit=True)
                 else:
                     self._submit(frame)
+            self._flush_tail()
             while True:
                 self._check_owner(owner)  # before looking at pending: a later call may have emptied it
                 if not self.pending:
                     break
                 yield self._result() if copy else self._result_view()
+            if failed:  # ``frames`` raised: every frame taken from it is out, now its error
+                raise failed[0]
         finally:
             # Ended by break, an exception or garbage collection: the frames still in flight belong
             # to no later call, so they go now (nothing is left when the loop ran to the end).
@@ -364,6 +356,7 @@ class StreamFilter:
 
     def _result_view(self) -> np.ndarray:
         """The oldest output as a read-only view of its slot, which is reused by a later submit."""
+        self._skip_silent()
         if self._ready or not self._in_flight or self._device_results:
             return self._result()
         slot, shape = self._in_flight.retire()
@@ -386,19 +379,19 @@ class StreamFilter:
         np.copyto(out, result)  # ``out`` was checked by _result()
         return out
 
-    def _fit_slots(self, image: np.ndarray) -> None:
-        """Make the slots fit ``image``'s (H, W, C) shape and dtype, if they do not yet."""
-        if (image.shape, image.dtype) != self._frame_type:
-            self._reshape(image.shape, image.dtype)
-
-    def _reshape(self, shape: tuple[int, int, int], dtype: np.dtype) -> None:
-        """New frame shape or dtype: check that its slots fit in memory, finish what is in flight, make them."""
-        slots, sample = self.ring + 1, np.dtype(dtype)
-        check_host_memory(2 * slots * int(np.prod(shape)) * sample.itemsize, hint="use a smaller ring",
-                          what=f"{slots} slot(s) of 2 x {'x'.join(map(str, shape))} {sample.name} frames")
+    def _fit_slots(self, shape: tuple[int, int, int], dtype: np.dtype) -> None:
+        """Make the slots fit frames of (H, W, C) ``shape`` and ``dtype``, if they do not yet: check
+        that they fit in memory, finish what is in flight, make them."""
+        if (shape, dtype) == self._frame_type:
+            return
+        slots, copies = self.ring + 1, self._engine.host_frames()
+        outputs = -(-math.prod(self._engine.output_shape(shape)) // math.prod(shape))  # in inputs
+        check_frame_fits(shape, dtype, slots * (1 + outputs) + copies, f"{slots} slot(s) of an "
+                         f"input and an output, {copies} of the backend's", hint="use a smaller ring")
         if self._reserved is not None:
             self._free.append(self._reserved)
             self._reserved = None
+        self._flush_tail()
         while self._in_flight:
             self._finish_oldest()
         if self._free:
@@ -423,8 +416,10 @@ class StreamFilter:
             self._copier.close()
             self._engine.close()
 
-    def __enter__(self) -> "StreamFilter":
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+def _taken(frames: Iterable[np.ndarray], failed: list[Exception]) -> Iterator[np.ndarray]:
+    """The items of ``frames`` until it ends or raises; what it raised is put in ``failed``."""
+    try:
+        yield from frames
+    except Exception as exc:  # noqa: BLE001 (raised again once the frames taken before it are out)
+        failed.append(exc)

@@ -5,15 +5,17 @@ without pickles and only after their header is checked against their size; error
 and quote at most MAX_QUOTED_CHARS characters of it, so that naming a file by mistake (or on
 purpose) never prints it. A taps text file is quoted not at all: a password file named by mistake
 fails at its first token, and even 20 characters of that are a user, a hash's kind and its salt.
-What is read here is not yet checked as taps or weights: the filter
-registry (:mod:`streamconv.filters`) and the convolution layers (:mod:`streamconv.nn.layer`) do that.
+:func:`validate_taps` checks a tap matrix (a 2-D filter's, and each frame of a 3-D one's); the
+convolution layers (:mod:`streamconv.nn.layer`) check their weights themselves.
 """
 
 from __future__ import annotations
 
 import io
 import math
+import numbers
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -23,6 +25,9 @@ from .resources import is_file, read_limited
 MAX_ABS_TAP = 1.0e6
 """Taps and layer weights beyond this magnitude are refused: they would only saturate and lose
 float32 precision."""
+
+MAX_SIZE = 31
+"""Largest tap matrix side (radius 15); the CUDA kernels are built for radius <= 15."""
 
 MAX_TAPS_FILE_BYTES = 1 << 20
 """A taps file larger than this is refused: at most one byte more is ever read."""
@@ -35,6 +40,20 @@ too few to turn an error into a way of printing a file that was named by mistake
 def quote_text(text: str, limit: int = MAX_QUOTED_CHARS) -> str:
     """repr() of at most the first ``limit`` characters of ``text``, with ``...`` after it if cut."""
     return repr(text[:limit]) + ("..." if len(text) > limit else "")
+
+
+def show_value(value: Any) -> str:
+    """A value for an error message: repr(value), cut to MAX_QUOTED_CHARS characters of a string or
+    twice that of other types (a value may come from a file); repr of an int (even nested) over
+    4300 digits raises ValueError, so such a value is named by its type."""
+    if isinstance(value, str):
+        return quote_text(value)
+    try:
+        text = repr(value)
+    except ValueError:
+        return f"<a {type(value).__name__} too large to show>"
+    limit = 2 * MAX_QUOTED_CHARS
+    return text[:limit] + "..." if len(text) > limit else text
 
 
 def brief_reason(exc: BaseException, limit: int = 60) -> str:
@@ -193,3 +212,61 @@ def load_taps_file(path: str | Path) -> np.ndarray:
     lines = [ln.split("#", 1)[0].strip() for ln in text.replace(";", "\n").splitlines()]
     return parse_inline_taps(";".join(ln for ln in lines if ln), what=f"custom taps file {path}",
                              quote=False)
+
+
+def validate_taps(taps: Any, *, what: str = "taps") -> np.ndarray:
+    """Check a tap matrix and return it as a read-only (K, K) float32 C-contiguous array.
+
+    Args:
+        taps: anything ``np.asarray`` turns into a 2-D numeric array (host memory).
+        what: how to name it in error messages.
+
+    Raises:
+        FilterSpecError: not 2-D, not square, even or out-of-range size, non-finite or
+            too-large values, or not real numbers (complex, text or other objects).
+    """
+    try:
+        array = np.asarray(taps)
+    except (TypeError, ValueError) as exc:
+        raise FilterSpecError(f"{what}: not a numeric matrix ({exc})") from None
+    if array.ndim == 1 and array.size == 1:
+        array = array.reshape(1, 1)
+    if array.ndim != 2:
+        raise FilterSpecError(f"{what}: expected a 2-D matrix, got shape {array.shape}")
+    rows, cols = array.shape
+    if rows != cols or rows % 2 == 0:
+        raise FilterSpecError(f"{what}: expected an odd square matrix, got {rows}x{cols}")
+    if rows > MAX_SIZE:
+        raise FilterSpecError(f"{what}: {rows}x{cols} is too large (at most {MAX_SIZE}x{MAX_SIZE})")
+    array = _real_taps(array, what)
+    if not np.all(np.isfinite(array)):
+        raise FilterSpecError(f"{what}: contains NaN or infinity")
+    largest = float(np.max(np.abs(array)))
+    if largest > MAX_ABS_TAP:
+        raise FilterSpecError(f"{what}: |tap| = {largest:g} exceeds {MAX_ABS_TAP:g}")
+    result = np.ascontiguousarray(array, dtype=np.float32)
+    result.setflags(write=False)
+    return result
+
+
+def _real_taps(array: np.ndarray, what: str) -> np.ndarray:
+    """A (K, K) host array of real numbers as float64; complex taps are refused as a complex .npy
+    is (casting would drop the imaginary part with only a warning), and so is an object such as None
+    (it would turn into NaN).
+
+    Raises:
+        FilterSpecError: a dtype other than bool, integer or float, or objects that are not real
+            numbers.
+    """
+    if array.dtype.kind == "O":
+        for value in array.flat:
+            if not isinstance(value, numbers.Real):
+                raise FilterSpecError(f"{what}: taps must be real numbers, got "
+                                      f"{type(value).__name__}")
+    elif array.dtype.kind not in "biuf":
+        raise FilterSpecError(f"{what}: dtype {array.dtype} is not numeric; taps must be real "
+                              f"numbers")
+    try:
+        return array.astype(np.float64)
+    except OverflowError:  # a Python int beyond float64
+        raise FilterSpecError(f"{what}: |tap| exceeds {MAX_ABS_TAP:g}") from None

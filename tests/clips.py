@@ -33,3 +33,39 @@ def write_clip(path: Path, codec: str = "libx264", pix_fmt: str = "yuv420p", fra
         for packet in stream.encode(None):
             container.mux(packet)
     return path
+
+
+def write_av_clip(path: Path, *, codec: str = "libx264", pix_fmt: str = "yuv420p",
+                  frames: int = 50, rate: int = 25, size=(96, 64), options: dict | None = None,
+                  sample_rate: int = 48000) -> Path:
+    """write_clip's moving random picture (``frames`` at ``rate``; H.264 with 2 B-frames and a
+    keyframe every 6 frames by default) with a sine tone of the same length in AAC."""
+    if codec not in av.codecs_available:
+        pytest.skip(f"this PyAV build has no {codec}")
+    width, height = size
+    base = np.random.default_rng(1).integers(0, 256, (height, width * 2, 3), dtype=np.uint8)
+    with av.open(str(path), "w") as container:
+        video = container.add_stream(codec, rate=rate)
+        video.width, video.height, video.pix_fmt = width, height, pix_fmt
+        video.options = options if options is not None else {
+            "preset": "ultrafast", "g": "6", "x264-params": "bframes=2:b-adapt=0"}
+        sound = container.add_stream("aac", rate=sample_rate)
+        sound.layout = "mono"
+        step = sound.codec_context.frame_size or 1024
+        samples, total = 0, frames * sample_rate // rate
+        for index in range(frames):
+            start = 3 * index % width
+            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(base[:, start: start + width]),
+                                               format="rgb24")
+            frame.pts = index
+            container.mux(video.encode(frame))
+            while samples < (index + 1) * sample_rate // rate and samples < total:
+                tone = np.sin(2 * np.pi * 440 * np.arange(samples, samples + step) / sample_rate)
+                chunk = av.AudioFrame.from_ndarray((0.3 * tone).astype(np.float32)[None],
+                                                   format="fltp", layout="mono")
+                chunk.sample_rate, chunk.pts = sample_rate, samples
+                container.mux(sound.encode(chunk))
+                samples += step
+        container.mux(video.encode(None))
+        container.mux(sound.encode(None))
+    return path

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from streamconv.backends.cpu import CpuBackend
@@ -15,13 +17,12 @@ POISON = 0xA5
 def precompile_plans(wanted, kernel: str = "auto", dtype=np.uint8):
     """Compile, in parallel, the specialisations of (stage, (H, W, C), border code) items under
     ``kernel`` (a name, or "all" for every variant that can run each stage) for frames of
-    ``dtype``; returns pycuda.driver."""
-    import pycuda.driver as driver
-
+    ``dtype``; returns the CUDA binding."""
     from streamconv.backends import plan as planning
+    from streamconv.gpu.binding import binding
 
-    driver.init()
-    major, minor = driver.Device(0).compute_capability()
+    gpu = binding()
+    major, minor = gpu.device(0).compute_capability
     names = planning.VARIANTS if kernel == "all" else (kernel,)
     plans = []
     for stage, shape, border in wanted:
@@ -31,10 +32,10 @@ def precompile_plans(wanted, kernel: str = "auto", dtype=np.uint8):
             except ValueError:  # separable for taps that are not rank 1, 16 bits on an 8-bit variant
                 continue
     planning.precompile_plans(plans, f"sm_{major}{minor}", workers=16)
-    return driver
+    return gpu
 
 
-def gpu_filter(stages, frame, border, driver, kernel: str = "auto"):
+def gpu_filter(stages, frame, border, gpu, kernel: str = "auto"):
     """Run ``stages`` on ``frame`` through a slot whose host and device outputs are poisoned."""
     from streamconv.backends.cuda import CudaBackend
     from streamconv.gpu_timing import poisoned_run
@@ -50,9 +51,9 @@ def exact_taps(stage: FilterStage, maximum: int = 255) -> bool:
     return stage.layer is None and all(exact_for(t, maximum) for t in stage.taps)
 
 
-def check_against_cpu(stages, frame, border, driver, kernel: str = "auto"):
+def check_against_cpu(stages, frame, border, gpu, kernel: str = "auto"):
     """The GPU output, after asserting it is within 1 LSB of the CPU backend (equal for exact taps)."""
-    got = gpu_filter(stages, frame, border, driver, kernel)
+    got = gpu_filter(stages, frame, border, gpu, kernel)
     expected = CpuBackend(stages, border=border).apply(frame)
     difference = np.abs(got.astype(int) - expected.astype(int))
     assert difference.max() <= 1, (f"{kernel}: max difference {difference.max()} at "
@@ -60,3 +61,18 @@ def check_against_cpu(stages, frame, border, driver, kernel: str = "auto"):
     if all(exact_taps(s, np.iinfo(frame.dtype).max) for s in stages):
         np.testing.assert_array_equal(got, expected, err_msg=f"{kernel}: exact taps must match exactly")
     return got
+
+
+@contextlib.contextmanager
+def held_context(device: int = 0):
+    """The CUDA binding with a retain of ``device``'s primary context pushed for the block."""
+    from streamconv.gpu.binding import binding
+
+    gpu = binding()
+    context = gpu.device(device).retain_primary_context()
+    context.push()
+    try:
+        yield gpu
+    finally:
+        context.pop()
+        context.release()

@@ -50,6 +50,13 @@ def killer(folder: Path, task: str, *, after: float = 0.3) -> str:
     return f"{sys.executable} {script}"
 
 
+# A prefix for a command the script sends SIGINT: bash starts a background job (``cmd &``) with
+# SIGINT ignored, and streamconv leaves an ignored SIGINT ignored, as Python does; this puts the
+# default back before the command is executed, as an interactive shell's job would have it.
+SIGINT_RESTORED = (f"{sys.executable} -c 'import os, signal, sys; "
+                   "signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])'")
+
+
 def run_in_cluster(folder: Path, commands: str, *, timeout: float = 600) -> None:
     """Start the cluster, run the bash ``commands`` beside it (RAY_ADDRESS set to it; their
     output is theirs to redirect into ``folder``), then stop it; its log is ``folder/ray.log``."""

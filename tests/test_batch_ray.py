@@ -25,7 +25,8 @@ from types import SimpleNamespace
 import pytest
 
 from clips import write_clip
-from raycluster import ADDRESS, killer, leftover_processes, run_in_cluster, why_not
+from raycluster import (ADDRESS, SIGINT_RESTORED, killer, leftover_processes, run_in_cluster,
+                        why_not)
 from streamconv import batch_ray
 from streamconv.batch import Batch
 from streamconv.errors import Interrupted
@@ -57,7 +58,7 @@ def test_a_batch_on_a_ray_cluster_through_a_killed_worker_a_signal_and_the_clust
         BATCH=$!
         {killer(tmp_path, "run_input_task")} > {tmp_path}/killed.txt
         wait $BATCH; echo $? > {tmp_path}/batch.rc
-        {batch.format(long_ones)} -o {stopped} > {tmp_path}/stopped.log 2>&1 &
+        {SIGINT_RESTORED} {batch.format(long_ones)} -o {stopped} > {tmp_path}/stopped.log 2>&1 &
         BATCH=$!
         {TASK_RUNS}
         sleep 1; kill -INT $BATCH; wait $BATCH; echo $? > {tmp_path}/stopped.rc  # well into its first tasks

@@ -16,6 +16,7 @@ from streamconv.manifest import MANIFEST_NAME
 from clips import write_clip
 from test_batch import batch, frames_of, manifest_of
 from test_cli import assert_error, assert_ok
+from test_reliability import flip_bytes
 
 FILTERS = ["box:size=3"]
 
@@ -106,3 +107,28 @@ def test_resume_replaces_the_frames_a_failed_input_kept_while_they_are_as_publis
     [record] = run([folder], out, resume=True).records
     assert record.status == "done" and record.frames == 6
     assert os.stat(out / "c.mp4").st_mtime_ns == record.output_mtime_ns != document["inputs"][0]["output_mtime_ns"]
+
+
+def test_resume_keeps_a_damaged_inputs_record_and_its_exit_code(cli, tmp_path):
+    """A damaged input the batch finished is not run again by ``--resume`` (the file is unchanged:
+    it would find the same damage), and its record stays damaged, exit code 13 and the damage
+    found, so the resumed batch exits 13 as the first did (it was relabelled skipped, exit 0)."""
+    folder, out = tmp_path / "in", tmp_path / "out"
+    folder.mkdir()
+    write_clip(folder / "good.mp4", seed=1)
+    damaged = folder / "damaged.mp4"
+    damaged.write_bytes(flip_bytes(write_clip(tmp_path / "clean.mp4", seed=2).read_bytes(), 4, 300))
+    assert batch(cli, str(folder), "-o", str(out)).returncode == 13
+    first = {Path(r["input"]).name: r for r in manifest_of(out)["inputs"]}
+    assert first["damaged.mp4"]["status"] == "damaged" and first["damaged.mp4"]["damage"]
+
+    result = batch(cli, str(folder), "-o", str(out), "--resume")
+    assert result.returncode == 13, result.stderr
+    assert f"damaged     {damaged}" in result.stderr and "0 frames written" in result.stderr
+    again = {Path(r["input"]).name: r for r in manifest_of(out)["inputs"]}
+    assert (again["good.mp4"]["status"], again["good.mp4"]["exit_code"]) == ("skipped", 0)
+    kept = again["damaged.mp4"]
+    assert (kept["status"], kept["exit_code"], kept["resumed"]) == ("damaged", 13, True)
+    for name in ("damage", "frames", "bytes", "output_mtime_ns"):  # not run again
+        assert kept[name] == first["damaged.mp4"][name], name
+    assert os.stat(out / "damaged.mp4").st_mtime_ns == kept["output_mtime_ns"]

@@ -182,7 +182,8 @@ def test_bad_filter_spec_exits_3(cli, tmp_path, spec, fragment):
 
 
 def test_bad_filter_after_good_one_exits_3(cli, tmp_path):
-    result = cli("run", TINY, "-o", str(tmp_path / "out.mp4"), "-f", "box", "-f", "box:size=0")
+    result = cli("run", TINY, "-o", str(tmp_path / "out.mp4"), "--filter", "box", "--filter",
+                 "box:size=0")
     assert_error(result, 3, "size must be odd")
     assert list(tmp_path.iterdir()) == []
 
@@ -267,7 +268,8 @@ def test_cuda_backend_unavailable_exits_7(cli, tmp_path):
     usable, reason = cuda_status(0)
     if usable:
         pytest.skip(f"CUDA is usable here ({reason})")
-    result = cli("run", TINY, "-o", str(tmp_path / "out.mp4"), "--backend", "cuda", "-f", "box")
+    result = cli("run", TINY, "-o", str(tmp_path / "out.mp4"), "--backend", "cuda", "--filter",
+                 "box")
     assert_error(result, 7, "cuda backend unavailable", reason)
     assert list(tmp_path.iterdir()) == []
 
@@ -298,7 +300,7 @@ def test_usage_errors_exit_2(cli, tmp_path, args):
 
 @pytest.mark.parametrize("stages", [
     ["--pipeline", "edge"],
-    ["--filter", "gaussian:sigma=1.5", "--filter", "sharpen:amount=0.5", "-f", "sobel-x"],
+    ["--filter", "gaussian:sigma=1.5", "--filter", "sharpen:amount=0.5", "--filter", "sobel-x"],
 ], ids=["pipeline-edge", "filter-chain"])
 def test_round_trip_keeps_frames_size_and_timestamps(cli, tmp_path, sample_clip, stages):
     output = tmp_path / "OUT.mp4"

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+
 import av
 import numpy as np
 import pytest
+from clips import write_clip
+from conftest import REPO
 
 W, H = 128, 64
 # (Y, U, V) patches inside the RGB gamut for every matrix and range tested.
@@ -57,7 +63,7 @@ def test_identity_transcode_keeps_colours_and_tags(cli, tmp_path, space, colour_
     source, out = tmp_path / "flat.mp4", tmp_path / "out.mp4"
     make_flat_clip(source, space, colour_range)
     result = cli("run", str(source), "-o", str(out), "--backend", "cpu", "--crf", "0", "--colour", path, "-q",
-                 "-f", "identity")
+                 "--filter", "identity")
     assert result.returncode == 0, result.stderr
     tags_in, patches_in = read_patches(source)
     tags_out, patches_out = read_patches(out)
@@ -113,3 +119,73 @@ def test_transparency_dropped_is_said(cli, tmp_path, opaque):
     result = cli("run", str(tmp_path / "a%d.png"), "-o", str(tmp_path / "out.mkv"), "--backend", "cpu", "-q")
     assert result.returncode == 0, result.stderr
     assert ("its transparency (rgba) is dropped" in result.stderr) is not opaque
+
+
+# Frame sizes whose slices the threaded scaler raced on (libswscale 9, 16 threads): 4 to 14
+# distinct results in 20 conversions, each way.
+RACED_SIZES = [(200, 200), (176, 144), (400, 300)]
+RUN_AS_ON_16_CORES = ("import sys; from streamconv.io.muxer_options import _libraries; "
+                      "_libraries()[1].av_cpu_force_count(16); from streamconv.launch import main; "
+                      "sys.exit(main(sys.argv[1:]))")
+
+
+@pytest.fixture
+def sixteen_cores():
+    """FFmpeg told the machine has 16 cores (its scaler then cuts a frame into 16 slices on as
+    many threads, as on a large host, where the race shows); the true count is restored after."""
+    from streamconv.io.muxer_options import _libraries
+
+    libraries = _libraries()
+    if libraries is None:
+        pytest.skip("PyAV's libavutil cannot be reached through ctypes here")
+    libraries[1].av_cpu_force_count(16)
+    yield
+    libraries[1].av_cpu_force_count(0)
+
+
+@pytest.mark.parametrize("size", RACED_SIZES, ids=lambda size: f"{size[0]}x{size[1]}")
+def test_the_scaler_converts_the_same_frame_alike_every_time(tmp_path, size, sixteen_cores):
+    """A decoded 10-bit frame to RGB and back to 4:2:0 and 4:2:2 (the reader and writer of
+    ``--colour host`` and of the scaler's fallback formats), 12 times each: one result each.
+    The threaded scaler gave the first 8 samples of some rows other values run after run."""
+    from streamconv.io.colour import ColourTags, frame_to_rgb, rgb_to_frame
+
+    clip = write_clip(tmp_path / "ten.mp4", pix_fmt="yuv420p10le", frames=2, size=size)
+    with av.open(str(clip)) as container:
+        frames = list(container.decode(video=0))
+    tags = ColourTags.of(frames[0])
+    for frame in frames:
+        rgb = {frame_to_rgb(frame, "rgb48le").to_ndarray().tobytes() for _ in range(12)}
+        assert len(rgb) == 1
+        picture = np.frombuffer(rgb.pop(), np.uint16).reshape(size[1], size[0], 3)
+        for pix_fmt in ("yuv420p10le", "yuv422p10le"):
+            written = {rgb_to_frame(picture, pix_fmt, tags).to_ndarray().tobytes()
+                       for _ in range(12)}
+            assert len(written) == 1, pix_fmt
+
+
+@pytest.mark.parametrize("options", [("--colour", "host"), ("--pix-fmt", "yuv422p10le")],
+                         ids=["colour-host", "scaler-fallback"])
+def test_a_10_bit_run_twice_writes_the_same_bytes(tmp_path, options):
+    """The same run twice, on a host of 16 cores as FFmpeg counts them: byte-identical files."""
+    clip = write_clip(tmp_path / "ten.mp4", pix_fmt="yuv420p10le", frames=30, size=(200, 200))
+    outputs = [tmp_path / f"out{index}.mp4" for index in range(2)]
+    for output in outputs:
+        result = subprocess.run([sys.executable, "-c", RUN_AS_ON_16_CORES, "run", str(clip), "-o",
+                                 str(output), "--backend", "cpu", "-q", *options], cwd=REPO,
+                                capture_output=True, text=True, timeout=120, check=False)
+        assert result.returncode == 0, result.stderr
+    assert outputs[0].read_bytes() == outputs[1].read_bytes()
+
+
+def test_every_scaler_conversion_goes_through_the_single_threaded_one():
+    """PyAV's ways to convert a frame (reformat, to_ndarray or to_rgb with a format, an image,
+    a filter graph) appear in the package only in ``streamconv.io.colour.convert``."""
+    scaling = re.compile(r"\.reformat\(|to_ndarray\(\s*format|\.to_(rgb|image)\(|VideoReformatter\("
+                         r"|av\.filter|\bGraph\(")
+    found = [(path.relative_to(REPO).as_posix(), line.strip())
+             for path in sorted((REPO / "streamconv").rglob("*.py"))
+             for line in path.read_text(encoding="utf-8").splitlines() if scaling.search(line)]
+    assert found == [("streamconv/io/colour.py", "scaler = _scalers.scaler = VideoReformatter()"),
+                     ("streamconv/io/colour.py",
+                      "return scaler.reformat(frame, threads=1, **reformat)")]

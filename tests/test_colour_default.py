@@ -89,7 +89,8 @@ def test_identity_with_the_cpu_default_gives_back_every_in_gamut_sample(cli, tmp
     layout = YuvLayout(W, H, ColourTags(space, colour_range), colour_range == 2, bits)
     source, output = tmp_path / "in.mkv", tmp_path / "out.mkv"
     written = write_clip(source, layout)
-    result = cli("run", str(source), "-o", str(output), "--backend", "cpu", "--codec", "ffv1", "-v", "-f", "identity")
+    result = cli("run", str(source), "-o", str(output), "--backend", "cpu", "--codec", "ffv1",
+                 "-v", "--filter", "identity")
     assert result.returncode == 0, result.stderr
     assert f"colour: {layout.describe()} planes, converted by the backend" in result.stderr
     counts = compare(written, read_clip(output, layout), layout)
@@ -107,7 +108,7 @@ def test_colour_host_still_selects_the_scaler(cli, tmp_path, bits):
     source, output = tmp_path / "in.mkv", tmp_path / "out.mkv"
     written = write_clip(source, layout)
     result = cli("run", str(source), "-o", str(output), "--backend", "cpu", "--codec", "ffv1", "-v",
-                 "--colour", "host", "-f", "identity")
+                 "--colour", "host", "--filter", "identity")
     assert result.returncode == 0, result.stderr
     assert "colour: RGB, converted on the host" in result.stderr
     assert "planes, converted by the backend" not in result.stderr

@@ -137,6 +137,10 @@ def _check_stage(stage: FilterStage) -> None:
     assert isinstance(stage, FilterStage) and stage.name in REGISTRY
     assert set(stage.params) <= set(REGISTRY[stage.name].params)
     assert 1 <= stage.size <= MAX_SIZE and stage.size % 2 == 1
+    if stage.geometry is not None:  # scale and crop: a size change, no taps
+        assert stage.name in ("scale", "crop") and stage.taps == () and stage.layer is None
+        assert stage.geometry.kind == stage.name and stage.describe()
+        return
     if stage.layer is not None:
         weights = stage.layer.weights
         assert stage.name == "bank" and stage.taps == ()
@@ -145,6 +149,13 @@ def _check_stage(stage: FilterStage) -> None:
         assert 1 <= weights.shape[0] <= MAX_MAPS and weights.shape[1] >= 1
         assert np.all(np.isfinite(weights)) and np.abs(weights).max() <= MAX_ABS_TAP
         assert stage.layer.pool >= 1
+        return
+    if stage.temporal is not None:
+        taps = stage.temporal.taps
+        assert stage.taps == () and taps.dtype == np.float32 and not taps.flags.writeable
+        assert taps.ndim == 3 and taps.shape[0] % 2 == 1 and 1 <= taps.shape[0] <= 15
+        assert taps.shape[1] == taps.shape[2] == stage.size
+        assert np.all(np.isfinite(taps)) and np.abs(taps).max() <= MAX_ABS_TAP
         return
     assert stage.combine in (COMBINE_NONE, COMBINE_MAGNITUDE)
     assert len(stage.taps) == (2 if stage.combine == COMBINE_MAGNITUDE else 1)

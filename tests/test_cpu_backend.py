@@ -10,11 +10,15 @@ from streamconv.backends.cpu import CpuBackend
 from streamconv.borders import BORDER_MODES, pad_frame
 from streamconv.errors import FrameFormatError, FrameTypeError
 from streamconv.filters import REGISTRY, build_filter, parse_filter, validate_taps, FilterStage
+from streamconv.temporal_taps import TEMPORAL_NAMES
 
 from oracle import random_taps, reference_chain, reference_filter
 
 SIZES = [(1, 1), (1, 17), (17, 1), (49, 65), (4, 5)]
-NAMED = [name for name in REGISTRY if name not in ("custom", "bank")] + ["custom:taps=0,-1,0;-1,5,-1;0,-1,0"]
+# scale and crop (the geometry stages) have tests of their own: test_resample.py
+NAMED = [name for name in REGISTRY
+         if name not in ("custom", "bank", "scale", "crop", *TEMPORAL_NAMES)]
+NAMED += ["custom:taps=0,-1,0;-1,5,-1;0,-1,0"]
 
 
 def _stage(spec: str):

@@ -1,7 +1,7 @@
 """The CUDA backend against the CPU oracle, on fresh random data with every output poisoned first.
 
 Every test here carries the ``cuda`` marker and is skipped, with the reason, where there
-is no GPU or PyCUDA, or no kernel for it.
+is no GPU or CUDA binding, or no kernel for it.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from streamconv.backends.cpu import CpuBackend
 from streamconv.borders import BORDER_MODES
 from streamconv.errors import KernelCompileError
 from streamconv.filters import REGISTRY, FilterStage, build_filter, parse_filter, validate_taps
+from streamconv.temporal_taps import TEMPORAL_NAMES
 from streamconv.io.sink import CallbackSink
 from streamconv.io.arrays import ArraySource
 
@@ -28,12 +29,14 @@ from oracle import random_taps
 pytestmark = pytest.mark.cuda
 
 SMALL_SIZES = [(1, 1), (1, 37), (37, 1), (49, 65)]
-NAMED = [name for name in REGISTRY if name not in ("custom", "bank")]  # bank (a layer): test_cuda_layer.py
+# bank (a layer): test_cuda_layer.py; scale and crop: test_cuda_resample.py
+NAMED = [name for name in REGISTRY
+         if name not in ("custom", "bank", "scale", "crop", *TEMPORAL_NAMES)]
 
 
 @pytest.fixture(scope="module")
-def driver():
-    """pycuda.driver, after compiling every specialisation these tests use, in parallel."""
+def gpu():
+    """The CUDA binding, after compiling every specialisation these tests use, in parallel."""
     stages = [random_stage(r) for r in range(16)] + [parse_filter(f"box:size={2 * r + 1}") for r in range(16)]
     wanted = [(stage, (64, 64, 3), border) for stage in stages for border in range(3)]
     wanted += [(build_filter("edge"), (64, 64, c), b) for c in (1, 3, 4) for b in range(3)]
@@ -50,43 +53,43 @@ def random_stage(radius: int) -> FilterStage:
 @pytest.mark.parametrize("border", BORDER_MODES)
 @pytest.mark.parametrize("height, width", SMALL_SIZES)
 @pytest.mark.parametrize("name", NAMED)
-def test_named_filters_small_frames(rng, driver, name, border, height, width):
+def test_named_filters_small_frames(rng, gpu, name, border, height, width):
     frame = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
-    check_against_cpu([build_filter(name)], frame, border, driver)
+    check_against_cpu([build_filter(name)], frame, border, gpu)
 
 
 @pytest.mark.parametrize("height, width", [(1080, 1920), (2160, 3840)])
 @pytest.mark.parametrize("spec", ["identity", "box:size=3", "gaussian:sigma=1", "edge", "sharpen", "box:size=31"])
-def test_named_filters_full_frames(rng, driver, spec, height, width):
+def test_named_filters_full_frames(rng, gpu, spec, height, width):
     frame = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
     border = BORDER_MODES[len(spec) % 3]
-    got = check_against_cpu([parse_filter(spec)], frame, border, driver)
+    got = check_against_cpu([parse_filter(spec)], frame, border, gpu)
     if spec == "identity":
         np.testing.assert_array_equal(got, frame)
 
 
 @pytest.mark.parametrize("size", list(range(1, 32, 2)))
 @pytest.mark.parametrize("exact", [True, False])
-def test_random_taps_every_size_and_border(rng, driver, size, exact):
+def test_random_taps_every_size_and_border(rng, gpu, size, exact):
     stage = FilterStage("custom", {}, (validate_taps(random_taps(rng, size, exact=exact)),))
     for border in BORDER_MODES:
         for height, width in SMALL_SIZES:
             frame = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
-            check_against_cpu([stage], frame, border, driver)
+            check_against_cpu([stage], frame, border, gpu)
 
 
 @pytest.mark.parametrize("channels", [1, 4])
 @pytest.mark.parametrize("spec", ["gaussian:sigma=2", "edge", "custom:taps=1,2,1;2,-12,2;1,2,1"])
-def test_one_and_four_channels(rng, driver, spec, channels):
+def test_one_and_four_channels(rng, gpu, spec, channels):
     frame = rng.integers(0, 256, (67, 93, channels), dtype=np.uint8)
     for border in BORDER_MODES:
-        check_against_cpu([parse_filter(spec)], frame, border, driver)
+        check_against_cpu([parse_filter(spec)], frame, border, gpu)
 
 
-def test_chain_of_three_stages(rng, driver):
+def test_chain_of_three_stages(rng, gpu):
     stages = [parse_filter("sharpen"), parse_filter("emboss"), build_filter("edge")]
     frame = rng.integers(0, 256, (123, 211, 3), dtype=np.uint8)
-    check_against_cpu(stages, frame, "reflect101", driver)
+    check_against_cpu(stages, frame, "reflect101", gpu)
 
 
 @pytest.mark.parametrize("ring", [1, 2, 3])
@@ -119,12 +122,14 @@ def test_apply_api_and_non_contiguous_input(rng):
     np.testing.assert_array_equal(out, again)
 
 
-def test_contexts_stay_balanced_over_several_pipelines(driver):
+def test_contexts_stay_balanced_over_several_pipelines(gpu):
+    # what was current before (CuPy or PyTorch, run earlier in this process, leave theirs current)
+    before = gpu.current_context()
     for _ in range(3):
         stats = streamconv.Pipeline(streamconv.TestPattern(320, 240, frames=20), ["box:size=5"], None,
                                     backend="cuda").run()
         assert stats.frames == 20
-        assert driver.Context.get_current() is None
+        assert gpu.current_context() == before
 
 
 @pytest.mark.parametrize("compiler", ["nvrtc", "nvcc"])
@@ -132,7 +137,7 @@ def test_compile_error_carries_the_compilers_output(compiler, monkeypatch):
     from streamconv import kernel_loader
 
     if compiler == "nvcc" and shutil.which("nvcc") is None:
-        pytest.skip("nvcc not on PATH (only the driver and NVRTC here)")
+        pytest.skip("nvcc not on PATH (only the gpu and NVRTC here)")
     monkeypatch.setenv("STREAMCONV_COMPILER", compiler)
     with pytest.raises(KernelCompileError) as info:
         kernel_loader.compile_kernel("conv2d", {"RADIUS": "not_a_number", "CHANNELS": 3}, "sm_90")

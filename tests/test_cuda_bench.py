@@ -20,15 +20,13 @@ HOST_DELAY_S = 0.002
 def test_time_launches_leaves_out_the_hosts_time_per_launch(rng, monkeypatch, streams):
     """A host that takes 2 ms to queue each launch of a kernel that runs for microseconds: the
     launches still run back to back behind the hold, so the time per launch is the kernel's."""
-    import pycuda.driver as driver
-
     shape = (64, 64, 3)
     with CudaBackend([parse_filter("box:size=3")]) as backend:
         slots = backend.allocate_slots(shape, 2)
         with backend.activated():
             for slot in slots:
                 slot.host_in[:] = rng.integers(0, 256, shape, dtype=np.uint8)
-                slot.device.upload(False)
+                slot.device.upload(None)  # now, synchronously
             real_launch = backend.launch_kernels
 
             def slow_host_launch(slot, stream):
@@ -36,7 +34,8 @@ def test_time_launches_leaves_out_the_hosts_time_per_launch(rng, monkeypatch, st
                 real_launch(slot, stream)
 
             monkeypatch.setattr(backend, "launch_kernels", slow_host_launch)
-            seconds = gpu_timing.time_launches(backend, slots, driver, streams=streams, budget_s=0.01, max_runs=3)
+            seconds = gpu_timing.time_launches(backend, slots, streams=streams, budget_s=0.01,
+                                               max_runs=3)
     assert 0 < seconds < HOST_DELAY_S / 4, f"{seconds * 1e3:.3f} ms per launch"
 
 
@@ -44,8 +43,6 @@ def test_two_stream_timing_deals_frames_over_two_streams_and_keeps_each_slots_re
     """The bench's two-stream figure: launch i on stream i mod 2, and every slot's output, poisoned
     first, is still the CPU backend's filter of that slot's own frame (no slot's kernels read or
     write another's buffers while both streams run)."""
-    import pycuda.driver as driver
-
     from streamconv.backends.cpu import CpuBackend
 
     shape, stage = (96, 160, 3), parse_filter("sharpen")
@@ -55,9 +52,10 @@ def test_two_stream_timing_deals_frames_over_two_streams_and_keeps_each_slots_re
         with backend.activated():
             for slot, frame in zip(slots, frames):
                 slot.host_in[:] = frame
-                slot.device.upload(False)
+                slot.device.upload(None)
                 for buffer in slot.device.buffers[1:]:
-                    driver.memset_d8(buffer, gpu_timing.POISON, slot.device.pitch * shape[0])
+                    backend.gpu.memset_d8(int(buffer), gpu_timing.POISON,
+                                          slot.device.pitch * shape[0])
             used = []
             real_launch = backend.launch_kernels
 
@@ -66,11 +64,11 @@ def test_two_stream_timing_deals_frames_over_two_streams_and_keeps_each_slots_re
                 real_launch(slot, stream)
 
             monkeypatch.setattr(backend, "launch_kernels", recording_launch)
-            gpu_timing.time_launches(backend, slots, driver, streams=2, budget_s=0.01, max_runs=3)
+            gpu_timing.time_launches(backend, slots, streams=2, budget_s=0.01, max_runs=3)
             for slot in slots:
                 slot.host_out.fill(0)
-                slot.device.download(False)
-            driver.Context.synchronize()
+                slot.device.download(None)
+            backend.gpu.synchronize()
             results = [slot.host_out.copy() for slot in slots]
     handles = [handle for _, handle in used]
     assert len(set(handles)) == 2 and all(a != b for a, b in zip(handles, handles[1:]))

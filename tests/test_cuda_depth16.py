@@ -1,7 +1,7 @@
 """16-bit frames on the GPU (conv2d.cu with uint16 samples) against the CPU oracle, outputs poisoned first.
 
 Every test here carries the ``cuda`` marker and is skipped, with the reason, where there is no
-GPU, PyCUDA or nvcc.
+GPU, CUDA binding or kernel for it.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import streamconv
 from streamconv.borders import BORDER_MODES
 from streamconv.errors import FilterSpecError
 from streamconv.filters import REGISTRY, FilterStage, build_filter, parse_filter, validate_taps
+from streamconv.temporal_taps import TEMPORAL_NAMES
 
 from gpu_check import check_against_cpu, precompile_plans
 from oracle import random_taps
@@ -21,7 +22,8 @@ from oracle import random_taps
 pytestmark = pytest.mark.cuda
 
 SMALL_SIZES = [(1, 1), (1, 37), (37, 1), (49, 65)]
-NAMED = [name for name in REGISTRY if name not in ("custom", "bank")]
+NAMED = [name for name in REGISTRY
+         if name not in ("custom", "bank", "scale", "crop", *TEMPORAL_NAMES)]
 EXACT_BINOMIAL = "custom:taps=1,4,6,4,1;4,16,24,16,4;6,24,36,24,6;4,16,24,16,4;1,4,6,4,1,normalize=1"
 
 
@@ -37,8 +39,8 @@ def _exact_unit_taps(rng, size: int) -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def driver():
-    """pycuda.driver, after compiling the uint16 specialisations these tests use, in parallel."""
+def gpu():
+    """The CUDA binding, after compiling the uint16 specialisations these tests use, in parallel."""
     rng = np.random.default_rng(0)
     stages = [_stage(random_taps(rng, 2 * r + 1, exact=False)) for r in range(16)]
     stages += [build_filter(name) for name in NAMED]
@@ -49,30 +51,30 @@ def driver():
 @pytest.mark.parametrize("border", BORDER_MODES)
 @pytest.mark.parametrize("height, width", SMALL_SIZES)
 @pytest.mark.parametrize("name", NAMED)
-def test_named_filters_on_uint16(rng, driver, name, border, height, width):
+def test_named_filters_on_uint16(rng, gpu, name, border, height, width):
     frame = rng.integers(0, 65536, (height, width, 3), dtype=np.uint16)
-    got = check_against_cpu([build_filter(name)], frame, border, driver)
+    got = check_against_cpu([build_filter(name)], frame, border, gpu)
     assert got.dtype == np.uint16
     if name == "identity":
         np.testing.assert_array_equal(got, frame)
 
 
 @pytest.mark.parametrize("size", list(range(1, 32, 2)))
-def test_random_taps_every_size_border_and_channel_count(rng, driver, size):
+def test_random_taps_every_size_border_and_channel_count(rng, gpu, size):
     inexact = _stage(random_taps(rng, size, exact=False) * 1.5)  # gain: saturates at both ends
     exact = _stage(_exact_unit_taps(rng, size))
     for border, channels in [(border, 3) for border in BORDER_MODES] + [("reflect101", 1), ("zero", 4)]:
         for height, width in SMALL_SIZES:
             frame = rng.integers(0, 65536, (height, width, channels), dtype=np.uint16)
-            check_against_cpu([inexact], frame, border, driver)
-            check_against_cpu([exact], frame, border, driver)  # equal sample for sample
+            check_against_cpu([inexact], frame, border, gpu)
+            check_against_cpu([exact], frame, border, gpu)  # equal sample for sample
 
 
 @pytest.mark.parametrize("height, width", [(1080, 1920), (2160, 3840)])
 @pytest.mark.parametrize("spec", ["identity", EXACT_BINOMIAL, "gaussian:sigma=1", "edge", "box:size=31"])
-def test_full_frames_on_uint16(rng, driver, spec, height, width):
+def test_full_frames_on_uint16(rng, gpu, spec, height, width):
     frame = rng.integers(0, 65536, (height, width, 3), dtype=np.uint16)
-    check_against_cpu([parse_filter(spec)], frame, BORDER_MODES[len(spec) % 3], driver)
+    check_against_cpu([parse_filter(spec)], frame, BORDER_MODES[len(spec) % 3], gpu)
 
 
 def test_16_bit_api_and_streamfilter_equal_the_cpu(rng):

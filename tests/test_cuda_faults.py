@@ -22,8 +22,10 @@ import streamconv
 from streamconv.backends.cpu import CpuBackend
 from streamconv.backends.cuda import CudaBackend
 from streamconv.filters import parse_chain
+from streamconv.gpu.binding import binding
 from streamconv.io.arrays import ArraySource
 
+from gpu_check import held_context
 from oracle import reference_chain
 from test_cli import assert_error
 from test_reliability import resident_bytes
@@ -46,20 +48,20 @@ def break_launch_of_frame(monkeypatch, frame: int, how: str) -> None:
         height, width, _ = slot.frame_shape
         pitch = slot.device.pitch
         if how == "block":
-            stage.function.prepared_async_call(stage.plan.grid, (1025, 1, 1), stream, int(slot.device.buffers[0]),
-                                               int(slot.device.buffers[1]), width, height, pitch, pitch,
-                                               *stage.extra_args)
+            stage.function.launch(stream, stage.plan.grid, (1025, 1, 1),
+                                  int(slot.device.buffers[0]), int(slot.device.buffers[1]), width,
+                                  height, pitch, pitch, *stage.extra_args)
         else:
-            stage.function.prepared_async_call(stage.plan.grid, stage.plan.block, stream, 0, 0,  # null pointers
-                                               width, height, pitch, pitch, *stage.extra_args)
+            stage.function.launch(stream, stage.plan.grid, stage.plan.block, 0, 0,  # null pointers
+                                  width, height, pitch, pitch, *stage.extra_args)
 
     monkeypatch.setattr(CudaBackend, "launch_kernels", launch)
 
 
 def test_a_failed_launch_names_the_frame_keeps_the_frames_before_it_and_balances_the_context(
         rng, tmp_path, monkeypatch):
-    import pycuda.driver as driver
-
+    gpu = binding()
+    before = gpu.current_context()  # a runtime's (CuPy, PyTorch) where one ran in this process
     frames = [rng.integers(0, 256, (72, 96, 3), np.uint8) for _ in range(12)]
     output = tmp_path / "out.mkv"
     break_launch_of_frame(monkeypatch, FAULTY_FRAME, "block")
@@ -67,7 +69,7 @@ def test_a_failed_launch_names_the_frame_keeps_the_frames_before_it_and_balances
                                    sink_options={"codec": "ffv1", "pix_fmt": "bgr0"})
     with pytest.raises(streamconv.GpuFaultError, match=f"GPU failed on frame {FAULTY_FRAME}"):
         pipeline.run()
-    assert driver.Context.get_current() is None
+    assert gpu.current_context() == before
     chain = parse_chain(["box"])
     with av.open(str(output)) as container:
         written = [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]
@@ -78,26 +80,26 @@ def test_a_failed_launch_names_the_frame_keeps_the_frames_before_it_and_balances
     seen = []
     streamconv.Pipeline(ArraySource(frames), ["box"], backend="cuda",
                         on_frame=lambda frame, meta: seen.append(frame.copy())).run()
-    assert driver.Context.get_current() is None
+    assert gpu.current_context() == before
     for frame, got in zip(frames, seen, strict=True):
         np.testing.assert_array_equal(got, CpuBackend(chain).apply(frame))
 
 
 def test_the_kept_context_survives_a_clean_run_and_is_let_go_after_a_failed_one(rng, monkeypatch):
-    import pycuda.driver as driver
-
     from streamconv import cuda_device as cuda
 
+    gpu = binding()
+    before = gpu.current_context()  # a runtime's (CuPy, PyTorch) where one ran in this process
     frames = [rng.integers(0, 256, (72, 96, 3), np.uint8) for _ in range(8)]
     streamconv.Pipeline(ArraySource(frames), ["box"], backend="cuda").run()
     kept = cuda._KEPT_CONTEXTS.get(0)
-    assert kept is not None and driver.Context.get_current() is None
+    assert kept is not None and gpu.current_context() == before
     streamconv.Pipeline(ArraySource(frames), ["box"], backend="cuda").run()
     assert cuda._KEPT_CONTEXTS.get(0) is kept  # the same hold: no context made and destroyed per run
     break_launch_of_frame(monkeypatch, 3, "block")
     with pytest.raises(streamconv.GpuFaultError):
         streamconv.Pipeline(ArraySource(frames), ["box"], backend="cuda").run()
-    assert 0 not in cuda._KEPT_CONTEXTS and driver.Context.get_current() is None
+    assert 0 not in cuda._KEPT_CONTEXTS and gpu.current_context() == before
     monkeypatch.undo()
     seen = []
     streamconv.Pipeline(ArraySource(frames), ["box"], backend="cuda",
@@ -135,44 +137,32 @@ def test_a_kernel_that_kills_the_context_ends_the_run_with_its_exit_code(tmp_pat
 
 
 def test_too_little_device_memory_is_refused_before_the_first_frame(tmp_path):
-    import pycuda.driver as driver
-
-    driver.init()
-    context = driver.Device(0).retain_primary_context()
-    context.push()
-    hog = []
-    try:
-        chunk = 1 << 30
-        while driver.mem_get_info()[0] > 256 << 20:
-            free = driver.mem_get_info()[0]
-            hog.append(driver.mem_alloc(min(chunk, free - (128 << 20))))
-        output = tmp_path / "out.mp4"
-        with pytest.raises(streamconv.BackendUnavailableError, match="not enough GPU memory for 3 slot"):
-            streamconv.Pipeline("test:3840x2160,frames=5", ["box"], output, backend="cuda").run()
-        assert not output.exists() and list(tmp_path.iterdir()) == []
-    finally:
-        for allocation in hog:
-            allocation.free()
-        driver.Context.pop()
-        context.detach()
+    with held_context() as gpu:
+        hog = []
+        try:
+            chunk = 1 << 30
+            while gpu.mem_get_info()[0] > 256 << 20:
+                free = gpu.mem_get_info()[0]
+                hog.append(gpu.alloc(min(chunk, free - (128 << 20))))
+            output = tmp_path / "out.mp4"
+            refused = "not enough GPU memory for 3 slot"
+            with pytest.raises(streamconv.BackendUnavailableError, match=refused):
+                streamconv.Pipeline("test:3840x2160,frames=5", ["box"], output,
+                                    backend="cuda").run()
+            assert not output.exists() and list(tmp_path.iterdir()) == []
+        finally:
+            for allocation in hog:
+                allocation.free()
 
 
 def test_device_and_host_memory_stay_steady_over_five_runs_of_500_frames():
-    import pycuda.driver as driver
-
-    driver.init()
-    context = driver.Device(0).retain_primary_context()  # kept alive, so free memory is comparable
-    context.push()
-    try:
-        device_free, resident = [], []
+    device_free, resident = [], []
+    with held_context() as gpu:  # kept alive, so free memory is comparable
         for _ in range(5):
             stats = streamconv.Pipeline("test:640x360,frames=500", ["gaussian:sigma=1", "edge"],
                                         backend="cuda").run()
             assert stats.frames == 500
-            device_free.append(driver.mem_get_info()[0])
+            device_free.append(gpu.mem_get_info()[0])
             resident.append(resident_bytes())
-    finally:
-        driver.Context.pop()
-        context.detach()
     assert max(device_free[1:]) - min(device_free[1:]) <= 2 << 20, device_free
     assert resident[-1] - resident[1] <= 24 << 20, resident

@@ -209,7 +209,7 @@ def test_stream_filter_and_nn_with_device_arrays(rng):
 
 
 def test_memory_that_is_not_this_gpus_is_refused(rng):
-    import pycuda.driver as driver
+    from streamconv.gpu.binding import binding
 
     frame = random_frame(rng, (16, 16, 3))
 
@@ -222,20 +222,21 @@ def test_memory_that_is_not_this_gpus_is_refused(rng):
     with streamconv.Filter("box", backend="cuda") as gpu:
         with pytest.raises(streamconv.FrameDeviceError, match="not CUDA memory"):
             gpu(Posing(frame))
-        context = driver.Device(0).retain_primary_context()
+        cuda = binding()
+        context = cuda.device(0).retain_primary_context()
         context.push()
         try:
-            pinned = driver.pagelocked_empty(frame.shape, np.uint8)
+            pinned = cuda.alloc_host(frame.shape, np.uint8)
         finally:
-            driver.Context.pop()
+            context.pop()
         with pytest.raises(streamconv.FrameDeviceError, match="page-locked host memory"):
             gpu(Posing(pinned))
         with pytest.raises(streamconv.FrameDeviceError, match="both be device arrays"):
             gpu.apply_into(np.empty_like(frame), cupy.asarray(frame))
         with pytest.raises(streamconv.FrameFormatError, match="adjacent"):
             gpu(cupy.asarray(frame)[:, ::2])
-        assert driver.Context.get_current() is None or driver.Context.get_current() == context
-        context.detach()
+        assert cuda.current_context() in (None, context.handle)
+        context.release()
     with streamconv.Filter("box", backend="cpu") as cpu, pytest.raises(streamconv.FrameDeviceError, match="cuda"):
         cpu(cupy.asarray(frame))
 
@@ -261,8 +262,8 @@ def test_host_results_in_leased_page_locked_memory_stay_valid_while_held(rng):
 
 def test_host_results_dropped_on_another_thread_are_freed(rng):
     """Results kept past what the pool keeps for reuse, then dropped by a worker thread: the
-    extra page-locked buffers are freed there (PyCUDA cannot free them on a thread where their
-    context is not current, and leaked them with a warning)."""
+    extra page-locked buffers are freed there (in their own context: PyCUDA could not free them on
+    a thread where it is not current, and leaked them with a warning)."""
     import warnings
 
     frame = random_frame(rng, (120, 160, 3))

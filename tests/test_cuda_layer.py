@@ -15,11 +15,10 @@ pytestmark = pytest.mark.cuda
 
 
 @pytest.fixture(scope="module")
-def driver():
-    import pycuda.driver as driver
+def gpu():
+    from streamconv.gpu.binding import binding
 
-    driver.init()
-    return driver
+    return binding()
 
 
 LAYERS = [(1, 3, False, 1), (3, 5, True, 1), (8, 3, True, 2), (5, 7, False, 3), (64, 3, True, 2), (3, 1, False, 2)]
@@ -29,14 +28,14 @@ FRAMES = [(1, 1), (37, 53), (1080, 1920)]
 # A frame smaller than the pool window is an error (test_layer.py), so those pairs are left out.
 @pytest.mark.parametrize("maps,k,relu,pool,height,width",
                          [layer + frame for layer in LAYERS for frame in FRAMES if layer[3] <= min(frame)])
-def test_layer_matches_cpu(rng, tmp_path, driver, maps, k, relu, pool, height, width):
+def test_layer_matches_cpu(rng, tmp_path, gpu, maps, k, relu, pool, height, width):
     weights = rng.uniform(-0.2, 0.2, (maps, 3, k, k))
     stage = parse_filter(f"bank:file={weights_file(tmp_path, weights)},relu={int(relu)},pool={pool}")
     frame = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
-    check_against_cpu([stage], frame, "reflect101", driver)
+    check_against_cpu([stage], frame, "reflect101", gpu)
 
 
-def test_layer_in_a_chain(rng, tmp_path, driver):
+def test_layer_in_a_chain(rng, tmp_path, gpu):
     """layer -> an exact 4-neighbour mean: the layer may differ by 1 LSB, and the mean of values that
     differ by at most 1 can round 1 further apart (2.5 -> 2 against 3.5 -> 4), so 2 LSB bound it."""
     from streamconv.backends.cpu import CpuBackend
@@ -54,7 +53,7 @@ def test_layer_in_a_chain(rng, tmp_path, driver):
     assert np.abs(chained.astype(int) - expected.astype(int)).max() <= 2
 
 
-def test_layer_slots_in_flight_together(rng, tmp_path, driver):
+def test_layer_slots_in_flight_together(rng, tmp_path, gpu):
     """Three slots submitted before any is waited on: each keeps its own float buffers."""
     from streamconv.backends.cpu import CpuBackend
     from streamconv.backends.cuda import CudaBackend

@@ -8,6 +8,7 @@ import pytest
 
 from streamconv import nn
 from streamconv.errors import ShapeError
+from streamconv.interop.device_frame import DeviceFrame, wrap_device_array
 from streamconv.nn.gpu import METHODS, engine, tf32_defines, tiled_defines
 from streamconv.nn.shapes import conv2d_shape
 
@@ -33,15 +34,21 @@ CASES = [
 
 def poisoned_conv2d(method: str, x, w, bias, stride: int, padding: int, **options) -> np.ndarray:
     """conv2d through GpuEngine.conv2d_into into an output filled with NaN first."""
-    from pycuda import gpuarray
-
     shape = conv2d_shape(x.shape, w.shape, None if bias is None else bias.shape, stride, padding)
     gpu = engine()
     with gpu.activated():
-        y = gpuarray.to_gpu(np.full(shape.out_shape, np.nan, np.float32))
-        bias_d = None if bias is None else gpuarray.to_gpu(bias)
-        gpu.conv2d_into(y, gpuarray.to_gpu(x), gpuarray.to_gpu(w), bias_d, shape, method=method, **options)
-        return y.get()
+        y = gpu.to_device(np.full(shape.out_shape, np.nan, np.float32))
+        bias_d = None if bias is None else gpu.to_device(bias)
+        gpu.conv2d_into(y, gpu.to_device(x), gpu.to_device(w), bias_d, shape, method=method,
+                        **options)
+        return gpu.to_host(y)
+
+
+def device_array(gpu, array: np.ndarray) -> DeviceFrame:
+    """``array`` copied into device memory, as a DeviceFrame (a device array of any dtype)."""
+    buffer = gpu.gpu.alloc(array.nbytes)
+    gpu.gpu.copy_htod(int(buffer), np.ascontiguousarray(array))
+    return wrap_device_array(buffer, int(buffer), array.shape, array.dtype, gpu.device_number)
 
 
 def random_case(rng, x_shape, m, k, with_bias=True):
@@ -112,44 +119,41 @@ def test_full_hd_frame(rng, method):
 
 
 def test_public_api_on_host_and_device_arrays(rng):
-    from pycuda import gpuarray
-
     x, w, bias = random_case(rng, (2, 5, 19, 23), 7, 3)
     expected = nn.conv2d_reference(x, w, bias, padding=1)
     on_host = nn.conv2d(x, w, bias, padding=1, backend="cuda")
     assert isinstance(on_host, np.ndarray) and relative_error(on_host, expected) < TOLERANCE
     gpu = engine()
-    with gpu.activated():  # the caller's current context: GPUArrays in, a GPUArray out
-        y = nn.conv2d(gpuarray.to_gpu(x), w, bias, padding=1)
-        assert isinstance(y, gpuarray.GPUArray)
-        pooled = nn.max_pool2d(nn.relu(y), 2)
+    with gpu.activated():  # the caller's current context: device arrays in, DeviceFrames out
+        y = nn.conv2d(device_array(gpu, x), w, bias, padding=1)
+        assert isinstance(y, DeviceFrame) and y.shape == expected.shape and y.dtype == np.float32
+        pooled = nn.max_pool2d(nn.relu(y), 2)  # DeviceFrames in (the interface), DeviceFrames out
+        assert isinstance(pooled, DeviceFrame)
         result = pooled.get()
     reference = nn.max_pool2d_reference(nn.relu_reference(expected), 2)
     assert relative_error(result, reference) < TOLERANCE
 
 
 def test_relu_and_max_pool_match_reference(rng):
-    from pycuda import gpuarray
-
     x = rng.standard_normal((2, 3, 37, 51)).astype(np.float32)
     gpu = engine()
     with gpu.activated():
-        x_d = gpuarray.to_gpu(x)
-        y = gpuarray.to_gpu(np.full(x.shape, np.nan, np.float32))
+        x_d = gpu.to_device(x)
+        y = gpu.to_device(np.full(x.shape, np.nan, np.float32))
         gpu.relu_into(y, x_d)
-        assert np.array_equal(y.get(), nn.relu_reference(x).astype(np.float32))
+        assert np.array_equal(gpu.to_host(y), nn.relu_reference(x).astype(np.float32))
         for kernel, stride in ((2, 2), (3, 2), (3, 1), (37, 5)):
             shape = nn.pool_shape(x.shape, kernel, stride)
-            pooled = gpuarray.to_gpu(np.full(shape, np.nan, np.float32))
+            pooled = gpu.to_device(np.full(shape, np.nan, np.float32))
             gpu.max_pool2d_into(pooled, x_d, kernel, stride)
-            assert np.array_equal(pooled.get(), nn.max_pool2d_reference(x, kernel, stride).astype(np.float32))
+            want = nn.max_pool2d_reference(x, kernel, stride).astype(np.float32)
+            assert np.array_equal(gpu.to_host(pooled), want)
 
 
 def test_device_array_dtype_checked():
-    from pycuda import gpuarray
-
     gpu = engine()
     with gpu.activated():
-        x = gpuarray.to_gpu(np.zeros((1, 1, 4, 4), np.float64))
-        with pytest.raises(ShapeError, match="expected a C-contiguous float32 GPUArray, got float64"):
+        x = device_array(gpu, np.zeros((1, 1, 4, 4), np.float64))
+        refused = "expected a C-contiguous float32 device array, got float64"
+        with pytest.raises(ShapeError, match=refused):
             nn.conv2d(x, np.ones((1, 1, 3, 3), np.float32))

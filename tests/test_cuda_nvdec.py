@@ -281,11 +281,12 @@ def test_hevc_cut_inside_an_open_gop_keeps_the_cpu_decoders_pts(tmp_path):
 
 
 def test_no_device_memory_grows_over_10000_frames(tmp_path):
-    import pycuda.driver as driver
+    from streamconv.gpu.binding import binding
 
+    gpu = binding()
     clip = write_clip(tmp_path / "long.mp4", "libx264", "yuv420p", frames=10_000, size=(128, 96),
                       options={"preset": "ultrafast", "g": "50"})
-    context = driver.Device(0).retain_primary_context()
+    context = gpu.device(0).retain_primary_context()
     free_at: dict[int, int] = {}
     try:
         with NvdecSource(clip) as source:
@@ -295,17 +296,17 @@ def test_no_device_memory_grows_over_10000_frames(tmp_path):
                 count += 1
                 if count in (500, 10_000):
                     context.push()
-                    free_at[count] = driver.mem_get_info()[0]
-                    driver.Context.pop()
+                    free_at[count] = gpu.mem_get_info()[0]
+                    context.pop()
         assert count == 10_000
         assert abs(free_at[500] - free_at[10_000]) < 2**20, free_at
         def free_memory() -> int:
             gc.collect()  # modules and buffers of closed backends go when collected
             context.push()
             try:
-                return driver.mem_get_info()[0]
+                return gpu.mem_get_info()[0]
             finally:
-                driver.Context.pop()
+                context.pop()
 
         filtered_by(clip, "nvdec", chain=["box:size=3"])  # compiles and caches what a run needs
         free = [free_memory()]
@@ -315,7 +316,7 @@ def test_no_device_memory_grows_over_10000_frames(tmp_path):
         # The driver hands memory out in 2 MiB pages; one NVDEC session alone holds more than 4 MiB.
         assert free[0] - min(free) <= 4 * 2**20, free
     finally:
-        context.detach()
+        context.release()
 
 
 def test_info_lists_the_nvdec_capabilities(cli):

@@ -9,10 +9,14 @@ from streamconv.backends.cpu import CpuBackend
 from streamconv.borders import BORDER_MODES
 from streamconv.errors import FrameTypeError
 from streamconv.filters import REGISTRY, FilterStage, build_filter, parse_filter, validate_taps
+from streamconv.temporal_taps import TEMPORAL_NAMES
 
 from oracle import exact_for, random_taps, reference_chain, reference_filter
 
-NAMED = [name for name in REGISTRY if name not in ("custom", "bank")] + ["custom:taps=0,-1,0;-1,5,-1;0,-1,0"]
+# scale and crop (the geometry stages) have tests of their own: test_resample.py
+NAMED = [name for name in REGISTRY
+         if name not in ("custom", "bank", "scale", "crop", *TEMPORAL_NAMES)]
+NAMED += ["custom:taps=0,-1,0;-1,5,-1;0,-1,0"]
 SIZES = [(1, 1), (1, 17), (17, 1), (23, 37)]
 
 

@@ -17,6 +17,7 @@ import time
 from typing import Iterator
 
 import av
+import cv2
 import numpy as np
 import pytest
 
@@ -229,3 +230,28 @@ def test_importing_av_before_opencv_is_refused_rather_than_hanging():
     if not sys.platform.startswith("linux"):
         pytest.skip("the check applies to Linux only")
     assert result.stdout.startswith("DisplayError PyAV was imported before OpenCV"), result.stderr
+
+
+def test_side_by_side_shows_the_input_at_the_size_a_scale_stage_gives(xserver):
+    """A chain that halves the frame: the window is two half-size panels, the input shrunk beside
+    the output."""
+    frames = pattern_frames(1200)
+    half = (WIDTH // 2, HEIGHT // 2)
+    shrunk = [cv2.resize(frame, half, interpolation=cv2.INTER_AREA) for frame in frames]
+    with running(xserver, f"test:{WIDTH}x{HEIGHT}@30,frames=100000", "--realtime", "--side-by-side",
+                 "--no-overlay", "--filter", f"scale:w={WIDTH // 2},h=-1", "--backend", "cpu"
+                 ) as process:
+        window = find_window(xserver, "^streamconv: test")
+        deadline, shown = time.monotonic() + 5.0, None
+        while shown is None:
+            pixels = window_pixels(xserver, window)
+            left = pixels[:, :WIDTH // 2, ::-1]
+            shown = next((k for k, frame in enumerate(shrunk) if np.array_equal(frame, left)), None)
+            assert shown is not None or time.monotonic() < deadline, "the left panel shows no input"
+            time.sleep(0.1)
+        press(xserver, window, "q")
+        code, stderr = finish(process)
+    assert code == 0, stderr
+    assert pixels.shape == (HEIGHT // 2, WIDTH, 3)
+    scale = CpuBackend(parse_chain([f"scale:w={WIDTH // 2},h=-1"]))
+    np.testing.assert_array_equal(pixels[:, WIDTH // 2:, ::-1], scale.apply(frames[shown]))

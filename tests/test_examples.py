@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import cv2
 import numpy as np
-
+import pytest
 from conftest import REPO
 
 
+def checkout_env() -> dict[str, str]:
+    """This process's environment with the checkout first on PYTHONPATH."""
+    paths = [str(REPO), os.environ.get("PYTHONPATH")]
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, paths)))
+
+
 def run_example(name: str, *args: str, tmp_path):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     return subprocess.run([sys.executable, str(REPO / "examples" / name), *args], capture_output=True,
-                          text=True, timeout=120, env=env, cwd=tmp_path)
+                          text=True, timeout=120, env=checkout_env(), cwd=tmp_path)
 
 
 def test_opencv_embed_records_filtered_frames(tmp_path, sample_clip):
@@ -59,3 +66,50 @@ def test_transcode_example(tmp_path, sample_clip):
     result = run_example("transcode.py", str(sample_clip), str(out), "gaussian:sigma=1", tmp_path=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "120 frames" in result.stdout and out.is_file()
+
+
+def _missing(module: str, gpu_check: str | None = None) -> str | None:
+    """What a script needing ``module`` (and a GPU it sees) would find missing here, or None."""
+    if importlib.util.find_spec(module) is None:
+        return module
+    if gpu_check is not None:
+        probe = subprocess.run([sys.executable, "-c", gpu_check], capture_output=True, timeout=120)
+        if probe.returncode != 0:
+            return "gpu"
+    return None
+
+
+def _streamconv_gpu_missing() -> bool:
+    from streamconv.backends import cuda_status
+
+    return not cuda_status(0)[0]
+
+
+SCRIPTS_NEEDING = [  # script, module it imports (or None), its GPU check, what its line names
+    # for what is missing: the module, the GPU the module sees, else streamconv's GPU
+    ("examples/cupy_interop.py", "cupy", "import cupy; cupy.zeros(1)", {"cupy": "needs CuPy"}),
+    ("examples/torch_interop.py", "torch", "import torch; assert torch.cuda.is_available()",
+     {"torch": "needs PyTorch", "gpu": "needs a GPU PyTorch can use"}),
+    ("benchmarks/scale.py", "torch", "import torch; assert torch.cuda.is_available()",
+     {"torch": "needs PyTorch", "gpu": "needs PyTorch with CUDA"}),
+    ("benchmarks/memory.py", None, None, {}),
+    ("benchmarks/interop.py", None, None, {}),
+    ("benchmarks/temporal.py", None, None, {}),
+    ("benchmarks/bindings.py", None, None, {}),
+]
+
+
+@pytest.mark.parametrize("script, module, gpu_check, says", SCRIPTS_NEEDING,
+                         ids=[row[0] for row in SCRIPTS_NEEDING])
+def test_a_script_says_in_one_line_what_it_lacks(script, module, gpu_check, says, tmp_path):
+    missing = _missing(module, gpu_check) if module else None
+    if missing is None and _streamconv_gpu_missing():
+        missing = "streamconv's gpu"
+    if missing is None:
+        pytest.skip(f"{script} has everything it needs here")
+    expected = says.get(missing, "needs a GPU streamconv can use")  # the last check of each
+    result = subprocess.run([sys.executable, str(REPO / script)], capture_output=True, text=True,
+                            timeout=120, env=checkout_env(), cwd=tmp_path)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1, result.stderr
+    assert lines[0].startswith(Path(script).name) and expected in lines[0], lines[0]

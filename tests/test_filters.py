@@ -23,6 +23,9 @@ from streamconv.errors import FilterSpecError
 def test_every_filter_builds_with_defaults(name, tmp_path):
     if name == "custom":
         stage = parse_filter("custom:taps=1")
+    elif name == "conv3d":
+        stage = parse_filter("conv3d:taps=1|1|1")
+        assert stage.taps == () and stage.temporal.taps.shape == (3, 1, 1)
     elif name == "bank":
         np.save(tmp_path / "w.npy", np.ones((2, 3, 3, 3)))
         stage = parse_filter(f"bank:file={tmp_path / 'w.npy'}")

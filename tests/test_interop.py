@@ -1,88 +1,70 @@
-"""Reading callers' arrays without a GPU: DLPack capsules both ways (NumPy is a real CPU
-producer and consumer), host tensors taken as host frames, device-array descriptions checked,
-stream handles, and device frames refused where they cannot run. The GPU side is
-tests/test_cuda_interop.py."""
+"""Reading callers' arrays without a GPU: DLPack tensors read through cuda-core (NumPy is a real
+CPU producer), host tensors taken as host frames, device-array descriptions checked, stream
+handles, and device frames refused where they cannot run. The GPU side (DLPack out, device
+producers and consumers) is tests/test_cuda_interop.py."""
 
 from __future__ import annotations
 
 import ctypes
 import gc
+import importlib.util
 import weakref
 
 import numpy as np
 import pytest
 
 import streamconv
-from streamconv.interop import dlpack
+from streamconv.gpu import dlpack
 from streamconv.interop.arrays import DeviceView, as_frame
-from streamconv.interop.libcuda import stream_handle
+from streamconv.interop.streams import stream_handle
+
+needs_cuda_core = pytest.mark.skipif(
+    importlib.util.find_spec("cuda.core") is None,
+    reason='cuda-core not installed (pip install "streamconv[cuda]")')
 
 
 class Exported:
-    """Host memory offered through DLPack by streamconv's exporter (as a DeviceFrame offers device
-    memory), under the DLPack device type ``kind`` (kDLCUDAHost: page-locked, as a pinned tensor says)."""
+    """Host memory offered through DLPack (NumPy's own capsule) under the DLPack device type
+    ``kind`` (kDLCUDAHost: page-locked, as a pinned PyTorch CPU tensor says)."""
 
     def __init__(self, array: np.ndarray, kind: int = dlpack.DEVICE_CPU) -> None:
         self.array, self.kind = array, kind
 
-    def __dlpack__(self, stream=None, **_):
-        return dlpack.export_capsule(self, self.array.ctypes.data, self.array.shape, self.array.strides,
-                                     self.array.dtype, self.kind, 0)
+    def __dlpack__(self, stream=None, **options):
+        return self.array.__dlpack__(**options)
 
     def __dlpack_device__(self):
         return self.kind, 0
 
 
-def test_exported_capsules_are_taken_without_a_copy_and_keep_their_owner_alive(rng):
-    source = rng.integers(0, 65536, (5, 7, 3), dtype=np.uint16)[:, ::2]  # strided
-    exported = Exported(source)
-    owner = weakref.ref(exported)
-    taken = np.from_dlpack(exported)
-    del exported
-    gc.collect()
-    assert owner() is not None  # the consumer's array holds it
-    assert np.shares_memory(taken, source) and taken.strides == source.strides
-    np.testing.assert_array_equal(taken, source)
-    del taken
-    gc.collect()
-    assert owner() is None  # the deleter let it go
-    unused = Exported(source).__dlpack__()
-    del unused  # never consumed: the capsule deletes its tensor
-    gc.collect()
-    assert not dlpack._EXPORTED
-
-
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # NumPy's error, reported
-def test_a_capsule_a_consumer_refuses_still_lets_its_owner_go(rng):
-    """NumPy takes the capsule, refuses CUDA memory and drops it with its error pending: the
-    exported tensor and its owner (a pooled DeviceFrame, on the GPU) must still be released."""
-    array = rng.integers(0, 256, (4, 5, 3), dtype=np.uint8)
-    exported = Exported(array, dlpack.DEVICE_CUDA)  # host memory posing as CUDA memory
-    owner = weakref.ref(exported)
-    with pytest.raises((SystemError, BufferError, RuntimeError)):  # NumPy's own error is lost: SystemError
-        np.from_dlpack(exported)
-    del exported
-    gc.collect()
-    assert owner() is None and not dlpack._EXPORTED
-
-
-def test_imported_capsules_describe_the_producers_array(rng):
-    array = rng.integers(0, 256, (6, 9, 4), dtype=np.uint8)
-    view = array[1:, 2:]
-    capsule = view.__dlpack__()
-    tensor = dlpack.import_capsule(capsule)
+@needs_cuda_core
+def test_a_dlpack_tensor_is_read_in_place_and_its_producer_held_while_it_is_used(rng):
+    base = rng.integers(0, 65536, (6, 9, 4), dtype=np.uint16)
+    view = base[1:, ::2]  # strided
+    owner = weakref.ref(base)
+    tensor = dlpack.read_tensor(view, -1)
     assert tensor.address == view.ctypes.data and tensor.shape == view.shape
-    assert tensor.strides_bytes == view.strides and tensor.dtype == np.uint8
-    assert tensor.device_type == dlpack.DEVICE_CPU
-    with pytest.raises(streamconv.FrameTypeError, match="unused"):
-        dlpack.import_capsule(capsule)  # marked used: taken once only
-    tensor.close()
-    tensor.close()
+    assert tensor.strides_bytes == view.strides and tensor.dtype == np.uint16
+    expected = view.copy()
+    del base, view
+    gc.collect()
+    assert owner() is not None  # the DLPack tensor holds its producer's memory
+    seen = np.ctypeslib.as_array((ctypes.c_uint16 * expected.size).from_address(tensor.address))
+    assert seen[0] == expected[0, 0, 0]
+    del tensor, seen
+    gc.collect()
+    assert owner() is None  # let go once the view is dropped: the producer's deleter ran
 
 
+@needs_cuda_core
 def test_a_dlpack_tensor_of_bools_is_a_frame_type_error():
     with pytest.raises(streamconv.FrameTypeError, match="bool.*uint8 or uint16"):
-        dlpack.import_capsule(np.ones((4, 5, 3), bool).__dlpack__())
+        dlpack.read_tensor(np.ones((4, 5, 3), bool), -1)
+
+
+def test_contiguous_strides_are_counted_in_bytes():
+    assert dlpack.contiguous_strides((4, 5, 3), 2) == (30, 6, 2)
+    assert dlpack.contiguous_strides((), 1) == ()
 
 
 def test_a_device_frame_on_the_null_stream_names_it_as_the_interface_asks():

@@ -9,6 +9,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -16,8 +19,10 @@ from streamconv import cuda_setup, kernel_cache, kernel_catalogue, kernel_loader
 from streamconv.errors import BackendUnavailableError, KernelCompileError
 from streamconv.kernel_loader import kernel_source, with_defines
 
+from conftest import REPO
+
 NVRTC = nvrtc.find()
-needs_nvrtc = pytest.mark.skipif(NVRTC is None, reason="no NVRTC library (pip install nvidia-cuda-nvrtc)")
+needs_nvrtc = pytest.mark.skipif(NVRTC is None, reason='no NVRTC (pip install "streamconv[cuda]")')
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH (no CUDA toolkit)")
 
 
@@ -63,6 +68,26 @@ def test_nvrtc_error_carries_its_log(cache):
 
 
 @needs_nvrtc
+def test_parallel_first_compiles_each_find_nvrtc(tmp_path):
+    """Compiles started at once in a fresh process, each the first to import cuda-core (whose
+    first import is not thread-safe): every one compiles."""
+    script = textwrap.dedent("""
+        import concurrent.futures as futures
+        from streamconv import kernel_loader
+        archs = ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", "sm_87"]
+        with futures.ThreadPoolExecutor(8) as pool:
+            images = list(pool.map(
+                lambda arch: kernel_loader.compile_image("hold", {}, arch, "nvrtc"), archs))
+        print(sum(image.data[:4] == b"\\x7fELF" for image in images))
+    """)
+    env = {**os.environ, "STREAMCONV_CACHE_DIR": str(tmp_path),
+           "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert done.returncode == 0 and done.stdout.split() == ["8"], done.stderr[-2000:]
+
+
+@needs_nvrtc
 def test_nvrtc_result_is_cached_and_reused(cache):
     name, defines = "hold", {}
     first = kernel_loader.compile_image(name, defines, "sm_80", "nvrtc").data
@@ -95,20 +120,22 @@ def test_no_compiler_names_the_fix(monkeypatch):
     monkeypatch.setenv("STREAMCONV_COMPILER", "gcc")
     with pytest.raises(BackendUnavailableError, match="known: auto, nvrtc, nvcc, none"):
         kernel_loader.chosen_compiler()
-    monkeypatch.setattr(nvrtc, "candidate_paths", lambda: [])
+    monkeypatch.setattr(nvrtc, "loaded", lambda: None)
     monkeypatch.setattr(shutil, "which", lambda _name: None)
-    with pytest.raises(BackendUnavailableError, match="pip install nvidia-cuda-nvrtc"):
+    with pytest.raises(BackendUnavailableError, match=r'pip install "streamconv\[cuda'):
         kernel_loader.compile_image("hold", {}, "sm_90", "auto")
 
 
-def test_nvrtc_newer_than_the_driver_is_not_used(monkeypatch, tmp_path):
-    for major in (12, 13):
-        folder = tmp_path / "site" / "nvidia" / f"cu{major}" / "lib"
-        folder.mkdir(parents=True)
-        (folder / f"libnvrtc.so.{major}").write_bytes(b"not a library")
-    monkeypatch.setattr("sys.path", [str(tmp_path / "site")])
-    assert [os.path.basename(p) for p in nvrtc.candidate_paths()][:2] == ["libnvrtc.so.13", "libnvrtc.so.12"]
-    assert nvrtc.find(12) is None  # the 12 found does not load (it is not a library): none, no crash
+def test_nvrtc_newer_than_the_driver_is_not_used(monkeypatch):
+    thirteen = nvrtc.Nvrtc("/site/nvidia/cu13/lib/libnvrtc.so.13", (13, 0))
+    monkeypatch.setattr(nvrtc, "loaded", lambda: thirteen)
+    assert nvrtc.find(12) is None and nvrtc.find(13) is thirteen and nvrtc.find(None) is thirteen
+
+
+@needs_nvrtc
+def test_nvrtc_is_the_one_cuda_bindings_found():
+    assert NVRTC.version[0] >= 12 and os.path.basename(NVRTC.path).startswith("libnvrtc.so.")
+    assert NVRTC.describe() == f"NVRTC {NVRTC.version[0]}.{NVRTC.version[1]} ({NVRTC.path})"
 
 
 FATBIN_MAGIC = b"\x50\xed\x55\xba"
@@ -172,10 +199,13 @@ def test_prebuild_never_replaces_a_folder_of_something_else(tmp_path, capsys):
 def test_info_names_every_kernel_source_and_fix(cli):
     result = cli("info")
     assert result.returncode == 0, result.stderr
-    for line in ("driver ", "pycuda ", "kernels:", "  prebuilt: ", "  nvrtc: ", "  nvcc: ", "  compiles with: ",
-                 "  cache: "):
+    for line in ("driver ", "binding    ", "kernels:", "  prebuilt: ", "  nvrtc: ", "  nvcc: ",
+                 "  compiles with: ", "  cache: "):
         assert line in result.stdout
-    if "pycuda     not installed" in result.stdout:
+    chosen = next(line for line in result.stdout.splitlines() if line.startswith("binding "))
+    assert "(chosen: " in chosen
+    pycuda_missing = "pycuda (STREAMCONV_BINDING=pycuda): not installed" in result.stdout
+    if pycuda_missing and "driver     CUDA" in result.stdout:
         assert "fix: streamconv install-cuda" in result.stdout
 
 
@@ -203,5 +233,8 @@ def test_pycuda_is_pointed_at_the_wheels_headers(tmp_path):
 
 def test_wheels_follow_the_drivers_cuda_version():
     assert cuda_setup.wheel_requirements(cuda_setup.Driver(13000, "libcuda.so.1")) == [
-        "nvidia-cuda-runtime==13.0.*", "nvidia-cuda-profiler-api==13.0.*", "nvidia-cuda-nvrtc==13.*"]
+        "nvidia-cuda-runtime==13.0.*", "nvidia-cuda-profiler-api==13.0.*",
+        "nvidia-cuda-nvrtc==13.*", "cuda-core>=1.2,<2", "cuda-bindings>=13,<14"]
+    twelve = cuda_setup.wheel_requirements(cuda_setup.Driver(12080, "libcuda.so.1"))
+    assert "cuda-bindings>=12.9,<13" in twelve
     assert cuda_setup.wheel_requirements(cuda_setup.Driver(12040, "libcuda.so.1"))[0] == "nvidia-cuda-runtime-cu12==12.4.*"

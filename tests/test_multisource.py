@@ -49,8 +49,8 @@ def matches(shown: np.ndarray, frames: list[np.ndarray]) -> int:
 def test_one_output_per_source_each_its_own_pattern_frames(cli, tmp_path):
     specs = [f"test:{w}x{h}@30,frames={n},live" for w, h, n in SIZES]
     stats_path = tmp_path / "stats.json"
-    result = cli("run", *specs, "-f", "identity", "--backend", "cpu", "-o", str(tmp_path / "cam{n}_%03d.png"),
-                 "--stats-json", str(stats_path))
+    result = cli("run", *specs, "--filter", "identity", "--backend", "cpu",
+                 "-o", str(tmp_path / "cam{n}_%03d.png"), "--stats-json", str(stats_path))
     assert result.returncode == 0, result.stderr
     records = json.loads(stats_path.read_text())
     assert [r["index"] for r in records] == [0, 1] and [r["source"] for r in records] == specs
@@ -68,8 +68,8 @@ def test_one_output_per_source_each_its_own_pattern_frames(cli, tmp_path):
 
 
 def test_a_camera_that_does_not_open_leaves_the_others_running(cli, tmp_path):
-    result = cli("run", "test:64x48@30,frames=20,live", "webcam:63", "-f", "identity", "--backend", "cpu",
-                 "-o", str(tmp_path / "o{n}.mp4"))
+    result = cli("run", "test:64x48@30,frames=20,live", "webcam:63", "--filter", "identity",
+                 "--backend", "cpu", "-o", str(tmp_path / "o{n}.mp4"))
     assert result.returncode == 9, result.stderr  # the camera's own exit code: the worst
     assert "error: source 1 (webcam:63): cannot open camera" in result.stderr
     assert not (tmp_path / "o1.mp4").exists()
@@ -137,8 +137,8 @@ TILES = [(160, 120), (96, 72), (128, 96)]  # three sources: a 2x2 grid of 160x12
 
 def test_window_tiles_every_source_and_q_stops_them_all(xserver, tmp_path):  # noqa: F811 - the fixture
     specs = [f"test:{w}x{h}@30,live" for w, h in TILES]
-    with running(xserver, *specs, "--display", "--no-overlay", "-f", "identity", "--backend", "cpu",
-                 "-o", str(tmp_path / "t{n}.mkv")) as process:
+    with running(xserver, *specs, "--display", "--no-overlay", "--filter", "identity",
+                 "--backend", "cpu", "-o", str(tmp_path / "t{n}.mkv")) as process:
         window = find_window(xserver, "^streamconv: 3 sources")
         time.sleep(1.0)
         x, y, width, height = window_geometry(xserver, window)
@@ -178,7 +178,8 @@ def _settled_tiles(display, geometry, timeout: float = 8.0) -> np.ndarray:
 
 def test_ctrl_c_stops_every_source_and_finishes_each_output(tmp_path):
     process = subprocess.Popen([sys.executable, "-m", "streamconv", "run", "test:64x48@30,live", "test:48x32@30,live",
-                                "-f", "identity", "--backend", "cpu", "-o", str(tmp_path / "c{n}.mp4"),
+                                "--filter", "identity", "--backend", "cpu",
+                                "-o", str(tmp_path / "c{n}.mp4"),
                                 "--stats-json", str(tmp_path / "s.json")],
                                env={**os.environ, "PYTHONPATH": str(REPO)},
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

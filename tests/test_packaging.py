@@ -79,8 +79,44 @@ def test_wheel_contains_kernels_and_presets(wheel):
     for module in modules:  # every module of the checkout, subpackages included
         assert module in names
     assert not any(name.startswith(("tests/", "media/", "build/")) for name in names)
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert "streamconv = streamconv.launch:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+
+
+def pyproject_version() -> str:
+    """The one place the version is written: pyproject.toml's [project] table."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    return tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+
+
+def test_a_checkout_reports_the_version_pyproject_declares(cli):
+    import streamconv
+
+    assert streamconv.__version__ == pyproject_version()
+    assert cli("--version").stdout.strip() == f"streamconv {pyproject_version()}"
+
+
+def test_a_copy_neither_installed_nor_checked_out_says_its_version_is_unknown(tmp_path):
+    from streamconv.version import UNKNOWN, checkout_version
+
+    assert checkout_version(tmp_path) is None
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "other"\nversion = "9.9"\n')
+    assert checkout_version(tmp_path) is None  # another project's pyproject.toml
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "streamconv"\nversion = "2.3.4"\n')
+    assert checkout_version(tmp_path) == "2.3.4"
+    copy = tmp_path / "elsewhere"
+    shutil.copytree(REPO / "streamconv", copy / "streamconv",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(copy)
+    # -S: no site-packages, where an installed streamconv's metadata would answer
+    run = subprocess.run([sys.executable, "-S", "-c", "import streamconv; print(streamconv.__version__)"],
+                         capture_output=True, text=True, cwd=copy, env=env, timeout=60)
+    assert run.stdout.strip() == UNKNOWN, run.stderr
 
 
 TREE_INDEX = REPO / "cuda" / "prebuilt" / "index.json"
@@ -121,6 +157,7 @@ def test_installed_wheel_finds_its_data(wheel, tmp_path):
         cuda = data_dir("cuda")
         print(json.dumps({
             "package": streamconv.__file__,
+            "version": streamconv.__version__,
             "cuda": str(cuda),
             "cuda_files": sorted(p.name for p in cuda.iterdir()),
             "pipelines": str(data_dir("pipelines")),
@@ -138,6 +175,7 @@ def test_installed_wheel_finds_its_data(wheel, tmp_path):
     root = target.resolve()
     for key in ("package", "cuda", "pipelines"):
         assert Path(found[key]).resolve().is_relative_to(root), (key, found[key], root)
+    assert found["version"] == pyproject_version()  # from the installed copy's metadata
     assert "conv2d.cu" in found["cuda_files"]
     assert "README.md" in found["cuda_files"]
     assert found["presets"] == sorted(p.stem for p in (REPO / "pipelines").glob("*.toml"))
@@ -172,6 +210,12 @@ SPECIALISATIONS = {  # filter, frame channels, border code
     "r7-c1-replicate-separable": ("gaussian:sigma=2,size=15", 1, 1),
     "r2-c3-reflect101": ("box:size=5", 3, 2),  # tensor-core with ldmatrix, rows shifted by 8 bytes
     "r2-c1-replicate": ("box:size=5", 1, 1),  # ... by 4 bytes
+    "scale-up-c3": ("scale:w=150,h=100,kernel=lanczos3", 3, 2),  # resample.cu's scale
+    "crop-c4": ("crop:x=3,y=5,w=40,h=21", 4, 0),  # ... and its crop
+    "t5-c3-time": ("tmean:frames=5", 3, 2),  # temporal.cu
+    "t3-r1-c4-zero": ("conv3d:taps=1,0,1;0,2,0;1,0,1|0,1,0;1,1,1;0,1,0|1,0,1;0,2,0;1,0,1",
+                      4, 0),  # conv3d.cu
+    "t7-r2-c3-separable": ("tdenoise", 3, 2),  # conv3d.cu, time x space
 }
 
 

@@ -227,3 +227,22 @@ def test_a_pipe_that_is_a_terminal_is_a_usage_error_before_any_work(tmp_path):
         assert result.returncode == 2 and b"terminal" in result.stderr, (fd, result.stderr)
         assert shown == b"", shown[:80]
     assert not (tmp_path / "out.mp4").exists()
+
+
+def test_a_raw_video_file_of_another_frame_size_is_refused_before_any_frame(cli, tmp_path):
+    """A wrong --size would read the file as frames of noise: a file's length that is no whole
+    number of frames of the size given is refused (exit 4), naming both lengths."""
+    raw = tmp_path / "frames.yuv"
+    length = 3 * W * H * 3 // 2  # three yuv420p frames
+    raw.write_bytes(np.random.default_rng(3).integers(0, 256, length, np.uint8).tobytes())
+    output = tmp_path / "out.mkv"
+    options = ["--input-format", "rawvideo", "--backend", "cpu", "-q", "-o", str(output)]
+    assert_error(cli("run", str(raw), "--size", f"{W - 4}x{H}", *options), 4,
+                 f"its {length} bytes are no whole number of {W - 4}x{H} yuv420p frames "
+                 f"({(W - 4) * H * 3 // 2} bytes each)")
+    assert not output.exists()
+    as_rgb = ["--size", f"{W}x{H}", "--input-pix-fmt", "rgb24"]
+    assert_error(cli("run", str(raw), *as_rgb, *options), 4, f"no whole number of {W}x{H} rgb24")
+    assert_ok(cli("run", str(raw), "--size", f"{W}x{H}", *options))
+    with av.open(str(output)) as container:
+        assert sum(1 for _ in container.decode(video=0)) == 3

@@ -21,8 +21,9 @@ import streamconv.presets
 import streamconv.resources
 import streamconv.tapfiles
 from streamconv.errors import FilterSpecError, PresetError
-from streamconv.filters import MAX_QUOTED_CHARS, parse_filter
+from streamconv.filters import parse_filter
 from streamconv.presets import load_preset
+from streamconv.tapfiles import MAX_QUOTED_CHARS
 
 from test_cli import assert_error, assert_ok
 

@@ -1,7 +1,8 @@
 """``run --segments N --ray``: each segment a Ray task, the parts joined here. One real Ray cluster
 (see raycluster.py) runs a clip in segments while a worker is killed in the middle of a task:
 the output has the one-piece run's frames (lossless FFV1), pts and audio packets, its frames
-counted once; then a SIGINT stops a second run, which leaves nothing, and a third ends by
+counted once; a damaged TS (a second program begun mid-file) is filtered in one piece, its
+damage said; then a SIGINT stops a second run, which leaves nothing, and a third ends by
 itself with a clear error when the whole cluster is killed under it, leaving nothing either. Without a cluster: a retried
 part replaces the one an earlier attempt completed, and the usage errors of --ray."""
 
@@ -14,9 +15,12 @@ import numpy as np
 import pytest
 
 import streamconv
-from raycluster import ADDRESS, killer, leftover_processes, run_in_cluster, why_not
+from raycluster import (ADDRESS, SIGINT_RESTORED, killer, leftover_processes, run_in_cluster,
+                        why_not)
 from streamconv.io.segment import Segment
 from streamconv.segments import SegmentWork
+from test_damaged_streams import TS_PROGRAM_2
+from test_reliability import write_clip
 from test_segments import decoded, keyframes, make_clip, packets
 
 CHAIN = ("--filter", "gaussian:sigma=1.5", "--filter", "sharpen", "--backend", "cpu", "--no-progress")
@@ -29,6 +33,9 @@ def test_segments_on_a_ray_cluster_give_the_one_piece_output_through_a_killed_wo
     clip = make_clip(tmp_path / "in.mkv", "ffv1", frames=72, gop=8, size=(960, 540))
     whole, pieces, stopped = tmp_path / "whole.mkv", tmp_path / "pieces.mkv", tmp_path / "stopped.mkv"
     lost = tmp_path / "lost.mkv"
+    joined = tmp_path / "joined.ts"  # damaged: a second program begins mid-file
+    joined.write_bytes(write_clip(tmp_path / "a.ts").read_bytes() +
+                       write_clip(tmp_path / "b.ts", TS_PROGRAM_2).read_bytes())
     first = cli("run", str(clip), "-o", str(whole), *CHAIN, "--codec", "ffv1")
     assert first.returncode == 0, first.stderr
     run = f"{sys.executable} -m streamconv run {clip} {' '.join(CHAIN)} --codec ffv1 --segments 3 --ray {ADDRESS}"
@@ -37,7 +44,10 @@ def test_segments_on_a_ray_cluster_give_the_one_piece_output_through_a_killed_wo
         RUN=$!
         {killer(tmp_path, "run_segment_task", after=0.5)} > {tmp_path}/killed.txt
         wait $RUN; echo $? > {tmp_path}/pieces.rc
-        {run} -o {stopped} > {tmp_path}/stopped.log 2>&1 &
+        {sys.executable} -m streamconv run {joined} -o {tmp_path}/joined.mkv --backend cpu \
+            --no-progress --segments 2 --ray {ADDRESS} > {tmp_path}/joined.log 2>&1
+        echo $? > {tmp_path}/joined.rc
+        {SIGINT_RESTORED} {run} -o {stopped} > {tmp_path}/stopped.log 2>&1 &
         RUN=$!
         {TASK_RUNS}
         kill -INT $RUN; wait $RUN; echo $? > {tmp_path}/stopped.rc
@@ -55,6 +65,10 @@ def test_segments_on_a_ray_cluster_give_the_one_piece_output_through_a_killed_wo
     assert all(np.array_equal(a, b) for a, b in zip(frames_a, frames_b))
     assert len(packets(whole, "audio")) > 60 and packets(pieces, "audio") == packets(whole, "audio")
     assert json.loads((tmp_path / "stats.json").read_text())["frames"] == 72  # each segment counted once
+    joined_log = (tmp_path / "joined.log").read_text()  # filtered in one piece, as a Ray task
+    assert (tmp_path / "joined.rc").read_text().strip() == "13", joined_log
+    assert "2 stream(s) began after the input was opened" in joined_log, joined_log
+    assert len(decoded(tmp_path / "joined.mkv")[0]) == 48 and packets(tmp_path / "joined.mkv", "audio")
     stopped_log = (tmp_path / "stopped.log").read_text()
     assert (tmp_path / "stopped.rc").read_text().strip() == "130", stopped_log
     assert "Traceback" not in stopped_log, stopped_log

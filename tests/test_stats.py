@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from streamconv.stats import PERCENTILES, RELATIVE_ERROR, SAMPLE_CAP, RunStats, StageTimes
+from streamconv.timeline import FrameTimeline
 
 
 def _deep_size(times: StageTimes) -> int:
@@ -151,3 +152,45 @@ def test_merged_stage_times_describe_every_frame_of_both(rng):
     assert merged.total == pytest.approx(whole.total)
     assert merged.recent() == whole.recent()  # the last 1000, oldest first
     assert not merged.exact and merged.percentiles([50, 99]) == whole.percentiles([50, 99])
+
+
+def test_the_timeline_keeps_the_last_frames_and_where_counts_went_up():
+    timeline = FrameTimeline(cap=4)
+    for frame in range(10):
+        timeline.add(at=frame / 10, dropped=frame // 3, damaged=1 if frame >= 7 else 0)
+    data = timeline.to_dict()
+    assert data["first_frame"] == 6 and data["start_s"] == [0.6, 0.7, 0.8, 0.9]
+    # from frame 3 one drop, from 6 two, from 7 damage too, from 9 three drops
+    assert data["events"] == [[3, 1, 0], [6, 2, 0], [7, 2, 1], [9, 3, 1]]
+    unknown = FrameTimeline(cap=2)
+    unknown.add()
+    assert unknown.to_dict() == {"first_frame": 0, "start_s": [None], "events": []}
+
+
+def test_a_timeline_of_drops_at_every_frame_stays_bounded():
+    timeline = FrameTimeline(cap=100)
+    for frame in range(10_000):
+        timeline.add(at=frame / 1000, dropped=frame)
+    data = timeline.to_dict()
+    assert len(data["start_s"]) == 100 and len(data["events"]) == 100
+    assert data["events"][0] == [9900, 9900, 0] and timeline.count == 10_000
+
+
+def test_merged_timelines_follow_each_other_and_add_their_counts():
+    first, second = FrameTimeline(cap=5), FrameTimeline(cap=5)
+    for frame in range(3):
+        first.add(at=frame, dropped=1)
+        second.add(at=10 + frame, damaged=frame)
+    first.merge(second)
+    data = first.to_dict()
+    assert first.count == 6 and data["first_frame"] == 1
+    assert data["start_s"] == [1, 2, 10, 11, 12]
+    assert data["events"] == [[0, 1, 0], [4, 1, 1], [5, 1, 2]]
+
+
+def test_stats_json_carries_the_timeline(tmp_path):
+    stats = RunStats(sample_cap=3)
+    for frame in range(5):
+        stats.record({"read": 1e-3}, at=frame / 25, dropped=2 if frame == 4 else 0)
+    data = stats.to_dict()["timeline"]
+    assert data == {"first_frame": 2, "start_s": [0.08, 0.12, 0.16], "events": [[4, 2, 0]]}

@@ -71,9 +71,11 @@ def assert_usage(result, *fragments: str) -> None:
     (["--codec", ""], "--codec is empty"),
     (["--pix-fmt", " "], "--pix-fmt is empty"),
     (["--pix-fmt", "no-such-format", "-o", "out.mp4"], "--pix-fmt: unknown pixel format 'no-such-format'"),
-    (["--format", "no-such-muxer", "-o", "out.mp4"], "--format: FFmpeg has no muxer 'no-such-muxer'"),
-    (["--format", "hls", "-o", "out.m3u8"], "--format: hls writes no OUTPUT file"),  # was: segments left hidden
-    (["--format", "segment", "-o", "out%d.ts"], "--format: segment writes no OUTPUT file"),
+    (["--format", "no-such-muxer", "-o", "out.mp4"],
+     "--format/-f: FFmpeg has no muxer 'no-such-muxer'"),
+    (["--format", "hls", "-o", "out.m3u8"],
+     "--format/-f: hls writes no OUTPUT file"),  # was: segments left hidden
+    (["--format", "segment", "-o", "out%d.ts"], "--format/-f: segment writes no OUTPUT file"),
     (["--format", "null", "-o", "out"], "leave out -o to discard the frames"),  # was: an empty file left
     (["--input-format", "rawvideo"], "--input-format applies to files, pipes and URLs"),
     (["--format", "mpegts"], "--format names OUTPUT's container, and there is no -o OUTPUT"),
@@ -139,7 +141,8 @@ def test_malformed_test_specs_exit_4(cli, tmp_path, spec, fragment):
 
 def test_a_one_pixel_test_pattern_runs_and_is_padded_for_yuv420p(cli, tmp_path):
     output = tmp_path / "out.mp4"
-    assert_ok(cli("run", "test:1x1,frames=2", "-o", str(output), "-f", "box", "--backend", "cpu", "-q"))
+    assert_ok(cli("run", "test:1x1,frames=2", "-o", str(output), "--filter", "box", "--backend",
+                  "cpu", "-q"))
     with av.open(str(output)) as container:
         decoded = list(container.decode(video=0))
     assert len(decoded) == 2 and (decoded[0].width, decoded[0].height) == (2, 2)

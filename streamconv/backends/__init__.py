@@ -1,4 +1,4 @@
-"""Compute backends: ``cpu`` (the NumPy/OpenCV reference) and ``cuda`` (PyCUDA).
+"""Compute backends: ``cpu`` (the NumPy/OpenCV reference) and ``cuda`` (:mod:`streamconv.gpu`).
 
 Every backend implements the slot protocol of :class:`streamconv.backends.protocol.Backend`;
 :mod:`streamconv.backends.plan` chooses the CUDA backend's kernels, once per chain.
@@ -17,6 +17,8 @@ from .cpu import CPU_SEPARABLE, CpuBackend
 from .cuda import CudaBackend
 from .plan import AUTO, ChainPlan, check_kernel, plan_chain
 from .protocol import Backend
+from .temporal_cpu import TemporalCpuBackend
+from .temporal_cuda import TemporalCudaBackend
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +79,11 @@ def create_backend(name: str, filters: Sequence[FilterStage], *, border: str = D
     None) and ``cuda_options`` (``pinned``, ``blocking_sync``) go to the CUDA backend only.
     """
     resolved = resolve_backend(name, device=device)
+    temporal = any(stage.temporal is not None for stage in filters)
     if resolved == "cuda":
-        return CudaBackend(filters, border=border, device=device, kernel=kernel, plan=plan, **cuda_options)
+        cuda_class = TemporalCudaBackend if temporal else CudaBackend
+        return cuda_class(filters, border=border, device=device, kernel=kernel, plan=plan,
+                          **cuda_options)
+    if temporal:
+        return TemporalCpuBackend(filters, border=border)
     return CpuBackend(filters, border=border, kernel=kernel)

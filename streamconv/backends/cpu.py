@@ -27,6 +27,7 @@ precision, within 1 of the reference.
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Sequence
 
 import cv2
@@ -36,12 +37,14 @@ from ..borders import CV_BORDERS, DEFAULT_BORDER, check_border
 from ..filters import COMBINE_MAGNITUDE, FilterStage, check_sample_type
 from ..frames import as_hwc, check_same_frame
 from ..nn.layer import layer_cpu
-from ..slots import Slot
+from ..resample import chain_shapes
+from ..slots import Slot, output_planes
 from .cpu_ops import (CV_DEPTHS, Scratch, copy_result, filter_into, opencv_view, run_bands,
                       sample_rows)
 from .cpu_plan import (AUTO, BAND_ROWS, CPU_SEPARABLE, DIRECT_MAX_AREA, StagePlan,
                        first_equal_rows, magnitude_reference, make_plan, round_reference,
                        separable_factors)
+from .cpu_resample import geometry_into
 from .families.rank1 import SeparableTaps
 from .protocol import Backend
 from ..io.yuv import YuvLayout, planes_to_rgb, rgb_to_planes
@@ -123,19 +126,20 @@ def _float_band(dst: np.ndarray, padded: np.ndarray, stage: FilterStage, plan: S
     # Not cv2.magnitude: its square root is not correctly rounded (sqrt(49) = 7.0000005).
     acc = magnitude_reference(*sums) if stage.combine == COMBINE_MAGNITUDE else sums[0]
     out = dst[start:stop]
-    if plan.cv_round:
-        out_samples, acc_samples = sample_rows(out, acc)
-        if out.dtype == np.uint8:
-            # saturate_cast<uchar>(|x|) of x >= 0: cvRound (half to even), then clamped, as
-            # cv2.add(x, 0.0, dtype=CV_8U) does; that one can leave OpenCV's worker threads
-            # spinning after each call (on an idle machine). THRESH_TOZERO is max(x, 0), three
-            # times as fast as np.maximum on float32.
-            copy_result(acc_samples, cv2.threshold(acc_samples, 0, 0, cv2.THRESH_TOZERO,
-                                                   dst=acc_samples)[1])
-            copy_result(out_samples, cv2.convertScaleAbs(acc_samples, dst=out_samples))
-        else:  # saturate_cast<ushort>(x + 0.0), likewise
-            depth = CV_DEPTHS[out.dtype]
-            copy_result(out_samples, cv2.add(acc_samples, 0.0, dst=out_samples, dtype=depth))
+    out_samples, acc_samples = sample_rows(out, acc)
+    if plan.cv_round and out.dtype == np.uint8:
+        # saturate_cast<uchar>(|x|) of x >= 0: cvRound (half to even), then clamped, as
+        # cv2.add(x, 0.0, dtype=CV_8U) does; that one can leave OpenCV's worker threads
+        # spinning after each call (on an idle machine). THRESH_TOZERO is max(x, 0), three
+        # times as fast as np.maximum on float32.
+        copy_result(acc_samples, cv2.threshold(acc_samples, 0, 0, cv2.THRESH_TOZERO,
+                                               dst=acc_samples)[1])
+        copy_result(out_samples, cv2.convertScaleAbs(acc_samples, dst=out_samples))
+    # cv2.add takes a 1 x 1 array (a 1-pixel frame, a 1-wide row) for a Scalar: NumPy rounds it.
+    elif plan.cv_round and acc_samples.shape != (1, 1):
+        # saturate_cast<ushort>(x + 0.0), likewise
+        depth = CV_DEPTHS[out.dtype]
+        copy_result(out_samples, cv2.add(acc_samples, 0.0, dst=out_samples, dtype=depth))
     else:
         round_reference(out, acc)
 
@@ -228,7 +232,7 @@ class CpuBackend(Backend):
         self.border = check_border(border)
         self.kernel = kernel if kernel == CPU_SEPARABLE else AUTO
         for stage in self.filters:  # refuse taps the kernel cannot run before any frame
-            if stage.layer is None:
+            if stage.layer is None and stage.geometry is None:
                 separable_factors(stage, self.kernel, np.dtype(np.uint8))
         self._plans: dict[np.dtype, list[StagePlan | None]] = {}  # per sample type, made at first use
         self._scratch = [Scratch() for _ in self.filters]  # per stage: band buffers differ in shape
@@ -250,47 +254,63 @@ class CpuBackend(Backend):
         if plans is None:
             check_sample_type(self.filters, dtype)
             plans = self._plans[dtype] = [
-                None if stage.layer is not None else make_plan(stage, dtype, self.kernel)
+                None if stage.layer or stage.geometry else make_plan(stage, dtype, self.kernel)
                 for stage in self.filters]
         return plans
 
+    def output_shape(self, shape: tuple[int, int, int]) -> tuple[int, int, int]:
+        """The (h, w, C) the chain makes of (H, W, C) frames (a geometry stage changes it);
+        FrameFormatError where a stage cannot take that size (a crop beyond the frame)."""
+        return chain_shapes(self.filters, shape)[-1]
+
     def apply_into(self, dst: np.ndarray, src: np.ndarray) -> None:
-        """Filter ``src`` into ``dst``: both (H, W, C) or (H, W) host arrays of one shape and
-        one dtype, uint8 or uint16; bands of rows run on a pool of OpenCV's thread count."""
+        """Filter ``src`` into ``dst``: (H, W, C) or (H, W) host arrays of one dtype, uint8 or
+        uint16, ``dst`` of :meth:`output_shape` (``src``'s unless a stage changes the size);
+        bands of rows run on a pool of OpenCV's thread count."""
         self._apply_into(dst, src, parallel=True)
 
     def _apply_into(self, dst: np.ndarray, src: np.ndarray, *, parallel: bool) -> None:
         """:meth:`apply_into`, its bands in parallel or in this thread."""
         src3, dst3 = as_hwc(src, what="input frame"), as_hwc(dst, what="output frame")
-        check_same_frame(dst3, src3)
+        shapes = chain_shapes(self.filters, src3.shape)
+        check_same_frame(dst3, src3, shapes[-1])
         if not self.filters:
             np.copyto(dst3, src3)
             return
         current = src3
         last = len(self.filters) - 1
         plans = self._plans_for(src3.dtype)
+        bands = partial(run_bands, parallel=parallel)
         for number, (stage, plan, scratch) in enumerate(zip(self.filters, plans, self._scratch)):
-            # Intermediate frames alternate between two buffers kept for the next frame.
-            target = dst3 if number == last else self._frames.get(f"frame{number % 2}", src3.shape, src3.dtype)
+            # Intermediate frames are kept for the next frame, one per stage (sizes may differ).
+            target = (dst3 if number == last
+                      else self._frames.get(f"frame{number}", shapes[number + 1], src3.dtype))
             if stage.layer is not None:
                 np.copyto(target, layer_cpu(current, stage.layer))
+            elif stage.geometry is not None:
+                geometry_into(target, current, stage.geometry, bands)
             else:
                 apply_filter_into(target, current, stage, self.border, plan, scratch, parallel)
             current = target
 
+    def host_frames(self) -> int:
+        """A padded copy of the frame and the two frames kept between a chain's stages."""
+        return min(len(self.filters), 1) + min(max(len(self.filters) - 1, 0), 2)
+
     def allocate_slots(self, shape: tuple[int, int, int], count: int, *,
                        planes: YuvLayout | None = None, dtype=np.uint8) -> list[Slot]:
-        """Make ``count`` slots with (H, W, C) host buffers of ``dtype`` (uint8 or uint16), or
-        with the flat 4:2:0 buffers of ``planes`` (of ``planes.dtype``; then each frame is
-        converted to RGB of ``planes.frame_dtype``, filtered and converted back)."""
-        buffer_shape = planes.shape if planes is not None else shape
+        """Make ``count`` slots with host buffers of ``dtype`` (uint8 or uint16), ``host_in``
+        (H, W, C) and ``host_out`` of :meth:`output_shape`; or with the flat 4:2:0 buffers of
+        ``planes`` (of ``planes.dtype``; each frame is converted to RGB of ``planes.frame_dtype``,
+        filtered and converted back at the output's size: FrameFormatError if that is odd)."""
         self._plans_for(np.dtype(planes.frame_dtype if planes is not None else dtype))  # refuse early
+        out_shape = self.output_shape(tuple(planes.frame_shape if planes is not None else shape))
+        out_planes = output_planes(planes, out_shape)
+        shapes = (planes.shape, out_planes.shape) if planes is not None else (shape, out_shape)
         dtype = planes.dtype if planes is not None else dtype
-        return [
-            Slot(index=i, host_in=np.empty(buffer_shape, dtype), host_out=np.empty(buffer_shape, dtype),
-                 planes=planes)
-            for i in range(count)
-        ]
+        return [Slot(index=i, host_in=np.empty(shapes[0], dtype),
+                     host_out=np.empty(shapes[1], dtype), planes=planes, out_planes=out_planes)
+                for i in range(count)]
 
     def release_slots(self, slots: Sequence[Slot]) -> None:
         """Nothing to free early: host arrays go with their last reference."""
@@ -310,10 +330,11 @@ class CpuBackend(Backend):
             np.copyto(slot.host_out, slot.host_in)  # nothing to filter: the planes pass unchanged
         else:
             rgb_in = self._frames.get("rgb_in", slot.frame_shape, slot.frame_dtype)
-            rgb_out = self._frames.get("rgb_out", slot.frame_shape, slot.frame_dtype)
+            rgb_out = self._frames.get("rgb_out", slot.out_shape, slot.frame_dtype)
             convert_colour(rgb_in, slot.host_in, slot.planes, to_rgb=True, parallel=False)
             self._apply_into(rgb_out, rgb_in, parallel=False)
-            convert_colour(rgb_out, slot.host_out, slot.planes, to_rgb=False, parallel=False)
+            convert_colour(rgb_out, slot.host_out, slot.out_planes or slot.planes, to_rgb=False,
+                           parallel=False)
         slot.times["kernel"] = time.perf_counter() - begin
 
     def is_done(self, slot: Slot) -> bool:

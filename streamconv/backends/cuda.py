@@ -1,4 +1,4 @@
-"""The CUDA backend: the filter chain on the GPU through PyCUDA, one stream per slot.
+"""The CUDA backend: the filter chain on the GPU through the CUDA binding, one stream per slot.
 
 Per slot: page-locked host buffers (``host_in``, ``host_out``), pitched device buffers
 (input, output, and a scratch buffer for chains), a CUDA stream and four events. A frame
@@ -12,50 +12,45 @@ so with a ring of three, the upload of frame i+1 overlaps the kernel of frame i 
 download of frame i-1. Slots of yuv420p planes (``planes``) copy the flat planes up and
 down instead (uint8 yuv420p, or uint16 yuv420p10le / yuv420p12le with 16-bit RGB between), and the kernels
 begin and end with colour.cu's conversions. Every CUDA call happens in the thread that created the backend,
-inside a balanced push/pop of the device's primary context.
+inside a balanced push/pop of the device's primary context. Each launch's arguments are packed once
+per slot and stage (:class:`~streamconv.gpu.binding.BoundLaunches`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
 from ..borders import BORDER_CODES, DEFAULT_BORDER, check_border
-from ..errors import BackendUnavailableError, GpuFaultError, StreamError
-from ..filters import FilterStage, check_sample_type
+from ..errors import BackendUnavailableError, GpuFaultError
+from ..filters import FilterStage
 from ..frames import as_hwc, check_same_frame
 from ..interop.arrays import DeviceView
 from ..interop.device_frame import DeviceFrame
-from ..nn.gpu import GpuEngine
-from ..nn.gpu_layer import GpuLayer
-from ..slots import Slot
+from ..slots import Slot, output_planes
 from .cuda_device_frames import DeviceFrameRunner
 from .cuda_host_frames import HostFrameRunner
-from .cuda_slots import DeviceSlot, check_device_memory, free_slot, new_slot
+from .cuda_slots import DeviceSlot, buffer_shape, check_device_memory, free_slot, new_slot
+from .cuda_stages import CudaStage, free_stages, load_stages
 from .protocol import Backend
 from ..io.yuv import YuvLayout
 from .. import kernel_loader
-from ..cuda_device import keep_primary_context, release_kept_context
+from ..cuda_device import keep_primary_context, load_binding, release_kept_context
+from ..gpu.binding import Binding, BoundLaunches, Kernel
 from .plan import AUTO, ChainPlan, plan_chain
 from .families.base import KernelPlan
 
 log = logging.getLogger(__name__)
 
+_COLOUR_BLOCK = (32, 8, 1)  # colour.cu's conversions: a thread per 2 x 2 pixels
 
-@dataclass
-class _Stage:
-    """One filter stage on the GPU: its plan, module (holding the taps) and function."""
 
-    plan: KernelPlan
-    module: Any
-    function: Any
-    extra_args: tuple = ()  # after (src, dst, width, height, pitches): a textbook kernel's taps pointer
-    allocations: list = field(default_factory=list)  # device memory the stage owns
-    gpu_layer: GpuLayer | None = None  # a convolution layer (the bank filter): plan, module, function None
+def colour_grid(width: int, height: int) -> tuple[int, int]:
+    """colour.cu's grid for a W x H frame (blocks of :data:`_COLOUR_BLOCK`)."""
+    return (width // 2 + 31) // 32, (height // 2 + 7) // 8
 
 
 class CudaBackend(Backend):
@@ -74,8 +69,8 @@ class CudaBackend(Backend):
             it already; else it is made here from ``filters`` and ``kernel``.
 
     Raises:
-        BackendUnavailableError: PyCUDA, the driver or the device is missing, or a kernel is
-            neither prebuilt nor compilable here.
+        BackendUnavailableError: the CUDA binding, the driver or the device is missing, or a
+            kernel is neither prebuilt nor compilable here.
         KernelCompileError: NVRTC or nvcc rejected a kernel.
         FilterSpecError: an unknown kernel, or one that cannot run a stage (``separable``
             for taps that are not rank 1).
@@ -86,11 +81,7 @@ class CudaBackend(Backend):
     def __init__(self, filters: Sequence[FilterStage], *, border: str = DEFAULT_BORDER,
                  device: int = 0, pinned: bool = True, blocking_sync: bool = True,
                  kernel: str = AUTO, plan: ChainPlan | None = None) -> None:
-        try:
-            import pycuda.driver as driver  # optional (the cuda extra): its absence is an error here
-        except ImportError:
-            raise BackendUnavailableError("cuda backend unavailable: pycuda not installed") from None
-        self._driver = driver
+        self._gpu = gpu = load_binding("cuda backend unavailable")
         self.filters = list(filters)
         self.border = check_border(border)
         self.pinned = pinned
@@ -102,24 +93,23 @@ class CudaBackend(Backend):
         self.kernel = self.plan.kernel
         self._context = None
         self._slots: list[Slot] = []
-        self._stages: dict[tuple, list[_Stage]] = {}  # (shape, dtype) -> compiled stages
-        self._colour: dict[YuvLayout, tuple[Any, Any, Any]] = {}  # layout -> (module, to RGB, to YUV)
+        self._stages: dict[tuple, list[CudaStage]] = {}  # (shape, dtype) -> compiled stages
+        self._colour: dict[YuvLayout, tuple] = {}  # layout -> (module, to RGB, to YUV launches)
         self._device_number = device
         self._device_frames: DeviceFrameRunner | None = None  # made at the first device frame
         self._host_frames: HostFrameRunner | None = None  # made at the first apply_into
         self._failed = False  # a driver call failed: the context may be unusable
         try:
-            driver.init()
-            self._device = driver.Device(device)
-            major, minor = self._device.compute_capability()
+            self._device = gpu.device(device)
+            major, minor = self._device.compute_capability
             if major < 8 and self.plan.tensor_cores:  # no int8 tensor-core mma before sm_80: plan again
                 self.plan = plan_chain(self.filters, self.kernel, tensor_cores=False)
             self._context = self._device.retain_primary_context()
             keep_primary_context(self._device, device)
-        except driver.Error as exc:
+        except gpu.errors as exc:
             raise BackendUnavailableError(f"cuda backend unavailable on device {device}: {exc}") from None
         self.arch = f"sm_{major}{minor}"
-        self.device_name = self._device.name()
+        self.device_name = self._device.name
 
     @contextlib.contextmanager
     def activated(self) -> Iterator[None]:
@@ -127,16 +117,16 @@ class CudaBackend(Backend):
         self._context.push()
         try:
             yield
-        except self._driver.Error:
+        except self._gpu.errors:
             self._failed = True
             raise
         finally:
-            self._driver.Context.pop()
+            self._context.pop()
 
     @property
-    def driver(self):
-        """``pycuda.driver``."""
-        return self._driver
+    def gpu(self) -> Binding:
+        """The CUDA binding this backend runs on."""
+        return self._gpu
 
     @property
     def device_number(self) -> int:
@@ -148,52 +138,23 @@ class CudaBackend(Backend):
         memory = "pinned" if self.pinned else "pageable"
         return f"cuda {self.device_name} ({self.arch}, {memory} host buffers)"
 
-    def stages_for(self, shape: tuple[int, int, int], dtype=np.uint8) -> list[_Stage]:
-        """Compile (memoized) and load one module per stage for (H, W, C) frames of ``dtype``.
+    def stages_for(self, shape: tuple[int, int, int], dtype=np.uint8) -> list[CudaStage]:
+        """Compile (memoized) and load one module per stage for (H, W, C) chain input frames of
+        ``dtype`` (raises as :func:`streamconv.backends.cuda_stages.load_stages`)."""
+        key = (tuple(shape), np.dtype(dtype))
+        if key not in self._stages:
+            self._stages[key] = load_stages(self._gpu, self._context, self.arch, self.filters,
+                                            self.plan, BORDER_CODES[self.border], *key)
+        return self._stages[key]
 
-        Raises:
-            FrameTypeError: 16-bit frames for a chain with a convolution layer (8-bit only).
-            FilterSpecError: a ``--kernel`` variant that cannot take 16-bit frames.
-        """
-        dtype = np.dtype(dtype)
-        key = (shape, dtype)
-        if key in self._stages:
-            return self._stages[key]
-        check_sample_type(self.filters, dtype)
-        driver = self._driver
-        stages = []
-        plans = self.plan.kernel_plans(shape, BORDER_CODES[self.border], dtype)
-        for stage, plan in zip(self.filters, plans):
-            if stage.layer is not None:
-                engine = GpuEngine(driver, self._context, push=False)  # this backend's context, current here
-                stages.append(_Stage(None, None, None, gpu_layer=GpuLayer(stage.layer, shape, engine)))
-                log.info("stage %s runs streamconv.nn's conv2d", stage.describe())
-                continue
-            module = kernel_loader.load_module(plan.source, plan.defines, self.arch)
-            for symbol, values in plan.constants.items():
-                address, size = module.get_global(symbol)
-                if size != values.nbytes:
-                    raise StreamError(f"{symbol} holds {size} bytes, stage {stage.describe()} "
-                                      f"needs {values.nbytes}")
-                driver.memcpy_htod(address, values)
-            function = module.get_function(plan.entry)
-            function.prepare(plan.arguments)
-            gpu_stage = _Stage(plan, module, function)
-            if plan.arguments.endswith("P"):  # a taps pointer after the frame arguments
-                gpu_stage.extra_args = (0,)  # unread unless the taps live in global memory
-                if plan.global_taps is not None:
-                    taps = driver.to_device(plan.global_taps)
-                    gpu_stage.allocations.append(taps)
-                    gpu_stage.extra_args = (int(taps),)
-            log.info("stage %s runs as %s", stage.describe(), plan.label)
-            stages.append(gpu_stage)
-        self._stages[key] = stages
-        return stages
+    def output_shape(self, shape: tuple[int, int, int]) -> tuple[int, int, int]:
+        """The (h, w, C) the chain makes of (H, W, C) frames (a geometry stage changes it)."""
+        return self.plan.output_shape(tuple(shape))
 
     def compiled_stages(self, shape: tuple[int, int, int],
-                        dtype=np.uint8) -> list[tuple[KernelPlan, Any]]:
-        """(plan, PyCUDA function) of each stage for (H, W, C) frames of ``dtype``, compiling
-        them if needed; benchmarks read registers and shared memory from the functions."""
+                        dtype=np.uint8) -> list[tuple[KernelPlan, Kernel]]:
+        """(plan, kernel) of each stage for (H, W, C) frames of ``dtype``, compiling them if
+        needed; benchmarks read registers and shared memory from the kernels."""
         with self.activated():
             return [(stage.plan, stage.function) for stage in self.stages_for(tuple(shape), dtype)
                     if stage.gpu_layer is None]
@@ -214,24 +175,27 @@ class CudaBackend(Backend):
             FrameTypeError, FilterSpecError: a chain that cannot run on ``dtype`` frames.
         """
         dtype = np.dtype(planes.frame_dtype if planes is not None else dtype)  # the filters' frames
+        shape = tuple(planes.frame_shape if planes is not None else shape)
+        out_planes = output_planes(planes, self.output_shape(shape))
         with self.activated():
-            self.stages_for(tuple(shape), dtype)
+            self.stages_for(shape, dtype)
             if planes is not None:
                 self._colour_functions(planes)
-            check_device_memory(self._driver, shape, count, planes, dtype.itemsize, self._frame_buffers,
-                                self.device_name)
-            slots = [self._new_slot(index, shape, planes, dtype, device_input) for index in range(count)]
+            check_device_memory(self._gpu, buffer_shape(self.plan.shapes(shape)), count, planes,
+                                dtype.itemsize, self._frame_buffers, self.device_name, out_planes)
+            slots = [self._new_slot(index, shape, (planes, out_planes), dtype, device_input)
+                     for index in range(count)]
         self._slots.extend(slots)
         return slots
 
-    def _colour_functions(self, layout: YuvLayout) -> tuple[Any, Any]:
-        """The (to RGB, to YUV) kernels of colour.cu for ``layout``'s matrix and range, compiled once."""
+    def _colour_functions(self, layout: YuvLayout) -> tuple[BoundLaunches, BoundLaunches]:
+        """The (to RGB, to YUV) launches of colour.cu for ``layout``'s matrix and range."""
         key = layout  # hashable; looked up per frame, so no key derivation here
         if key not in self._colour:
-            module = kernel_loader.load_module("colour", layout.kernel_defines, self.arch)
-            to_rgb, to_yuv = module.get_function("yuv420_to_rgb"), module.get_function("rgb_to_yuv420")
-            to_rgb.prepare("PPiii")
-            to_yuv.prepare("PiPii")
+            module = kernel_loader.load_module("colour", layout.kernel_defines, self.arch,
+                                               self._gpu)
+            to_rgb = BoundLaunches(module.kernel("yuv420_to_rgb", "PPiii"), _COLOUR_BLOCK)
+            to_yuv = BoundLaunches(module.kernel("rgb_to_yuv420", "PiPii"), _COLOUR_BLOCK)
             self._colour[key] = (module, to_rgb, to_yuv)
             log.info("colour %s converts on the GPU", layout.describe())
         return self._colour[key][1:]
@@ -241,12 +205,13 @@ class CudaBackend(Backend):
         """Device frames per slot: input and output, and scratch for a chain's ping-pong."""
         return 3 if len(self.filters) > 1 else 2
 
-    def _new_slot(self, index: int, shape: tuple[int, int, int], planes: YuvLayout | None,
-                  dtype: np.dtype, device_input: bool = False) -> Slot:
+    def _new_slot(self, index: int, shape: tuple[int, int, int], planes: tuple, dtype: np.dtype,
+                  device_input: bool = False) -> Slot:
         layer_buffers = {number: stage.gpu_layer.allocate() for number, stage
                          in enumerate(self.stages_for(tuple(shape), dtype)) if stage.gpu_layer is not None}
-        return new_slot(self._driver, index, shape, planes, dtype, frame_buffers=self._frame_buffers,
-                        filtered=bool(self.filters), pinned=self.pinned, blocking_sync=self.blocking_sync,
+        return new_slot(self._gpu, index, self.plan.shapes(shape), planes, dtype,
+                        frame_buffers=self._frame_buffers, filtered=bool(self.filters),
+                        pinned=self.pinned, blocking_sync=self.blocking_sync,
                         layer_buffers=layer_buffers, device_input=device_input)
 
     def submit(self, slot: Slot) -> None:
@@ -266,7 +231,7 @@ class CudaBackend(Backend):
                 events["computed"].record(stream)
                 state.download(stream)
                 events["done"].record(stream)
-        except self._driver.Error as exc:
+        except self._gpu.errors as exc:
             raise GpuFaultError(f"GPU failed on frame {_frame_number(slot)}: {exc}") from None
 
     def launch_kernels(self, slot: Slot, stream) -> None:
@@ -280,15 +245,15 @@ class CudaBackend(Backend):
         converting = slot.planes is not None and stages
         if converting:
             to_rgb, to_yuv = self._colour_functions(slot.planes)
-            grid = ((width // 2 + 31) // 32, (height // 2 + 7) // 8)
-            to_rgb.prepared_async_call(grid, (32, 8, 1), stream, int(state.planes[0]), int(state.buffers[0]),
-                                       width, height, state.pitch)
+            to_rgb(stream, colour_grid(width, height), int(state.planes[0]),
+                   int(state.buffers[0]), width, height, state.pitch)
         buffers = [(int(buffer), state.pitch) for buffer in state.buffers]
         source = self.launch_chain(stream, slot.frame_shape, slot.frame_dtype, buffers[0], buffers[1],
                                    buffers[2] if len(buffers) > 2 else None, state.layer_buffers)
         if converting:
-            to_yuv.prepared_async_call(grid, (32, 8, 1), stream, source, state.pitch, int(state.planes[1]),
-                                       width, height)
+            height, width, _ = slot.out_shape
+            to_yuv(stream, colour_grid(width, height), source, state.pitch,
+                   int(state.planes[1]), width, height)
 
     def launch_chain(self, stream, shape: tuple[int, int, int], dtype, source: tuple[int, int],
                      final: tuple[int, int], spare: tuple[int, int] | None, layer_buffers: dict) -> int:
@@ -299,16 +264,16 @@ class CudaBackend(Backend):
         Returns:
             The device address the last stage wrote: ``final``'s (``source``'s without stages).
         """
-        height, width, _ = shape
         stages = self.stages_for(tuple(shape), dtype)
-        for number, stage in enumerate(stages):
+        for number, (stage, entering) in enumerate(zip(stages, self.plan.shapes(shape))):
+            height, width, _ = entering
             # Ping-pong so that the last stage always lands in ``final``.
             target = final if (len(stages) - 1 - number) % 2 == 0 else spare
             if stage.gpu_layer is not None:
                 stage.gpu_layer.launch(layer_buffers[number], source[0], source[1], target[0], target[1], stream)
             else:
-                stage.function.prepared_async_call(stage.plan.grid, stage.plan.block, stream, source[0], target[0],
-                                                   width, height, source[1], target[1], *stage.extra_args)
+                stage.launches(stream, stage.plan.grid, source[0], target[0], width, height,
+                               source[1], target[1], *stage.extra_args)
             source = target
         return source[0]
 
@@ -317,7 +282,7 @@ class CudaBackend(Backend):
         try:
             with self.activated():
                 return slot.device.events["done"].query()
-        except self._driver.Error as exc:
+        except self._gpu.errors as exc:
             raise _async_fault(slot, exc) from None
 
     def wait(self, slot: Slot) -> None:
@@ -331,7 +296,7 @@ class CudaBackend(Backend):
                     slot.times["upload"] = events["uploaded"].time_since(events["start"]) / 1e3
                 slot.times["kernel"] = events["computed"].time_since(events["uploaded"]) / 1e3
                 slot.times["download"] = events["done"].time_since(events["computed"]) / 1e3
-        except self._driver.Error as exc:
+        except self._gpu.errors as exc:
             raise _async_fault(slot, exc) from None
 
     def apply_into(self, dst: np.ndarray, src: np.ndarray, *, stream: int | None = None) -> None:
@@ -339,13 +304,15 @@ class CudaBackend(Backend):
         shape and dtype, uint8 or uint16, any strides; with ``stream`` (a handle), after that
         stream's pending work. See :class:`HostFrameRunner` for the copies it saves."""
         src3, dst3 = as_hwc(src, what="input frame"), as_hwc(dst, what="output frame")
-        check_same_frame(dst3, src3)
+        check_same_frame(dst3, src3, self.output_shape(src3.shape))
         self._host_runner().run(dst3, src3, stream)
 
     def apply(self, src: np.ndarray, *, stream: int | None = None) -> np.ndarray:
-        """Filter host ``src`` into a new host array of its shape and dtype: page-locked memory
-        from a pool (reused once the array is dropped), so nothing is copied on the host on the way out."""
-        out = self._host_runner().new_output(src.shape, src.dtype)
+        """Filter host ``src`` into a new host array of its dtype and :meth:`output_shape`:
+        page-locked memory from a pool (reused once the array is dropped), so nothing is copied on
+        the host on the way out."""
+        shape = self.output_shape(as_hwc(src, what="input frame").shape)
+        out = self._host_runner().new_output(shape[:2] if src.ndim == 2 else shape, src.dtype)
         self.apply_into(out, src, stream=stream)
         return out
 
@@ -354,7 +321,7 @@ class CudaBackend(Backend):
         or back at ``slot.host_out`` (None returned) for planes or when many frames are out."""
         if slot.planes is not None:
             return None
-        leased = self._host_runner().new_output(slot.frame_shape, slot.frame_dtype, plain=False)
+        leased = self._host_runner().new_output(slot.out_shape, slot.frame_dtype, plain=False)
         slot.device.download.set_dst_host(leased if leased is not None else slot.host_out)
         return leased
 
@@ -372,7 +339,7 @@ class CudaBackend(Backend):
                 if self._device_frames is None:
                     self._device_frames = DeviceFrameRunner(self)
                 return self._device_frames.run(src, dst, stream, wait=wait)
-        except self._driver.Error as exc:
+        except self._gpu.errors as exc:
             raise GpuFaultError(f"GPU failed on a device frame: {exc}") from None
 
     def close(self) -> None:
@@ -390,14 +357,10 @@ class CudaBackend(Backend):
                         self._device_frames.close()
                         self._device_frames = None
                     for slot in self._slots:
-                        free_slot(self._driver, slot)
+                        free_slot(self._gpu, slot)
                     for stages in self._stages.values():
-                        for stage in stages:
-                            for allocation in stage.allocations:
-                                allocation.free()
-                            if stage.gpu_layer is not None:
-                                stage.gpu_layer.free()
-                except self._driver.Error as exc:
+                        free_stages(stages)
+                except self._gpu.errors as exc:
                     self._failed = True
                     # After a fault the context refuses every call; closing must not hide the
                     # first error. The memory goes when the process releases the context.
@@ -407,7 +370,7 @@ class CudaBackend(Backend):
                 self._colour.clear()
         finally:
             context, self._context = self._context, None
-            context.detach()
+            context.release()
             if self._failed:
                 release_kept_context(self._device_number)
 
@@ -417,7 +380,7 @@ class CudaBackend(Backend):
             for slot in slots:
                 # By identity: Slot's dataclass equality would compare (freed) buffers.
                 self._slots = [kept for kept in self._slots if kept is not slot]
-                free_slot(self._driver, slot)
+                free_slot(self._gpu, slot)
 
 
 def _frame_number(slot: Slot) -> str:

@@ -11,12 +11,11 @@ waits for it: nothing blocks the host. Without, the call returns once the output
 
 from __future__ import annotations
 
-
-
 from ..errors import FrameDeviceError, FrameFormatError
-from ..interop import libcuda
+from ..gpu import handles
 from ..interop.arrays import DeviceView
 from ..interop.device_frame import DeviceFrame, DeviceFramePool
+from .cuda_slots import buffer_shape
 
 _ALIGNMENT = 16
 _IMPLICIT_STREAMS = (0, 1)  # the legacy default stream: the runner's blocking stream is ordered with it
@@ -35,15 +34,15 @@ class DeviceFrameRunner:
     """
 
     def __init__(self, backend) -> None:
-        driver = backend.driver
+        gpu = backend.gpu
         self._backend = backend
-        self._driver = driver
-        self.stream = driver.Stream()
-        self._entered = libcuda.Event()
+        self._gpu = gpu
+        self.stream = gpu.stream()
+        self._entered = handles.Event()
         # Spun on: a device frame's wait is microseconds, a sleeping wake-up about 0.1 ms.
-        self._events = [libcuda.Event() for _ in range(16)]
+        self._events = [handles.Event() for _ in range(16)]
         self._event_index = 0
-        self.pool = DeviceFramePool(driver, backend.device_number)
+        self.pool = DeviceFramePool(gpu, backend.device_number)
         self._work: dict[tuple, list] = {}  # (shape, dtype) -> [(allocation, pitch)], made on demand
         self._layers: dict[tuple, dict] = {}  # (shape, dtype) -> convolution-layer buffers per stage number
         self.copies = 0  # device-to-device copies made because a frame did not suit the kernels
@@ -55,11 +54,11 @@ class DeviceFrameRunner:
             FrameDeviceError: host memory (pageable, or page-locked posing as device memory), or
                 memory of another GPU.
         """
-        kind, ordinal = libcuda.pointer_memory(view.address)
+        kind, ordinal = handles.pointer_memory(view.address)
         if kind is None:
             raise FrameDeviceError(f"{what}: address {view.address:#x} is not CUDA memory (host memory "
                                    "offered as a device array?); pass a host array or a device array")
-        if kind == libcuda.MEMORY_HOST:
+        if kind == handles.MEMORY_HOST:
             raise FrameDeviceError(f"{what}: address {view.address:#x} is page-locked host memory, not device "
                                    "memory; pass it as a host array (numpy) instead")
         device = self._backend.device_number
@@ -73,7 +72,8 @@ class DeviceFrameRunner:
 
         Args:
             src: the input frame, (H, W, C) uint8 or uint16 in this GPU's memory.
-            dst: the output, the same shape and dtype, writable; may be ``src`` itself.
+            dst: the output, of the chain's output shape (``src``'s unless a stage changes the
+                size) and ``src``'s dtype, writable; may be ``src`` itself.
             caller_stream: the caller's stream handle: the work waits for its pending work and it
                 waits for the work; the host does not wait. None: see ``wait``.
             wait: (without ``caller_stream``) return once the output is complete; False: at once
@@ -86,24 +86,27 @@ class DeviceFrameRunner:
                 raise FrameFormatError("output frame is read-only (its producer says so)")
         stream = self.stream
         for producer in {caller_stream, src.stream, dst.stream if dst is not None else None} - {None, *_IMPLICIT_STREAMS}:
-            libcuda.record_event(self._entered.handle, producer)
-            libcuda.wait_event(stream.handle, self._entered.handle)
+            self._entered.record(producer)
+            handles.wait_event(stream.handle, self._entered.handle)
         done = self._next_event()
         frame = None
         if dst is None:
-            frame = self.pool.lease(src.frame_shape, src.dtype, stream=caller_stream, done_event=done)
-            height, width, channels = src.shape
-            dst = DeviceView(frame.ptr, src.shape, src.frame_shape, src.dtype, width * channels * src.dtype.itemsize,
-                             None, None, False, frame)
+            shape = self._backend.output_shape(src.shape)
+            frame_shape = shape[:2] if len(src.frame_shape) == 2 else shape
+            frame = self.pool.lease(frame_shape, src.dtype, stream=caller_stream, done_event=done)
+            height, width, channels = shape
+            row_bytes = width * channels * src.dtype.itemsize
+            dst = DeviceView(frame.ptr, shape, frame_shape, src.dtype, row_bytes, None, None, False,
+                             frame)
         self._filter(src, dst)
         done.record(stream.handle)
         if caller_stream is not None:
-            libcuda.wait_event(caller_stream, done.handle)
+            handles.wait_event(caller_stream, done.handle)
         elif wait:
             done.synchronize()
         return frame
 
-    def _next_event(self) -> libcuda.Event:
+    def _next_event(self) -> handles.Event:
         """The next of a ring of events (made once): recording one again for a later frame only makes
         a frame's waiters wait for that later work too, on the same stream."""
         self._event_index = (self._event_index + 1) % len(self._events)
@@ -117,10 +120,10 @@ class DeviceFrameRunner:
 
         def work_buffer() -> tuple[int, int]:
             index = len(used)
-            while len(work) <= index:
-                height, width, channels = src.shape
-                allocation, pitch = self._driver.mem_alloc_pitch(width * channels * src.dtype.itemsize, height,
-                                                                 _ALIGNMENT)
+            while len(work) <= index:  # each large enough for every frame along the chain
+                height, width, channels = buffer_shape(self._backend.plan.shapes(src.shape))
+                row_bytes = width * channels * src.dtype.itemsize
+                allocation, pitch = self._gpu.alloc_pitch(row_bytes, height)
                 work.append((allocation, pitch))
             used.append(index)
             return int(work[index][0]), work[index][1]
@@ -129,23 +132,29 @@ class DeviceFrameRunner:
         if not kernels_take(*source):
             source = work_buffer()
             self._copy(src.address, src.row_pitch, *source, src)
-        in_place = kernels_take(dst.address, dst.row_pitch) and not dst.overlaps(src)
+        in_place = (kernels_take(dst.address, dst.row_pitch) and not dst.overlaps(src)
+                    and self._fits_every_frame_it_gets(src.shape, dst.shape))
         final = (dst.address, dst.row_pitch) if in_place else work_buffer()
         staged = len(self._backend.stages_for(src.shape, src.dtype))
         spare = work_buffer() if staged > 1 else None
         written = self._backend.launch_chain(self.stream, src.shape, src.dtype, source, final, spare,
                                              self._layer_buffers(key))
         if written != dst.address:
-            self._copy(written, final[1] if staged else source[1], dst.address, dst.row_pitch, src)
+            self._copy(written, final[1] if staged else source[1], dst.address, dst.row_pitch, dst)
+
+    def _fits_every_frame_it_gets(self, shape: tuple, out_shape: tuple) -> bool:
+        """Whether a frame of ``out_shape`` can take every frame the chain's ping-pong writes to
+        the final buffer (the last stage's, the third last's, ...) from chain input ``shape``."""
+        shapes = self._backend.plan.shapes(shape)
+        return all(frame[0] <= out_shape[0] and frame[1] <= out_shape[1]
+                   for frame in shapes[-1:0:-2])
 
     def _copy(self, src_address: int, src_pitch: int, dst_address: int, dst_pitch: int, frame: DeviceView) -> None:
         """A device-to-device copy of one frame's rows on the runner's stream."""
         height, width, channels = frame.shape
-        copy = self._driver.Memcpy2D()
-        copy.set_src_device(src_address)
-        copy.set_dst_device(dst_address)
-        copy.src_pitch, copy.dst_pitch = src_pitch, dst_pitch
-        copy.width_in_bytes, copy.height = width * channels * frame.dtype.itemsize, height
+        copy = self._gpu.copy_2d(width * channels * frame.dtype.itemsize, height,
+                                 src_pitch=src_pitch, dst_pitch=dst_pitch, src_device=src_address,
+                                 dst_device=dst_address)
         copy(self.stream)
         self.copies += 1
 

@@ -1,7 +1,8 @@
 """The CUDA backend's one-frame-at-a-time path for host frames (``Filter``): the fewest host copies.
 
 A frame goes up from its own memory when that is page-locked (``StreamFilter.input_buffer``, a
-leased result, ``cuda.pagelocked_empty``), else it is copied into the slot's page-locked input
+leased result, a page-locked array of the caller's), else it is copied into the slot's
+page-locked input
 on several threads. The result comes down straight into the caller's array when that is
 page-locked, or into a page-locked frame leased from a pool (what ``Filter()(x)`` returns), else
 into the slot and then, on several threads, into the caller's array.
@@ -11,15 +12,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..gpu import handles
 from ..hostcopy import ParallelCopier
-from ..interop import libcuda
 from ..interop.pinned_pool import PinnedFramePool
 from ..slots import Slot
 
 
 def _page_locked_rows(array: np.ndarray) -> bool:
     """Whether host (H, W, C) ``array`` is C-contiguous page-locked memory (call with a context current)."""
-    return array.flags.c_contiguous and libcuda.pointer_memory(array.ctypes.data)[0] == libcuda.MEMORY_HOST
+    kind = handles.pointer_memory(array.ctypes.data)[0] if array.flags.c_contiguous else None
+    return kind == handles.MEMORY_HOST
 
 
 class HostFrameRunner:
@@ -31,7 +33,7 @@ class HostFrameRunner:
 
     def __init__(self, backend) -> None:
         self._backend = backend
-        self.pool = PinnedFramePool(backend.driver, backend.activated)
+        self.pool = PinnedFramePool(backend.gpu, backend.activated)
         self._copier = ParallelCopier()
         self._slots: dict[tuple, Slot] = {}
         self._entered = None
@@ -81,9 +83,9 @@ class HostFrameRunner:
     def _wait_for(self, caller_stream: int, stream_handle: int) -> None:
         """Order the slot's stream after the caller's pending work."""
         if self._entered is None:
-            self._entered = libcuda.Event()
-        libcuda.record_event(self._entered.handle, caller_stream)
-        libcuda.wait_event(stream_handle, self._entered.handle)
+            self._entered = handles.Event()
+        self._entered.record(caller_stream)
+        handles.wait_event(stream_handle, self._entered.handle)
 
     def close(self) -> None:
         """Stop the copy threads and free the pool's spare buffers (the slots are the backend's)."""

@@ -3,7 +3,9 @@
 Per slot: ``host_in`` and ``host_out`` (page-locked, or pageable for benchmarks), two or three
 pitched device frames (input, output, and scratch for chains), the flat 4:2:0 planes up and
 down where the slot carries planes, a CUDA stream and four events (start, uploaded, computed,
-done). Every function here expects the backend's context to be current.
+done). Where a stage changes the frame's size, ``host_out`` (and the planes down) take the
+chain's output size and each device frame the largest height and width along the chain. Every
+function here expects the backend's context to be current.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BackendUnavailableError
+from ..gpu.binding import Binding
 from ..io.yuv import YuvLayout
 from ..slots import DeviceInput, Slot
 
@@ -30,6 +33,7 @@ class DeviceSlot:
     stream: Any
     buffers: list  # device allocations: input, output, scratch
     pitch: int
+    rows: int  # rows each device frame holds: the most along the chain
     upload: Any
     download: Any
     events: dict = field(default_factory=dict)
@@ -37,9 +41,16 @@ class DeviceSlot:
     planes: list = field(default_factory=list)  # yuv420p frames: flat device planes, input and output
 
 
-def check_device_memory(driver, shape: tuple[int, int, int], count: int, planes: YuvLayout | None,
-                        sample_bytes: int, frame_buffers: int, device_name: str) -> None:
-    """Refuse ``count`` slots of (H, W, C) frames that cannot fit in the free device memory,
+def buffer_shape(shapes) -> tuple[int, int, int]:
+    """The (H, W, C) a device frame needs to hold each frame of ``shapes`` (a chain's, in order)."""
+    return max(s[0] for s in shapes), max(s[1] for s in shapes), shapes[0][2]
+
+
+def check_device_memory(gpu: Binding, shape: tuple[int, int, int], count: int,
+                        planes: YuvLayout | None, sample_bytes: int, frame_buffers: int,
+                        device_name: str, out_planes: YuvLayout | None = None) -> None:
+    """Refuse ``count`` slots of (H, W, C) device frames (``shape``: the largest along the chain)
+    and of ``planes`` up and ``out_planes`` down, that cannot fit in the free device memory,
     with the figures, before allocating any.
 
     Raises:
@@ -47,8 +58,8 @@ def check_device_memory(driver, shape: tuple[int, int, int], count: int, planes:
     """
     height, width, channels = shape
     per_slot = (frame_buffers * height * (width * channels * sample_bytes + PITCH_SLACK)
-                + (2 * planes.nbytes if planes else 0))
-    free, total = driver.mem_get_info()
+                + (planes.nbytes + (out_planes or planes).nbytes if planes else 0))
+    free, total = gpu.mem_get_info()
     if count * per_slot > free:
         raise BackendUnavailableError(
             f"not enough GPU memory for {count} slot(s) of {width}x{height}x{channels}: "
@@ -56,12 +67,15 @@ def check_device_memory(driver, shape: tuple[int, int, int], count: int, planes:
             f"{total / 2**20:.0f} MiB are free on {device_name} (try a smaller --ring)")
 
 
-def new_slot(driver, index: int, shape: tuple[int, int, int], planes: YuvLayout | None, dtype: np.dtype, *,
-             frame_buffers: int, filtered: bool, pinned: bool, blocking_sync: bool,
-             layer_buffers: dict, device_input: bool = False) -> Slot:
-    """A slot for (H, W, C) frames of ``dtype``, or for ``planes`` (flat 4:2:0 host buffers).
+def new_slot(gpu: Binding, index: int, shapes, planes: tuple[YuvLayout | None, YuvLayout | None],
+             dtype: np.dtype, *, frame_buffers: int, filtered: bool, pinned: bool,
+             blocking_sync: bool, layer_buffers: dict, device_input: bool = False) -> Slot:
+    """A slot for (H, W, C) frames of ``dtype``, or for 4:2:0 planes (flat host buffers).
 
     Args:
+        shapes: the frame's (H, W, C) entering each stage, then the chain's output
+            (``ChainPlan.shapes``): ``host_in`` takes the first, ``host_out`` the last.
+        planes: (the input's planes, the output's) or (None, None) for RGB frames.
         frame_buffers: device frames to allocate (2, or 3 for a chain's ping-pong).
         filtered: whether a stage runs (the output is then buffer 1 / plane 1, else the input's).
         pinned: page-locked host buffers (True) or pageable ones.
@@ -73,81 +87,82 @@ def new_slot(driver, index: int, shape: tuple[int, int, int], planes: YuvLayout 
     Raises:
         BackendUnavailableError: not enough GPU or pinned memory.
     """
-    height, width, channels = shape
+    planes, out_planes = planes
+    height, width, channels = buffer_shape(shapes)
     row_bytes = width * channels * dtype.itemsize
-    host_shape = planes.shape if planes is not None else shape
+    ends = (shapes[0], shapes[-1])  # what goes up, what comes down
+    host_shapes = (planes.shape, out_planes.shape) if planes is not None else ends
     host_dtype = planes.dtype if planes is not None else dtype
     if device_input and planes is None:
         raise ValueError("device input needs planes")
     try:
-        host_in, host_out = _host_buffers(driver, host_shape, host_dtype, pinned=pinned, device_input=device_input)
-        buffers, pitch = [], 0
-        for _ in range(frame_buffers):
-            allocation, pitch = driver.mem_alloc_pitch(row_bytes, height, 16)
-            buffers.append(allocation)
-        device_planes = [driver.mem_alloc(planes.nbytes) for _ in range(2)] if planes is not None else []
-    except (driver.MemoryError, driver.Error) as exc:
-        megabytes = 2 * height * row_bytes / 2**20
+        host_in, host_out = _host_buffers(gpu, host_shapes, host_dtype, pinned=pinned,
+                                          device_input=device_input)
+        buffers, pitch = _device_frames(gpu, frame_buffers, row_bytes, height)
+        device_planes = ([gpu.alloc(layout.nbytes) for layout in (planes, out_planes)]
+                         if planes is not None else [])
+    except gpu.errors as exc:
+        megabytes = 2 * height * row_bytes / 2**20  # about: the device frames are the largest
         raise BackendUnavailableError(
             f"not enough GPU or pinned memory for a slot of {width}x{height}x{channels} "
             f"({megabytes:.1f} MiB host + device): {exc}") from None
-    upload, download = _copies(driver, shape, dtype, planes, host_in, host_out, buffers, pitch, device_planes,
-                               filtered=filtered, device_input=device_input)
-    events = {name: driver.Event() for name in ("start", "uploaded", "computed")}
-    events["done"] = driver.Event(driver.event_flags.BLOCKING_SYNC if blocking_sync else 0)
-    device = DeviceSlot(stream=driver.Stream(), buffers=buffers, pitch=pitch, upload=upload,
-                        download=download, events=events, layer_buffers=layer_buffers, planes=device_planes)
-    written = (DeviceInput(int(device_planes[0]), planes, driver.Event(driver.event_flags.DISABLE_TIMING))
+    upload, download = _copies(gpu, ends, dtype, planes, host_in, host_out, buffers, pitch,
+                               device_planes, filtered=filtered, device_input=device_input)
+    events = {name: gpu.event() for name in ("start", "uploaded", "computed")}
+    events["done"] = gpu.event(blocking=blocking_sync)
+    device = DeviceSlot(stream=gpu.stream(), buffers=buffers, pitch=pitch, rows=height,
+                        upload=upload, download=download, events=events,
+                        layer_buffers=layer_buffers, planes=device_planes)
+    written = (DeviceInput(int(device_planes[0]), planes, gpu.event(timing=False))
                if device_input else None)
     return Slot(index=index, host_in=host_in, host_out=host_out, device=device, planes=planes,
-                device_input=written)
+                device_input=written, out_planes=out_planes)
 
 
-def _copies(driver, shape, dtype, planes, host_in, host_out, buffers, pitch, device_planes, *,
-            filtered: bool, device_input: bool):
-    """The slot's (upload, download), each called with its stream; no upload for device input."""
-    height, width, channels = shape
+def _device_frames(gpu: Binding, count: int, row_bytes: int, height: int) -> tuple[list, int]:
+    """``count`` pitched device frames of ``height`` rows of ``row_bytes``, and their pitch."""
+    buffers, pitch = [], 0
+    for _ in range(count):
+        allocation, pitch = gpu.alloc_pitch(row_bytes, height)
+        buffers.append(allocation)
+    return buffers, pitch
+
+
+def _copies(gpu: Binding, shapes, dtype, planes, host_in, host_out, buffers, pitch, device_planes,
+            *, filtered: bool, device_input: bool):
+    """The slot's (upload, download) of (input shape, output shape) ``shapes``, each called with
+    its stream; no upload for device input."""
+    (height, width, channels), (out_height, out_width, _) = shapes
     row_bytes = width * channels * dtype.itemsize
     if planes is not None:
         # Planes go up and down whole; the last stage's RGB is converted into device_planes[1].
         planes_out = device_planes[1] if filtered else device_planes[0]
-        upload = None if device_input else functools.partial(driver.memcpy_htod_async, device_planes[0], host_in)
-        return upload, functools.partial(driver.memcpy_dtoh_async, host_out, planes_out)
-    upload = _copy_2d(driver, row_bytes, height, src_host=host_in, src_pitch=row_bytes,
-                      dst_device=buffers[0], dst_pitch=pitch)
-    download = _copy_2d(driver, row_bytes, height, src_device=buffers[1] if filtered else buffers[0],
-                        src_pitch=pitch, dst_host=host_out, dst_pitch=row_bytes)
+        upload = (None if device_input
+                  else functools.partial(gpu.copy_htod, int(device_planes[0]), host_in))
+        return upload, functools.partial(gpu.copy_dtoh, host_out, int(planes_out))
+    upload = gpu.copy_2d(row_bytes, height, src_pitch=row_bytes, dst_pitch=pitch,
+                         dst_device=int(buffers[0]))
+    upload.set_src_host(host_in)
+    out_bytes = out_width * channels * dtype.itemsize
+    download = gpu.copy_2d(out_bytes, out_height, src_pitch=pitch, dst_pitch=out_bytes,
+                           src_device=int(buffers[1] if filtered else buffers[0]))
+    download.set_dst_host(host_out)
     return upload, download
 
 
-def _host_buffers(driver, shape: tuple, dtype: np.dtype, *, pinned: bool, device_input: bool):
-    """(host_in, host_out): page-locked or pageable; host_in an empty placeholder for device input."""
-    allocate = driver.pagelocked_empty if pinned or device_input else np.empty
-    host_in = np.empty(0, dtype) if device_input else allocate(shape, dtype)
-    return host_in, allocate(shape, dtype)
+def _host_buffers(gpu: Binding, shapes: tuple, dtype: np.dtype, *, pinned: bool,
+                  device_input: bool):
+    """(host_in, host_out) of (input, output) ``shapes``: page-locked or pageable; host_in an empty
+    placeholder for device input."""
+    allocate = gpu.alloc_host if pinned or device_input else np.empty
+    host_in = np.empty(0, dtype) if device_input else allocate(shapes[0], dtype)
+    return host_in, allocate(shapes[1], dtype)
 
 
-def _copy_2d(driver, width_bytes: int, height: int, *, src_pitch: int, dst_pitch: int,
-             src_host=None, src_device=None, dst_host=None, dst_device=None):
-    """A prepared 2-D copy between a host array and a pitched device buffer (called with a stream)."""
-    copy = driver.Memcpy2D()
-    if src_host is not None:
-        copy.set_src_host(src_host)
-    else:
-        copy.set_src_device(src_device)
-    if dst_host is not None:
-        copy.set_dst_host(dst_host)
-    else:
-        copy.set_dst_device(dst_device)
-    copy.src_pitch, copy.dst_pitch = src_pitch, dst_pitch
-    copy.width_in_bytes, copy.height = width_bytes, height
-    return copy
-
-
-def free_slot(driver, slot: Slot) -> None:
+def free_slot(gpu: Binding, slot: Slot) -> None:
     """Wait for the slot's stream, then free its host and device buffers."""
     state: DeviceSlot = slot.device
-    with contextlib.suppress(driver.Error):
+    with contextlib.suppress(*gpu.errors):
         state.stream.synchronize()
     for allocation in (*state.buffers, *state.planes):
         allocation.free()

@@ -22,7 +22,8 @@ import numpy as np
 from ..errors import FilterSpecError
 from ..filters import FilterStage
 from .. import kernel_loader
-from .families import register_blocked, separable, tensor_core, textbook
+from ..resample import chain_shapes
+from .families import register_blocked, resample, separable, temporal, tensor_core, textbook
 from .families.base import KernelPlan, StagePlan
 
 FAMILIES: tuple[ModuleType, ...] = (register_blocked, tensor_core, separable, textbook)
@@ -81,6 +82,10 @@ def plan_stage(stage: FilterStage, kernel: str = AUTO, dtype=np.uint8, *, tensor
     """
     check_kernel(kernel)
     sample_bytes = np.dtype(dtype).itemsize
+    if stage.geometry is not None:  # scale and crop run resample.cu, whatever --kernel says
+        return StagePlan(stage, resample.VARIANTS[0], resample, None, sample_bytes, tensor_cores)
+    if stage.temporal is not None:  # stages across frames: the temporal family, as the taps say
+        return temporal_stage(stage, sample_bytes)
     if kernel == AUTO:
         for rule in AUTO_TABLE:
             if sample_bytes in rule.family.SAMPLE_BYTES and rule.when(stage):
@@ -118,6 +123,23 @@ class ChainPlan:
     kernel: str
     tensor_cores: bool = True
     _stages: dict[int, tuple[StagePlan | None, ...]] = field(default_factory=dict, repr=False)
+    _shapes: dict[tuple, tuple[tuple[int, int, int], ...]] = field(default_factory=dict, repr=False)
+
+    def shapes(self, shape: tuple[int, int, int]) -> tuple[tuple[int, int, int], ...]:
+        """The (H, W, C) frame entering each stage for chain input ``shape``, then the chain's
+        output (``len(filters) + 1`` shapes), computed once per input shape.
+
+        Raises:
+            FrameFormatError: a stage cannot take its input's size (a crop beyond the frame).
+        """
+        key = tuple(shape)
+        if key not in self._shapes:
+            self._shapes[key] = tuple(chain_shapes(self.filters, key))
+        return self._shapes[key]
+
+    def output_shape(self, shape: tuple[int, int, int]) -> tuple[int, int, int]:
+        """The (h, w, C) the chain makes of (H, W, C) frames."""
+        return self.shapes(shape)[-1]
 
     def stages(self, dtype=np.uint8) -> tuple[StagePlan | None, ...]:
         """Each stage's plan for frames of ``dtype``; None for a convolution-layer stage, which
@@ -136,9 +158,10 @@ class ChainPlan:
 
     def kernel_plans(self, shape: tuple[int, int, int], border_code: int,
                      dtype=np.uint8) -> list[KernelPlan | None]:
-        """Each stage's launch for (H, W, C) frames of ``dtype`` (None for a layer stage)."""
-        return [None if stage is None else stage.kernel_plan(tuple(shape), border_code)
-                for stage in self.stages(dtype)]
+        """Each stage's launch for (H, W, C) chain input frames of ``dtype`` (None for a layer
+        stage), at the size the frame has when it reaches the stage."""
+        return [None if stage is None else stage.kernel_plan(entering, border_code)
+                for stage, entering in zip(self.stages(dtype), self.shapes(shape))]
 
 
 def plan_chain(filters: Sequence[FilterStage], kernel: str = AUTO, *, tensor_cores: bool = True) -> ChainPlan:
@@ -151,6 +174,14 @@ def plan_chain(filters: Sequence[FilterStage], kernel: str = AUTO, *, tensor_cor
     plan = ChainPlan(tuple(filters), check_kernel(kernel), tensor_cores)
     plan.stages(np.uint8)
     return plan
+
+
+def temporal_stage(stage: FilterStage, sample_bytes: int) -> StagePlan:
+    """A stage across frames runs on the temporal family whatever ``--kernel`` says (its taps
+    choose the kernel), as a convolution layer runs on streamconv.nn's."""
+    variant = temporal.VARIANTS[0]
+    prepared = temporal.prepare(stage, variant, sample_bytes)
+    return StagePlan(stage, variant, temporal, prepared, sample_bytes)
 
 
 def supports(stage: FilterStage, kernel: str, dtype=np.uint8) -> bool:

@@ -19,6 +19,7 @@ import cv2  # noqa: F401 - first, before any module imports av (streamconv.io.di
 
 from ..errors import EXIT_INTERRUPTED, StreamconvError
 from ..filters import describe_registry
+from ..gst import plugin_path
 from ..interrupts import SignalGuard
 from ..presets import list_presets, load_preset
 from .batch import check_batch_args, cmd_batch
@@ -27,6 +28,7 @@ from .info import cmd_info
 from .install_cuda import cmd_install_cuda, take_pip_args
 from .messages import BriefFormatter, brief, say_error
 from .parser import build_parser
+from .report import cmd_report
 from .run import check_run_args, cmd_run
 from .segments import check_segment_args, cmd_run_segments
 
@@ -44,13 +46,20 @@ def cmd_filters(_args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_gst_path(_args: argparse.Namespace) -> int:
+    """``streamconv gst-path``: the folder for GST_PLUGIN_PATH (docs/gstreamer.md)."""
+    print(plugin_path())
+    return 0
+
+
 def cmd_run_any(args: argparse.Namespace) -> int:
     """``streamconv run``: in one piece, or in segments with --segments N."""
     return cmd_run_segments(args) if args.segments is not None else cmd_run(args)
 
 
-COMMANDS = {"run": cmd_run_any, "batch": cmd_batch, "filters": cmd_filters, "info": cmd_info, "bench": cmd_bench,
-            "install-cuda": cmd_install_cuda}
+COMMANDS = {"run": cmd_run_any, "batch": cmd_batch, "filters": cmd_filters, "info": cmd_info,
+            "bench": cmd_bench, "install-cuda": cmd_install_cuda, "gst-path": cmd_gst_path,
+            "report": cmd_report}
 
 
 def main(argv: Sequence[str] | None = None, *, signals: SignalGuard | None = None) -> int:
@@ -76,6 +85,7 @@ def main(argv: Sequence[str] | None = None, *, signals: SignalGuard | None = Non
 def _main(argv: Sequence[str] | None, guard: SignalGuard) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
+    args.command_line = list(sys.argv[1:] if argv is None else argv)  # for a run's record
     if args.command == "run":
         check_run_args(args.command_parser, args, extra)
         check_segment_args(args.command_parser, args)

@@ -7,7 +7,7 @@ import sys
 
 from ..batch import Batch
 from ..batch_inputs import ext_refusal, ray_refusal, segments_refusal
-from ..manifest import FINISHED, status_counts
+from ..manifest import frames_written, status_counts
 from ..io.formats import is_pipe
 from .messages import brief
 from .options import refuse_empty
@@ -51,7 +51,7 @@ def _summary(result) -> str:
     """One line per input that did not simply finish, then the totals."""
     lines = [f"  {r.status:<11} {r.input}" + (f": {r.error}" if r.error else "")
              for r in result.records if r.status not in ("done", "skipped")]
-    frames = sum(r.frames for r in result.records if r.status in FINISHED)
+    frames = frames_written(result.records)
     totals = ", ".join(f"{n} {status}" for status, n in status_counts(result.records).items() if n)
     lines.append(f"batch: {len(result.records)} input(s): {totals}; {frames} frames written; "
                  f"manifest {result.manifest}")

@@ -7,12 +7,12 @@ import json
 import logging
 import sys
 
-from .. import bench, benchplot
+from .. import bench, bench_scale, bench_temporal, benchplot
 from ..backends import resolve_backend
 from ..backends.plan import DEEP_KERNEL_CHOICES, KERNEL_CHOICES
 from ..borders import BORDER_MODES, DEFAULT_BORDER
 from .options import argument_type, non_negative_int
-from ..errors import FilterSpecError
+from ..errors import FilterSpecError, StreamError
 from ..publish import check_output_path, write_atomically
 
 log = logging.getLogger("streamconv")
@@ -48,10 +48,19 @@ def add_bench_parser(commands) -> None:
     parser.add_argument("--chart", metavar="PATH", help="draw ms against K as a PNG (needs streamconv[plot])")
     parser.add_argument("--overwrite", "-y", action="store_true", help="replace --json and --chart files that exist")
     parser.add_argument("--no-progress", action="store_true", help="no progress line")
+    parser.add_argument("--scale", action="store_true",
+                        help="time the scale stage instead (4K to 1080p with every kernel, 1080p "
+                             "to 4K; RGB, 8 and 16 bits) beside cv2.resize and the CPU backend")
+    parser.add_argument("--temporal", action="store_true",
+                        help="time the kernels of stages across frames instead (time only, random "
+                             "T x K x K taps, time x space), each checked against the CPU backend")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """``streamconv bench``: check and time the kernel variants; table, JSON, chart."""
+    if args.scale and args.chart:
+        raise FilterSpecError("--chart draws the convolution kernels' timings; "
+                              "--scale has a table only")
     if args.chart:
         benchplot.check_matplotlib()
     reports = {"--json": args.json, "--chart": args.chart}
@@ -67,6 +76,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         log.info("--depth %d: timing %s (the other kernels take 8-bit frames only)", args.depth, ", ".join(kernels))
     resolve_backend("cuda", device=args.device)  # a clear error without a usable GPU
     progress = bench.progress_printer(not args.no_progress and sys.stderr.isatty())
+    if args.scale:
+        return _scale_bench(args, progress)
+    if args.temporal:
+        return _bench_temporal(args, progress)
     result = bench.run_bench(sizes=args.sizes, ks=args.ks, kernels=kernels, border=args.border,
                              device_number=args.device, host=not args.no_host, progress=progress,
                              depth=args.depth)
@@ -78,4 +91,35 @@ def cmd_bench(args: argparse.Namespace) -> int:
         benchplot.write_chart(result, args.chart, overwrite=args.overwrite)
     print(bench.format_table(result))
     bench.report_failures(result)
+    return 0
+
+
+def _scale_bench(args: argparse.Namespace, progress) -> int:
+    """``streamconv bench --scale``: check and time the scale stage; table, JSON."""
+    result = bench_scale.run_scale_bench(device_number=args.device, host=not args.no_host,
+                                         progress=progress)
+    if progress:
+        sys.stderr.write("\n")
+    if args.json:
+        write_atomically(args.json, json.dumps(result, indent=1) + "\n", overwrite=args.overwrite,
+                         what="--json")
+    print(bench_scale.format_scale_table(result))
+    bench.report_failures(result)
+    return 0
+
+
+def _bench_temporal(args: argparse.Namespace, progress) -> int:
+    """``streamconv bench --temporal``: the temporal kernels' table (and --json)."""
+    env = bench.measure_env(args.device, args.border)
+    rows = bench_temporal.run_temporal_bench(env, args.sizes, progress=progress)
+    if progress:
+        sys.stderr.write("\n")
+    if args.json:
+        result = {"environment": bench.environment_record(env, 8), "temporal": rows}
+        write_atomically(args.json, json.dumps(result, indent=1) + "\n", overwrite=args.overwrite,
+                         what="--json")
+    print(bench_temporal.format_temporal(rows))
+    worst = max(row["max_lsb"] for row in rows)
+    if worst > 1:
+        raise StreamError(f"a temporal kernel differs from the CPU backend by {worst} LSB")
     return 0

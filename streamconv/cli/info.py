@@ -4,6 +4,7 @@ with the one command that fixes it."""
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
 import platform
 import shutil
@@ -15,11 +16,12 @@ import numpy
 
 from .. import __version__, cuda_setup, kernel_cache, kernel_loader, nvrtc, prebuilt
 from ..backends import cuda_status
+from ..gpu import binding
 from ..io.encoder_check import hardware_encoders
 from ..io.nvdec_caps import NvdecUnsupported, decoder_table, nvdec_module
 
-INSTALL_CUDA = "streamconv install-cuda"
-"""The one command that installs the GPU path (PyCUDA, NVRTC) on a machine with the driver."""
+PACKAGES = {"cuda-core": ("cuda-core", "cuda-bindings"), "pycuda": ("pycuda",)}
+"""The packages each binding runs on, whose versions info shows."""
 
 
 def cmd_info(_args: argparse.Namespace) -> int:
@@ -40,22 +42,39 @@ def cmd_info(_args: argparse.Namespace) -> int:
 
 
 def _print_gpu() -> str | None:
-    """The driver and PyCUDA lines; device 0's architecture (``sm_90``) where both work."""
+    """The driver and binding lines; device 0's architecture (``sm_90``) where both work."""
     driver = cuda_setup.find_driver()
-    print(f"driver     {driver.describe() if driver else 'not found (libcuda.so.1 does not load; install the NVIDIA driver)'}")
+    missing = "not found (libcuda.so.1 does not load; install the NVIDIA driver)"
+    print(f"driver     {driver.describe() if driver else missing}")
     try:
-        import pycuda  # optional (the cuda extra): its absence is what info reports
-        import pycuda.driver as cuda
-    except ImportError:
-        print(f"pycuda     not installed (fix: {INSTALL_CUDA})")
+        chosen = binding.chosen_name()
+    except Exception as exc:  # a bad STREAMCONV_BINDING: say so rather than fail info
+        print(f"binding    {exc}")
         return None
-    print(f"pycuda     {pycuda.VERSION_TEXT}")
+    how = binding.VARIABLE if os.environ.get(binding.VARIABLE) else "the default"
+    for name in sorted(binding.BINDINGS, key=lambda each: each != chosen):
+        versions = _versions(name)
+        fix = f"not installed (fix: {binding.INSTALL[name]})" if driver else "not installed"
+        label = (f"{name} (chosen: {how})" if name == chosen
+                 else f"{name} ({binding.VARIABLE}={name})")
+        print(f"{'binding' if name == chosen else '':<11}{label}: {versions or fix}")
+    if driver is None:
+        return None
     try:
-        cuda.init()
-        major, minor = cuda.Device(0).compute_capability()
-    except Exception:  # no GPU or a broken driver: cuda_status says which below
+        major, minor = binding.binding().device(0).compute_capability
+    except Exception:  # no GPU, no binding or a broken driver: cuda_status says which below
         return None
     return f"sm_{major}{minor}"
+
+
+def _versions(name: str) -> str | None:
+    """``cuda-core 1.2.2, cuda-bindings 13.5.0``: the installed packages of binding ``name``, or
+    None when one is missing (nothing is imported)."""
+    try:
+        return ", ".join(f"{package} {importlib.metadata.version(package)}"
+                         for package in PACKAGES[name])
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def _print_kernels(arch: str | None) -> None:
@@ -66,7 +85,7 @@ def _print_kernels(arch: str | None) -> None:
     print(f"  prebuilt: {shown}")
     found = kernel_loader.find_nvrtc()
     hint = nvrtc.INSTALL_HINT.get(major or 13, nvrtc.INSTALL_HINT[13])
-    print(f"  nvrtc: {found.describe() if found else f'not found (fix: {hint}, or {INSTALL_CUDA})'}")
+    print(f"  nvrtc: {found.describe() if found else f'not found (fix: {hint})'}")
     print(f"  nvcc: {shutil.which('nvcc') or 'not on PATH (not needed: NVRTC compiles what is not prebuilt)'}")
     try:
         compiler = kernel_loader.chosen_compiler()

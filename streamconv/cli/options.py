@@ -10,6 +10,7 @@ import re
 import cv2  # noqa: F401  (before av: see streamconv.io.display.check_import_order)
 import av
 
+from ..filters import REGISTRY
 from ..frames import MAX_RING
 from ..io.container import MAX_TIMEOUT
 
@@ -150,7 +151,9 @@ def container_format(mode: str):
         try:
             found = av.ContainerFormat(text, mode)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"FFmpeg has no {kind} {text!r} (see `ffmpeg -formats`)") from None
+            hint = _filter_named(text) if mode == "w" else ""
+            raise argparse.ArgumentTypeError(
+                f"FFmpeg has no {kind} {text!r} (see `ffmpeg -formats`){hint}") from None
         if mode == "w" and found.no_file and found.name not in OWN_FILES_MUXERS:
             raise argparse.ArgumentTypeError(
                 f"{text} writes no OUTPUT file (files or devices of its own, or nothing), so it could be neither "
@@ -159,6 +162,14 @@ def container_format(mode: str):
         return text
     convert.__name__ = f"container_format_{mode}"
     return convert
+
+
+def _filter_named(text: str) -> str:
+    """A hint where ``-f``'s value names a filter: -f was streamconv's --filter before it became
+    OUTPUT's format, as in FFmpeg."""
+    if text.partition(":")[0].strip().lower() not in REGISTRY:
+        return ""
+    return f"; -f is OUTPUT's format, as in FFmpeg: a filter is --filter {text} or -vf {text}"
 
 
 def refuse_empty(parser: argparse.ArgumentParser, named: list[tuple[str | None, str]]) -> None:

@@ -16,6 +16,7 @@ from ..io.live import RealtimeSource
 from ..backends import resolve_backend
 from ..pipeline import Pipeline, choose_decoder
 from ..presets import list_presets, load_preset
+from ..resample import chain_shapes
 from ..progressfile import ProgressFile, check_progress_target
 from ..publish import check_output_path, without_file_scheme
 from ..io.demuxed import is_demuxed_spec
@@ -28,7 +29,9 @@ from ..io.pattern import is_test_spec
 from ..io.source import Source
 from ..io.camera import is_webcam_spec
 from .options import refuse_empty
+from .report import check_report_args, run_context, write_run_report
 from .several import check_several_sources, run_several
+from .trim import check_trim_args
 
 
 log = logging.getLogger("streamconv")
@@ -96,6 +99,9 @@ def _check_run_outputs(args: argparse.Namespace, display: bool) -> None:
                           protect=_written_by_run(args, but="stats_json"))
     if args.progress is not None:
         check_progress_target(args.progress, overwrite=args.overwrite, protect=_written_by_run(args, but="progress"))
+    if args.report is not None:
+        check_output_path(args.report, overwrite=args.overwrite, what="--report",
+                          protect=_written_by_run(args, but="report"))
 
 
 def _build_pipeline(args: argparse.Namespace, stages: list[FilterStage], border: str,
@@ -138,7 +144,8 @@ def _open_run_source(args: argparse.Namespace) -> Source:
         source = open_source(args.source, width=width, height=height, fps=args.fps)
     else:
         copy = args.output is not None and not args.no_audio and not args.reconnect
-        decoder = "cpu" if args.hwaccel else choose_decoder(args.decoder, args.backend)
+        # FFmpeg's hardware decoder, and a cut, are libavcodec's
+        decoder = "cpu" if args.hwaccel or args.trim else choose_decoder(args.decoder, args.backend)
         demuxed = is_demuxed_spec(args.source, args.input_format)
         demuxer = {"format": args.input_format, "size": args.size, "pix_fmt": args.input_pix_fmt,
                    "fps": args.fps} if demuxed else {}
@@ -146,7 +153,8 @@ def _open_run_source(args: argparse.Namespace) -> Source:
                              max_pixels=args.max_pixels, timeout=args.timeout,
                              depth=None if args.depth == "auto" else int(args.depth), hwaccel=args.hwaccel,
                              decoder=decoder, device=args.device, input_options=dict(args.input_options),
-                             reconnect=args.reconnect, **_reconnect_timeout(args), **demuxer)
+                             reconnect=args.reconnect, trim=args.trim, **_reconnect_timeout(args),
+                             **demuxer)
     if args.realtime and not source.is_live:
         source = RealtimeSource(source)
     return source
@@ -167,7 +175,8 @@ def _open_run_sink(args: argparse.Namespace, source: Source, display: bool,
             sinks.append(DisplaySink(title=title, side_by_side=args.side_by_side,
                                      overlay=not args.no_overlay, filter_cycle=cycle))
         if args.output is not None:
-            sinks.append(open_sink(args.output, like=source, **sink_options))
+            shape = chain_shapes(cycle[0][1], source.shape)[-1]  # the chain asked for sizes it
+            sinks.append(open_sink(args.output, like=source, shape=shape, **sink_options))
     except BaseException:
         for sink in sinks:
             sink.abort()
@@ -201,17 +210,24 @@ def _written_by_run(args: argparse.Namespace, *, but: str) -> dict[str, str]:
     none of them."""
     output = None if args.output is None else pipe_url(args.output, 1)  # "-": standard output's file
     named = {"source": ("the input", args.source), "output": ("the output", output),
-             "stats_json": ("--stats-json", args.stats_json), "progress": ("--progress", args.progress)}
+             "stats_json": ("--stats-json", args.stats_json),
+             "progress": ("--progress", args.progress), "report": ("--report", args.report)}
     return {role: value for key, (role, value) in named.items() if key != but and value is not None}
 
 
 def _report(args: argparse.Namespace, stats, exit_code: int, error: Exception | None = None) -> None:
     """Write --stats-json (whole or not at all; the run's exit code and error first, as a
-    record of several sources has them) and print the summary table (unless --quiet)."""
+    record of several sources has them, then where it ran) and --report (the page of that
+    record), and print the summary table (unless --quiet)."""
+    outcome = {"exit_code": exit_code, "error": None if error is None else str(error)}
+    if args.stats_json or args.report:
+        outcome |= {"source": args.source, "output": args.output, **run_context(args)}
     if args.stats_json:
-        outcome = {"exit_code": exit_code, "error": None if error is None else str(error)}
         stats.write_json(args.stats_json, overwrite=args.overwrite, what="--stats-json",
                          protect=_written_by_run(args, but="stats_json"), outcome=outcome)
+    if args.report:
+        write_run_report(args, {**outcome, **stats.to_dict()},
+                         protect=_written_by_run(args, but="report"))
     if not args.quiet:
         print(stats.format_table(), file=sys.stderr)
 
@@ -232,6 +248,8 @@ def check_run_args(parser: argparse.ArgumentParser, args: argparse.Namespace, ex
     if args.max_frames == 0 and args.output is not None:
         parser.error("--max-frames 0 writes no frame, and an output file needs at least one")
     _check_terminal_pipes(parser, args)
+    check_trim_args(parser, args)
+    check_report_args(parser, args)
     for spec in args.sources:  # every check of SOURCE holds for each of several
         args.source = spec
         _check_source_spec(parser, args)

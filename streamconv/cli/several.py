@@ -28,6 +28,7 @@ from ..multi import PLACEHOLDER, MultiResult, output_for, run_tiled
 from ..pipeline import Pipeline
 from ..publish import ProtectedFiles, check_output_path, protected_files, write_atomically
 from .messages import brief, say_error
+from .report import run_context, write_run_report
 
 SEVERAL_HELP = ("several SOURCEs run at once, each through its own pipeline, with --display (tiled in one "
                 "window), -o OUTPUT with {n} (one output per source, n from 0), or when every one is a camera "
@@ -79,28 +80,36 @@ def run_several(args: argparse.Namespace, build: Callable[[argparse.Namespace], 
 
 def _check_outputs(args: argparse.Namespace, outputs: list[str | None]) -> None:
     """Before any source is opened: each output new (or --overwrite) and none of the sources, and
-    --stats-json none of the run's files."""
+    --stats-json and --report none of the run's files."""
     written = {index: output for index, output in enumerate(outputs) if output is not None and writes_a_file(output)}
     inputs = protected_files(args.sources)  # listed once for every output
     for index, output in written.items():  # none may be an input, or another source's output
         others = protected_files({f"the output of source {other}": spec for other, spec in written.items()
                                   if other != index})
         check_target(output, overwrite=args.overwrite, protect=ProtectedFiles([*inputs, *others]), format=args.format)
-    if args.stats_json is not None:
-        check_output_path(args.stats_json, overwrite=args.overwrite, what="--stats-json",
-                          protect=[*args.sources, *filter(None, outputs)])
+    written = [*args.sources, *filter(None, outputs)]
+    for path, what, other in ((args.stats_json, "--stats-json", args.report),
+                              (args.report, "--report", args.stats_json)):
+        if path is not None:
+            check_output_path(path, overwrite=args.overwrite, what=what,
+                              protect=[*written, *filter(None, [other])])
 
 
 def _report(args: argparse.Namespace, result: MultiResult, outputs: list[str | None]) -> None:
-    """Each source's error; --stats-json as a list of the sources' records (whole or not at all);
-    unless --quiet, each source's table and the total."""
+    """Each source's error; --stats-json as a list of the sources' records (whole or not at all)
+    and --report as their page; unless --quiet, each source's table and the total."""
     for item in result.results:
         if item.error is not None and isinstance(item.error, (StreamconvError, OSError)):
             say_error(f"source {item.index} ({item.source}): {item.error}")
+    context = run_context(args) if args.stats_json or args.report else {}
+    records = [{**item.to_dict(), **context} for item in result.results]
+    written = [*args.sources, *filter(None, outputs)]
     if args.stats_json:
-        text = json.dumps([item.to_dict() for item in result.results], indent=1) + "\n"
+        text = json.dumps(records, indent=1) + "\n"
         write_atomically(args.stats_json, text, overwrite=args.overwrite, what="--stats-json",
-                         protect=[*args.sources, *filter(None, outputs)])
+                         protect=[*written, *filter(None, [args.report])])
+    if args.report:
+        write_run_report(args, records, protect=[*written, *filter(None, [args.stats_json])])
     if args.quiet:
         return
     for item in result.results:

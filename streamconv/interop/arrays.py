@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import FrameDeviceError, FrameFormatError, FrameTypeError
 from ..frames import CHANNEL_COUNTS, FRAME_DTYPES, as_hwc
-from . import dlpack
+from ..gpu import dlpack
 from .raw import RawDeviceArray, offers_cuda_array_interface, raw_device_array
 
 

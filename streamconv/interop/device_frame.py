@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from . import dlpack, libcuda
-from .dlpack import contiguous_strides
+from ..gpu import dlpack, handles
+from ..gpu.binding import Binding
+from ..gpu.dlpack import contiguous_strides
 from .reuse import ReusePool
 
 
@@ -24,16 +25,16 @@ class DeviceFramePool:
     """Device buffers of frames, reused once the frames are dropped (:class:`.reuse.ReusePool`).
 
     Args:
-        driver: ``pycuda.driver``. device: the CUDA device ordinal the buffers are on.
+        gpu: the CUDA binding. device: the CUDA device ordinal the buffers are on.
         keep: free buffers kept per size (more are freed as they come back).
 
     Allocation happens in :meth:`lease`, with the pool's context current; buffers that come
-    back after :meth:`close` are freed (PyCUDA makes their own context current for it).
+    back after :meth:`close` are freed (the binding makes their own context current for it).
     """
 
-    def __init__(self, driver, device: int, *, keep: int = 4) -> None:
+    def __init__(self, gpu: Binding, device: int, *, keep: int = 4) -> None:
         self.device = device
-        self.buffers = ReusePool(driver.mem_alloc, lambda allocation: allocation.free(), keep=keep)
+        self.buffers = ReusePool(gpu.alloc, lambda allocation: allocation.free(), keep=keep)
 
     @property
     def allocated(self) -> int:
@@ -65,7 +66,7 @@ class _Lease:
 
 
 class _Held:
-    """Device memory another object owns (a PyCUDA GPUArray), held for a DeviceFrame."""
+    """Device memory another object owns (an nn result's buffer), held for a DeviceFrame."""
 
     def __init__(self, owner: Any, address: int, nbytes: int) -> None:
         self.owner, self.allocation, self.nbytes = owner, address, nbytes
@@ -123,32 +124,33 @@ class DeviceFrame:
         if self._done_event is not None:
             self._done_event.synchronize()
 
-    def __dlpack__(self, stream: int | None = None, **_: Any) -> Any:
+    def __dlpack__(self, stream: int | None = None, max_version: tuple[int, int] | None = None,
+                   **_: Any) -> Any:
         """A DLPack capsule of this frame; ``stream``: the consumer's stream, made to wait for the
-        filtering (without the host waiting)."""
+        filtering (without the host waiting); ``max_version``: the newest DLPack it reads."""
         if stream not in (None, -1) and stream != self.stream and self._done_event is not None:
-            libcuda.wait_event(stream, self._done_event.handle)
-        return dlpack.export_capsule(self, self.ptr, self.shape, self.strides, self.dtype, dlpack.DEVICE_CUDA,
-                                     self.device)
+            handles.wait_event(stream, self._done_event.handle)
+        return dlpack.export_tensor(self, self.ptr, self.shape, self.dtype, max_version)
 
     def __dlpack_device__(self) -> tuple[int, int]:
         return dlpack.DEVICE_CUDA, self.device
 
     def get(self, out: np.ndarray | None = None) -> np.ndarray:
         """Copy the frame to host memory (waiting for its filtering first): a new NumPy array, or ``out``."""
-        import pycuda.driver as driver  # the cuda extra: a DeviceFrame exists only where it is installed
+        from ..gpu.binding import binding  # a DeviceFrame exists only where a binding runs
 
         host = np.empty(self.shape, self.dtype) if out is None else out
         if host.shape != self.shape or host.dtype != self.dtype or not host.flags.c_contiguous:
             raise ValueError(f"out: expected a C-contiguous {self.shape} {self.dtype} array")
-        context = driver.Device(self.device).retain_primary_context()
+        gpu = binding()
+        context = gpu.device(self.device).retain_primary_context()
         context.push()
         try:
             self.synchronize()
-            driver.memcpy_dtoh(host, self.ptr)
+            gpu.copy_dtoh(host, self.ptr)
         finally:
-            driver.Context.pop()
-            context.detach()
+            context.pop()
+            context.release()
         return host
 
     def __len__(self) -> int:

@@ -15,6 +15,7 @@ from typing import Callable, ContextManager
 
 import numpy as np
 
+from ..gpu.binding import Binding
 from .reuse import ReusePool
 
 
@@ -22,17 +23,17 @@ class PinnedFramePool:
     """Page-locked host buffers for frames, by size in bytes (:class:`.reuse.ReusePool`).
 
     Args:
-        driver: ``pycuda.driver`` (allocation needs a context current; the memory is portable).
+        gpu: the CUDA binding (allocation needs a context current; the memory is portable).
         activated: a context manager factory that makes the allocating context current: a buffer
             that comes back on a thread where it is not (a result dropped by a worker thread)
-            is freed inside it, since PyCUDA cannot free it there and would leak it. Until
+            is freed inside it (PyCUDA cannot free it elsewhere and would leak it). Until
             close(): buffers that come back later are freed as they are (the context is gone).
         keep: free buffers kept per size. max_leased: buffers out on loan at once, at most.
     """
 
-    def __init__(self, driver, activated: Callable[[], ContextManager], *, keep: int = 4,
+    def __init__(self, gpu: Binding, activated: Callable[[], ContextManager], *, keep: int = 4,
                  max_leased: int = 16) -> None:
-        self._driver, self._activated = driver, activated
+        self._gpu, self._activated = gpu, activated
         self.buffers = ReusePool(self._allocate, self._free, keep=keep, max_taken=max_leased)
 
     def _free(self, block: np.ndarray) -> None:
@@ -40,7 +41,7 @@ class PinnedFramePool:
             block.base.free()
 
     def _allocate(self, nbytes: int) -> np.ndarray:
-        return self._driver.pagelocked_empty(nbytes, np.uint8, mem_flags=self._driver.host_alloc_flags.PORTABLE)
+        return self._gpu.alloc_host(nbytes, np.uint8, portable=True)
 
     def lease(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
         """A C-contiguous page-locked host array of ``shape`` and ``dtype`` (contents undefined),
@@ -48,7 +49,7 @@ class PinnedFramePool:
         dtype = np.dtype(dtype)
         try:
             block = self.buffers.take(math.prod(shape) * dtype.itemsize)
-        except (self._driver.MemoryError, self._driver.Error):
+        except self._gpu.errors:
             return None
         return None if block is None else np.asarray(_HostLease(self.buffers, block, shape, dtype))
 

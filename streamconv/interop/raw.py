@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import FrameTypeError
-from . import dlpack
-from .dlpack import contiguous_strides
+from ..gpu import dlpack
+from ..gpu.dlpack import contiguous_strides
 
 
 def offers_cuda_array_interface(frame: Any) -> bool:
@@ -83,10 +83,6 @@ def raw_device_array(array: Any) -> RawDeviceArray:
                               array)
     if not is_device_array(array):
         raise FrameTypeError(f"expected a CUDA device array, got {type(array).__name__}")
-    try:
-        capsule = array.__dlpack__(stream=1)
-    except TypeError:  # a producer without the stream keyword
-        capsule = array.__dlpack__()
-    tensor = dlpack.import_capsule(capsule)
-    return RawDeviceArray(tensor.address, tensor.shape, tensor.strides_bytes, tensor.dtype, tensor.device_id,
-                          None, False, tensor)
+    tensor = dlpack.read_tensor(array, 1)
+    return RawDeviceArray(tensor.address, tensor.shape, tensor.strides_bytes, tensor.dtype,
+                          tensor.device_id, None, False, tensor.view)

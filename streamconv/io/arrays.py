@@ -22,7 +22,7 @@ class ArraySource(Source):
         fps: nominal frame rate; pts = frame number, time base 1/fps.
         shape: (H, W, C) if ``frames`` is a lazy iterable; otherwise taken from the first frame.
 
-    Example:
+    Examples:
         >>> import numpy as np
         >>> source = ArraySource([np.zeros((4, 6, 3), np.uint8)] * 2, fps=50)
         >>> source.shape, source.frame_count, float(source.time_base)

@@ -4,16 +4,18 @@ A decoded frame says how its YUV maps to RGB (BT.601 or BT.709 matrix, limited o
 range). Converting with the wrong one shifts every colour (a BT.709 clip read as BT.601
 moves Y by up to 20 levels), so the reader converts with the frame's own, and the writer
 converts back with the same and tags the output alike. Untagged video gets FFmpeg's
-defaults both ways (BT.601, limited range), which round-trips too.
+defaults both ways (BT.601, limited range), which round-trips too. Every conversion by
+FFmpeg's scaler goes through :func:`convert`, which makes it deterministic.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, replace
 
 import av
 import numpy as np
-from av.video.reformatter import ColorRange, Colorspace
+from av.video.reformatter import ColorRange, Colorspace, VideoReformatter
 
 # SWS_CS_BT2020: PyAV names it from 18 on (which needs Python 3.11); older releases take the number.
 _BT2020 = getattr(Colorspace, "BT2020", 9)
@@ -64,6 +66,25 @@ class ColourTags:
         codec_context.color_trc = self.trc
 
 
+_scalers = threading.local()  # one scaler per thread: the reader and writer convert at once
+
+
+def convert(frame: av.VideoFrame, **reformat) -> av.VideoFrame:
+    """``frame`` (host memory) converted by FFmpeg's scaler on one thread, deterministically.
+
+    ``reformat``: what :meth:`av.video.reformatter.VideoReformatter.reformat` takes (format,
+    width, height, the colour arguments). Returns a new frame, or ``frame`` itself where
+    nothing is to be done. The scaler's own threads race on the rows where their slices meet
+    (libswscale 9 and 10, as in PyAV 18's and 19's wheels): the first 8 samples of such rows
+    came out different from one run to the next, by up to hundreds of codes, in 10-bit
+    conversions. Each thread keeps its scaler, so its set-up is not paid again every frame.
+    """
+    scaler = getattr(_scalers, "scaler", None)
+    if scaler is None:
+        scaler = _scalers.scaler = VideoReformatter()
+    return scaler.reformat(frame, threads=1, **reformat)
+
+
 def format_bits(pix_fmt: str | av.VideoFormat) -> int:
     """Bits per sample of an FFmpeg pixel format (8 for yuv420p, 10 for yuv420p10le)."""
     video_format = pix_fmt if isinstance(pix_fmt, av.VideoFormat) else av.VideoFormat(pix_fmt)
@@ -86,7 +107,7 @@ def is_transparent(frame: av.VideoFrame) -> bool:
     video_format = frame.format
     if not video_format.has_palette and not any(c.is_alpha for c in video_format.components):
         return False
-    return bool((frame.to_ndarray(format="rgba")[..., 3] < 255).any())
+    return bool((convert(frame, format="rgba").to_ndarray()[..., 3] < 255).any())
 
 
 def plane_rows(plane, dtype, rows: int) -> np.ndarray:
@@ -99,23 +120,26 @@ def frame_to_rgb(frame: av.VideoFrame, rgb_format: str = "rgb24") -> av.VideoFra
     """The frame as ``rgb_format`` (rgb24, or rgb48le for 16 bits; host memory), converted with
     its own matrix and range."""
     tags = ColourTags.of(frame)
-    return frame.reformat(format=rgb_format, src_colorspace=tags.matrix, src_color_range=tags.scaler_range)
+    return convert(frame, format=rgb_format, src_colorspace=tags.matrix,
+                   src_color_range=tags.scaler_range)
 
 
 def rgb_to_frame(rgb: np.ndarray, pix_fmt: str, tags: ColourTags | None) -> av.VideoFrame:
     """An (H, W, 3) uint8 or uint16 RGB host array (C-contiguous) as a frame of ``pix_fmt``,
     with ``tags``' matrix and range.
 
-    ``tags`` None leaves the conversion to the encoder: FFmpeg's defaults for a YUV format,
-    and no matrix at all for an RGB one (see :func:`yuv_tags`). The frame returned never
-    shares ``rgb``'s memory: the caller may reuse it as soon as this returns.
+    ``tags`` None converts with FFmpeg's defaults for a YUV format, and with no matrix at all
+    for an RGB one (see :func:`yuv_tags`). The frame is converted here, never by the encoder
+    (whose scaler runs on the encoder's threads: see :func:`convert`). The frame returned
+    never shares ``rgb``'s memory: the caller may reuse it as soon as this returns.
     """
     rgb_format = "rgb48le" if rgb.dtype == np.uint16 else "rgb24"
-    if tags is not None:
-        converted = av.VideoFrame.from_numpy_buffer(rgb, format=rgb_format).reformat(
-            format=pix_fmt, dst_colorspace=tags.matrix, dst_color_range=tags.scaler_range)
-        if converted.planes[0].buffer_ptr != rgb.ctypes.data:  # the scaler wrote a new frame
-            return converted
+    colour = {} if tags is None else {"dst_colorspace": tags.matrix,
+                                      "dst_color_range": tags.scaler_range}
+    converted = convert(av.VideoFrame.from_numpy_buffer(rgb, format=rgb_format), format=pix_fmt,
+                        **colour)
+    if converted.planes[0].buffer_ptr != rgb.ctypes.data:  # the scaler wrote a new frame
+        return converted
     # A copy: a frame-threaded encoder (png) reads a frame after send returns, and a frame
     # wrapping the caller's buffer would be encoded from whatever it holds by then.
     return av.VideoFrame.from_ndarray(rgb, format=rgb_format)

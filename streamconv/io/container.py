@@ -146,19 +146,31 @@ def _open(path: str, options: dict, timeout: float | None, hwaccel: str | None, 
           bound_opening: bool):
     timeouts = (timeout if bound_opening else None, 2 * timeout) if timeout else None
     if hwaccel is None:
-        return av.open(path, mode="r", format=format, options=options, timeout=timeouts)
+        return read_container(path, format=format, options=options, timeout=timeouts)
     if hwaccel not in hardware_decoders():
         raise InputError(f"hardware decoder {hwaccel!r} is not in this FFmpeg build; it has: "
                          f"{', '.join(hardware_decoders()) or 'none'}")
     try:
-        return av.open(path, mode="r", format=format, options=options, timeout=timeouts,
-                       hwaccel=HWAccel(device_type=hwaccel, allow_software_fallback=True))
+        return read_container(path, format=format, options=options, timeout=timeouts,
+                              hwaccel=HWAccel(device_type=hwaccel, allow_software_fallback=True))
     except (av.FFmpegError, OSError, ValueError) as exc:
         # The same open without the hardware tells a broken input from a missing device.
-        av.open(path, mode="r", format=format, options=options, timeout=timeouts).close()
+        read_container(path, format=format, options=options, timeout=timeouts).close()
         raise InputError(f"hardware decoding ({hwaccel}) could not start for {path}: "
                          f"{ffmpeg_reason(exc, timeout)} (no such device here?); leave out "
                          f"--hwaccel to decode in software") from None
+
+
+_METADATA = {"metadata_errors": "replace"} if int(av.__version__.split(".")[0]) < 19 else {}
+"""How PyAV up to 18 is told to read metadata that is not UTF-8 (a damaged FLV's onMetaData):
+with replacement characters, rather than refusing the whole input; PyAV 19 keeps such bytes
+as surrogates itself and takes no such argument."""
+
+
+def read_container(path: str, **options):
+    """``av.open(path, **options)`` for reading: an input (PyAV container) whose metadata is
+    not UTF-8 (damaged) is opened all the same (see :data:`_METADATA`)."""
+    return av.open(path, mode="r", **options, **_METADATA)
 
 
 def hardware_decoders() -> list[str]:

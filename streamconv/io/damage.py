@@ -18,7 +18,9 @@ from __future__ import annotations
 import os
 import re
 import struct
+from collections.abc import Collection
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -171,22 +173,32 @@ def _ts_truncation(file, size: int) -> str | None:
     return f"the file is cut short: its last {packet}-byte transport packet has {partial} bytes (truncated)"
 
 
-def ts_damage(path: str) -> list[str]:
+class TransportDamage(NamedTuple):
+    """What :func:`ts_damage` finds: one phrase per kind for the damage report, and the PIDs of
+    the streams begun after the opening (both empty: nothing found)."""
+
+    found: list[str]
+    added: list[int]
+
+
+def ts_damage(path: str, known: Collection[int] = ()) -> TransportDamage:
     """Damage the packet headers of an MPEG-TS (or M2TS) file at ``path`` show, read again
-    from start to end in chunks, vectorized: one phrase per kind for the damage report
-    (empty: none found, not a transport stream, or a read error). The kinds: packets without
-    their sync byte, packets a receiver marked as damaged (transport error indicator), and
-    packets missing from a stream (its continuity counter skips; the demuxer logs these only
-    at debug level, and a lost audio PES leaves no other trace). A cut last packet is
-    :func:`truncation`'s to report."""
+    from start to end in chunks, vectorized (nothing found: not a transport stream, or a read
+    error). The kinds: packets without their sync byte, packets a receiver marked as damaged
+    (transport error indicator), packets missing from a stream (its continuity counter skips;
+    the demuxer logs these only at debug level, and a lost audio PES leaves no other trace),
+    and streams begun after the opening: PIDs carrying PES packets that are not among
+    ``known`` (the PIDs of the streams the demuxer found on opening), such as a program that
+    starts mid-file, whose packets are never read. A cut last packet is :func:`truncation`'s
+    to report."""
     try:
         with open(path, "rb") as file:
             layout = _ts_layout(file)
             if layout is None:
-                return []
-            no_sync, flagged, skips = _ts_header_counts(file, *layout)
+                return TransportDamage([], [])
+            no_sync, flagged, skips, pes = _ts_header_counts(file, *layout)
     except OSError:
-        return []
+        return TransportDamage([], [])
     found = []
     if no_sync:
         found.append(f"{no_sync} transport packet(s) had no sync byte (garbage)")
@@ -195,26 +207,38 @@ def ts_damage(path: str) -> list[str]:
     if skips:
         found.append(f"transport packets were missing, or pieces joined, at {skips} place(s) "
                      f"(continuity errors)")
-    return found
+    # A PID flipped by damage starts a PES by chance at most once: a stream starts many.
+    known = set(known)
+    added = sorted(pid for pid, starts in pes.items() if starts > 1 and pid not in known)
+    if known and added:
+        found.append(f"{len(added)} stream(s) began after the input was opened (PID "
+                     f"{', '.join(f'0x{pid:04x}' for pid in added)}: a new program, or recordings "
+                     f"joined) and were not read")
+    return TransportDamage(found, added if known else [])
 
 
-def _ts_header_counts(file, packet: int, prefix: int, first: int) -> tuple[int, int, int]:
-    """(packets without their sync byte, packets marked damaged, continuity counter skips) over
-    an MPEG-TS file's whole packets, of ``packet`` bytes with ``prefix`` bytes before each sync
-    byte, from offset ``first`` on."""
+def _ts_header_counts(file, packet: int, prefix: int,
+                      first: int) -> tuple[int, int, int, dict[int, int]]:
+    """(packets without their sync byte, packets marked damaged, continuity counter skips, PES
+    packets begun per PID) over an MPEG-TS file's whole packets, of ``packet`` bytes with
+    ``prefix`` bytes before each sync byte, from offset ``first`` on."""
     file.seek(first)
     last = np.full(8192, -1, np.int16)  # each PID's last continuity counter
     no_sync = flagged = skips = 0
+    pes = np.zeros(8192, np.int64)
     while chunk := file.read(packet * 32768):
         count = len(chunk) // packet  # a cut last packet is _ts_truncation's to report
-        heads = np.frombuffer(chunk, np.uint8, count * packet).reshape(count, packet)[:, prefix:prefix + 6]
-        synced = heads[:, 0] == 0x47
+        whole = np.frombuffer(chunk, np.uint8, count * packet).reshape(count, packet)
+        packets = whole[:, prefix:prefix + 188]
+        synced = packets[:, 0] == 0x47
         no_sync += count - int(synced.sum())
-        heads = heads[synced].astype(np.int16)
+        packets = packets[synced]
+        heads = packets[:, :6].astype(np.int16)
         error = (heads[:, 1] & 0x80) != 0
         flagged += int(error.sum())
         pid = (heads[:, 1] & 0x1F) << 8 | heads[:, 2]
         control = heads[:, 3] >> 4 & 3
+        pes += np.bincount(pid[_pes_starts(packets, heads, control) & ~error], minlength=8192)
         counter = heads[:, 3] & 0xF
         # A discontinuity indicator (adaptation field flag) allows a jump.
         jump = (control & 2 != 0) & (heads[:, 4] > 0) & (heads[:, 5] & 0x80 != 0)
@@ -230,7 +254,18 @@ def _ts_header_counts(file, packet: int, prefix: int, first: int) -> tuple[int, 
         skips += int(((previous >= 0) & (step > 1) & ~jump).sum())
         ends = np.concatenate((starts[1:], [True]))
         last[pid[ends]] = counter[ends]
-    return no_sync, flagged, skips
+    return no_sync, flagged, skips, {int(p): int(pes[p]) for p in np.flatnonzero(pes)}
+
+
+def _pes_starts(packets: np.ndarray, heads: np.ndarray, control: np.ndarray) -> np.ndarray:
+    """Which of the (N, 188) uint8 transport ``packets`` (``heads``: their first 6 bytes as
+    int16, ``control``: their adaptation field control) begin a PES packet: a payload that
+    starts a unit with the 00 00 01 start code (tables start with a pointer and a table id)."""
+    offset = 4 + np.where(control & 2 != 0, heads[:, 4] + 1, 0)
+    begins = ((heads[:, 1] & 0x40) != 0) & (control & 1 != 0) & (offset <= 185)
+    rows, at = np.arange(len(packets)), np.minimum(offset, 185)
+    code = packets[rows, at], packets[rows, at + 1], packets[rows, at + 2]
+    return begins & (code[0] == 0) & (code[1] == 0) & (code[2] == 1)
 
 
 def copied_damage(damaged: int, refused: int = 0) -> list[str]:
@@ -243,6 +278,10 @@ def copied_damage(damaged: int, refused: int = 0) -> list[str]:
 def reported_damage(count: int) -> list[str]:
     """The damage report's phrase about ``count`` FFmpeg log lines about damage (see ffmpeglog.DamageLog)."""
     return [f"FFmpeg reported damage {count} time(s) while reading"] if count else []
+
+
+BEFORE_KEYFRAME = 1000
+"""Packets watched at most before a stream's first keyframe (see :meth:`InputDamage.read`)."""
 
 
 class InputDamage:
@@ -260,6 +299,9 @@ class InputDamage:
             container became unreadable included.
         unreadable_after: frames delivered when the container became unreadable (None: it did not).
         concealed: packets or frames FFmpeg flagged as damaged (concealed, still used).
+        known_streams: the ids of the input's streams on opening (an MPEG-TS stream's: its PID).
+        streams_added: reading found streams added after the opening (never read; see
+            streamconv.io.demux).
         declared_end: where the video's header says it ends, in seconds from 0 (see
             :func:`declared_end`), or None.
         last_end: where the last frame delivered ends, in seconds from 0, or None.
@@ -272,9 +314,46 @@ class InputDamage:
         self.decode_errors = 0
         self.unreadable_after: int | None = None
         self.concealed = 0
+        self.known_streams: set[int] = set()
+        self.streams_added = False
         self.declared_end: float | None = None
         self.last_end: float | None = None
-        self._transport: list[str] | None = None  # found once the input has ended
+        self._transport: TransportDamage | None = None  # found once the input has ended
+        # The pts of the packets read before the first keyframe that no frame has come of yet
+        # (None: no longer watched).
+        self._before_keyframe: set[int] | None = set()
+
+    def read(self, packet) -> None:
+        """Count a video packet (PyAV) about to be decoded: flagged damaged by the demuxer
+        (concealed: it is still decoded), or read before the stream's first keyframe.
+
+        A video whose first keyframe is lost (an AVI chunk whose header is unreadable, a
+        recording begun mid-GOP) loses the frames up to the next one, and FFmpeg's decoders drop
+        them without a word: the packets before the first keyframe are watched for their frames
+        (up to BEFORE_KEYFRAME of them: a stream whose keyframes are not marked decodes them)."""
+        self.concealed += packet.is_corrupt
+        waiting = self._before_keyframe
+        if waiting is None or not packet.size:
+            return
+        if packet.is_keyframe:
+            self._before_keyframe = waiting or None
+        elif packet.pts is None or len(waiting) >= BEFORE_KEYFRAME:
+            self._before_keyframe = None  # nothing to match frames by, or no keyframes marked
+        else:
+            waiting.add(packet.pts)
+
+    def decoded(self, frames: list) -> None:
+        """Count video frames (PyAV) delivered: flagged as concealed damage, or of a packet
+        read before the first keyframe."""
+        self.concealed += sum(frame.is_corrupt for frame in frames)
+        if self._before_keyframe:
+            self._before_keyframe.difference_update(frame.pts for frame in frames)
+
+    def forget_decoding(self) -> None:
+        """Forget what decoding found so far: the packets skipped, the damage concealed and the
+        packets before the first keyframe (a cut begins later; a seek lands on any packet)."""
+        self.decode_errors = self.concealed = 0
+        self._before_keyframe = None
 
     def report(self, *, ended: bool, frame_rate: float, reported: int, copied_damaged: int,
                streams: list[str]) -> list[str]:
@@ -297,9 +376,15 @@ class InputDamage:
             found.append(f"the file could not be read past frame {unreadable} (unreadable data)")
         if self.concealed:
             found.append(f"{self.concealed} damaged packet(s) or frame(s) were concealed by the decoder")
+        if ended and self._before_keyframe:
+            found.append(f"the video does not begin with a keyframe: {len(self._before_keyframe)} "
+                         f"packet(s) before its first keyframe gave no frame (lost)")
         found += copied_damage(copied_damaged)
-        if ended:
-            found += self._transport_damage()
+        transport = self._transport_damage() if ended else TransportDamage([], [])
+        found += transport.found
+        if self.streams_added and not transport.added:  # PyAV's sign, where the TS check has no more
+            found.append("streams began after the input was opened (a new program, or damage) and "
+                         "were not read")
         found += reported_damage(reported)
         found += streams
         declared, lasted = self.declared_end, self.last_end
@@ -310,10 +395,12 @@ class InputDamage:
                          f"declares (the rest is lost)")
         return found
 
-    def _transport_damage(self) -> list[str]:
+    def _transport_damage(self) -> TransportDamage:
         """What an MPEG-TS file's packet headers show wrong (see :func:`ts_damage`): found once,
         after the last frame, by reading the local file again; nothing for other inputs."""
         if self._transport is None:
             local = "://" not in self.path and Path(self.path).is_file()
-            self._transport = ts_damage(self.path) if local and "mpegts" in self._format_names else []
+            mpegts = local and "mpegts" in self._format_names
+            self._transport = (ts_damage(self.path, self.known_streams) if mpegts
+                               else TransportDamage([], []))
         return self._transport

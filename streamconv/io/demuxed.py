@@ -10,7 +10,11 @@ given. Everything after opening (decoding, damage, copied streams) is FileSource
 from __future__ import annotations
 
 import os
+from fractions import Fraction
 from pathlib import Path
+
+import cv2  # noqa: F401  (before av: see streamconv.io.display.check_import_order)
+import av
 
 from ..errors import InputError, StreamError
 from ..frames import DEFAULT_MAX_PIXELS, check_frame_size
@@ -53,6 +57,32 @@ def demuxer_options(format: str | None, size: tuple[int, int] | None, pix_fmt: s
     if fps is not None:
         options["framerate"] = f"{fps:g}"
     return options
+
+
+def raw_frame_bytes(size: tuple[int, int], pix_fmt: str) -> int:
+    """The bytes of one (W, H) ``pix_fmt`` frame of raw video, as FFmpeg's rawvideo demuxer reads
+    it (planes packed without padding): what its encoder makes of one frame."""
+    encoder = av.CodecContext.create("rawvideo", "w")
+    encoder.width, encoder.height, encoder.pix_fmt = *size, pix_fmt
+    encoder.time_base = Fraction(1, 25)
+    return sum(packet.size for packet in encoder.encode(av.VideoFrame(*size, pix_fmt)))
+
+
+def check_raw_file(path: str, size: tuple[int, int], pix_fmt: str) -> None:
+    """Refuse a raw video file whose length is no whole number of (W, H) ``pix_fmt`` frames:
+    a wrong --size or pixel format would read as frames of noise, without a word. A pipe's
+    length is not known beforehand (its end inside a frame is damage, named then).
+
+    Raises:
+        InputError: (exit 4) naming the file's length and the frame's.
+    """
+    if is_pipe(path) or "://" in path or not os.path.isfile(path):
+        return
+    total, frame = os.path.getsize(path), raw_frame_bytes(size, pix_fmt)
+    if total % frame:
+        raise InputError(f"{path}: its {total} bytes are no whole number of {size[0]}x{size[1]} "
+                         f"{pix_fmt} frames ({frame} bytes each): --size or the pixel format is "
+                         f"not the file's")
 
 
 def _refuse_irregular_images(pattern: str) -> None:
@@ -99,6 +129,8 @@ class DemuxedSource(FileSource):
         path = pipe_url(text, 0) if is_pipe(text) else text
         if size is not None:  # FFmpeg refuses a size past its own limit only as "Invalid argument"
             check_frame_size(*size, options.get("max_pixels", DEFAULT_MAX_PIXELS), path)
+        if self._demuxer == "rawvideo" and size is not None:
+            check_raw_file(path, size, self._demuxer_options["pixel_format"])
         super().__init__(path, **options)
 
     def _open_input(self, timeout: float | None, hwaccel: str | None, input_options: dict | None = None) -> None:
@@ -124,8 +156,10 @@ class DemuxedSource(FileSource):
             if self._demuxer != "rawvideo" or packet is None:
                 raise
             context = self._stream.codec_context
-            self._damage.truncated = (f"the input ends inside a frame: its last {packet.size} bytes are less than "
-                                      f"a {context.width}x{context.height} {context.pix_fmt} frame (truncated)")
+            frame = f"{context.width}x{context.height} {context.pix_fmt} frame"
+            self._damage.truncated = (f"the input ends inside a frame: its last {packet.size} "
+                                      f"bytes are less than a {frame} (truncated, or --size or "
+                                      f"the pixel format is not the input's)")
             return []
 
     def damage(self) -> list[str]:

@@ -352,6 +352,10 @@ class DisplaySink(Sink):
             self._canvas = np.zeros(shape, np.uint8)
         canvas = self._canvas
         if self.side_by_side:
+            if source_frame is not None and source_frame.shape[:2] != frame.shape[:2]:
+                # A scale or crop stage changed the size: the input is shown at the output's.
+                source_frame = cv2.resize(source_frame, (width, height),
+                                          interpolation=cv2.INTER_AREA)
             if source_frame is not None:
                 to_bgr(source_frame, canvas[:, :width])
             else:

@@ -17,6 +17,7 @@ from typing import Any, Iterable, Mapping
 
 import av
 
+from ..arguments import check_instance, check_number, check_options
 from ..errors import OutputError
 from .colour import format_bits
 from .formats import default_codec
@@ -49,6 +50,7 @@ def find_encoder(codec: str) -> av.codec.Codec:
     Raises:
         OutputError: FFmpeg has no such encoder.
     """
+    check_instance(codec, str, "codec", OutputError, expected="an encoder's name")
     try:
         return av.codec.Codec(codec, "w")
     except (av.FFmpegError, ValueError):
@@ -94,6 +96,7 @@ def check_pix_fmt(codec: str, encoder: av.codec.Codec, pix_fmt: str) -> None:
     Raises:
         OutputError: the message names the format and, if the encoder lists them, those it takes.
     """
+    check_instance(pix_fmt, str, "pix_fmt", OutputError, expected="a pixel format's name")
     try:
         canonical = av.VideoFormat(pix_fmt).name  # aliases such as gbrp10 -> gbrp10le
     except ValueError:
@@ -244,12 +247,22 @@ def _frame_rate(codec: str, frame_rate) -> Fraction:
 def codec_options(codec: str, options: dict[str, str] | None, crf: float | None, preset: str | None,
                   bitrate: str | None) -> dict[str, str]:
     """The encoder's options: ``options``, with the quality (``crf``, or ``cq`` for NVENC), the
-    preset and the bit rate (``b``) where given, and x264's threads kept quiet."""
-    chosen = dict(options or {})
+    preset and the bit rate (``b``) where given, and x264's threads kept quiet.
+
+    Raises:
+        OutputError: ``options`` no dict, ``crf`` no number, ``preset`` no string, ``bitrate``
+            neither a string nor an int.
+    """
+    chosen = check_options(options, "options", OutputError)
     if crf is not None:
-        chosen["cq" if codec.endswith("_nvenc") else "crf"] = f"{crf:g}"
+        quality = check_number(crf, "crf", OutputError)
+        chosen["cq" if codec.endswith("_nvenc") else "crf"] = f"{quality:g}"
     if bitrate is not None:
-        chosen["b"] = bitrate
+        if not isinstance(bitrate, int) or isinstance(bitrate, bool):
+            check_instance(bitrate, str, "bitrate", OutputError,
+                           expected='bits per second ("8M", 2500000)')
+        chosen["b"] = str(bitrate)
     if preset is not None:
-        chosen["preset"] = preset
+        chosen["preset"] = check_instance(preset, str, "preset", OutputError,
+                                          expected="a preset's name")
     return quiet_encoder_threads(codec, chosen)

@@ -29,6 +29,13 @@ def ffmpeg_reason(exc: BaseException, timeout: float | None = None) -> str:
     return reason
 
 
+def logged_reason(exc: BaseException) -> str:
+    """The reason of a PyAV error in FFmpeg's own words where it logged a line with it (a muxer
+    saying why it refuses a stream or packet), else :func:`ffmpeg_reason`."""
+    logged = getattr(exc, "log", None)
+    return logged[2].strip() if logged and str(logged[2]).strip() else ffmpeg_reason(exc)
+
+
 def is_damaged_data(exc: BaseException, hardware: bool = False) -> bool:
     """Whether a decoder's error says its packet's data is damaged (skip it) rather than the decoding failed.
 
@@ -62,7 +69,7 @@ def quiet_encoder_threads(codec: str, options: dict[str, str]) -> dict[str, str]
 # the first listener had to set PyAV's level): sources can overlap, in threads or one after another.
 _lock = threading.Lock()
 _listeners = 0
-_restore: bool | None = None
+_restore: tuple[bool, bool] | None = None  # the libav logger's propagation, PyAV's skip_repeated
 _open: list["DamageLog"] = []
 _opening: list["_OpenLines"] = []  # inputs being opened (probed) now, whose lines come before their watch
 _heard = threading.local()  # this thread's last opening's lines, for its input's watch
@@ -70,11 +77,15 @@ _libav = logging.getLogger("libav")
 
 
 def _listen() -> None:
-    """One more listener (with _lock held): the first sets PyAV's level if the application has not."""
+    """One more listener (with _lock held): the first sets PyAV's level if the application has
+    not, and has PyAV pass on every line: it holds back a line that repeats the one before
+    (whichever input logged it) until another comes, so an input whose line repeats the last of
+    an input read before (a segmented run's keyframe scan) would not hear it."""
     global _listeners, _restore
     if _listeners == 0 and av.logging.get_level() is None:
-        _restore = _libav.propagate
+        _restore = (_libav.propagate, av.logging.get_skip_repeated())
         av.logging.set_level(av.logging.WARNING)
+        av.logging.set_skip_repeated(False)
         _libav.propagate = False  # FFmpeg's wording stays out of streamconv's output
     _listeners += 1
 
@@ -85,7 +96,8 @@ def _unlisten() -> None:
     _listeners -= 1
     if _listeners == 0 and _restore is not None:
         av.logging.set_level(None)
-        _libav.propagate, _restore = _restore, None
+        (_libav.propagate, skip), _restore = _restore, None
+        av.logging.set_skip_repeated(skip)
 
 
 class _OpenLines(logging.Handler):
@@ -154,10 +166,11 @@ class DamageLog(logging.Handler):
         self.components = set(components)
         self.count = 0
         self.shared = 0
+        self._paused: int | None = None  # a thread whose lines are not counted now
 
     def emit(self, record: logging.LogRecord) -> None:
         component = record.name.partition(".")[2]
-        if component not in self.components:
+        if component not in self.components or record.thread == self._paused:
             return
         if record.levelno >= logging.ERROR or any(w in record.getMessage().lower() for w in _WORDS):
             with _lock:
@@ -166,6 +179,16 @@ class DamageLog(logging.Handler):
                 self.count += 1
             else:
                 self.shared += 1
+
+    @contextlib.contextmanager
+    def paused(self):
+        """Count none of the lines this thread logs meanwhile: packets decoded again repeat
+        lines heard the first time."""
+        self._paused = threading.get_ident()
+        try:
+            yield
+        finally:
+            self._paused = None
 
     def start(self, earlier: list[logging.LogRecord] = ()) -> "DamageLog":
         """Install the handler (and PyAV's level, if none is set, until the last listener stops);

@@ -11,13 +11,11 @@ packet it ends inside of): a cut file often decodes without an error, the frames
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
-from typing import Iterator
 
 import cv2  # noqa: F401  (before av: see streamconv.io.display.check_import_order)
 import av
@@ -29,7 +27,8 @@ from ..slots import RESIZED, FrameMeta
 from .container import display_matrix, frame_count, open_input, stream_refusal
 from .colour import FULL_RANGE, ColourTags, format_bits, frame_to_rgb, is_transparent, plane_rows
 from .damage import InputDamage, declared_end
-from .ffmpeglog import DamageLog, ffmpeg_reason, is_damaged_data, take_open_lines
+from .ffmpeglog import DamageLog, take_open_lines
+from .filedecode import PacketDecoding
 from .metadata import InputMetadata
 from .readguard import ReadGuard
 from .source import Source
@@ -39,7 +38,7 @@ from .yuv import YuvLayout, frame_to_planes
 log = logging.getLogger(__name__)
 
 
-class FileSource(ReadGuard, Source):
+class FileSource(ReadGuard, PacketDecoding, Source):
     """Decodes a video file or stream with PyAV into RGB frames.
 
     Args:
@@ -100,6 +99,7 @@ class FileSource(ReadGuard, Source):
         """Open the container with the timeout, FFmpeg options and hardware decoder asked for, and
         judge how the file is cut short, if it is."""
         self.hwaccel = hwaccel
+        self._demuxer, self._options = None, dict(input_options or {})
         self._container, self.timeout = open_input(self.path, timeout, hwaccel, input_options)
         # Before the streams are judged: a cut index can hide the video stream itself.
         self._damage = InputDamage(self.path, self._container.format.name)
@@ -120,6 +120,7 @@ class FileSource(ReadGuard, Source):
         context = self._stream.codec_context
         check_frame_size(int(context.width), int(context.height), max_pixels, self.path)
         self.other_streams = [s for s in self._container.streams if s is not self._stream]
+        self._damage.known_streams = {s.id for s in self._container.streams}
         wanted = [s for s in self.other_streams if copy_streams and s.type in ("audio", "subtitle")]
         self._copies = CopiedStreams(self.path, wanted, self._damage.truncated)
         self.copied_streams = self._copies.streams
@@ -186,11 +187,6 @@ class FileSource(ReadGuard, Source):
         hardware = f" on {self.hwaccel}" if self.hardware_decoding else ""
         return f"cpu ({self._stream.codec_context.name}{hardware})"
 
-    @property
-    def hardware_decoding(self) -> bool:
-        """Whether the hardware decoder asked for (``hwaccel``) is the one decoding."""
-        return self.hwaccel is not None and bool(self._stream.codec_context.is_hwaccel)
-
     def _report_decoder(self) -> None:
         """Log whether the hardware decoder asked for is the one decoding."""
         if self.hwaccel is not None and self.hardware_decoding:
@@ -221,71 +217,6 @@ class FileSource(ReadGuard, Source):
             details = f" ({'; '.join(damage)})" if damage else ""
             raise InputError(f"no frame could be decoded from {self.path}{details}")
         return frame
-
-    def _decode(self) -> Iterator[av.VideoFrame]:
-        """Decode packet by packet, so one bad packet does not end the stream."""
-        for packet in self._video_packets():
-            yield from self._decoded(self._stream.codec_context.decode, packet)
-        yield from self._flush()  # the frames the decoder still holds come first
-        self._raise_read_error()
-
-    def _decoded(self, decode, packet: av.Packet | None) -> list[av.VideoFrame]:
-        """``decode(packet)``'s frames (libavcodec's); failures counted and skipped, concealment counted."""
-        try:
-            with self._decoding:
-                frames = decode(packet)
-        except av.EOFError:
-            return []  # flushed already
-        except av.FFmpegError as exc:
-            if not is_damaged_data(exc, self.hardware_decoding):
-                raise StreamError(f"decoding {self.path} failed: {ffmpeg_reason(exc)}") from None
-            self._damage.decode_errors += 1
-            return []
-        self._damage.concealed += sum(frame.is_corrupt for frame in frames)  # errors hidden by concealment
-        return frames
-
-    def _video_packets(self) -> Iterator[av.Packet]:
-        """Demux the video packets to decode, counting those the demuxer flagged as damaged.
-
-        Packets of the copied streams are kept for the next frame's metadata (see CopiedStreams.keep).
-        Unreadable data ends the video (counted); a read failure ends it too, and
-        :meth:`_raise_read_error` raises it once the decoder has given up the frames it holds.
-        """
-        self._read_error: str | None = None
-        packets = self._container.demux([self._stream, *self._copies.counted_streams])
-        while True:
-            try:
-                packet = next(packets)
-            except StopIteration:
-                return
-            except av.InvalidDataError:
-                self._damage.decode_errors += 1  # the container is unreadable from here on: end the video
-                self._damage.unreadable_after = self._index
-                return
-            except (av.FFmpegError, OSError) as exc:
-                self._read_error = ffmpeg_reason(exc, self.timeout)
-                return
-            if packet.stream is not self._stream:
-                if packet.size:  # demuxing ends each stream with an empty flush packet
-                    self._copies.keep(packet)
-                continue
-            self._damage.concealed += packet.is_corrupt  # the demuxer saw damage; the packet is still used
-            yield packet
-
-    def _raise_read_error(self) -> None:
-        """Raise the read failure that ended the demuxing, if one did, counting the frames delivered by now."""
-        reason, self._read_error = getattr(self, "_read_error", None), None
-        if reason is not None:
-            raise StreamError(f"reading {self.path} failed after {self._index} frames: {reason}")
-
-    def _flush(self) -> Iterator[av.VideoFrame]:
-        """The frames a decoder still holds after its input stopped early (none if it cannot say)."""
-        try:
-            with self._decoding:
-                frames = self._stream.codec_context.decode(None)
-        except (av.FFmpegError, OSError):
-            return
-        yield from frames
 
     def damage(self) -> list[str]:
         """What was found wrong with the input so far, one phrase per kind (empty: nothing).
@@ -405,21 +336,3 @@ class FileSource(ReadGuard, Source):
         container, self._container = self._container, None
         if container is not None:
             container.close()
-
-    def _drain_decoder(self) -> None:
-        """End the decoder's stream (frames still in flight are dropped) while the input is open.
-
-        A libavcodec decoder freed with frames in flight on its worker threads can deadlock in
-        avcodec_free_context (seen with PyAV 19 on Python 3.13, a few exits in a hundred, when
-        the last reference went with an error's traceback at interpreter exit); drained, its
-        threads are idle when it is freed."""
-        stream = getattr(self, "_stream", None)
-        if stream is None or getattr(self, "_container", None) is None or not stream.codec_context.is_open:
-            return  # (decode would open a decoder that never ran)
-        if not self._decoding.acquire(timeout=1.0):
-            return  # a reader still blocked in a decode call (an abort does not wait for it)
-        try:
-            with contextlib.suppress(av.FFmpegError):  # drained already
-                stream.codec_context.decode(None)
-        finally:
-            self._decoding.release()

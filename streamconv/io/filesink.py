@@ -3,7 +3,7 @@
 The file is written under a temporary name and published complete on ``close()``
 (streamconv.publish.AtomicFile); the encoder's settings are checked before any frame
 (streamconv.io.encoder_check); the input's audio and subtitle packets are copied alongside
-(streamconv.io.streamcopy).
+(streamconv.io.copyout).
 """
 
 from __future__ import annotations
@@ -20,20 +20,21 @@ import av
 import numpy as np
 
 from ..errors import OutputError, StreamError
+from ..frames import as_frame_geometry
 from ..interrupts import wait_interruptibly
 from .formats import default_codec, output_format
 from .sequence import SequenceTarget
 from .targets import open_target
 from ..slots import FrameMeta
 from .colour import ColourTags, chroma_steps, format_bits, rgb_to_frame, written_tags, yuv_tags
+from .copyout import CopiedOutput
 from .encoder_check import (check_encoder_options, check_pix_fmt, codec_options, deeper_pix_fmt,
                             default_pix_fmt, find_encoder)
-from .ffmpeglog import ffmpeg_reason
+from .ffmpeglog import logged_reason
 from .metadata import InputMetadata
 from .muxer_file import muxer_target
 from .signalling import signalled_options
 from .sink import Sink
-from .streamcopy import add_copied_streams
 from .yuv import DEEP_PLANE_FORMATS, YuvLayout, planes_to_frame
 
 log = logging.getLogger(__name__)
@@ -109,9 +110,10 @@ class FileSink(Sink):
         # must not close it under an encode.
         self._busy = threading.RLock()
         self._copy_streams = list(copy_streams)
-        self._copies: dict[int, object] = {}  # input stream index -> output stream
+        self._copies: CopiedOutput | None = None  # made with the container
         self._colour, self._display_matrix, self._metadata = colour, display_matrix, metadata
-        self.width, self.height = width, height
+        self.width, self.height, self._frame_rate = as_frame_geometry(width, height, frame_rate,
+                                                                      error=OutputError)
         self.codec_name = codec = codec or default_codec(path, self.format)
         self._container = None
         encoder = find_encoder(codec)
@@ -121,9 +123,7 @@ class FileSink(Sink):
         self._input_bits = bits or 16  # not known: 16-bit frames may use all 16
         self._pad: np.ndarray | None = None  # made at the first frame, in its dtype
         self._size = self._encoded_size(pix_fmt)
-        # PyAV opens the encoder only at the first frame: refuse a pixel format it cannot take now.
-        check_pix_fmt(codec, encoder, pix_fmt)
-        self._frame_rate = Fraction(frame_rate)
+        check_pix_fmt(codec, encoder, pix_fmt)  # PyAV opens the encoder at the first frame only
         self._time_base = time_base or 1 / self._frame_rate
         if self.format == "avi":
             # AVI has no timestamps of its own: its time base is the frame rate (readers take a
@@ -189,7 +189,9 @@ class FileSink(Sink):
             self.abort()
             raise OutputError(f"cannot set up encoder {self.codec_name} ({self._pix_fmt}) "
                               f"for {self.path}: {exc}") from None
-        self._copies = add_copied_streams(self._container, self._copy_streams, self.path)
+        self._copies = CopiedOutput(self._container, self._copy_streams, self.path,
+                                    seekable=not self._file.published_as_written,
+                                    muxer_options=self._muxer_options)
         self._write_header()
 
     def _write_header(self) -> None:
@@ -197,7 +199,7 @@ class FileSink(Sink):
         try:
             self._container.start_encoding()
         except ValueError as exc:  # PyAV's EINVAL and invalid-data errors: the muxer refuses a stream
-            reason = exc.log[2].strip() if getattr(exc, "log", None) else ffmpeg_reason(exc)
+            reason = logged_reason(exc)
             own = self._container.default_video_codec
             self.abort()
             raise OutputError(f"cannot write {self.path} with {self.codec_name}: {reason} (its container's own "
@@ -215,25 +217,17 @@ class FileSink(Sink):
         stream.set_display_matrix(list(self._display_matrix))
 
     def mux_packets(self, packets: Sequence) -> None:
-        """Write packets of the copied input streams unchanged (their timestamps rescaled only)."""
+        """Write packets of the copied input streams unchanged (their timestamps rescaled only);
+        a damaged one the muxer refuses is left out and counted (streamconv.io.copyout)."""
         if self._container is None:
             self._open()
         for packet in packets:
-            index = packet.stream.index
-            target = self._copies.get(index)
-            if target is None:
-                continue
-            packet.stream = target
             try:
-                self._container.mux(packet)
-            except (av.FFmpegError, OSError) as exc:
-                if isinstance(exc, OSError) and exc.errno is not None:
-                    self._raise_write_error(exc, f"copying a {target.type} packet")
-                # A damaged packet the muxer refuses (no or bad timestamps) is left out, not the run.
-                if not self.packets_refused:
-                    log.warning("%s: a packet of %s stream %d that the muxer refused was left out: %s",
-                                self.path, target.type, index, ffmpeg_reason(exc))
-                self.packets_refused += 1
+                self._copies.mux(self._container, packet)
+            except OSError as exc:
+                self._raise_write_error(exc, f"copying a {packet.stream.type} packet")
+            finally:
+                self.packets_refused = self._copies.refused
 
     def accepts_planes(self, layout: YuvLayout) -> bool:
         """Yes when the encoder takes the planes' format (yuv420p, yuv420p10le, yuv420p12le) at
@@ -396,8 +390,9 @@ class FileSink(Sink):
                 for packet in self._stream.encode(None):
                     self._write_packet(packet)
                 self._container.close()
+                self._copies.close()
             except (av.FFmpegError, OSError) as exc:
-                self._raise_write_error(exc, "finishing the file")
+                self._raise_write_error(exc, "finishing the file")  # (an abort closes the copies)
             self._container = None
             if self.frames_written == 0:
                 self._file.discard()
@@ -418,6 +413,8 @@ class FileSink(Sink):
                         container.close()
                     except (av.FFmpegError, OSError, ValueError):
                         pass
+                if self._copies is not None:
+                    self._copies.close()
             finally:
                 self._busy.release()
         if self._images:

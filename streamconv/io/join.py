@@ -18,10 +18,13 @@ from typing import Iterator, Sequence
 import av
 
 from ..errors import OutputError, StreamconvError, StreamError
+from .container import read_container
+from .copyout import CopiedOutput
 from .damage import copied_damage, reported_damage, truncation
+from .demux import Demux
 from .ffmpeglog import DamageLog
 from .formats import output_format
-from .streamcopy import CopiedStreams, add_copied_streams
+from .streamcopy import CopiedStreams
 from .targets import open_target
 
 log = logging.getLogger(__name__)
@@ -105,13 +108,15 @@ def _remux(containers: Sequence, handle, output, source, copy_streams: bool, for
     except (av.FFmpegError, ValueError, OSError) as exc:
         raise OutputError(f"cannot write {output}: {exc}") from None
     try:
-        with out, av.open(str(source)) as original:
-            return _mux_all(out, containers, original, output, source, copy_streams, shift)
+        with out, read_container(str(source)) as original:
+            return _mux_all(out, containers, original, output, source, copy_streams, shift,
+                            dict(muxer_options or {}))
     except (av.FFmpegError, OSError) as exc:  # the trailer, written as the output closes
         raise _failure(exc, output) from None
 
 
-def _mux_all(out, containers: Sequence, original, output, source, copy_streams: bool, shift: int) -> list[str]:
+def _mux_all(out, containers: Sequence, original, output, source, copy_streams: bool, shift: int,
+             muxer_options: dict[str, str]) -> list[str]:
     """The body of :func:`_remux`: ``out``'s streams, then the packets."""
     template = containers[0].streams.video[0]
     video = out.add_stream_from_template(template)
@@ -121,20 +126,21 @@ def _mux_all(out, containers: Sequence, original, output, source, copy_streams: 
     wanted = [s for s in original.streams if copy_streams and s.type in ("audio", "subtitle")]
     # Checked as a one-piece run's source checks them, since only the join reads them here.
     checked = CopiedStreams(str(source), wanted, truncation(str(source), original.format.name))
-    copies = add_copied_streams(out, checked.streams, Path(output))
+    copies = CopiedOutput(out, checked.streams, output, muxer_options=muxer_options)
     watch = DamageLog(_components(original, checked.counted_streams)).start()
-    refused = 0
     try:
         for packet in heapq.merge(_video_packets(containers, shift), _packets(original, checked.counted_streams),
                                   key=_seconds):
             if packet.stream.type == "video":  # only the parts' video is demuxed
                 packet.stream = video
                 _mux(out, packet, output)
-            elif checked.check(packet) and packet.stream.index in copies:
-                refused += not _mux_copied(out, packet, copies[packet.stream.index], output, refused)
+            elif checked.check(packet):
+                _mux_copied(out, packet, copies, output)
     finally:
         watch.stop()
-    return copied_damage(checked.damaged, refused) + reported_damage(watch.count) + checked.stream_damage(True)
+        copies.close()
+    return (copied_damage(checked.damaged, copies.refused) + reported_damage(watch.count) +
+            checked.stream_damage(True))
 
 
 def _components(container, streams: Sequence) -> set[str]:
@@ -173,7 +179,7 @@ def _packets(container, streams: Sequence) -> Iterator[av.Packet]:
     """The packets of ``streams`` that hold data (demuxing ends each with an empty one)."""
     if not streams:
         return
-    for packet in container.demux(list(streams)):
+    for packet in Demux(container, streams):  # streams added mid-input: the segments' to report
         if packet.size:
             yield packet
 
@@ -184,18 +190,13 @@ def _seconds(packet: av.Packet) -> float:
     return float(stamp * packet.time_base) if stamp is not None and packet.time_base else 0.0
 
 
-def _mux_copied(out, packet: av.Packet, target, output, refused: int) -> bool:
-    """Mux a copied packet into its ``target`` stream; False where the muxer refused it (a
-    damaged one: left out, as a one-piece run leaves it out; the first is warned of)."""
-    index, packet.stream = packet.stream.index, target
+def _mux_copied(out, packet: av.Packet, copies: CopiedOutput, output) -> None:
+    """Mux a copied packet through ``copies`` (one the muxer refuses is left out and counted,
+    as a one-piece run leaves it out)."""
     try:
-        _mux(out, packet, output)
-        return True
-    except StreamError as exc:  # a write failure is an OutputError: the run's
-        if not refused:
-            log.warning("%s: a packet of %s stream %d that the muxer refused was left out (%s)", output,
-                        target.type, index, exc)
-        return False
+        copies.mux(out, packet)
+    except OSError as exc:
+        raise _failure(exc, output) from None
 
 
 def _mux(out, packet: av.Packet, output) -> None:

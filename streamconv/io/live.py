@@ -157,8 +157,9 @@ class LiveSource(Source):
             once the stream ended or :meth:`interrupt` was called.
 
         Raises:
-            The producer's error (e.g. CameraLostError) after the frames before it;
-            StreamError if the producer made no progress for ``hang_timeout`` seconds.
+            StreamconvError: the producer's error (e.g. CameraLostError), after the frames
+                before it.
+            StreamError: the producer made no progress for ``hang_timeout`` seconds.
         """
         if buffer.shape != self.shape:
             raise FrameFormatError(f"unexpected buffer shape: {buffer.shape} != {self.shape}")

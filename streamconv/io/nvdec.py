@@ -59,7 +59,7 @@ class NvdecSource(FileSource):
     Raises:
         NvdecUnsupported: PyNvVideoCodec missing, or a stream this GPU's NVDEC cannot take
             (codec, chroma format, depth, size); the CPU decoder can take it instead.
-        InputError, and FileSource's other errors.
+        InputError: as FileSource raises it, and FileSource's other errors.
     """
 
     name = "nvdec"
@@ -218,7 +218,7 @@ class NvdecSource(FileSource):
         nvc, gpu = self._nvc, self._gpu
         with gpu.active():
             self._decoder = None  # the old one is destroyed with its context current
-            free_before, _ = gpu.driver.mem_get_info()
+            free_before, _ = gpu.binding.mem_get_info()
             codec = getattr(nvc.cudaVideoCodec, CODECS[codec_name(self._stream)])
             self._decoder = nvc.CreateDecoder(gpuid=self.device, codec=codec, cudacontext=gpu.context.handle,
                                               cudastream=gpu.stream.handle, usedevicememory=True)
@@ -262,7 +262,7 @@ class NvdecSource(FileSource):
 
     def _count_decoder_memory(self) -> None:
         """Device memory the decoder took by its first frame (its surfaces), for the log."""
-        free_after, _ = self._gpu.driver.mem_get_info()
+        free_after, _ = self._gpu.binding.mem_get_info()
         self.decoder_memory = max(1, self._memory_before - free_after)
         log.info("%s: the NVDEC session holds %.0f MiB of device memory", self.path, self.decoder_memory / 2**20)
 
@@ -341,7 +341,7 @@ class NvdecSource(FileSource):
     def _close_gpu(self) -> None:
         if self._gpu is not None:
             gpu, self._gpu = self._gpu, None
-            with contextlib.suppress(gpu.driver.Error), gpu.active():
+            with contextlib.suppress(*gpu.binding.errors), gpu.active():
                 self._decoder = None  # destroyed while its context is current and still held
             gpu.close()
         self._decoder = None

@@ -15,7 +15,8 @@ from typing import Any, Iterator
 import numpy as np
 
 from .. import kernel_loader
-from ..cuda_device import load_driver
+from ..cuda_device import load_binding
+from ..gpu.binding import BoundLaunches
 from .yuv import YuvLayout
 
 
@@ -42,16 +43,16 @@ class NvdecGpu:
     kernels (per depth) and a host-delivery staging buffer; every call inside :meth:`active`."""
 
     def __init__(self, device: int) -> None:
-        self.driver = driver = load_driver("decoding with NVDEC")
-        gpu = driver.Device(device)
+        self.binding = binding = load_binding("decoding with NVDEC")
+        gpu = binding.device(device)
         self.context = gpu.retain_primary_context()
-        major, minor = gpu.compute_capability()
+        major, minor = gpu.compute_capability
         self.arch = f"sm_{major}{minor}"
-        self._kernels: dict[int, Any] = {}
-        self._staging = None
+        self._kernels: dict[int, tuple[Any, BoundLaunches]] = {}
+        self._staging: tuple[Any, np.ndarray] | None = None
         self._upload_staging: np.ndarray | None = None
         with self.active():
-            self.stream = driver.Stream()
+            self.stream: Any = binding.stream()
 
     @contextlib.contextmanager
     def active(self) -> Iterator[None]:
@@ -59,33 +60,34 @@ class NvdecGpu:
         try:
             yield
         finally:
-            self.driver.Context.pop()
+            self.context.pop()
 
     def convert(self, surface: DecodedSurface, target: int) -> None:
         """Queue the surface -> flat planes kernel (writing ``target``, a device address)."""
         sample_bytes = 2 if surface.bits > 8 else 1
         if sample_bytes not in self._kernels:
-            module = kernel_loader.load_module("colour", {"SAMPLE_BYTES": sample_bytes}, self.arch)
-            function = module.get_function("semi_planar_to_planes")
-            function.prepare("PPiPiii")
-            self._kernels[sample_bytes] = (module, function)  # the module must outlive the function
-        kernel = self._kernels[sample_bytes][1]
+            module = kernel_loader.load_module("colour", {"SAMPLE_BYTES": sample_bytes}, self.arch,
+                                               self.binding)
+            kernel = module.kernel("semi_planar_to_planes", "PPiPiii")
+            # the module is kept beside its kernel's launches, which need it
+            self._kernels[sample_bytes] = (module, BoundLaunches(kernel, (32, 8, 1)))
+        launches = self._kernels[sample_bytes][1]
         width, height = surface.width, surface.height
         pitch = width * sample_bytes
         grid = ((width // 2 + 31) // 32, (height // 2 + 7) // 8)
-        kernel.prepared_async_call(grid, (32, 8, 1), self.stream, surface.luma, surface.chroma, pitch,
-                                   target, width, height, 16 - surface.bits if surface.bits > 8 else 0)
+        launches(self.stream, grid, surface.luma, surface.chroma, pitch, target, width, height,
+                 16 - surface.bits if surface.bits > 8 else 0)
 
     def to_host(self, surface: DecodedSurface, layout: YuvLayout) -> np.ndarray:
         """The surface as flat planes in a (reused) host array laid out as ``layout``."""
         staging = self._staging
         if staging is None or staging[1].shape != layout.shape or staging[1].dtype != layout.dtype:
             self.free_staging()
-            self._staging = (self.driver.mem_alloc(layout.nbytes),
-                             self.driver.pagelocked_empty(layout.shape, layout.dtype))
+            self._staging = (self.binding.alloc(layout.nbytes),
+                             self.binding.alloc_host(layout.shape, layout.dtype))
         device, host = self._staging
         self.convert(surface, int(device))
-        self.driver.memcpy_dtoh_async(host, device, self.stream)
+        self.binding.copy_dtoh(host, int(device), self.stream)
         self.stream.synchronize()
         return host
 
@@ -94,14 +96,14 @@ class NvdecGpu:
         copy (the host array is reused at once)."""
         staging = self._pinned(planes.shape, planes.dtype)
         np.copyto(staging, planes)
-        self.driver.memcpy_htod_async(target, staging, self.stream)
+        self.binding.copy_htod(target, staging, self.stream)
         self.stream.synchronize()
 
     def _pinned(self, shape: tuple, dtype) -> np.ndarray:
         if self._upload_staging is None or self._upload_staging.shape != shape or self._upload_staging.dtype != dtype:
             if self._upload_staging is not None:
                 self._upload_staging.base.free()
-            self._upload_staging = self.driver.pagelocked_empty(shape, dtype)
+            self._upload_staging = self.binding.alloc_host(shape, dtype)
         return self._upload_staging
 
     def free_staging(self) -> None:
@@ -115,9 +117,10 @@ class NvdecGpu:
             self._upload_staging = None
 
     def close(self) -> None:
-        with contextlib.suppress(self.driver.Error):
+        with contextlib.suppress(*self.binding.errors):
             with self.active():
                 self.stream.synchronize()
                 self.free_staging()
                 self._kernels.clear()
-        self.context.detach()
+                self.stream = None  # destroyed now, while its context is held
+        self.context.release()

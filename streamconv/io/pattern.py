@@ -43,7 +43,7 @@ class TestPattern(Source):
         FrameFormatError: a size, fps or frame count out of range.
         InputError: the pattern does not fit in the available host memory.
 
-    Example:
+    Examples:
         >>> frames = list(TestPattern(64, 48, fps=25, frames=3))
         >>> len(frames), frames[0].shape, frames[0].dtype.name
         (3, (48, 64, 3), 'uint8')

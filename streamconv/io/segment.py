@@ -20,6 +20,8 @@ import av
 
 from ..errors import InputError
 from ..slots import FrameMeta
+from .container import read_container
+from .demux import Demux
 from .ffmpeglog import DamageLog
 from .file import FileSource
 from .nvdec import NvdecSource
@@ -47,13 +49,15 @@ class Segment:
 
 class Keyframes(NamedTuple):
     """What :func:`keyframe_times` finds: the keyframes' pts (time-base ticks, ascending), the
-    last packet's and the earliest packet's (seconds; None: no packet had one), and the
-    demuxer's log lines about damage."""
+    last packet's and the earliest packet's (seconds; None: no packet had one), the demuxer's
+    log lines about damage, and whether demuxing found damage otherwise (a packet flagged
+    damaged, the file unreadable past some point, streams added mid-file)."""
 
     keyframes: list[int]
     last: int | None
     earliest: Fraction | None
     reported: int
+    damaged: bool = False
 
 
 def keyframe_times(path: str | Path, video_stream: int = 0) -> Keyframes:
@@ -71,7 +75,7 @@ def keyframe_times(path: str | Path, video_stream: int = 0) -> Keyframes:
         InputError: the file cannot be opened or has no such video stream.
     """
     try:
-        container = av.open(str(path))
+        container = read_container(str(path))
     except (av.FFmpegError, OSError, ValueError) as exc:
         raise InputError(f"cannot open input {path}: {exc}") from None
     with container:
@@ -81,8 +85,11 @@ def keyframe_times(path: str | Path, video_stream: int = 0) -> Keyframes:
         keyframes: set[int] = set()
         last = first = None
         watch = DamageLog({container.format.name, *container.format.name.split(",")}).start()
+        packets = Demux(container, [videos[video_stream]])
+        damaged = False
         try:
-            for packet in container.demux(videos[video_stream]):
+            for packet in packets:
+                damaged = damaged or packet.is_corrupt
                 if packet.pts is None:
                     continue
                 last = packet.pts if last is None else max(last, packet.pts)
@@ -90,11 +97,11 @@ def keyframe_times(path: str | Path, video_stream: int = 0) -> Keyframes:
                 if packet.is_keyframe:
                     keyframes.add(packet.pts)
         except (av.FFmpegError, OSError):
-            pass  # unreadable from here on: cut among the keyframes before it
+            damaged = True  # unreadable from here on: cut among the keyframes before it
         finally:
             watch.stop()
         earliest = None if first is None else first * Fraction(videos[video_stream].time_base)
-    return Keyframes(sorted(keyframes), last, earliest, watch.count)
+    return Keyframes(sorted(keyframes), last, earliest, watch.count, damaged or packets.streams_added)
 
 
 def pts_shift(earliest: Fraction | None) -> int:
@@ -211,14 +218,14 @@ class SegmentSource(FileSource):
         """Seek to the keyframe at or before pts ``target``, as the demuxer finds it."""
         try:
             self._container.seek(target, stream=self._stream, backward=True)
-        except (av.FFmpegError, OSError) as exc:
+        except (av.FFmpegError, OSError, OverflowError) as exc:  # (backed off past any pts)
             raise InputError(f"cannot seek {self.path} to pts {target}: {exc}") from None
 
     def _reaches_keyframe(self, start: int) -> tuple[bool, int | None]:
         """Whether demuxing from here reaches the keyframe at pts ``start`` before any packet
         shown after it, and the first packet's pts (None: no packet); the packets read are consumed."""
         first = None
-        for packet in self._container.demux(self._stream):
+        for packet in Demux(self._container, [self._stream]):
             found = packet.pts if packet.pts is not None else packet.dts
             if not packet.size or found is None:
                 continue

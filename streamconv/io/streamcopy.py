@@ -1,25 +1,20 @@
 """Audio and subtitle streams copied unchanged from an input file to a file output.
 
-On the source side (:class:`CopiedStreams`, kept by a FileSource) the input's audio and
-subtitle streams are sorted into those copied and those left out (a codec FFmpeg does not
-know, or parameters a muxer needs that damaged packets left unset), their packets are kept
-until the frame they travel with is read (``FrameMeta.packets``), and copied audio is decoded,
-the samples dropped, so damage in it is seen, not only passed on. On the sink side
-(:func:`add_copied_streams`) a FileSink adds an output stream per copied input stream.
+:class:`CopiedStreams` (kept by a FileSource) sorts the input's audio and subtitle streams
+into those copied and those left out (a codec FFmpeg does not know, or parameters a muxer needs
+that damaged packets left unset), keeps their packets until the frame they travel with is read
+(``FrameMeta.packets``), and decodes copied audio, the samples dropped, so damage in it is seen,
+not only passed on. The output's side is streamconv.io.copyout.
 """
 
 from __future__ import annotations
 
-import io
-
 import logging
-from pathlib import Path
-from typing import Sequence
+from collections.abc import Callable, Sequence
 
 import av
 
 from .damage import missing_parameters
-from .metadata import stream_tags
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +49,7 @@ class CopiedStreams:
         self._unchecked: set[int] = set()  # copied audio streams FFmpeg has no decoder for
         self._packets: list = []  # copied-stream packets read since the last frame
         self.damaged = 0
+        self.admit: Callable[[av.Packet], bool] | None = None  # a cut's say (io.trim)
 
     def _report_left_out(self, wanted: Sequence, missing: dict[int, str | None], truncated: str | None) -> None:
         """Warn of the streams that are not copied: a codec FFmpeg does not know (not damage),
@@ -74,8 +70,8 @@ class CopiedStreams:
 
     def keep(self, packet) -> None:
         """Count a packet of a counted stream (see :meth:`check`) and keep it for the output if
-        its stream is copied."""
-        if self.check(packet):
+        its stream is copied (and ``admit``, where set, takes it)."""
+        if self.check(packet) and (self.admit is None or self.admit(packet)):
             self._packets.append(packet)
 
     def check(self, packet) -> bool:
@@ -122,90 +118,3 @@ class CopiedStreams:
             elif empty and kind == "audio":  # an empty subtitle track is common in intact files
                 found.append(f"{kind} stream {index} had no packets")
         return found
-
-
-def add_copied_streams(container, sources: Sequence, path: Path) -> dict[int, object]:
-    """Output streams of ``container`` (a PyAV output) for the input's audio/subtitle streams
-    ``sources``, from their templates (no re-encoding), by input stream index, with the input
-    streams' tags (language, title, handler name...; see :func:`streamconv.io.metadata.carried_tags`).
-
-    A stream the container cannot hold is left out with a warning, and so is one whose
-    parameters are missing (an audio stream of sample rate 0: damaged input), which would
-    make the muxer refuse the whole file. A FileSource leaves those out itself, as damage.
-    """
-    copies: dict[int, object] = {}
-    path = Path(path)  # a URL's string too (a network output)
-    for source in sources:
-        missing = missing_parameters(source)
-        if missing:
-            log.warning("%s stream %d has no %s; not copied", source.type, source.index, missing)
-            continue
-        codec = source.codec_context.name
-        if not _container_takes(container.format.name, source):
-            log.warning("%s stream %d (%s) cannot be stored in %s; not copied (%s)", source.type,
-                        source.index, codec, path.suffix or "this container", _holder(codec, path.suffix))
-            continue
-        try:
-            copies[source.index] = container.add_stream_from_template(source)
-            copies[source.index].metadata.update(stream_tags(source, encoded=False))
-        except (av.FFmpegError, ValueError) as exc:
-            log.warning("%s stream %d (%s) not copied: %s", source.type, source.index, codec, exc)
-    return copies
-
-
-MPEGTS_CARRIES = frozenset({"aac", "aac_latm", "mp2", "mp3", "ac3", "eac3", "dts", "truehd", "opus", "s302m",
-                            "dvb_subtitle", "dvb_teletext", "arib_caption"})
-"""Audio and subtitle codecs MPEG-TS has a stream type for (FFmpeg's names); its muxer writes any
-other (FLAC, PCM, SubRip...) as private data, which players and FFmpeg itself do not decode."""
-
-
-def _ts_carries(decoder: str) -> bool:
-    """Whether MPEG-TS has a stream type for the codec of ``decoder`` (a decoder's name: mp3float is mp3)."""
-    return av.codec.Codec(decoder, "r").canonical_name in MPEGTS_CARRIES
-
-
-def _container_takes(format_name: str, source) -> bool:
-    """Whether a ``format_name`` muxer writes a file with a copy of ``source``: its header, and
-    for PCM (whose packets are any bytes) a packet of silence and the trailer.
-
-    PyAV's ``supported_codecs`` is no answer: it lists only a muxer's defaults where it keeps no
-    table of codecs (MPEG-TS holds AAC, AC-3 and more), and codecs a muxer then refuses: MOV
-    takes Opus and FLAC only as MP4, MP4 refuses PCM of an unnamed channel layout (Matroska's)
-    only at the trailer. Refused there, the whole output would be lost. MPEG-TS takes anything,
-    most of it as data nobody decodes: there, :data:`MPEGTS_CARRIES` decides.
-    """
-    if format_name == "mpegts":
-        return _ts_carries(source.codec_context.name)
-    try:
-        with av.open(io.BytesIO(), "w", format=format_name) as probe:
-            stream = probe.add_stream_from_template(source)
-            probe.start_encoding()
-            if source.codec_context.name.startswith("pcm_"):
-                # 192 bytes a channel: whole samples of 1 to 4 bytes (and of 8).
-                silence = av.Packet(bytes(192 * max(1, source.codec_context.channels)))
-                silence.stream, silence.pts, silence.dts, silence.time_base = stream, 0, 0, source.time_base
-                probe.mux(silence)
-        return True
-    except (av.FFmpegError, ValueError, OSError):
-        return False
-
-
-_HOLDERS = ((".mkv", "matroska"), (".mp4", "mp4"), (".mov", "mov"), (".ts", "mpegts"))
-
-
-def _holder(codec: str, suffix: str) -> str:
-    """Which common container would hold ``codec``: a hint for the warning."""
-    for extension, format_name in _HOLDERS:
-        if extension == suffix.lower():
-            continue
-        if format_name == "mpegts":
-            if _ts_carries(codec):
-                return f"{extension} holds it"
-            continue
-        try:
-            with av.open(io.BytesIO(), "w", format=format_name) as probe:
-                if codec in probe.supported_codecs:
-                    return f"{extension} holds it"
-        except (av.FFmpegError, ValueError):
-            continue
-    return "none of .mkv, .mp4, .mov and .ts holds it"

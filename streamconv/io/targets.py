@@ -15,9 +15,10 @@ has AtomicFile's interface (``target``, ``create()``, ``publish()``, ``discard()
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable
 
+from ..arguments import check_flag, check_instance, check_options, check_path
 from ..errors import OutputError
 from ..publish import AtomicFile, check_output_path
 from .formats import is_image_output, is_pipe, output_format, pipe_url, url_scheme
@@ -58,15 +59,23 @@ class PipeTarget(MuxedTarget):
 
 def open_target(spec: str | os.PathLike, *, overwrite: bool = False, protect: Iterable = (),
                 format: str | None = None, what: str = "output",
-                muxer_options: Iterable[str] = ()) -> AtomicFile | PipeTarget | SequenceTarget:
-    """The target an output spec names, checked (see the module's docstring), with the names of
-    the muxer options that will be given to its container (``muxer_options``).
+                muxer_options: Mapping[str, str] | None = None,
+                ) -> AtomicFile | PipeTarget | SequenceTarget:
+    """The target an output spec names, checked (see the module's docstring), with the muxer
+    options that will be given to its container (``muxer_options``, FFmpeg's names -> values).
 
     Raises:
         OutputError: (exit 6) as :func:`streamconv.publish.check_output_path` for a file or a
             sequence's files (never for a pipe), or a muxer option the muxer does not have
-            (:func:`streamconv.io.muxer_options.check_muxer_options`).
+            (:func:`streamconv.io.muxer_options.check_muxer_options`); ``spec`` no path,
+            ``overwrite`` no bool (a string "no" would replace a file), ``format`` no string,
+            ``muxer_options`` no dict.
     """
+    check_path(spec, what, OutputError)
+    overwrite = check_flag(overwrite, "overwrite", OutputError)
+    check_instance(format, (str, type(None)), "format", OutputError,
+                   expected="a muxer's name or None")
+    muxer_options = check_options(muxer_options, "muxer_options", OutputError)
     scheme = None if is_pipe(spec) else url_scheme(spec)
     if scheme not in (None, "file"):  # not one streamconv sends to (netsink's never come here)
         raise OutputError(f"cannot write {what} {spec}: streamconv does not send to {spec.split(':')[0]}:// URLs (network "
@@ -86,6 +95,7 @@ def open_target(spec: str | os.PathLike, *, overwrite: bool = False, protect: It
 
 
 def check_target(spec: str | os.PathLike, *, overwrite: bool = False, protect: Iterable = (),
-                 format: str | None = None, what: str = "output", muxer_options: Iterable[str] = ()) -> None:
+                 format: str | None = None, what: str = "output",
+                 muxer_options: Mapping[str, str] | None = None) -> None:
     """Refuse an output before any work, as :func:`open_target` would (nothing is created)."""
     open_target(spec, overwrite=overwrite, protect=protect, format=format, what=what, muxer_options=muxer_options)

@@ -40,7 +40,7 @@ import cv2  # (before av: see streamconv.io.display.check_import_order)
 import av
 import numpy as np
 
-from .colour import FULL_RANGE, ColourTags, plane_rows
+from .colour import FULL_RANGE, ColourTags, convert, plane_rows
 
 FIXED_BITS = 16
 """Fractional bits of the fixed-point coefficients."""
@@ -268,7 +268,7 @@ def frame_to_planes(buffer: np.ndarray, frame: av.VideoFrame, layout: YuvLayout)
         return
     same = name in PLANE_FORMATS if layout.bits == 8 else name == layout.pix_fmt
     if not same:
-        frame = frame.reformat(format=layout.pix_fmt)
+        frame = convert(frame, format=layout.pix_fmt)
     for plane, target in zip(frame.planes, layout.planes(buffer)):
         np.copyto(target, plane_rows(plane, layout.dtype, target.shape[0])[:, : target.shape[1]])
 

@@ -1,20 +1,22 @@
-"""The layers on the GPU through PyCUDA: kernel choice, launch geometry and launches.
+"""The layers on the GPU through the CUDA binding: kernel choice, launch geometry and launches.
 
-Tensors here are PyCUDA ``GPUArray``s (float32, C-contiguous, device memory) in the context
-the :class:`GpuEngine` holds. Work is queued on ``stream`` (the default stream if None);
-nothing here waits for the GPU.
+Tensors here are :class:`Tensor`s (float32, C-contiguous, device memory) in the context the
+:class:`GpuEngine` holds. Work is queued on ``stream`` (a binding's stream; the legacy default
+stream if None); nothing here waits for the GPU.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 import numpy as np
 
-from ..cuda_device import cuda_status, load_driver
+from ..cuda_device import cuda_status, load_binding
 from ..errors import BackendUnavailableError, ShapeError
+from ..gpu.binding import Binding, Context, Kernel
 from ..kernel_loader import load_module
 from .shapes import ConvShape
 
@@ -121,29 +123,61 @@ def im2col_expansion(shape: ConvShape) -> float:
     return shape.k * shape.k * shape.out_h * shape.out_w / (shape.h * shape.w)
 
 
-def _pointer(array: Any, offset_elements: int = 0) -> np.uintp:
-    return np.uintp(int(array.gpudata) + 4 * offset_elements)
+@dataclass
+class Tensor:
+    """A float32 C-contiguous tensor in device memory.
+
+    Attributes:
+        address: its first element's device address. shape: its shape.
+        owner: what keeps the memory alive (its device buffer, or the caller's array).
+    """
+
+    address: int
+    shape: tuple[int, ...]
+    owner: Any = None
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape))
+
+    def at(self, offset_elements: int) -> int:
+        """The device address ``offset_elements`` float32 elements in."""
+        return self.address + 4 * offset_elements
+
+
+# Argument signatures of the kernels (see gpu.binding.Kernel): P a device address, i an int32,
+# q an int64, one character per argument in the order of cuda/nn_*.cu, gemm.cu, conv_tf32.cu.
+_SIGNATURES = {"transpose_taps": "PPiii", "conv_direct": "PPPP" + "i" * 10,
+               "conv_tiled": "PPPP" + "i" * 8, "im2col": "PPiiiiiiiqi", "sgemm_bias": "PPPPiiiii",
+               "tf32_taps": "PPiiii", "conv_tf32": "PPPP" + "i" * 8, "relu": "PPq",
+               "max_pool2d": "PP" + "i" * 6, "frame_to_planes": "PiPiii",
+               "maps_to_frame": "PiiiP" + "i" * 8}
 
 
 class GpuEngine:
     """Compiled layer kernels in one CUDA context, and the calls that launch them.
 
     Use :func:`engine` to get one: it takes the calling thread's current context if there is
-    one (so GPUArrays the caller made are valid here), else the device's primary context,
+    one (so device arrays the caller made are valid here), else the device's primary context,
     which it pushes around each call. ``context`` must outlive the engine.
+
+    Args:
+        gpu: the CUDA binding. context: the context to push, or None when it is current already
+            (``push`` False).
     """
 
-    def __init__(self, driver, context, *, push: bool) -> None:
-        self._driver = driver
+    def __init__(self, gpu: Binding, context: Context | None, *, push: bool) -> None:
+        self.gpu = gpu
         self.context = context
         self._push = push
         with self.activated():
-            device = driver.Context.get_device()
-            major, minor = device.compute_capability()
+            device = gpu.current_device()
+        major, minor = device.compute_capability
         self.arch = f"sm_{major}{minor}"
-        self.device_name = device.name()
-        self._functions: dict[tuple, Any] = {}
-        self._workspaces: dict[int, Any] = {}  # per stream: kernels on two streams must not share one
+        self.device_name = device.name
+        self.device_number = device.ordinal
+        self._functions: dict[tuple, tuple] = {}
+        self._workspaces: dict[int, Tensor] = {}  # per stream: two streams' kernels share none
 
     @contextlib.contextmanager
     def activated(self) -> Iterator[None]:
@@ -155,28 +189,44 @@ class GpuEngine:
         try:
             yield
         finally:
-            self._driver.Context.pop()
+            self.context.pop()
 
-    def function(self, source: str, name: str, defines: dict[str, int] | None = None):
-        """Kernel ``name`` of ``cuda/<source>.cu`` compiled with ``defines``, loaded once per engine."""
+    def function(self, source: str, name: str, defines: dict[str, int] | None = None) -> Kernel:
+        """Kernel ``name`` of ``cuda/<source>.cu`` compiled with ``defines``, loaded once."""
         key = (source, name, tuple(sorted((defines or {}).items())))
         if key not in self._functions:
-            module = load_module(source, defines or {}, self.arch)
-            self._functions[key] = (module, module.get_function(name))
+            module = load_module(source, defines or {}, self.arch, self.gpu)
+            self._functions[key] = (module, module.kernel(name, _SIGNATURES[name]))
         return self._functions[key][1]
 
-    # -- launches; every tensor argument is a float32 GPUArray in this engine's context --
+    # -- device tensors, in this engine's context --
 
-    def transpose_taps(self, w, stream=None):
-        """w (M x C x K x K) -> a new C x K x K x M GPUArray."""
-        from pycuda import gpuarray  # optional (the cuda extra): imported on first GPU use
+    def empty(self, shape: tuple[int, ...]) -> Tensor:
+        """A new float32 tensor of ``shape`` (contents undefined), freed when dropped."""
+        buffer = self.gpu.alloc(4 * int(np.prod(shape)))
+        return Tensor(int(buffer), tuple(shape), buffer)
 
+    def to_device(self, array: np.ndarray) -> Tensor:
+        """A new tensor holding host ``array`` (float32, C-contiguous), copied now."""
+        tensor = self.empty(array.shape)
+        self.gpu.copy_htod(tensor.address, np.ascontiguousarray(array, np.float32))
+        return tensor
+
+    def to_host(self, tensor: Tensor) -> np.ndarray:
+        """``tensor`` copied into a new host array once the legacy default stream's work is done."""
+        host = np.empty(tensor.shape, np.float32)
+        self.gpu.copy_dtoh(host, tensor.address)
+        return host
+
+    # -- launches; every tensor argument is a float32 Tensor in this engine's context --
+
+    def transpose_taps(self, w: Tensor, stream=None) -> Tensor:
+        """w (M x C x K x K) -> a new C x K x K x M tensor."""
         m, c, k, _ = w.shape
-        w_t = gpuarray.empty((c, k, k, m), np.float32)
-        total = w.size
-        self.function("nn_conv", "transpose_taps")(
-            w.gpudata, w_t.gpudata, np.int32(m), np.int32(c), np.int32(k * k),
-            block=(_ELEMENTWISE_THREADS, 1, 1), grid=(-(-total // _ELEMENTWISE_THREADS), 1), stream=stream)
+        w_t = self.empty((c, k, k, m))
+        self.function("nn_conv", "transpose_taps").launch(
+            stream, (-(-w.size // _ELEMENTWISE_THREADS), 1), (_ELEMENTWISE_THREADS, 1, 1),
+            w.address, w_t.address, m, c, k * k)
         return w_t
 
     def conv2d_into(self, y, x, w, bias, shape: ConvShape, *, method: str = DEFAULT_METHOD, stream=None,
@@ -209,41 +259,44 @@ class GpuEngine:
                      shape.k, shape.stride)
         self._im2col_gemm(y, x, w_t, bias, shape, stream, workspace_bytes)
 
-    def _direct(self, y, x, w, bias, shape: ConvShape, stream) -> None:
+    def _direct(self, y: Tensor, x: Tensor, w: Tensor, bias: Tensor | None, shape: ConvShape,
+                stream) -> None:
         tiles_x = -(-shape.out_w // _DIRECT_TILE)
         tiles = tiles_x * -(-shape.out_h // _DIRECT_TILE)
-        self.function("nn_conv", "conv_direct", {"DIRECT_TILE": _DIRECT_TILE})(
-            x.gpudata, w.gpudata, _bias_pointer(bias), y.gpudata,
-            *_ints(shape.c, shape.h, shape.w, shape.m, shape.out_h, shape.out_w, shape.k, shape.stride,
-                   shape.padding, tiles_x),
-            block=(_DIRECT_TILE, _DIRECT_TILE, 1), grid=(tiles, shape.m, shape.n), stream=stream)
+        self.function("nn_conv", "conv_direct", {"DIRECT_TILE": _DIRECT_TILE}).launch(
+            stream, (tiles, shape.m, shape.n), (_DIRECT_TILE, _DIRECT_TILE, 1),
+            x.address, w.address, _address(bias), y.address, shape.c, shape.h, shape.w, shape.m,
+            shape.out_h, shape.out_w, shape.k, shape.stride, shape.padding, tiles_x)
 
-    def _tf32(self, y, x, w, bias, shape: ConvShape, defines: dict[str, int], stream) -> None:
+    def _tf32(self, y: Tensor, x: Tensor, w: Tensor, bias: Tensor | None, shape: ConvShape,
+              defines: dict[str, int], stream) -> None:
         if int(self.arch[3:]) < 80:
-            raise ShapeError(f"conv2d: method 'tf32' needs a GPU of sm_80 or later (TF32 mma); this one is "
-                             f"{self.arch}: use method='auto'")
+            raise ShapeError(f"conv2d: method 'tf32' needs a GPU of sm_80 or later (TF32 mma); "
+                             f"this one is {self.arch}: use method='auto'")
         chunks, mtiles = -(-shape.c // 8), -(-shape.m // 16)
         words = chunks * shape.k * shape.k * mtiles * 128
         taps = self._workspace(words, stream)  # 32-bit words, read as TF32 fragments
-        self.function("conv_tf32", "tf32_taps", defines)(
-            w.gpudata, taps.gpudata, *_ints(shape.m, shape.c, chunks, mtiles),
-            block=(_ELEMENTWISE_THREADS, 1, 1), grid=(-(-words // _ELEMENTWISE_THREADS), 1), stream=stream)
+        self.function("conv_tf32", "tf32_taps", defines).launch(
+            stream, (-(-words // _ELEMENTWISE_THREADS), 1), (_ELEMENTWISE_THREADS, 1, 1),
+            w.address, taps.address, shape.m, shape.c, chunks, mtiles)
         tiles = -(-shape.out_w // _TF32_TILE[1]) * -(-shape.out_h // _TF32_TILE[0])
-        self.function("conv_tf32", "conv_tf32", defines)(
-            x.gpudata, taps.gpudata, _bias_pointer(bias), y.gpudata,
-            *_ints(shape.c, shape.h, shape.w, shape.m, shape.out_h, shape.out_w, shape.padding, mtiles),
-            block=(_TF32_THREADS, 1, 1), grid=(tiles, -(-shape.m // _TF32_CHANNELS), shape.n), stream=stream)
+        self.function("conv_tf32", "conv_tf32", defines).launch(
+            stream, (tiles, -(-shape.m // _TF32_CHANNELS), shape.n), (_TF32_THREADS, 1, 1),
+            x.address, taps.address, _address(bias), y.address, shape.c, shape.h, shape.w, shape.m,
+            shape.out_h, shape.out_w, shape.padding, mtiles)
 
-    def _tiled(self, y, x, w_t, bias, shape: ConvShape, defines: dict[str, int], stream) -> None:
-        threads = tiled_threads(defines)
+    def _tiled(self, y: Tensor, x: Tensor, w_t: Tensor, bias: Tensor | None, shape: ConvShape,
+               defines: dict[str, int], stream) -> None:
         m_blocks = -(-shape.m // defines["MB"])
-        grid = (-(-shape.out_w // defines["TILE_W"]), -(-shape.out_h // defines["TILE_H"]), shape.n * m_blocks)
-        self.function("nn_conv", "conv_tiled", defines)(
-            x.gpudata, w_t.gpudata, _bias_pointer(bias), y.gpudata,
-            *_ints(shape.c, shape.h, shape.w, shape.m, shape.out_h, shape.out_w, shape.padding, m_blocks),
-            block=(threads, 1, 1), grid=grid, stream=stream)
+        grid = (-(-shape.out_w // defines["TILE_W"]), -(-shape.out_h // defines["TILE_H"]),
+                shape.n * m_blocks)
+        self.function("nn_conv", "conv_tiled", defines).launch(
+            stream, grid, (tiled_threads(defines), 1, 1),
+            x.address, w_t.address, _address(bias), y.address, shape.c, shape.h, shape.w, shape.m,
+            shape.out_h, shape.out_w, shape.padding, m_blocks)
 
-    def _im2col_gemm(self, y, x, w_t, bias, shape: ConvShape, stream, workspace_bytes: int) -> None:
+    def _im2col_gemm(self, y: Tensor, x: Tensor, w_t: Tensor, bias: Tensor | None,
+                     shape: ConvShape, stream, workspace_bytes: int) -> None:
         pixels = shape.out_h * shape.out_w
         depth = shape.c * shape.k * shape.k
         gemm = gemm_defines(shape.m)
@@ -253,57 +306,48 @@ class GpuEngine:
         multiply = self.function("gemm", "sgemm_bias", gemm)
         threads = gemm_threads(gemm)
         for n in range(shape.n):
-            image = _pointer(x, n * shape.c * shape.h * shape.w)
+            image = x.at(n * shape.c * shape.h * shape.w)
             for first in range(0, pixels, columns):
                 count = min(columns, pixels - first)
-                unroll(image, workspace.gpudata,
-                       *_ints(shape.c, shape.h, shape.w, shape.out_w, shape.k, shape.stride, shape.padding),
-                       np.int64(first), np.int32(count),
-                       block=(_IM2COL_THREADS, 1, 1), grid=(-(-count // _IM2COL_THREADS), shape.c * shape.k),
-                       stream=stream)
-                multiply(w_t.gpudata, workspace.gpudata, _bias_pointer(bias),
-                         _pointer(y, n * shape.m * pixels + first),
-                         *_ints(shape.m, count, depth, count, pixels),
-                         block=(threads, 1, 1), grid=(-(-count // gemm["BN"]), -(-shape.m // gemm["BM"])),
-                         stream=stream)
+                unroll.launch(stream, (-(-count // _IM2COL_THREADS), shape.c * shape.k),
+                              (_IM2COL_THREADS, 1, 1), image, workspace.address, shape.c,
+                              shape.h, shape.w, shape.out_w, shape.k, shape.stride, shape.padding,
+                              first, count)
+                multiply.launch(stream, (-(-count // gemm["BN"]), -(-shape.m // gemm["BM"])),
+                                (threads, 1, 1), w_t.address, workspace.address, _address(bias),
+                                y.at(n * shape.m * pixels + first), shape.m, count, depth, count,
+                                pixels)
 
-    def _workspace(self, elements: int, stream):
+    def _workspace(self, elements: int, stream) -> Tensor:
         """A float32 scratch buffer of at least ``elements``, kept per stream and grown when short."""
-        from pycuda import gpuarray  # optional (the cuda extra)
-
         key = 0 if stream is None else int(stream.handle)
         found = self._workspaces.get(key)
         if found is None or found.size < elements:
             if found is not None and stream is not None:
                 stream.synchronize()  # queued kernels may still read the old buffer
             elif found is not None:
-                self._driver.Context.synchronize()
-            found = self._workspaces[key] = gpuarray.empty(elements, np.float32)
+                self.gpu.synchronize()
+            found = self._workspaces[key] = self.empty((elements,))
         return found
 
-    def relu_into(self, y, x, stream=None) -> None:
+    def relu_into(self, y: Tensor, x: Tensor, stream=None) -> None:
         """Queue y = max(x, 0); y may be x."""
         count = x.size
-        self.function("nn_ops", "relu")(
-            x.gpudata, y.gpudata, np.int64(count),
-            block=(_ELEMENTWISE_THREADS, 1, 1), grid=(-(-count // _ELEMENTWISE_THREADS), 1), stream=stream)
+        self.function("nn_ops", "relu").launch(
+            stream, (-(-count // _ELEMENTWISE_THREADS), 1), (_ELEMENTWISE_THREADS, 1, 1),
+            x.address, y.address, count)
 
-    def max_pool2d_into(self, y, x, kernel: int, stride: int, stream=None) -> None:
+    def max_pool2d_into(self, y: Tensor, x: Tensor, kernel: int, stride: int, stream=None) -> None:
         """Queue y (N x C x Ho x Wo) = the window maxima of x (N x C x H x W)."""
         n, c, h, w = x.shape
         out_h, out_w = y.shape[2], y.shape[3]
-        self.function("nn_ops", "max_pool2d")(
-            x.gpudata, y.gpudata, *_ints(h, w, out_h, out_w, kernel, stride),
-            block=(_ELEMENTWISE_THREADS, 1, 1), grid=(-(-(out_h * out_w) // _ELEMENTWISE_THREADS), n * c),
-            stream=stream)
+        self.function("nn_ops", "max_pool2d").launch(
+            stream, (-(-(out_h * out_w) // _ELEMENTWISE_THREADS), n * c),
+            (_ELEMENTWISE_THREADS, 1, 1), x.address, y.address, h, w, out_h, out_w, kernel, stride)
 
 
-def _ints(*values: int) -> list[np.int32]:
-    return [np.int32(v) for v in values]
-
-
-def _bias_pointer(bias) -> Any:
-    return np.uintp(0) if bias is None else bias.gpudata
+def _address(tensor: Tensor | None) -> int:
+    return 0 if tensor is None else tensor.address
 
 
 _engines: dict[int, GpuEngine] = {}
@@ -313,17 +357,17 @@ def engine(device: int = 0) -> GpuEngine:
     """The engine of the calling thread's current CUDA context, else of ``device``'s primary context.
 
     Raises:
-        BackendUnavailableError: PyCUDA, the driver or the device is missing.
+        BackendUnavailableError: the binding, the driver or the device is missing.
     """
-    driver = load_driver("streamconv.nn on the GPU")
-    current = driver.Context.get_current()
-    if current is not None:
+    gpu = load_binding("streamconv.nn on the GPU")
+    if gpu.current_context() is not None:
         # Not cached: a context the caller made may be destroyed, and a later one reuse its handle.
-        return GpuEngine(driver, current, push=False)
+        return GpuEngine(gpu, None, push=False)
     usable, reason = cuda_status(device)
     if not usable:
         raise BackendUnavailableError(f"streamconv.nn: cuda unavailable: {reason}")
     found = _engines.get(device)
     if found is None:  # the engine keeps its retain of the primary context, so it stays valid
-        found = _engines[device] = GpuEngine(driver, driver.Device(device).retain_primary_context(), push=True)
+        context = gpu.device(device).retain_primary_context()
+        found = _engines[device] = GpuEngine(gpu, context, push=True)
     return found

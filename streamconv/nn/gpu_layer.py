@@ -10,12 +10,9 @@ buffers are kept per slot (:class:`LayerBuffers`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
 
 from ..errors import BackendUnavailableError
-from .gpu import GpuEngine
+from .gpu import GpuEngine, Tensor
 from .layer import ConvLayer, check_frame, mosaic
 from .shapes import conv2d_shape
 
@@ -26,14 +23,14 @@ _BLOCK = (32, 8, 1)
 class LayerBuffers:
     """One slot's device tensors: planes C x H x W, maps M x H x W, pooled M x Hm x Wm (float32)."""
 
-    planes: Any
-    maps: Any
-    pooled: Any  # ``maps`` itself when there is no pooling
+    planes: Tensor
+    maps: Tensor
+    pooled: Tensor  # ``maps`` itself when there is no pooling
 
     def free(self) -> None:
-        """Free the device memory now (the context must be current)."""
+        """Free the device memory now."""
         for tensor in {id(t): t for t in (self.planes, self.maps, self.pooled)}.values():
-            tensor.gpudata.free()
+            tensor.owner.free()
 
 
 class GpuLayer:
@@ -47,14 +44,13 @@ class GpuLayer:
     """
 
     def __init__(self, layer: ConvLayer, shape: tuple[int, int, int], gpu: GpuEngine) -> None:
-        from pycuda import gpuarray  # optional (the cuda extra): imported when a layer runs on the GPU
-
         self.layer, self.shape, self.gpu = layer, shape, gpu
         self.map_size = check_frame(layer, shape)
         height, width, channels = shape
-        self.conv = conv2d_shape((1, channels, height, width), layer.weights.shape, None, 1, layer.size // 2)
+        self.conv = conv2d_shape((1, channels, height, width), layer.weights.shape, None, 1,
+                                 layer.size // 2)
         self.layout = mosaic(layer.maps, shape)
-        self.weights = gpuarray.to_gpu(layer.weights)
+        self.weights = gpu.to_device(layer.weights)
         self.weights_t = gpu.transpose_taps(self.weights)
         self.to_planes = gpu.function("nn_ops", "frame_to_planes")
         self.to_frame = gpu.function("nn_ops", "maps_to_frame")
@@ -66,42 +62,39 @@ class GpuLayer:
         Raises:
             BackendUnavailableError: not enough device memory, before any frame.
         """
-        import pycuda.driver as driver  # optional (the cuda extra), as above
-        from pycuda import gpuarray
-
         height, width, channels = self.shape
         maps = self.layer.maps
         try:
-            planes = gpuarray.empty((1, channels, height, width), np.float32)
-            conv_out = gpuarray.empty((1, maps, height, width), np.float32)
-            pooled = conv_out if self.layer.pool == 1 else gpuarray.empty((1, maps, *self.map_size), np.float32)
-        except (driver.MemoryError, driver.Error) as exc:
+            planes = self.gpu.empty((1, channels, height, width))
+            conv_out = self.gpu.empty((1, maps, height, width))
+            pooled = conv_out if self.layer.pool == 1 else self.gpu.empty((1, maps, *self.map_size))
+        except self.gpu.gpu.errors as exc:
             megabytes = 4 * height * width * (channels + maps) / 2**20
             raise BackendUnavailableError(f"not enough GPU memory for the layer's maps "
                                           f"({megabytes:.0f} MiB per slot): {exc}") from None
         return LayerBuffers(planes, conv_out, pooled)
 
     def free(self) -> None:
-        """Free the weights' device memory now (the context must be current)."""
+        """Free the weights' device memory now."""
         for tensor in (self.weights, self.weights_t):
-            tensor.gpudata.free()
+            tensor.owner.free()
 
-    def launch(self, buffers: LayerBuffers, source: int, source_pitch: int, target: int, target_pitch: int,
-               stream) -> None:
-        """Queue the layer on ``stream`` (a PyCUDA stream): the pitched uint8 frame at device address
-        ``source`` (``source_pitch`` bytes per row) -> the pitched uint8 frame at ``target``."""
+    def launch(self, buffers: LayerBuffers, source: int, source_pitch: int, target: int,
+               target_pitch: int, stream) -> None:
+        """Queue the layer on ``stream`` (a binding's stream): the pitched uint8 frame at device
+        address ``source`` (``source_pitch`` bytes per row) -> the pitched uint8 frame at
+        ``target``."""
         height, width, channels = self.shape
-        self.to_planes(np.uintp(source), np.int32(source_pitch), buffers.planes.gpudata, np.int32(height),
-                       np.int32(width), np.int32(channels), block=_BLOCK, grid=self.grid, stream=stream)
-        self.gpu.conv2d_into(buffers.maps, buffers.planes, self.weights, None, self.conv, stream=stream,
-                             w_t=self.weights_t)
+        self.to_planes.launch(stream, self.grid, _BLOCK, source, source_pitch,
+                              buffers.planes.address, height, width, channels)
+        self.gpu.conv2d_into(buffers.maps, buffers.planes, self.weights, None, self.conv,
+                             stream=stream, w_t=self.weights_t)
         if self.layer.relu:
             self.gpu.relu_into(buffers.maps, buffers.maps, stream=stream)
         if self.layer.pool > 1:
-            self.gpu.max_pool2d_into(buffers.pooled, buffers.maps, self.layer.pool, self.layer.pool, stream=stream)
-        layout = self.layout
-        self.to_frame(buffers.pooled.gpudata, np.int32(self.layer.maps), np.int32(self.map_size[0]),
-                      np.int32(self.map_size[1]), np.uintp(target), np.int32(target_pitch), np.int32(height),
-                      np.int32(width), np.int32(channels), np.int32(layout.cols), np.int32(layout.cell_h),
-                      np.int32(layout.cell_w), np.int32(layout.colour), block=_BLOCK, grid=self.grid,
-                      stream=stream)
+            self.gpu.max_pool2d_into(buffers.pooled, buffers.maps, self.layer.pool, self.layer.pool,
+                                     stream=stream)
+        layout, (map_h, map_w) = self.layout, self.map_size
+        self.to_frame.launch(stream, self.grid, _BLOCK, buffers.pooled.address, self.layer.maps,
+                             map_h, map_w, target, target_pitch, height, width, channels,
+                             layout.cols, layout.cell_h, layout.cell_w, layout.colour)

@@ -23,12 +23,13 @@ combined per pixel in one filter stage (``edge``).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import FilterSpecError, FrameFormatError
+from ..errors import FilterSpecError, FrameFormatError, FrameTypeError
 from ..tapfiles import MAX_ABS_TAP, load_npy
 from .cpu import conv2d_cpu, max_pool2d_cpu
 from .shapes import MAX_KERNEL, conv2d_shape
@@ -154,3 +155,19 @@ def layer_cpu(frame: np.ndarray, layer: ConvLayer) -> np.ndarray:
     if layer.pool > 1:
         maps = max_pool2d_cpu(maps, layer.pool, layer.pool)
     return compose_frame(maps[0], frame.shape, mosaic(layer.maps, frame.shape))
+
+
+def check_sample_type(stages: Sequence, dtype) -> None:
+    """Refuse frames of ``dtype`` (a NumPy dtype) that a stage (a FilterStage) cannot filter:
+    convolution-layer stages (the ``bank`` filter) take uint8 frames only; the others take uint8
+    and uint16.
+
+    Raises:
+        FrameTypeError: naming the stage and the dtype.
+    """
+    if np.dtype(dtype) == np.uint8:
+        return
+    for stage in stages:
+        if stage.layer is not None:
+            raise FrameTypeError(f"stage {stage.describe()} takes uint8 frames only, "
+                                 f"got {np.dtype(dtype)}")

@@ -61,8 +61,9 @@ class KernelPlan:
         constants: ``__constant__`` or ``__device__`` symbol -> host array to copy into the module
             (float32 taps, or the tensor-core kernels' uint32 fragments and int32 rounding).
         global_taps: float32 host array the kernel reads from device memory (``naive``), or None.
-        arguments: the PyCUDA ``prepare`` signature of the entry: (src, dst, width, height,
-            src pitch, dst pitch) device pointers and ints, then a taps pointer where it ends in P.
+        arguments: the entry's argument signature (:class:`streamconv.gpu.binding.Kernel`): (src,
+            dst, width, height, src pitch, dst pitch) device pointers and ints, then a taps
+            pointer where it ends in P.
         products: multiply-adds the kernel issues per frame (padding included on the tensor cores).
         math_unit: what ``products`` run on: ``"FP32"`` or ``"tensor"`` (int8).
     """

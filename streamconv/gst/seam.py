@@ -1,0 +1,32 @@
+"""The streamconv internals the GStreamer element builds on, imported here and nowhere else in
+this package: the slot ring of the backends (what ``streamconv run`` drives), the 4:2:0 layout
+and its integer colour maths, the colour tags, and the driver calls on raw CUDA handles.
+Everything else the element uses is public."""
+
+from __future__ import annotations
+
+from ..api import make_engine
+from ..backends.protocol import Backend
+from ..cuda_device import cuda_status
+from ..frames import MAX_RING
+from ..gpu import handles
+from ..gpu.binding import GpuCallError, binding
+from ..io.colour import FULL_RANGE, ColourTags
+from ..io.yuv import YuvLayout, split_semi_planar
+from ..slots import InFlight, Slot
+
+__all__ = [
+    "FULL_RANGE",
+    "MAX_RING",
+    "Backend",
+    "ColourTags",
+    "InFlight",
+    "Slot",
+    "YuvLayout",
+    "cuda_status",
+    "GpuCallError",
+    "binding",
+    "handles",
+    "make_engine",
+    "split_semi_planar",
+]
