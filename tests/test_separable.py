@@ -6,12 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streamconv.backends import plan_kernels
+import streamconv
+from streamconv.backends import create_backend, plan_kernels
 from streamconv.backends.cpu import CpuBackend
 from streamconv.backends.families.rank1 import factor_separable
 from streamconv.borders import BORDER_MODES, pad_frame
 from streamconv.errors import FilterSpecError
-from streamconv.filters import FilterStage, build_filter, parse_filter, validate_taps
+from streamconv.filters import (FilterStage, build_filter, parse_chain, parse_filter,
+                                validate_taps)
 
 from oracle import random_taps, reference_filter
 
@@ -134,3 +136,18 @@ def test_cpu_separable_kernel_refuses_what_is_not_rank_one():
     with pytest.raises(FilterSpecError, match="not rank 1"):  # the CLI's check, before any work
         plan_kernels("separable", [parse_filter("sharpen")], "cpu")
     CpuBackend([parse_filter("sharpen")], kernel="tensor-core")  # a cuda kernel: the reference runs
+
+
+def test_cpu_separable_kernel_runs_the_2d_stages_of_a_chain_across_frames(rng):
+    """A stage across frames runs its own taps whatever the kernel (tdenoise's are not rank 1),
+    the 2-D stages around it take separable, within 1 of the reference."""
+    chain = parse_chain(["gaussian:sigma=2", "tdenoise:frames=3", "box:size=9"])
+    assert plan_kernels("separable", chain, "cpu") is None
+    assert "separable" in create_backend("cpu", chain, kernel="separable").describe()
+    clip = rng.integers(0, 256, (5, 23, 31, 3), dtype=np.uint8)
+    outputs = {}
+    for kernel in ("auto", "separable"):
+        with streamconv.StreamFilter(chain, backend="cpu", kernel=kernel) as stream:
+            outputs[kernel] = np.stack([out.copy() for out in stream.map(clip)])
+    assert outputs["separable"].shape == clip.shape
+    assert np.abs(outputs["separable"].astype(int) - outputs["auto"]).max() <= 1

@@ -84,6 +84,5 @@ def create_backend(name: str, filters: Sequence[FilterStage], *, border: str = D
         cuda_class = TemporalCudaBackend if temporal else CudaBackend
         return cuda_class(filters, border=border, device=device, kernel=kernel, plan=plan,
                           **cuda_options)
-    if temporal:
-        return TemporalCpuBackend(filters, border=border)
-    return CpuBackend(filters, border=border, kernel=kernel)
+    cpu_class = TemporalCpuBackend if temporal else CpuBackend
+    return cpu_class(filters, border=border, kernel=kernel)

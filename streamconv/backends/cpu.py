@@ -232,7 +232,8 @@ class CpuBackend(Backend):
         self.border = check_border(border)
         self.kernel = kernel if kernel == CPU_SEPARABLE else AUTO
         for stage in self.filters:  # refuse taps the kernel cannot run before any frame
-            if stage.layer is None and stage.geometry is None:
+            # (stages across frames, which run on TemporalCpuBackend, whatever the kernel)
+            if stage.layer is None and stage.geometry is None and stage.temporal is None:
                 separable_factors(stage, self.kernel, np.dtype(np.uint8))
         self._plans: dict[np.dtype, list[StagePlan | None]] = {}  # per sample type, made at first use
         self._scratch = [Scratch() for _ in self.filters]  # per stage: band buffers differ in shape
