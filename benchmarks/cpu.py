@@ -202,7 +202,8 @@ def check_against_baseline(args) -> None:
               for shape in ((1080, 1920), (66, 134))]
     digests = {label: child({"code": code, "run": "output", "cases": cases, "seed": 7})
                for label, code in codes(args).items()}
-    differing = [key for key, digest in digests["after"].items() if digests["before"][key] != digest]
+    differing = [key for key, digest in digests["after"].items()
+                 if digests["before"][key] != digest]
     if differing:
         raise SystemExit("outputs differ from the baseline's:\n" + "\n".join(differing))
     print(f"check: {len(digests['after'])} outputs equal byte for byte to the baseline's",
@@ -217,7 +218,8 @@ def time_api(args) -> list[dict]:
         for label, code in codes(args).items():
             result = child({"code": code, "run": "api", "filter": name, "size": [1080, 1920],
                             "repeat": args.repeat, "separable": label == "after"})
-            row[f"{label}_ms"], row[f"{label}_cpu_ms"] = result["filter_ms"], result["filter_cpu_ms"]
+            row[f"{label}_ms"] = result["filter_ms"]
+            row[f"{label}_cpu_ms"] = result["filter_cpu_ms"]
             row["cv2_ms"], row["cv2_cpu_ms"] = result["cv2_ms"], result["cv2_cpu_ms"]
             if "separable_ms" in result:
                 row["separable_ms"] = result["separable_ms"]
@@ -245,8 +247,8 @@ def time_transcodes(args, clip: Path) -> list[dict]:
                 raise SystemExit(f"{name} {mode}: {result['frames']} frames, not {args.frames}")
             key = (name, f"{mode} {label}".strip())
             samples.setdefault(key, []).append(1e3 * result["cpu_s"] / args.frames)
-            print(f"  round {round_number + 1} {name} {key[1]}: {samples[key][-1]:.1f} CPU ms/frame, "
-                  f"wall {result['wall_s']:.1f} s", file=sys.stderr)
+            print(f"  round {round_number + 1} {name} {key[1]}: {samples[key][-1]:.1f} CPU "
+                  f"ms/frame, wall {result['wall_s']:.1f} s", file=sys.stderr)
     rows: dict[str, dict] = {}
     for (name, column), values in samples.items():
         rows.setdefault(name, {"filter": name})[column] = statistics.median(values)
@@ -258,7 +260,8 @@ def print_api(rows: list[dict]) -> None:
     labels = [label for label in ("before", "after", "separable")
               if any(f"{label}_ms" in row for row in rows)]
     print(f"\nFilter()(x) on the CPU backend against cv2.filter2D, 1080p RGB uint8, ms per call "
-          f"(wall median; process CPU), OpenCV {cv2.__version__} with {cv2.getNumThreads()} threads")
+          f"(wall median; process CPU), OpenCV {cv2.__version__} with {cv2.getNumThreads()} "
+          "threads")
     print(f"{'filter':<10}" + "".join(f"{label:>18}" for label in labels + ["cv2.filter2D"])
           + f"{'after/cv2':>11}")
     for row in rows:

@@ -63,7 +63,8 @@ def convolution_options(name: str, taps) -> list[str] | None:
 
     def one(values, divisor, mode="square"):
         matrix = " ".join(str(int(v)) for v in values)
-        return ":".join(f"{p}m={matrix}:{p}rdiv={1 / float(divisor)!r}:{p}mode={mode}" for p in range(3))
+        return ":".join(f"{p}m={matrix}:{p}rdiv={1 / float(divisor)!r}:{p}mode={mode}"
+                        for p in range(3))
 
     size = taps.shape[0]
     if name.startswith("gauss"):
@@ -237,7 +238,8 @@ def output(task: dict) -> dict:
             digests[key] = hashlib.sha256(engine(frame).tobytes()).hexdigest()
             continue
         height, width = case["shape"]
-        layout = YuvLayout(width, height, ColourTags(space=case["space"]), case["full"], case["bits"])
+        layout = YuvLayout(width, height, ColourTags(space=case["space"]), case["full"],
+                           case["bits"])
         planes = rng.integers(0, 1 << case["bits"], layout.shape).astype(layout.dtype)
         rgb = np.empty(layout.frame_shape, layout.frame_dtype)
         convert_colour(rgb, planes, layout, to_rgb=True)

@@ -217,7 +217,8 @@ def test_conversion_is_the_integer_formulas_exactly(rng, space, full, bits):
     rgb = np.full(layout.frame_shape, 0xA5, layout.frame_dtype)
     yuv_to_rgb(rgb, planes, layout)
     np.testing.assert_array_equal(rgb, integer_to_rgb(planes, layout))
-    rgb = rng.integers(0, np.iinfo(layout.frame_dtype).max + 1, layout.frame_shape, dtype=layout.frame_dtype)
+    rgb = rng.integers(0, np.iinfo(layout.frame_dtype).max + 1, layout.frame_shape,
+                       dtype=layout.frame_dtype)
     back = np.full_like(planes, 0xA5)
     rgb_to_yuv(back, rgb, layout)
     np.testing.assert_array_equal(back, integer_to_planes(rgb, layout))
