@@ -13,7 +13,7 @@ from ..frames.borders import DEFAULT_BORDER
 from ..gpu.device import cuda_status
 from ..errors import BackendUnavailableError, SettingsError
 from ..chain.filters import FilterStage
-from .cpu.backend import CpuBackend
+from .cpu.backend import CPU_SEPARABLE, CpuBackend
 from .cuda.backend import CudaBackend
 from .plan import AUTO, ChainPlan, check_kernel, plan_chain
 from .protocol import Backend
@@ -52,7 +52,8 @@ def resolve_backend(name: str, *, device: int = 0) -> str:
 
 def plan_kernels(kernel: str, filters: Sequence[FilterStage], backend: str) -> ChainPlan | None:
     """The chain's kernel plan for ``backend``, made once, before any work: the CUDA backend
-    runs it; on the cpu backend (None) a kernel other than ``auto`` is ignored with a notice.
+    runs it; the cpu backend (None) takes ``auto`` and ``separable`` (checked here, see
+    :class:`CpuBackend`) and ignores other kernels with a notice.
 
     Raises:
         SettingsError: an unknown kernel.
@@ -62,7 +63,9 @@ def plan_kernels(kernel: str, filters: Sequence[FilterStage], backend: str) -> C
     check_kernel(kernel)
     if backend == "cuda":
         return plan_chain(filters, kernel)
-    if kernel != AUTO:
+    if kernel == CPU_SEPARABLE:
+        CpuBackend(filters, kernel=kernel)  # refuses taps that are not rank 1
+    elif kernel != AUTO:
         log.warning("--kernel %s applies to the cuda backend; the cpu backend ignores it", kernel)
     return None
 
@@ -72,9 +75,9 @@ def create_backend(name: str, filters: Sequence[FilterStage], *, border: str = D
                    **cuda_options) -> Backend:
     """Create a backend for a filter chain, in the calling thread (CUDA contexts are per thread).
 
-    ``kernel`` (``auto`` or a variant name, see :mod:`streamconv.backends.plan`), ``plan`` (the
-    chain's plan from :func:`plan_kernels`, made anew if None) and ``cuda_options`` (``pinned``,
-    ``blocking_sync``) go to the CUDA backend only.
+    ``kernel`` (``auto`` or a variant name, see :mod:`streamconv.backends.plan`; the cpu backend
+    takes ``separable`` too), ``plan`` (the chain's plan from :func:`plan_kernels`, made anew if
+    None) and ``cuda_options`` (``pinned``, ``blocking_sync``) go to the CUDA backend only.
     """
     resolved = resolve_backend(name, device=device)
     temporal = any(stage.temporal is not None for stage in filters)
@@ -83,4 +86,4 @@ def create_backend(name: str, filters: Sequence[FilterStage], *, border: str = D
         return cuda_class(filters, border=border, device=device, kernel=kernel, plan=plan,
                           **cuda_options)
     cpu_class = TemporalCpuBackend if temporal else CpuBackend
-    return cpu_class(filters, border=border)
+    return cpu_class(filters, border=border, kernel=kernel)

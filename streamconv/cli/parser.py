@@ -262,7 +262,9 @@ def _add_engine_options(engine, jobs) -> None:
         engine, jobs,
         kernel_help="CUDA kernel variant: auto (default: separable for rank-1 taps of 7x7 and "
                     "up, tensor-core for other 8-bit taps of 5x5 to 31x31 and one 3x3 matrix, "
-                    "else register-blocked), " + ", ".join(KERNEL_CHOICES[1:]),
+                    "else register-blocked), " + ", ".join(KERNEL_CHOICES[1:])
+                    + "; the cpu backend takes separable (rank-1 taps in two passes, within 1 "
+                    "of its reference) and ignores the others",
         ring_help=f"frames in flight between reader, GPU and writer, 1 to {MAX_RING} "
                   "(default 3; each holds two frames in host memory, checked against the "
                   "memory available before any is allocated)",

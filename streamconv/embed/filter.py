@@ -170,7 +170,8 @@ class Filter(Closes):
         backend: ``"auto"`` (CUDA when available, else the CPU with a notice), ``"cpu"``, ``"cuda"``.
         device: CUDA device number.
         kernel: CUDA kernel variant, ``"auto"`` (default) or a name from
-            ``streamconv.backends.plan.VARIANTS``; the CPU backend ignores it.
+            ``streamconv.backends.plan.VARIANTS``; the CPU backend takes ``separable`` (rank-1
+            taps in two passes, within 1 of its reference) and ignores the others.
 
     Calls from several threads are taken one at a time (a lock: the backend's buffers, stream
     and events are shared by every call). On the CUDA backend it owns page-locked staging

@@ -34,8 +34,9 @@ code values, so every colour inside the gamut comes back exactly.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
+import cv2  # (before av: see streamconv.io.display.check_import_order)
 import av
 import numpy as np
 
@@ -297,6 +298,22 @@ def rgb_to_yuv(planes: np.ndarray, rgb: np.ndarray, layout: YuvLayout) -> None:
     rgb_to_planes(*layout.planes(planes), rgb, layout.coefficients)
 
 
+@lru_cache(maxsize=64)
+def _code_table(scale: int, offset: int) -> np.ndarray:
+    """scale * code + offset for the 256 codes of 8-bit video: (256,) int32 host array."""
+    return (np.arange(256, dtype=np.int64) * scale + offset).astype(np.int32)
+
+
+def _affine(codes: np.ndarray, scale: int, offset: int, integer=np.int32) -> np.ndarray:
+    """scale * codes + offset as a new array of ``integer``: (h, w) uint8 codes through a table
+    (``cv2.LUT``, one pass), uint16 codes by NumPy arithmetic (exact either way)."""
+    if codes.dtype == np.uint8 and integer == np.int32:
+        return cv2.LUT(codes, _code_table(scale, offset))
+    out = np.multiply(codes, scale, dtype=integer)
+    out += offset
+    return out
+
+
 def planes_to_rgb(rgb: np.ndarray, luma: np.ndarray, u_plane: np.ndarray, v_plane: np.ndarray,
                   c: dict[str, int]) -> None:
     """YUV -> RGB on host arrays: ``luma`` (h, w), ``u_plane``, ``v_plane`` (h/2, w/2) uint8 or
@@ -306,24 +323,39 @@ def planes_to_rgb(rgb: np.ndarray, luma: np.ndarray, u_plane: np.ndarray, v_plan
     Any band of an even number of rows converts alone (the CPU backend splits frames so).
     """
     height, width = luma.shape
-    shift = c["TO_RGB_BITS"]
-    u = u_plane.astype(np.int32)
-    u -= c["CMID"]
-    v = v_plane.astype(np.int32)
-    v -= c["CMID"]
-    y = luma.astype(np.int32)
-    y -= c["Y0"]
-    y *= c["CY"]
-    y += 1 << (shift - 1)
-    pairs = y.reshape(height // 2, 2, width)  # the two luma rows that share a chroma row
-    red, green, blue = c["CRV"] * v, -(c["CGU"] * u + c["CGV"] * v), c["CBU"] * u
+    shift, mid = c["TO_RGB_BITS"], c["CMID"]
+    base = _affine(luma, c["CY"], (1 << (shift - 1)) - c["CY"] * c["Y0"])
+    green = _affine(u_plane, -c["CGU"], c["CGU"] * mid)
+    green += _affine(v_plane, -c["CGV"], c["CGV"] * mid)
+    terms = (_affine(v_plane, c["CRV"], -c["CRV"] * mid), green,
+             _affine(u_plane, c["CBU"], -c["CBU"] * mid))
+    pairs = base.reshape(height // 2, 2, width)  # the two luma rows that share a chroma row
     value = np.empty_like(pairs)
-    for channel, term in enumerate((red, green, blue)):
+    channels = []
+    for term in terms:
         # Each chroma sample covers a 2 x 2 block: repeat it along the row, broadcast over the pair.
         np.add(pairs, np.repeat(term, 2, axis=1)[:, None, :], out=value)
         value >>= shift
-        np.clip(value, 0, c["RGB_MAX"], out=value)
-        rgb[..., channel] = value.reshape(height, width)
+        channels.append(np.empty((height, width), rgb.dtype))
+        _clip_into(channels[-1], value.reshape(height, width), c["RGB_MAX"])
+    merged = cv2.merge(channels, dst=rgb)
+    if merged is not rgb:  # a view OpenCV cannot write into
+        np.copyto(rgb, merged.reshape(rgb.shape))
+
+
+def _clip_into(target: np.ndarray, value: np.ndarray, maximum: int) -> None:
+    """target = clip(value, 0, maximum) for integer host arrays of one shape (value is
+    overwritten). Into 8-bit samples (0..255) through cv2.convertScaleAbs, |x| saturated, exact
+    for x >= 0: OpenCV's arithmetic with a scalar (cv2.add(x, 0, dtype=...)) can leave its
+    worker threads spinning after each call (on an idle machine)."""
+    if target.dtype == np.uint8 and maximum == 255 and value.dtype == np.int32:
+        np.maximum(value, 0, out=value)
+        result = cv2.convertScaleAbs(value, dst=target)
+        if result is not target:
+            np.copyto(target, result)
+        return
+    np.clip(value, 0, maximum, out=value)
+    np.copyto(target, value, casting="unsafe")
 
 
 def rgb_to_planes(luma: np.ndarray, u_plane: np.ndarray, v_plane: np.ndarray, rgb: np.ndarray,
@@ -336,31 +368,29 @@ def rgb_to_planes(luma: np.ndarray, u_plane: np.ndarray, v_plane: np.ndarray, rg
     """
     shift = c["TO_YUV_BITS"]
     integer = np.int64 if c["YUV_SUM_BITS"] == 64 else np.int32
-    # One contiguous plane per channel and explicit multiply-adds: NumPy's integer matmul is a
-    # generic loop, several times slower; integer sums are exact in any order.
-    red, green, blue = (rgb[..., k].astype(integer) for k in range(3))
-    y = red * c["YR"]
-    work = green * c["YG"]
-    y += work
-    np.multiply(blue, c["YB"], out=work)
-    y += work
-    y += (c["Y0"] << shift) + (1 << (shift - 1))
+    if rgb.dtype == np.uint8 and rgb.flags.c_contiguous:
+        red, green, blue = cv2.split(rgb)  # contiguous planes, for cv2.LUT
+    else:
+        red, green, blue = (rgb[..., k] for k in range(3))
+    # Integer sums are exact in any order.
+    y = _affine(red, c["YR"], (c["Y0"] << shift) + (1 << (shift - 1)), integer)
+    y += _affine(green, c["YG"], 0, integer)
+    y += _affine(blue, c["YB"], 0, integer)
     y >>= shift
-    np.clip(y, 0, c["CODE_MAX"], out=y)
-    luma[...] = y
+    _clip_into(luma, y, c["CODE_MAX"])
     # Sums of each 2 x 2 block (0..4 RGB_MAX per channel): the row pair first, then the column pair.
     sums = []
     for plane in (red, green, blue):
-        pair = plane[0::2] + plane[1::2]
-        sums.append(pair[:, 0::2] + pair[:, 1::2])
+        pair = np.add(plane[0::2], plane[1::2], dtype=integer)
+        sums.append(np.add(pair[:, 0::2], pair[:, 1::2]))
+    work = np.empty_like(sums[0])
     for target, names in ((u_plane, ("UR", "UG", "UB")), (v_plane, ("VR", "VG", "VB"))):
-        chroma = sums[0] * c[names[0]]
-        chroma += sums[1] * c[names[1]]
-        chroma += sums[2] * c[names[2]]
+        chroma = np.multiply(sums[0], c[names[0]])
+        chroma += np.multiply(sums[1], c[names[1]], out=work)
+        chroma += np.multiply(sums[2], c[names[2]], out=work)
         # Zero chroma is added after the shift (the same value, since it is a whole multiple of
         # 2^(shift + 2)), so the sum before it stays within 32 bits at 10 bits (64 are used above).
         chroma += 1 << (shift + 1)
         chroma >>= shift + 2
         chroma += c["CMID"]
-        np.clip(chroma, 0, c["CODE_MAX"], out=chroma)
-        target[...] = chroma
+        _clip_into(target, chroma, c["CODE_MAX"])

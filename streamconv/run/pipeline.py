@@ -50,7 +50,8 @@ class Pipeline:
         max_frames: stop after this many frames (None: the whole source).
         device: CUDA device number.
         kernel: CUDA kernel variant, ``"auto"`` or a name from
-            ``streamconv.backends.plan.VARIANTS`` (the cpu backend ignores it).
+            ``streamconv.backends.plan.VARIANTS`` (the cpu backend takes ``separable`` and ignores
+            the others).
         progress: draw a progress bar (or the status line) on stderr if it is a terminal.
         progress_file: also write FFmpeg-style key=value progress blocks (a
             :class:`streamconv.run.progressfile.ProgressFile`, or a path or ``-`` to open as one),

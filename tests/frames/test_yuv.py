@@ -187,6 +187,44 @@ def test_layout_views_and_errors():
     assert not YuvLayout.of_stream(6, 4, "yuv420p", ColourTags()).full_range
 
 
+def integer_to_rgb(planes: np.ndarray, layout: YuvLayout) -> np.ndarray:
+    """The module docstring's fixed-point YUV -> RGB, written out plainly in 64-bit integers."""
+    c = layout.coefficients
+    luma, u, v = (p.astype(np.int64) for p in layout.planes(planes))
+    u, v = (p.repeat(2, 0).repeat(2, 1) - c["CMID"] for p in (u, v))
+    base = c["CY"] * (luma - c["Y0"]) + (1 << (c["TO_RGB_BITS"] - 1))
+    terms = (c["CRV"] * v, -(c["CGU"] * u + c["CGV"] * v), c["CBU"] * u)
+    return np.stack([np.clip((base + t) >> c["TO_RGB_BITS"], 0, c["RGB_MAX"]) for t in terms], -1)
+
+
+def integer_to_planes(rgb: np.ndarray, layout: YuvLayout) -> np.ndarray:
+    """The module docstring's fixed-point RGB -> YUV, written out plainly in 64-bit integers."""
+    c, shift = layout.coefficients, layout.coefficients["TO_YUV_BITS"]
+    red, green, blue = (rgb[..., k].astype(np.int64) for k in range(3))
+    luma = (c["YR"] * red + c["YG"] * green + c["YB"] * blue + (c["Y0"] << shift)
+            + (1 << (shift - 1))) >> shift
+    height, width = layout.height, layout.width
+    block = [p.reshape(height // 2, 2, width // 2, 2).sum(axis=(1, 3)) for p in (red, green, blue)]
+    chroma = [((c[n + "R"] * block[0] + c[n + "G"] * block[1] + c[n + "B"] * block[2]
+                + (1 << (shift + 1))) >> (shift + 2)) + c["CMID"] for n in "UV"]
+    return np.concatenate([np.clip(p, 0, c["CODE_MAX"]).ravel() for p in (luma, *chroma)])
+
+
+@pytest.mark.parametrize("bits", [8, 10, 12])
+@pytest.mark.parametrize("space, full", CASES, ids=CASE_IDS)
+def test_conversion_is_the_integer_formulas_exactly(rng, space, full, bits):
+    layout = layout_for(38, 22, space, full, bits)  # an odd number of chroma columns
+    planes = random_planes(rng, layout)
+    rgb = np.full(layout.frame_shape, 0xA5, layout.frame_dtype)
+    yuv_to_rgb(rgb, planes, layout)
+    np.testing.assert_array_equal(rgb, integer_to_rgb(planes, layout))
+    rgb = rng.integers(0, np.iinfo(layout.frame_dtype).max + 1, layout.frame_shape,
+                       dtype=layout.frame_dtype)
+    back = np.full_like(planes, 0xA5)
+    rgb_to_yuv(back, rgb, layout)
+    np.testing.assert_array_equal(back, integer_to_planes(rgb, layout))
+
+
 def test_banded_conversion_equals_the_whole_frame(rng):
     """The CPU backend converts in bands of rows on threads; the bytes must not change."""
     layout = layout_for(130, 202, 1, False)  # more rows than one band, an odd number of chroma columns

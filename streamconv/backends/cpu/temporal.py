@@ -28,6 +28,7 @@ from ...frames.yuv import YuvLayout
 from ...frames.slots import Slot
 from ...chain.temporal import TemporalTaps
 from .backend import CpuBackend, convert_colour, correlate
+from ..plan import AUTO
 from ..protocol import Backend
 from ..temporal_chain import Buffer, TemporalWalk
 
@@ -83,23 +84,27 @@ class TemporalCpuBackend(Backend):
     Args:
         filters: the chain, with at least one temporal stage.
         border: the spatial border mode of every stage.
+        kernel: the 2-D stages' kernel, as for :class:`CpuBackend` (``separable`` or the
+            reference); the temporal stages run the reference whatever it says.
     """
 
     name = "cpu"
 
-    def __init__(self, filters: Sequence[FilterStage], *, border: str = DEFAULT_BORDER) -> None:
+    def __init__(self, filters: Sequence[FilterStage], *, border: str = DEFAULT_BORDER,
+                 kernel: str = AUTO) -> None:
         self.filters = list(filters)
         self.border = check_border(border)
         self.walk = TemporalWalk(self.filters)
         self.delay = self.walk.delay
-        self._segments = [CpuBackend([self.filters[n] for n in numbers], border=self.border)
+        self._segments = [CpuBackend([self.filters[n] for n in numbers], border=self.border,
+                                     kernel=kernel)
                           for numbers in self.walk.segments]
         self._rings: list[list[np.ndarray]] = []
         self._frames: dict[str, np.ndarray] = {}  # rgb in / out for planes, and the work frame
 
     def describe(self) -> str:
         """One line naming the backend, for logs."""
-        return "cpu (NumPy + OpenCV reference)"
+        return self._segments[0].describe()  # (one more segment than temporal stages)
 
     def output_shape(self, shape: tuple[int, int, int]) -> tuple[int, int, int]:
         """``shape``: a chain with stages across frames keeps the frame's size."""

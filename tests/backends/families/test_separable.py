@@ -6,12 +6,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import streamconv
+from streamconv.backends import create_backend, plan_kernels
 from streamconv.backends.cpu.backend import CpuBackend
 from streamconv.backends.families.rank1 import factor_separable
 from streamconv.frames.borders import BORDER_MODES, pad_frame
-from streamconv.chain.filters import FilterStage, build_filter, parse_filter, validate_taps
+from streamconv.errors import FilterSpecError
+from streamconv.chain.filters import (FilterStage, build_filter, parse_chain, parse_filter,
+                                validate_taps)
 
-from helpers.oracle import random_taps
+from helpers.oracle import random_taps, reference_filter
 
 BINOMIAL5 = np.array([1, 4, 6, 4, 1], np.float64)
 
@@ -101,3 +105,50 @@ def test_float_factors_stay_within_one_lsb_of_2d(rng, border, spec):
     expected = CpuBackend([stage], border=border).apply(frame)
     got = separable_emulation(frame, factors.row, factors.column, border)
     assert np.abs(got.astype(int) - expected.astype(int)).max() <= 1
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
+@pytest.mark.parametrize("spec", ["gaussian:sigma=2", "gaussian:sigma=1", "box:size=9", "sobel-x"])
+def test_cpu_separable_kernel_stays_within_one_of_the_reference(rng, spec, dtype):
+    stage = parse_filter(spec) if ":" in spec else build_filter(spec)
+    frame = rng.integers(0, np.iinfo(dtype).max + 1, (41, 57, 3), dtype=dtype)
+    for border in BORDER_MODES:
+        out = np.full_like(frame, 0xA5)
+        CpuBackend([stage], border=border, kernel="separable").apply_into(out, frame)
+        reference = CpuBackend([stage], border=border).apply(frame)
+        assert np.abs(out.astype(int) - reference).max() <= 1
+        assert np.abs(out.astype(int) - reference_filter(frame, stage, border)).max() <= 1
+
+
+def test_cpu_separable_kernel_is_exact_for_exact_factors(rng):
+    stage = stage_of((np.outer(BINOMIAL5, BINOMIAL5) / 256).astype(np.float32))
+    frame = rng.integers(0, 256, (37, 45, 3), dtype=np.uint8)
+    for border in BORDER_MODES:
+        fast = CpuBackend([stage], border=border, kernel="separable")
+        np.testing.assert_array_equal(fast.apply(frame),
+                                      CpuBackend([stage], border=border).apply(frame))
+
+
+def test_cpu_separable_kernel_refuses_what_is_not_rank_one():
+    with pytest.raises(FilterSpecError, match="not rank 1"):
+        CpuBackend([parse_filter("sharpen")], kernel="separable")
+    with pytest.raises(FilterSpecError, match="bank"):
+        CpuBackend([build_filter("edge")], kernel="separable")
+    with pytest.raises(FilterSpecError, match="not rank 1"):  # the CLI's check, before any work
+        plan_kernels("separable", [parse_filter("sharpen")], "cpu")
+    CpuBackend([parse_filter("sharpen")], kernel="tensor-core")  # a cuda kernel: the reference runs
+
+
+def test_cpu_separable_kernel_runs_the_2d_stages_of_a_chain_across_frames(rng):
+    """A stage across frames runs its own taps whatever the kernel (tdenoise's are not rank 1),
+    the 2-D stages around it take separable, within 1 of the reference."""
+    chain = parse_chain(["gaussian:sigma=2", "tdenoise:frames=3", "box:size=9"])
+    assert plan_kernels("separable", chain, "cpu") is None
+    assert "separable" in create_backend("cpu", chain, kernel="separable").describe()
+    clip = rng.integers(0, 256, (5, 23, 31, 3), dtype=np.uint8)
+    outputs = {}
+    for kernel in ("auto", "separable"):
+        with streamconv.StreamFilter(chain, backend="cpu", kernel=kernel) as stream:
+            outputs[kernel] = np.stack([out.copy() for out in stream.map(clip)])
+    assert outputs["separable"].shape == clip.shape
+    assert np.abs(outputs["separable"].astype(int) - outputs["auto"]).max() <= 1
