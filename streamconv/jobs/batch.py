@@ -140,13 +140,7 @@ class Batch:
                             colour=colour, depth=depth)
         sink_options = sink_options_with(encode, checked["sink_options"])
         self.filters = parse_chain(filters)
-        self.devices = gpu_numbers(devices)
-        run = replace(run, device=self.devices[0]).resolved()
-        self.backend = run.backend
-        if self.backend == "cpu":
-            self.devices = [0]
-        for device in self.devices[1:]:
-            resolve_backend("cuda", device=device)  # each GPU asked for must be there
+        run = self._take_devices(run, devices)
         self.jobs = as_count(jobs, "jobs", 1) if jobs is not None else default_jobs(self.backend)
         self.segments = None if segments is None else as_count(segments, "segments", 1)
         self.segment_jobs = None  # segments at once (None: all of an input's)
@@ -172,6 +166,18 @@ class Batch:
         self._stopping = threading.Event()
         self._stop_signal: int | None = None
         self._events = None  # the worker processes' (stop taking, abort) events
+
+    def _take_devices(self, run: RunSettings, devices: Sequence[int] | str | None) -> RunSettings:
+        """Set ``devices`` and ``backend`` (resolved; every GPU asked for must be there) and
+        return the settings with the first device's backend."""
+        self.devices = gpu_numbers(devices)
+        run = replace(run, device=self.devices[0]).resolved()
+        self.backend = run.backend
+        if self.backend == "cpu":
+            self.devices = [0]
+        for device in self.devices[1:]:
+            resolve_backend("cuda", device=device)
+        return run
 
     def _plan(self, inputs: Sequence[str], outdir: Path, manifest_path: Path, *, resume: bool, recursive: bool,
               ext: str | None) -> tuple[list[BatchInput], list[BatchRecord]]:

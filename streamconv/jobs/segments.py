@@ -46,7 +46,7 @@ from ..run.options import SETTINGS, check_passed_on
 from ..run.settings import EncodeSettings, RunSettings, settings_from, sink_options_with
 from .worker import Running
 from .ray.segments import run_on_ray
-from ..run.stats import RunStats, StageTimes
+from ..run.stats import RunStats, combine_stats
 
 log = logging.getLogger(__name__)
 
@@ -145,14 +145,11 @@ def run_segments(source: str | Path, filters: Sequence[str | FilterStage], outpu
         segments: segments wanted (>= 1; fewer where the input has too few keyframes).
         jobs: segments run at once (None: all of them); on Ray, segments per GPU (None: 1).
         devices: GPUs the cuda backend's segments take in turn (None: [0]; "all": every one); not with ray.
-        settings: the run's settings (:class:`streamconv.run.settings.RunSettings`: backend,
-            resolved in this process; border, ring, kernel, colour, max_pixels, depth; the
-            decoder: NVDEC only when named ``nvdec``, a session per segment; not max_frames);
-            or give them as keywords, ``backend``, ``decoder`` and the others among
-            ``pipeline_options`` (not both).
-        encode: the encoder's settings (:class:`streamconv.run.settings.EncodeSettings`), the
-            same for every part (their codec descriptions must match to be joined); or give
-            them in ``sink_options`` (codec, pix_fmt, crf, preset, bitrate; not both).
+        settings: the run's settings (:class:`streamconv.run.settings.RunSettings`; the backend
+            resolved here; NVDEC only when named, a session per segment; not max_frames), or as
+            keywords: ``backend``, ``decoder`` and the others in ``pipeline_options`` (not both).
+        encode: the encoder's (:class:`streamconv.run.settings.EncodeSettings`), the same for
+            every part, or in ``sink_options`` (codec, pix_fmt, crf, preset, bitrate; not both).
         sink_options: the parts' other FileSink options.
         copy_streams: copy the input's audio and subtitles into the output.
         overwrite, format, muxer_options: as for FileSink (the output's).
@@ -162,23 +159,16 @@ def run_segments(source: str | Path, filters: Sequence[str | FilterStage], outpu
         ray: each segment a Ray task (:mod:`streamconv.jobs.ray.segments`) on the cluster at this address
             (True: RAY_ADDRESS's or a new local one); input and output (parts beside it) on a shared path.
 
-    Returns: RunStats of the whole run (see :func:`combine_stats`), wall time from plan to output.
+    Returns: RunStats of the whole run (see :func:`streamconv.run.stats.combine_stats`), wall time
+        from plan to output.
     Raises: the errors of a one-piece run; Interrupted on SIGINT/SIGTERM (nothing is left).
     """
+    # long: a public call's docstring naming its twenty arguments
     segments = as_count(segments, "segments", 1)
     check_flag(copy_streams, "copy_streams")
     source_options, sink_options, pipeline_options = _check_options(
         source_options, sink_options_with(encode, sink_options), pipeline_options)
-    if "max_frames" in pipeline_options:  # each segment would stop at its own count
-        raise SettingsError("a segmented run filters the whole input: max_frames does not apply")
-    given = {name: pipeline_options.pop(name) for name in SETTINGS if name in pipeline_options}
-    run = settings_from(settings, backend=backend, decoder=decoder, **given)
-    if run.max_frames is not None:
-        raise SettingsError("a segmented run filters the whole input: max_frames does not apply")
-    if run.depth is not None:
-        source_options["depth"] = run.depth
-    if run.max_pixels != DEFAULT_MAX_PIXELS:
-        source_options["max_pixels"] = run.max_pixels
+    run = _segment_settings(settings, backend, decoder, pipeline_options, source_options)
     _check_before_work(source, output, overwrite=overwrite, format=format, ray=ray, devices=devices,
                        source_options=source_options)
     started = time.perf_counter()
@@ -213,6 +203,25 @@ def _parts_folder(output: str | Path) -> Iterator[Path]:
         release_writer_lock(lock)
 
 
+def _segment_settings(settings: RunSettings | None, backend: str, decoder: str,
+                      pipeline_options: dict, source_options: dict) -> RunSettings:
+    """The segments' RunSettings, from ``settings`` or the keywords (taken out of
+    ``pipeline_options``); the depth and pixel limit also go into ``source_options``.
+
+    Raises:
+        SettingsError: max_frames given (each segment would stop at its own count).
+    """
+    given = {name: pipeline_options.pop(name) for name in SETTINGS if name in pipeline_options}
+    run = settings_from(settings, backend=backend, decoder=decoder, **given)
+    if run.max_frames is not None or "max_frames" in pipeline_options:
+        raise SettingsError("a segmented run filters the whole input: max_frames does not apply")
+    if run.depth is not None:
+        source_options["depth"] = run.depth
+    if run.max_pixels != DEFAULT_MAX_PIXELS:
+        source_options["max_pixels"] = run.max_pixels
+    return run
+
+
 def _check_options(source_options: Any, sink_options: Any,
                    pipeline_options: Any) -> tuple[dict, dict, dict]:
     """FileSource's, FileSink's and Pipeline's options of a segmented run, each one the segments
@@ -240,24 +249,6 @@ def _check_before_work(source, output, *, overwrite: bool, format: str | None, r
         raise OutputError(f"a segmented run cannot join its parts into AVI, which keeps no timestamps: {output} "
                           f"(write .mkv, .mp4, .mov or .ts, or run it in one piece)")
     FileSource(source, copy_streams=False, **source_options).close()
-
-
-def combine_stats(results: Sequence[RunStats], seconds: float, found: Sequence[str] = ()) -> RunStats:
-    """One RunStats for a segmented run: the segments' frames, errors and damage (each phrase
-    once) with the damage ``found`` apart (by the join), their stage times
-    merged, the first frame any of them wrote, and ``seconds`` of wall time."""
-    total = RunStats(backend=results[0].backend, decoder=results[0].decoder, wall_seconds=seconds)
-    total.first_written = min((s.first_written for s in results if s.first_written is not None), default=None)
-    for stats in results:
-        total.frames += stats.frames
-        total.decode_errors += stats.decode_errors
-        total.resizes += stats.resizes
-        total.damage += [phrase for phrase in stats.damage if phrase not in total.damage]
-        for stage, times in stats.stages.items():
-            total.stages.setdefault(stage, StageTimes(total.sample_cap)).merge(times)
-        total.timeline.merge(stats.timeline)
-    total.damage += [phrase for phrase in found if phrase not in total.damage]
-    return total
 
 
 @dataclass

@@ -32,6 +32,7 @@ import math
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -323,3 +324,21 @@ class RunStats:
         decoded = f", decoded by {self.decoder}" if self.decoder else ""
         lines.append(tail + f" [{self.backend}{decoded}]")
         return "\n".join(lines)
+
+
+def combine_stats(results: Sequence[RunStats], seconds: float, found: Sequence[str] = ()) -> RunStats:
+    """One RunStats for a segmented run: the segments' frames, errors and damage (each phrase
+    once) with the damage ``found`` apart (by the join), their stage times
+    merged, the first frame any of them wrote, and ``seconds`` of wall time."""
+    total = RunStats(backend=results[0].backend, decoder=results[0].decoder, wall_seconds=seconds)
+    total.first_written = min((s.first_written for s in results if s.first_written is not None), default=None)
+    for stats in results:
+        total.frames += stats.frames
+        total.decode_errors += stats.decode_errors
+        total.resizes += stats.resizes
+        total.damage += [phrase for phrase in stats.damage if phrase not in total.damage]
+        for stage, times in stats.stages.items():
+            total.stages.setdefault(stage, StageTimes(total.sample_cap)).merge(times)
+        total.timeline.merge(stats.timeline)
+    total.damage += [phrase for phrase in found if phrase not in total.damage]
+    return total
