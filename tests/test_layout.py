@@ -1,5 +1,6 @@
-"""The package's shape stays as docs/architecture.md describes it: no import circles, small
-modules, short functions. Read from the sources (ast), nothing imported."""
+"""The package's shape stays as docs/architecture.md describes it: its folders in a layer order
+that imports run down, never up, no import circles (type-only imports counted), a small top, no
+crowded folder, small modules, short functions. Read from the sources (ast), nothing imported."""
 
 from __future__ import annotations
 
@@ -9,6 +10,26 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "streamconv"
 MAX_MODULE_LINES = 430   # "about 400"
 MAX_FUNCTION_LINES = 50  # def line to last line; a longer one says why in a "# long:" comment
+MAX_TOP_MODULES = 8      # the package's face: __init__, __main__, errors, interrupts, launch...
+MAX_FLAT_MODULES = 15    # modules side by side in one folder, its __init__ not counted
+
+LAYERS = (  # the package's rooms, lowest first: a room imports only rooms of lower layers
+    ("errors", "version"),
+    ("files", "interrupts"),
+    ("frames",),
+    ("gpu",),
+    ("interop", "io"),
+    ("nn",),
+    ("chain",),
+    ("backends",),
+    ("run",),
+    ("embed", "jobs", "bench", "report"),
+    ("gst",),
+    ("cli",),
+    ("launch",),
+    ("__main__",),
+)
+"""``streamconv.X`` (a top-level module or package) -> its layer is its row's index."""
 
 
 def module_name(path: Path) -> str:
@@ -20,16 +41,15 @@ MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
 
 
 def _imports(name: str, path: Path) -> set[str]:
-    """streamconv modules ``name`` imports, at module level or in functions (not under
-    TYPE_CHECKING); importing a submodule from outside its package counts as importing the
-    package too, since its ``__init__`` runs first."""
+    """streamconv modules ``name`` imports, at module level, in functions or under
+    TYPE_CHECKING (a type-only import ties the modules as much for a reader and a type
+    checker); importing a submodule from outside its package counts as importing the package
+    too, since its ``__init__`` runs first."""
     found: set[str] = set()
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
 
     def visit(node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
-                continue
             if isinstance(child, ast.ImportFrom) and (child.level or (child.module or "").startswith("streamconv")):
                 if child.level:
                     base = package[: len(package) - (child.level - 1)] + ([child.module] if child.module else [])
@@ -37,6 +57,8 @@ def _imports(name: str, path: Path) -> set[str]:
                 else:
                     target = child.module
                 found.update(c for c in [target, *(f"{target}.{a.name}" for a in child.names)] if c in MODULES)
+            elif isinstance(child, ast.Import):
+                found.update(alias.name for alias in child.names if alias.name in MODULES)
             visit(child)
 
     visit(ast.parse(path.read_text(encoding="utf-8")))
@@ -64,6 +86,48 @@ def test_no_module_imports_itself_back_through_others():
     for name in sorted(graph):
         walk(name, name, [name])
     assert cycles == [], "\n".join(cycles[:10])
+
+
+def _room(name: str) -> str:
+    """streamconv.io.sinks.file -> io; streamconv (its face, ``__init__``) -> ""."""
+    return name.split(".")[1] if "." in name else ""
+
+
+LAYER_OF = {room: index for index, rooms in enumerate(LAYERS) for room in rooms}
+
+
+def test_every_room_has_a_layer():
+    rooms = {_room(name) for name in MODULES} - {""}
+    assert sorted(rooms - set(LAYER_OF)) == [], "add the new folder or module to LAYERS"
+
+
+def test_imports_run_down_the_layers_never_up():
+    """A lower layer never imports a higher one (nor one beside it), type-only imports counted;
+    the package's ``__init__`` (the face, every export lazy) is above them all."""
+    upward = []
+    for name, path in MODULES.items():
+        room = _room(name)
+        if not room:
+            continue
+        for target in _imports(name, path):
+            other = _room(target)
+            if other and other != room and LAYER_OF.get(other, -1) >= LAYER_OF.get(room, -1):
+                upward.append(f"{name} -> {target}")
+    assert sorted(upward) == []
+
+
+def test_the_top_of_the_package_holds_only_its_face():
+    top = sorted(path.name for path in PACKAGE.glob("*.py"))
+    assert len(top) <= MAX_TOP_MODULES, top
+
+
+def test_no_folder_holds_more_than_about_15_modules_side_by_side():
+    crowded = {}
+    for folder in [PACKAGE, *(p for p in PACKAGE.rglob("*") if p.is_dir())]:
+        flat = [p for p in folder.glob("*.py") if p.name != "__init__.py"]
+        if folder != PACKAGE and len(flat) > MAX_FLAT_MODULES:
+            crowded[str(folder.relative_to(PACKAGE))] = len(flat)
+    assert crowded == {}
 
 
 def test_modules_stay_about_400_lines():
