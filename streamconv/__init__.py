@@ -6,8 +6,8 @@ The public API is what this module exports::
     edges = streamconv.Filter("edge")(frame)                 # one frame, H x W x 3 uint8
     with streamconv.StreamFilter("edge", ring=3) as sf:      # overlapped with your loop
         for out in sf.map(frames): ...
-    stats = streamconv.Pipeline("in.mp4", ["gaussian:sigma=2", "edge"], "out.mp4").run()
-    result = streamconv.run_many(["webcam:0", "webcam:1"], ["edge"], "cam{n}.mp4")  # one output each
+    stats = streamconv.Pipeline("in.mp4", ["gaussian:sigma=2", "edge"], "out.mp4").run() result =
+    streamconv.run_many(["webcam:0", "webcam:1"], ["edge"], "cam{n}.mp4") # one output each
 """
 
 _EXPORTS = {
@@ -16,20 +16,24 @@ _EXPORTS = {
     "DisplaySink": "io.sinks.display",
     "BackendUnavailableError": "errors", "CameraError": "errors", "CameraLostError": "errors",
     "DisplayError": "errors", "FilterSpecError": "errors", "FrameFormatError": "errors",
-    "FrameTypeError": "errors", "FrameDeviceError": "errors", "GpuFaultError": "errors", "InputError": "errors",
+    "FrameTypeError": "errors", "FrameDeviceError": "errors", "GpuFaultError": "errors",
+    "InputError": "errors",
     "Interrupted": "errors", "KernelCompileError": "errors", "NoVideoStreamError": "errors",
-    "OutputError": "errors", "PresetError": "errors", "SettingsError": "errors", "ShapeError": "errors",
-    "StreamconvError": "errors", "StreamError": "errors",
+    "OutputError": "errors", "PresetError": "errors", "SettingsError": "errors",
+    "ShapeError": "errors", "StreamconvError": "errors", "StreamError": "errors",
     "build_filter": "chain.filters", "FilterStage": "chain.filters", "parse_chain": "chain.filters",
     "parse_filter": "chain.filters",
-    "Pipeline": "run.pipeline", "run_many": "jobs.several", "MultiRun": "jobs.several", "MultiResult": "jobs.several",
-    "list_presets": "chain.presets", "load_preset": "chain.presets",
-    "LivePattern": "io.sources.pattern", "LiveSource": "io.sources.live", "RealtimeSource": "io.sources.live",
-    "CallbackSink": "io.sinks.sink", "FanoutSink": "io.sinks.sink", "FileSink": "io.sinks.file", "NullSink": "io.sinks.sink",
-    "open_sink": "io.open",
+    "Pipeline": "run.pipeline", "run_many": "jobs.several", "MultiRun": "jobs.several",
+    "MultiResult": "jobs.several", "list_presets": "chain.presets", "load_preset": "chain.presets",
+    "LivePattern": "io.sources.pattern", "LiveSource": "io.sources.live",
+    "RealtimeSource": "io.sources.live",
+    "CallbackSink": "io.sinks.sink", "FanoutSink": "io.sinks.sink", "FileSink": "io.sinks.file",
+    "NullSink": "io.sinks.sink", "open_sink": "io.open",
     "FrameMeta": "frames.slots",
-    "FileSource": "io.sources.file", "NvdecSource": "io.sources.nvdec.source", "Batch": "jobs.batch", "run_batch": "jobs.batch", "batch": "jobs.batch",
-    "ArraySource": "io.sources.arrays", "open_source": "io.open", "TestPattern": "io.sources.pattern",
+    "FileSource": "io.sources.file", "NvdecSource": "io.sources.nvdec.source",
+    "Batch": "jobs.batch", "run_batch": "jobs.batch", "batch": "jobs.batch",
+    "ArraySource": "io.sources.arrays", "open_source": "io.open",
+    "TestPattern": "io.sources.pattern",
     "RunStats": "run.stats", "DeviceFrame": "interop.device_frame",
     "WebcamSource": "io.sources.camera", "run_segments": "jobs.segments",
     "__version__": "version",

@@ -101,7 +101,8 @@ class StreamError(StreamconvError, RuntimeError):
 
 
 class GpuFaultError(StreamError):
-    """The GPU failed part-way through a run (a kernel launch or a copy); the message names the frame."""
+    """The GPU failed part-way through a run (a kernel launch or a copy); the message names the
+    frame."""
 
     exit_code = 12
 

@@ -115,7 +115,8 @@ def commands_of(document: Path) -> list[Command]:
 
 @pytest.fixture(scope="module")
 def short_sample(tmp_path_factory) -> Path:
-    """The first SAMPLE_FRAMES frames of media/sample.mp4, re-encoded: the same 640x360 at 30 fps."""
+    """The first SAMPLE_FRAMES frames of media/sample.mp4, re-encoded: the same 640x360 at 30
+    fps."""
     path = tmp_path_factory.mktemp("sample") / "sample.mp4"
     with av.open(str(SAMPLE)) as source, av.open(str(path), "w") as out:
         stream = out.add_stream("libx264", rate=30)

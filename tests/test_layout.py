@@ -50,13 +50,16 @@ def _imports(name: str, path: Path) -> set[str]:
 
     def visit(node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.ImportFrom) and (child.level or (child.module or "").startswith("streamconv")):
+            if isinstance(child, ast.ImportFrom) and \
+                    (child.level or (child.module or "").startswith("streamconv")):
                 if child.level:
-                    base = package[: len(package) - (child.level - 1)] + ([child.module] if child.module else [])
+                    base = package[: len(package) - (child.level - 1)] + ([child.module]
+                                                                          if child.module else [])
                     target = ".".join(base)
                 else:
                     target = child.module
-                found.update(c for c in [target, *(f"{target}.{a.name}" for a in child.names)] if c in MODULES)
+                found.update(c for c in [target, *(f"{target}.{a.name}" for a in child.names)]
+                             if c in MODULES)
             elif isinstance(child, ast.Import):
                 found.update(alias.name for alias in child.names if alias.name in MODULES)
             visit(child)
@@ -80,7 +83,8 @@ def test_no_module_imports_itself_back_through_others():
         for nxt in graph[node]:
             if nxt == start:
                 cycles.append(" -> ".join(trail + [nxt]))
-            elif nxt not in trail and nxt > start:  # each cycle found once, from its smallest module
+            # each cycle found once, from its smallest module
+            elif nxt not in trail and nxt > start:
                 walk(start, nxt, trail + [nxt])
 
     for name in sorted(graph):
@@ -157,16 +161,20 @@ def test_every_module_says_what_it_is_for():
 
 
 def _classes() -> dict[str, tuple[list[str], set[str], set[str]]]:
-    """Every class in the package by name: (its bases' names, its methods, the ``self.X`` it assigns)."""
+    """Every class in the package by name: (its bases' names, its methods, the ``self.X`` it
+    assigns)."""
     found: dict[str, tuple[list[str], set[str], set[str]]] = {}
     for path in MODULES.values():
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.ClassDef):
                 continue
             bases = [ast.unparse(base).split(".")[-1] for base in node.bases]
-            methods = {item.name for item in node.body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))}
-            assigned = {target.attr for item in ast.walk(node) for target in getattr(item, "targets", [])
-                        if isinstance(target, ast.Attribute) and ast.unparse(target.value) == "self"}
+            methods = {item.name for item in node.body
+                       if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            assigned = {target.attr for item in ast.walk(node)
+                        for target in getattr(item, "targets", [])
+                        if isinstance(target, ast.Attribute)
+                        and ast.unparse(target.value) == "self"}
             found[node.name] = (bases, methods, assigned)
     return found
 

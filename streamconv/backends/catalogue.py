@@ -21,7 +21,8 @@ import numpy as np
 from ..frames.borders import BORDER_CODES
 
 CHANNELS = (1, 3, 4)
-FILTER_SPECS = ("identity", "box", "box:size=5", "box:size=7", "box:size=9", "gaussian", "gaussian:sigma=2",
+FILTER_SPECS = ("identity", "box", "box:size=5", "box:size=7", "box:size=9", "gaussian",
+                "gaussian:sigma=2",
                 "gaussian:sigma=3", "sharpen", "emboss", "laplacian", "sobel-x", "sobel-y", "edge")
 TEMPORAL_SPECS = ("tmean", "tmean:frames=5", "tmean:frames=3,causal=1", "tgauss", "tdiff",
                   "tdiff:causal=1", "tdenoise")
@@ -93,7 +94,8 @@ def colour_specialisations() -> set[tuple[str, tuple]]:
     for space in COLOUR_SPACES:
         for full_range in (False, True):
             for bits in (8, 10, 12):
-                defines = {**conversion_coefficients(space, full_range, bits), "SAMPLE_BYTES": 1 if bits == 8 else 2}
+                defines = {**conversion_coefficients(space, full_range, bits), "SAMPLE_BYTES": 1
+                           if bits == 8 else 2}
                 wanted.add(("colour", tuple(sorted(defines.items()))))
     return wanted
 
@@ -101,5 +103,7 @@ def colour_specialisations() -> set[tuple[str, tuple]]:
 def catalogue() -> list[tuple[str, Mapping[str, object]]]:
     """Every prebuilt specialisation, sorted: (kernel file stem in cuda/, defines)."""
     wanted = filter_specialisations() | colour_specialisations() | scale_specialisations()
-    wanted |= {("hold", ()), ("nn_conv", ()), ("nn_ops", ()), ("nn_conv", (("DIRECT_TILE", DIRECT_TILE),))}
-    return [(name, dict(items)) for name, items in sorted(wanted, key=lambda item: (item[0], str(item[1])))]
+    wanted |= {("hold", ()), ("nn_conv", ()), ("nn_ops", ()),
+               ("nn_conv", (("DIRECT_TILE", DIRECT_TILE),))}
+    return [(name, dict(items))
+            for name, items in sorted(wanted, key=lambda item: (item[0], str(item[1])))]

@@ -1,4 +1,5 @@
-"""``python -m streamconv.backends.prebuild``: compile the catalogue's kernels into fatbins for the wheel.
+"""``python -m streamconv.backends.prebuild``: compile the catalogue's kernels into fatbins for the
+wheel.
 
 Run it, with nvcc on PATH, before building a wheel: ``cuda/prebuilt/`` then holds one fatbin
 per specialisation of :mod:`streamconv.backends.catalogue` and ``index.json``, and the wheel
@@ -39,7 +40,8 @@ TENSOR_CORE_SOURCES = ("conv2d_tc", "conv2d_tcp", "conv3_tc", "sepconv_tc")
 
 
 def archs_for(name: str, archs: Sequence[str]) -> list[str]:
-    """The machine-code architectures ``cuda/<name>.cu`` is built for (sm_80 on for tensor cores)."""
+    """The machine-code architectures ``cuda/<name>.cu`` is built for (sm_80 on for tensor
+    cores)."""
     low = 80 if name in TENSOR_CORE_SOURCES else 0
     return [arch for arch in archs if int(arch[3:]) >= low]
 
@@ -53,7 +55,8 @@ def nvcc_version(nvcc: str) -> str:
     return match.group(1)
 
 
-def build_one(nvcc: str, name: str, defines: Mapping[str, object], archs: Sequence[str], folder: Path) -> dict:
+def build_one(nvcc: str, name: str, defines: Mapping[str, object], archs: Sequence[str],
+              folder: Path) -> dict:
     """Compile one specialisation into ``folder/<key>.fatbin``; its index entry."""
     text = with_defines(kernel_source(name), defines)
     key = prebuilt.source_key(name, text)
@@ -92,14 +95,17 @@ def build(target: Path, archs: Sequence[str] = ARCHS, jobs: int = os.cpu_count()
         started, done = time.perf_counter(), 0
         entries = {}
         with ThreadPoolExecutor(max_workers=jobs) as pool:
-            for entry in pool.map(lambda item: build_one(nvcc, item[0], item[1], archs, staging), specialisations):
+            for entry in pool.map(lambda item: build_one(nvcc, item[0], item[1], archs, staging),
+                                  specialisations):
                 entries[entry.pop("key")] = entry
                 done += 1
                 if done % 20 == 0 or done == len(specialisations):
-                    progress(f"{done}/{len(specialisations)} kernels, {time.perf_counter() - started:.0f} s")
+                    progress(f"{done}/{len(specialisations)} kernels, "
+                             f"{time.perf_counter() - started:.0f} s")
         index = {"format": prebuilt.FORMAT, "compiler": nvcc_version(nvcc), "archs": list(archs),
                  "ptx": "compute_" + archs[0][3:], "entries": entries}
-        (staging / prebuilt.INDEX_NAME).write_text(json.dumps(index, indent=1, sort_keys=True), encoding="utf-8")
+        (staging / prebuilt.INDEX_NAME).write_text(json.dumps(index, indent=1, sort_keys=True),
+                                                   encoding="utf-8")
         _swap_in(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -121,13 +127,18 @@ def _swap_in(staging: Path, target: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: ``python -m streamconv.backends.prebuild [--out DIR] [--jobs N] [--arch sm_XY ...]``."""
-    parser = argparse.ArgumentParser(prog="python -m streamconv.backends.prebuild", description=__doc__.split("\n")[0])
+    """Command line: ``python -m streamconv.backends.prebuild [--out DIR] [--jobs N] [--arch sm_XY
+    ...]``."""
+    parser = argparse.ArgumentParser(prog="python -m streamconv.backends.prebuild",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=None,
-                        help="folder to fill (default: cuda/prebuilt of this source tree or installation)")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="nvcc processes at once")
+                        help="folder to fill (default: cuda/prebuilt of this source tree or "
+                             "installation)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2,
+                        help="nvcc processes at once")
     parser.add_argument("--arch", action="append", dest="archs", metavar="sm_XY",
-                        help=f"machine-code architecture, repeatable, oldest first (default: {' '.join(ARCHS)})")
+                        help="machine-code architecture, repeatable, oldest first (default: "
+                             f"{' '.join(ARCHS)})")
     args = parser.parse_args(argv)
     target = args.out or prebuilt.prebuilt_dir()
     try:
@@ -136,7 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"prebuild: {exc}", file=sys.stderr)
         return 1
     size = sum(path.stat().st_size for path in target.iterdir())
-    print(f"{len(index['entries'])} kernels in {target} ({size / 1e6:.1f} MB, nvcc {index['compiler']})")
+    print(f"{len(index['entries'])} kernels in {target} ({size / 1e6:.1f} MB, nvcc "
+          f"{index['compiler']})")
     return 0
 
 

@@ -55,7 +55,8 @@ class Backend(Protocol):
         ...
 
     def allocate_slots(self, shape: tuple[int, int, int], count: int, *,
-                       planes: YuvLayout | None = None, dtype: np.dtype | type = np.uint8) -> list[Slot]:
+                       planes: YuvLayout | None = None,
+                       dtype: np.dtype | type = np.uint8) -> list[Slot]:
         """Make ``count`` slots for frames of (H, W, C) ``shape`` and sample ``dtype`` (uint8
         or uint16).
 

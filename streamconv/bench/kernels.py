@@ -1,12 +1,12 @@
 """``streamconv bench``: every CUDA kernel variant x K x frame size, beside OpenCV on the host.
 
-For each frame size and K it makes random RGB frames and two filters: random float taps
-(what the 2D variants are timed on) and a Gaussian (rank 1, what ``separable`` is timed on;
-``auto`` is timed on both). Each variant is first checked against the CPU backend on a
-fresh random frame with its output buffers poisoned, then timed with CUDA events after a
-warm-up, rotating over four device frames so 4K frames do not sit in L2: one frame after
-another on one stream, and dealt over two streams as the pipeline's slots queue them. Host references
-are ``cv2.filter2D`` (random taps) and ``cv2.sepFilter2D`` (the Gaussian) on the same frame.
+For each frame size and K it makes random RGB frames and two filters: random float taps (what the 2D
+variants are timed on) and a Gaussian (rank 1, what ``separable`` is timed on; ``auto`` is timed on
+both). Each variant is first checked against the CPU backend on a fresh random frame with its output
+buffers poisoned, then timed with CUDA events after a warm-up, rotating over four device frames so
+4K frames do not sit in L2: one frame after another on one stream, and dealt over two streams as the
+pipeline's slots queue them. Host references are ``cv2.filter2D`` (random taps) and
+``cv2.sepFilter2D`` (the Gaussian) on the same frame.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from ..backends.cuda.backend import CudaBackend
 from ..frames.borders import BORDER_CODES, CV_BORDERS, DEFAULT_BORDER
 from ..errors import StreamError
 from ..chain.filters import FilterStage, gaussian_taps_1d, validate_taps
-from .timing import (copy_bandwidth, fp32_fma_peak, int8_tensor_peak, occupancy, poisoned_run, time_host,
-                         time_launches)
+from .timing import (copy_bandwidth, fp32_fma_peak, int8_tensor_peak, occupancy, poisoned_run,
+                     time_host, time_launches)
 
 SIZES = {"1080p": (1080, 1920), "4k": (2160, 3840)}
 DEFAULT_KS = (3, 5, 7, 9, 15, 31)
@@ -41,7 +41,8 @@ class BenchRow:
 
     size: str
     k: int
-    variant: str      # a variant name, "auto", or a host reference "cv2.filter2D" / "cv2.sepFilter2D"
+    # a variant name, "auto", or a host reference "cv2.filter2D" / "cv2.sepFilter2D"
+    variant: str
     taps: str         # "random" or "gaussian"
     ms: float
     gbps: float
@@ -54,7 +55,8 @@ class BenchRow:
     spill_bytes: int = 0
     occupancy: float = 0.0
     occupancy_limit: str = ""
-    chosen: str = ""      # the variant it ran as; "+offset" where bytes were widened to 2^15 + byte,
+    # the variant it ran as; "+offset" where bytes were widened to 2^15 + byte,
+    chosen: str = ""
                           # "+tensor" for separable taps run on the tensor cores (sepconv_tc.cu)
     math_unit: str = "FP32"  # the roofline fma_fraction is of: "FP32" or "tensor" (int8)
     two_stream_ms: float = 0.0  # ms per frame with frames dealt over two streams, as the pipeline's
@@ -106,14 +108,16 @@ class BenchJob:
     kernel: str
 
 
-def _measure_variant(stage: FilterStage, kernel: str, shape, frame, expected, rng, env: BenchEnv) -> BenchRow:
+def _measure_variant(stage: FilterStage, kernel: str, shape, frame, expected, rng,
+                     env: BenchEnv) -> BenchRow:
     with CudaBackend([stage], border=env.border, kernel=kernel) as backend:
         slots = backend.allocate_slots(shape, ROTATE, dtype=frame.dtype)
         got = poisoned_run(backend, slots[0], frame)
         worst = int(np.abs(got.astype(np.int64) - expected.astype(np.int64)).max())
         with backend.activated():
             for slot in slots:
-                slot.host_in[:] = rng.integers(0, np.iinfo(frame.dtype).max + 1, shape, dtype=frame.dtype)
+                slot.host_in[:] = rng.integers(0, np.iinfo(frame.dtype).max + 1, shape,
+                                               dtype=frame.dtype)
                 slot.device.upload(None)  # now, synchronously
             seconds = time_launches(backend, slots)
             two_stream_seconds = time_launches(backend, slots, streams=2)
@@ -126,12 +130,14 @@ def _measure_variant(stage: FilterStage, kernel: str, shape, frame, expected, rn
     return BenchRow(size="", k=stage.size, variant=kernel, taps="", ms=seconds * 1e3, gbps=gbps,
                     copy_fraction=gbps / env.copy_gbps,
                     fma_fraction=launch.products / seconds / env.peak(launch.math_unit),
-                    math_unit=launch.math_unit, max_lsb=worst, registers=registers, shared_bytes=shared,
-                    spill_bytes=spill, occupancy=occ, occupancy_limit=limit, chosen=launch.variant + launch.tags,
-                    two_stream_ms=two_stream_seconds * 1e3)
+                    math_unit=launch.math_unit, max_lsb=worst, registers=registers,
+                    shared_bytes=shared,
+                    spill_bytes=spill, occupancy=occ, occupancy_limit=limit,
+                    chosen=launch.variant + launch.tags, two_stream_ms=two_stream_seconds * 1e3)
 
 
-def _host_row(size: str, k: int, name: str, taps: str, seconds: float, frame_bytes: int, copy_gbps: float) -> BenchRow:
+def _host_row(size: str, k: int, name: str, taps: str, seconds: float, frame_bytes: int,
+              copy_gbps: float) -> BenchRow:
     gbps = 2 * frame_bytes / seconds / 1e9
     return BenchRow(size=size, k=k, variant=name, taps=taps, ms=seconds * 1e3, gbps=gbps,
                     copy_fraction=gbps / copy_gbps, fma_fraction=0.0, max_lsb=None)
@@ -144,7 +150,8 @@ def _host_rows(size: str, k: int, frame: np.ndarray, random_stage: FilterStage, 
     random32 = random_stage.taps[0]
     weights = gaussian_taps_1d(k / 6.0, k).astype(np.float32)
     filter2d = time_host(lambda: cv2.filter2D(frame, -1, random32, borderType=cv_border))
-    separable = time_host(lambda: cv2.sepFilter2D(frame, -1, weights, weights, borderType=cv_border))
+    separable = time_host(lambda: cv2.sepFilter2D(frame, -1, weights, weights,
+                                                  borderType=cv_border))
     return [_host_row(size, k, "cv2.filter2D", "random", filter2d, frame.nbytes, copy_gbps),
             _host_row(size, k, "cv2.sepFilter2D", "gaussian", separable, frame.nbytes, copy_gbps)]
 
@@ -198,10 +205,12 @@ def environment_record(env: BenchEnv, depth: int) -> dict:
             "binding": f"{env.gpu.name} ({env.gpu.describe()})",
             "opencv": cv2.__version__, "numpy": np.__version__, "streamconv": __version__,
             "python": platform.python_version(), "border": env.border, "depth": depth,
-            "copy_GBps": env.copy_gbps, "fp32_fma_per_s": env.fma_peak, "int8_tensor_mac_per_s": env.int8_peak}
+            "copy_GBps": env.copy_gbps, "fp32_fma_per_s": env.fma_peak,
+            "int8_tensor_mac_per_s": env.int8_peak}
 
 
-def run_bench(*, sizes: Sequence[str], ks: Sequence[int], kernels: Sequence[str], border: str = DEFAULT_BORDER,
+def run_bench(*, sizes: Sequence[str], ks: Sequence[int], kernels: Sequence[str],
+              border: str = DEFAULT_BORDER,
               device_number: int = 0, host: bool = True, progress=None, depth: int = 8) -> dict:
     """Check and time every (size, K, kernel) on RGB frames of ``depth`` bits per sample (8:
     uint8, 16: uint16); returns a JSON-ready dict (environment, rows, and ``failed`` naming any
@@ -216,7 +225,8 @@ def run_bench(*, sizes: Sequence[str], ks: Sequence[int], kernels: Sequence[str]
     jobs = bench_jobs(sizes, ks, kernels_for_depth(kernels, depth), stages, dtype)
     border_code = BORDER_CODES[border]
     plan.precompile_plans((plan.plan_stage(stages[job.k][job.taps], job.kernel, dtype)
-                           .kernel_plan((*SIZES[job.size], 3), border_code) for job in jobs), env.arch, workers=16)
+                           .kernel_plan((*SIZES[job.size], 3), border_code) for job in jobs),
+                          env.arch, workers=16)
     rows: list[BenchRow] = []
     for size in sizes:
         shape = (*SIZES[size], 3)
@@ -226,12 +236,14 @@ def run_bench(*, sizes: Sequence[str], ks: Sequence[int], kernels: Sequence[str]
             for job in (job for job in jobs if (job.size, job.k) == (size, k)):
                 if progress:
                     progress(f"{size} K={k} {job.kernel} ({job.taps} taps)")
-                row = _measure_variant(stages[k][job.taps], job.kernel, shape, frame, expected[job.taps], rng, env)
+                row = _measure_variant(stages[k][job.taps], job.kernel, shape, frame,
+                                       expected[job.taps], rng, env)
                 row.size, row.taps = size, job.taps
                 rows.append(row)
             if host:
                 rows.extend(_host_rows(size, k, frame, stages[k]["random"], border, env.copy_gbps))
-    result = {"environment": environment_record(env, depth), "rows": [{**asdict(r), "limiter": r.limiter} for r in rows]}
+    result = {"environment": environment_record(env, depth),
+              "rows": [{**asdict(r), "limiter": r.limiter} for r in rows]}
     bad = [r for r in rows if r.max_lsb is not None and r.max_lsb > 1]
     if bad:
         result["failed"] = ", ".join(f"{r.variant} {r.size} K={r.k}: {r.max_lsb} LSB" for r in bad)
@@ -245,28 +257,37 @@ def format_table(result: dict) -> str:
     lines = []
     env = result["environment"]
     lines.append(f"{env['gpu']} (sm {env['compute_capability']}, CUDA {env['driver_cuda']}); "
-                 f"copy {env['copy_GBps']:.0f} GB/s; FP32 peak {env['fp32_fma_per_s'] / 1e12:.1f} T FMA/s; "
+                 f"copy {env['copy_GBps']:.0f} GB/s; FP32 peak {env['fp32_fma_per_s'] / 1e12:.1f} "
+                 "T FMA/s; "
                  f"int8 tensor peak {env.get('int8_tensor_mac_per_s', 0) / 1e12:.0f} T MAC/s; "
                  f"border {env['border']}; binding {env.get('binding', 'pycuda')}")
     for size in dict.fromkeys(r["size"] for r in rows):
         lines.append("")
-        lines.append(f"{size} RGB {env.get('depth', 8)}-bit, ms per frame" + "".join(f"{'K=' + str(k):>10}" for k in ks))
-        for name, taps in dict.fromkeys((r["variant"], r["taps"]) for r in rows if r["size"] == size):
-            cells = {r["k"]: r["ms"] for r in rows if (r["size"], r["variant"], r["taps"]) == (size, name, taps)}
+        lines.append(f"{size} RGB {env.get('depth', 8)}-bit, ms per "
+                     "frame" + "".join(f"{'K=' + str(k):>10}" for k in ks))
+        for name, taps in dict.fromkeys((r["variant"], r["taps"]) for r in rows
+                                        if r["size"] == size):
+            cells = {r["k"]: r["ms"] for r in rows
+                     if (r["size"], r["variant"], r["taps"]) == (size, name, taps)}
             label = f"{name} ({taps})"
-            lines.append(f"{label:<26}" + "".join(f"{cells[k]:>10.4f}" if k in cells else f"{'-':>10}" for k in ks))
+            lines.append(f"{label:<26}" + "".join(f"{cells[k]:>10.4f}" if k in cells
+                                                  else f"{'-':>10}" for k in ks))
     lines.append("")
-    lines.append(f"{'size':<6}{'K':>3} {'kernel':<18}{'taps':<9}{'ms':>9}{'2 str':>8}{'GB/s':>7}{'copy':>6}"
+    lines.append(f"{'size':<6}{'K':>3} "
+                 f"{'kernel':<18}{'taps':<9}{'ms':>9}{'2 str':>8}{'GB/s':>7}{'copy':>6}"
                  f"{'math':>6}"
-                 f"  {'bound':<7}{'regs':>5}{'smem':>7}{'spill':>6}{'occ':>5} {'occ limit':<10}{'LSB':>4}  ran as")
+                 f"  {'bound':<7}{'regs':>5}{'smem':>7}{'spill':>6}{'occ':>5} "
+                 f"{'occ limit':<10}{'LSB':>4}  ran as")
     for r in rows:
         if r["max_lsb"] is None:
             continue
         lines.append(f"{r['size']:<6}{r['k']:>3} {r['variant']:<18}{r['taps']:<9}{r['ms']:>9.4f}"
                      f"{r.get('two_stream_ms', 0.0):>8.4f}{r['gbps']:>7.0f}"
-                     f"{100 * r['copy_fraction']:>5.0f}%{100 * r['fma_fraction']:>5.0f}%  {r['limiter']:<7}"
+                     f"{100 * r['copy_fraction']:>5.0f}%{100 * r['fma_fraction']:>5.0f}%  "
+                     f"{r['limiter']:<7}"
                      f"{r['registers']:>5}{r['shared_bytes']:>7}{r['spill_bytes']:>6}"
-                     f"{100 * r['occupancy']:>4.0f}% {r['occupancy_limit']:<10}{r['max_lsb']:>4}  {r['chosen']}")
+                     f"{100 * r['occupancy']:>4.0f}% {r['occupancy_limit']:<10}{r['max_lsb']:>4}  "
+                     f"{r['chosen']}")
     return "\n".join(lines)
 
 

@@ -1,4 +1,5 @@
-"""Measuring on the GPU: launch timing behind a stream hold, host timing, the rooflines and occupancy.
+"""Measuring on the GPU: launch timing behind a stream hold, host timing, the rooflines and
+occupancy.
 
 What ``streamconv bench`` and the scripts in benchmarks/ time with: CUDA events after a warm-up,
 launches queued behind cuda/hold.cu so the host's cost per launch is left out, the device's

@@ -37,7 +37,8 @@ COMBINE_MAGNITUDE = "magnitude"
 
 @dataclass(frozen=True)
 class FilterStage:
-    """One filter stage: K x K float32 taps, a bank of them combined per pixel, or a convolution layer.
+    """One filter stage: K x K float32 taps, a bank of them combined per pixel, or a convolution
+    layer.
 
     Attributes:
         name: registry name, e.g. ``"gaussian"``.
@@ -187,7 +188,8 @@ def _custom(taps: str, file: str, normalize: bool) -> FilterStage:
     params: dict[str, Any] = {"file": file} if file else {}
     if normalize:
         params["normalize"] = True
-    return FilterStage(name="custom", params=params, taps=(validate_taps(matrix, what="custom taps"),))
+    return FilterStage(name="custom", params=params,
+                       taps=(validate_taps(matrix, what="custom taps"),))
 
 
 def _layer(file: str, relu: bool, pool: int) -> FilterStage:
@@ -227,14 +229,17 @@ REGISTRY: dict[str, FilterType] = {
                    _fixed("sobel-x", SOBEL_X)),
         FilterType("sobel-y", "3x3 Sobel, vertical gradient; negative responses clip to 0",
                    _fixed("sobel-y", SOBEL_Y)),
-        FilterType("edge", "Sobel gradient magnitude sqrt(gx^2 + gy^2): a bank of two 3x3 taps", _edge),
+        FilterType("edge", "Sobel gradient magnitude sqrt(gx^2 + gy^2): a bank of two 3x3 taps",
+                   _edge),
         FilterType("custom", "your own taps, inline or from a .txt/.npy file", _custom,
-                   {"taps": Param(str, "", "rows split by ';', values by ',': 0,-1,0;-1,5,-1;0,-1,0"),
+                   {"taps": Param(str, "",
+                                  "rows split by ';', values by ',': 0,-1,0;-1,5,-1;0,-1,0"),
                     "file": Param(str, "", "path of a .npy or text file of taps"),
                     "normalize": Param(bool, False, "divide the taps by their sum")}),
         FilterType("bank", "a convolution layer: M maps of C x K x K weights, shown as grey (M=1), "
                    "colour (M=C) or a mosaic", _layer,
-                   {"file": Param(str, "", "a .npy of M x C x K x K weights (K odd; zero padding K//2)"),
+                   {"file": Param(str, "",
+                                  "a .npy of M x C x K x K weights (K odd; zero padding K//2)"),
                     "relu": Param(bool, False, "clip negative map values to 0 before pooling"),
                     "pool": Param(int, 1, "max-pool the maps over pool x pool windows")}),
     )
@@ -272,7 +277,8 @@ def _coerce(filter_name: str, key: str, param: Param, value: Any) -> Any:
             return True
         if text in ("0", "false", "no", "off"):
             return False
-        raise FilterSpecError(f"{what}: expected a boolean (1/0/true/false), got {show_value(value)}")
+        raise FilterSpecError(f"{what}: expected a boolean (1/0/true/false), got "
+                              f"{show_value(value)}")
     if param.kind is int:
         if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
             raise FilterSpecError(f"{what}: expected an integer, got {show_value(value)}")
@@ -311,7 +317,8 @@ def build_filter(name: str, params: Mapping[str, Any] | None = None) -> FilterSt
     unknown = sorted(set(given) - set(entry.params))
     if unknown:
         known = ", ".join(entry.params) or "none"
-        raise FilterSpecError(f"{name}: unknown parameter {show_value(unknown[0])} (parameters: {known})")
+        raise FilterSpecError(f"{name}: unknown parameter {show_value(unknown[0])} (parameters: "
+                              f"{known})")
     values = {
         key: _coerce(name, key, param, given[key]) if key in given else param.default
         for key, param in entry.params.items()
@@ -340,12 +347,14 @@ def split_spec(spec: str) -> tuple[str, dict[str, str]]:
         elif last_key is not None:
             params[last_key] += "," + piece.strip()
         else:
-            raise FilterSpecError(f"filter spec {spec!r}: expected key=value after ':', got {piece!r}")
+            raise FilterSpecError(f"filter spec {spec!r}: expected key=value after ':', got "
+                                  f"{piece!r}")
     return name, params
 
 
 def parse_filter(spec: str | FilterStage) -> FilterStage:
-    """Parse one spec string (``name[:key=value,...]``) into a FilterStage; a FilterStage passes through.
+    """Parse one spec string (``name[:key=value,...]``) into a FilterStage; a FilterStage passes
+    through.
 
     Examples:
         >>> stage = parse_filter("gaussian:sigma=1.5")

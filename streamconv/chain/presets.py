@@ -42,7 +42,8 @@ MAX_PRESET_BYTES = 64 * 1024
 """A preset larger than this is refused: at most one byte more is ever read."""
 
 # tomllib's (and tomli's) messages that quote keys of the document; the key is cut like any token.
-_TOML_KEY_MESSAGE = re.compile(r"^(Cannot declare|Cannot mutate immutable namespace|Cannot redefine namespace"
+_TOML_KEY_MESSAGE = re.compile(
+    r"^(Cannot declare|Cannot mutate immutable namespace|Cannot redefine namespace"
                                r"|Duplicate inline table key) (.+?)( twice)?$")
 # Their other messages are at most 47 characters: a longer one is cut, whatever it quotes.
 _MAX_TOML_REASON = 64
@@ -107,7 +108,8 @@ def _read_preset(path: Path) -> dict:
     """Read and parse the TOML of a preset, at most MAX_PRESET_BYTES of it.
 
     Raises:
-        PresetError: unreadable, too large, not UTF-8 or not TOML; naming the file and a short reason.
+        PresetError: unreadable, too large, not UTF-8 or not TOML; naming the file and a short
+            reason.
     """
     data = read_limited(path, MAX_PRESET_BYTES, what=f"preset {path}", error=PresetError)
     text = decode_text(data, f"preset {path}", PresetError)
@@ -119,7 +121,8 @@ def _read_preset(path: Path) -> dict:
         raise PresetError(f"preset {path}: not valid TOML ({_toml_reason(exc)})") from None
     except RecursionError:
         # tomllib recurses once per level of nested arrays or inline tables.
-        raise PresetError(f"preset {path}: not valid TOML (arrays or tables nested too deeply)") from None
+        raise PresetError(f"preset {path}: not valid TOML (arrays or tables nested too "
+                          "deeply)") from None
 
 
 def _resolve_files(name: str, params: dict, folder: Path) -> None:

@@ -171,7 +171,8 @@ GEOMETRY_FILTERS = (
       "w": (int, 0, "width; 0 to the frame's right edge"),
       "h": (int, 0, "height; 0 to the frame's bottom edge")}),
 )
-"""The geometry filters as the registry lists them (:data:`streamconv.chain.filters.REGISTRY`): name,
+"""The geometry filters as the registry lists them (:data:`streamconv.chain.filters.REGISTRY`):
+name,
 summary, the function making the :class:`Geometry` from the parameters, and each parameter's
 (type, default, help)."""
 

@@ -28,7 +28,8 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..errors import FilterSpecError
-from ..files.tapfiles import MAX_SIZE, MAX_TAPS_FILE_BYTES, load_npy, parse_inline_taps, validate_taps
+from ..files.tapfiles import (MAX_SIZE, MAX_TAPS_FILE_BYTES, load_npy, parse_inline_taps,
+                              validate_taps)
 
 MAX_FRAMES = 15
 """Most frames a temporal stage spans (T odd, 1..15)."""

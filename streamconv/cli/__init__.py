@@ -103,7 +103,8 @@ def _main(argv: Sequence[str] | None, guard: SignalGuard) -> int:
     try:
         return COMMANDS[args.command](args)
     except StreamconvError as exc:
-        if guard.received is not None:  # e.g. a FIFO's open() cut short by the signal, a stream's end not sent
+        # e.g. a FIFO's open() cut short by the signal, a stream's end not sent
+        if guard.received is not None:
             return _interrupted(guard.received, exc)
         say_error(exc)
         return exc.exit_code

@@ -1,4 +1,5 @@
-"""``streamconv install-cuda``: the GPU path on a machine with only the NVIDIA driver, in one command."""
+"""``streamconv install-cuda``: the GPU path on a machine with only the NVIDIA driver, in one
+command."""
 
 from __future__ import annotations
 
@@ -13,14 +14,20 @@ from .messages import say_error
 def add_install_cuda_parser(commands) -> None:
     """Add ``streamconv install-cuda [PIP OPTION ...]``."""
     command = commands.add_parser(
-        "install-cuda", usage="streamconv install-cuda [-h] [PIP OPTION ...]", help="install PyCUDA and NVRTC from wheels and source, no CUDA toolkit needed",
-        description="Install what the GPU backend needs into this Python environment, with no CUDA toolkit: "
-                    "NVIDIA's header and NVRTC wheels at the driver's CUDA version, then PyCUDA built from "
-                    "source against those headers and the driver. Needs the NVIDIA driver, a C++ compiler "
-                    "and the Python headers (e.g. Debian's g++ and python3-dev). Further arguments are pip options, "
+        "install-cuda", usage="streamconv install-cuda [-h] [PIP OPTION ...]",
+        help="install PyCUDA and NVRTC from wheels and source, no CUDA toolkit needed",
+        description="Install what the GPU backend needs into this Python environment, with no CUDA "
+                    "toolkit: "
+                    "NVIDIA's header and NVRTC wheels at the driver's CUDA version, then PyCUDA "
+                    "built from "
+                    "source against those headers and the driver. Needs the NVIDIA driver, a C++ "
+                    "compiler "
+                    "and the Python headers (e.g. Debian's g++ and python3-dev). Further arguments "
+                    "are pip options, "
                     "passed to every pip step.",
         epilog="Examples:\n  streamconv install-cuda\n"
-               "  streamconv install-cuda --no-index --find-links wheels/ --no-build-isolation   # offline",
+               "  streamconv install-cuda --no-index --find-links wheels/ --no-build-isolation   # "
+               "offline",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     command.set_defaults(pip_args=[])  # every further argument, as _main hands them over
 

@@ -1,4 +1,5 @@
-"""``streamconv run``: build a Pipeline from the options, run it, report; usage checks argparse cannot express."""
+"""``streamconv run``: build a Pipeline from the options, run it, report; usage checks argparse
+cannot express."""
 
 from __future__ import annotations
 
@@ -51,7 +52,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         stats = pipeline.run()
     except StreamError as exc:
         if pipeline.stats is not None and pipeline.stats.frames:
-            _report(args, pipeline.stats, exc.exit_code, exc)  # what was recorded before the input failed
+            # what was recorded before the input failed
+            _report(args, pipeline.stats, exc.exit_code, exc)
         raise
     code = run_exit_code(bool(stats.damage), pipeline.stop_signal)
     _report(args, stats, code)
@@ -64,13 +66,14 @@ def _check_run_outputs(args: argparse.Namespace, display: bool) -> None:
     if display:
         check_display()  # before a camera or file is opened
     if parse_output(args.output, format=args.format).writes_a_file:
-        check_target(args.output, overwrite=args.overwrite, protect=(args.source,), format=args.format,
-                     muxer_options=dict(args.output_options))
+        check_target(args.output, overwrite=args.overwrite, protect=(args.source,),
+                     format=args.format, muxer_options=dict(args.output_options))
     if args.stats_json is not None:
         check_output_path(args.stats_json, overwrite=args.overwrite, what="--stats-json",
                           protect=_written_by_run(args, but="stats_json"))
     if args.progress is not None:
-        check_progress_target(args.progress, overwrite=args.overwrite, protect=_written_by_run(args, but="progress"))
+        check_progress_target(args.progress, overwrite=args.overwrite,
+                              protect=_written_by_run(args, but="progress"))
     if args.report is not None:
         check_output_path(args.report, overwrite=args.overwrite, what="--report",
                           protect=_written_by_run(args, but="report"))
@@ -80,19 +83,21 @@ def _build_pipeline(args: argparse.Namespace, stages: list[FilterStage], setting
                     display: bool) -> Pipeline:
     """Open SOURCE and the sinks and make the Pipeline; whatever was opened is released if a
     later step fails."""
-    sink_options = {**encode_settings(args).sink_options(), "overwrite": args.overwrite, "format": args.format,
-                    "muxer_options": dict(args.output_options)}
+    sink_options = {**encode_settings(args).sink_options(), "overwrite": args.overwrite,
+                    "format": args.format, "muxer_options": dict(args.output_options)}
     settings = settings.resolved()  # once: auto's notice, and NVDEC's choice
     source = _open_run_source(args, settings)
     try:
         label = _chain_label(args)
-        sink = _open_run_sink(args, source, display, _filter_cycle(args, label, stages), sink_options)
+        sink = _open_run_sink(args, source, display, _filter_cycle(args, label, stages),
+                              sink_options)
         progress = None
         try:
             if args.progress is not None:
                 progress = ProgressFile(args.progress, overwrite=args.overwrite,
                                         protect=_written_by_run(args, but="progress"))
-            pipeline = Pipeline(source, stages, sink, settings=settings, progress=not args.no_progress,
+            pipeline = Pipeline(source, stages, sink, settings=settings,
+                                progress=not args.no_progress,
                                 status=display or source.is_live, progress_file=progress)
         except BaseException:
             sink.abort()
@@ -118,7 +123,8 @@ def _open_run_source(args: argparse.Namespace, settings: RunSettings) -> Source:
         demuxer = {"format": args.input_format, "size": args.size, "pix_fmt": args.input_pix_fmt,
                    "fps": args.fps} if spec.is_demuxed else {}
         source = open_source(spec, video_stream=args.video_stream, copy_streams=copy,
-                             max_pixels=settings.max_pixels, timeout=args.timeout, depth=settings.depth,
+                             max_pixels=settings.max_pixels, timeout=args.timeout,
+                             depth=settings.depth,
                              hwaccel=args.hwaccel, decoder=decoder, device=settings.device,
                              input_options=dict(args.input_options), reconnect=args.reconnect,
                              trim=args.trim, **_reconnect_timeout(args), **demuxer)
@@ -175,14 +181,16 @@ def _filter_cycle(args: argparse.Namespace, label: str,
 def _written_by_run(args: argparse.Namespace, *, but: str) -> dict[str, str]:
     """The files a run reads or writes other than option ``but``'s, by role: a report must be
     none of them."""
-    output = None if args.output is None else pipe_url(args.output, 1)  # "-": standard output's file
+    # "-": standard output's file
+    output = None if args.output is None else pipe_url(args.output, 1)
     named = {"source": ("the input", args.source), "output": ("the output", output),
              "stats_json": ("--stats-json", args.stats_json),
              "progress": ("--progress", args.progress), "report": ("--report", args.report)}
     return {role: value for key, (role, value) in named.items() if key != but and value is not None}
 
 
-def _report(args: argparse.Namespace, stats, exit_code: int, error: Exception | None = None) -> None:
+def _report(args: argparse.Namespace, stats, exit_code: int,
+            error: Exception | None = None) -> None:
     """Write --stats-json (whole or not at all; the run's exit code and error first, as a
     record of several sources has them, then where it ran) and --report (the page of that
     record), and print the summary table (unless --quiet)."""
@@ -199,18 +207,21 @@ def _report(args: argparse.Namespace, stats, exit_code: int, error: Exception | 
         print(stats.format_table(), file=sys.stderr)
 
 
-def check_run_args(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str] = ()) -> None:
+def check_run_args(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                   extra: list[str] = ()) -> None:
     """Usage errors argparse cannot express (exit 2, with run's usage); ``extra``: the arguments
     argparse did not take. Settles ``args.source`` (the positional SOURCE or ``-i``)."""
     _check_source_args(parser, args, extra)
     refuse_empty(parser, [*((spec, "SOURCE") for spec in args.sources), (args.output, "--output"),
-                          (args.pipeline, "--pipeline"), (args.stats_json, "--stats-json"), (args.hwaccel, "--hwaccel"),
-                          *encoder_names(args)])
+                          (args.pipeline, "--pipeline"), (args.stats_json, "--stats-json"),
+                          (args.hwaccel, "--hwaccel"), *encoder_names(args)])
     for name in ("output", "stats_json", "progress"):  # checked and written as the file each names
         if getattr(args, name) is not None:
             setattr(args, name, without_file_scheme(getattr(args, name)))
-    if args.stats_json is not None and is_pipe(args.stats_json):  # else it would make a file named "-"
-        parser.error("--stats-json names a file, not standard output (which carries -o - and --progress -); "
+    # else it would make a file named "-"
+    if args.stats_json is not None and is_pipe(args.stats_json):
+        parser.error("--stats-json names a file, not standard output (which carries -o - and "
+                     "--progress -); "
                      "a file named - is ./-")
     if args.max_frames == 0 and args.output is not None:
         parser.error("--max-frames 0 writes no frame, and an output file needs at least one")
@@ -227,7 +238,8 @@ def _check_terminal_pipes(parser: argparse.ArgumentParser, args: argparse.Namesp
     """A pipe that is a terminal: video written there floods it with binary, and one read from
     there waits for a stream to be typed."""
     if args.output is not None and is_pipe(args.output) and _is_terminal(pipe_url(args.output, 1)):
-        parser.error(f"-o {args.output}: that is a terminal, and video written there is binary noise; "
+        parser.error(f"-o {args.output}: that is a terminal, and video written there is binary "
+                     "noise; "
                      "redirect it (> out.mkv, | ffplay -) or name a file")
     for spec in args.sources:
         if is_pipe(spec) and _is_terminal(pipe_url(spec, 0)):
@@ -248,18 +260,21 @@ def _check_source_spec(parser: argparse.ArgumentParser, args: argparse.Namespace
     if args.hwaccel and not spec.decodes_a_stream:
         parser.error(f"--hwaccel applies to video files and streams, not to {args.source!r}")
     if args.hwaccel and args.decoder == "nvdec":
-        parser.error("--hwaccel is FFmpeg's hardware decoding, --decoder nvdec is NVDEC's own: choose one")
+        parser.error("--hwaccel is FFmpeg's hardware decoding, --decoder nvdec is NVDEC's own: "
+                     "choose one")
     if args.decoder == "nvdec" and not spec.decodes_a_stream:
         parser.error(f"--decoder nvdec applies to video files and streams, not to {args.source!r}")
     _check_network_args(parser, args, spec)
 
 
-def _check_network_args(parser: argparse.ArgumentParser, args: argparse.Namespace, spec: SourceSpec) -> None:
+def _check_network_args(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                        spec: SourceSpec) -> None:
     """--input-option and --reconnect need a file or URL input; the output's options an output."""
     if args.input_options and not spec.decodes_a_stream:
         parser.error(f"--input-option applies to video files and streams, not to {args.source!r}")
     if (args.reconnect or args.reconnect_timeout is not None) and not spec.is_url:
-        parser.error(f"--reconnect and --reconnect-timeout apply to URL inputs (rtsp://, srt://, ...), "
+        parser.error("--reconnect and --reconnect-timeout apply to URL inputs (rtsp://, srt://, "
+                     "...), "
                      f"not to {args.source!r}")
     if args.reconnect_timeout is not None and not args.reconnect:
         parser.error("--reconnect-timeout applies with --reconnect")
@@ -269,10 +284,12 @@ def _check_network_args(parser: argparse.ArgumentParser, args: argparse.Namespac
         parser.error("--output-option and --format do not apply to a virtual camera (-o vcam)")
 
 
-def _check_source_args(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> None:
-    """SOURCE, positional or ``-i``, and any more SOURCEs; settles ``args.sources`` and ``args.source``
-    (the first). A second name is never taken as OUTPUT (a glob such as ``*.mp4`` would then replace
-    a file with --overwrite): several are refused unless :func:`check_several_sources` takes them."""
+def _check_source_args(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                       extra: list[str]) -> None:
+    """SOURCE, positional or ``-i``, and any more SOURCEs; settles ``args.sources`` and
+    ``args.source`` (the first). A second name is never taken as OUTPUT (a glob such as ``*.mp4``
+    would then replace a file with --overwrite): several are refused unless
+    :func:`check_several_sources` takes them."""
     unknown = [arg for arg in extra if arg.startswith("-") and arg != "-"]
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
@@ -292,22 +309,28 @@ def _is_standard_output(path: str) -> bool:
         return False
 
 
-def _check_format_args(parser: argparse.ArgumentParser, args: argparse.Namespace, spec: SourceSpec) -> None:
+def _check_format_args(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                       spec: SourceSpec) -> None:
     """--format belongs to OUTPUT, --input-format and its --size, --input-pix-fmt, --fps to SOURCE;
     standard output carries one thing."""
     if args.format is not None and args.output is None:
         parser.error("--format names OUTPUT's container, and there is no -o OUTPUT "
                      "(--input-format names SOURCE's)")
-    if args.output is not None and pipe_url(args.output, 1) == "pipe:1" and args.progress is not None \
+    if args.output is not None and pipe_url(args.output, 1) == "pipe:1" and \
+            args.progress is not None \
             and (is_pipe(args.progress) or _is_standard_output(args.progress)):
-        parser.error("-o - and --progress - would both write to standard output: give --progress a file")
+        parser.error("-o - and --progress - would both write to standard output: give --progress a "
+                     "file")
     if args.input_format is not None and not spec.decodes_a_stream:
         parser.error(f"--input-format applies to files, pipes and URLs, not to {args.source!r}")
     raw = args.input_format == "rawvideo"
     if raw and args.size is None:
-        parser.error("--input-format rawvideo needs the frames' --size WxH (raw video has no header)")
+        parser.error("--input-format rawvideo needs the frames' --size WxH (raw video has no "
+                     "header)")
     if args.input_pix_fmt is not None and not raw:
         parser.error("--input-pix-fmt is the pixel format of --input-format rawvideo frames")
     if (args.size and not spec.takes_size) or (args.fps and not spec.takes_rate):
-        parser.error(f"--size and --fps apply to cameras (webcam, webcam:N, /dev/videoN) and raw video "
-                     f"(--input-format rawvideo), --fps also to image sequences; not to {args.source!r}")
+        parser.error("--size and --fps apply to cameras (webcam, webcam:N, /dev/videoN) and raw "
+                     "video "
+                     "(--input-format rawvideo), --fps also to image sequences; not to "
+                     f"{args.source!r}")

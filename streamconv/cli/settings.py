@@ -37,7 +37,8 @@ def run_settings(args: argparse.Namespace, border: str) -> RunSettings:
     return RunSettings(backend=args.backend, device=getattr(args, "device", 0) or 0, border=border,
                        kernel=args.kernel, ring=args.ring, decoder=args.decoder, colour=args.colour,
                        depth=None if args.depth == "auto" else int(args.depth),
-                       **{name: getattr(args, name) for name in ("max_pixels", "max_frames") if hasattr(args, name)})
+                       **{name: getattr(args, name) for name in ("max_pixels", "max_frames")
+                          if hasattr(args, name)})
 
 
 def encoder_names(args: argparse.Namespace) -> list[tuple[str | None, str]]:
@@ -47,5 +48,5 @@ def encoder_names(args: argparse.Namespace) -> list[tuple[str | None, str]]:
 
 def encode_settings(args: argparse.Namespace) -> EncodeSettings:
     """What the encoder group sets (``run``, ``run --segments``, ``batch``)."""
-    return EncodeSettings(codec=args.codec, pix_fmt=args.pix_fmt, crf=args.crf, bitrate=args.bitrate,
-                          preset=args.codec_preset)
+    return EncodeSettings(codec=args.codec, pix_fmt=args.pix_fmt, crf=args.crf,
+                          bitrate=args.bitrate, preset=args.codec_preset)

@@ -5,9 +5,10 @@ Frames are host NumPy arrays of dtype uint8 or uint16: (H, W, 3) colour, (H, W) 
 (H, W, 4). Per-channel filters do not care about channel order, so OpenCV's BGR frames and
 RGB frames give the same result. Any strides are accepted (views, crops), for inputs and for
 writable outputs. On the cuda backend, frames may also be CUDA device arrays (CuPy, PyTorch,
-PyCUDA, PyNvVideoCodec: anything speaking ``__cuda_array_interface__`` or DLPack): they are
-filtered where they are and the result stays on the GPU (:mod:`streamconv.interop`). A uint16 frame is filtered in 16 bits and saturates at 65535 (scale 10- or
-12-bit data up to the full range first if a filter could push it past its own maximum).
+PyCUDA, PyNvVideoCodec: anything speaking ``__cuda_array_interface__`` or DLPack): they are filtered
+where they are and the result stays on the GPU (:mod:`streamconv.interop`). A uint16 frame is
+filtered in 16 bits and saturates at 65535 (scale 10- or 12-bit data up to the full range first if a
+filter could push it past its own maximum).
 
 A closed ``Filter`` or ``StreamFilter`` refuses further work with :class:`StreamError` (a
 RuntimeError), on every backend.
@@ -31,7 +32,8 @@ from ..interop.arrays import DeviceView, as_frame
 from ..interop.streams import stream_handle
 
 Spec = Union[str, FilterStage, np.ndarray, Sequence[Union[str, FilterStage]]]
-"""What names a filter chain: a spec string, a FilterStage, a list of either, or a 2-D taps array."""
+"""What names a filter chain: a spec string, a FilterStage, a list of either, or a 2-D taps
+array."""
 
 
 def to_stages(spec: Spec) -> list[FilterStage]:
@@ -62,11 +64,13 @@ def _opencv_writes_into(frame: np.ndarray) -> bool:
     item = frame.itemsize
     rows, cols, channels = frame.strides
     return (frame.flags.aligned and (frame.shape[2] == 1 or channels == item)
-            and cols == frame.shape[2] * item and rows >= frame.shape[1] * cols and rows % item == 0)
+            and cols == frame.shape[2] * item and rows >= frame.shape[1] * cols
+            and rows % item == 0)
 
 
 def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether two host arrays are views of exactly the same samples (same start, shape, strides)."""
+    """Whether two host arrays are views of exactly the same samples (same start, shape,
+    strides)."""
     return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
             and a.shape == b.shape and a.strides == b.strides)
 
@@ -86,7 +90,8 @@ def check_output(dst: object, src: np.ndarray, *, what: str = "output frame",
         ``dst`` viewed as (H, W, C).
 
     Raises:
-        FrameTypeError: either is not a NumPy array, a dtype other than uint8/uint16, or dtypes differ.
+        FrameTypeError: either is not a NumPy array, a dtype other than uint8/uint16, or dtypes
+        differ.
         FrameFormatError: an unsupported shape, shapes differ, or ``dst`` is read-only.
     """
     src3 = as_hwc(src, what="input frame")
@@ -94,7 +99,8 @@ def check_output(dst: object, src: np.ndarray, *, what: str = "output frame",
     check_same_frame(dst3, src3, shape)
     if not dst3.flags.writeable:
         # NumPy's own complaint is a ValueError too; cv2 would raise a bare cv2.error.
-        raise FrameFormatError(f"{what} is read-only (flags.writeable is False); pass a writable array")
+        raise FrameFormatError(f"{what} is read-only (flags.writeable is False); pass a writable "
+                               "array")
     return dst3
 
 
@@ -115,8 +121,8 @@ def make_engine(spec: Spec, *, border: str, backend: str, device: int, kernel: s
     border = check_border(border)
     name = resolve_backend(backend, device=device)
     plan = plan_kernels(kernel, stages, name)
-    return stages, border, name, create_backend(name, stages, border=border, device=device, kernel=kernel,
-                                                plan=plan, **cuda_options)
+    return stages, border, name, create_backend(name, stages, border=border, device=device,
+                                                kernel=kernel, plan=plan, **cuda_options)
 
 
 def output_like(engine: Backend, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -167,7 +173,8 @@ class Filter(Closes):
         spec: a spec string (``"edge"``), a list of specs (a chain), a FilterStage, or a
             (K, K) numeric array of taps.
         border: ``"reflect101"`` (default), ``"replicate"`` or ``"zero"``.
-        backend: ``"auto"`` (CUDA when available, else the CPU with a notice), ``"cpu"``, ``"cuda"``.
+        backend: ``"auto"`` (CUDA when available, else the CPU with a notice), ``"cpu"``,
+        ``"cuda"``.
         device: CUDA device number.
         kernel: CUDA kernel variant, ``"auto"`` (default) or a name from
             ``streamconv.backends.plan.VARIANTS``; the CPU backend takes ``separable`` (rank-1
@@ -220,9 +227,9 @@ class Filter(Closes):
             out: where to write instead, as for :meth:`apply_into` (returned).
             stream: a CUDA stream (an int handle, or a CuPy, PyTorch, PyCUDA or Numba stream) whose
                 pending work comes first; for device frames the call then returns at once and the
-                result is ready in that stream's order: keep ``frame`` alive (or queue its release on
-                that stream, as your library's allocator does) until then, as with any asynchronous
-                GPU call. Without it the result is complete on return.
+                result is ready in that stream's order: keep ``frame`` alive (or queue its release
+                on that stream, as your library's allocator does) until then, as with any
+                asynchronous GPU call. Without it the result is complete on return.
 
         Returns:
             An array of the frame's dtype and of :meth:`output_shape` (the frame's shape unless a
@@ -246,7 +253,8 @@ class Filter(Closes):
             image = as_frame(frame, what="input frame")
             handle = None if stream is None else stream_handle(stream)
             if isinstance(image, DeviceView):
-                return device_engine(self._engine, f"this Filter runs on {self.backend}").apply_device(
+                return device_engine(self._engine,
+                                     f"this Filter runs on {self.backend}").apply_device(
                     image, None, handle)
             shape = tuple(getattr(frame, "shape", image.shape))  # (H, W) for a grey frame given so
             self._check_fits(image)
@@ -255,11 +263,11 @@ class Filter(Closes):
 
     def apply_into(self, dst: Any, src: Any, *, stream: Any = None) -> None:
         """Filter ``src`` into ``dst``: arrays of one dtype, uint8 or uint16, ``dst`` of
-        :meth:`output_shape` (``src``'s shape without a scale or crop stage), both in host
-        memory or both on the GPU (as for :meth:`__call__`). A host ``dst`` may be any writable view
-        (a crop, every second pixel, BGR of an RGB array), even one sharing memory with ``src``; the
-        result is written through to it and equals ``Filter(...)(src)``. A device ``dst`` may have any
-        row pitch, and may be ``src``.
+        :meth:`output_shape` (``src``'s shape without a scale or crop stage), both in host memory or
+        both on the GPU (as for :meth:`__call__`). A host ``dst`` may be any writable view (a crop,
+        every second pixel, BGR of an RGB array), even one sharing memory with ``src``; the result
+        is written through to it and equals ``Filter(...)(src)``. A device ``dst`` may have any row
+        pitch, and may be ``src``.
 
         Args:
             stream: as for :meth:`__call__`.
@@ -282,20 +290,25 @@ class Filter(Closes):
         """apply_into() once its frames are read, with the lock held."""
         if isinstance(source, DeviceView) or isinstance(target, DeviceView):
             if not (isinstance(source, DeviceView) and isinstance(target, DeviceView)):
-                raise FrameDeviceError("input and output frames must both be device arrays or both host "
+                raise FrameDeviceError("input and output frames must both be device arrays or both "
+                                       "host "
                                        "arrays (DeviceFrame.get() copies a result to the host)")
             check_same_frame(target, source, self._engine.output_shape(source.shape))
-            device_engine(self._engine, f"this Filter runs on {self.backend}").apply_device(source, target, handle)
+            device_engine(self._engine,
+                          f"this Filter runs on {self.backend}").apply_device(source, target,
+                                                                              handle)
             return
         dst3 = check_output(target, source, shape=self._engine.output_shape(as_hwc(source).shape))
         self._check_fits(source)
         engine_kwargs = self._stream_kwargs(handle)
         # OpenCV would read samples it has already written where ``dst`` partly overlaps ``src``
         # (``dst`` being ``src`` itself it handles: in place stays without a copy).
-        if _opencv_writes_into(dst3) and (_same_view(dst3, source) or not np.shares_memory(dst3, source)):
+        if _opencv_writes_into(dst3) and \
+                (_same_view(dst3, source) or not np.shares_memory(dst3, source)):
             self._engine.apply_into(dst3, source, **engine_kwargs)
             return
-        # Overlap, or a layout OpenCV cannot write into: filter into a new array and copy it through.
+        # Overlap, or a layout OpenCV cannot write into: filter into a new array and copy it
+        # through.
         result = np.empty(dst3.shape, dst3.dtype)
         self._engine.apply_into(result, source, **engine_kwargs)
         np.copyto(dst3, result)
@@ -331,7 +344,8 @@ class Filter(Closes):
             raise StreamError("Filter is closed; make a new one to filter more frames")
 
     def _stream_kwargs(self, handle: int | None) -> dict:
-        """The engine's keyword for a caller's stream: the cuda backend orders host frames after it."""
+        """The engine's keyword for a caller's stream: the cuda backend orders host frames after
+        it."""
         return {"stream": handle} if self.backend == "cuda" else {}
 
     def close(self) -> None:

@@ -2,8 +2,8 @@
 a window fills, and the flush that puts out the last frames.
 
 A temporal chain puts out frame i's result with frame ``i + delay``'s submit
-(:class:`streamconv.run.inflight.InFlight` moves each frame's note onto the slot that carries it), so
-results still come out in order, one per frame, ``delay`` frames later; :meth:`flush` (and the
+(:class:`streamconv.run.inflight.InFlight` moves each frame's note onto the slot that carries it),
+so results still come out in order, one per frame, ``delay`` frames later; :meth:`flush` (and the
 end of a ``map()``) ends the stream and puts out the rest.
 """
 

@@ -57,8 +57,8 @@ def release_writer_lock(fd: int | None) -> None:
         os.close(fd)
 
 
-def remove_abandoned(folder: Path, is_ours: Callable[[str], bool], *, min_age: float = ABANDONED_AFTER,
-                     folders: bool = False) -> list[Path]:
+def remove_abandoned(folder: Path, is_ours: Callable[[str], bool], *,
+                     min_age: float = ABANDONED_AFTER, folders: bool = False) -> list[Path]:
     """Remove the files in ``folder`` whose (hidden) names ``is_ours`` accepts and whose writers
     are gone: regular files that nobody holds a lock on (with ``folders``: folders whose
     FOLDER_LOCK nobody holds, or that have none) and that have gone unmodified for ``min_age``
@@ -66,7 +66,8 @@ def remove_abandoned(folder: Path, is_ours: Callable[[str], bool], *, min_age: f
     paths removed; what cannot be looked at is left."""
     remove = _remove_folder_if_abandoned if folders else _remove_if_abandoned
     try:
-        names = [entry.name for entry in os.scandir(folder) if entry.name.startswith(".") and is_ours(entry.name)]
+        names = [entry.name for entry in os.scandir(folder) if entry.name.startswith(".")
+                 and is_ours(entry.name)]
     except OSError:
         return []
     removed = [folder / name for name in names if remove(folder / name, min_age)]
@@ -104,7 +105,8 @@ def hold_folder_lock(folder: Path) -> int | None:
     """Create FOLDER_LOCK in ``folder`` (a temporary folder this process has just made) and lock
     it as :func:`hold_writer_lock` does; removing the folder later lets go of nothing: close it."""
     try:
-        os.close(os.open(folder / FOLDER_LOCK, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+        os.close(os.open(folder / FOLDER_LOCK, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                         0o600))
     except OSError:
         return None
     return hold_writer_lock(folder / FOLDER_LOCK)

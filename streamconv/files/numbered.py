@@ -79,7 +79,8 @@ def pattern_name(pattern: str | os.PathLike, number: int) -> Path:
     path = Path(pattern)
 
     def fill(match: re.Match) -> str:
-        return "%" if match[0] == "%%" else f"{number:0{int(match[0][1:-1] or 1)}d}"  # FFmpeg pads with zeros
+        # FFmpeg pads with zeros
+        return "%" if match[0] == "%%" else f"{number:0{int(match[0][1:-1] or 1)}d}"
     return path.with_name(_PIECE.sub(fill, path.name))
 
 
@@ -108,7 +109,8 @@ START_SEARCH = 5
 def _numbers(path: Path) -> set[int]:
     """The numbers of the files on disk that ``path``'s pattern (one field) names."""
     regex = _name_regex(path.name)
-    return {int(match[1]) for match in map(regex.fullmatch, (p.name for p in numbered_files(path))) if match}
+    return {int(match[1]) for match in map(regex.fullmatch, (p.name for p in numbered_files(path)))
+            if match}
 
 
 def first_beyond_search(pattern: str | os.PathLike) -> tuple[Path, int] | None:

@@ -54,7 +54,8 @@ def protected_files(protect) -> ProtectedFiles:
     sequence's images, a concat list's entries, the file standard input is; URLs for none."""
     if isinstance(protect, ProtectedFiles):
         return protect
-    pairs = protect.items() if isinstance(protect, dict) else (("the input", spec) for spec in protect)
+    pairs = protect.items() if isinstance(protect, dict) else (("the input", spec)
+                                                               for spec in protect)
     return ProtectedFiles((role if isinstance(file, Path) else f"{role} ({file})", file)
                           for role, spec in pairs for file in files_read(spec))
 
@@ -98,7 +99,8 @@ def check_output_path(output: str | os.PathLike, *, overwrite: bool, protect: It
         if _same_file(other, path):
             raise OutputError(f"{what} is the same file as {role}: {output}")
     for role, other in protected:
-        if isinstance(other, Path) and is_pattern(other) and is_named_by(other, path):  # a future image
+        # a future image
+        if isinstance(other, Path) and is_pattern(other) and is_named_by(other, path):
             raise OutputError(f"{what} is one of the files of {role} ({other}): {output}")
     check_name_lengths(path, what)
     try:
@@ -128,7 +130,8 @@ def check_name_lengths(path: str | os.PathLike, what: str) -> None:
     for part in Path(path).parts:
         size = len(os.fsencode(part))
         if size > _NAME_MAX:
-            raise OutputError(f"{what} has a name too long for the file system ({size} bytes; the limit is "
+            raise OutputError(f"{what} has a name too long for the file system ({size} bytes; the "
+                              "limit is "
                               f"{_NAME_MAX}): {part[:60]}...")
 
 
@@ -137,7 +140,8 @@ def _refuse_special(path: Path, what: str) -> None:
     be replaced by a regular file (a system's /dev/null, when run as root). A folder is left
     to rename(2), which never replaces a non-empty one."""
     try:
-        mode = os.stat(path).st_mode  # through a link too: /dev/stdout is a link to a terminal or pipe
+        # through a link too: /dev/stdout is a link to a terminal or pipe
+        mode = os.stat(path).st_mode
     except (FileNotFoundError, NotADirectoryError):
         return
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
@@ -200,7 +204,8 @@ class AtomicFile:
         protect: as for :func:`check_output_path`; checked again at publishing.
         what: how messages name the file.
         sweep: on :meth:`create`, first remove the temporary files of ``target`` that killed
-            writers left (:func:`streamconv.files.leftovers.remove_abandoned`); a live writer's stay.
+            writers left (:func:`streamconv.files.leftovers.remove_abandoned`); a live writer's
+            stay.
 
     :meth:`create` makes the temporary file; :meth:`publish` moves it into place;
     :meth:`discard` removes it. ``publish`` and ``discard`` may race from two threads (a
@@ -214,8 +219,8 @@ class AtomicFile:
     container_options: dict[str, str] = {}
     published_as_written = False
 
-    def __init__(self, target: str | os.PathLike, *, overwrite: bool = False, protect: Iterable = (),
-                 what: str = "output", sweep: bool = False) -> None:
+    def __init__(self, target: str | os.PathLike, *, overwrite: bool = False,
+                 protect: Iterable = (), what: str = "output", sweep: bool = False) -> None:
         self.target = Path(target)
         self.overwrite, self.sweep = overwrite, sweep
         self.protect = protect if isinstance(protect, (dict, ProtectedFiles)) else tuple(protect)
@@ -233,9 +238,11 @@ class AtomicFile:
         Raises:
             OutputError: it cannot be created (permissions, a full disk, a read-only folder).
         """
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW",
+                                                               0) | getattr(os, "O_CLOEXEC", 0)
         if self.sweep:  # a Ray task's claim beside it is no temporary file: it outlives its writer
-            remove_abandoned(self.target.parent, re.compile(temp_name_regex(self.target, claims=False)).fullmatch)
+            remove_abandoned(self.target.parent,
+                             re.compile(temp_name_regex(self.target, claims=False)).fullmatch)
         for _attempt in range(100):
             temp = self.target.with_name(_temp_name(self.target))
             try:
@@ -243,13 +250,15 @@ class AtomicFile:
             except FileExistsError:
                 continue  # someone else's file (or a planted link) at that name: pick another
             except OSError as exc:
-                raise OutputError(f"cannot write {self.what} {self.target}: {exc.strerror or exc}") from None
+                raise OutputError(f"cannot write {self.what} {self.target}: "
+                                  f"{exc.strerror or exc}") from None
             self.temp = temp
             self._writer_lock = hold_writer_lock(temp)
             self.handle = os.fdopen(fd, "wb")
             self.handle.raw.name = str(temp)  # PyAV guesses the container from the name
             return self.handle
-        raise OutputError(f"cannot write {self.what} {self.target}: no free temporary name beside it")
+        raise OutputError(f"cannot write {self.what} {self.target}: no free temporary name beside "
+                          "it")
 
     def publish(self) -> None:
         """Flush the temporary file to disk and move it to the target.
@@ -274,7 +283,8 @@ class AtomicFile:
                 if isinstance(exc, OutputError):
                     raise
                 if exc.errno == errno.EEXIST:
-                    raise OutputError(f"{self.what} {self.target} appeared while it was being written; "
+                    raise OutputError(f"{self.what} {self.target} appeared while it was being "
+                                      "written; "
                                       f"left as it is (pass --overwrite to replace it)") from None
                 raise OutputError(f"cannot {doing} {self.what} {self.target}: "
                                   f"{exc.strerror or exc}; nothing was left behind") from None
@@ -362,7 +372,8 @@ def _load_renameat2():
         function = ctypes.CDLL(None, use_errno=True).renameat2
     except (OSError, AttributeError):  # not glibc >= 2.28, or not Linux
         return None
-    function.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
+    function.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                         ctypes.c_uint)
     function.restype = ctypes.c_int
     return function
 
@@ -378,7 +389,8 @@ def _rename_noreplace(source: Path, target: Path) -> None:
     neither, a check and a rename, which leaves a short window.
     """
     if _renameat2 is not None:
-        if _renameat2(_AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(target), _RENAME_NOREPLACE) == 0:
+        if _renameat2(_AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(target),
+                      _RENAME_NOREPLACE) == 0:
             return
         code = ctypes.get_errno()
         if code not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):

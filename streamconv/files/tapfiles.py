@@ -38,7 +38,8 @@ too few to turn an error into a way of printing a file that was named by mistake
 
 
 def quote_text(text: str, limit: int = MAX_QUOTED_CHARS) -> str:
-    """repr() of at most the first ``limit`` characters of ``text``, with ``...`` after it if cut."""
+    """repr() of at most the first ``limit`` characters of ``text``, with ``...`` after it if
+    cut."""
     return repr(text[:limit]) + ("..." if len(text) > limit else "")
 
 
@@ -73,7 +74,8 @@ def brief_reason(exc: BaseException, limit: int = 60) -> str:
 
 
 def decode_text(data: bytes, what: str, error: type[Exception]) -> str:
-    """Decode a file's bytes as UTF-8, a leading byte-order mark dropped (Windows editors write one).
+    """Decode a file's bytes as UTF-8, a leading byte-order mark dropped (Windows editors write
+    one).
 
     Raises:
         ``error``: not UTF-8; the message names the first bad byte and its offset, not the text.
@@ -81,7 +83,8 @@ def decode_text(data: bytes, what: str, error: type[Exception]) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise error(f"{what}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
+        raise error(f"{what}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+                    f"{exc.start})") from None
 
 
 def parse_inline_taps(text: str, *, what: str = "custom taps", quote: bool = True) -> np.ndarray:
@@ -160,7 +163,8 @@ def _npy_claims_more_than(data: bytes) -> bool:
             shape, _, dtype = np.lib.format.read_array_header_2_0(stream)
         else:
             return False
-    except (ValueError, TypeError, EOFError, OverflowError, SyntaxError, RecursionError, MemoryError):
+    except (ValueError, TypeError, EOFError, OverflowError, SyntaxError, RecursionError,
+            MemoryError):
         return False
     return math.prod(shape) * dtype.itemsize > len(data) - stream.tell()
 
@@ -178,13 +182,15 @@ def load_npy(path: Path, *, what: str, max_bytes: int) -> np.ndarray:
     """
     data = read_file(path, what, max_bytes)
     if _npy_claims_more_than(data):
-        raise FilterSpecError(f"{what} {path}: not a readable .npy (its header claims more data than it holds)")
+        raise FilterSpecError(f"{what} {path}: not a readable .npy (its header claims more data "
+                              "than it holds)")
     try:
         # EOFError: an empty file; MemoryError: a header claiming a shape far larger than the file.
         array = np.load(io.BytesIO(data), allow_pickle=False)
     except (ValueError, OSError, EOFError, MemoryError) as exc:
         raise FilterSpecError(f"{what} {path}: not a readable .npy ({brief_reason(exc)})") from None
-    if not isinstance(array, np.ndarray):  # np.load opens a zip as an .npz archive, whatever the suffix
+    # np.load opens a zip as an .npz archive, whatever the suffix
+    if not isinstance(array, np.ndarray):
         array.close()
         raise FilterSpecError(f"{what} {path}: an .npz archive, not a .npy array")
     if array.dtype.kind not in "biuf":

@@ -1,1 +1,2 @@
-"""The contract between io and backends: slots, frame checks, and the frame maths both backends share."""
+"""The contract between io and backends: slots, frame checks, and the frame maths both backends
+share."""

@@ -22,14 +22,18 @@ BORDER_CODES = {name: code for code, name in enumerate(BORDER_MODES)}
 CV_BORDERS = {"zero": cv2.BORDER_CONSTANT, "replicate": cv2.BORDER_REPLICATE,
               "reflect101": cv2.BORDER_REFLECT_101}
 """The OpenCV border type of each mode. OpenCV's borderInterpolate has our semantics, wide
-halos and length-1 axes included (tests/backends/test_cpu_backend.py checks pad_frame against border_index)."""
+halos and length-1 axes included (tests/backends/test_cpu_backend.py checks pad_frame against
+border_index)."""
 
-_CV_DTYPES = {np.dtype(t) for t in (np.uint8, np.int8, np.uint16, np.int16, np.int32, np.float32, np.float64)}
+_CV_DTYPES = {np.dtype(t)
+              for t in (np.uint8, np.int8, np.uint16, np.int16, np.int32, np.float32, np.float64)}
 
 
 def check_border(mode: str) -> str:
-    """Return ``mode`` if it is a known border mode, else raise SettingsError naming the known ones."""
-    if not isinstance(mode, str) or mode not in BORDER_CODES:  # a list would fail the lookup as unhashable
+    """Return ``mode`` if it is a known border mode, else raise SettingsError naming the known
+    ones."""
+    # a list would fail the lookup as unhashable
+    if not isinstance(mode, str) or mode not in BORDER_CODES:
         raise SettingsError(f"unknown border mode {mode!r}; known: {', '.join(BORDER_MODES)}")
     return mode
 
@@ -69,7 +73,8 @@ def pad_frame(frame: np.ndarray, radius: int, mode: str, dtype=np.float32) -> np
     if frame.dtype in _CV_DTYPES and frame.shape[2:] in ((), (1,), (3,), (4,)):
         # One pass in the frame's own dtype (uint8: a quarter of the float32 traffic), then
         # one converting copy; NumPy fancy indexing was several times slower.
-        padded = cv2.copyMakeBorder(frame, radius, radius, radius, radius, CV_BORDERS[mode], value=0)
+        padded = cv2.copyMakeBorder(frame, radius, radius, radius, radius, CV_BORDERS[mode],
+                                    value=0)
         padded = padded.reshape(shape)  # OpenCV drops a channel axis of length 1
     else:
         rows = border_index(np.arange(-radius, height + radius), height, mode)

@@ -156,7 +156,8 @@ def available_memory() -> int | None:
                                        ("memory.limit_in_bytes", "memory.usage_in_bytes")):
             limit = _read_int(os.path.join(folder, limit_name))
             used = _read_int(os.path.join(folder, usage_name))
-            if limit is not None and used is not None and limit < 1 << 60:  # "max" or 2^63: no limit
+            # "max" or 2^63: no limit
+            if limit is not None and used is not None and limit < 1 << 60:
                 available = min(available, max(0, limit - used))
     return available
 
@@ -169,7 +170,8 @@ def memory_cgroups(mount: str = CGROUP_MOUNT) -> list[str]:
     ancestors (a limit binds every cgroup below it), for cgroup v2 (``mount``, or ``unified``
     beside v1) and v1 (``memory``), as /proc/self/cgroup names them; the mounts' roots too (in
     a container they are its own cgroup). Folders that are not there are left out."""
-    bases = {"": (mount, os.path.join(mount, "unified")), "memory": (os.path.join(mount, "memory"),)}
+    bases = {"": (mount, os.path.join(mount, "unified")),
+             "memory": (os.path.join(mount, "memory"),)}
     folders = [base for group in bases.values() for base in group]
     try:
         with open("/proc/self/cgroup", encoding="utf-8") as membership:
@@ -204,7 +206,8 @@ def check_host_memory(nbytes: int, what: str, *, hint: str = "") -> None:
     """
     available = available_memory()
     if available is not None and nbytes > available:
-        raise InputError(f"{what} would take {_gib(nbytes)} of host memory, but only {_gib(available)} "
+        raise InputError(f"{what} would take {_gib(nbytes)} of host memory, but only "
+                         f"{_gib(available)} "
                          f"is available{'; ' + hint if hint else ''}")
 
 
@@ -247,7 +250,8 @@ def check_kept_output(nbytes: int, waiting: int) -> None:
 
     Raises:
         InputError: twice ``nbytes`` (the output, and the page-locked frame the next one lands
-            in) and KEPT_FREE_BYTES (for taking the outputs back) is more than :func:`available_memory`.
+            in) and KEPT_FREE_BYTES (for taking the outputs back) is more than
+            :func:`available_memory`.
     """
     check_host_memory(2 * nbytes + KEPT_FREE_BYTES, f"keeping output {waiting + 1} for result()",
                       hint="take outputs as frames are submitted (or use map()); no frame was lost")

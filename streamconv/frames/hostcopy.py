@@ -92,7 +92,8 @@ def copier_for(frame_bytes: int, current: ParallelCopier) -> ParallelCopier:
     """The copier for a loop's frames of ``frame_bytes``: ``current`` if it has the right threads,
     else a new one (``current`` closed). Two threads up to LARGE_FRAME_BYTES: each band thread costs
     two GIL hand-offs a frame, which slowed 1080p loops busy in Python (benchmarks/api.py); four
-    beyond, where the copy is the bound (4K on an H100 host: 2.15 ms a frame on two, 1.64 on four)."""
+    beyond, where the copy is the bound (4K on an H100 host: 2.15 ms a frame on two, 1.64 on
+    four)."""
     workers = 4 if frame_bytes >= LARGE_FRAME_BYTES else 2
     if workers == current.workers:
         return current

@@ -49,7 +49,8 @@ into a buffer of that shape."""
 
 @dataclass
 class DeviceInput:
-    """Where a source that decodes on the GPU writes a slot's frame (``Source.read_into(DeviceInput)``).
+    """Where a source that decodes on the GPU writes a slot's frame
+    (``Source.read_into(DeviceInput)``).
 
     Attributes:
         address: device address of the flat 4:2:0 planes (``layout``: Y, then U, then V, rows
@@ -104,7 +105,8 @@ class Slot:
 
     @property
     def input_target(self) -> np.ndarray | DeviceInput:
-        """What the source reads the frame into: ``device_input`` if the slot has one, else ``host_in``."""
+        """What the source reads the frame into: ``device_input`` if the slot has one, else
+        ``host_in``."""
         return self.device_input if self.device_input is not None else self.host_in
 
     @property

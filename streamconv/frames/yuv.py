@@ -74,7 +74,8 @@ WIDE_TO_YUV_BITS = DEEP_TO_YUV_BITS + 1
 
 
 def planes_format(bits: int) -> str:
-    """The FFmpeg pixel format of 4:2:0 planes of ``bits`` per sample (yuv420p, yuv420p10le, ...)."""
+    """The FFmpeg pixel format of 4:2:0 planes of ``bits`` per sample (yuv420p, yuv420p10le,
+    ...)."""
     if bits == 8:
         return "yuv420p"
     return next(name for name, depth in DEEP_PLANE_FORMATS.items() if depth == bits)
@@ -109,7 +110,8 @@ class YuvLayout:
             raise ValueError(f"planes of {self.bits} bits per sample are not supported")
 
     @classmethod
-    def of_stream(cls, width: int, height: int, pix_fmt: str | None, colour: ColourTags) -> "YuvLayout | None":
+    def of_stream(cls, width: int, height: int, pix_fmt: str | None,
+                  colour: ColourTags) -> "YuvLayout | None":
         """The layout for frames of ``pix_fmt`` at width x height, or None if they cannot travel as
         planes (another format or bit depth, or an odd size: those go through RGB on the host)."""
         if pix_fmt in SEMI_PLANAR_FORMATS:
@@ -162,7 +164,8 @@ class YuvLayout:
         """Views of Y (H, W), U and V (H/2, W/2) inside a flat (1.5 W H,) buffer of ``dtype``
         (no copy)."""
         if buffer.shape != self.shape or buffer.dtype != self.dtype:
-            raise ValueError(f"unexpected planes buffer: {buffer.dtype}{buffer.shape} != {self.dtype}{self.shape}")
+            raise ValueError(f"unexpected planes buffer: {buffer.dtype}{buffer.shape} != "
+                             f"{self.dtype}{self.shape}")
         luma = self.width * self.height
         quarter = luma // 4
         chroma = (self.height // 2, self.width // 2)
@@ -201,7 +204,8 @@ def conversion_coefficients(space: int, full_range: bool, bits: int = 8) -> dict
     kg = 1.0 - kr - kb
     scale = 1 << (bits - 8)
     code_max = (1 << bits) - 1
-    y0, y_span, c_span = (0, code_max, code_max) if full_range else (16 * scale, 219 * scale, 224 * scale)
+    y0, y_span, c_span = (0, code_max, code_max) if full_range else (16 * scale, 219 * scale,
+                                                                     224 * scale)
     rgb_max = 255 if bits == 8 else 65535
     to_rgb_bits = FIXED_BITS if bits == 8 else DEEP_TO_RGB_BITS
     one = 1 << to_rgb_bits
@@ -245,7 +249,8 @@ def split_semi_planar(buffer: np.ndarray, luma: np.ndarray, chroma: np.ndarray, 
     y_plane, u_plane, v_plane = layout.planes(buffer)
     width = layout.width
     pairs = chroma[:, :width]
-    for target, source in ((y_plane, luma[:, :width]), (u_plane, pairs[:, 0::2]), (v_plane, pairs[:, 1::2])):
+    for target, source in ((y_plane, luma[:, :width]), (u_plane, pairs[:, 0::2]),
+                           (v_plane, pairs[:, 1::2])):
         if shift:
             np.right_shift(source, shift, out=target)
         else:
@@ -253,7 +258,8 @@ def split_semi_planar(buffer: np.ndarray, luma: np.ndarray, chroma: np.ndarray, 
 
 
 def frame_to_planes(buffer: np.ndarray, frame: av.VideoFrame, layout: YuvLayout) -> None:
-    """Copy a decoded 4:2:0 frame's planes into a flat (1.5 W H,) host buffer laid out as ``layout``.
+    """Copy a decoded 4:2:0 frame's planes into a flat (1.5 W H,) host buffer laid out as
+    ``layout``.
 
     Decoder rows may be padded; nv12 and p010le chroma is split apart (:func:`split_semi_planar`);
     a frame of another 4:2:0 format than the layout's (the decoder changed format mid-stream)

@@ -16,16 +16,16 @@ from .setup import find_driver
 from ..errors import BackendUnavailableError
 from .binding import GpuCallError, GpuMemoryError, packages_missing
 from .cuda_core_driver import (
-    IMPORT_ERROR,
-    CudaCoreBuffer,
-    CudaCoreCopy2D,
-    CudaCoreDevice,
-    CudaCoreEvent,
-    CudaCoreStream,
-    PinnedBlock,
-    check,
-    cu,
-)
+                               IMPORT_ERROR,
+                               CudaCoreBuffer,
+                               CudaCoreCopy2D,
+                               CudaCoreDevice,
+                               CudaCoreEvent,
+                               CudaCoreStream,
+                               PinnedBlock,
+                               check,
+                               cu,
+                               )
 from .cuda_core_modules import CudaCoreModule
 
 NAME = "cuda-core"

@@ -3,8 +3,8 @@
 A *specialisation* is a kernel file plus sorted ``#define``s, e.g.
 ``conv2d[BANKS=1,BORDER=reflect101,CHANNELS=3,RADIUS=2]``. Each is found, in this order:
 
-1. prebuilt: a fatbin the wheel carries (:mod:`streamconv.gpu.prebuilt`), which the driver loads with
-   no compiler installed;
+1. prebuilt: a fatbin the wheel carries (:mod:`streamconv.gpu.prebuilt`), which the driver loads
+   with no compiler installed;
 2. compiled by NVRTC (:mod:`streamconv.gpu.nvrtc`, a wheel), its cubin kept in the per-user cache
    (:mod:`streamconv.gpu.cache`);
 3. compiled by nvcc, a CUDA toolkit's, its cubin kept in the same cache.
@@ -105,7 +105,8 @@ def chosen_compiler() -> str:
     """
     value = os.environ.get("STREAMCONV_COMPILER", "auto") or "auto"
     if value not in COMPILERS:
-        raise BackendUnavailableError(f"STREAMCONV_COMPILER={value!r}; known: {', '.join(COMPILERS)}")
+        raise BackendUnavailableError(f"STREAMCONV_COMPILER={value!r}; known: "
+                                      f"{', '.join(COMPILERS)}")
     return value
 
 
@@ -152,7 +153,8 @@ def _image_cached(name: str, define_items: tuple[tuple[str, object], ...], arch:
     return compile_image(name, defines, arch, compiler)
 
 
-def compile_image(name: str, defines: Mapping[str, object], arch: str, compiler: str = "auto") -> KernelImage:
+def compile_image(name: str, defines: Mapping[str, object], arch: str,
+                  compiler: str = "auto") -> KernelImage:
     """Compile a specialisation for ``arch`` with ``compiler`` (``auto``: NVRTC where found,
     else nvcc), not looking at the prebuilt kernels.
 
@@ -166,7 +168,8 @@ def compile_image(name: str, defines: Mapping[str, object], arch: str, compiler:
     started = time.perf_counter()
     found = usable_compiler(compiler)
     if found is None:
-        raise BackendUnavailableError(f"no compiler for {label} on {arch}: {missing_compiler_hint(compiler)}")
+        raise BackendUnavailableError(f"no compiler for {label} on {arch}: "
+                                      f"{missing_compiler_hint(compiler)}")
     key = prebuilt.source_key(name, text)
     if found == "nvcc":
         origin, tag = "nvcc", f"nvcc{_nvcc_version()}"
@@ -223,7 +226,8 @@ def kernel_image(name: str, defines: Mapping[str, object], arch: str) -> KernelI
         KernelCompileError: the compiler rejected it; the message carries its output.
         BackendUnavailableError: nothing prebuilt and no compiler, or the source is missing.
     """
-    return _image_cached(name, tuple(sorted(defines.items())), arch, prebuilt_enabled(), chosen_compiler())
+    return _image_cached(name, tuple(sorted(defines.items())), arch, prebuilt_enabled(),
+                         chosen_compiler())
 
 
 def compile_kernel(name: str, defines: Mapping[str, object], arch: str) -> bytes:

@@ -65,7 +65,8 @@ class PrebuiltIndex:
     entries: dict[str, dict]
 
     def loads_on(self, driver_major: int | None) -> bool:
-        """Whether a driver of CUDA ``driver_major`` loads code of this nvcc (None: unknown, yes)."""
+        """Whether a driver of CUDA ``driver_major`` loads code of this nvcc (None: unknown,
+        yes)."""
         return driver_major is None or driver_major >= int(self.compiler.split(".")[0])
 
     def count_for(self, arch: str, driver_major: int | None = None) -> int:
@@ -129,7 +130,8 @@ def summary(arch: str | None = None, driver_major: int | None = None) -> str:
     index = read_index()
     if index is None:
         return f"none in this installation ({prebuilt_dir()} has no {INDEX_NAME})"
-    line = (f"{len(index.entries)} specialisations (nvcc {index.compiler}; {' '.join(index.archs)} + PTX "
+    line = (f"{len(index.entries)} specialisations (nvcc {index.compiler}; {' '.join(index.archs)} "
+            "+ PTX "
             f"{index.ptx})")
     if not index.loads_on(driver_major):
         return line + f"; not loadable by this driver (CUDA {driver_major}): they compile instead"

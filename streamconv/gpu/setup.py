@@ -99,7 +99,8 @@ def wheel_requirements(driver: Driver) -> list[str]:
 
 
 def header_dirs(roots: Sequence[str] | None = None) -> list[str]:
-    """The include folders of the installed NVIDIA wheels that hold ``cuda.h`` and ``cudaProfiler.h``
+    """The include folders of the installed NVIDIA wheels that hold ``cuda.h`` and
+    ``cudaProfiler.h``
     (one folder for CUDA 13's layout, two for CUDA 12's), searched under ``roots`` (default: the
     folders of ``sys.path``, so wheels a virtual environment sees from the system count too)."""
     roots = roots or [entry for entry in dict.fromkeys(sys.path) if entry and os.path.isdir(entry)]
@@ -113,7 +114,8 @@ def header_dirs(roots: Sequence[str] | None = None) -> list[str]:
                     found.append(folder)
                 break
         else:
-            raise FileNotFoundError(f"{header} not found in the NVIDIA wheels under {', '.join(roots)}")
+            raise FileNotFoundError(f"{header} not found in the NVIDIA wheels under "
+                                    f"{', '.join(roots)}")
     return found
 
 
@@ -143,7 +145,8 @@ def install(pip_args: Sequence[str] = (), *, say: Callable[[str], None] = print,
     run = run or _run
     driver = find_driver()
     if driver is None:
-        raise RuntimeError("no NVIDIA driver found (libcuda.so.1 does not load); install the driver first")
+        raise RuntimeError("no NVIDIA driver found (libcuda.so.1 does not load); install the "
+                           "driver first")
     say(f"driver: {driver.describe()}")
     pip = [sys.executable, "-m", "pip"]
     run([*pip, "install", *wheel_requirements(driver), *pip_args])

@@ -10,17 +10,17 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import (
-    BORDER_MODES,
-    DEFAULT_BORDER,
-    BackendUnavailableError,
-    FilterSpecError,
-    FrameFormatError,
-    FrameTypeError,
-    PresetError,
-    RunStats,
-    SettingsError,
-    StreamconvError,
-)
+                BORDER_MODES,
+                DEFAULT_BORDER,
+                BackendUnavailableError,
+                FilterSpecError,
+                FrameFormatError,
+                FrameTypeError,
+                PresetError,
+                RunStats,
+                SettingsError,
+                StreamconvError,
+                )
 from .bindings import GLib, GObject, Gst
 from .seam import MAX_RING
 from .settings import BACKENDS, CHAIN_SEPARATOR, DEFAULT_RING_DEPTH, PRESET_PREFIX

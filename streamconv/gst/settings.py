@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import (BORDER_MODES, DEFAULT_BORDER, FilterSpecError, FilterStage, SettingsError,
-                 load_preset, parse_chain)
+                load_preset, parse_chain)
 from .seam import MAX_RING
 
 CHAIN_SEPARATOR = "->"

@@ -1,4 +1,5 @@
-"""Frame sources and sinks: sources fill a pipeline's slots, sinks take the filtered frames from them.
+"""Frame sources and sinks: sources fill a pipeline's slots, sinks take the filtered frames from
+them.
 
 Sources (each a context manager with an idempotent ``close()``; ``read_into(buffer)`` writes a
 frame into a slot's host buffer, iteration yields new arrays): :mod:`.source` (the base class),

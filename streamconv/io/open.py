@@ -51,9 +51,10 @@ def open_source(spec: str | Path | SourceSpec | Source, *, decoder: str = "cpu",
         spec: the SOURCE argument of ``streamconv run`` (or its :class:`SourceSpec`), or a
             Source (returned as is).
         decoder: for a file or stream: ``"cpu"`` (libavcodec), ``"nvdec"`` (the GPU's hardware
-            decoder, frames left in device memory: :class:`streamconv.io.sources.nvdec.source.NvdecSource`), or
-            ``"auto"``: NVDEC if it can take the stream, else the CPU with a notice (also from a
-            mid-stream change NVDEC cannot take on).
+            decoder, frames left in device memory:
+            :class:`streamconv.io.sources.nvdec.source.NvdecSource`), or ``"auto"``: NVDEC if it can
+            take the stream, else the CPU with a notice (also from a mid-stream change NVDEC cannot
+            take on).
         device: the CUDA device NVDEC decodes on.
         reconnect: for a file or stream (a URL): reopen it whenever it stalls (``timeout``) or
             ends, with a growing pause, for up to ``reconnect_timeout`` seconds after each loss
@@ -105,7 +106,8 @@ def _open_camera(spec: SourceSpec, _decoding: _Decoding, options: dict) -> Sourc
 
 def _open_demuxed(spec: SourceSpec, decoding: _Decoding, options: dict) -> Source:
     if decoding.decoder == "nvdec":
-        raise NvdecUnsupported(f"--decoder nvdec reads files and URLs; {spec.text} is decoded on the CPU")
+        raise NvdecUnsupported(f"--decoder nvdec reads files and URLs; {spec.text} is decoded on "
+                               "the CPU")
     if spec.format is not None:
         options.setdefault("format", spec.format)
     return DemuxedSource(spec.text, **_taken_by(options, DemuxedSource, FileSource))
@@ -114,7 +116,8 @@ def _open_demuxed(spec: SourceSpec, decoding: _Decoding, options: dict) -> Sourc
 def _open_stream(spec: SourceSpec, decoding: _Decoding, options: dict) -> Source:
     options = _taken_by(options, FileSource)
     if decoding.reconnect:
-        return ReconnectingSource(lambda: _open_file(spec.text, decoding.decoder, decoding.device, options),
+        return ReconnectingSource(lambda: _open_file(spec.text, decoding.decoder, decoding.device,
+                                                     options),
                                   within=decoding.reconnect_timeout)
     return _open_file(spec.text, decoding.decoder, decoding.device, options)
 
@@ -142,7 +145,8 @@ def _open_trimmed(spec: SourceSpec, trim: Trim, decoding: _Decoding, options: di
         NvdecUnsupported: (exit 7) NVDEC asked for: a cut decodes on the CPU.
     """
     if not isinstance(trim, Trim):
-        raise InputError(f"trim must be a streamconv.io.sources.trim.Trim, got {type(trim).__name__}")
+        raise InputError("trim must be a streamconv.io.sources.trim.Trim, got "
+                         f"{type(trim).__name__}")
     if spec.kind in ("pattern", "camera") or decoding.reconnect:
         raise InputError(f"a cut ({trim.describe()}) is of a file or stream read once, not of "
                          f"{'a reconnecting input' if decoding.reconnect else spec.text}")
@@ -184,10 +188,11 @@ FROM_THE_SOURCE = ("path", "width", "height", "frame_rate", "time_base")
 def check_sink(output: object, options: object, *,
                names: tuple[str, str] = ("output", "options")) -> dict:
     """Refuse, before any work, an output that is neither None, a Sink nor a path, and sink
-    options (``names``: what the caller calls both) that no file or network output takes, or
-    an ``overwrite`` that is no bool (a string "no" replaced a file): OutputError naming them.
-    The other options' values are checked where the sink uses them, as it opens (the encoder's by
-    :mod:`streamconv.io.ffmpeg.encoder_check`, the file's by :func:`streamconv.io.sinks.targets.open_target`).
+    options (``names``: what the caller calls both) that no file or network output takes, or an
+    ``overwrite`` that is no bool (a string "no" replaced a file): OutputError naming them. The
+    other options' values are checked where the sink uses them, as it opens (the encoder's by
+    :mod:`streamconv.io.ffmpeg.encoder_check`, the file's by
+    :func:`streamconv.io.sinks.targets.open_target`).
 
     Returns:
         The options, as a new dict.
@@ -224,7 +229,8 @@ def open_sink(output: str | Path | OutputSpec | Sink | None, *, like=None,
     options = check_sink(output, options)
     if isinstance(output, Sink):
         return output
-    spec = output if isinstance(output, OutputSpec) else parse_output(output, format=options.get("format"))
+    spec = output if isinstance(output, OutputSpec) else parse_output(output,
+                                                                      format=options.get("format"))
     if spec.kind == "null":
         return NullSink()
     if like is None:

@@ -129,7 +129,8 @@ def is_test_spec(text: str) -> bool:
 
 
 def is_webcam_spec(text: str) -> bool:
-    """Whether a SOURCE names a camera (``webcam``, ``webcam:N``, ``webcam:PATH``, ``/dev/videoN``)."""
+    """Whether a SOURCE names a camera (``webcam``, ``webcam:N``, ``webcam:PATH``,
+    ``/dev/videoN``)."""
     return WEBCAM_SPEC.match(str(text).strip()) is not None
 
 

@@ -26,9 +26,10 @@ from ..files.publish import temp_name_regex, without_file_scheme
 from ..run.options import check_run_options
 from .segments import parts_folder_regex
 
-VIDEO_SUFFIXES = frozenset({".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".ts", ".m2ts", ".mts", ".mpg",
-                            ".mpeg", ".flv", ".wmv", ".ogv", ".3gp", ".y4m", ".nut", ".h264", ".h265", ".hevc",
-                            ".ivf", ".mxf"})
+VIDEO_SUFFIXES = frozenset({".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".ts", ".m2ts", ".mts",
+                            ".mpg",
+                            ".mpeg", ".flv", ".wmv", ".ogv", ".3gp", ".y4m", ".nut", ".h264",
+                            ".h265", ".hevc", ".ivf", ".mxf"})
 """File suffixes a folder's files are taken by (files named on the command line are taken whatever
 their suffix)."""
 
@@ -54,9 +55,9 @@ def find_inputs(specs: Iterable[str], *, recursive: bool = False, outdir: Path |
     ``**`` with ``recursive``) expanded here; a folder's video files (VIDEO_SUFFIXES), and its
     subfolders' with ``recursive``.
 
-    Neither takes what the batch itself writes: a folder scan passes over hidden files and
-    folders (temporary files, parts folders) and ``outdir``'s tree where it lies inside the
-    folder; a scan and a glob, over the files in ``skip`` (the manifest, an earlier batch's outputs).
+    Neither takes what the batch itself writes: a folder scan passes over hidden files and folders
+    (temporary files, parts folders) and ``outdir``'s tree where it lies inside the folder; a scan
+    and a glob, over the files in ``skip`` (the manifest, an earlier batch's outputs).
 
     Raises:
         InputError: a spec names nothing (a missing file, a glob or folder with no video), or
@@ -81,7 +82,8 @@ def find_inputs(specs: Iterable[str], *, recursive: bool = False, outdir: Path |
     return list(found.items())
 
 
-def _named_by(spec: str, *, recursive: bool, outdir: Path | None, skip: set[Path]) -> list[tuple[Path, Path]]:
+def _named_by(spec: str, *, recursive: bool, outdir: Path | None,
+              skip: set[Path]) -> list[tuple[Path, Path]]:
     """The files one INPUT names, as :func:`find_inputs` takes them (InputError if none)."""
     path = Path(spec)
     if path.is_file():  # an existing name is taken as it is, even with [ ] ? * in it
@@ -96,7 +98,8 @@ def _named_by(spec: str, *, recursive: bool, outdir: Path | None, skip: set[Path
     else:
         raise InputError(f"input not found: {spec}")
     if not named:
-        raise InputError(f"no video files in {spec}" if path.is_dir() else f"no file matches {spec}")
+        raise InputError(f"no video files in {spec}" if path.is_dir()
+                         else f"no file matches {spec}")
     return named
 
 
@@ -153,7 +156,8 @@ def _children(folder: Path, pattern: str) -> list[Path]:
             and (pattern.startswith(".") or not name.startswith("."))]
 
 
-def _scan(folder: Path, *, recursive: bool, outdir: Path | None, skip: set[Path]) -> list[tuple[Path, Path]]:
+def _scan(folder: Path, *, recursive: bool, outdir: Path | None,
+          skip: set[Path]) -> list[tuple[Path, Path]]:
     """A folder's video files (and its subfolders' with ``recursive``) with their paths below it,
     sorted; hidden entries, ``skip`` and ``outdir``'s tree (when strictly inside) left out."""
     root = folder.resolve()
@@ -164,7 +168,8 @@ def _scan(folder: Path, *, recursive: bool, outdir: Path | None, skip: set[Path]
                       and Path(top, name).resolve() != inside]
         for name in files:
             file = Path(top, name)
-            if not name.startswith(".") and file.suffix.lower() in VIDEO_SUFFIXES and file.is_file() \
+            if not name.startswith(".") and file.suffix.lower() in VIDEO_SUFFIXES and \
+                    file.is_file() \
                     and file.resolve() not in skip:
                 named.append((file, file.relative_to(folder)))
     return sorted(named)
@@ -203,7 +208,8 @@ def ext_refusal(ext: str | None) -> str | None:
     return None
 
 
-def ray_refusal(*, devices: Sequence[int] | str | None, processes: int | None, ray: str | bool | None) -> str | None:
+def ray_refusal(*, devices: Sequence[int] | str | None, processes: int | None,
+                ray: str | bool | None) -> str | None:
     """Why a batch on Ray cannot take these options (None: it can), in the command's words: the
     cluster grants each input's task its GPU and process, so ``devices`` and ``processes`` do
     not apply."""
@@ -259,7 +265,8 @@ def plan_outputs(inputs: list[tuple[Path, Path]], outdir: Path, *, ext: str | No
         output = outdir / (relative.with_suffix(ext) if ext else relative)
         if output in planned:
             raise OutputError(f"{planned[output]} and {source} would both be written to {output}; "
-                              + _collision_advice(planned[output], source, ext=ext, recursive=recursive))
+                              + _collision_advice(planned[output], source, ext=ext,
+                                                  recursive=recursive))
         if output in sources or _same_file(output, source):
             raise OutputError(f"the output for {source} would be the input itself ({output}); "
                               f"choose another output folder or --ext")
@@ -318,7 +325,8 @@ def _file_in_the_way(folder: Path) -> Path | None:
     return None
 
 
-def refuse_existing(items: list[BatchInput], *, overwrite: bool, exempt: set[Path], resume: bool = False) -> None:
+def refuse_existing(items: list[BatchInput], *, overwrite: bool, exempt: set[Path],
+                    resume: bool = False) -> None:
     """Refuse the batch, before any work, if an output to be written exists and ``overwrite`` is
     False, or its folder is a file (outputs in ``exempt``: complete from an earlier batch and
     skipped, or still as a batch of the manifest published them and so replaceable).
@@ -332,16 +340,19 @@ def refuse_existing(items: list[BatchInput], *, overwrite: bool, exempt: set[Pat
             raise OutputError(f"cannot write into {folder}: {blocking} is a file")
     if overwrite:
         return
-    existing = [str(item.output) for item in items if item.output not in exempt and os.path.lexists(item.output)]
+    existing = [str(item.output) for item in items if item.output not in exempt
+                and os.path.lexists(item.output)]
     if existing:
         more = f" and {len(existing) - 3} more" if len(existing) > 3 else ""
         why = ("not as a batch of this manifest left it; use --overwrite to replace" if resume
-               else "use --overwrite to replace, or --resume to skip the ones a previous batch finished")
+               else "use --overwrite to replace, or --resume to skip the ones a previous batch "
+                    "finished")
         raise OutputError(f"output exists: {', '.join(existing[:3])}{more} ({why})")
 
 
 def temporary_names(output: Path) -> re.Pattern:
-    """The exact names of ``output``'s temporary files (:func:`streamconv.files.publish.temp_name_regex`)
+    """The exact names of ``output``'s temporary files
+    (:func:`streamconv.files.publish.temp_name_regex`)
     and of the hidden parts folders of a segmented run of it
     (:func:`streamconv.jobs.segments.parts_folder_regex`): no other output's."""
     return re.compile(f"{temp_name_regex(output)}|{parts_folder_regex(output).pattern}")
@@ -369,7 +380,8 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def input_record(item: BatchInput, fingerprint: str, earlier: dict | None, *, complete: bool, ours: bool) -> BatchRecord:
+def input_record(item: BatchInput, fingerprint: str, earlier: dict | None, *, complete: bool,
+                 ours: bool) -> BatchRecord:
     """An input's record: pending, or kept from an earlier batch when ``complete`` (with its
     figures: skipped if it was done, still damaged, exit code 13, if it was); an earlier output
     still as published keeps its size and mtime (it stays replaceable)."""
@@ -377,8 +389,8 @@ def input_record(item: BatchInput, fingerprint: str, earlier: dict | None, *, co
     if earlier is None:
         return record
     if complete:
-        for name in ("frames", "fps", "seconds", "decoder", "device", "bytes", "damage", "input_bytes",
-                     "input_mtime_ns", "output_mtime_ns"):
+        for name in ("frames", "fps", "seconds", "decoder", "device", "bytes", "damage",
+                     "input_bytes", "input_mtime_ns", "output_mtime_ns"):
             setattr(record, name, earlier.get(name, getattr(record, name)))
         record.exit_code, record.resumed = earlier.get("exit_code", 0), True
         # Not run again (it would find the same damage), but never passed off as done; a record

@@ -1,13 +1,13 @@
 """A batch's manifest: one record per input (status, frames, fps, exit code, output, error), kept
 true on disk as the batch runs.
 
-The file is rewritten whole through :func:`streamconv.files.publish.write_atomically` at every change of
-status, so a batch killed at any moment leaves a complete manifest of what had happened by then.
-``--resume`` reads it back (:func:`resume_plan`): an input is not run again only if its record says
-done (or damaged), for the same input file, unchanged since (size and mtime), under the same
+The file is rewritten whole through :func:`streamconv.files.publish.write_atomically` at every
+change of status, so a batch killed at any moment leaves a complete manifest of what had happened by
+then. ``--resume`` reads it back (:func:`resume_plan`): an input is not run again only if its record
+says done (or damaged), for the same input file, unchanged since (size and mtime), under the same
 settings (:func:`settings_fingerprint`), and its output is still there at the size recorded; an
-output may be replaced without ``--overwrite`` only while it is still exactly what a batch of
-this manifest published (size and mtime).
+output may be replaced without ``--overwrite`` only while it is still exactly what a batch of this
+manifest published (size and mtime).
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ MANIFEST_NAME = "streamconv-batch.json"
 """The manifest's name in the output folder (unless ``--manifest`` says otherwise)."""
 
 FINISHED = ("done", "damaged")
-"""Statuses whose output is complete (damaged: the input was, and every decodable frame is in it)."""
+"""Statuses whose output is complete (damaged: the input was, and every decodable frame is in
+it)."""
 
 STATUSES = ("pending", "running", *FINISHED, "failed", "skipped", "interrupted")
 
@@ -106,7 +107,8 @@ class Manifest:
     def __init__(self, path: Path, records: list[BatchRecord], *, protect: Iterable = (),
                  replace: bool = False, on_error: Callable[[], None] | None = None) -> None:
         self.protect = protected_files(protect)  # expanded once, not at every write
-        self.path = check_output_path(path, overwrite=replace, protect=self.protect, what="manifest")
+        self.path = check_output_path(path, overwrite=replace, protect=self.protect,
+                                      what="manifest")
         self.records = records
         self.error: OutputError | None = None  # the first write that failed
         self._on_error = on_error
@@ -125,7 +127,8 @@ class Manifest:
                         "updated": time.time(), "counts": self.counts(),
                         "inputs": [asdict(record) for record in self.records]}
             try:
-                write_atomically(self.path, json.dumps(document, indent=1) + "\n", overwrite=self._replace,
+                write_atomically(self.path, json.dumps(document, indent=1) + "\n",
+                                 overwrite=self._replace,
                                  protect=self.protect, what="manifest", sweep=not self._swept)
             except OutputError as exc:
                 if self.error is None:
@@ -165,7 +168,8 @@ def earlier_records(path: Path) -> dict[str, dict]:
         document = json.loads(path.read_text(encoding="utf-8"))
         records = document["inputs"] if document.get("format") == "streamconv-batch" else None
     except (OSError, ValueError, KeyError, AttributeError) as exc:
-        raise OutputError(f"cannot resume from {path}: not a readable streamconv batch manifest ({exc})") from None
+        raise OutputError(f"cannot resume from {path}: not a readable streamconv batch manifest "
+                          f"({exc})") from None
     if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
         raise OutputError(f"cannot resume from {path}: not a streamconv batch manifest")
     return {str(record.get("output", "")): record for record in records}
@@ -188,7 +192,8 @@ def looks_like_manifest(path: str | Path) -> bool:
 
 
 def file_identity(path: str | Path) -> tuple[int, int] | None:
-    """(size, mtime_ns) of the regular file at ``path`` (links followed), or None if there is none."""
+    """(size, mtime_ns) of the regular file at ``path`` (links followed), or None if there is
+    none."""
     try:
         info = os.stat(path)
     except (OSError, ValueError):
@@ -199,7 +204,8 @@ def file_identity(path: str | Path) -> tuple[int, int] | None:
 def not_a_file(name: str | Path, *, now: bool = False) -> InputError:
     """The error for an input that is there but is no regular file (``now``: no longer, as it was
     when the batch found it): FFmpeg's opening of a FIFO waits for a writer, for ever."""
-    return InputError(f"input {name} is {'no longer' if now else 'not'} a regular file (a FIFO, socket, "
+    return InputError(f"input {name} is {'no longer' if now else 'not'} a regular file (a FIFO, "
+                      "socket, "
                       f"device or folder is there); a batch reads files")
 
 

@@ -45,13 +45,15 @@ def only_batch(manifest: Path, planned: tuple[int, int] | None) -> Iterator[None
     fd = _acquire(lock, manifest)
     try:
         if file_identity(manifest) != planned:
-            raise OutputError(f"{manifest} changed since this batch read it (another batch of it ran "
+            raise OutputError(f"{manifest} changed since this batch read it (another batch of it "
+                              "ran "
                               f"meanwhile); run the batch again")
         yield
     finally:
         if fd is not None:
             try:
-                os.unlink(lock)  # while still held: a batch waiting on this file then retries on a new one
+                # while still held: a batch waiting on this file then retries on a new one
+                os.unlink(lock)
             except OSError:
                 pass
             os.close(fd)
@@ -64,13 +66,16 @@ def _acquire(lock: Path, manifest: Path) -> int | None:
         try:
             fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError as exc:
-            raise OutputError(f"cannot lock the manifest {manifest}: {lock}: {exc.strerror or exc}") from None
+            raise OutputError(f"cannot lock the manifest {manifest}: {lock}: "
+                              f"{exc.strerror or exc}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise OutputError(f"another batch is running with the manifest {manifest} (it holds {lock}); "
-                              f"let it end, or give this one another OUTDIR or --manifest") from None
+            raise OutputError(f"another batch is running with the manifest {manifest} (it holds "
+                              f"{lock}); "
+                              "let it end, or give this one another OUTDIR or "
+                              "--manifest") from None
         except OSError:  # a file system without locks: batches are not kept apart there
             os.close(fd)
             return None

@@ -1,4 +1,5 @@
-"""Several sources in one run: each through its own Pipeline, all at once, in threads of this process.
+"""Several sources in one run: each through its own Pipeline, all at once, in threads of this
+process.
 
 Every source keeps its own ring, CUDA streams, decoder and stats; the threads share the
 process's CUDA context, compiled kernels and imports (as a batch's threads do). A source that
@@ -19,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 from ..frames.arguments import check_flag, check_sequence, keywords_of
 from ..errors import (EXIT_DAMAGED_INPUT, InputError, Interrupted, OutputError, StreamconvError,
-                     run_exit_code)
+                      run_exit_code)
 from ..chain.filters import FilterStage
 from ..interrupts import stop_on_signals
 from ..io.sources.source import Source
@@ -103,9 +104,11 @@ class MultiRun:
     :meth:`run` owns the pipelines from then on (each closes its source and sink).
     """
 
-    def __init__(self, pipelines: Sequence[Pipeline | BaseException], labels: Sequence[str] | None = None) -> None:
+    def __init__(self, pipelines: Sequence[Pipeline | BaseException],
+                 labels: Sequence[str] | None = None) -> None:
         self.pipelines = list(pipelines)
-        names = labels or [p.source.describe() if isinstance(p, Pipeline) else "?" for p in self.pipelines]
+        names = labels or \
+            [p.source.describe() if isinstance(p, Pipeline) else "?" for p in self.pipelines]
         self.results = [SourceResult(n, str(name)) for n, name in enumerate(names)]
         for result, item in zip(self.results, self.pipelines):
             if not isinstance(item, Pipeline):
@@ -113,7 +116,8 @@ class MultiRun:
         self._ended: list[threading.Event] = []
 
     def stop(self, signum: int | None = None) -> None:
-        """Ask every source to stop and finish its output; safe from any thread and signal handlers."""
+        """Ask every source to stop and finish its output; safe from any thread and signal
+        handlers."""
         for pipeline in self._running():
             pipeline.stop(signum)
 
@@ -142,8 +146,10 @@ class MultiRun:
             if isinstance(pipeline, Pipeline):
                 ended = threading.Event()
                 self._ended.append(ended)
-                threads.append(threading.Thread(target=self._run_one, args=(result, pipeline, ended),
-                                                name=f"streamconv-source-{result.index}", daemon=True))
+                threads.append(threading.Thread(target=self._run_one,
+                                                args=(result, pipeline, ended),
+                                                name=f"streamconv-source-{result.index}",
+                                                daemon=True))
         with stop_on_signals(self._stop_on_signal):
             for thread in threads:
                 thread.start()
@@ -166,7 +172,8 @@ class MultiRun:
         try:
             result.stats = pipeline.run()
         except BaseException as exc:  # this source's end: kept in its result, the others go on
-            result.stats = pipeline.stats if pipeline.stats is not None and pipeline.stats.frames else None
+            result.stats = pipeline.stats if pipeline.stats is not None and \
+                pipeline.stats.frames else None
             result.error = exc
             if isinstance(exc, Interrupted):
                 pass  # aborted by the second signal, which the main thread reports
@@ -199,7 +206,8 @@ def open_all(makers: Sequence[Callable[[], Pipeline]]) -> list[Pipeline | BaseEx
 
 
 def run_many(sources: Sequence[Source | str | Path], filters: Sequence[str | FilterStage] = (),
-             output: str | Path | None = None, *, display: bool = False, **options: Any) -> MultiResult:
+             output: str | Path | None = None, *, display: bool = False,
+             **options: Any) -> MultiResult:
     """Filter several sources at once, each through its own Pipeline, in one process.
 
     Args:
@@ -229,7 +237,8 @@ def run_many(sources: Sequence[Source | str | Path], filters: Sequence[str | Fil
     options = check_passed_on(options, keywords_of(Pipeline) - {"source", "filters", "sink"},
                               "run_many")
     if output is not None and len(sources) > 1 and PLACEHOLDER not in str(output):
-        raise OutputError(f"{len(sources)} sources into one output {str(output)!r}: put {PLACEHOLDER} "
+        raise OutputError(f"{len(sources)} sources into one output {str(output)!r}: put "
+                          f"{PLACEHOLDER} "
                           f"in its name (the source's index from 0)")
     labels = [s.describe() if isinstance(s, Source) else str(s) for s in sources]
     wall = None
@@ -241,7 +250,8 @@ def run_many(sources: Sequence[Source | str | Path], filters: Sequence[str | Fil
     return run_tiled(makers, labels, wall)
 
 
-def run_tiled(makers: Sequence[Callable[[], Pipeline]], labels: Sequence[str], wall=None) -> MultiResult:
+def run_tiled(makers: Sequence[Callable[[], Pipeline]], labels: Sequence[str],
+              wall=None) -> MultiResult:
     """Open every pipeline that ``makers`` build (each shown in its own tile of ``wall``, a
     :class:`streamconv.io.sinks.tiles.TileWall`, when given), run them all at once, then close the
     wall; ``labels`` name the sources in tiles and results."""
@@ -254,7 +264,8 @@ def run_tiled(makers: Sequence[Callable[[], Pipeline]], labels: Sequence[str], w
         return opened
 
     try:
-        return MultiRun(open_all([shown(n, make) for n, make in enumerate(makers)]), list(labels)).run()
+        return MultiRun(open_all([shown(n, make) for n, make in enumerate(makers)]),
+                        list(labels)).run()
     finally:
         if wall is not None:
             wall.close()

@@ -42,7 +42,8 @@ def default_processes(workers: int) -> int:
     return max(1, -(-workers // THREADS_PER_PROCESS))
 
 
-def worker_plan(devices: list[int], jobs: int, processes: int | None, pending: int) -> tuple[list[int], int]:
+def worker_plan(devices: list[int], jobs: int, processes: int | None,
+                pending: int) -> tuple[list[int], int]:
     """(the device of each worker thread, the worker processes they are shared among): ``jobs``
     threads per device, the devices in turn, but never more threads than ``pending`` inputs
     (``--jobs 100000`` on one input starts one thread, not 25000 processes); ``processes`` as
@@ -66,7 +67,8 @@ class BatchSettings:
     run: RunSettings
     sink_options: dict[str, Any]
     overwrite: bool = False
-    ours: set[str] = field(default_factory=set)  # outputs still as a batch of the manifest published them
+    # outputs still as a batch of the manifest published them
+    ours: set[str] = field(default_factory=set)
     open_ahead: bool = True  # open each worker's next input while its current one runs
 
     def replaces(self, output: str) -> bool:
@@ -77,8 +79,9 @@ class BatchSettings:
 
 class Running:
     """The pipelines running now in this process, so that a second signal can abort them; a
-    segmented input's run stands in for its segments (see :func:`streamconv.jobs.segments.run_segments`:
-    like a Pipeline it has ``abort(signum)`` and ``stats.frames``)."""
+    segmented input's run stands in for its segments (see
+    :func:`streamconv.jobs.segments.run_segments`: like a Pipeline it has ``abort(signum)`` and
+    ``stats.frames``)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -121,7 +124,8 @@ class Running:
 
 
 class Prefetch:
-    """The next input of a worker opened ahead (source, decoder, sink: ``Pipeline(...)``) on a thread
+    """The next input of a worker opened ahead (source, decoder, sink: ``Pipeline(...)``) on a
+    thread
     of its own while the worker's current input runs, so that the next one's first frame follows
     the end of the current one without the file's opening and probing in between.
 
@@ -152,7 +156,8 @@ class Prefetch:
         return self._pipeline
 
     def discard(self) -> None:
-        """Let an input that will not run go (the batch stops): its pipeline is closed, nothing written."""
+        """Let an input that will not run go (the batch stops): its pipeline is closed, nothing
+        written."""
         self._thread.join()
         if self._pipeline is not None:
             self._pipeline.close()
@@ -236,8 +241,8 @@ def open_input(record: BatchRecord, device: int, settings: BatchSettings) -> Pip
     note_input(record)
     make_output_folder(Path(record.output).parent)
     sink_options = {**settings.sink_options, "overwrite": settings.replaces(record.output)}
-    return Pipeline(record.input, settings.filters, record.output, settings=replace(settings.run, device=device),
-                    sink_options=sink_options)
+    return Pipeline(record.input, settings.filters, record.output,
+                    settings=replace(settings.run, device=device), sink_options=sink_options)
 
 
 def make_output_folder(folder: Path) -> None:
@@ -250,7 +255,9 @@ def make_output_folder(folder: Path) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        why = "a file is in the way" if isinstance(exc, (FileExistsError, NotADirectoryError)) else exc.strerror
+        why = "a file is in the way" if isinstance(exc,
+                                                   (FileExistsError,
+                                                    NotADirectoryError)) else exc.strerror
         raise OutputError(f"cannot make the output folder {folder}: {why or exc}") from None
 
 
@@ -275,7 +282,8 @@ def run_input(record: BatchRecord, device: int, settings: BatchSettings, running
     it starts to run, not when it began to be opened ahead."""
 
     def one_piece() -> tuple[RunStats, int | None]:
-        pipeline = prefetch.pipeline() if prefetch is not None else open_input(record, device, settings)
+        pipeline = prefetch.pipeline() if prefetch is not None else open_input(record, device,
+                                                                               settings)
         running.add(pipeline)
         return pipeline.run(), pipeline.stop_signal
 
@@ -283,7 +291,8 @@ def run_input(record: BatchRecord, device: int, settings: BatchSettings, running
     judge_run(record, one_piece, running)
 
 
-def judge_run(record: BatchRecord, work: Callable[[], tuple[RunStats, int | None]], running: Running) -> None:
+def judge_run(record: BatchRecord, work: Callable[[], tuple[RunStats, int | None]],
+              running: Running) -> None:
     """Call ``work()`` for one input, which runs it and returns its stats and the signal that
     stopped it early (None: it ran to the end), and fill ``record`` with how it ended: its
     figures, or failed / interrupted with the error (never raises for the input's own failure);
@@ -381,8 +390,8 @@ def die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def worker_process(settings: BatchSettings, devices: list[int], gate_counts, tasks, results, stop_taking, abort,
-                   log_level: int, parent: int) -> None:
+def worker_process(settings: BatchSettings, devices: list[int], gate_counts, tasks, results,
+                   stop_taking, abort, log_level: int, parent: int) -> None:
     """A worker process: one thread per entry of ``devices`` takes ``(index, record)`` tasks while
     :class:`AheadGate` (over ``gate_counts``) says some are pending (or until ``stop_taking``), and
     reports ``("running", index, device)`` and ``("ended", index, record fields)`` on ``results``;
@@ -396,7 +405,8 @@ def worker_process(settings: BatchSettings, devices: list[int], gate_counts, tas
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     logging.basicConfig(level=log_level, format="streamconv: %(message)s", force=True)
     running, gate = Running(), AheadGate(gate_counts)
-    threads = [threading.Thread(target=_work, args=(device, settings, gate, tasks, results, stop_taking, running),
+    threads = [threading.Thread(target=_work,
+                                args=(device, settings, gate, tasks, results, stop_taking, running),
                                 daemon=True) for device in devices]
     for thread in threads:
         thread.start()

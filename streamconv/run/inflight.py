@@ -59,7 +59,8 @@ class InFlight(Generic[Note]):
         return len(self._owed) - self._assigned
 
     def submit(self, slot: Slot, note: Note = None) -> None:
-        """Queue ``slot``'s frame on the backend and keep it as the newest (not if submit raised)."""
+        """Queue ``slot``'s frame on the backend and keep it as the newest (not if submit
+        raised)."""
         frame = (slot.meta, slot.started, slot.counts_at_read, note)
         self._backend.submit(slot)
         self._owed.append(frame)

@@ -23,10 +23,10 @@ SETTINGS = tuple(field.name for field in fields(RunSettings))
 
 def check_run_options(options: Mapping[str, Any]) -> dict[str, Any]:
     """Pipeline's keyword arguments among ``options`` that need no source, checked: the
-    :class:`streamconv.run.settings.RunSettings` fields as it checks them (``ring`` 1 to
-    MAX_RING, ``device`` >= 0, ``max_frames`` >= 0 or None, ``max_pixels`` >= 1 or None,
-    ``colour``, ``border``, ``kernel``, ``decoder``), the flags ``progress`` and ``status``, ``on_frame`` (callable or None),
-    ``sink`` and ``sink_options`` (:func:`streamconv.io.open.check_sink`).
+    :class:`streamconv.run.settings.RunSettings` fields as it checks them (``ring`` 1 to MAX_RING,
+    ``device`` >= 0, ``max_frames`` >= 0 or None, ``max_pixels`` >= 1 or None, ``colour``,
+    ``border``, ``kernel``, ``decoder``), the flags ``progress`` and ``status``, ``on_frame``
+    (callable or None), ``sink`` and ``sink_options`` (:func:`streamconv.io.open.check_sink`).
 
     Returns:
         ``options`` as a new dict, the counts as ints and ``sink_options`` as a dict.

@@ -1,4 +1,5 @@
-"""One-line progress on a terminal's stderr: a bar for runs of known length, a status line for live runs."""
+"""One-line progress on a terminal's stderr: a bar for runs of known length, a status line for live
+runs."""
 
 from __future__ import annotations
 
@@ -68,7 +69,7 @@ class ProgressBar:
 
 
 class StatusLine:
-    """Redraws ``12 s  29.9 fps  360 frames  0 dropped | read 1.1/1.9  kernel ... latency 4.0/5.2 ms``
+    """Redraws ``12 s 29.9 fps 360 frames 0 dropped | read 1.1/1.9 kernel ... latency 4.0/5.2 ms``
     about once a second: fps, drops, and per-stage p50/p95 over the frames since the last draw.
 
     Args:

@@ -71,11 +71,13 @@ def _is_stream_device(target: str | os.PathLike) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
 
 
-def check_progress_target(target: str | os.PathLike, *, overwrite: bool = False, protect: Iterable = ()) -> None:
+def check_progress_target(target: str | os.PathLike, *, overwrite: bool = False,
+                          protect: Iterable = ()) -> None:
     """Refuse a ``--progress`` file before any work, as :class:`ProgressFile` would.
 
     Raises:
-        OutputError: (exit 6) as :func:`streamconv.files.publish.check_output_path` for a regular file.
+        OutputError: (exit 6) as :func:`streamconv.files.publish.check_output_path` for a regular
+            file.
     """
     if not _is_stdout(target) and not _is_stream_device(target):
         check_output_path(target, overwrite=overwrite, protect=protect, what="--progress")
@@ -97,8 +99,8 @@ class ProgressFile:
         OutputError: (exit 6) the file is refused or cannot be created.
     """
 
-    def __init__(self, target: str | os.PathLike, *, overwrite: bool = False, protect: Iterable = (),
-                 interval: float = INTERVAL) -> None:
+    def __init__(self, target: str | os.PathLike, *, overwrite: bool = False,
+                 protect: Iterable = (), interval: float = INTERVAL) -> None:
         check_path(target, "progress_file", OutputError)
         check_progress_target(target, overwrite=overwrite, protect=protect)
         self.target = target
@@ -124,7 +126,8 @@ class ProgressFile:
                 return _open_stream_device(target), True
             if overwrite and os.path.lexists(target):
                 os.unlink(target)  # a link is replaced, its target left alone
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW",
+                                                                   0) | getattr(os, "O_CLOEXEC", 0)
             return os.fdopen(os.open(target, flags, 0o666), "w", encoding="utf-8"), True
         except OSError as exc:
             raise OutputError(f"cannot write --progress {target}: {exc.strerror or exc}") from None
@@ -158,7 +161,8 @@ class ProgressFile:
         micros = round(seconds * 1e6)
         dropped = getattr(self._stats, "dropped", 0) or 0
         clock = f"{int(seconds // 3600):02d}:{int(seconds % 3600 // 60):02d}:{seconds % 60:09.6f}"
-        return (f"frame={count}\nfps={count / elapsed:.2f}\nout_time_us={micros}\nout_time_ms={micros}\n"
+        return (
+            f"frame={count}\nfps={count / elapsed:.2f}\nout_time_us={micros}\nout_time_ms={micros}\n"
                 f"out_time={clock}\ndrop_frames={dropped}\ndropped={dropped}\n"
                 f"speed={seconds / elapsed:.3g}x\nprogress={state}\n")
 
@@ -177,11 +181,13 @@ class ProgressFile:
             self._failed = True  # a reader that went away, or a full disk, does not end the run
             reason = getattr(exc, "strerror", None) or exc
             if self._regular:  # but a file that cannot be written whole is not left half-written
-                log.warning("--progress %s: %s; no progress is written there, and the file was removed",
+                log.warning("--progress %s: %s; no progress is written there, and the file was "
+                            "removed",
                             self.target, reason)
                 self._remove()
             else:
-                log.warning("--progress %s: %s; no more progress is written there", self.target, reason)
+                log.warning("--progress %s: %s; no more progress is written there", self.target,
+                            reason)
 
     def _remove(self) -> None:
         try:

@@ -4,8 +4,8 @@
     filled --compute (the thread that calls run(); owns every CUDA call): submit--> in flight
     in flight --backend says done--> done --writer: sink.send(slot.host_out)--> free
 
-The compute thread keeps the slots in flight in order with :class:`streamconv.run.inflight.InFlight`,
-as StreamFilter does in its caller's thread.
+The compute thread keeps the slots in flight in order with
+:class:`streamconv.run.inflight.InFlight`, as StreamFilter does in its caller's thread.
 
 The ring bounds memory: at most ``ring`` frames exist at once. A file source blocks when
 no slot is free and never drops a frame; a live source keeps only its newest frame, and
@@ -54,8 +54,10 @@ class RunControls:
     """The events a run's threads watch, set from any thread (signal handlers included)."""
 
     stop: threading.Event = field(default_factory=threading.Event)  # stop reading and finish
-    swap: threading.Event = field(default_factory=threading.Event)  # a new chain waits: end the epoch
-    aborting: threading.Event = field(default_factory=threading.Event)  # a second signal: write no more
+    # a new chain waits: end the epoch
+    swap: threading.Event = field(default_factory=threading.Event)
+    # a second signal: write no more
+    aborting: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass
@@ -81,7 +83,8 @@ def damage_found(source: Source) -> int:
 
 @dataclass
 class RunClock:
-    """When the run's first frame was read, its first written and its last written (``time.perf_counter()``)."""
+    """When the run's first frame was read, its first written and its last written
+    (``time.perf_counter()``)."""
 
     first: float | None = None
     last: float | None = None
@@ -148,7 +151,8 @@ class RingEpoch:
             self.errors.insert(0, exc)
             self.controls.stop.set()
             if isinstance(exc, Interrupted):
-                self.controls.aborting.set()  # nothing more is written; a blocked read is not waited for
+                # nothing more is written; a blocked read is not waited for
+                self.controls.aborting.set()
         finally:
             self._finish(reader, writer, patience=1.0 if self.controls.aborting.is_set() else None)
         if self.errors:
@@ -287,7 +291,8 @@ class RingEpoch:
                 try:
                     in_flight.submit(slot)
                 except BaseException:
-                    for finished, _ in in_flight.salvage():  # the frames before this one are still good
+                    # the frames before this one are still good
+                    for finished, _ in in_flight.salvage():
                         self.done.put(finished)
                     raise
                 for finished, _ in in_flight.retire_done():
@@ -319,7 +324,8 @@ class RingEpoch:
                 self.done.put(finished)
 
     def _next_filled(self, in_flight: InFlight) -> Slot | object:
-        """The next filled slot (or ``_END``); while none waits, finish the oldest frame in flight."""
+        """The next filled slot (or ``_END``); while none waits, finish the oldest frame in
+        flight."""
         while True:
             try:
                 return self.filled.get_nowait()
@@ -341,7 +347,8 @@ class RingEpoch:
                 if not self.controls.stop.is_set():
                     continue
             stopped_at = stopped_at or time.monotonic()
-            # An abort (a batch's or several sources' second signal) writes nothing more: no patience.
+            # An abort (a batch's or several sources' second signal) writes nothing more: no
+            # patience.
             patience = 0 if self.controls.aborting.is_set() else READ_PATIENCE
             if self.in_read and time.monotonic() - stopped_at >= patience:
                 self._give_up_reader(quietly=not patience)
@@ -354,7 +361,8 @@ class RingEpoch:
         self.reader_abandoned = True
         self.source.interrupt()
         if not quietly:
-            log.warning("the input sent nothing for %g s after the stop: finishing without it", READ_PATIENCE)
+            log.warning("the input sent nothing for %g s after the stop: finishing without it",
+                        READ_PATIENCE)
 
     def _fresh_batch(self, slot: Slot, recycle: queue.Queue | None) -> tuple[list[Slot], bool]:
         """The slots to submit, starting with ``slot``, and whether the reader has finished.

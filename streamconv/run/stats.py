@@ -52,7 +52,8 @@ GAMMA = (1 + RELATIVE_ERROR) / (1 - RELATIVE_ERROR)
 _LOG_GAMMA = math.log(GAMMA)
 
 MIN_SECONDS = 1e-9
-"""Times below this (1 ns, and 0) share the lowest bucket: their error is under 1 ns, not relative."""
+"""Times below this (1 ns, and 0) share the lowest bucket: their error is under 1 ns, not
+relative."""
 
 MAX_SECONDS = 1e6
 """Times above this (11.6 days) share the highest bucket (the exact maximum is kept besides)."""
@@ -113,7 +114,8 @@ class StageTimes:
         histogram add up; the raw times kept are this one's, then the other's, the last ``cap``."""
         self.count += other.count
         self.total += other.total
-        self.minimum, self.maximum = min(self.minimum, other.minimum), max(self.maximum, other.maximum)
+        self.minimum, self.maximum = min(self.minimum, other.minimum), max(self.maximum,
+                                                                           other.maximum)
         for index, count in other._buckets.items():
             self._buckets[index] = self._buckets.get(index, 0) + count
         self._recent = array("d", (self.recent() + other.recent())[-self.cap:])
@@ -294,22 +296,24 @@ class RunStats:
 
     def write_json(self, path: str | Path, *, overwrite: bool = False, protect=(),
                    what: str = "stats JSON", outcome: dict | None = None) -> None:
-        """Write :meth:`to_dict` to ``path``, whole or not at all (:func:`streamconv.files.publish.write_atomically`);
+        """Write :meth:`to_dict` to ``path``, whole or not at all
+        (:func:`streamconv.files.publish.write_atomically`);
         ``outcome`` (such as the run's ``exit_code`` and ``error``) comes first in the object.
 
         Raises:
             OutputError: ``path`` exists (without ``overwrite``), is one of ``protect`` (input
                 specs, or a role -> spec mapping), or cannot be written whole.
         """
-        write_atomically(path, json.dumps({**(outcome or {}), **self.to_dict()}, indent=1) + "\n", overwrite=overwrite,
-                         protect=protect, what=what)
+        write_atomically(path, json.dumps({**(outcome or {}), **self.to_dict()}, indent=1) + "\n",
+                         overwrite=overwrite, protect=protect, what=what)
 
     def format_table(self) -> str:
         """A plain-text table: one row per stage with p50/p95/p99/max in ms, then totals."""
         header = f"{'stage':<9}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}{'max ms':>9}"
         lines = [header, "-" * len(header)]
         for stage, row in self.summary().items():
-            lines.append(f"{stage:<9}" + "".join(f"{row[k]:>9.3f}" for k in ("p50", "p95", "p99", "max")))
+            lines.append(f"{stage:<9}" + "".join(f"{row[k]:>9.3f}"
+                                                 for k in ("p50", "p95", "p99", "max")))
         tail = f"{self.frames} frames in {self.wall_seconds:.2f} s = {self.fps:.1f} fps"
         if self.dropped:
             tail += f", {self.dropped} dropped"
@@ -326,12 +330,14 @@ class RunStats:
         return "\n".join(lines)
 
 
-def combine_stats(results: Sequence[RunStats], seconds: float, found: Sequence[str] = ()) -> RunStats:
+def combine_stats(results: Sequence[RunStats], seconds: float,
+                  found: Sequence[str] = ()) -> RunStats:
     """One RunStats for a segmented run: the segments' frames, errors and damage (each phrase
     once) with the damage ``found`` apart (by the join), their stage times
     merged, the first frame any of them wrote, and ``seconds`` of wall time."""
     total = RunStats(backend=results[0].backend, decoder=results[0].decoder, wall_seconds=seconds)
-    total.first_written = min((s.first_written for s in results if s.first_written is not None), default=None)
+    total.first_written = min((s.first_written for s in results if s.first_written is not None),
+                              default=None)
     for stats in results:
         total.frames += stats.frames
         total.decode_errors += stats.decode_errors

@@ -28,7 +28,8 @@ def busy_planes(layout: YuvLayout, seed: int) -> np.ndarray:
         if number == 0:
             values = (40 + 170 * ramp) * scale  # luma across most of its range
         else:
-            values = (128 + (60 if number == 1 else -60) * (ramp - 0.5)) * scale  # chroma both ways of grey
+            # chroma both ways of grey
+            values = (128 + (60 if number == 1 else -60) * (ramp - 0.5)) * scale
         noise = rng.integers(-12, 13, plane.shape) * scale
         plane[...] = np.clip(np.rint(values) + noise, 0, top)
     return planes
@@ -55,7 +56,8 @@ def read_clip(path, layout: YuvLayout) -> list[np.ndarray]:
     with av.open(str(path)) as container:
         context = container.streams.video[0].codec_context
         assert context.pix_fmt == layout.pix_fmt
-        assert (int(context.colorspace), int(context.color_range)) == (layout.colour.space, layout.colour.range)
+        assert (int(context.colorspace), int(context.color_range)) == (layout.colour.space,
+                                                                       layout.colour.range)
         for frame in container.decode(video=0):
             planes = np.empty(layout.shape, layout.dtype)
             frame_to_planes(planes, frame, layout)
@@ -66,7 +68,8 @@ def read_clip(path, layout: YuvLayout) -> list[np.ndarray]:
 def compare(written: list[np.ndarray], read: list[np.ndarray], layout: YuvLayout) -> dict[str, int]:
     """Counts of samples inside the cube (per the pixels their conversion reads), of those
     changed, and of samples outside it and those changed; the largest change outside."""
-    counts = dict.fromkeys(("inside", "inside_changed", "outside", "outside_changed", "outside_max"), 0)
+    counts = dict.fromkeys(("inside", "inside_changed", "outside", "outside_changed",
+                            "outside_max"), 0)
     assert len(read) == len(written)
     for before, after in zip(written, read):
         pixels = unclipped_pixels(before, layout)
@@ -82,8 +85,10 @@ def compare(written: list[np.ndarray], read: list[np.ndarray], layout: YuvLayout
 
 
 @pytest.mark.parametrize("bits", [8, 10])
-@pytest.mark.parametrize("space, colour_range", [(1, 1), (1, 2), (5, 1)], ids=["bt709-limited", "bt709-full", "bt601-limited"])
-def test_identity_with_the_cpu_default_gives_back_every_in_gamut_sample(cli, tmp_path, bits, space, colour_range):
+@pytest.mark.parametrize("space, colour_range", [(1, 1), (1, 2), (5, 1)],
+                         ids=["bt709-limited", "bt709-full", "bt601-limited"])
+def test_identity_with_the_cpu_default_gives_back_every_in_gamut_sample(cli, tmp_path, bits, space,
+                                                                        colour_range):
     """From the CLI, no --colour: the planes path, every sample inside the RGB cube exactly; those
     outside are clipped to it (the filters see RGB of the frame's depth)."""
     layout = YuvLayout(W, H, ColourTags(space, colour_range), colour_range == 2, bits)
@@ -95,7 +100,8 @@ def test_identity_with_the_cpu_default_gives_back_every_in_gamut_sample(cli, tmp
     assert f"colour: {layout.describe()} planes, converted by the backend" in result.stderr
     counts = compare(written, read_clip(output, layout), layout)
     total = counts["inside"] + counts["outside"]
-    assert counts["inside"] > total / 2 and counts["outside"] > total / 50  # both kinds well present
+    # both kinds well present
+    assert counts["inside"] > total / 2 and counts["outside"] > total / 50
     assert counts["inside_changed"] == 0
     assert counts["outside_changed"] > 0  # clipped: what lies outside the cube is lost
 

@@ -9,7 +9,8 @@ import pytest
 from streamconv.backends.cpu.backend import CpuBackend
 from streamconv.frames.borders import BORDER_MODES, pad_frame
 from streamconv.errors import FrameFormatError, FrameTypeError
-from streamconv.chain.filters import REGISTRY, build_filter, parse_filter, validate_taps, FilterStage
+from streamconv.chain.filters import (REGISTRY, build_filter, parse_filter, validate_taps,
+                                      FilterStage)
 from streamconv.chain.temporal import TEMPORAL_NAMES
 
 from helpers.oracle import random_taps, reference_chain, reference_filter
@@ -155,7 +156,8 @@ def test_pad_frame_modes():
     assert pad_frame(row, 2, "reflect101")[2, :, 0].tolist() == [3, 2, 1, 2, 3, 4, 3, 2]
     assert pad_frame(row, 2, "replicate")[2, :, 0].tolist() == [1, 1, 1, 2, 3, 4, 4, 4]
     assert pad_frame(row, 2, "zero")[2, :, 0].tolist() == [0, 0, 1, 2, 3, 4, 0, 0]
-    assert pad_frame(row, 7, "reflect101")[7, :, 0].tolist() == [2, 1, 2, 3, 4, 3, 2, 1, 2, 3, 4, 3, 2, 1, 2, 3, 4, 3]
+    assert pad_frame(row, 7, "reflect101")[7, :, 0].tolist() == [2, 1, 2, 3, 4, 3, 2, 1, 2, 3, 4, 3,
+                                                                 2, 1, 2, 3, 4, 3]
 
 
 def test_bad_frames_raise_typed_errors():

@@ -18,7 +18,8 @@ import streamconv
 from streamconv.backends.cpu.backend import CpuBackend
 from streamconv.frames.borders import BORDER_MODES
 from streamconv.errors import KernelCompileError
-from streamconv.chain.filters import REGISTRY, FilterStage, build_filter, parse_filter, validate_taps
+from streamconv.chain.filters import (REGISTRY, FilterStage, build_filter, parse_filter,
+                                      validate_taps)
 from streamconv.chain.temporal import TEMPORAL_NAMES
 from streamconv.io.sinks.sink import CallbackSink
 from streamconv.io.sources.arrays import ArraySource
@@ -37,7 +38,8 @@ NAMED = [name for name in REGISTRY
 @pytest.fixture(scope="module")
 def gpu():
     """The CUDA binding, after compiling every specialisation these tests use, in parallel."""
-    stages = [random_stage(r) for r in range(16)] + [parse_filter(f"box:size={2 * r + 1}") for r in range(16)]
+    stages = [random_stage(r) for r in range(16)] + [parse_filter(f"box:size={2 * r + 1}")
+                                                     for r in range(16)]
     wanted = [(stage, (64, 64, 3), border) for stage in stages for border in range(3)]
     wanted += [(build_filter("edge"), (64, 64, c), b) for c in (1, 3, 4) for b in range(3)]
     wanted += [(random_stage(r), (64, 64, c), b) for r in (1, 6) for c in (1, 4) for b in range(3)]
@@ -46,7 +48,8 @@ def gpu():
 
 def random_stage(radius: int) -> FilterStage:
     """Full-rank taps of radius ``radius`` (values do not matter for compiling)."""
-    return FilterStage("custom", {}, (validate_taps(random_taps(np.random.default_rng(radius), 2 * radius + 1,
+    return FilterStage("custom", {},
+                       (validate_taps(random_taps(np.random.default_rng(radius), 2 * radius + 1,
                                                                 exact=False)),))
 
 
@@ -59,7 +62,9 @@ def test_named_filters_small_frames(rng, gpu, name, border, height, width):
 
 
 @pytest.mark.parametrize("height, width", [(1080, 1920), (2160, 3840)])
-@pytest.mark.parametrize("spec", ["identity", "box:size=3", "gaussian:sigma=1", "edge", "sharpen", "box:size=31"])
+@pytest.mark.parametrize("spec",
+                         ["identity", "box:size=3", "gaussian:sigma=1", "edge", "sharpen",
+                          "box:size=31"])
 def test_named_filters_full_frames(rng, gpu, spec, height, width):
     frame = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
     border = BORDER_MODES[len(spec) % 3]
@@ -97,7 +102,8 @@ def test_ring_depths_give_identical_frames(rng, ring):
     frames = [rng.integers(0, 256, (360, 640, 3), dtype=np.uint8) for _ in range(12)]
     stages = [parse_filter("sharpen"), build_filter("edge")]
     got = []
-    stats = streamconv.Pipeline(ArraySource(frames), stages, CallbackSink(lambda f, m: got.append(f.copy())),
+    stats = streamconv.Pipeline(ArraySource(frames), stages,
+                                CallbackSink(lambda f, m: got.append(f.copy())),
                                 backend="cuda", ring=ring).run()
     cpu = CpuBackend(stages)
     assert stats.frames == 12 and "cuda" in stats.backend
@@ -126,8 +132,8 @@ def test_contexts_stay_balanced_over_several_pipelines(gpu):
     # what was current before (CuPy or PyTorch, run earlier in this process, leave theirs current)
     before = gpu.current_context()
     for _ in range(3):
-        stats = streamconv.Pipeline(streamconv.TestPattern(320, 240, frames=20), ["box:size=5"], None,
-                                    backend="cuda").run()
+        stats = streamconv.Pipeline(streamconv.TestPattern(320, 240, frames=20), ["box:size=5"],
+                                    None, backend="cuda").run()
         assert stats.frames == 20
         assert gpu.current_context() == before
 
@@ -148,16 +154,19 @@ def test_compile_error_carries_the_compilers_output(compiler, monkeypatch):
 
 @pytest.mark.parametrize("colour_args, path_logged, read_as", [
     (("--pix-fmt", "bgr0"), "RGB, converted on the host", "rgb24"),
-    (("--colour", "backend"), "planes, converted by the backend", "yuv420p"),  # colour.cu on the GPU
+    # colour.cu on the GPU
+    (("--colour", "backend"), "planes, converted by the backend", "yuv420p"),
 ], ids=["rgb-output", "yuv420p-planes"])
 def test_file_to_file_gpu_equals_cpu(tmp_path, sample_clip, colour_args, path_logged, read_as):
     """A lossless file output holds the same frames from both backends, on either colour path."""
     outputs = {}
     for backend in ("cpu", "cuda"):
         out = tmp_path / f"{backend}.mkv"
-        result = subprocess.run([sys.executable, "-m", "streamconv", "run", str(sample_clip), "-o", str(out),
+        result = subprocess.run([sys.executable, "-m", "streamconv", "run", str(sample_clip), "-o",
+                                 str(out),
                                  "--filter", "sharpen", "--filter", "edge", "--backend", backend,
-                                 "--codec", "ffv1", *colour_args, "--max-frames", "30", "-v", "--no-progress"],
+                                 "--codec", "ffv1", *colour_args, "--max-frames", "30", "-v",
+                                 "--no-progress"],
                                 capture_output=True, text=True, timeout=300)
         assert result.returncode == 0, result.stderr
         assert path_logged in result.stderr
@@ -180,13 +189,16 @@ def test_a_size_change_mid_stream_gives_the_cpu_backends_frames(tmp_path, colour
     decoded = {}
     for backend in ("cpu", "cuda"):
         output = tmp_path / f"{backend}.mkv"
-        pipeline = streamconv.Pipeline(clip, ["gaussian:sigma=1"], output, backend=backend, colour=colour,
+        pipeline = streamconv.Pipeline(clip, ["gaussian:sigma=1"], output, backend=backend,
+                                       colour=colour,
                                        sink_options={"codec": "ffv1", "pix_fmt": "yuv420p"})
         assert (pipeline.planes is not None) == (colour == "backend")
         stats = pipeline.run()
         assert stats.frames == 10 and stats.resizes == 1
         with av.open(str(output)) as container:
-            decoded[backend] = [frame.to_ndarray() for frame in container.decode(video=0)]  # I420 planes
+            # I420 planes
+            decoded[backend] = [frame.to_ndarray() for frame in container.decode(video=0)]
     assert [f.shape for f in decoded["cuda"]] == [(72, 64)] * 10  # 64x48 luma + chroma rows
     for cpu, gpu in zip(decoded["cpu"], decoded["cuda"], strict=True):
-        assert np.abs(cpu.astype(int) - gpu).max() <= 1  # the filters' 1 LSB, through the same conversion
+        # the filters' 1 LSB, through the same conversion
+        assert np.abs(cpu.astype(int) - gpu).max() <= 1

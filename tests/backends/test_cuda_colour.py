@@ -23,7 +23,8 @@ from helpers.gpu_check import exact_taps
 pytestmark = pytest.mark.cuda
 
 CASES = [(1, False), (1, True), (5, False), (6, True), (9, False), (2, False)]
-CASE_IDS = ["bt709-limited", "bt709-full", "bt601-limited", "bt601-full", "bt2020-limited", "untagged"]
+CASE_IDS = ["bt709-limited", "bt709-full", "bt601-limited", "bt601-full", "bt2020-limited",
+            "untagged"]
 SIZES = [(2, 2), (66, 34), (130, 2), (2, 98), (1920, 1080), (3840, 2160)]
 # Chains of exact taps only: an inexact stage's 1-LSB rounding would be magnified by the next.
 CHAINS = [["sharpen"], ["box:size=5"], ["gaussian:sigma=2"], ["edge"], ["emboss", "sharpen"]]
@@ -83,7 +84,9 @@ def test_full_frames(rng, width, height, bits):
     planes = random_planes(rng, layout)
     for specs in (["sharpen"], ["edge"]):
         with CudaBackend(parse_chain(specs)) as backend:
-            got = poisoned_run(backend, backend.allocate_slots(layout.frame_shape, 1, planes=layout)[0], planes)
+            got = poisoned_run(backend,
+                               backend.allocate_slots(layout.frame_shape, 1, planes=layout)[0],
+                               planes)
         check_planes(specs, layout, planes, got)
 
 
@@ -91,7 +94,8 @@ def test_no_filters_pass_the_planes_through(rng):
     layout = layout_for(64, 32, 1, False)
     planes = rng.integers(0, 256, layout.shape, dtype=np.uint8)
     with CudaBackend([]) as backend:
-        got = poisoned_run(backend, backend.allocate_slots(layout.frame_shape, 1, planes=layout)[0], planes)
+        got = poisoned_run(backend, backend.allocate_slots(layout.frame_shape, 1, planes=layout)[0],
+                           planes)
     np.testing.assert_array_equal(got, planes)
 
 

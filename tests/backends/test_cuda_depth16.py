@@ -1,4 +1,5 @@
-"""16-bit frames on the GPU (conv2d.cu with uint16 samples) against the CPU oracle, outputs poisoned first.
+"""16-bit frames on the GPU (conv2d.cu with uint16 samples) against the CPU oracle, outputs poisoned
+first.
 
 Every test here carries the ``cuda`` marker and is skipped, with the reason, where there is no
 GPU, CUDA binding or kernel for it.
@@ -13,7 +14,8 @@ import pytest
 import streamconv
 from streamconv.frames.borders import BORDER_MODES
 from streamconv.errors import SettingsError
-from streamconv.chain.filters import REGISTRY, FilterStage, build_filter, parse_filter, validate_taps
+from streamconv.chain.filters import (REGISTRY, FilterStage, build_filter, parse_filter,
+                                      validate_taps)
 from streamconv.chain.temporal import TEMPORAL_NAMES
 
 from helpers.gpu_check import check_against_cpu, precompile_plans
@@ -63,7 +65,8 @@ def test_named_filters_on_uint16(rng, gpu, name, border, height, width):
 def test_random_taps_every_size_border_and_channel_count(rng, gpu, size):
     inexact = _stage(random_taps(rng, size, exact=False) * 1.5)  # gain: saturates at both ends
     exact = _stage(_exact_unit_taps(rng, size))
-    for border, channels in [(border, 3) for border in BORDER_MODES] + [("reflect101", 1), ("zero", 4)]:
+    for border, channels in [(border, 3) for border in BORDER_MODES] + [("reflect101", 1),
+                                                                        ("zero", 4)]:
         for height, width in SMALL_SIZES:
             frame = rng.integers(0, 65536, (height, width, channels), dtype=np.uint16)
             check_against_cpu([inexact], frame, border, gpu)
@@ -71,7 +74,8 @@ def test_random_taps_every_size_border_and_channel_count(rng, gpu, size):
 
 
 @pytest.mark.parametrize("height, width", [(1080, 1920), (2160, 3840)])
-@pytest.mark.parametrize("spec", ["identity", EXACT_BINOMIAL, "gaussian:sigma=1", "edge", "box:size=31"])
+@pytest.mark.parametrize("spec",
+                         ["identity", EXACT_BINOMIAL, "gaussian:sigma=1", "edge", "box:size=31"])
 def test_full_frames_on_uint16(rng, gpu, spec, height, width):
     frame = rng.integers(0, 65536, (height, width, 3), dtype=np.uint16)
     check_against_cpu([parse_filter(spec)], frame, BORDER_MODES[len(spec) % 3], gpu)
@@ -98,8 +102,10 @@ def test_8_bit_only_variants_refuse_16_bit_frames():
             backend.allocate_slots((16, 16, 3), 1, dtype=np.uint16)
 
 
-@pytest.mark.parametrize("ring, colour, pix_fmt", [(1, "host", "yuv420p10le"), (3, "host", "yuv420p10le"),
-                                                   (3, "backend", "yuv420p10le"), (3, "backend", "yuv420p12le")])
+@pytest.mark.parametrize("ring, colour, pix_fmt",
+                         [(1, "host", "yuv420p10le"), (3, "host", "yuv420p10le"),
+                                                   (3, "backend", "yuv420p10le"),
+                          (3, "backend", "yuv420p12le")])
 def test_deep_file_to_file_gpu_equals_cpu(tmp_path, ring, colour, pix_fmt):
     """A 10- or 12-bit clip through the 16-bit path on both backends: the same output at the
     input's depth, with the colour converted by FFmpeg's scaler on the host or by the backend
@@ -117,15 +123,20 @@ def test_deep_file_to_file_gpu_equals_cpu(tmp_path, ring, colour, pix_fmt):
     decoded = {}
     for backend in ("cpu", "cuda"):
         output = tmp_path / f"{backend}.mkv"
-        pipeline = streamconv.Pipeline(clip, [EXACT_BINOMIAL, "sharpen:amount=0.25"], output, backend=backend,
+        pipeline = streamconv.Pipeline(clip, [EXACT_BINOMIAL, "sharpen:amount=0.25"], output,
+                                       backend=backend,
                                        ring=ring, colour=colour, sink_options={"codec": "ffv1"})
         assert (pipeline.planes is not None) == (colour == "backend")
         assert pipeline.run().frames == 8
         with av.open(str(output)) as container:
             assert container.streams.video[0].codec_context.pix_fmt == pix_fmt
-            decoded[backend] = [np.concatenate([np.frombuffer(plane, np.uint16).reshape(plane.height, -1)
-                                                [:, :plane.width].ravel() for plane in frame.planes])
-                                for frame in container.decode(video=0)]  # PyAV has no 12-bit to_ndarray
+            decoded[backend] = [np.concatenate([np.frombuffer(plane,
+                                                              np.uint16).reshape(plane.height, -1)
+                                                [:, :plane.width].ravel()
+                                                for plane in frame.planes])
+                                # PyAV has no 12-bit to_ndarray
+                                for frame in container.decode(video=0)]
     for cpu, gpu in zip(decoded["cpu"], decoded["cuda"], strict=True):
-        # sharpen's taps are inexact: a 1-LSB difference at 16 bits may move a 10/12-bit sample by 1.
+        # sharpen's taps are inexact: a 1-LSB difference at 16 bits may move a 10/12-bit sample by
+        # 1.
         assert np.abs(cpu.astype(int) - gpu).max() <= 1

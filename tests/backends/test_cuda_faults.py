@@ -1,7 +1,8 @@
 """GPU faults: a failing kernel launch, a kernel that faults the context, device memory too small,
-memory over many runs in one process, and the context the process keeps between runs. Each fault is produced on the real GPU: the launch of
-one frame's kernel is given an impossible block or a bad pointer (there is no other way to make a
-correct kernel fail on demand); the memory shortage is a real allocation of almost every byte.
+memory over many runs in one process, and the context the process keeps between runs. Each fault is
+produced on the real GPU: the launch of one frame's kernel is given an impossible block or a bad
+pointer (there is no other way to make a correct kernel fail on demand); the memory shortage is a
+real allocation of almost every byte.
 
 Every test here carries the ``cuda`` marker and is skipped, with the reason, where there is no GPU.
 """
@@ -70,7 +71,8 @@ def test_the_kept_context_survives_a_clean_run_and_is_let_go_after_a_failed_one(
     kept = cuda._KEPT_CONTEXTS.get(0)
     assert kept is not None and gpu.current_context() == before
     streamconv.Pipeline(ArraySource(frames), ["box"], backend="cuda").run()
-    assert cuda._KEPT_CONTEXTS.get(0) is kept  # the same hold: no context made and destroyed per run
+    # the same hold: no context made and destroyed per run
+    assert cuda._KEPT_CONTEXTS.get(0) is kept
     break_launch_of_frame(monkeypatch, 3, "block")
     with pytest.raises(streamconv.GpuFaultError):
         streamconv.Pipeline(ArraySource(frames), ["box"], backend="cuda").run()
@@ -100,8 +102,8 @@ def test_a_kernel_that_kills_the_context_ends_the_run_with_its_exit_code(tmp_pat
                        "--backend", "cuda", "--codec", "ffv1", "--no-progress", "-q"]))
     """)
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                            env=env, cwd=tmp_path)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=120, env=env, cwd=tmp_path)
     message = assert_error(result, 12, "GPU failed at frame")
     failed_at = int(message.split("frame ")[1].split(":")[0])
     # An asynchronous fault surfaces at the next wait on the context: up to a ring (3) earlier.

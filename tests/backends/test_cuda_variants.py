@@ -43,11 +43,14 @@ def gpu():
     rng = np.random.default_rng(0)
     wanted = [(full_rank_stage(rng, k, False), (64, 64, 3), b) for k in KS for b in range(3)]
     wanted += [(build_filter("edge"), (64, 64, c), b) for c in (1, 4) for b in range(3)]
-    wanted += [(gaussian_stage(k), (64, 64, c), b) for k in (*KS, 21) for c in (1, 3, 4) for b in range(3)]
-    wanted += [(parse_filter(f"box:size={k}"), (64, 64, c), b) for k in (15, 21, 31) for c in (1, 3, 4)
+    wanted += [(gaussian_stage(k), (64, 64, c), b) for k in (*KS, 21) for c in (1, 3, 4)
+               for b in range(3)]
+    wanted += [(parse_filter(f"box:size={k}"), (64, 64, c), b) for k in (15, 21, 31)
+               for c in (1, 3, 4)
                for b in range(3)]
     wanted += [(stage, (64, 64, c), b) for k in (3, 7, 9) for c in (1, 3, 4) for b in range(3)
-               for stage in (full_rank_stage(rng, k, True), full_rank_stage(rng, k, False), three_digit_stage(rng, k))]
+               for stage in (full_rank_stage(rng, k, True), full_rank_stage(rng, k, False),
+                             three_digit_stage(rng, k))]
     wanted += [(stage, (64, 64, c), b) for k in LARGE_KS for c in (1, 3, 4) for b in range(3)
                for stage in large_k_stages(rng, k)]
     return precompile_plans(wanted, "all")
@@ -83,7 +86,8 @@ def three_digit_stage(rng, size: int) -> FilterStage:
 @pytest.mark.parametrize("size", [3, 7, 9])  # 3: conv3_tc.cu
 @pytest.mark.parametrize("channels", [1, 3, 4])
 def test_tensor_core_at_every_size_it_takes(rng, gpu, size, border, channels):
-    stages = [full_rank_stage(rng, size, True), full_rank_stage(rng, size, False), three_digit_stage(rng, size)]
+    stages = [full_rank_stage(rng, size, True), full_rank_stage(rng, size, False),
+              three_digit_stage(rng, size)]
     # Rows of 128 x k bytes plus a few (1, 3 and 4 channels): the row's end in a warp's last group.
     row_ends = [(6, 130), (5, 43), (4, 33)]
     for stage in stages:
@@ -109,7 +113,8 @@ def large_k_stages(rng, size: int) -> list[FilterStage]:
 def test_tensor_core_at_large_k(rng, gpu, size, border, channels):
     # tiles of 64 x 32 pixels: frames below one, across several, and rows ending mid-vector
     for stage in large_k_stages(rng, size):
-        assert planning.plan_stage(stage, planning.TENSOR_CORE).kernel_plan((8, 8, channels), 0).source == "conv2d_tcp"
+        assert planning.plan_stage(stage, planning.TENSOR_CORE).kernel_plan((8, 8, channels),
+                                                                            0).source == "conv2d_tcp"
         for height, width in [*FRAMES, (67, 93), (33, 130), (5, 43)]:
             frame = rng.integers(0, 256, (height, width, channels), dtype=np.uint8)
             check_against_cpu([stage], frame, border, gpu, planning.TENSOR_CORE)
@@ -188,7 +193,8 @@ def test_auto_runs_rank_one_taps_separable(gpu):
     chain = [gaussian_stage(9), build_filter("edge"), gaussian_stage(3)]
     with CudaBackend(chain) as backend:
         ran = [plan.variant for plan, _ in backend.compiled_stages((64, 80, 3))]
-    assert ran == [planning.SEPARABLE, planning.REGISTER_BLOCKED, planning.TENSOR_CORE]  # 3x3: conv3_tc.cu
+    # 3x3: conv3_tc.cu
+    assert ran == [planning.SEPARABLE, planning.REGISTER_BLOCKED, planning.TENSOR_CORE]
 
 
 def test_separable_is_refused_before_any_gpu_work(gpu):

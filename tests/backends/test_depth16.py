@@ -1,4 +1,5 @@
-"""16-bit frames: the CPU backend against the float64 oracle, the API, and 10-bit video end to end."""
+"""16-bit frames: the CPU backend against the float64 oracle, the API, and 10-bit video end to
+end."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import pytest
 from streamconv.backends.cpu.backend import CpuBackend
 from streamconv.frames.borders import BORDER_MODES
 from streamconv.errors import FrameTypeError
-from streamconv.chain.filters import REGISTRY, FilterStage, build_filter, parse_filter, validate_taps
+from streamconv.chain.filters import (REGISTRY, FilterStage, build_filter, parse_filter,
+                                      validate_taps)
 from streamconv.chain.temporal import TEMPORAL_NAMES
 
 from helpers.oracle import exact_for, random_taps, reference_chain, reference_filter
@@ -63,7 +65,8 @@ def test_float_taps_on_uint16_within_one_lsb_and_saturate(rng, size):
     taps = random_taps(rng, size, exact=False)
     taps[size // 2, size // 2] += 2 - taps.sum()  # a gain of 2, so that samples clip
     frame = _frame16(rng, (48, 48, 3))
-    frame[:40, :40] = rng.integers(50000, 65536, (40, 40, 3))  # bright enough to clip at a gain of 2
+    # bright enough to clip at a gain of 2
+    frame[:40, :40] = rng.integers(50000, 65536, (40, 40, 3))
     for gain in (1.0, -1.0):  # past 65535, and below 0
         stage = FilterStage("custom", {}, (validate_taps(taps * gain),))
         for border in BORDER_MODES:
@@ -145,35 +148,42 @@ def _planes10(path, pix_fmt: str = "yuv420p10le") -> list[list[np.ndarray]]:
     """Every frame's Y, U and V planes as uint16 code values (the file's format checked first)."""
     with av.open(str(path)) as container:
         assert container.streams.video[0].codec_context.pix_fmt == pix_fmt
-        return [[np.frombuffer(p, np.uint16).reshape(p.height, -1)[:, :p.width] for p in frame.planes]
+        return [[np.frombuffer(p, np.uint16).reshape(p.height, -1)[:, :p.width]
+                 for p in frame.planes]
                 for frame in container.decode(video=0)]
 
 
 @pytest.mark.parametrize("colour", ["host", "backend"])
 @pytest.mark.parametrize("space, colour_range, host_tolerance", [
     (1, 1, 1), (5, 1, 1),  # BT.709 and BT.601, limited range: within 1 LSB of 10 bits
-    (1, 2, 3), (5, 2, 3),  # full range: FFmpeg's scaler loses up to 3 LSB near white (greys checked)
+    # full range: FFmpeg's scaler loses up to 3 LSB near white (greys checked)
+    (1, 2, 3), (5, 2, 3),
 ], ids=["bt709-limited", "bt601-limited", "bt709-full", "bt601-full"])
-def test_10_bit_flat_patches_come_back_through_identity(tmp_path, space, colour_range, host_tolerance, colour):
+def test_10_bit_flat_patches_come_back_through_identity(tmp_path, space, colour_range,
+                                                        host_tolerance, colour):
     """The host path (FFmpeg's scaler) within a few levels; the planes path (streamconv's own
     fixed-point conversion, 16-bit RGB between) exactly."""
     low, high = (64, 940) if colour_range == 1 else (0, 1023)
     patches = [(500, 400, 600), (low + 10, 512, 512), (high - 10, 512, 512), (301, 601, 451)]
     clip = _ten_bit_clip(tmp_path / "flat.mkv", patches, space=space, colour_range=colour_range)
     output = tmp_path / "out.mkv"
-    pipeline = streamconv.Pipeline(clip, ["identity"], output, backend="cpu", colour=colour, sink_options=LOSSLESS)
+    pipeline = streamconv.Pipeline(clip, ["identity"], output, backend="cpu", colour=colour,
+                                   sink_options=LOSSLESS)
     assert (pipeline.planes is not None) == (colour == "backend")
     assert pipeline.run().frames == 2
     tolerance = host_tolerance if colour == "host" else 0
     with av.open(str(output)) as container:
         context = container.streams.video[0].codec_context
-        assert (int(context.colorspace), int(context.color_range)) == (space, colour_range)  # tagged alike
+        # tagged alike
+        assert (int(context.colorspace), int(context.color_range)) == (space, colour_range)
     for planes in _planes10(output):
         for plane, values in zip(planes, zip(*patches)):
             width = plane.shape[1] // len(values)
             for k, value in enumerate(values):
-                inner = plane[2:-2, k * width + 2:(k + 1) * width - 2].astype(int)  # away from chroma edges
-                assert np.abs(inner - value).max() <= tolerance, (k, value, inner.min(), inner.max())
+                # away from chroma edges
+                inner = plane[2:-2, k * width + 2:(k + 1) * width - 2].astype(int)
+                assert np.abs(inner - value).max() <= tolerance, (k, value, inner.min(),
+                                                                  inner.max())
 
 
 @pytest.mark.parametrize("colour_range", [1, 2], ids=["limited", "full"])
@@ -181,7 +191,8 @@ def test_12_bit_flat_patches_come_back_exactly_through_the_planes_path(tmp_path,
     """yuv420p12le in, ffv1 out: the planes travel unconverted, streamconv's fixed point (64-bit
     sums towards YUV at 12 bits) gives every code value back, and the file stays 12-bit."""
     low, high = (256, 3760) if colour_range == 1 else (0, 4095)
-    patches = [(2000, 1600, 2400), (low + 40, 2048, 2048), (high - 40, 2048, 2048), (1205, 2405, 1805)]
+    patches = [(2000, 1600, 2400), (low + 40, 2048, 2048), (high - 40, 2048, 2048),
+               (1205, 2405, 1805)]
     clip = _ten_bit_clip(tmp_path / "flat12.mkv", patches, space=1, colour_range=colour_range,
                          pix_fmt="yuv420p12le")
     output = tmp_path / "out.mkv"
@@ -193,28 +204,32 @@ def test_12_bit_flat_patches_come_back_exactly_through_the_planes_path(tmp_path,
         for plane, values in zip(planes, zip(*patches)):
             width = plane.shape[1] // len(values)
             for k, value in enumerate(values):
-                inner = plane[2:-2, k * width + 2:(k + 1) * width - 2].astype(int)  # away from chroma edges
+                # away from chroma edges
+                inner = plane[2:-2, k * width + 2:(k + 1) * width - 2].astype(int)
                 assert np.abs(inner - value).max() == 0, (k, value, inner.min(), inner.max())
 
 
 def test_a_10_bit_ramp_keeps_its_levels(tmp_path):
     """A gentle luma ramp of 200 ten-bit levels still has them after a blur: no 8-bit banding."""
     ramp = [(v, 512, 512) for v in range(300, 500)]
-    clip = _ten_bit_clip(tmp_path / "ramp.mkv", ramp, space=1, colour_range=1, size=(800, 16), frames=1)
+    clip = _ten_bit_clip(tmp_path / "ramp.mkv", ramp, space=1, colour_range=1, size=(800, 16),
+                         frames=1)
     output = tmp_path / "out.mkv"
-    streamconv.Pipeline(clip, ["gaussian:sigma=1"], output, backend="cpu", sink_options=LOSSLESS).run()
+    streamconv.Pipeline(clip, ["gaussian:sigma=1"], output, backend="cpu",
+                        sink_options=LOSSLESS).run()
     luma = _planes10(output)[0][0][8, 16:-16]
     assert len(np.unique(luma)) >= 180  # an 8-bit path would keep about a quarter of them
 
 
 def test_10_bit_cli_run_writes_10_bit_and_depth_8_writes_8(tmp_path):
     clip = _ten_bit_clip(tmp_path / "in.mkv", [(500, 400, 600)], space=1, colour_range=1)
-    run = [sys.executable, "-m", "streamconv", "run", str(clip), "--filter", "box:size=3", "--backend", "cpu",
-           "--no-progress"]
-    deep = subprocess.run([*run, "-o", str(tmp_path / "deep.mp4")], capture_output=True, text=True, timeout=120)
+    run = [sys.executable, "-m", "streamconv", "run", str(clip), "--filter", "box:size=3",
+           "--backend", "cpu", "--no-progress"]
+    deep = subprocess.run([*run, "-o", str(tmp_path / "deep.mp4")], capture_output=True, text=True,
+                          timeout=120)
     assert deep.returncode == 0, deep.stderr
-    shallow = subprocess.run([*run, "-o", str(tmp_path / "shallow.mp4"), "--depth", "8"], capture_output=True,
-                             text=True, timeout=120)
+    shallow = subprocess.run([*run, "-o", str(tmp_path / "shallow.mp4"), "--depth", "8"],
+                             capture_output=True, text=True, timeout=120)
     assert shallow.returncode == 0, shallow.stderr
     assert "filtered and written with 8 bits per channel" in shallow.stderr
     for name, pix_fmt in (("deep.mp4", "yuv420p10le"), ("shallow.mp4", "yuv420p")):
@@ -225,10 +240,12 @@ def test_10_bit_cli_run_writes_10_bit_and_depth_8_writes_8(tmp_path):
 def test_16_bit_frames_into_an_8_bit_output_warn(tmp_path, caplog):
     clip = _ten_bit_clip(tmp_path / "in.mkv", [(500, 400, 600)], space=1, colour_range=1)
     for sink_options, said in (({"codec": "mpeg4"}, "has no 4:2:0 format deeper than 8 bits"),
-                               ({"pix_fmt": "yuv420p"}, "16-bit frames of 10-bit input are written with 8 bits")):
+                               ({"pix_fmt": "yuv420p"},
+                                "16-bit frames of 10-bit input are written with 8 bits")):
         caplog.clear()
         output = tmp_path / f"{sink_options.get('codec', 'x264')}.mkv"
-        streamconv.Pipeline(clip, ["identity"], output, backend="cpu", sink_options=sink_options).run()
+        streamconv.Pipeline(clip, ["identity"], output, backend="cpu",
+                            sink_options=sink_options).run()
         assert said in caplog.text
         with av.open(str(output)) as container:
             assert container.streams.video[0].codec_context.pix_fmt == "yuv420p"
@@ -253,11 +270,13 @@ def test_display_shows_16_bit_frames_by_their_high_byte():
     assert out[0, 0].tolist() == [0xFF, 0xAB, 0x12]  # BGR
 
 
-def test_8_bit_input_filtered_in_16_bits_is_written_as_8_without_a_warning(tmp_path, sample_clip, caplog):
+def test_8_bit_input_filtered_in_16_bits_is_written_as_8_without_a_warning(tmp_path, sample_clip,
+                                                                           caplog):
     output = tmp_path / "out.mp4"
     source = FileSource(sample_clip, depth=16)
     assert source.dtype == np.uint16 and source.planes is None
-    stats = streamconv.Pipeline(source, ["gaussian:sigma=1"], output, backend="cpu", max_frames=3).run()
+    stats = streamconv.Pipeline(source, ["gaussian:sigma=1"], output, backend="cpu",
+                                max_frames=3).run()
     assert stats.frames == 3 and "written with" not in caplog.text
     with av.open(str(output)) as container:
         assert container.streams.video[0].codec_context.pix_fmt == "yuv420p"

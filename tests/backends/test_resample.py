@@ -110,7 +110,8 @@ def test_planes_slots_take_the_output_size_and_refuse_an_odd_one(rng):
     slot = backend.allocate_slots(layout.frame_shape, 1, planes=layout)[0]
     assert slot.out_shape == (24, 32, 3) and slot.host_out.shape == YuvLayout(32, 24).shape
     with pytest.raises(FrameFormatError, match="cannot hold the chain's 31x24 output"):
-        CpuBackend(parse_chain(["crop:w=31,h=24"])).allocate_slots(layout.frame_shape, 1, planes=layout)
+        CpuBackend(parse_chain(["crop:w=31,h=24"])).allocate_slots(layout.frame_shape, 1,
+                                                                   planes=layout)
 
 
 def test_scale_and_crop_chain_with_the_2d_filters(rng):
@@ -189,7 +190,8 @@ def test_run_writes_a_file_of_the_new_size_with_every_frame_and_the_audio(cli, t
     clip = tmp_path / "in.mp4"
     make_clip(clip, frames=12)
     out = tmp_path / "out.mp4"
-    result = cli("run", str(clip), "--filter", "gaussian", "--filter", "scale:w=40,h=-2,kernel=area",
+    result = cli("run", str(clip), "--filter", "gaussian", "--filter",
+                 "scale:w=40,h=-2,kernel=area",
                  "--backend", "cpu", "-o", str(out), "--no-progress", "-v")
     assert result.returncode == 0, result.stderr
     assert "planes, converted by the backend" in result.stderr  # 4:2:0 in, 4:2:0 out at 40 x 30

@@ -39,15 +39,18 @@ def test_auto_choice(spec, expected):
 
 def test_auto_keeps_full_rank_taps_2d(rng):
     assert planning.plan_stage(random_stage(rng, 15)).variant == planning.TENSOR_CORE
-    assert planning.plan_stage(random_stage(rng, 15)).kernel_plan((64, 64, 3), 2).source == "conv2d_tcp"
+    assert planning.plan_stage(random_stage(rng, 15)).kernel_plan((64, 64, 3),
+                                                                  2).source == "conv2d_tcp"
     assert planning.plan_stage(random_stage(rng, 3)).variant == planning.TENSOR_CORE
-    assert planning.plan_stage(_bank(rng, 15)).variant == planning.REGISTER_BLOCKED  # a bank above 9x9
+    # a bank above 9x9
+    assert planning.plan_stage(_bank(rng, 15)).variant == planning.REGISTER_BLOCKED
 
 
 @pytest.mark.parametrize("size", TENSOR_CORE_KS)
 def test_auto_takes_the_tensor_cores_for_full_rank_taps_they_hold(rng, size):
     assert planning.plan_stage(random_stage(rng, size)).variant == planning.TENSOR_CORE
-    assert planning.plan_stage(random_stage(rng, size), dtype=np.uint16).variant == planning.REGISTER_BLOCKED
+    assert planning.plan_stage(random_stage(rng, size),
+                               dtype=np.uint16).variant == planning.REGISTER_BLOCKED
     # taps whose range no 3 int8 digits hold within half a step stay on the FP32 kernel
     wide = random_taps(rng, size, exact=False)
     wide[0, 0] = wide[-1, -1] = 1e6
@@ -73,11 +76,13 @@ def _bank(rng, size: int) -> FilterStage:
 
 
 def test_tensor_core_plan_rounds_like_the_cpu_for_exact_taps(rng):
-    exact = planning.plan_stage(parse_filter("sharpen"), planning.TENSOR_CORE).kernel_plan((64, 64, 3), 2)
+    exact = planning.plan_stage(parse_filter("sharpen"),
+                                planning.TENSOR_CORE).kernel_plan((64, 64, 3), 2)
     assert exact.defines["TIES_EVEN"] == 1 and exact.defines["DIGITS"] == 1
     shift, bias = exact.constants["c_round"]
     assert bias == (1 << (shift - 1)) - 1
-    inexact = planning.plan_stage(random_stage(rng, 5), planning.TENSOR_CORE).kernel_plan((64, 64, 3), 2)
+    inexact = planning.plan_stage(random_stage(rng, 5),
+                                  planning.TENSOR_CORE).kernel_plan((64, 64, 3), 2)
     assert inexact.defines["TIES_EVEN"] == 0 and inexact.defines["DIGITS"] >= 2
     shift, bias = inexact.constants["c_round"]
     assert bias == 1 << (shift - 1)
@@ -86,11 +91,13 @@ def test_tensor_core_plan_rounds_like_the_cpu_for_exact_taps(rng):
 
 def test_tensor_core_plan_takes_its_layout_per_size(rng):
     # 5 x 5: ldmatrix groups, units of two n-tiles; the fragments sized for that layout
-    five = planning.plan_stage(random_stage(rng, 5), planning.TENSOR_CORE).kernel_plan((64, 64, 3), 2)
+    five = planning.plan_stage(random_stage(rng, 5),
+                               planning.TENSOR_CORE).kernel_plan((64, 64, 3), 2)
     layout = integer_taps.kernel_layout(2, 3)
     assert five.defines["LDMATRIX"] == 1 and five.defines["GROUP"] == 2
     assert five.constants["g_bfrag"].size == five.defines["DIGITS"] * 2 * layout.steps * 2 * 32
-    seven = planning.plan_stage(random_stage(rng, 7), planning.TENSOR_CORE).kernel_plan((64, 64, 3), 2)
+    seven = planning.plan_stage(random_stage(rng, 7),
+                                planning.TENSOR_CORE).kernel_plan((64, 64, 3), 2)
     assert seven.defines["LDMATRIX"] == 0 and seven.defines["GROUP"] == 1
 
 
@@ -108,7 +115,8 @@ def test_separable_is_refused_for_what_it_cannot_run(spec):
 
 
 def test_unknown_kernel_lists_the_known_ones():
-    with pytest.raises(SettingsError, match="known: auto, register-blocked, tensor-core, separable"):
+    with pytest.raises(SettingsError,
+                       match="known: auto, register-blocked, tensor-core, separable"):
         planning.check_kernel("fastest")
 
 
@@ -164,13 +172,17 @@ def test_every_plan_covers_the_frame(variant, shape, size):
         assert set(plan.constants) <= {"g_bfrag", "c_round", "c_sparse"}
     elif variant == planning.TENSOR_CORE:
         assert gx * defines["TILE_W"] >= width * channels and gy * defines["TILE_H"] >= height
-        assert (gx - 1) * defines["TILE_W"] < width * channels and (gy - 1) * defines["TILE_H"] < height
+        assert (gx - 1) * defines["TILE_W"] < width * channels and \
+            (gy - 1) * defines["TILE_H"] < height
         assert threads == 32 * defines["WARPS"]
         assert set(plan.constants) == {"g_bfrag", "c_round"}
     else:
-        per_block = {"tiled": defines["IN_TILE"] - 2 * defines["RADIUS"], "cached-halo": defines["TILE"]}
+        per_block = {"tiled": defines["IN_TILE"] - 2 * defines["RADIUS"],
+                     "cached-halo": defines["TILE"]}
         tile_x = per_block.get(variant, defines["BLOCK_X"])
-        tile_y = per_block.get(variant, defines["BLOCK_Y"] * (defines["COARSEN"] if variant == "coarsened" else 1))
+        tile_y = per_block.get(variant,
+                               defines["BLOCK_Y"] * (defines["COARSEN"] if variant == "coarsened"
+                                                     else 1))
         assert gx * tile_x >= width and gy * tile_y >= height
         # a grid no larger than needed: one block less would not cover the frame
         assert (gx - 1) * tile_x < width and (gy - 1) * tile_y < height
@@ -180,12 +192,14 @@ def test_every_plan_covers_the_frame(variant, shape, size):
 
 def test_textbook_variants_share_one_specialisation():
     stage = parse_filter("gaussian:sigma=1")
-    defines = {planning.plan_stage(stage, v).kernel_plan((64, 64, 3), 0).label.split(" ", 1)[1] for v in textbook.ENTRIES}
+    defines = {planning.plan_stage(stage, v).kernel_plan((64, 64, 3), 0).label.split(" ", 1)[1]
+               for v in textbook.ENTRIES}
     assert len(defines) == 1
 
 
 def test_without_int8_tensor_cores_auto_keeps_to_the_fp32_kernels():
-    """A GPU before sm_80 (Turing) has no int8 tensor-core mma: auto must pick kernels it can run."""
+    """A GPU before sm_80 (Turing) has no int8 tensor-core mma: auto must pick kernels it can
+    run."""
     import numpy as np
 
     from streamconv.backends.plan import plan_chain
@@ -193,11 +207,14 @@ def test_without_int8_tensor_cores_auto_keeps_to_the_fp32_kernels():
     from streamconv.chain.filters import parse_chain
 
     rng = np.random.default_rng(5)
-    big = ";".join(",".join(f"{v:.4f}" for v in row) for row in np.outer(rng.uniform(1, 2, 15), rng.uniform(1, 2, 15)))
+    big = ";".join(",".join(f"{v:.4f}" for v in row)
+                   for row in np.outer(rng.uniform(1, 2, 15), rng.uniform(1, 2, 15)))
     chain = parse_chain(["box:size=5", "sharpen", "edge", f"custom:taps={big}"])
     with_tc = plan_chain(chain).kernel_plans((64, 64, 3), 2)
-    assert {"conv2d_tc", "conv3_tc", "sepconv_tc"} & {p.source for p in with_tc}  # the case is a real one
+    # the case is a real one
+    assert {"conv2d_tc", "conv3_tc", "sepconv_tc"} & {p.source for p in with_tc}
     without = plan_chain(chain, tensor_cores=False).kernel_plans((64, 64, 3), 2)
-    assert all(p.math_unit == "FP32" and not p.source.endswith("_tc") for p in without), [p.source for p in without]
+    assert all(p.math_unit == "FP32" and not p.source.endswith("_tc")
+               for p in without), [p.source for p in without]
     with pytest.raises(SettingsError, match="sm_80"):
         plan_chain(chain[:1], "tensor-core", tensor_cores=False)

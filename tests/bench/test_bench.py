@@ -14,16 +14,16 @@ NO_GPU = not cuda_status(0)[0]
 
 
 def result_with(rows) -> dict:
-    environment = {"gpu": "test GPU", "compute_capability": "9.0", "driver_cuda": "13.0", "border": "reflect101",
-                   "copy_GBps": 3000.0, "fp32_fma_per_s": 3.3e13}
+    environment = {"gpu": "test GPU", "compute_capability": "9.0", "driver_cuda": "13.0",
+                   "border": "reflect101", "copy_GBps": 3000.0, "fp32_fma_per_s": 3.3e13}
     return {"environment": environment, "rows": rows}
 
 
 def row(size, k, variant, taps, ms, lsb=0):
     gbps = 2 * 24.9e6 / (ms / 1e3) / 1e9
     record = bench.BenchRow(size=size, k=k, variant=variant, taps=taps, ms=ms, gbps=gbps,
-                            copy_fraction=gbps / 3000, fma_fraction=0.1 * k, max_lsb=lsb, registers=40,
-                            chosen=variant)
+                            copy_fraction=gbps / 3000, fma_fraction=0.1 * k, max_lsb=lsb,
+                            registers=40, chosen=variant)
     return {**bench.asdict(record), "limiter": record.limiter}
 
 
@@ -72,7 +72,8 @@ def test_report_paths_are_checked_first(cli, tmp_path):
 
 
 def test_table_lists_every_variant_and_k():
-    rows = [row("4k", k, v, "random", 0.01 * k) for k in (3, 5) for v in ("register-blocked", "naive")]
+    rows = [row("4k", k, v, "random", 0.01 * k) for k in (3, 5)
+            for v in ("register-blocked", "naive")]
     rows.append(row("4k", 5, "separable", "gaussian", 0.02))
     rows.append({**row("4k", 5, "cv2.filter2D", "random", 9.0), "max_lsb": None})
     text = bench.format_table(result_with(rows))

@@ -39,7 +39,8 @@ def test_time_launches_leaves_out_the_hosts_time_per_launch(rng, monkeypatch, st
     assert 0 < seconds < HOST_DELAY_S / 4, f"{seconds * 1e3:.3f} ms per launch"
 
 
-def test_two_stream_timing_deals_frames_over_two_streams_and_keeps_each_slots_result(rng, monkeypatch):
+def test_two_stream_timing_deals_frames_over_two_streams_and_keeps_each_slots_result(
+        rng, monkeypatch):
     """The bench's two-stream figure: launch i on stream i mod 2, and every slot's output, poisoned
     first, is still the CPU backend's filter of that slot's own frame (no slot's kernels read or
     write another's buffers while both streams run)."""

@@ -1,8 +1,9 @@
 """Property-based fuzzing of the filter-spec parser and the preset loader.
 
-What is fuzzed: ``streamconv.chain.filters`` (split_spec, parse_filter, parse_chain, build_filter, inline
-taps, taps files in text and .npy, layer weight files of the bank filter) and ``streamconv.chain.presets.load_preset`` (TOML
-documents built from random keys and values, random bytes, mutated shipped presets, oversized files).
+What is fuzzed: ``streamconv.chain.filters`` (split_spec, parse_filter, parse_chain, build_filter,
+inline taps, taps files in text and .npy, layer weight files of the bank filter) and
+``streamconv.chain.presets.load_preset`` (TOML documents built from random keys and values, random
+bytes, mutated shipped presets, oversized files).
 
 Why: both read text a user typed on the command line or wrote in a file. Whatever that text is, the
 answer must be valid stages or a FilterSpecError / PresetError (exit code 3) saying what is wrong:
@@ -43,17 +44,17 @@ from hypothesis.extra import numpy as hnp
 from streamconv.frames.borders import BORDER_MODES
 from streamconv.errors import FilterSpecError, PresetError
 from streamconv.chain.filters import (
-    COMBINE_MAGNITUDE,
-    COMBINE_NONE,
-    MAX_SIZE,
-    REGISTRY,
-    FilterStage,
-    build_filter,
-    parse_chain,
-    parse_filter,
-    show_value,
-    split_spec,
-)
+                                      COMBINE_MAGNITUDE,
+                                      COMBINE_NONE,
+                                      MAX_SIZE,
+                                      REGISTRY,
+                                      FilterStage,
+                                      build_filter,
+                                      parse_chain,
+                                      parse_filter,
+                                      show_value,
+                                      split_spec,
+                                      )
 from streamconv.nn.layer import MAX_MAPS
 from streamconv.chain.presets import MAX_PRESET_BYTES, Preset, load_preset, preset_dir
 from streamconv.files.tapfiles import MAX_ABS_TAP, MAX_QUOTED_CHARS, MAX_TAPS_FILE_BYTES
@@ -102,8 +103,8 @@ def _attempt(call, *args):
     """Run ``call(*args)`` bounded in time, with eval/exec/os.system/subprocess spied on.
 
     Returns (result, None) or (None, error) for FilterSpecError / PresetError; any other exception
-    propagates and fails the test (property 1). A spy call fails it too (property 3): the spies count
-    only source text, as importlib's exec of code objects is no evaluation of user input.
+    propagates and fails the test (property 1). A spy call fails it too (property 3): the spies
+    count only source text, as importlib's exec of code objects is no evaluation of user input.
     """
     evaluated: list[str] = []
     real_eval, real_exec = builtins.eval, builtins.exec
@@ -168,7 +169,8 @@ def _check_stage(stage: FilterStage) -> None:
 
 
 def _check_message(error: Exception, kind: type) -> str:
-    """Property 4, the part that holds for every error: streamconv's own class, exit 3, some text."""
+    """Property 4, the part that holds for every error: streamconv's own class, exit 3, some
+    text."""
     assert type(error) is kind and error.exit_code == 3
     message = str(error)
     assert message.strip(), "empty error message"
@@ -247,8 +249,10 @@ PAYLOADS = [
 
 NUMBER_WORDS = [
     "", " ", "0", "-0", "1", "3", "-3", "31", "33", "4", "1.5", "3.0", "2.5", "nan", "NaN", "-nan",
-    "inf", "-inf", "infinity", "1e308", "1e309", "-1e308", "5e-324", "1e-200", "0x10", "1_001", "0b11",
-    "+5", "١٣", "３", "9" * 400, "9" * 5000, "1" * 31, "true", "yes", "off", "maybe", "é", "\x00", "None",
+    "inf", "-inf", "infinity", "1e308", "1e309", "-1e308", "5e-324", "1e-200", "0x10", "1_001",
+    "0b11",
+    "+5", "١٣", "３", "9" * 400, "9" * 5000, "1" * 31, "true", "yes", "off", "maybe", "é", "\x00",
+    "None",
 ]
 
 
@@ -302,7 +306,8 @@ def near_valid_specs(draw, paths: list[str]) -> str:
                           st.text(CHARS, max_size=8)))
     own = list(REGISTRY[name].params) if name in REGISTRY else []
     key = st.one_of(st.sampled_from(own or KEYS), st.sampled_from(KEYS), st.text(CHARS, max_size=6))
-    pieces = draw(st.lists(st.tuples(key, spec_values(paths), st.sampled_from(["=", "=", "=", " = ", ""])),
+    pieces = draw(st.lists(st.tuples(key, spec_values(paths),
+                                     st.sampled_from(["=", "=", "=", " = ", ""])),
                            max_size=4))
     if not pieces and draw(st.booleans()):
         return name
@@ -313,7 +318,8 @@ def near_valid_specs(draw, paths: list[str]) -> str:
 def _spec_paths(folder: Path) -> list[str]:
     return [str(folder / "good.npy"), str(folder / "bank.npy"), str(folder / "good.txt"),
             str(folder / "empty.npy"), str(folder / "missing.npy"), str(folder / "missing.txt"),
-            str(folder), "a" * 300, "a" * 300 + ".npy", "x\x00y.npy", "/dev/null", "-", "~/taps.txt"]
+            str(folder), "a" * 300, "a" * 300 + ".npy", "x\x00y.npy", "/dev/null", "-",
+            "~/taps.txt"]
 
 
 TOML_SCALARS = st.one_of(
@@ -328,7 +334,8 @@ TOML_SCALARS = st.one_of(
 )
 TOML_VALUES = st.recursive(
     TOML_SCALARS,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(CHARS, max_size=5), inner, max_size=3),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(CHARS, max_size=5), inner,
+                                                                max_size=3),
     max_leaves=6,
 )
 
@@ -336,11 +343,13 @@ TOML_VALUES = st.recursive(
 @st.composite
 def stage_tables(draw, paths: list[str]) -> dict:
     """One [[filter]] table: a real or wrong name, real or unknown keys, values of any TOML type."""
-    name = draw(st.one_of(st.sampled_from(NAMES), st.sampled_from(["BOX", "blur", ""]), TOML_SCALARS))
+    name = draw(st.one_of(st.sampled_from(NAMES), st.sampled_from(["BOX", "blur", ""]),
+                          TOML_SCALARS))
     own = list(REGISTRY[name].params) if isinstance(name, str) and name in REGISTRY else []
     value = st.one_of(NUMBERS, st.sampled_from(NUMBER_WORDS), taps_text(), st.sampled_from(paths),
                       st.sampled_from(PAYLOADS), TOML_VALUES)
-    params = draw(st.dictionaries(st.one_of(st.sampled_from(own or KEYS), st.text(CHARS, max_size=6)), value,
+    params = draw(st.dictionaries(st.one_of(st.sampled_from(own or KEYS),
+                                            st.text(CHARS, max_size=6)), value,
                                   max_size=3))
     return {**({} if draw(st.integers(0, 9)) == 0 else {"name": name}), **params}
 
@@ -352,7 +361,8 @@ def preset_documents(draw, paths: list[str]) -> dict:
     if draw(st.booleans()):
         doc["description"] = draw(st.one_of(st.text(CHARS, max_size=20), TOML_SCALARS))
     if draw(st.booleans()):
-        doc["border"] = draw(st.one_of(st.sampled_from(BORDER_MODES), st.text(CHARS, max_size=8), TOML_SCALARS))
+        doc["border"] = draw(st.one_of(st.sampled_from(BORDER_MODES), st.text(CHARS, max_size=8),
+                                       TOML_SCALARS))
     if draw(st.integers(0, 9)):
         doc["filter"] = draw(st.one_of(st.lists(stage_tables(paths), max_size=4), TOML_VALUES))
     if draw(st.integers(0, 9)) == 0:
@@ -446,7 +456,8 @@ def test_near_valid_specs(workdir, data):
     ("custom:file={dir}/empty.npy", "not a readable .npy"),  # was EOFError from np.load
     ("bank:file={dir}/zip.npy", "an .npz archive"),  # was AttributeError: NpzFile has no dtype
     ("custom:file={dir}/liar.npy", "not a readable .npy"),  # was MemoryError: header claims 909 TiB
-], ids=["huge-sigma", "long-taps-name", "long-bank-name", "empty-npy", "npz-as-npy", "lying-header"])
+], ids=["huge-sigma", "long-taps-name", "long-bank-name", "empty-npy", "npz-as-npy",
+        "lying-header"])
 def test_regressions_refused_with_a_reason(workdir, spec, message):
     np.savez(workdir / "zip.npz", a=np.ones((1, 1, 3, 3)))
     (workdir / "zip.npy").write_bytes((workdir / "zip.npz").read_bytes())
@@ -486,8 +497,8 @@ TYPED_VALUES = st.one_of(NUMBERS, st.none(), st.sampled_from(NUMBER_WORDS), TOML
 
 @settings(FUZZ, max_examples=200)
 @given(name=st.one_of(st.sampled_from(NAMES), st.text(CHARS, max_size=8)),
-       params=st.dictionaries(st.one_of(st.sampled_from(KEYS), st.text(CHARS, max_size=6)), TYPED_VALUES,
-                              max_size=3))
+       params=st.dictionaries(st.one_of(st.sampled_from(KEYS), st.text(CHARS, max_size=6)),
+                              TYPED_VALUES, max_size=3))
 @example(name="gaussian", params={"sigma": 10**400})  # regression: float() raised OverflowError
 @example(name="box", params={"size": 16**5000})  # regression: str() of the int raised ValueError
 @example(name="custom", params={"normalize": [16**5000]})  # regression: str() of the list, likewise
@@ -498,7 +509,8 @@ def test_build_filter_with_typed_values(name, params):
         _check_stage(stage)
         return
     message = _check_message(error, FilterSpecError)
-    assert message.startswith(name if name in REGISTRY else f"unknown filter {show_value(name)}"), message
+    assert message.startswith(name if name in REGISTRY
+                              else f"unknown filter {show_value(name)}"), message
 
 
 @settings(FUZZ)
@@ -530,7 +542,7 @@ def test_unknown_keys_are_named(name, key):
     assert f"unknown parameter {show_value(key)}" in message, message
 
 
-# --- property 3: text is data, never code ----------------------------------------------------------
+# 
 
 
 @settings(FUZZ, max_examples=200)
@@ -547,8 +559,10 @@ def test_expressions_are_never_evaluated(workdir, payload, where, name, data):
     _check_spec_outcome(spec, stage, error)
     if stage is not None and where == "value":
         # Kept as data: the only way a payload value builds is as a string parameter, verbatim.
-        assert REGISTRY[name].params[key].kind is str and stage.params.get(key, text) == text.strip()
-    if where == "value" and REGISTRY[name].params.get(key) and REGISTRY[name].params[key].kind in (int, float):
+        assert REGISTRY[name].params[key].kind is str and \
+            stage.params.get(key, text) == text.strip()
+    if where == "value" and REGISTRY[name].params.get(key) and \
+            REGISTRY[name].params[key].kind in (int, float):
         assert error is not None, f"{spec!r} built: the expression was read as a number"
     # The same text as TOML values of a preset.
     path = workdir / "payload.toml"
@@ -564,17 +578,20 @@ def test_expressions_are_never_evaluated(workdir, payload, where, name, data):
 
 # --- taps and weight files -----------------------------------------------------------------------
 
-NPY_DTYPES = st.sampled_from(["f2", "f4", "<f8", ">f8", "i1", "u1", "<i8", ">i4", "?", "c8", "U2", "S2", "M8[s]"])
+NPY_DTYPES = st.sampled_from(["f2", "f4", "<f8", ">f8", "i1", "u1", "<i8", ">i4", "?", "c8", "U2",
+                              "S2", "M8[s]"])
 
 
 @settings(FUZZ, max_examples=150)
-@given(array=hnp.arrays(NPY_DTYPES, hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=5)),
+@given(array=hnp.arrays(NPY_DTYPES,
+                        hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=5)),
        pool=st.sampled_from(["", ",pool=1", ",pool=2", ",pool=0", ",pool=-1", ",relu=1"]))
 def test_npy_files_of_any_shape_and_dtype(workdir, array, pool):
     """Taps and layer weights from .npy files of any dtype and shape, NaN and inf included."""
     path = workdir / "fuzz.npy"
     np.save(path, array)
-    for spec in (f"custom:file={path}", f"custom:file={path},normalize=1", f"bank:file={path}{pool}"):
+    for spec in (f"custom:file={path}", f"custom:file={path},normalize=1",
+                 f"bank:file={path}{pool}"):
         stage, error = _attempt(parse_filter, spec)
         _check_spec_outcome(spec, stage, error)
 
@@ -585,7 +602,8 @@ def test_npy_files_of_any_shape_and_dtype(workdir, array, pool):
        payload=st.binary(max_size=64), raw=st.binary(max_size=200))
 @example(shape=(10**15,), descr="|i1", payload=b"\x01", raw=b"")  # regression: MemoryError leaked
 def test_corrupt_npy_files(workdir, shape, descr, payload, raw):
-    """Headers that lie about the shape, odd dtypes, truncated data and raw bytes after the magic."""
+    """Headers that lie about the shape, odd dtypes, truncated data and raw bytes after the
+    magic."""
     path = workdir / "corrupt.npy"
     with path.open("wb") as handle:
         try:
@@ -624,7 +642,8 @@ def _padded_file(path: Path, body: str, size: int) -> Path:
     return path
 
 
-@settings(FUZZ, max_examples=6, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(FUZZ, max_examples=6,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(extra=st.integers(min_value=-3, max_value=3))
 @example(extra=0)
 @example(extra=1)
@@ -678,8 +697,10 @@ def mutated_presets(draw) -> bytes:
     content = bytearray(draw(st.sampled_from(SHIPPED)).read_bytes())
     for _ in range(draw(st.integers(min_value=1, max_value=4))):
         at = draw(st.integers(min_value=0, max_value=len(content)))
-        new = draw(st.one_of(st.binary(max_size=3), st.sampled_from([b"[", b"]", b"=", b"\"", b"\n", b"{",
-                                                                       b"nan", b"1e999", b"\xff", b"#"])))
+        new = draw(st.one_of(st.binary(max_size=3),
+                             st.sampled_from([b"[", b"]", b"=", b"\"", b"\n", b"{",
+                                                                       b"nan", b"1e999", b"\xff",
+                                              b"#"])))
         cut = draw(st.integers(min_value=0, max_value=3))
         content[at:at + cut] = new
     return bytes(content)
@@ -689,11 +710,14 @@ def mutated_presets(draw) -> bytes:
 @given(content=st.one_of(st.binary(max_size=400), mutated_presets()))
 @example(content=b"a = " + b"[" * 20000 + b"]" * 20000)  # regression: RecursionError from tomllib
 @example(content=b"a = " + b"9" * 5000)  # regression: tomllib's plain ValueError (int digits limit)
-@example(content=b"[[filter]]\nname = \"box\"\nsize = 0x" + b"f" * 5000)  # regression: str(int) raised
-@example(content=b"border = 0x" + b"f" * 5000 + b"\n[[filter]]\nname = \"box\"")  # regression: repr(int) raised
+# regression: str(int) raised
+@example(content=b"[[filter]]\nname = \"box\"\nsize = 0x" + b"f" * 5000)
+# regression: repr(int) raised
+@example(content=b"border = 0x" + b"f" * 5000 + b"\n[[filter]]\nname = \"box\"")
 @example(content=b"\xff\xfe")
 def test_random_bytes_as_preset(workdir, content):
-    """Random bytes and mutated shipped presets: loaded and valid, or a PresetError naming the file."""
+    """Random bytes and mutated shipped presets: loaded and valid, or a PresetError naming the
+    file."""
     path = workdir / "bytes.toml"
     path.write_bytes(content)
     _load(path)
@@ -715,7 +739,8 @@ def test_preset_size_limit(workdir, extra):
 
 
 @settings(FUZZ)
-@given(name=st.one_of(st.text(CHARS, max_size=30), st.sampled_from(["a" * 300, "a" * 300 + ".toml", "x\x00y",
+@given(name=st.one_of(st.text(CHARS, max_size=30),
+                      st.sampled_from(["a" * 300, "a" * 300 + ".toml", "x\x00y",
                                                                      "../x", "edge", "."])))
 def test_arbitrary_preset_names(name):
     """load_preset(NAME) for any name: a shipped preset or a PresetError, even for names the OS
@@ -729,7 +754,8 @@ def test_arbitrary_preset_names(name):
 
 
 def test_shipped_presets_survive_the_writer():
-    """The TOML writer above round-trips the shipped presets, so its documents mean what they say."""
+    """The TOML writer above round-trips the shipped presets, so its documents mean what they
+    say."""
     for path in SHIPPED:
         data = tomllib.loads(path.read_text())
         assert tomllib.loads(_toml_document(data)) == data

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 from streamconv.chain.filters import (
-    MAX_SIZE,
-    REGISTRY,
-    build_filter,
-    describe_registry,
-    parse_chain,
-    parse_filter,
-    split_spec,
-)
+                                      MAX_SIZE,
+                                      REGISTRY,
+                                      build_filter,
+                                      describe_registry,
+                                      parse_chain,
+                                      parse_filter,
+                                      split_spec,
+                                      )
 from streamconv.errors import FilterSpecError
 
 
@@ -39,9 +39,11 @@ def test_every_filter_builds_with_defaults(name, tmp_path):
 
 def test_known_taps():
     assert parse_filter("identity").taps[0].tolist() == [[1.0]]
-    np.testing.assert_allclose(parse_filter("box:size=5").taps[0], np.full((5, 5), 1 / 25), rtol=1e-6)
+    np.testing.assert_allclose(parse_filter("box:size=5").taps[0], np.full((5, 5), 1 / 25),
+                               rtol=1e-6)
     assert parse_filter("sharpen").taps[0].tolist() == [[0, -1, 0], [-1, 5, -1], [0, -1, 0]]
-    assert parse_filter("sharpen:amount=0.5").taps[0].tolist() == [[0, -0.5, 0], [-0.5, 3, -0.5], [0, -0.5, 0]]
+    assert parse_filter("sharpen:amount=0.5").taps[0].tolist() == [[0, -0.5, 0], [-0.5, 3, -0.5],
+                                                                   [0, -0.5, 0]]
     assert parse_filter("laplacian").taps[0].tolist() == [[0, 1, 0], [1, -4, 1], [0, 1, 0]]
     assert parse_filter("sobel-x").taps[0].tolist() == [[-1, 0, 1], [-2, 0, 2], [-1, 0, 1]]
     assert parse_filter("sobel-y").taps[0].tolist() == [[-1, -2, -1], [0, 0, 0], [1, 2, 1]]

@@ -1,4 +1,5 @@
-"""Pipeline presets: the shipped ones load through the registry; bad ones are refused with reasons."""
+"""Pipeline presets: the shipped ones load through the registry; bad ones are refused with
+reasons."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ def test_shipped_presets_load():
     ('[[filter]]\nname = "box"\nsize = "big"\n', "filter 1: box: size: expected an integer"),
     ('[[filter]]\nname = "box"\nsize = 3.5\n', "expected an integer"),
     ('[[filter]]\nname = "gaussian"\nsigma = nan\n', "finite number"),
-    ('[[filter]]\nname = "box"\n[[filter]]\nname = "blurry"\n', "filter 2: unknown filter 'blurry'"),
+    ('[[filter]]\nname = "box"\n[[filter]]\nname = "blurry"\n',
+     "filter 2: unknown filter 'blurry'"),
     ('[[filter]]\nname = "custom"\ntaps = "1,2;3"\n', "rows have different lengths"),
     ('[[filter]\nname = "box"\n', "not valid TOML"),
 ])

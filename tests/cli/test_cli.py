@@ -34,7 +34,8 @@ from helpers.cli import REPO, TINY, assert_error, assert_ok
 
 
 def video_info(path: Path) -> tuple[int, int, int, list[Fraction]]:
-    """(frame count, width, height, per-frame timestamps in seconds) of a file's first video stream."""
+    """(frame count, width, height, per-frame timestamps in seconds) of a file's first video
+    stream."""
     with av.open(str(path)) as container:
         stream = container.streams.video[0]
         frames = list(container.decode(stream))
@@ -63,7 +64,8 @@ def make_audio_only(path: Path) -> None:
         stream.layout = "mono"
         for start in range(0, tone.size, chunk):
             piece = tone[start:start + chunk]
-            data = (piece * 10000).astype(np.int16) if sample_format == "s16" else piece.astype(np.float32)
+            data = (piece * 10000).astype(np.int16) if sample_format == "s16" else piece.astype(
+                np.float32)
             frame = av.AudioFrame.from_ndarray(data[None, :], format=sample_format, layout="mono")
             frame.sample_rate = rate
             frame.pts = start
@@ -80,7 +82,8 @@ def lossless_rgb_encoder() -> tuple[list[str], str]:
     candidates = [
         (["--codec", "ffv1", "--pix-fmt", "bgr0"], "ffv1", "bgr0", ".mkv"),
         (["--codec", "ffv1", "--pix-fmt", "gbrp"], "ffv1", "gbrp", ".mkv"),
-        (["--codec", "libx264rgb", "--pix-fmt", "rgb24", "--crf", "0"], "libx264rgb", "rgb24", ".mkv"),
+        (["--codec", "libx264rgb", "--pix-fmt", "rgb24", "--crf", "0"], "libx264rgb", "rgb24",
+         ".mkv"),
     ]
     for options, codec, pix_fmt, suffix in candidates:
         if codec not in av.codecs_available:
@@ -202,7 +205,8 @@ def test_output_same_as_input_exits_6_even_with_overwrite(cli, tmp_path):
     assert_ok(cli("run", TINY, "-o", str(clip), "-q"))
     before = clip.read_bytes()
     for spelled in ("clip.mp4", "./clip.mp4", str(clip), "../" + tmp_path.name + "/clip.mp4"):
-        result = cli("run", "clip.mp4", "-o", spelled, "--overwrite", "--filter", "box", cwd=tmp_path)
+        result = cli("run", "clip.mp4", "-o", spelled, "--overwrite", "--filter", "box",
+                     cwd=tmp_path)
         assert_error(result, 6, "same file as the input")
         assert clip.read_bytes() == before
     link = tmp_path / "link.mp4"
@@ -301,10 +305,13 @@ def test_round_trip_keeps_frames_size_and_timestamps(cli, tmp_path, sample_clip,
     (["--filter", "gaussian:sigma=1.5", "--filter", "sharpen"], None,
      ["gaussian:sigma=1.5", "sharpen"], "reflect101"),
     (["--pipeline", "emboss", "--filter", "laplacian"], "emboss", ["laplacian"], "replicate"),
-    (["--filter", "box:size=5", "--filter", "edge", "--border", "zero"], None, ["box:size=5", "edge"], "zero"),
-    (["--filter", "custom:taps=0,0,1;0,0,0;-1,0,0"], None, ["custom:taps=0,0,1;0,0,0;-1,0,0"], "reflect101"),
+    (["--filter", "box:size=5", "--filter", "edge", "--border", "zero"], None,
+     ["box:size=5", "edge"], "zero"),
+    (["--filter", "custom:taps=0,0,1;0,0,0;-1,0,0"], None, ["custom:taps=0,0,1;0,0,0;-1,0,0"],
+     "reflect101"),
 ], ids=["chain", "preset-then-filter", "zero-border-edge", "custom"])
-def test_lossless_output_equals_cpu_backend(cli, tmp_path, sample_clip, stages, preset, specs, border):
+def test_lossless_output_equals_cpu_backend(cli, tmp_path, sample_clip, stages, preset, specs,
+                                            border):
     options, suffix = lossless_rgb_encoder()
     output = tmp_path / f"out{suffix}"
     result = cli("run", str(sample_clip), "-o", str(output), *options, "--max-frames", "10",
@@ -365,17 +372,20 @@ def test_odd_frame_size_is_padded_for_yuv420p(cli, tmp_path):
 def test_an_odd_height_is_kept_with_yuv422p_and_an_odd_width_padded(cli, tmp_path):
     """4:2:2 halves the chroma's width only: an odd height needs no padding row."""
     output = tmp_path / "odd.mkv"
-    assert_ok(cli("run", "test:64x49,frames=5", "-o", str(output), "--filter", "box", "--pix-fmt", "yuv422p"))
+    assert_ok(cli("run", "test:64x49,frames=5", "-o", str(output), "--filter", "box", "--pix-fmt",
+                  "yuv422p"))
     assert video_info(output)[:3] == (5, 64, 49)
-    result = cli("run", "test:65x49,frames=5", "-o", str(output), "--filter", "box", "--pix-fmt", "yuv422p",
-                 "--overwrite")
+    result = cli("run", "test:65x49,frames=5", "-o", str(output), "--filter", "box", "--pix-fmt",
+                 "yuv422p", "--overwrite")
     assert_ok(result)
-    assert "padding 65x49 frames to 66x49" in result.stderr and video_info(output)[:3] == (5, 66, 49)
+    assert "padding 65x49 frames to 66x49" in result.stderr and \
+        video_info(output)[:3] == (5, 66, 49)
 
 
 def test_odd_frame_size_kept_with_yuv444p(cli, tmp_path):
     output = tmp_path / "odd.mp4"
-    result = cli("run", "test:65x49,frames=5", "-o", str(output), "--filter", "box", "--pix-fmt", "yuv444p")
+    result = cli("run", "test:65x49,frames=5", "-o", str(output), "--filter", "box", "--pix-fmt",
+                 "yuv444p")
     assert_ok(result)
     assert "padding" not in result.stderr
     count, width, height, _ = video_info(output)
@@ -388,7 +398,8 @@ def test_odd_frame_size_kept_with_yuv444p(cli, tmp_path):
 def test_filters_lists_registry_and_presets(cli):
     result = cli("filters")
     assert_ok(result)
-    names = {line.split()[0] for line in result.stdout.splitlines() if line and not line[0].isspace()}
+    names = {line.split()[0] for line in result.stdout.splitlines() if line
+             and not line[0].isspace()}
     assert set(REGISTRY) <= names
     presets = list_presets()
     assert presets
@@ -437,8 +448,8 @@ def test_signal_finishes_a_playable_file(tmp_path, signum, code):
 
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     process = subprocess.Popen(
-        [sys.executable, "-m", "streamconv", "run", "test:640x360@30,frames=100000", "-o", str(output),
-         "--filter", "box:size=5"],
+        [sys.executable, "-m", "streamconv", "run", "test:640x360@30,frames=100000", "-o",
+         str(output), "--filter", "box:size=5"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
     try:
         deadline = time.monotonic() + 60
@@ -474,13 +485,15 @@ def test_custom_preset_file(cli, tmp_path):
     preset = tmp_path / "mine.toml"
     preset.write_text('description = "my chain"\nborder = "zero"\n\n'
                       '[[filter]]\nname = "box"\nsize = 3\n\n'
-                      '[[filter]]\nname = "custom"\ntaps = "0,1,0;1,-4,1;0,1,0"\n', encoding="utf-8")
+                      '[[filter]]\nname = "custom"\ntaps = "0,1,0;1,-4,1;0,1,0"\n',
+                      encoding="utf-8")
     options, suffix = lossless_rgb_encoder()
     output = tmp_path / f"out{suffix}"
-    result = cli("run", "test:64x48,frames=4", "-o", str(output), *options, "--pipeline", str(preset),
-                 "--backend", "cpu", "-q")
+    result = cli("run", "test:64x48,frames=4", "-o", str(output), *options, "--pipeline",
+                 str(preset), "--backend", "cpu", "-q")
     assert_ok(result)
-    backend = CpuBackend(parse_chain(["box:size=3", "custom:taps=0,1,0;1,-4,1;0,1,0"]), border="zero")
+    backend = CpuBackend(parse_chain(["box:size=3", "custom:taps=0,1,0;1,-4,1;0,1,0"]),
+                         border="zero")
     expected = [backend.apply(frame) for frame in streamconv.TestPattern(64, 48, frames=4)]
     got = decode_rgb(output)
     assert len(got) == 4
@@ -500,7 +513,8 @@ def test_custom_preset_file(cli, tmp_path):
     ('description = "no stages"\n', ["[[filter]]"]),
     ('[[filter]]\nsize = 3\n', ["filter 1", "name"]),
     ('[[filter]]\nname = 7\n', ["filter 1", "name"]),
-    ('[[filter]]\nname = "box"\n[[filter]]\nname = "box"\nsize = 4\n', ["filter 2", "size must be odd"]),
+    ('[[filter]]\nname = "box"\n[[filter]]\nname = "box"\nsize = 4\n',
+     ["filter 2", "size must be odd"]),
     ('[[filter]]\nname = "box"\nsize = true\n', ["filter 1", "expected an integer"]),
     ('[[filter]]\nname = "box"\nsize = 2.5\n', ["filter 1", "expected an integer"]),
     ('[[filter]]\nname = "gaussian"\nsigma = "wide"\n', ["filter 1", "expected a number"]),

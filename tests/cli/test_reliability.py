@@ -35,7 +35,8 @@ def test_full_disk_reports_what_was_written_and_leaves_no_partial_file(tmp_path,
     if existing:
         output.write_bytes(b"an older output")
     result = run_limited(["run", "test:320x240,frames=300", "-o", str(output), "--filter", "box",
-                          "--codec", "ffv1", "--backend", "cpu", "--no-progress", "-q", "--overwrite"],
+                          "--codec", "ffv1", "--backend", "cpu", "--no-progress", "-q",
+                          "--overwrite"],
                          file_size=300_000, cwd=tmp_path)
     message = assert_error(result, 6, f"writing {output} failed after", "MiB written",
                            "the incomplete file was removed")
@@ -54,8 +55,10 @@ def test_frames_over_max_pixels_are_refused_before_any_buffer(tmp_path, monkeypa
     real = CpuBackend.allocate_slots
     monkeypatch.setattr(CpuBackend, "allocate_slots",
                         lambda self, *a, **k: allocations.append(a) or real(self, *a, **k))
-    with pytest.raises(streamconv.InputError, match=r"640x360 frames .* over the limit of 230399 pixels"):
-        streamconv.Pipeline("test:640x360,frames=2", ["box"], backend="cpu", max_pixels=640 * 360 - 1)
+    with pytest.raises(streamconv.InputError,
+                       match=r"640x360 frames .* over the limit of 230399 pixels"):
+        streamconv.Pipeline("test:640x360,frames=2", ["box"], backend="cpu",
+                            max_pixels=640 * 360 - 1)
     assert allocations == []
     stats = streamconv.Pipeline("test:640x360,frames=2", ["box"], backend="cpu",
                                 max_pixels=640 * 360).run()
@@ -102,7 +105,8 @@ def test_a_size_change_mid_stream_resizes_the_slots(resizing_clip):
 
 
 @pytest.mark.parametrize("colour", ["host", "backend"])
-def test_a_file_output_keeps_its_size_and_scales_frames_of_a_new_size(resizing_clip, tmp_path, colour):
+def test_a_file_output_keeps_its_size_and_scales_frames_of_a_new_size(resizing_clip, tmp_path,
+                                                                      colour):
     with streamconv.FileSource(resizing_clip) as source:
         frames = list(source)
     with av.open(str(resizing_clip)) as container:
@@ -122,7 +126,8 @@ def test_a_file_output_keeps_its_size_and_scales_frames_of_a_new_size(resizing_c
         want = reference_chain(frame, chain, "reflect101")
         if index >= 6:
             want = cv2.resize(want, (64, 48), interpolation=cv2.INTER_AREA)
-        np.testing.assert_array_equal(got.to_ndarray(format="rgb24"), want, err_msg=f"frame {index}")
+        np.testing.assert_array_equal(got.to_ndarray(format="rgb24"), want,
+                                      err_msg=f"frame {index}")
 
 
 # ---------------------------------------------------------------- damaged input
@@ -175,15 +180,18 @@ def test_a_file_with_no_decodable_frame_exits_4_and_leaves_no_output(cli, tmp_pa
     ("mkv", "cut", "(truncated)"),
     ("ts", "cut", "FFmpeg reported damage"),
     ("mp4", "flip", "could not be decoded and were skipped"),
-    ("ts", "flip", "concealed by the decoder|FFmpeg reported damage"),  # which one: FFmpeg's version
+    # which one: FFmpeg's version
+    ("ts", "flip", "concealed by the decoder|FFmpeg reported damage"),
 ])
-def test_partly_damaged_input_keeps_every_decodable_frame_and_exits_13(cli, tmp_path, clips, kind, damage,
+def test_partly_damaged_input_keeps_every_decodable_frame_and_exits_13(cli, tmp_path, clips, kind,
+                                                                       damage,
                                                                         expected):
     data = clips[kind]
     data = data[: len(data) // 2] if damage == "cut" else flip_bytes(data)
     source, result = run_file(cli, tmp_path, f"damaged.{kind}", data)
     assert result.returncode == 13, result.stderr
-    assert "Traceback" not in result.stderr and "streamconv: error:" not in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and \
+        "streamconv: error:" not in result.stderr, result.stderr
     warning = next(line for line in result.stderr.splitlines() if "input damaged:" in line)
     assert any(kind in warning for kind in expected.split("|")), warning
     frames = decodable_frames(source)
@@ -240,7 +248,8 @@ class StallingServer:
                 request += chunk
             if self.sent is None:
                 return  # never answers
-            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: video/mp2t\r\n\r\n" + self.data[: self.sent])
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: "
+                               b"video/mp2t\r\n\r\n" + self.data[: self.sent])
         except OSError:
             pass
 
@@ -257,8 +266,8 @@ def test_a_network_source_that_stalls_times_out_and_keeps_what_it_sent(cli, tmp_
     server = StallingServer(clips["ts"], len(clips["ts"]) // 2)
     try:
         started = time.monotonic()
-        result = cli("run", server.url, "-o", str(tmp_path / "out.mkv"), "--filter", "box", "--timeout", "1",
-                     "--backend", "cpu", "--no-progress", "-q", timeout=60)
+        result = cli("run", server.url, "-o", str(tmp_path / "out.mkv"), "--filter", "box",
+                     "--timeout", "1", "--backend", "cpu", "--no-progress", "-q", timeout=60)
         elapsed = time.monotonic() - started
     finally:
         server.close()
@@ -320,7 +329,8 @@ def test_variable_frame_rate_timestamps_are_kept(tmp_path, rng):
     with av.open(str(output)) as container:
         for image, frame in zip(images, container.decode(video=0), strict=True):
             np.testing.assert_array_equal(frame.to_ndarray(format="rgb24"),
-                                          reference_chain(image, parse_chain(["box"]), "reflect101"))
+                                          reference_chain(image, parse_chain(["box"]),
+                                                          "reflect101"))
 
 
 def test_duplicate_and_backward_timestamps_are_moved_after_the_previous_frame(cli, tmp_path, rng):
@@ -340,17 +350,20 @@ def test_duplicate_and_backward_timestamps_are_moved_after_the_previous_frame(cl
 
 
 def test_an_input_without_timestamps_is_written_at_its_frame_rate(cli, tmp_path):
-    source = write_moving_clip(tmp_path / "raw.h264", frames=6)  # an elementary stream: no timestamps at all
+    # an elementary stream: no timestamps at all
+    source = write_moving_clip(tmp_path / "raw.h264", frames=6)
     with av.open(str(source)) as container:
         assert [frame.pts for frame in container.decode(video=0)] == [None] * 6
     output = tmp_path / "out.mp4"
     assert_ok(cli("run", str(source), "-o", str(output), "--backend", "cpu", "-q"))
-    assert output_pts(output) == pytest.approx([index / 25 for index in range(6)])  # not 1/1200000 s apart
+    # not 1/1200000 s apart
+    assert output_pts(output) == pytest.approx([index / 25 for index in range(6)])
 
 
 @pytest.mark.parametrize("suffix, kept", [("mp4", True), ("mkv", True), ("ts", False)])
 @pytest.mark.parametrize("hflip", [False, True], ids=["rotated", "rotated-mirrored"])
-def test_display_rotation_is_passed_on_and_frames_stay_as_stored(tmp_path, rng, suffix, kept, hflip):
+def test_display_rotation_is_passed_on_and_frames_stay_as_stored(tmp_path, rng, suffix, kept,
+                                                                 hflip):
     from fractions import Fraction
 
     source = tmp_path / "rotated.mp4"
@@ -378,7 +391,8 @@ def test_display_rotation_is_passed_on_and_frames_stay_as_stored(tmp_path, rng, 
         assert (first.width, first.height) == (64, 48)  # not rotated: as stored
         if suffix != "ts":
             np.testing.assert_array_equal(first.to_ndarray(format="rgb24"),
-                                          reference_chain(images[0], parse_chain(["box"]), "reflect101"))
+                                          reference_chain(images[0], parse_chain(["box"]),
+                                                          "reflect101"))
         assert (display_matrix(first) == wanted_matrix) == kept
 
 
@@ -408,7 +422,8 @@ def test_video_stream_picks_among_several_and_other_streams_are_copied(cli, tmp_
                 frame.pts, frame.time_base = index, Fraction(1, 30)
                 for packet in stream.encode(frame):
                     container.mux(packet)
-            tone = av.AudioFrame.from_ndarray(np.zeros((1, 266), np.int16), format="s16", layout="mono")
+            tone = av.AudioFrame.from_ndarray(np.zeros((1, 266), np.int16), format="s16",
+                                              layout="mono")
             tone.sample_rate, tone.pts = 8000, index * 266
             for packet in audio.encode(tone):
                 container.mux(packet)
@@ -421,7 +436,8 @@ def test_video_stream_picks_among_several_and_other_streams_are_copied(cli, tmp_
     assert_ok(result)
     with av.open(str(tmp_path / "out.mkv")) as container:
         video = container.streams.video
-        assert len(video) == 1 and (video[0].codec_context.width, video[0].codec_context.height) == (64, 48)
+        assert len(video) == 1 and \
+            (video[0].codec_context.width, video[0].codec_context.height) == (64, 48)
         assert len(container.streams.audio) == 1
     assert_error(cli("run", str(source), "--video-stream", "2", "--backend", "cpu"), 4,
                  "video stream 2 requested, input has 2")
@@ -429,7 +445,8 @@ def test_video_stream_picks_among_several_and_other_streams_are_copied(cli, tmp_
 
 @pytest.mark.parametrize("pix_fmt, width, height", [("yuv444p", 65, 49), ("yuv420p10le", 64, 48),
                                                     ("gray", 33, 17), ("yuv422p", 30, 20)])
-def test_other_pixel_formats_and_odd_sizes_travel_as_rgb_and_are_filtered_exactly(tmp_path, rng, pix_fmt,
+def test_other_pixel_formats_and_odd_sizes_travel_as_rgb_and_are_filtered_exactly(
+        tmp_path, rng, pix_fmt,
                                                                                    width, height):
     from fractions import Fraction
 
@@ -445,13 +462,16 @@ def test_other_pixel_formats_and_odd_sizes_travel_as_rgb_and_are_filtered_exactl
                 container.mux(packet)
         for packet in stream.encode(None):
             container.mux(packet)
-    # 8-bit frames here (10-bit video is filtered in 16 bits by default: tests/backends/test_depth16.py).
+    # 8-bit frames here (10-bit video is filtered in 16 bits by default:
+    # tests/backends/test_depth16.py).
     with streamconv.FileSource(source, depth=8) as video:
         assert video.planes is None  # only 8-bit yuv420p travels as planes; the rest as RGB
         frames = list(video)
     output = tmp_path / "out.mkv"
-    pipeline = streamconv.Pipeline(streamconv.FileSource(source, depth=8), ["sharpen"], output, backend="cpu",
-                                   colour="backend", sink_options={"codec": "ffv1", "pix_fmt": "bgr0"})
+    pipeline = streamconv.Pipeline(streamconv.FileSource(source, depth=8), ["sharpen"], output,
+                                   backend="cpu",
+                                   colour="backend",
+                                   sink_options={"codec": "ffv1", "pix_fmt": "bgr0"})
     assert pipeline.run().frames == 3
     with av.open(str(output)) as container:
         written = [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]
@@ -476,20 +496,24 @@ def test_the_docs_table_names_only_tests_that_exist():
     table = (REPO / "docs" / "reliability.md").read_text(encoding="utf-8")
     named = set(re.findall(r"(test_[a-z0-9_]+)(\*)?", table))
     assert len(named) > 20
-    sources = "\n".join(path.read_text(encoding="utf-8") for path in (REPO / "tests").rglob("test_*.py"))
+    sources = "\n".join(path.read_text(encoding="utf-8")
+                        for path in (REPO / "tests").rglob("test_*.py"))
     defined = set(re.findall(r"^def (test_\w+)", sources, re.MULTILINE))
     modules = {path.stem for path in (REPO / "tests").rglob("test_*.py")}
     for name, star in named:
-        found = name in modules or (any(d.startswith(name) for d in defined) if star else name in defined)
+        found = name in modules or \
+            (any(d.startswith(name) for d in defined) if star else name in defined)
         assert found, f"docs/reliability.md names {name}{star}, which is not a test"
 
 
-def test_overlapping_sources_each_count_their_own_damage_and_leave_pyav_logging_as_it_was(tmp_path, clips):
+def test_overlapping_sources_each_count_their_own_damage_and_leave_pyav_logging_as_it_was(
+        tmp_path, clips):
     import av.logging
 
     damaged = tmp_path / "damaged.ts"
     damaged.write_bytes(clips["ts"][: len(clips["ts"]) // 2])
-    intact = tmp_path / "intact.mkv"  # another demuxer: FFmpeg's lines name the component, not the file
+    # another demuxer: FFmpeg's lines name the component, not the file
+    intact = tmp_path / "intact.mkv"
     intact.write_bytes(clips["mkv"])
     assert av.logging.get_level() is None
     first = streamconv.FileSource(intact)

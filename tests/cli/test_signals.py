@@ -41,7 +41,8 @@ def noise_clip(tmp_path_factory) -> Path:
         stream = container.add_stream("ffv1", rate=30)
         stream.width, stream.height, stream.pix_fmt = 640, 360, "yuv420p"
         for index in range(24):
-            frame = av.VideoFrame.from_ndarray(rng.integers(0, 256, (360, 640, 3), np.uint8), format="rgb24")
+            frame = av.VideoFrame.from_ndarray(rng.integers(0, 256, (360, 640, 3), np.uint8),
+                                               format="rgb24")
             frame.pts = index
             container.mux(stream.encode(frame))
         container.mux(stream.encode(None))
@@ -50,8 +51,8 @@ def noise_clip(tmp_path_factory) -> Path:
 
 def slow_flush_run(noise_clip: Path, output: Path) -> Run:
     """A run whose 24 frames all wait in x264's lookahead (60 at veryslow) until the flush."""
-    return Run("run", str(noise_clip), "-o", str(output), "--filter", "box:size=3", "--backend", "cpu",
-               "--preset", "veryslow", "--no-progress", "-v", cwd=output.parent)
+    return Run("run", str(noise_clip), "-o", str(output), "--filter", "box:size=3", "--backend",
+               "cpu", "--preset", "veryslow", "--no-progress", "-v", cwd=output.parent)
 
 
 @pytest.mark.parametrize("signum", CODES, ids=SIGNAL_IDS)
@@ -83,8 +84,8 @@ def test_a_second_signal_during_the_flush_aborts_and_leaves_nothing(tmp_path, no
 
 def test_a_second_signal_mid_run_aborts_and_leaves_nothing(tmp_path, noise_clip):
     output = tmp_path / "out.mp4"
-    run = Run("run", str(noise_clip), "-o", str(output), "--filter", "box:size=3", "--backend", "cpu",
-              "--preset", "veryslow", "--realtime", "--no-progress", cwd=tmp_path)
+    run = Run("run", str(noise_clip), "-o", str(output), "--filter", "box:size=3", "--backend",
+              "cpu", "--preset", "veryslow", "--realtime", "--no-progress", cwd=tmp_path)
     run.wait_for(lambda: leftovers(tmp_path), "the temporary file")  # the first frame is in
     run.process.send_signal(signal.SIGTERM)
     run.wait_for_line("SIGTERM: stopping")  # two signals sent at once would arrive as one
@@ -125,7 +126,9 @@ def _before_the_hold(stderr: str) -> bool:
 
 
 ENTRIES = {"python -m": ["-m", "streamconv"],  # and the console script's own lines:
-           "console script": ["-c", "import re, sys; from streamconv.launch import main; sys.exit(main())"]}
+           "console script": ["-c",
+                              "import re, sys; from streamconv.launch import main; "
+                              "sys.exit(main())"]}
 
 
 @pytest.mark.parametrize("entry", ENTRIES)
@@ -169,7 +172,8 @@ def test_a_signal_while_a_fifo_input_is_opened_exits_with_the_signals_code(tmp_p
 def signal_mask(pid: int, field: str) -> int:
     """The signals in ``field`` (SigIgn, SigCgt...) of /proc/PID/status, as a bit mask."""
     status = Path(f"/proc/{pid}/status").read_text()
-    return int(next(line.split()[1] for line in status.splitlines() if line.startswith(field + ":")), 16)
+    return int(next(line.split()[1] for line in status.splitlines()
+                    if line.startswith(field + ":")), 16)
 
 
 def test_a_sigint_ignored_by_the_shell_stays_ignored_and_sigterm_still_stops(tmp_path):
@@ -179,12 +183,14 @@ def test_a_sigint_ignored_by_the_shell_stays_ignored_and_sigterm_still_stops(tmp
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     script = '"$@" & echo $!; wait $!'  # a non-interactive shell's background job
     shell = subprocess.Popen(["sh", "-c", script, "sh", sys.executable, "-m", "streamconv", "run",
-                              "test:160x120@30,frames=90", "--realtime", "-o", "out.mp4", "--backend",
-                              "cpu", "--no-progress"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
+                              "test:160x120@30,frames=90", "--realtime", "-o", "out.mp4",
+                              "--backend",
+                              "cpu", "--no-progress"], cwd=tmp_path, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         pid = int(shell.stdout.readline())
-        assert signal_mask(pid, "SigIgn") & 1 << (signal.SIGINT - 1), "the shell did not ignore SIGINT"
+        assert signal_mask(pid,
+                           "SigIgn") & 1 << (signal.SIGINT - 1), "the shell did not ignore SIGINT"
         deadline = time.monotonic() + 60
         while not leftovers(tmp_path):  # the first frame is being written
             assert shell.poll() is None and time.monotonic() < deadline, shell.stderr.read()
@@ -224,9 +230,10 @@ def test_a_second_signal_ends_a_batch_of_encoders_mid_frame(tmp_path):
     inputs.mkdir()
     for index in range(4):
         bar_clip(inputs / f"clip{index}.mp4")
-    run = Run("batch", str(inputs), "-o", str(tmp_path / "out"), "--filter", "box:size=15", "--backend", "cpu",
-              "--jobs", "2", "--no-progress", cwd=tmp_path)
-    run.wait_for(lambda: (tmp_path / "out").is_dir() and len(leftovers(tmp_path / "out")) == 2, "two inputs running")
+    run = Run("batch", str(inputs), "-o", str(tmp_path / "out"), "--filter", "box:size=15",
+              "--backend", "cpu", "--jobs", "2", "--no-progress", cwd=tmp_path)
+    run.wait_for(lambda: (tmp_path / "out").is_dir() and len(leftovers(tmp_path / "out")) == 2,
+                 "two inputs running")
     time.sleep(0.5)
     run.process.send_signal(signal.SIGINT)
     time.sleep(0.1)
@@ -240,6 +247,7 @@ def test_x264_is_kept_quiet_unless_its_log_level_is_asked_for():
     from streamconv.io.ffmpeg.log import quiet_encoder_threads
 
     assert quiet_encoder_threads("libx264", {"crf": "20"}) == {"crf": "20", "x264-params": "log=1"}
-    assert quiet_encoder_threads("libx264", {"x264-params": "keyint=30"})["x264-params"] == "keyint=30:log=1"
+    assert quiet_encoder_threads("libx264",
+                                 {"x264-params": "keyint=30"})["x264-params"] == "keyint=30:log=1"
     assert quiet_encoder_threads("libx264", {"x264-params": "log=3"}) == {"x264-params": "log=3"}
     assert quiet_encoder_threads("libx265", {"crf": "20"}) == {"crf": "20"}

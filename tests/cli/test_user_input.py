@@ -22,7 +22,8 @@ from streamconv.backends.cpu.backend import CpuBackend
 from streamconv.cli.options import pixel_limit as _pixel_limit
 from streamconv.io.ffmpeg.encoder_check import check_encoder_options
 from streamconv.errors import FrameFormatError, InputError, OutputError
-from streamconv.frames.checks import MAX_RING, available_memory, check_host_memory, check_slot_memory
+from streamconv.frames.checks import (MAX_RING, available_memory, check_host_memory,
+                                      check_slot_memory)
 from streamconv.io.sources.pattern import MAX_TEST_FPS, TestPattern, parse_test_spec
 from streamconv.frames.yuv import YuvLayout
 
@@ -59,13 +60,15 @@ needs_x264 = pytest.mark.skipif(not HAS_X264, reason="this FFmpeg has no libx264
     (["--stats-json", ""], "--stats-json is empty"),
     (["--codec", ""], "--codec is empty"),
     (["--pix-fmt", " "], "--pix-fmt is empty"),
-    (["--pix-fmt", "no-such-format", "-o", "out.mp4"], "--pix-fmt: unknown pixel format 'no-such-format'"),
+    (["--pix-fmt", "no-such-format", "-o", "out.mp4"],
+     "--pix-fmt: unknown pixel format 'no-such-format'"),
     (["--format", "no-such-muxer", "-o", "out.mp4"],
      "--format/-f: FFmpeg has no muxer 'no-such-muxer'"),
     (["--format", "hls", "-o", "out.m3u8"],
      "--format/-f: hls writes no OUTPUT file"),  # was: segments left hidden
     (["--format", "segment", "-o", "out%d.ts"], "--format/-f: segment writes no OUTPUT file"),
-    (["--format", "null", "-o", "out"], "leave out -o to discard the frames"),  # was: an empty file left
+    # was: an empty file left
+    (["--format", "null", "-o", "out"], "leave out -o to discard the frames"),
     (["--input-format", "rawvideo"], "--input-format applies to files, pipes and URLs"),
     (["--format", "mpegts"], "--format names OUTPUT's container, and there is no -o OUTPUT"),
     (["--preset", ""], "--preset is empty"),
@@ -140,8 +143,8 @@ def test_a_one_pixel_test_pattern_runs_and_is_padded_for_yuv420p(cli, tmp_path):
 def test_a_test_pattern_larger_than_memory_is_refused_before_drawing_it(cli, tmp_path):
     # 10^12 pixels: 6 TB of pattern, more than any machine has; with no --max-pixels limit
     # only the memory check stands between it and a MemoryError (or the OOM killer).
-    result = cli("run", "test:1000000x1000000,frames=1", "--max-pixels", "0", "-o", str(tmp_path / "out.mp4"),
-                 "--backend", "cpu", cwd=tmp_path)
+    result = cli("run", "test:1000000x1000000,frames=1", "--max-pixels", "0", "-o",
+                 str(tmp_path / "out.mp4"), "--backend", "cpu", cwd=tmp_path)
     assert_error(result, 4, "1000000x1000000 test pattern", "of host memory", "is available")
     assert list(tmp_path.iterdir()) == []
 
@@ -179,7 +182,8 @@ def test_test_pattern_draws_what_the_full_grid_formula_gives():
 
 def test_test_pattern_checks_memory_before_allocating(monkeypatch):
     monkeypatch.setattr(frames_module, "available_memory", lambda: 1 << 20)
-    with pytest.raises(InputError, match=r"a 1024x1024 test pattern would take 8 MiB of host memory, but only 1 MiB"):
+    with pytest.raises(InputError,
+                       match=r"a 1024x1024 test pattern would take 8 MiB of host memory, but only 1 MiB"):
         TestPattern(1024, 1024)
     TestPattern(256, 256)  # 0.5 MiB: fits
 
@@ -243,9 +247,11 @@ def test_encoder_options_refused_up_front_name_the_option(options, fragment):
 
 @needs_x264
 def test_encoder_options_that_open_pass_and_unknown_ones_are_reported(caplog):
-    assert check_encoder_options("libx264", "yuv420p", 64, 48, 30, {"crf": "23", "preset": "ultrafast"}) == []
+    assert check_encoder_options("libx264", "yuv420p", 64, 48, 30,
+                                 {"crf": "23", "preset": "ultrafast"}) == []
     with caplog.at_level(logging.WARNING, logger="streamconv"):
-        assert check_encoder_options("libx264", "yuv420p", 64, 48, 29.97, {"no_such_option": "1"}) == \
+        assert check_encoder_options("libx264", "yuv420p", 64, 48, 29.97,
+                                     {"no_such_option": "1"}) == \
             ["no_such_option"]
     assert "ignores option no_such_option=1" in caplog.text
 
@@ -268,19 +274,23 @@ def test_encoders_that_cannot_encode_video_are_refused(codec, fragment):
     (["--codec", "aac"], "audio encoder"),
 ])
 def test_cli_refuses_encoder_settings_before_the_run(cli, tmp_path, args, fragment):
-    result = cli("run", TINY, "-o", str(tmp_path / "out.mp4"), "--backend", "cpu", *args, cwd=tmp_path)
+    result = cli("run", TINY, "-o", str(tmp_path / "out.mp4"), "--backend", "cpu", *args,
+                 cwd=tmp_path)
     message = assert_error(result, 6, fragment)
     assert "frame 0" not in message  # refused when the output was opened, not at the first frame
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("suffix, own", [("ogv", "video codec is "), ("y4m", "video codec is wrapped_avframe")])
-def test_a_container_that_cannot_hold_the_codec_is_refused_at_the_first_frame(cli, tmp_path, suffix, own):
+@pytest.mark.parametrize("suffix, own",
+                         [("ogv", "video codec is "), ("y4m", "video codec is wrapped_avframe")])
+def test_a_container_that_cannot_hold_the_codec_is_refused_at_the_first_frame(cli, tmp_path, suffix,
+                                                                              own):
     """libx264 (the default) in Ogg or YUV4MPEG: the muxer refuses it only when writing its header,
     which came with the encoder's first packet, after the last frame: the whole run, then exit 8."""
-    result = cli("run", "test:64x48,frames=30", "-o", str(tmp_path / f"out.{suffix}"), "--backend", "cpu",
-                 cwd=tmp_path)
-    message = assert_error(result, 6, f"cannot write {tmp_path / f'out.{suffix}'} with libx264", own)
+    result = cli("run", "test:64x48,frames=30", "-o", str(tmp_path / f"out.{suffix}"), "--backend",
+                 "cpu", cwd=tmp_path)
+    message = assert_error(result, 6, f"cannot write {tmp_path / f'out.{suffix}'} with libx264",
+                           own)
     assert "finishing" not in message
     assert list(tmp_path.iterdir()) == []
 
@@ -298,13 +308,15 @@ def test_a_300_character_file_name_exits_6(cli, tmp_path, option):
 
 def test_video_stream_out_of_range_exits_4(cli, tmp_path, sample_clip):
     for index in ("99", "99999999999999999999"):
-        result = cli("run", str(sample_clip), "--video-stream", index, "--backend", "cpu", cwd=tmp_path)
+        result = cli("run", str(sample_clip), "--video-stream", index, "--backend", "cpu",
+                     cwd=tmp_path)
         assert_error(result, 4, f"video stream {index} requested, input has 1")
 
 
 @pytest.mark.parametrize("ring", [0, MAX_RING + 1])
 def test_library_pipeline_refuses_a_ring_out_of_range(ring):
-    with pytest.raises(streamconv.SettingsError, match=f"ring must be an integer from 1 to {MAX_RING}"):
+    with pytest.raises(streamconv.SettingsError,
+                       match=f"ring must be an integer from 1 to {MAX_RING}"):
         streamconv.Pipeline(TINY, [], backend="cpu", ring=ring)
 
 
@@ -314,7 +326,8 @@ def test_pipeline_checks_slot_memory_before_allocating_any(monkeypatch):
     monkeypatch.setattr(CpuBackend, "allocate_slots",
                         lambda self, *a, **k: allocations.append(a) or real(self, *a, **k))
     monkeypatch.setattr(frames_module, "available_memory", lambda: 16 << 20)
-    with pytest.raises(InputError, match=r"64 slot\(s\) of 2 x 240x320x3 uint8 frames .* would take 28 MiB"):
+    with pytest.raises(InputError,
+                       match=r"64 slot\(s\) of 2 x 240x320x3 uint8 frames .* would take 28 MiB"):
         streamconv.Pipeline("test:320x240,frames=2", [], backend="cpu", ring=64)
     assert allocations == []
     stats = streamconv.Pipeline("test:320x240,frames=2", [], backend="cpu", ring=3).run()  # 1.3 MiB
@@ -330,14 +343,15 @@ def test_the_library_refuses_a_timeout_ffmpeg_cannot_count(sample_clip, timeout)
 @pytest.mark.parametrize("source", ["a" * 300, "a" * 300 + "/x.mp4", "file:" + "a" * 300])
 def test_a_source_name_too_long_for_the_file_system_exits_4(cli, tmp_path, source):
     """(regression: "internal error: OSError: File name too long", exit 1)"""
-    assert_error(cli("run", source, "--backend", "cpu", cwd=tmp_path), 4, "cannot open input", "File name too long")
+    assert_error(cli("run", source, "--backend", "cpu", cwd=tmp_path), 4, "cannot open input",
+                 "File name too long")
     assert list(tmp_path.iterdir()) == []
 
 
 def test_a_demuxer_that_cannot_tell_the_codec_is_an_input_error(cli, tmp_path, sample_clip):
     """A video file read as images names no codec (regression: "internal error: AttributeError")."""
-    result = cli("run", str(sample_clip), "--input-format", "image2", "-o", str(tmp_path / "out.mp4"),
-                 "--backend", "cpu", cwd=tmp_path)
+    result = cli("run", str(sample_clip), "--input-format", "image2", "-o",
+                 str(tmp_path / "out.mp4"), "--backend", "cpu", cwd=tmp_path)
     assert_error(result, 4, "no decoder for video stream 0", "--input-format")
     assert list(tmp_path.iterdir()) == []
 

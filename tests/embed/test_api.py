@@ -1,4 +1,5 @@
-"""The library API (Filter, StreamFilter, Pipeline from Python) on the CPU and, marked cuda, the GPU."""
+"""The library API (Filter, StreamFilter, Pipeline from Python) on the CPU and, marked cuda, the
+GPU."""
 
 from __future__ import annotations
 
@@ -44,11 +45,14 @@ def test_filter_accepts_views_and_taps_arrays(rng, backend):
     with streamconv.Filter(taps, border="replicate", backend=backend) as blur:
         got = blur(view)
         reversed_channels = blur(bgr)
-        dst = np.full((big.shape[0], big.shape[1] + 10, 3), POISON, np.uint8)[: view.shape[0], 3: 3 + view.shape[1]]
+        dst = np.full((big.shape[0], big.shape[1] + 10, 3), POISON, np.uint8)[: view.shape[0],
+                                                                              3: 3 + view.shape[1]]
         blur.apply_into(dst, view)
-    expected = CpuBackend(streamconv.embed.filter.to_stages(taps), border="replicate").apply(np.ascontiguousarray(view))
+    expected = CpuBackend(streamconv.embed.filter.to_stages(taps),
+                          border="replicate").apply(np.ascontiguousarray(view))
     np.testing.assert_array_equal(got, expected)  # multiples of 1/256: exact
-    np.testing.assert_array_equal(reversed_channels, got[:, :, ::-1])  # per-channel: BGR or RGB alike
+    # per-channel: BGR or RGB alike
+    np.testing.assert_array_equal(reversed_channels, got[:, :, ::-1])
     np.testing.assert_array_equal(dst, got)
 
 
@@ -59,9 +63,11 @@ def test_bad_frames_raise_typed_errors_with_actual_and_expected(backend):
             blur(np.zeros((4, 4, 3)))
         with pytest.raises(streamconv.FrameTypeError, match="expected a numpy.ndarray, got list"):
             blur([[1, 2], [3, 4]])
-        with pytest.raises(ValueError, match=r"\(4, 4, 2\) != \(H, W\), \(H, W, 3\) or \(H, W, 4\)"):
+        with pytest.raises(ValueError,
+                           match=r"\(4, 4, 2\) != \(H, W\), \(H, W, 3\) or \(H, W, 4\)"):
             blur(np.zeros((4, 4, 2), np.uint8))
-        with pytest.raises(streamconv.FrameFormatError, match=r"unexpected output shape: \(4, 5, 3\) != \(4, 4, 3\)"):
+        with pytest.raises(streamconv.FrameFormatError,
+                           match=r"unexpected output shape: \(4, 5, 3\) != \(4, 4, 3\)"):
             blur.apply_into(np.zeros((4, 5, 3), np.uint8), np.zeros((4, 4, 3), np.uint8))
 
 
@@ -98,10 +104,12 @@ def test_stream_filter_map_without_copies_yields_read_only_views(rng, backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_stream_filter_map_copies_the_next_frame_during_your_work_and_survives_leaving_early(rng, backend):
+def test_stream_filter_map_copies_the_next_frame_during_your_work_and_survives_leaving_early(
+        rng, backend):
     # Frames over the copier's 1 MB threshold, so map() stages each next frame on its threads
     # while the loop body runs; a shape change mid-stream goes through submit() instead.
-    frames = [rng.integers(0, 256, shape, dtype=np.uint8) for shape in [(600, 700, 3)] * 5 + [(601, 700, 3)] * 3]
+    frames = [rng.integers(0, 256, shape, dtype=np.uint8)
+              for shape in [(600, 700, 3)] * 5 + [(601, 700, 3)] * 3]
     cpu = streamconv.Filter("sharpen", backend="cpu")
     with streamconv.StreamFilter("sharpen", ring=2, backend=backend) as sf:
         seen = 0
@@ -136,13 +144,16 @@ def test_frames_captured_into_input_buffers_are_submitted_without_a_copy(rng, ba
     with streamconv.StreamFilter("emboss", ring=2, backend=backend) as sf:
         copies = []
         copy = sf._copier.copy
-        monkeypatch.setattr(sf._copier, "copy", lambda dst, src: (copies.append(src.shape), copy(dst, src)))
+        monkeypatch.setattr(sf._copier, "copy",
+                            lambda dst, src: (copies.append(src.shape), copy(dst, src)))
         outputs = []
         for frame in frames:  # more frames than the ring
             buffer = sf.input_buffer(frame.shape)
             assert not sf._ready  # the spare slot: reserving finished (and copied out) nothing
-            assert buffer.shape == frame.shape and buffer.dtype == np.uint8 and buffer.flags.writeable
-            assert np.shares_memory(sf.input_buffer(frame.shape), buffer)  # asked again: the same one
+            assert buffer.shape == frame.shape and buffer.dtype == np.uint8 and \
+                buffer.flags.writeable
+            # asked again: the same one
+            assert np.shares_memory(sf.input_buffer(frame.shape), buffer)
             buffer[:] = frame  # the application's capture.read(buffer)
             if sf.pending == sf.ring:
                 outputs.append(sf.result())
@@ -259,18 +270,23 @@ def test_apply_into_refuses_outputs_it_cannot_fill_before_any_work(rng, backend,
     read_only = np.full_like(src, POISON)
     read_only.flags.writeable = False
     with streamconv.Filter("emboss", backend=backend) as emboss:
-        monkeypatch.setattr(emboss._engine, "apply_into", lambda dst, src: pytest.fail("filtered anyway"))
+        monkeypatch.setattr(emboss._engine, "apply_into",
+                            lambda dst, src: pytest.fail("filtered anyway"))
         for dst in (read_only, np.broadcast_to(np.uint8(POISON), src.shape)):
-            with pytest.raises(streamconv.FrameFormatError, match="output frame is read-only") as info:
+            with pytest.raises(streamconv.FrameFormatError,
+                               match="output frame is read-only") as info:
                 emboss.apply_into(dst, src)
-            assert isinstance(info.value, ValueError)  # as NumPy's "assignment destination is read-only"
+            # as NumPy's "assignment destination is read-only"
+            assert isinstance(info.value, ValueError)
         assert np.all(read_only == POISON)
-        with pytest.raises(streamconv.FrameTypeError, match="unexpected output dtype: uint16 != uint8"):
+        with pytest.raises(streamconv.FrameTypeError,
+                           match="unexpected output dtype: uint16 != uint8"):
             emboss.apply_into(np.zeros(src.shape, np.uint16), src)
         with pytest.raises(streamconv.FrameFormatError,
                            match=r"unexpected output shape: \(12, 16, 4\) != \(12, 16, 3\)"):
             emboss.apply_into(np.zeros((12, 16, 4), np.uint8), src)
-        with pytest.raises(streamconv.FrameTypeError, match="output frame: expected a numpy.ndarray, got list"):
+        with pytest.raises(streamconv.FrameTypeError,
+                           match="output frame: expected a numpy.ndarray, got list"):
             emboss.apply_into(src.tolist(), src)
 
 
@@ -357,13 +373,15 @@ def test_direct_calls_take_over_from_a_suspended_map(rng, backend):
         sf.submit(frames[0])
         with pytest.raises(streamconv.StreamError, match="was left"):
             next(draining)  # not a silent end: its second output was dropped
-        with pytest.raises(streamconv.StreamError, match=r"map\(\) with 1 submitted frame\(s\) not yet taken"):
+        with pytest.raises(streamconv.StreamError,
+                           match=r"map\(\) with 1 submitted frame\(s\) not yet taken"):
             sf.map(frames)
         np.testing.assert_array_equal(sf.result(), cpu(frames[0]))  # still there after the refusal
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_map_of_frames_captured_into_input_buffers_keeps_one_output_per_frame(rng, backend, monkeypatch):
+def test_map_of_frames_captured_into_input_buffers_keeps_one_output_per_frame(rng, backend,
+                                                                              monkeypatch):
     # As examples/opencv_embed.py does: the frame generator captures each frame into
     # input_buffer() while map() runs; that is no take-over, and nothing is copied.
     frames = [rng.integers(0, 256, (18, 26, 3), dtype=np.uint8) for _ in range(7)]
@@ -371,7 +389,8 @@ def test_map_of_frames_captured_into_input_buffers_keeps_one_output_per_frame(rn
     with streamconv.StreamFilter("emboss", ring=2, backend=backend) as sf:
         copies = []
         copy = sf._copier.copy
-        monkeypatch.setattr(sf._copier, "copy", lambda dst, src: (copies.append(src.shape), copy(dst, src)))
+        monkeypatch.setattr(sf._copier, "copy",
+                            lambda dst, src: (copies.append(src.shape), copy(dst, src)))
 
         def captured():
             for frame in frames:
@@ -394,8 +413,8 @@ def test_closed_filters_refuse_every_call(rng, backend):
     sf.close()
     sf.close()  # idempotent
     assert sf.closed and sf.pending == 0
-    calls = {"submit": lambda: sf.submit(frame), "result": sf.result, "map": lambda: sf.map([frame]),
-             "input_buffer": lambda: sf.input_buffer(frame.shape)}
+    calls = {"submit": lambda: sf.submit(frame), "result": sf.result,
+             "map": lambda: sf.map([frame]), "input_buffer": lambda: sf.input_buffer(frame.shape)}
     for name, call in calls.items():
         message = re.escape(f"StreamFilter is closed; {name}() cannot run")
         with pytest.raises(streamconv.StreamError, match=message) as info:
@@ -430,7 +449,8 @@ def test_device_must_be_an_integer_not_a_bool(value):
 
 
 def test_numpy_integers_are_integers():
-    with streamconv.StreamFilter("identity", ring=np.int64(2), device=np.uint8(0), backend="cpu") as sf:
+    with streamconv.StreamFilter("identity", ring=np.int64(2), device=np.uint8(0),
+                                 backend="cpu") as sf:
         assert sf.ring == 2 and type(sf.ring) is int
 
 
@@ -457,7 +477,11 @@ def test_public_api_is_exported_and_documented():
         assert name in streamconv.__all__
 
 
-@pytest.mark.parametrize("module", ["embed.filter", "embed.streamfilter", "run.pipeline", "io.sources.pattern", "io.sources.arrays", "chain.filters", "chain.presets"])
+@pytest.mark.parametrize("module",
+                         ["embed.filter", "embed.streamfilter", "run.pipeline",
+                          "io.sources.pattern", "io.sources.arrays", "chain.filters",
+                          "chain.presets"])
 def test_docstring_examples_run(module):
-    failures, tried = doctest.testmod(importlib.import_module(f"streamconv.{module}"), verbose=False)
+    failures, tried = doctest.testmod(importlib.import_module(f"streamconv.{module}"),
+                                      verbose=False)
     assert tried >= 1 and failures == 0

@@ -12,24 +12,27 @@ from streamconv.frames.checks import MAX_RING
 BACKENDS = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
 POISON = 7
 # The direct filter2D path (exact 3x3 taps), the 1x1 table, the float path and a chain.
-SPECS = ["emboss", "sharpen", "laplacian", "sobel-x", "custom:taps=0.5", "custom:taps=0,0,0;0,2,0;0,0,0",
-         "gaussian:sigma=1", "edge", ("sharpen", "emboss")]
+SPECS = ["emboss", "sharpen", "laplacian", "sobel-x", "custom:taps=0.5",
+         "custom:taps=0,0,0;0,2,0;0,0,0", "gaussian:sigma=1", "edge", ("sharpen", "emboss")]
 SHIFTS = [(0, 1), (1, 0), (2, 3), (3, 2), (-2, -3), (5, 0), (0, 8), (1, 1)]
 
 
 def expected_output(spec, frame: np.ndarray, backend: str = "cpu") -> np.ndarray:
     """``backend``'s result for a C-contiguous copy of ``frame``, into a new array (the GPU is
     within 1 LSB of the CPU, tested elsewhere; here the layout must change nothing)."""
-    with streamconv.Filter(list(spec) if isinstance(spec, tuple) else spec, backend=backend) as chain:
+    with streamconv.Filter(list(spec) if isinstance(spec, tuple) else spec,
+                           backend=backend) as chain:
         return chain(np.ascontiguousarray(frame))
 
 
 def overlapping_views(rng, shape: tuple[int, ...], dtype, shift: tuple[int, int]):
-    """(src, dst): views of ``shape`` into one random buffer, dst ``shift`` (rows, columns) from src;
+    """(src, dst): views of ``shape`` into one random buffer, dst ``shift`` (rows, columns) from
+    src;
     dst's samples outside src are poisoned."""
     pad = 8
     height, width = shape[:2]
-    buffer = rng.integers(0, np.iinfo(dtype).max + 1, (height + 2 * pad, width + 2 * pad) + shape[2:], dtype=dtype)
+    buffer = rng.integers(0, np.iinfo(dtype).max + 1,
+                          (height + 2 * pad, width + 2 * pad) + shape[2:], dtype=dtype)
     outside = np.ones(buffer.shape[:2], bool)
     outside[pad:pad + height, pad:pad + width] = False
     buffer[outside] = POISON
@@ -42,8 +45,10 @@ def overlapping_views(rng, shape: tuple[int, ...], dtype, shift: tuple[int, int]
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
 @pytest.mark.parametrize("shape", [(16, 16, 3), (16, 17), (16, 16, 4)])
 @pytest.mark.parametrize("how", ["apply_into", "out"])
-def test_output_overlapping_its_input_gets_the_result_of_a_copy(rng, backend, spec, dtype, shape, how):
-    with streamconv.Filter(list(spec) if isinstance(spec, tuple) else spec, backend=backend) as chain:
+def test_output_overlapping_its_input_gets_the_result_of_a_copy(rng, backend, spec, dtype, shape,
+                                                                how):
+    with streamconv.Filter(list(spec) if isinstance(spec, tuple) else spec,
+                           backend=backend) as chain:
         for shift in SHIFTS:
             src, dst = overlapping_views(rng, shape, dtype, shift)
             assert np.shares_memory(src, dst)
@@ -91,18 +96,22 @@ def odd_layouts(rng, dtype=np.uint8) -> dict[str, np.ndarray]:
     base = rng.integers(0, np.iinfo(dtype).max + 1, (20, 30, 3), dtype)
     return {"transposed": base.transpose(1, 0, 2), "grey transposed": base[:, :, 0].T,
             "fortran": np.asfortranarray(base), "grey fortran": np.asfortranarray(base[:, :, 1]),
-            "broadcast": np.broadcast_to(base[:1], base.shape), "broadcast grey": np.broadcast_to(base[:, :1, 2], (20, 30))}
+            "broadcast": np.broadcast_to(base[:1], base.shape),
+            "broadcast grey": np.broadcast_to(base[:, :1, 2], (20, 30))}
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("spec", ["box:size=3", "emboss", "custom:taps=0.5", "gaussian:sigma=2", "edge",
+@pytest.mark.parametrize("spec",
+                         ["box:size=3", "emboss", "custom:taps=0.5", "gaussian:sigma=2", "edge",
                                   ("sharpen", "box")])
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
 def test_transposed_fortran_and_broadcast_inputs_give_a_new_c_array(rng, backend, spec, dtype):
-    with streamconv.Filter(list(spec) if isinstance(spec, tuple) else spec, backend=backend) as chain:
+    with streamconv.Filter(list(spec) if isinstance(spec, tuple) else spec,
+                           backend=backend) as chain:
         for name, frame in odd_layouts(rng, dtype).items():
             got = chain(frame)
-            assert got.shape == frame.shape and got.dtype == frame.dtype and got.flags.c_contiguous, name
+            assert got.shape == frame.shape and got.dtype == frame.dtype and \
+                got.flags.c_contiguous, name
             np.testing.assert_array_equal(got, expected_output(spec, frame, backend), err_msg=name)
             into = np.full(frame.shape, POISON, dtype).T.copy().T  # a Fortran-order output
             chain.apply_into(into, frame)
@@ -111,11 +120,13 @@ def test_transposed_fortran_and_broadcast_inputs_give_a_new_c_array(rng, backend
 
 @pytest.mark.parametrize("border", [["zero"], ("zero",), {"zero": 1}, None, 0])
 def test_a_border_that_is_not_a_name_is_refused_clearly(border):
-    with pytest.raises(streamconv.SettingsError, match="unknown border mode .*; known: zero, replicate, reflect101"):
+    with pytest.raises(streamconv.SettingsError,
+                       match="unknown border mode .*; known: zero, replicate, reflect101"):
         streamconv.Filter("box", border=border, backend="cpu")
 
 
-@pytest.mark.parametrize("path, what", [("/tmp", "a folder, not a file"), ("/dev/zero", "not a regular file"),
+@pytest.mark.parametrize("path, what",
+                         [("/tmp", "a folder, not a file"), ("/dev/zero", "not a regular file"),
                                         ("/dev/null", "not a regular file")])
 @pytest.mark.parametrize("suffix", ["", ".npy"])
 def test_a_taps_file_that_is_a_folder_or_a_device_says_so(tmp_path, path, what, suffix):
@@ -125,13 +136,17 @@ def test_a_taps_file_that_is_a_folder_or_a_device_says_so(tmp_path, path, what, 
         path = str(target)
     with pytest.raises(streamconv.FilterSpecError, match=f"custom taps file {path}: {what}"):
         streamconv.Filter(f"custom:file={path}", backend="cpu")
-    with pytest.raises(streamconv.FilterSpecError, match=f"custom taps file not found: {path}/absent"):
+    with pytest.raises(streamconv.FilterSpecError,
+                       match=f"custom taps file not found: {path}/absent"):
         streamconv.Filter(f"custom:file={path}/absent", backend="cpu")
 
 
-@pytest.mark.parametrize("taps", [np.ones((3, 3), complex), np.ones((1, 1), np.complex64), [[1 + 0j]],
-                                  np.array([[None]]), np.array([[1, 2, 1]] * 3, dtype=object).astype(complex),
-                                  np.array([[1.0, None, 1.0]] * 3, dtype=object), np.array([["1"]])])
+@pytest.mark.parametrize("taps",
+                         [np.ones((3, 3), complex), np.ones((1, 1), np.complex64), [[1 + 0j]],
+                                  np.array([[None]]),
+                          np.array([[1, 2, 1]] * 3, dtype=object).astype(complex),
+                                  np.array([[1.0, None, 1.0]] * 3, dtype=object),
+                          np.array([["1"]])])
 def test_taps_that_are_not_real_numbers_are_refused(recwarn, taps):
     with pytest.raises(streamconv.FilterSpecError, match="taps must be real numbers"):
         streamconv.Filter(np.asarray(taps), backend="cpu")
@@ -158,7 +173,8 @@ def test_complex_npy_taps_are_refused_like_a_complex_array(tmp_path):
 
 @pytest.mark.parametrize("ring", [MAX_RING + 1, 10**8])
 def test_stream_filter_ring_is_bounded_like_the_command(ring):
-    with pytest.raises(streamconv.SettingsError, match=f"ring must be an integer from 1 to {MAX_RING}, got {ring}"):
+    with pytest.raises(streamconv.SettingsError,
+                       match=f"ring must be an integer from 1 to {MAX_RING}, got {ring}"):
         streamconv.StreamFilter("identity", ring=ring, backend="cpu")
     with streamconv.StreamFilter("identity", ring=MAX_RING, backend="cpu") as sf:
         assert sf.ring == MAX_RING

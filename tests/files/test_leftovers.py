@@ -29,13 +29,15 @@ LONG_RUN = ["--backend", "cpu", "--filter", "gaussian:sigma=2", "--no-progress",
 def partials(folder: Path, name: str) -> list[Path]:
     """The temporary files of ``name`` in ``folder`` (``.STEM.TOKEN.partial.EXT``)."""
     stem, suffix = os.path.splitext(name)
-    return sorted(p for p in folder.iterdir() if p.name.startswith(f".{stem}.") and p.name.endswith(f".partial{suffix}"))
+    return sorted(p for p in folder.iterdir() if p.name.startswith(f".{stem}.")
+                  and p.name.endswith(f".partial{suffix}"))
 
 
 def start_writing(output: Path) -> subprocess.Popen:
     """A run of a long test pattern into ``output``, returned once its temporary file has bytes."""
     before = set(partials(output.parent, output.name))
-    child = subprocess.Popen([sys.executable, "-m", "streamconv", "run", "test:320x240@30,frames=100000",
+    child = subprocess.Popen([sys.executable, "-m", "streamconv", "run",
+                              "test:320x240@30,frames=100000",
                               "-o", str(output), *LONG_RUN], env=ENV, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -65,7 +67,8 @@ def test_a_run_removes_what_a_killed_run_of_its_output_left_and_not_a_live_ones(
         (held,) = [p for p in partials(tmp_path, "out.mp4") if p != left]
         for path in (left, held):
             age(path)
-        fresh_kill = start_writing(tmp_path / "other.mp4")  # another output's leftover: not this run's
+        # another output's leftover: not this run's
+        fresh_kill = start_writing(tmp_path / "other.mp4")
         fresh_kill.send_signal(signal.SIGKILL)
         fresh_kill.wait(timeout=30)
         (other,) = partials(tmp_path, "other.mp4")
@@ -100,8 +103,10 @@ time.sleep(600)
 def killed_and_live_writers(paths: dict[str, Path]) -> tuple[dict[str, Path], subprocess.Popen]:
     """Writers of ``paths["killed"]`` (SIGKILLed mid-write) and ``paths["alive"]`` (returned, still
     writing): their temporary files, both aged."""
-    writers = {fate: subprocess.Popen([sys.executable, "-c", textwrap.dedent(WRITER), str(path), fate],
-                                      stdout=subprocess.PIPE, text=True, env=ENV) for fate, path in paths.items()}
+    writers = {fate: subprocess.Popen([sys.executable, "-c", textwrap.dedent(WRITER), str(path),
+                                       fate],
+                                      stdout=subprocess.PIPE, text=True, env=ENV)
+               for fate, path in paths.items()}
     temps = {fate: Path(writer.stdout.readline().strip()) for fate, writer in writers.items()}
     writers["killed"].wait(timeout=30)
     assert writers["killed"].returncode == -signal.SIGKILL and writers["alive"].poll() is None
@@ -112,7 +117,8 @@ def killed_and_live_writers(paths: dict[str, Path]) -> tuple[dict[str, Path], su
 
 def test_a_sequence_run_removes_the_temporary_images_killed_writers_left(tmp_path):
     pattern = str(tmp_path / "img%03d.png")
-    temps, alive = killed_and_live_writers({"killed": tmp_path / "img007.png", "alive": tmp_path / "img008.png"})
+    temps, alive = killed_and_live_writers({"killed": tmp_path / "img007.png",
+                                            "alive": tmp_path / "img008.png"})
     try:
         jpeg = tmp_path / ".img007.0123abcd.partial.jpg"  # another pattern's image (img%03d.jpg)
         jpeg.write_bytes(b"not ours")
@@ -143,9 +149,11 @@ def parts_folders(folder: Path) -> list[Path]:
 
 
 def start_segments(clip: Path, output: Path) -> tuple[subprocess.Popen, Path]:
-    """A ``run --segments 2`` of ``clip`` into ``output`` and its parts folder, once it holds a part's bytes."""
+    """A ``run --segments 2`` of ``clip`` into ``output`` and its parts folder, once it holds a
+    part's bytes."""
     before = set(parts_folders(output.parent))
-    child = subprocess.Popen([sys.executable, "-m", "streamconv", "run", str(clip), "-o", str(output),
+    child = subprocess.Popen([sys.executable, "-m", "streamconv", "run", str(clip), "-o",
+                              str(output),
                               "--segments", "2", *LONG_RUN], env=ENV, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -158,7 +166,8 @@ def start_segments(clip: Path, output: Path) -> tuple[subprocess.Popen, Path]:
 
 
 def test_a_segmented_run_removes_the_parts_folder_of_a_killed_one_and_not_a_live_ones(tmp_path):
-    clip = write_clip(tmp_path / "in.mp4", frames=1500, size=(320, 240), options={"preset": "ultrafast", "g": "50"})
+    clip = write_clip(tmp_path / "in.mp4", frames=1500, size=(320, 240),
+                      options={"preset": "ultrafast", "g": "50"})
     output = tmp_path / "out.mkv"
     killed, left = start_segments(clip, output)
     killed.send_signal(signal.SIGKILL)
@@ -168,7 +177,8 @@ def test_a_segmented_run_removes_the_parts_folder_of_a_killed_one_and_not_a_live
         live.send_signal(signal.SIGSTOP)
         for folder in (left, held):
             age(folder)
-        short = write_clip(tmp_path / "short.mp4", frames=24, options={"preset": "ultrafast", "g": "6"})
+        short = write_clip(tmp_path / "short.mp4", frames=24,
+                           options={"preset": "ultrafast", "g": "6"})
         result = run_cli("run", str(short), "-o", str(output), "--segments", "2", *LONG_RUN)
         assert result.returncode == 0, result.stderr
         assert not left.exists() and held.is_dir()
@@ -188,10 +198,11 @@ def test_stats_and_a_manifest_remove_what_killed_writers_of_them_left(tmp_path):
     try:
         stats_temps, writer = killed_and_live_writers({"killed": stats, "alive": stats})
         alive.append(writer)
-        manifest_temps, writer = killed_and_live_writers({"killed": out / MANIFEST_NAME, "alive": out / MANIFEST_NAME})
+        manifest_temps, writer = killed_and_live_writers({"killed": out / MANIFEST_NAME,
+                                                          "alive": out / MANIFEST_NAME})
         alive.append(writer)
-        result = run_cli("run", "test:64x48@30,frames=3", "-o", str(tmp_path / "o.mp4"), "--stats-json", str(stats),
-                         *LONG_RUN)
+        result = run_cli("run", "test:64x48@30,frames=3", "-o", str(tmp_path / "o.mp4"),
+                         "--stats-json", str(stats), *LONG_RUN)
         assert result.returncode == 0, result.stderr
         result = run_cli("batch", str(tmp_path / "in"), "-o", str(out), *LONG_RUN)
         assert result.returncode == 0, result.stderr

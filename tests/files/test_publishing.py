@@ -28,10 +28,11 @@ from helpers.processes import Run, leftovers
 TINY = "test:64x48,frames=3"
 
 
-def cli(*args: str, cwd: Path, preexec_fn=None, timeout: float = 120) -> subprocess.CompletedProcess:
+def cli(*args: str, cwd: Path, preexec_fn=None,
+        timeout: float = 120) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "streamconv", *args], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=timeout, preexec_fn=preexec_fn)
+    return subprocess.run([sys.executable, "-m", "streamconv", *args], capture_output=True,
+                          text=True, cwd=cwd, env=env, timeout=timeout, preexec_fn=preexec_fn)
 
 
 def frames_in(path: Path) -> int:
@@ -80,7 +81,8 @@ def test_symlinks_at_every_name_a_run_writes_leave_their_targets_alone(tmp_path,
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
     (tmp_path / name).symlink_to(victim)
-    args = ["run", TINY, "-o", "out.mp4", "--stats-json", "stats.json", "--backend", "cpu", "--no-progress", "-q"]
+    args = ["run", TINY, "-o", "out.mp4", "--stats-json", "stats.json", "--backend", "cpu",
+            "--no-progress", "-q"]
     result = cli(*args, cwd=tmp_path)
     if name == ".out.partial.mp4":  # the temporary name of earlier versions: not used any more
         assert_ok(result)
@@ -95,7 +97,8 @@ def test_symlinks_at_every_name_a_run_writes_leave_their_targets_alone(tmp_path,
 
 def test_overwrite_keeps_the_replaced_files_mode_and_new_files_follow_the_umask(tmp_path):
     output, report = tmp_path / "out.mp4", tmp_path / "stats.json"
-    args = ["run", TINY, "-o", str(output), "--stats-json", str(report), "--backend", "cpu", "--no-progress", "-q"]
+    args = ["run", TINY, "-o", str(output), "--stats-json", str(report), "--backend", "cpu",
+            "--no-progress", "-q"]
     assert_ok(cli(*args, cwd=tmp_path, preexec_fn=lambda: os.umask(0o027)))
     assert stat.S_IMODE(output.stat().st_mode) == 0o640
     assert stat.S_IMODE(report.stat().st_mode) == 0o640
@@ -107,11 +110,14 @@ def test_overwrite_keeps_the_replaced_files_mode_and_new_files_follow_the_umask(
 
 
 def test_temporary_names_of_very_long_outputs_stay_within_the_limit(tmp_path):
-    output = tmp_path / ("a" * 250 + ".mp4")  # 254 bytes: allowed, though its temp name would not be
-    assert_ok(cli("run", TINY, "-o", str(output), "--backend", "cpu", "--no-progress", "-q", cwd=tmp_path))
+    # 254 bytes: allowed, though its temp name would not be
+    output = tmp_path / ("a" * 250 + ".mp4")
+    assert_ok(cli("run", TINY, "-o", str(output), "--backend", "cpu", "--no-progress", "-q",
+                  cwd=tmp_path))
     assert frames_in(output) == 3
     too_long = tmp_path / ("b" * 300 + ".mp4")
-    assert_error(cli("run", TINY, "-o", str(too_long), "--backend", "cpu", cwd=tmp_path), 6, "too long")
+    assert_error(cli("run", TINY, "-o", str(too_long), "--backend", "cpu", cwd=tmp_path), 6,
+                 "too long")
 
 
 # ---------------------------------------------------------------- publishing
@@ -119,8 +125,8 @@ def test_temporary_names_of_very_long_outputs_stay_within_the_limit(tmp_path):
 
 def test_a_file_that_appears_at_the_output_meanwhile_is_kept_and_the_run_exits_6(tmp_path):
     output = tmp_path / "out.mp4"
-    run = Run("run", "test:160x120@30,frames=30", "-o", str(output), "--realtime", "--backend", "cpu",
-              "--no-progress", "-q", cwd=tmp_path)
+    run = Run("run", "test:160x120@30,frames=30", "-o", str(output), "--realtime", "--backend",
+              "cpu", "--no-progress", "-q", cwd=tmp_path)
     run.wait_for(lambda: leftovers(tmp_path), "the temporary file")
     output.write_bytes(b"someone else's file")
     assert run.finish() == 6, run.stderr
@@ -160,12 +166,13 @@ def test_file_urls_name_the_file_they_name_as_ffmpeg_reads_them(tmp_path, sample
     """``file:NAME`` is NAME, for SOURCE and -o alike: read, written, and protected as that file."""
     source = tmp_path / "in.mp4"
     source.write_bytes(sample_clip.read_bytes())
-    result = cli("run", "file:in.mp4", "-o", "file:out.mp4", "--max-frames", "3", "--backend", "cpu",
-                 "-q", "--no-progress", cwd=tmp_path)
+    result = cli("run", "file:in.mp4", "-o", "file:out.mp4", "--max-frames", "3", "--backend",
+                 "cpu", "-q", "--no-progress", cwd=tmp_path)
     assert_ok(result)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4", "out.mp4"] and frames_in(tmp_path / "out.mp4") == 3
-    result = cli("run", "in.mp4", "-o", "file:in.mp4", "--overwrite", "--backend", "cpu", "-q", "--no-progress",
-                 cwd=tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4", "out.mp4"] and \
+        frames_in(tmp_path / "out.mp4") == 3
+    result = cli("run", "in.mp4", "-o", "file:in.mp4", "--overwrite", "--backend", "cpu", "-q",
+                 "--no-progress", cwd=tmp_path)
     assert_error(result, 6, "the same file as the input")
     assert source.read_bytes() == sample_clip.read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4", "out.mp4"]
@@ -176,15 +183,17 @@ def test_file_urls_name_their_file_for_batch_inputs_progress_and_stats_json(tmp_
     --progress and --stats-json wrote files named 'file:...'."""
     (tmp_path / "in.mp4").write_bytes(sample_clip.read_bytes())
     result = cli("run", "in.mp4", "-o", "out.mp4", "--max-frames", "3", "--progress", "file:p.txt",
-                 "--stats-json", "file:s.json", "--backend", "cpu", "-q", "--no-progress", cwd=tmp_path)
+                 "--stats-json", "file:s.json", "--backend", "cpu", "-q", "--no-progress",
+                 cwd=tmp_path)
     assert_ok(result)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4", "out.mp4", "p.txt", "s.json"]
-    result = cli("batch", "file:in.mp4", "-o", "done", "--backend", "cpu", "-q", "--no-progress", cwd=tmp_path)
+    result = cli("batch", "file:in.mp4", "-o", "done", "--backend", "cpu", "-q", "--no-progress",
+                 cwd=tmp_path)
     assert_ok(result)
     assert frames_in(tmp_path / "done" / "in.mp4") == frames_in(tmp_path / "in.mp4")
 
 
-# ---------------------------------------------------------------- reports (--stats-json, bench --json)
+# 
 
 
 @pytest.mark.parametrize("clash", ["input", "output"])
@@ -202,7 +211,8 @@ def test_stats_json_may_not_be_the_input_or_the_output(tmp_path, sample_clip, cl
 def test_an_existing_stats_json_is_refused_before_the_run_unless_overwrite(tmp_path):
     report = tmp_path / "stats.json"
     report.write_text("old")
-    result = cli("run", TINY, "-o", "out.mp4", "--stats-json", str(report), "--backend", "cpu", cwd=tmp_path)
+    result = cli("run", TINY, "-o", "out.mp4", "--stats-json", str(report), "--backend", "cpu",
+                 cwd=tmp_path)
     assert_error(result, 6, "--stats-json exists")
     assert report.read_text() == "old" and not (tmp_path / "out.mp4").exists()
 
@@ -212,8 +222,8 @@ def test_a_stats_json_that_cannot_be_written_whole_leaves_nothing(tmp_path):
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # fail the write (EFBIG) instead of killing
         resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200))
 
-    result = cli("run", TINY, "--stats-json", "stats.json", "--backend", "cpu", "--no-progress", "-q",
-                 cwd=tmp_path, preexec_fn=limit)
+    result = cli("run", TINY, "--stats-json", "stats.json", "--backend", "cpu", "--no-progress",
+                 "-q", cwd=tmp_path, preexec_fn=limit)
     assert_error(result, 6, "cannot write --stats-json", "nothing was left behind")
     assert list(tmp_path.iterdir()) == []
 
@@ -282,12 +292,14 @@ def test_a_device_or_fifo_output_is_never_replaced_even_with_overwrite(tmp_path,
         message = assert_error(result, 6, "not a regular file", "-o - for standard output")
         assert "--overwrite" not in message  # which would not replace it either
     after = os.lstat(target)
-    assert (after.st_ino, after.st_mode, after.st_rdev) == (before.st_ino, before.st_mode, before.st_rdev)
+    assert (after.st_ino, after.st_mode, after.st_rdev) == (before.st_ino, before.st_mode,
+                                                            before.st_rdev)
     assert leftovers(target.parent) == []
 
 
 def test_a_report_that_is_a_device_is_refused_without_advice_about_the_output(tmp_path):
-    """(regression: --stats-json /dev/full was told to "leave out -o" or "give -o -", which are the video's)"""
+    """(regression: --stats-json /dev/full was told to "leave out -o" or "give -o -", which are the
+    video's)"""
     result = cli("run", TINY, "--stats-json", "/dev/full", "--backend", "cpu", cwd=tmp_path)
     message = assert_error(result, 6, "--stats-json is not a regular file", "never replaced")
     assert "-o" not in message.replace("--stats-json", "")

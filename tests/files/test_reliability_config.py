@@ -30,7 +30,8 @@ from helpers.cli import assert_error, assert_ok
 TINY = "test:64x48,frames=3"
 SECRET = "hunter2-correct-horse-battery-staple-0123456789"
 PROC_ENVIRON = Path("/proc/self/environ")
-needs_proc = pytest.mark.skipif(not PROC_ENVIRON.is_file(), reason="no /proc/self/environ (not Linux)")
+needs_proc = pytest.mark.skipif(not PROC_ENVIRON.is_file(),
+                                reason="no /proc/self/environ (not Linux)")
 
 
 def echoed(message: str, content: str) -> list[str]:
@@ -38,7 +39,8 @@ def echoed(message: str, content: str) -> list[str]:
     repeats (content between non-printable characters, as repr() escapes those)."""
     width = MAX_QUOTED_CHARS + 1
     runs = "".join(c if c.isprintable() else "\n" for c in content).split("\n")
-    return [run[i:i + width] for run in runs for i in range(len(run) - width + 1) if run[i:i + width] in message]
+    return [run[i:i + width] for run in runs for i in range(len(run) - width + 1)
+            if run[i:i + width] in message]
 
 
 def write_preset(path: Path, stage: str) -> Path:
@@ -57,7 +59,8 @@ def test_taps_file_in_proc_is_read_but_not_echoed():
         parse_filter(f"custom:file={PROC_ENVIRON}")
     message = str(info.value)
     assert info.value.exit_code == 3
-    assert str(PROC_ENVIRON) in message and "is not a number" in message  # read, though st_size is 0
+    # read, though st_size is 0
+    assert str(PROC_ENVIRON) in message and "is not a number" in message
     assert echoed(message, PROC_ENVIRON.read_bytes().decode("utf-8", "replace")) == []
 
 
@@ -96,7 +99,8 @@ def test_binary_taps_file_names_one_byte(tmp_path):
 
 
 def _npy_with_header(path: Path, header: str) -> Path:
-    """A .npy file (format 1.0) whose header dictionary text is ``header``, padded as NumPy pads it."""
+    """A .npy file (format 1.0) whose header dictionary text is ``header``, padded as NumPy pads
+    it."""
     text = header.encode("latin1")
     text += b" " * (-(10 + len(text) + 1) % 64) + b"\n"
     path.write_bytes(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text + b"\x00" * 64)
@@ -105,7 +109,8 @@ def _npy_with_header(path: Path, header: str) -> Path:
 
 @pytest.mark.parametrize("spec, header", [
     ("custom:file={path}", f"{{'descr': '{SECRET}', 'fortran_order': False, 'shape': (3, 3), }}"),
-    ("bank:file={path}", f"{{'descr': '<f8', 'fortran_order': False, 'shape': (1, 1, 3, 3), '{SECRET}': 1, }}"),
+    ("bank:file={path}",
+     f"{{'descr': '<f8', 'fortran_order': False, 'shape': (1, 1, 3, 3), '{SECRET}': 1, }}"),
     ("custom:file={path}", f"{SECRET} {SECRET}"),
 ], ids=["bad-descr", "bank-extra-key", "not-a-dict"])
 def test_npy_header_errors_do_not_quote_the_header(tmp_path, spec, header):
@@ -142,7 +147,8 @@ def test_proc_file_over_the_cap_is_refused_after_reading_one_byte_more(monkeypat
 
     monkeypatch.setattr(streamconv.files.resources, "read_capped", counted_read)
     assert PROC_ENVIRON.stat().st_size == 0 and len(PROC_ENVIRON.read_bytes()) > cap
-    with pytest.raises(FilterSpecError, match=f"{PROC_ENVIRON} is too large \\(over {cap} bytes\\)"):
+    with pytest.raises(FilterSpecError,
+                       match=f"{PROC_ENVIRON} is too large \\(over {cap} bytes\\)"):
         parse_filter(spec.format(path=PROC_ENVIRON))
     assert [len(data) for data in reads] == [cap + 1]
 
@@ -150,7 +156,8 @@ def test_proc_file_over_the_cap_is_refused_after_reading_one_byte_more(monkeypat
 @needs_proc
 def test_preset_in_proc_over_the_cap_is_refused(monkeypatch):
     monkeypatch.setattr(streamconv.chain.presets, "MAX_PRESET_BYTES", 16)
-    with pytest.raises(PresetError, match=f"preset {PROC_ENVIRON} is too large \\(over 16 bytes\\)"):
+    with pytest.raises(PresetError,
+                       match=f"preset {PROC_ENVIRON} is too large \\(over 16 bytes\\)"):
         load_preset(PROC_ENVIRON)
 
 
@@ -183,8 +190,8 @@ def test_preset_naming_a_secrets_file_is_not_echoed(tmp_path):
     f'[[filter]]\nname = "{SECRET}"\n',
     f'[[filter]]\nname = "box"\n{SECRET} = 3\n',
     f'[[filter]]\nname = "box"\nsize = "{SECRET}"\n',
-], ids=["toml-duplicate-table", "toml-duplicate-key", "toml-unclosed", "border", "filter-name", "filter-key",
-        "value"])
+], ids=["toml-duplicate-table", "toml-duplicate-key", "toml-unclosed", "border", "filter-name",
+        "filter-key", "value"])
 def test_preset_errors_quote_short_tokens(tmp_path, text):
     path = tmp_path / "bad.toml"
     path.write_text(text)
@@ -214,8 +221,8 @@ def test_preset_not_utf8_names_one_byte(tmp_path):
 
 @needs_proc
 def test_cli_filter_file_in_proc_exits_3_without_echo(cli, tmp_path):
-    result = cli("run", TINY, "-o", str(tmp_path / "out.mp4"), "--filter", f"custom:file={PROC_ENVIRON}",
-                 env={"STREAMCONV_TEST_SECRET": SECRET})
+    result = cli("run", TINY, "-o", str(tmp_path / "out.mp4"), "--filter",
+                 f"custom:file={PROC_ENVIRON}", env={"STREAMCONV_TEST_SECRET": SECRET})
     line = assert_error(result, 3, str(PROC_ENVIRON), "is not a number")
     assert SECRET not in result.stderr
     assert echoed(line, "\n".join(f"{k}={v}" for k, v in os.environ.items())) == []
@@ -301,9 +308,11 @@ def test_shipped_preset_relative_file_resolves_against_the_preset_folder(preset_
 
 
 def test_cli_preset_relative_file_from_another_working_directory(cli, preset_tree, tmp_path):
-    preset = write_preset(preset_tree / "p.toml", 'name = "custom"\nfile = "taps.txt"\nnormalize = true')
+    preset = write_preset(preset_tree / "p.toml",
+                          'name = "custom"\nfile = "taps.txt"\nnormalize = true')
     out = tmp_path / "out.mkv"
-    assert_ok(cli("run", TINY, "-o", str(out), "--pipeline", str(preset), cwd=tmp_path / "elsewhere"))
+    assert_ok(cli("run", TINY, "-o", str(out), "--pipeline", str(preset),
+                  cwd=tmp_path / "elsewhere"))
     assert out.is_file()
     missing = write_preset(preset_tree / "missing.toml", 'name = "custom"\nfile = "gone.txt"')
     result = cli("run", TINY, "-o", str(tmp_path / "out2.mkv"), "--pipeline", str(missing),

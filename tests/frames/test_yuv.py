@@ -1,4 +1,5 @@
-"""The yuv420p path: the fixed-point colour conversion, the planes layout, and pipelines that use it."""
+"""The yuv420p path: the fixed-point colour conversion, the planes layout, and pipelines that use
+it."""
 
 from __future__ import annotations
 
@@ -18,8 +19,10 @@ from helpers.yuv import make_clip
 
 # (AVColorSpace, full range) cases: BT.709, BT.601 (both numbers FFmpeg uses), BT.2020, untagged.
 CASES = [(1, False), (1, True), (5, False), (6, True), (9, False), (2, False)]
-CASE_IDS = ["bt709-limited", "bt709-full", "bt601-limited", "bt601-full", "bt2020-limited", "untagged"]
-WEIGHTS = {1: (0.2126, 0.0722), 5: (0.299, 0.114), 6: (0.299, 0.114), 9: (0.2627, 0.0593), 2: (0.299, 0.114)}
+CASE_IDS = ["bt709-limited", "bt709-full", "bt601-limited", "bt601-full", "bt2020-limited",
+            "untagged"]
+WEIGHTS = {1: (0.2126, 0.0722), 5: (0.299, 0.114), 6: (0.299, 0.114), 9: (0.2627, 0.0593),
+           2: (0.299, 0.114)}
 
 
 def layout_for(width: int, height: int, space: int, full: bool, bits: int = 8) -> YuvLayout:
@@ -33,7 +36,8 @@ def random_planes(rng, layout: YuvLayout) -> np.ndarray:
 def _ranges(full: bool, bits: int) -> tuple[int, int, int, int, int]:
     """(Y0, Y span, chroma span, zero chroma, RGB maximum) of the code values at ``bits``."""
     scale = 1 << (bits - 8)
-    spans = (0, (1 << bits) - 1, (1 << bits) - 1) if full else (16 * scale, 219 * scale, 224 * scale)
+    spans = (0, (1 << bits) - 1, (1 << bits) - 1) if full else (16 * scale, 219 * scale,
+                                                                224 * scale)
     return (*spans, 1 << (bits - 1), 255 if bits == 8 else 65535)
 
 
@@ -44,7 +48,8 @@ def reference_to_rgb(luma, u, v, space: int, full: bool, bits: int = 8) -> np.nd
     y0, y_span, c_span, mid, top = _ranges(full, bits)
     y = (luma - y0) * top / y_span
     cb, cr = (u - mid) * top / c_span, (v - mid) * top / c_span
-    rgb = np.stack([y + 2 * (1 - kr) * cr, y - 2 * (1 - kb) * kb / kg * cb - 2 * (1 - kr) * kr / kg * cr,
+    rgb = np.stack([y + 2 * (1 - kr) * cr,
+                    y - 2 * (1 - kb) * kb / kg * cb - 2 * (1 - kr) * kr / kg * cr,
                     y + 2 * (1 - kb) * cb], axis=-1)
     return np.clip(np.floor(rgb + 0.5), 0, top)
 
@@ -67,10 +72,12 @@ def test_to_rgb_is_close_to_ffmpegs_scaler(rng, space, full):
     """A wrong matrix or range would differ by 10-40 levels; FFmpeg's scaler rounds its own way."""
     layout = layout_for(64, 32, space, full)
     planes = rng.integers(16, 236, layout.shape, dtype=np.uint8)
-    planes[layout.width * layout.height:] = rng.integers(120, 136, layout.size - layout.width * layout.height)
+    planes[layout.width * layout.height:] = rng.integers(120, 136,
+                                                         layout.size - layout.width * layout.height)
     ours = np.empty(layout.frame_shape, np.uint8)
     yuv_to_rgb(ours, planes, layout)
-    frame = av.VideoFrame.from_ndarray(planes.reshape(layout.height * 3 // 2, layout.width), format="yuv420p")
+    frame = av.VideoFrame.from_ndarray(planes.reshape(layout.height * 3 // 2, layout.width),
+                                       format="yuv420p")
     frame.colorspace, frame.color_range = space, 2 if full else 1
     theirs = frame_to_rgb(frame).to_ndarray()
     assert np.abs(ours.astype(int) - theirs).max() <= 3
@@ -79,7 +86,8 @@ def test_to_rgb_is_close_to_ffmpegs_scaler(rng, space, full):
 @pytest.mark.parametrize("bits", [8, 10, 12])
 @pytest.mark.parametrize("space, full", CASES, ids=CASE_IDS)
 def test_every_in_gamut_flat_colour_round_trips_exactly(space, full, bits):
-    """YUV -> RGB -> YUV for a grid of all YUV triples: those inside the RGB gamut come back unchanged
+    """YUV -> RGB -> YUV for a grid of all YUV triples: those inside the RGB gamut come back
+    unchanged
     (10- and 12-bit video through 16-bit RGB as 8-bit video through 8-bit RGB)."""
     values = np.arange(0, 1 << bits, 5 << (bits - 8))
     y, u, v = (a.ravel() for a in np.meshgrid(values, values, values, indexing="ij"))
@@ -93,7 +101,8 @@ def test_every_in_gamut_flat_colour_round_trips_exactly(space, full, bits):
     back = np.empty_like(planes)
     rgb_to_yuv(back, rgb, layout)
     back_y, back_u, back_v = layout.planes(back)
-    exact_rgb = reference_to_rgb(y.astype(float), u.astype(float), v.astype(float), space, full, bits)
+    exact_rgb = reference_to_rgb(y.astype(float), u.astype(float), v.astype(float), space, full,
+                                 bits)
     in_gamut = _in_gamut(y, u, v, space, full, bits)
     assert in_gamut.sum() > 10_000  # the RGB cube fills about a sixth of the YUV cube
     assert np.array_equal(back_y[0, ::2][in_gamut], y[in_gamut])
@@ -110,11 +119,13 @@ def _in_gamut(y, u, v, space: int, full: bool, bits: int = 8) -> np.ndarray:
     y0, y_span, c_span, mid, top = _ranges(full, bits)
     yy = (y - y0) * top / y_span
     cb, cr = (u - mid) * top / c_span, (v - mid) * top / c_span
-    channels = [yy + 2 * (1 - kr) * cr, yy - 2 * (1 - kb) * kb / kg * cb - 2 * (1 - kr) * kr / kg * cr,
+    channels = [yy + 2 * (1 - kr) * cr,
+                yy - 2 * (1 - kb) * kb / kg * cb - 2 * (1 - kr) * kr / kg * cr,
                 yy + 2 * (1 - kb) * cb]
     inside = np.all([(c >= 0.5) & (c <= top - 0.5) for c in channels], axis=0)
     if not full:
-        inside &= (y >= y0) & (y <= y0 + y_span) & (u >= mid - c_span // 2) & (u <= mid + c_span // 2)
+        inside &= (y >= y0) & (y <= y0 + y_span) & (u >= mid - c_span // 2) & (
+            u <= mid + c_span // 2)
         inside &= (v >= mid - c_span // 2) & (v <= mid + c_span // 2)
     return inside
 
@@ -161,7 +172,8 @@ def test_chroma_is_the_mean_of_each_two_by_two_block():
     planes = np.empty(layout.shape, np.uint8)
     rgb_to_yuv(planes, rgb, layout)
     _, u, v = layout.planes(planes)
-    # Cb of full blue is 128 + 127.5; half the block blue -> 128 + 63.75 -> 192; the right block is black.
+    # Cb of full blue is 128 + 127.5; half the block blue -> 128 + 63.75 -> 192; the right block is
+    # black.
     assert u.tolist() == [[192, 128]]
     assert v[0, 1] == 128
 
@@ -227,9 +239,11 @@ def test_conversion_is_the_integer_formulas_exactly(rng, space, full, bits):
 
 def test_banded_conversion_equals_the_whole_frame(rng):
     """The CPU backend converts in bands of rows on threads; the bytes must not change."""
-    layout = layout_for(130, 202, 1, False)  # more rows than one band, an odd number of chroma columns
+    # more rows than one band, an odd number of chroma columns
+    layout = layout_for(130, 202, 1, False)
     planes = random_planes(rng, layout)
-    whole, banded = np.empty(layout.frame_shape, np.uint8), np.full(layout.frame_shape, 0xA5, np.uint8)
+    whole, banded = np.empty(layout.frame_shape, np.uint8), np.full(layout.frame_shape, 0xA5,
+                                                                    np.uint8)
     yuv_to_rgb(whole, planes, layout)
     convert_colour(banded, planes, layout, to_rgb=True)
     np.testing.assert_array_equal(banded, whole)
@@ -269,14 +283,17 @@ def decoded_planes(path) -> tuple[list[np.ndarray], list[int], tuple[int, int]]:
         stream = container.streams.video[0]
         frames = list(container.decode(stream))
         tags = (stream.codec_context.colorspace, stream.codec_context.color_range)
-    return [f.to_ndarray().ravel() for f in frames], [float(f.pts * f.time_base) for f in frames], tags
+    return [f.to_ndarray().ravel() for f in frames], [float(f.pts * f.time_base)
+                                                      for f in frames], tags
 
 
-@pytest.mark.parametrize("space, colour_range", [(1, 1), (5, 2)], ids=["bt709-limited", "bt601-full"])
+@pytest.mark.parametrize("space, colour_range", [(1, 1), (5, 2)],
+                         ids=["bt709-limited", "bt601-full"])
 def test_transcode_through_planes_equals_the_reference(tmp_path, space, colour_range):
     source, out = tmp_path / "in.mp4", tmp_path / "out.mp4"
     written = make_clip(source, 64, 48, 4, space=space, colour_range=colour_range)
-    pipeline = streamconv.Pipeline(str(source), ["box:size=3"], str(out), backend="cpu", colour="backend",
+    pipeline = streamconv.Pipeline(str(source), ["box:size=3"], str(out), backend="cpu",
+                                   colour="backend",
                                    sink_options={"options": {"qp": "0"}, "preset": "ultrafast"})
     assert pipeline.planes is not None and pipeline.planes.full_range == (colour_range == 2)
     assert pipeline.run().frames == 4
@@ -296,9 +313,11 @@ def test_transcode_through_planes_equals_the_reference(tmp_path, space, colour_r
 def test_rgb_path_where_planes_cannot_go(tmp_path):
     source = tmp_path / "in.mp4"
     make_clip(source, 64, 48, 2)
-    with streamconv.Pipeline(str(source), ["edge"], None, backend="cpu", colour="backend") as backend_colour:
+    with streamconv.Pipeline(str(source), ["edge"], None, backend="cpu",
+                             colour="backend") as backend_colour:
         assert backend_colour.planes is not None
-    with streamconv.Pipeline(str(source), ["edge"], None, backend="cpu", colour="host") as host_colour:
+    with streamconv.Pipeline(str(source), ["edge"], None, backend="cpu",
+                             colour="host") as host_colour:
         assert host_colour.planes is None
     with streamconv.Pipeline(str(source), ["edge"], None, backend="cpu") as auto_colour:
         assert auto_colour.planes == backend_colour.planes  # auto: the planes on the cpu too
@@ -308,15 +327,17 @@ def test_rgb_path_where_planes_cannot_go(tmp_path):
     with pytest.raises(ValueError, match="unknown colour path 'gpu'; known: auto, backend, host"):
         streamconv.Pipeline(str(source), ["edge"], None, backend="cpu", colour="gpu")
     seen = []
-    callback = streamconv.Pipeline(str(source), ["edge"], CallbackSink(lambda f, m: seen.append(f.shape)),
+    callback = streamconv.Pipeline(str(source), ["edge"],
+                                   CallbackSink(lambda f, m: seen.append(f.shape)),
                                    backend="cpu", colour="backend")
     assert callback.planes is None
     callback.run()
     assert seen == [(48, 64, 3)] * 2
-    with_on_frame = streamconv.Pipeline(str(source), [], NullSink(), backend="cpu", colour="backend",
-                                        on_frame=lambda f, m: None)
+    with_on_frame = streamconv.Pipeline(str(source), [], NullSink(), backend="cpu",
+                                        colour="backend", on_frame=lambda f, m: None)
     assert with_on_frame.planes is None
-    rgb_out = streamconv.Pipeline(str(source), [], str(tmp_path / "o.mkv"), backend="cpu", colour="backend",
+    rgb_out = streamconv.Pipeline(str(source), [], str(tmp_path / "o.mkv"), backend="cpu",
+                                  colour="backend",
                                   sink_options={"codec": "ffv1", "pix_fmt": "bgr0"})
     assert rgb_out.planes is None
     for pipeline in (with_on_frame, rgb_out):
@@ -329,7 +350,8 @@ def test_odd_sized_input_takes_the_rgb_path(tmp_path):
         stream = container.add_stream("ffv1", rate=25)
         stream.width, stream.height, stream.pix_fmt = 33, 17, "yuv420p"
         for index in range(2):
-            frame = av.VideoFrame.from_ndarray(np.zeros((17, 33, 3), np.uint8), format="rgb24").reformat(
+            frame = av.VideoFrame.from_ndarray(np.zeros((17, 33, 3), np.uint8),
+                                               format="rgb24").reformat(
                 format="yuv420p")
             frame.pts = index
             for packet in stream.encode(frame):

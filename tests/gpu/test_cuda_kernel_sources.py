@@ -26,7 +26,8 @@ CHAINS = {  # one of each family auto picks, and one that no catalogue holds
     "conv3_tc": ["sharpen"],
     "conv2d_tc": ["box:size=5"],
     "conv2d-bank": ["edge"],
-    "conv2d-15x15": ["custom:taps=" + ";".join(",".join(str((r * 15 + c) % 7 - 3) for c in range(15))
+    "conv2d-15x15": ["custom:taps=" + ";".join(",".join(str((r * 15 + c) % 7 - 3)
+                                                        for c in range(15))
                                               for r in range(15))],
 }
 
@@ -44,7 +45,8 @@ def _source_available(source: str) -> str | None:
 
 def _use(monkeypatch, source: str) -> None:
     monkeypatch.setenv("STREAMCONV_PREBUILT", "1" if source == "prebuilt" else "0")
-    monkeypatch.setenv("STREAMCONV_COMPILER", {"prebuilt": "none", "nvrtc": "nvrtc", "nvcc": "nvcc"}[source])
+    monkeypatch.setenv("STREAMCONV_COMPILER",
+                       {"prebuilt": "none", "nvrtc": "nvrtc", "nvcc": "nvcc"}[source])
 
 
 @pytest.mark.parametrize("name", list(CHAINS))
@@ -74,9 +76,12 @@ def test_catalogue_kernels_come_prebuilt(monkeypatch, rng):
         pytest.skip(reason)
     monkeypatch.setenv("STREAMCONV_PREBUILT", "1")
     frame = rng.integers(0, 256, (48, 80, 3), dtype=np.uint8)
-    check_against_cpu(parse_chain(["gaussian:sigma=2", "sharpen"]), frame, "replicate", precompile_plans([]))
+    check_against_cpu(parse_chain(["gaussian:sigma=2", "sharpen"]), frame, "replicate",
+                      precompile_plans([]))
     arch = next(iter(kernel_loader.origins())).split()[-1]
-    plans = plan_chain(parse_chain(["gaussian:sigma=2", "sharpen"])).kernel_plans((48, 80, 3), BORDER_CODES["replicate"])
+    plans = plan_chain(parse_chain(["gaussian:sigma=2",
+                                    "sharpen"])).kernel_plans((48, 80, 3),
+                                                              BORDER_CODES["replicate"])
     loaded = kernel_loader.origins()
     for launch in plans:
         label = f"{kernel_loader.specialisation_name(launch.source, launch.defines)} {arch}"
@@ -88,4 +93,5 @@ def test_nvrtc_is_no_newer_than_the_driver():
     if found is None:
         pytest.skip("no NVRTC here")
     assert found.version[0] <= kernel_loader.driver_cuda_major()
-    assert nvrtc.find(found.version[0] - 1) is None or nvrtc.find(found.version[0] - 1).version[0] < found.version[0]
+    assert nvrtc.find(found.version[0] - 1) is None or \
+        nvrtc.find(found.version[0] - 1).version[0] < found.version[0]

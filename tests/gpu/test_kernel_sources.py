@@ -15,7 +15,8 @@ import textwrap
 
 import pytest
 
-from streamconv.gpu import setup as cuda_setup, cache as kernel_cache, loader as kernel_loader, nvrtc, prebuilt
+from streamconv.gpu import (setup as cuda_setup, cache as kernel_cache, loader as kernel_loader,
+                            nvrtc, prebuilt)
 from streamconv.backends import catalogue as kernel_catalogue, prebuild
 from streamconv.errors import BackendUnavailableError, KernelCompileError
 from streamconv.gpu.loader import kernel_source, with_defines
@@ -24,7 +25,8 @@ from helpers.cli import REPO
 
 NVRTC = nvrtc.find()
 needs_nvrtc = pytest.mark.skipif(NVRTC is None, reason='no NVRTC (pip install "streamconv[cuda]")')
-needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH (no CUDA toolkit)")
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None,
+                                reason="nvcc not on PATH (no CUDA toolkit)")
 
 
 def _one_per_kernel_file() -> list[tuple[str, dict]]:
@@ -51,7 +53,8 @@ def test_catalogue_covers_every_kernel_file_the_backend_uses():
 
 
 @needs_nvrtc
-@pytest.mark.parametrize("name, defines", _one_per_kernel_file(), ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize("name, defines", _one_per_kernel_file(), ids=lambda v: v
+                         if isinstance(v, str) else "")
 def test_nvrtc_compiles_each_kernel_file(name, defines, cache):
     image = kernel_loader.compile_image(name, defines, "sm_90", "nvrtc")
     assert image.origin == "nvrtc"
@@ -62,9 +65,11 @@ def test_nvrtc_compiles_each_kernel_file(name, defines, cache):
 @needs_nvrtc
 def test_nvrtc_error_carries_its_log(cache):
     with pytest.raises(KernelCompileError) as info:
-        kernel_loader.compile_image("conv2d", {"RADIUS": "not_a_number", "CHANNELS": 3}, "sm_90", "nvrtc")
+        kernel_loader.compile_image("conv2d", {"RADIUS": "not_a_number", "CHANNELS": 3}, "sm_90",
+                                    "nvrtc")
     message = str(info.value)
-    assert "NVRTC" in message and "conv2d[CHANNELS=3,RADIUS=not_a_number]" in message and "error" in message
+    assert "NVRTC" in message and "conv2d[CHANNELS=3,RADIUS=not_a_number]" in message and \
+        "error" in message
     assert not cache.exists() or not list(cache.glob("*.cubin"))  # nothing cached for a failure
 
 
@@ -110,7 +115,8 @@ def test_unwritable_cache_still_compiles(tmp_path, monkeypatch):
 def test_cache_entries_are_written_whole(cache):
     kernel_cache.write("k" * 32, "sm_90", "nvrtc13.0", b"x" * 1000)
     assert kernel_cache.read("k" * 32, "sm_90", "nvrtc13.0") == b"x" * 1000
-    assert [p.name for p in cache.iterdir()] == [f"{'k' * 32}-sm_90-nvrtc13.0.cubin"]  # no temporary left
+    # no temporary left
+    assert [p.name for p in cache.iterdir()] == [f"{'k' * 32}-sm_90-nvrtc13.0.cubin"]
     assert kernel_cache.entries() == 1
 
 
@@ -162,10 +168,12 @@ def test_prebuilt_found_by_source_never_stale(small_prebuilt):
     assert prebuilt.lookup("hold", text, "sm_86") is not None  # sm_80 machine code runs there
     assert prebuilt.lookup("hold", text, "sm_75") is None  # older than every image in it
     assert prebuilt.lookup("hold", text + "\n// edited since the build\n", "sm_90") is None
-    assert prebuilt.lookup("hold", text, "sm_90", driver_major=12) is None  # nvcc 13's code, CUDA 12 driver
+    # nvcc 13's code, CUDA 12 driver
+    assert prebuilt.lookup("hold", text, "sm_90", driver_major=12) is None
     index = json.loads((small_prebuilt / "index.json").read_text())
     assert len(index["entries"]) == 2 and index["archs"] == ["sm_80", "sm_90"]
-    assert not [p for p in small_prebuilt.parent.iterdir() if p.name.startswith(".prebuilt-")]  # staging gone
+    # staging gone
+    assert not [p for p in small_prebuilt.parent.iterdir() if p.name.startswith(".prebuilt-")]
 
 
 @needs_nvcc
@@ -223,7 +231,8 @@ def test_pycuda_is_pointed_at_the_wheels_headers(tmp_path):
         (tmp_path / layout / "nvidia" / layout / "include").mkdir(parents=True)
     (tmp_path / "cu13" / "nvidia" / "cu13" / "include" / "cuda.h").write_text("")
     (tmp_path / "cu13" / "nvidia" / "cu13" / "include" / "cudaProfiler.h").write_text("")
-    assert cuda_setup.header_dirs([str(tmp_path / "cu13")]) == [str(tmp_path / "cu13/nvidia/cu13/include")]
+    assert cuda_setup.header_dirs([str(tmp_path / "cu13")]) == [str(
+        tmp_path / "cu13/nvidia/cu13/include")]
     with pytest.raises(FileNotFoundError, match="cuda.h not found"):
         cuda_setup.header_dirs([str(tmp_path / "cuda_runtime")])
     config: dict = {}
@@ -238,4 +247,5 @@ def test_wheels_follow_the_drivers_cuda_version():
         "nvidia-cuda-nvrtc==13.*", "cuda-core>=1.2,<2", "cuda-bindings>=13,<14"]
     twelve = cuda_setup.wheel_requirements(cuda_setup.Driver(12080, "libcuda.so.1"))
     assert "cuda-bindings>=12.9,<13" in twelve
-    assert cuda_setup.wheel_requirements(cuda_setup.Driver(12040, "libcuda.so.1"))[0] == "nvidia-cuda-runtime-cu12==12.4.*"
+    assert cuda_setup.wheel_requirements(cuda_setup.Driver(12040,
+                                                           "libcuda.so.1"))[0] == "nvidia-cuda-runtime-cu12==12.4.*"

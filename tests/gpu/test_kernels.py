@@ -36,11 +36,14 @@ def test_geometry_covers_every_byte(radius, channels):
         row_bytes = width * channels
         gx, gy, gz = geometry.grid(row_bytes, height)
         assert gz == 1
-        assert gx * geometry.block_x * geometry.out_x >= row_bytes > (gx - 1) * geometry.block_x * geometry.out_x
-        assert gy * geometry.block_y * geometry.out_y >= height > (gy - 1) * geometry.block_y * geometry.out_y
+        assert gx * geometry.block_x * geometry.out_x >= row_bytes > (
+            gx - 1) * geometry.block_x * geometry.out_x
+        assert gy * geometry.block_y * geometry.out_y >= height > (
+            gy - 1) * geometry.block_y * geometry.out_y
 
 
 def test_conv2d_defines_name_every_macro():
     defines = register_blocked.conv2d_defines(1, 3, 2, 2)
-    assert {"RADIUS", "CHANNELS", "BORDER", "BANKS", "COMBINE", "BLOCK_X", "BLOCK_Y", "OUT_X", "OUT_Y"} == set(defines)
+    assert {"RADIUS", "CHANNELS", "BORDER", "BANKS", "COMBINE", "BLOCK_X", "BLOCK_Y", "OUT_X",
+            "OUT_Y"} == set(defines)
     assert defines["COMBINE"] == 1 and register_blocked.conv2d_defines(1, 3, 2, 1)["COMBINE"] == 0

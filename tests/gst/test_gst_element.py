@@ -20,18 +20,18 @@ import pytest
 from helpers.cli import REPO, run_cli
 from helpers.clips import write_clip
 from helpers.gst import (
-    bus_error,
-    environment_packages,
-    gi_folder,
-    gst,
-    gst_launch,
-    gst_tool,
-    launch_environment,
-    pull_frames,
-    sample_frame,
-    skip_without_gstreamer,
-    unavailable_reason,
-)
+                         bus_error,
+                         environment_packages,
+                         gi_folder,
+                         gst,
+                         gst_launch,
+                         gst_tool,
+                         launch_environment,
+                         pull_frames,
+                         sample_frame,
+                         skip_without_gstreamer,
+                         unavailable_reason,
+                         )
 
 import streamconv
 from streamconv.backends import cuda_status

@@ -30,7 +30,8 @@ def batch(cli, *args: str):
     return cli("batch", *args, "--backend", "cpu", "--no-progress", "--filter", "box:size=3")
 
 
-def start_batch(tmp_path: Path, clips: int, *options: str) -> tuple[list[str], Path, subprocess.Popen]:
+def start_batch(tmp_path: Path, clips: int, *options: str) -> tuple[list[str], Path,
+                                                                    subprocess.Popen]:
     """``clips`` clips of 48 320x240 frames in tmp_path/in, and a batch of them into tmp_path/out
     started in a process of its own, slow enough to be killed mid-input: its command (to run it
     again), OUTDIR and process."""
@@ -39,13 +40,15 @@ def start_batch(tmp_path: Path, clips: int, *options: str) -> tuple[list[str], P
     for n in range(clips):
         write_clip(folder / f"c{n}.mp4", frames=48, seed=n, size=(320, 240))
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "streamconv", "batch", str(folder), "-o", str(out), "--backend", "cpu",
-               *options, "--filter", "gaussian:sigma=2", "--no-progress", "-q"]
-    return command, out, subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    command = [sys.executable, "-m", "streamconv", "batch", str(folder), "-o", str(out),
+               "--backend", "cpu", *options, "--filter", "gaussian:sigma=2", "--no-progress", "-q"]
+    return command, out, subprocess.Popen(command, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.PIPE)
 
 
 def wait_for(out: Path, ready, seconds: float = 60) -> None:
-    """Until ``ready(counts)`` holds for the manifest in ``out`` (its status counts), or ``seconds``."""
+    """Until ``ready(counts)`` holds for the manifest in ``out`` (its status counts), or
+    ``seconds``."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
@@ -61,5 +64,5 @@ FILTERS = ["box:size=3"]
 
 
 def run(inputs, out: Path, **options) -> streamconv.BatchResult:
-    return streamconv.run_batch([str(p) for p in inputs], options.pop("filters", FILTERS), out, backend="cpu",
-                                jobs=1, processes=1, **options)
+    return streamconv.run_batch([str(p) for p in inputs], options.pop("filters", FILTERS), out,
+                                backend="cpu", jobs=1, processes=1, **options)

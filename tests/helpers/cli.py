@@ -70,12 +70,12 @@ def run_limited(args: list[str], *, file_size: int, cwd: Path) -> subprocess.Com
         resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
 
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "streamconv", *args], capture_output=True, text=True,
-                          timeout=120, env=env, cwd=cwd, preexec_fn=limit)
+    return subprocess.run([sys.executable, "-m", "streamconv", *args], capture_output=True,
+                          text=True, timeout=120, env=env, cwd=cwd, preexec_fn=limit)
 
 
 def pipe_cli(*args: str, stdin: bytes = b"", cwd=None) -> subprocess.CompletedProcess:
     """Run ``python -m streamconv ARGS`` with ``stdin`` piped in; stdout comes back as bytes."""
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "streamconv", *args], input=stdin, capture_output=True,
-                          timeout=120, env=env, cwd=cwd)
+    return subprocess.run([sys.executable, "-m", "streamconv", *args], input=stdin,
+                          capture_output=True, timeout=120, env=env, cwd=cwd)

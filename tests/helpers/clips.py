@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 
-def write_clip(path: Path, codec: str = "libx264", pix_fmt: str = "yuv420p", frames: int = 24, size=(96, 64), *,
+def write_clip(path: Path, codec: str = "libx264", pix_fmt: str = "yuv420p", frames: int = 24,
+               size=(96, 64), *,
                options: dict | None = None, seed: int = 1, rate: int = 25) -> Path:
     """A ``frames``-long clip of ``size`` (W, H): a wide random picture sliding 3 pixels a frame."""
     if codec not in av.codecs_available:
@@ -71,7 +72,8 @@ def write_av_clip(path: Path, *, codec: str = "libx264", pix_fmt: str = "yuv420p
     return path
 
 
-def encode_ts(width: int, height: int, frames: int, first_pts: int, rng: np.random.Generator) -> bytes:
+def encode_ts(width: int, height: int, frames: int, first_pts: int,
+              rng: np.random.Generator) -> bytes:
     """An H.264 MPEG-TS segment of random frames, pts first_pts.. in 1/30 s."""
     import io
     from fractions import Fraction

@@ -31,8 +31,10 @@ def write_clip(path: Path, options: dict | None = None) -> Path:
             for packet in video.encode(frame):
                 container.mux(packet)
             while samples < (index + 1) * 2000:
-                tone = (0.2 * np.sin(2 * np.pi * 440 * (np.arange(1024) + samples) / 48000)).astype(np.float32)
-                chunk = av.AudioFrame.from_ndarray(np.stack([tone, tone]), format="fltp", layout="stereo")
+                tone = (0.2 * np.sin(2 * np.pi * 440 * (np.arange(1024) + samples) / 48000)).astype(
+                    np.float32)
+                chunk = av.AudioFrame.from_ndarray(np.stack([tone, tone]), format="fltp",
+                                                   layout="stereo")
                 chunk.sample_rate, chunk.pts = 48000, samples
                 for packet in audio.encode(chunk):
                     container.mux(packet)

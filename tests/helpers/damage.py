@@ -55,8 +55,10 @@ TS_PROGRAM_2 = {"mpegts_start_pid": "0x300", "mpegts_pmt_start_pid": "0x1100",
 FRAMES = 48  # 2 s at 24 fps
 
 
-ASS_HEADER = (b"[Script Info]\nScriptType: v4.00+\n\n[V4+ Styles]\nFormat: Name, Fontname, Fontsize\n"
-              b"Style: Default,Arial,16\n\n[Events]\nFormat: Layer, Start, End, Style, Name, MarginL, "
+ASS_HEADER = (b"[Script Info]\nScriptType: v4.00+\n\n[V4+ Styles]\nFormat: Name, Fontname, "
+              b"Fontsize\n"
+              b"Style: Default,Arial,16\n\n[Events]\nFormat: Layer, Start, End, Style, Name, "
+              b"MarginL, "
               b"MarginR, MarginV, Effect, Text\n")
 
 
@@ -80,9 +82,11 @@ def write_clip(path: Path, *, video_start: float = 0.0, subtitle: str | None = N
             for number, stream in enumerate(audio):
                 while samples[number] < (index + 1) * 2000:  # 2000 samples a frame at 48 kHz
                     size = 1024  # the encoder re-chunks to its own frame size
-                    tone = 0.2 * np.sin(2 * np.pi * 440 * (np.arange(size) + samples[number]) / 48000)
+                    tone = 0.2 * np.sin(2 * np.pi * 440 * (np.arange(
+                        size) + samples[number]) / 48000)
                     format_ = stream.codec_context.format.name
-                    chunk = (tone * 32767).astype(np.int16) if format_.startswith("s16") else tone.astype(np.float32)
+                    chunk = (tone * 32767).astype(np.int16) if format_.startswith(
+                        "s16") else tone.astype(np.float32)
                     frame = av.AudioFrame.from_ndarray(chunk[None], format=format_, layout="mono")
                     frame.sample_rate, frame.pts = 48000, samples[number]
                     container.mux(stream.encode(frame))
@@ -117,13 +121,16 @@ def corpus(tmp_path_factory) -> dict[str, bytes]:
     folder = tmp_path_factory.mktemp("corpus")
     made = {
         "mp4": write_clip(folder / "index-at-end.mp4", subtitle="mov_text"),
-        "faststart.mp4": write_clip(folder / "faststart.mp4", subtitle="mov_text", options={"movflags": "faststart"}),
+        "faststart.mp4": write_clip(folder / "faststart.mp4", subtitle="mov_text",
+                                    options={"movflags": "faststart"}),
         "mkv": write_clip(folder / "clip.mkv", subtitle="subrip"),
         "ts": write_clip(folder / "clip.ts"),
-        "late.mkv": write_clip(folder / "late.mkv", video_start=0.5),  # audio from 0 s, video from 0.5 s
+        # audio from 0 s, video from 0.5 s
+        "late.mkv": write_clip(folder / "late.mkv", video_start=0.5),
         "late.mp4": write_clip(folder / "late.mp4", video_start=0.5),
         "late.ts": write_clip(folder / "late.ts", video_start=0.5),
-        "m2ts": write_clip(folder / "clip.m2ts", container_format="mpegts", options={"mpegts_m2ts_mode": "1"}),
+        "m2ts": write_clip(folder / "clip.m2ts", container_format="mpegts",
+                           options={"mpegts_m2ts_mode": "1"}),
     }
     return {name: path.read_bytes() for name, path in made.items()}
 

@@ -1,4 +1,5 @@
-"""GPU test helpers: run a chain on the GPU with poisoned outputs and hold it against the CPU oracle."""
+"""GPU test helpers: run a chain on the GPU with poisoned outputs and hold it against the CPU
+oracle."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def precompile_plans(wanted, kernel: str = "auto", dtype=np.uint8):
         for name in names:
             try:
                 plans.append(planning.plan_stage(stage, name, dtype).kernel_plan(shape, border))
-            except ValueError:  # separable for taps that are not rank 1, 16 bits on an 8-bit variant
+            # separable for taps that are not rank 1, 16 bits on an 8-bit variant
+            except ValueError:
                 continue
     planning.precompile_plans(plans, f"sm_{major}{minor}", workers=16)
     return gpu
@@ -42,7 +44,8 @@ def gpu_filter(stages, frame, border, gpu, kernel: str = "auto"):
     from streamconv.bench.timing import poisoned_run
 
     with CudaBackend(stages, border=border, kernel=kernel) as backend:
-        return poisoned_run(backend, backend.allocate_slots(frame.shape, 1, dtype=frame.dtype)[0], frame)
+        return poisoned_run(backend, backend.allocate_slots(frame.shape, 1, dtype=frame.dtype)[0],
+                            frame)
 
 
 def exact_taps(stage: FilterStage, maximum: int = 255) -> bool:
@@ -53,14 +56,16 @@ def exact_taps(stage: FilterStage, maximum: int = 255) -> bool:
 
 
 def check_against_cpu(stages, frame, border, gpu, kernel: str = "auto"):
-    """The GPU output, after asserting it is within 1 LSB of the CPU backend (equal for exact taps)."""
+    """The GPU output, after asserting it is within 1 LSB of the CPU backend (equal for exact
+    taps)."""
     got = gpu_filter(stages, frame, border, gpu, kernel)
     expected = CpuBackend(stages, border=border).apply(frame)
     difference = np.abs(got.astype(int) - expected.astype(int))
     assert difference.max() <= 1, (f"{kernel}: max difference {difference.max()} at "
                                    f"{np.unravel_index(difference.argmax(), difference.shape)}")
     if all(exact_taps(s, np.iinfo(frame.dtype).max) for s in stages):
-        np.testing.assert_array_equal(got, expected, err_msg=f"{kernel}: exact taps must match exactly")
+        np.testing.assert_array_equal(got, expected,
+                                      err_msg=f"{kernel}: exact taps must match exactly")
     return got
 
 
@@ -81,7 +86,8 @@ def held_context(device: int = 0):
 
 def break_launch_of_frame(monkeypatch, frame: int, how: str) -> None:
     """Make the kernel launch of frame ``frame`` fail for real: an impossible block (1025 threads:
-    refused at launch, the context survives) or ``bad pointer`` (an illegal address: the context dies)."""
+    refused at launch, the context survives) or ``bad pointer`` (an illegal address: the context
+    dies)."""
     real = CudaBackend.launch_kernels
 
     def launch(self, slot, stream):

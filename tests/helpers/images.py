@@ -18,7 +18,8 @@ def write_images(folder: Path, count: int = 5, pattern: str = "img%03d.png", see
     rng = np.random.default_rng(seed)
     if smooth:  # what lossy image codecs are made for
         ramp = np.add.outer(np.arange(H), np.arange(W)) * 2
-        pictures = [np.stack([(ramp + o) % 256 for o in rng.integers(0, 64, 3)], -1).astype(np.uint8)
+        pictures = [np.stack([(ramp + o) % 256 for o in rng.integers(0, 64, 3)],
+                             -1).astype(np.uint8)
                     for _ in range(count)]
     else:
         pictures = list(rng.integers(0, 256, (count, H, W, 3), dtype=np.uint8))

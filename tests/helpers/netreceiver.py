@@ -1,8 +1,8 @@
 """A one-publisher RTMP or RTSP server in a child process, made of FFmpeg's own listen modes.
 
-``python tests/helpers/netreceiver.py URL FORMAT OPTIONS_JSON OUT.npy`` opens URL with PyAV as a server
-(the options say ``listen``), takes one publisher, decodes every frame it sends to RGB and saves
-them, stacked, to OUT.npy. FORMAT is the demuxer, or ``-`` for the one the URL picks.
+``python tests/helpers/netreceiver.py URL FORMAT OPTIONS_JSON OUT.npy`` opens URL with PyAV as a
+server (the options say ``listen``), takes one publisher, decodes every frame it sends to RGB and
+saves them, stacked, to OUT.npy. FORMAT is the demuxer, or ``-`` for the one the URL picks.
 
 FFmpeg's RTMP server reports the publisher hanging up as an I/O error (EIO), not as the end of
 the stream: after at least one packet that error is taken as the end, and the frames still
@@ -34,7 +34,8 @@ def receive(url: str, format: str | None, options: dict[str, str]) -> list[np.nd
         except av.FFmpegError as exc:
             if not (packets and exc.errno == errno.EIO):
                 raise
-            frames.extend(frame.to_ndarray(format="rgb24") for frame in stream.codec_context.decode(None))
+            frames.extend(frame.to_ndarray(format="rgb24")
+                          for frame in stream.codec_context.decode(None))
     return frames
 
 

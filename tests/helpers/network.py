@@ -134,15 +134,16 @@ def wait_until_listening(port: int, server: subprocess.Popen, deadline: float = 
     ends = time.monotonic() + deadline
     while not is_listening(port):
         if server.poll() is not None:
-            pytest.fail(f"the server exited ({server.returncode}) before listening: {server.stderr.read()}")
+            pytest.fail(f"the server exited ({server.returncode}) before listening: "
+                        f"{server.stderr.read()}")
         if time.monotonic() > ends:
             pytest.fail(f"nothing listens on port {port} after {deadline} s")
         time.sleep(0.02)
 
 
 # Frames that fill the sockets' buffers within a second or two (lossless, as fast as filtered).
-FLOOD = ("test:320x240,frames=100000", "--filter", "identity", "--crf", "0", "--preset", "ultrafast",
-         "--backend", "cpu", "--no-progress")
+FLOOD = ("test:320x240,frames=100000", "--filter", "identity", "--crf", "0", "--preset",
+         "ultrafast", "--backend", "cpu", "--no-progress")
 
 
 class Hoarder:
@@ -151,7 +152,8 @@ class Hoarder:
 
     def __init__(self) -> None:
         self.listener = socket.create_server(("127.0.0.1", 0))
-        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # inherited: fills sooner
+        # inherited: fills sooner
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         self.url = f"tcp://127.0.0.1:{self.listener.getsockname()[1]}"
         self.connections: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()

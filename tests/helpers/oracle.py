@@ -78,7 +78,8 @@ def exact_for(taps: np.ndarray, maximum: int) -> bool:
     """Every tap a multiple of 1/256 and maximum * sum|taps| <= 2^16: float32 sums over samples
     up to ``maximum`` are then exact in any order, so every backend must give the same samples."""
     scaled = np.asarray(taps, np.float64) * 256
-    return bool(np.array_equal(scaled, np.round(scaled)) and maximum * np.abs(taps).sum() <= 1 << 16)
+    return bool(np.array_equal(scaled, np.round(scaled))
+                and maximum * np.abs(taps).sum() <= 1 << 16)
 
 
 def _resize_kernel(kernel: str, x: float) -> float:

@@ -24,8 +24,10 @@ class Run:
 
     def __init__(self, *args: str, cwd: Path) -> None:
         env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        self.process = subprocess.Popen([sys.executable, "-m", "streamconv", *args], cwd=cwd, env=env,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen([sys.executable, "-m", "streamconv", *args], cwd=cwd,
+                                        env=env,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                        text=True)
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -56,7 +58,8 @@ class Run:
             status = Path(f"/proc/{self.process.pid}/status").read_text()
         except OSError:
             return False
-        caught = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
+        caught = int(next(line.split()[1] for line in status.splitlines()
+                          if line.startswith("SigCgt:")), 16)
         return bool(caught & (1 << (signal.SIGTERM - 1)))
 
     def finish(self, timeout: float = 120) -> int:
@@ -82,5 +85,6 @@ def checkout_env() -> dict[str, str]:
 
 
 def run_example(name: str, *args: str, tmp_path):
-    return subprocess.run([sys.executable, str(REPO / "examples" / name), *args], capture_output=True,
+    return subprocess.run([sys.executable, str(REPO / "examples" / name), *args],
+                          capture_output=True,
                           text=True, timeout=120, env=checkout_env(), cwd=tmp_path)

@@ -54,7 +54,8 @@ def killer(folder: Path, task: str, *, after: float = 0.3) -> str:
 # SIGINT ignored, and streamconv leaves an ignored SIGINT ignored, as Python does; this puts the
 # default back before the command is executed, as an interactive shell's job would have it.
 SIGINT_RESTORED = (f"{sys.executable} -c 'import os, signal, sys; "
-                   "signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])'")
+                   "signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], "
+                   "sys.argv[1:])'")
 
 
 def run_in_cluster(folder: Path, commands: str, *, timeout: float = 600) -> None:
@@ -79,4 +80,5 @@ def run_in_cluster(folder: Path, commands: str, *, timeout: float = 600) -> None
 
 def leftover_processes() -> list[str]:
     """Pids of cluster processes still alive after :func:`run_in_cluster` (should be none)."""
-    return subprocess.run(["pgrep", "-f", f"port={PORT}"], capture_output=True, text=True).stdout.split()
+    return subprocess.run(["pgrep", "-f", f"port={PORT}"], capture_output=True,
+                          text=True).stdout.split()

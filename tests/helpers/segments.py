@@ -12,7 +12,8 @@ import numpy as np
 RATE, SAMPLE_RATE, SAMPLES = 25, 48000, 1024
 
 
-def make_clip(path: Path, codec: str, *, frames: int = 48, gop: int = 8, size=(64, 48), bframes: int = 0,
+def make_clip(path: Path, codec: str, *, frames: int = 48, gop: int = 8, size=(64, 48),
+              bframes: int = 0,
               rate: int = RATE, times: list[int] | None = None, open_gop: bool = False,
               options: dict[str, str] | None = None) -> Path:
     """``frames`` frames of a sliding random picture, a keyframe every ``gop``, up to ``bframes``
@@ -24,7 +25,9 @@ def make_clip(path: Path, codec: str, *, frames: int = 48, gop: int = 8, size=(6
     with av.open(str(path), "w", options=options or {}) as container:
         video = container.add_stream(codec, rate=rate)
         video.width, video.height, video.pix_fmt = width, height, "yuv420p"
-        video.options = {"g": str(gop), **({"preset": "ultrafast", "bf": str(bframes)} if codec == "libx264" else {})}
+        video.options = {"g": str(gop),
+                         **({"preset": "ultrafast", "bf": str(bframes)} if codec == "libx264"
+                            else {})}
         if open_gop:
             video.options = {**video.options, "x264-params": "open-gop=1:scenecut=0"}
         if times is not None:
@@ -33,13 +36,20 @@ def make_clip(path: Path, codec: str, *, frames: int = 48, gop: int = 8, size=(6
         audio.codec_context.layout = "stereo"
         for index in range(frames):
             start = 3 * index % width
-            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(base[:, start:start + width]), format="rgb24")
-            frame.pts, frame.time_base = (index, Fraction(1, rate)) if times is None else (times[index], Fraction(1, 1000))
+            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(base[:, start:start + width]),
+                                               format="rgb24")
+            frame.pts, frame.time_base = (index,
+                                          Fraction(1,
+                                                   rate)) if times is None else (
+                                                       times[index], Fraction(1, 1000))
             container.mux(video.encode(frame))
         for start in range(0, frames * SAMPLE_RATE // rate, SAMPLES):
-            wave = (0.3 * np.sin(2 * np.pi * 440 * (np.arange(SAMPLES) + start) / SAMPLE_RATE)).astype(np.float32)
-            chunk = av.AudioFrame.from_ndarray(np.stack([wave, wave]), format="fltp", layout="stereo")
-            chunk.sample_rate, chunk.pts, chunk.time_base = SAMPLE_RATE, start, Fraction(1, SAMPLE_RATE)
+            wave = (0.3 * np.sin(2 * np.pi * 440 * (np.arange(
+                SAMPLES) + start) / SAMPLE_RATE)).astype(np.float32)
+            chunk = av.AudioFrame.from_ndarray(np.stack([wave, wave]), format="fltp",
+                                               layout="stereo")
+            chunk.sample_rate, chunk.pts, chunk.time_base = SAMPLE_RATE, start, Fraction(
+                1, SAMPLE_RATE)
             container.mux(audio.encode(chunk))
         for stream in (video, audio):
             container.mux(stream.encode(None))

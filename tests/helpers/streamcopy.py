@@ -11,7 +11,8 @@ import numpy as np
 FPS, SAMPLE_RATE, SAMPLES = 30, 48000, 1024
 
 
-def make_clip(path, *, frames: int = 30, audio_codec: str = "aac", sample_format: str = "fltp") -> None:
+def make_clip(path, *, frames: int = 30, audio_codec: str = "aac",
+              sample_format: str = "fltp") -> None:
     """An H.264 clip of ``frames`` 64x48 frames with a stereo sine track of the same length
     (``sample_format`` fltp, or s16 for the encoders that take integers: flac, pcm_s16le)."""
     with av.open(str(path), "w") as container:
@@ -20,7 +21,8 @@ def make_clip(path, *, frames: int = 30, audio_codec: str = "aac", sample_format
         audio = container.add_stream(audio_codec, rate=SAMPLE_RATE)
         audio.codec_context.layout = "stereo"
         for index in range(frames):
-            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 8 * index, np.uint8), format="rgb24")
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 8 * index, np.uint8),
+                                               format="rgb24")
             frame.pts = index
             for packet in video.encode(frame):
                 container.mux(packet)
@@ -32,7 +34,8 @@ def make_clip(path, *, frames: int = 30, audio_codec: str = "aac", sample_format
             if sample_format == "s16":  # packed: L R L R ...
                 samples = (samples.T.reshape(1, -1) * 32767).astype(np.int16)
             chunk = av.AudioFrame.from_ndarray(samples, format=sample_format, layout="stereo")
-            chunk.sample_rate, chunk.pts, chunk.time_base = SAMPLE_RATE, start, Fraction(1, SAMPLE_RATE)
+            chunk.sample_rate, chunk.pts, chunk.time_base = SAMPLE_RATE, start, Fraction(
+                1, SAMPLE_RATE)
             for packet in audio.encode(chunk):
                 container.mux(packet)
         for stream in (video, audio):

@@ -26,8 +26,10 @@ def self_signed_certificate(folder: Path) -> tuple[Path, Path] | None:
     if shutil.which("openssl") is None:
         return None
     cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
-                    str(cert), "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+                    "-out",
+                    str(cert), "-days", "1", "-subj", "/CN=127.0.0.1", "-addext",
+                    "subjectAltName=IP:127.0.0.1"],
                    check=True, capture_output=True)
     return cert, key
 
@@ -37,8 +39,8 @@ def refuses_certificate(cert: Path, key: Path, env: dict) -> bool:
     certificate: FFmpeg 9 checks servers' certificates by default, and with GnuTLS (PyAV's wheels)
     it cannot be told to trust a test's own (GnuTLS reads no ``SSL_CERT_FILE``)."""
     front = TlsFront(cert, key, backend=free_port())  # nothing behind it: the handshake is the test
-    probe = subprocess.run([sys.executable, "-c", PROBE, f"tls://127.0.0.1:{front.port}"], env=env, timeout=60,
-                           capture_output=True, text=True)
+    probe = subprocess.run([sys.executable, "-c", PROBE, f"tls://127.0.0.1:{front.port}"], env=env,
+                           timeout=60, capture_output=True, text=True)
     front.close()
     # OpenSSL refuses within the handshake; GnuTLS checks after it, and FFmpeg logs why it closed.
     return isinstance(front.error, ssl.SSLError) or "certificate" in probe.stderr.lower()
@@ -102,7 +104,8 @@ def _relay(secure: ssl.SSLSocket, plain: socket.socket) -> None:
             if source is plain:
                 if not data:
                     return
-                if secure in sources:  # once the client has ended, the server's last words are its own
+                # once the client has ended, the server's last words are its own
+                if secure in sources:
                     secure.sendall(data)
             elif data:
                 plain.sendall(data)

@@ -1,4 +1,5 @@
-"""A virtual X server for window tests: start Xvfb, read its screen, find windows, press keys, close.
+"""A virtual X server for window tests: start Xvfb, read its screen, find windows, press keys,
+close.
 
 The screen is read from the framebuffer file Xvfb keeps with ``-fbdir`` (XWD format), so
 no screenshot tool is needed. Keys go through xdotool (the XTEST extension, as a user's
@@ -106,8 +107,10 @@ def read_xwd(data: bytes) -> np.ndarray:
     if bits_per_pixel != 32:
         raise ValueError(f"unexpected XWD bits per pixel: {bits_per_pixel} != 32")
     start = header_size + 12 * colours
-    rows = np.frombuffer(data, np.uint8, bytes_per_line * height, start).reshape(height, bytes_per_line)
-    pixels = rows[:, :4 * width].copy().view("<u4" if byte_order == 0 else ">u4").reshape(height, width)
+    rows = np.frombuffer(data, np.uint8, bytes_per_line * height,
+                         start).reshape(height, bytes_per_line)
+    pixels = rows[:, :4 * width].copy().view("<u4" if byte_order == 0
+                                             else ">u4").reshape(height, width)
     planes = []
     for mask in (blue_mask, green_mask, red_mask):
         shift = (mask & -mask).bit_length() - 1
@@ -145,7 +148,8 @@ def press(display: VirtualDisplay, window: int, *keys: str) -> None:
 class _ClientMessage(ctypes.Structure):
     _fields_ = [("type", ctypes.c_int), ("serial", ctypes.c_ulong), ("send_event", ctypes.c_int),
                 ("display", ctypes.c_void_p), ("window", ctypes.c_ulong),
-                ("message_type", ctypes.c_ulong), ("format", ctypes.c_int), ("data", ctypes.c_long * 5)]
+                ("message_type", ctypes.c_ulong), ("format", ctypes.c_int),
+                ("data", ctypes.c_long * 5)]
 
 
 class _Event(ctypes.Union):
@@ -184,7 +188,8 @@ def missing_tools() -> list[str]:
 @pytest.fixture(scope="module")
 def xserver():
     if gui_backend() == "NONE":
-        pytest.skip("this OpenCV has no GUI (opencv-python-headless); the window tests need opencv-python")
+        pytest.skip("this OpenCV has no GUI (opencv-python-headless); the window tests need "
+                    "opencv-python")
     missing = missing_tools()
     if missing:
         pytest.skip(f"{' and '.join(missing)} not installed (Debian: apt-get install xvfb xdotool)")

@@ -6,8 +6,8 @@ import av
 import numpy as np
 
 
-def make_clip(path, width: int, height: int, frames: int, *, pix_fmt: str = "yuv420p", space: int = 1,
-              colour_range: int = 1, rng=None) -> list[np.ndarray]:
+def make_clip(path, width: int, height: int, frames: int, *, pix_fmt: str = "yuv420p",
+              space: int = 1, colour_range: int = 1, rng=None) -> list[np.ndarray]:
     """A lossless H.264 clip of random-ish frames; returns each frame's flat planes."""
     rng = rng or np.random.default_rng(7)
     written = []
@@ -17,7 +17,8 @@ def make_clip(path, width: int, height: int, frames: int, *, pix_fmt: str = "yuv
         stream.options = {"qp": "0", "preset": "ultrafast"}
         stream.codec_context.colorspace, stream.codec_context.color_range = space, colour_range
         for index in range(frames):
-            smooth = rng.integers(40, 200, (height * 3 // 2 // 2 + 1, width // 2 + 1)).astype(np.uint8)
+            smooth = rng.integers(40, 200,
+                                  (height * 3 // 2 // 2 + 1, width // 2 + 1)).astype(np.uint8)
             planes = np.repeat(np.repeat(smooth, 2, 0), 2, 1)[: height * 3 // 2, :width].copy()
             frame = av.VideoFrame.from_ndarray(planes, format=pix_fmt)
             frame.colorspace, frame.color_range, frame.pts = space, colour_range, 3 * index + 1

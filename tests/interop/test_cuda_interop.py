@@ -34,7 +34,8 @@ pytestmark = [pytest.mark.cuda, needs_cupy]
 
 POISON = 0xA5
 SHAPES = [(1, 1, 3), (7, 5, 3), (33, 17, 1), (48, 70, 4), (120, 161, 3), (1080, 1920, 3)]
-CHAINS = [["box"], ["gaussian:sigma=1", "sharpen"], ["edge", "box", "emboss"], "custom:taps=1,2,1;2,4,2;1,2,1"]
+CHAINS = [["box"], ["gaussian:sigma=1", "sharpen"], ["edge", "box", "emboss"],
+          "custom:taps=1,2,1;2,4,2;1,2,1"]
 
 
 def expected(spec, frame: np.ndarray, border: str = "reflect101") -> np.ndarray:
@@ -82,7 +83,8 @@ def test_any_row_pitch_and_in_place(rng, border, dtype):
     for height, width, pad in ((37, 53, 0), (64, 96, 5), (40, 64, 16)):
         wide = random_frame(rng, (height, width + pad, 3), dtype)
         frame = wide[:, :width]
-        with streamconv.Filter(["gaussian:sigma=1.5", "laplacian"], border=border, backend="cuda") as gpu:
+        with streamconv.Filter(["gaussian:sigma=1.5", "laplacian"], border=border,
+                               backend="cuda") as gpu:
             device_wide = cupy.asarray(wide)
             out_wide = cupy.full((height, width + 7, 3), POISON, dtype)
             gpu.apply_into(out_wide[:, :width], device_wide[:, :width])
@@ -106,15 +108,18 @@ def test_torch_tensors_through_dlpack_and_the_array_interface(rng):
         out = torch.full_like(tensor, POISON)
         assert gpu(tensor, out=out) is out
         assert_close(out.cpu().numpy(), expected("sharpen", frame))
-        for cpu_tensor in (torch.from_numpy(frame), torch.from_numpy(frame).pin_memory()):  # host frames
+        # host frames
+        for cpu_tensor in (torch.from_numpy(frame), torch.from_numpy(frame).pin_memory()):
             host = gpu(cpu_tensor)
             assert isinstance(host, np.ndarray)
             assert_close(host, expected("sharpen", frame))
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # NumPy's refusal, reported
+# NumPy's refusal, reported
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_a_result_numpy_refuses_goes_back_to_the_pool(rng):
-    """np.from_dlpack takes the capsule and refuses CUDA memory: the DeviceFrame is not kept alive."""
+    """np.from_dlpack takes the capsule and refuses CUDA memory: the DeviceFrame is not kept
+    alive."""
     with streamconv.Filter("box", backend="cuda") as gpu:
         result = gpu(cupy.asarray(random_frame(rng, (16, 24, 3))))
         alive = weakref.ref(result)
@@ -135,10 +140,12 @@ def test_one_filter_called_from_several_threads(rng):
     def work(gpu, index):
         try:
             for round_ in range(25):
-                frame, want = frames[(index + round_) % len(frames)], wants[(index + round_) % len(frames)]
+                frame, want = frames[(index + round_) % len(frames)], wants[(index + round_) % len(
+                    frames)]
                 device_out = cupy.full(frame.shape, POISON, cupy.uint8)
                 gpu.apply_into(device_out, cupy.asarray(frame))
-                for got in (cupy.asarray(gpu(cupy.asarray(frame))).get(), device_out.get(), gpu(frame)):
+                for got in (cupy.asarray(gpu(cupy.asarray(frame))).get(), device_out.get(),
+                            gpu(frame)):
                     if np.abs(got.astype(int) - want.astype(int)).max() > 1:
                         failures.append((index, round_))
         except Exception as exc:  # reported below, with the thread it happened in
@@ -154,7 +161,8 @@ def test_one_filter_called_from_several_threads(rng):
 
 
 class DlpackOnly:
-    """A producer that speaks DLPack alone (no __cuda_array_interface__), over a real torch tensor."""
+    """A producer that speaks DLPack alone (no __cuda_array_interface__), over a real torch
+    tensor."""
 
     def __init__(self, tensor) -> None:
         self._tensor = tensor
@@ -177,16 +185,19 @@ def test_a_dlpack_only_producer_and_torch_streams(rng):
             source = tensor.clone()  # queued on ``side``: the filter must come after it
             result = gpu(source, stream=side)
             assert result.stream == side.cuda_stream
-            later = torch.from_dlpack(result).to(torch.int32) + 0  # ordered after the filter on ``side``
+            # ordered after the filter on ``side``
+            later = torch.from_dlpack(result).to(torch.int32) + 0
         side.synchronize()
         assert_close(later.cpu().numpy().astype(np.uint8), expected("box:size=5", frame))
 
 
 def test_a_tensor_that_requires_grad_is_a_frame_type_error():
-    """PyTorch refuses ``__cuda_array_interface__`` on such a tensor with a RuntimeError of its own."""
+    """PyTorch refuses ``__cuda_array_interface__`` on such a tensor with a RuntimeError of its
+    own."""
     torch = pytest.importorskip("torch", reason="PyTorch is not installed")
     weights = torch.zeros((8, 8, 3), dtype=torch.float32, device="cuda", requires_grad=True)
-    with streamconv.Filter("box", backend="cuda") as gpu, pytest.raises(streamconv.FrameTypeError, match="grad"):
+    with streamconv.Filter("box", backend="cuda") as gpu, pytest.raises(streamconv.FrameTypeError,
+                                                                        match="grad"):
         gpu(weights)
 
 
@@ -237,7 +248,8 @@ def test_memory_that_is_not_this_gpus_is_refused(rng):
             gpu(cupy.asarray(frame)[:, ::2])
         assert cuda.current_context() in (None, context.handle)
         context.release()
-    with streamconv.Filter("box", backend="cpu") as cpu, pytest.raises(streamconv.FrameDeviceError, match="cuda"):
+    with streamconv.Filter("box", backend="cpu") as cpu, pytest.raises(streamconv.FrameDeviceError,
+                                                                       match="cuda"):
         cpu(cupy.asarray(frame))
 
 
@@ -279,7 +291,8 @@ def test_host_results_dropped_on_another_thread_are_freed(rng):
         assert_close(gpu(frame), expected("sharpen", frame))
 
 
-@pytest.mark.parametrize("name, library", [("cupy_interop.py", "cupy"), ("torch_interop.py", "torch")])
+@pytest.mark.parametrize("name, library",
+                         [("cupy_interop.py", "cupy"), ("torch_interop.py", "torch")])
 def test_the_interop_examples_run(name, library, tmp_path):
     pytest.importorskip(library, reason=f"{library} is not installed")
     from helpers.processes import run_example

@@ -75,7 +75,8 @@ def test_a_device_frame_on_the_null_stream_names_it_as_the_interface_asks():
     def frame(stream):
         return DeviceFrame(_Held(None, 1 << 40, 60), (4, 5, 3), np.uint8, 0, stream, None)
 
-    assert [frame(s).__cuda_array_interface__["stream"] for s in (0, 1, 2, 0x7F00, None)] == [1, 1, 2, 0x7F00, None]
+    assert [frame(s).__cuda_array_interface__["stream"]
+            for s in (0, 1, 2, 0x7F00, None)] == [1, 1, 2, 0x7F00, None]
 
 
 class Interface:
@@ -83,16 +84,19 @@ class Interface:
 
     def __init__(self, shape, typestr="|u1", strides=None, address=1 << 40, stream=None):
         self.shape = shape
-        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (address, False),
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr,
+                                         "data": (address, False),
                                          "version": 3, "strides": strides, "stream": stream}
 
 
 def test_device_arrays_are_read_as_views_with_their_pitch():
     view = as_frame(Interface((4, 5, 3), strides=(32, 3, 1), stream=7))
     assert isinstance(view, DeviceView)
-    assert (view.shape, view.row_pitch, view.frame_shape, view.stream) == ((4, 5, 3), 32, (4, 5, 3), 7)
+    assert (view.shape, view.row_pitch, view.frame_shape, view.stream) == ((4, 5, 3), 32, (4, 5, 3),
+                                                                           7)
     grey = as_frame(Interface((4, 6), typestr="<u2"))
-    assert (grey.shape, grey.row_pitch, grey.frame_shape, grey.dtype) == ((4, 6, 1), 12, (4, 6), np.uint16)
+    assert (grey.shape, grey.row_pitch, grey.frame_shape, grey.dtype) == ((4, 6, 1), 12, (4, 6),
+                                                                          np.uint16)
     assert grey.overlaps(as_frame(Interface((2, 2), address=(1 << 40) + 40)))
     assert not grey.overlaps(as_frame(Interface((2, 2), address=(1 << 40) + 48)))
     with pytest.raises(streamconv.FrameFormatError, match="adjacent"):
@@ -115,7 +119,8 @@ def test_host_tensors_are_host_frames(rng):
     assert isinstance(frame, np.ndarray) and np.shares_memory(frame, array)
     frame = as_frame(Exported(array))  # a DLPack producer on the CPU
     assert isinstance(frame, np.ndarray) and np.shares_memory(frame, array)
-    frame = as_frame(Exported(array, dlpack.DEVICE_CUDA_HOST))  # a pinned PyTorch CPU tensor says kDLCUDAHost
+    # a pinned PyTorch CPU tensor says kDLCUDAHost
+    frame = as_frame(Exported(array, dlpack.DEVICE_CUDA_HOST))
     assert isinstance(frame, np.ndarray) and np.shares_memory(frame, array)
     with streamconv.Filter("box", backend="cpu") as cpu:
         np.testing.assert_array_equal(cpu(Exported(array)), cpu(array))
@@ -128,7 +133,9 @@ def test_device_frames_need_the_cuda_backend():
             cpu(frame)
         with pytest.raises(streamconv.FrameDeviceError, match="both"):
             cpu.apply_into(np.zeros((8, 8, 3), np.uint8), frame)
-    with streamconv.StreamFilter("box", backend="cpu") as stream, pytest.raises(streamconv.FrameDeviceError):
+    with streamconv.StreamFilter("box",
+                                 backend="cpu") as stream, pytest.raises(
+                                     streamconv.FrameDeviceError):
         stream.submit(frame)
 
 
@@ -146,7 +153,8 @@ def test_stream_handles_from_every_library_shape():
     class Numba:
         handle = ctypes.c_void_p(14)
 
-    assert [stream_handle(s) for s in (0, 2, Torch(), Cupy(), Protocol(), Numba())] == [0, 2, 11, 12, 13, 14]
+    assert [stream_handle(s)
+            for s in (0, 2, Torch(), Cupy(), Protocol(), Numba())] == [0, 2, 11, 12, 13, 14]
     for bad in (True, -1, "stream", object()):
         with pytest.raises(streamconv.FrameTypeError):
             stream_handle(bad)
@@ -156,7 +164,8 @@ def test_reuse_pool_keeps_a_few_buffers_per_size_and_caps_what_is_out():
     from streamconv.interop.reuse import ReusePool
 
     made, freed = [], []
-    pool = ReusePool(lambda nbytes: made.append(bytearray(nbytes)) or made[-1], freed.append, keep=1, max_taken=2)
+    pool = ReusePool(lambda nbytes: made.append(bytearray(nbytes)) or made[-1], freed.append,
+                     keep=1, max_taken=2)
     first, second = pool.take(8), pool.take(8)
     assert pool.take(8) is None  # two out: the cap
     pool.give_back(first, 8)

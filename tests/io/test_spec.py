@@ -44,11 +44,12 @@ def test_what_a_source_spec_says_of_itself():
 
 @pytest.mark.parametrize("text, kind, target", [
     (None, "null", None), ("null", "null", None), ("vcam", "vcam", None),
-    ("vcam:/dev/video10", "vcam", "/dev/video10"), ("rtmp://h/app/key", "network", "rtmp://h/app/key"),
+    ("vcam:/dev/video10", "vcam", "/dev/video10"),
+    ("rtmp://h/app/key", "network", "rtmp://h/app/key"),
     ("SRT://h:1", "network", "SRT://h:1"), ("-", "pipe", "-"), ("pipe:1", "pipe", "pipe:1"),
     ("out%03d.png", "sequence", "out%03d.png"), ("still.png", "image", "still.png"),
-    ("out.mp4", "file", "out.mp4"), ("file:out.mp4", "file", "out.mp4"), ("http://h/x", "file", "http://h/x"),
-    ("vcam.mp4", "file", "vcam.mp4")])
+    ("out.mp4", "file", "out.mp4"), ("file:out.mp4", "file", "out.mp4"),
+    ("http://h/x", "file", "http://h/x"), ("vcam.mp4", "file", "vcam.mp4")])
 def test_an_output_is_parsed_into_its_kind_and_target(text, kind, target):
     spec = parse_output(text)
     assert (spec.kind, spec.target) == (kind, target)
@@ -62,14 +63,15 @@ def test_an_output_named_by_a_path_object_is_a_file_whatever_its_name():
 def test_what_an_output_spec_says_of_itself():
     written = [kind for kind in OUTPUT_KINDS if parse_output(_output_of(kind)).writes_a_file]
     assert written == ["pipe", "sequence", "image", "file"]
-    assert parse_output("rtmp://h/a").takes_muxer_options and not parse_output("vcam").takes_muxer_options
+    assert parse_output("rtmp://h/a").takes_muxer_options and \
+        not parse_output("vcam").takes_muxer_options
     assert [parse_output(o).is_one_file for o in ("out.mkv", "-", "out%03d.png", "udp://h:1")] == \
         [True, False, False, False]
 
 
 def _output_of(kind: str) -> str | None:
-    return {"null": None, "vcam": "vcam", "network": "udp://h:1", "pipe": "-", "sequence": "o%02d.png",
-            "image": "o.png", "file": "o.mkv"}[kind]
+    return {"null": None, "vcam": "vcam", "network": "udp://h:1", "pipe": "-",
+            "sequence": "o%02d.png", "image": "o.png", "file": "o.mkv"}[kind]
 
 
 def test_every_kind_has_its_opener():
@@ -86,6 +88,9 @@ def test_the_openers_take_a_parsed_spec():
 def test_the_command_asks_the_spec(cli):
     """The checks of `run` read the same spec as the openers: a camera takes no --input-option,
     a file no --reconnect, a virtual camera no --format."""
-    assert_usage(cli("run", "webcam", "--input-option", "k=v"), "--input-option applies to video files")
-    assert_usage(cli("run", "in.mp4", "--reconnect"), "--reconnect and --reconnect-timeout apply to URL")
-    assert_usage(cli("run", "test", "-o", "vcam", "--format", "mp4"), "do not apply to a virtual camera")
+    assert_usage(cli("run", "webcam", "--input-option", "k=v"),
+                 "--input-option applies to video files")
+    assert_usage(cli("run", "in.mp4", "--reconnect"),
+                 "--reconnect and --reconnect-timeout apply to URL")
+    assert_usage(cli("run", "test", "-o", "vcam", "--format", "mp4"),
+                 "do not apply to a virtual camera")

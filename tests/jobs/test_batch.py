@@ -35,19 +35,21 @@ def clips(tmp_path) -> Path:
 
 
 @pytest.mark.parametrize("processes", ["1", "2"])
-def test_a_batch_writes_what_one_at_a_time_runs_write_and_a_true_manifest(cli, tmp_path, clips, processes):
+def test_a_batch_writes_what_one_at_a_time_runs_write_and_a_true_manifest(cli, tmp_path, clips,
+                                                                          processes):
     (clips / "broken.mp4").write_bytes(b"not a video at all" * 100)
     (clips / "damaged.mp4").write_bytes(flip_bytes((clips / "clip0.mp4").read_bytes(), 4, 300))
     out = tmp_path / "out"
     # Lossless FFV1 outputs: libx264 need not give the same bytes twice (they varied between runs
     # of identical frames in one process), so only a lossless codec shows the frames are the same.
-    result = batch(cli, str(clips), "-o", str(out), "--jobs", "2", "--processes", processes, "--ext", "mkv",
-                   "--codec", "ffv1")
+    result = batch(cli, str(clips), "-o", str(out), "--jobs", "2", "--processes", processes,
+                   "--ext", "mkv", "--codec", "ffv1")
     assert result.returncode == 14, result.stderr  # some failed
     records = {Path(r["input"]).name: r for r in manifest_of(out)["inputs"]}
     assert records["broken.mp4"]["status"] == "failed" and records["broken.mp4"]["exit_code"] == 4
     assert "cannot open input" in records["broken.mp4"]["error"]
-    assert records["damaged.mp4"]["status"] == "damaged" and records["damaged.mp4"]["exit_code"] == 13
+    assert records["damaged.mp4"]["status"] == "damaged" and \
+        records["damaged.mp4"]["exit_code"] == 13
     assert records["damaged.mp4"]["damage"] and (out / "damaged.mkv").exists()
     for n in range(3):
         record = records[f"clip{n}.mp4"]
@@ -56,8 +58,8 @@ def test_a_batch_writes_what_one_at_a_time_runs_write_and_a_true_manifest(cli, t
         assert 0 < record["first_frame_ms"] < 1e3 * record["seconds"]  # within the input's own run
     assert records["broken.mp4"]["first_frame_ms"] is None
     alone = tmp_path / "alone.mkv"
-    assert_ok(cli("run", str(clips / "clip1.mp4"), "-o", str(alone), "--backend", "cpu", "--filter", "box:size=3",
-                  "--codec", "ffv1", "--no-progress", "-q"))
+    assert_ok(cli("run", str(clips / "clip1.mp4"), "-o", str(alone), "--backend", "cpu", "--filter",
+                  "box:size=3", "--codec", "ffv1", "--no-progress", "-q"))
     for got, expected in zip(frames_of(out / "clip1.mkv"), frames_of(alone), strict=True):
         np.testing.assert_array_equal(got, expected)
     assert not (out / "broken.mkv").exists()
@@ -77,7 +79,9 @@ def test_globs_folders_recursive_and_ext(cli, tmp_path, clips):
     assert len(manifest_of(nested)["inputs"]) == 4  # notes.txt is not a video
 
 
-@pytest.mark.parametrize("case", ["exists", "output is input", "same name twice", "missing input", "no match"])
+@pytest.mark.parametrize("case",
+                         ["exists", "output is input", "same name twice", "missing input",
+                          "no match"])
 def test_refused_before_any_work(cli, tmp_path, clips, case):
     out = tmp_path / "out"
     args = [str(clips), "-o", str(out)]
@@ -132,18 +136,20 @@ def test_a_killed_batch_leaves_a_true_manifest_and_resume_finishes_it(tmp_path, 
 def test_the_python_api(tmp_path, clips):
     result = streamconv.run_batch([str(clips)], ["edge"], tmp_path / "out", backend="cpu", jobs=2)
     assert result.exit_code == 0 and [r.status for r in result.records] == ["done"] * 3
-    assert result.manifest == (tmp_path / "out" / MANIFEST_NAME).resolve() or result.manifest.exists()
+    assert result.manifest == (tmp_path / "out" / MANIFEST_NAME).resolve() or \
+        result.manifest.exists()
     # Lossless outputs: libx264 need not give the same bytes twice in one process (its output
     # varied between runs of identical frames), FFV1 does.
     lossless = {"codec": "ffv1"}
-    two = streamconv.run_batch([str(clips)], ["edge"], tmp_path / "two", backend="cpu", jobs=2, ext="mkv",
-                               sink_options=lossless)
-    one = streamconv.run_batch([str(clips)], ["edge"], tmp_path / "one", backend="cpu", jobs=1, processes=1,
+    two = streamconv.run_batch([str(clips)], ["edge"], tmp_path / "two", backend="cpu", jobs=2,
                                ext="mkv", sink_options=lossless)
+    one = streamconv.run_batch([str(clips)], ["edge"], tmp_path / "one", backend="cpu", jobs=1,
+                               processes=1, ext="mkv", sink_options=lossless)
     # One worker: each input after the first was opened while the one before it ran.
     assert [r.opened_ahead for r in one.records] == [False, True, True]
     for first, second in zip(two.records, one.records, strict=True):
-        for got, expected in zip(frames_of(Path(first.output)), frames_of(Path(second.output)), strict=True):
+        for got, expected in zip(frames_of(Path(first.output)), frames_of(Path(second.output)),
+                                 strict=True):
             np.testing.assert_array_equal(got, expected)
 
 
@@ -153,7 +159,8 @@ def test_streamconv_batch_is_run_batch(tmp_path, clips):
     import streamconv.jobs.batch
     from streamconv.jobs.batch import Batch
 
-    result = streamconv.batch([str(clips)], ["box:size=3"], tmp_path / "out", backend="cpu", jobs=1, processes=1)
+    result = streamconv.batch([str(clips)], ["box:size=3"], tmp_path / "out", backend="cpu", jobs=1,
+                              processes=1)
     assert result.exit_code == 0 and [r.status for r in result.records] == ["done"] * 3
     assert Batch is streamconv.Batch and streamconv.batch is streamconv.jobs.batch.run_batch
     assert streamconv.run_batch is streamconv.batch
@@ -163,12 +170,15 @@ def test_streamconv_batch_is_run_batch(tmp_path, clips):
 def test_a_signal_starts_no_new_input_and_a_second_aborts_the_running_ones(tmp_path, signals):
     folder = tmp_path / "in"
     folder.mkdir()
-    write_clip(folder / "c0.mp4", frames=360, seed=0, size=(320, 240))  # long enough for both signals
+    # long enough for both signals
+    write_clip(folder / "c0.mp4", frames=360, seed=0, size=(320, 240))
     for n in range(1, 4):
         write_clip(folder / f"c{n}.mp4", frames=24, seed=n, size=(320, 240))
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "streamconv", "batch", str(folder), "-o", str(out), "--backend", "cpu",
-               "--jobs", "1", "--processes", "1", "--filter", "gaussian:sigma=3", "--no-progress", "-q"]
+    command = [sys.executable, "-m", "streamconv", "batch", str(folder), "-o", str(out),
+               "--backend", "cpu",
+               "--jobs", "1", "--processes", "1", "--filter", "gaussian:sigma=3", "--no-progress",
+               "-q"]
     child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # the first input is running
@@ -191,12 +201,14 @@ def test_a_signal_starts_no_new_input_and_a_second_aborts_the_running_ones(tmp_p
     assert first["status"] == ("done" if signals == 1 else "interrupted"), stderr
     assert Path(first["output"]).exists() == (signals == 1)
     assert [r["status"] for r in rest] == ["pending"] * 3
-    assert not [p for p in out.iterdir() if p.suffix == ".mp4" and p.name != "c0.mp4" or ".partial" in p.name]
+    assert not [p for p in out.iterdir() if p.suffix == ".mp4" and p.name != "c0.mp4"
+                or ".partial" in p.name]
 
 
 @pytest.mark.parametrize("option", [("--devices", "0"), ("--processes", "2")])
 def test_what_a_ray_task_decides_is_refused_with_ray(cli, tmp_path, clips, option):
-    """The cluster grants each task its GPU and process: --devices and --processes are usage errors."""
+    """The cluster grants each task its GPU and process: --devices and --processes are usage
+    errors."""
     out = tmp_path / "out"
     result = batch(cli, str(clips), "-o", str(out), "--ray", *option)
     assert result.returncode == 2 and "do not apply with --ray" in result.stderr
@@ -215,7 +227,8 @@ def test_depth_reaches_every_input_as_in_run(cli, tmp_path):
         stream = container.add_stream("ffv1", rate=25)
         stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p10le"
         for index in range(3):
-            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 40 * index, np.uint8), format="rgb24")
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 40 * index, np.uint8),
+                                               format="rgb24")
             frame = frame.reformat(format="yuv420p10le")
             frame.pts = index
             container.mux(stream.encode(frame))
@@ -228,14 +241,16 @@ def test_depth_reaches_every_input_as_in_run(cli, tmp_path):
         assert manifest_of(out)["inputs"][0]["frames"] == 3
 
 
-def test_a_second_batch_of_a_running_ones_manifest_is_refused_and_one_planned_before_it_ran_too(tmp_path):
+def test_a_second_batch_of_a_running_ones_manifest_is_refused_and_one_planned_before_it_ran_too(
+        tmp_path):
     """A ``--resume`` started while the first batch still runs (its inputs running): refused at
     once (before, it ran the same inputs again, failed on the outputs the first published and left
     a manifest saying every input failed). A batch planned before another ran to its end is
     refused as it starts: its plan is out of date. The first one's manifest stays true."""
     command, out, first = start_batch(tmp_path, 4, "--jobs", "1")
     wait_for(out, lambda counts: counts.get("running", 0) == 1)
-    stale = streamconv.Batch([str(tmp_path / "in")], ["edge"], tmp_path / "out", backend="cpu", resume=True)
+    stale = streamconv.Batch([str(tmp_path / "in")], ["edge"], tmp_path / "out", backend="cpu",
+                             resume=True)
     second = subprocess.run(command + ["--resume"], capture_output=True, text=True, timeout=120)
     assert first.wait(timeout=300) == 0, first.stderr.read()
     assert second.returncode == 6 and "another batch is running" in second.stderr, second.stderr
@@ -243,7 +258,8 @@ def test_a_second_batch_of_a_running_ones_manifest_is_refused_and_one_planned_be
     with pytest.raises(streamconv.OutputError, match="changed since this batch read it"):
         stale.run()
     assert manifest_of(out)["counts"]["done"] == 4
-    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # the lock file is gone with its batch
+    # the lock file is gone with its batch
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]
 
 
 def test_a_manifest_named_as_one_of_the_inputs_is_refused_and_the_input_kept(tmp_path):
@@ -255,11 +271,13 @@ def test_a_manifest_named_as_one_of_the_inputs_is_refused_and_the_input_kept(tmp
     for n in range(2):
         write_clip(folder / f"c{n}.mp4", frames=4, seed=n)
     video = (folder / "c1.mp4").read_bytes()
-    base = ["batch", str(folder), "-o", str(tmp_path / "out"), "--backend", "cpu", "--filter", "edge", "-q"]
+    base = ["batch", str(folder), "-o", str(tmp_path / "out"), "--backend", "cpu", "--filter",
+            "edge", "-q"]
     refused = run_cli(*base, "--manifest", str(folder / "c1.mp4"), "--overwrite")
     assert refused.returncode == 6 and "same file as the input" in refused.stderr, refused.stderr
     resumed = run_cli(*base, "--manifest", str(folder / "c1.mp4"), "--resume")
-    assert resumed.returncode == 6 and "not a streamconv batch manifest" in resumed.stderr, resumed.stderr
+    assert resumed.returncode == 6 and \
+        "not a streamconv batch manifest" in resumed.stderr, resumed.stderr
     assert (folder / "c1.mp4").read_bytes() == video and not (tmp_path / "out").exists()
     assert_ok(run_cli(*base))
     manifest = tmp_path / "out" / MANIFEST_NAME

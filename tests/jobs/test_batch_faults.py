@@ -19,7 +19,8 @@ from helpers.clips import write_clip
 
 def batch(*args: str, timeout: float = 60):
     """``streamconv batch ARGS`` on the CPU backend; a batch that hangs fails the test."""
-    return run_cli("batch", *args, "--backend", "cpu", "--no-progress", "--filter", "box:size=3", timeout=timeout)
+    return run_cli("batch", *args, "--backend", "cpu", "--no-progress", "--filter", "box:size=3",
+                   timeout=timeout)
 
 
 def clip(path: Path, frames: int = 4, seed: int = 1) -> Path:
@@ -34,7 +35,8 @@ def test_a_recursive_glob_goes_round_no_symlinked_folder_loop(tmp_path):
     # Two links back up: glob("**") went round them for ever (2 ** 40 paths before ELOOP).
     (tmp_path / "in" / "sub" / "up").symlink_to("..")
     (tmp_path / "in" / "sub" / "here").symlink_to(".")
-    (tmp_path / "in" / "linked").symlink_to(tmp_path / "other")  # a link elsewhere is still followed
+    # a link elsewhere is still followed
+    (tmp_path / "in" / "linked").symlink_to(tmp_path / "other")
     out = tmp_path / "out"
     result = batch(str(tmp_path / "in" / "**" / "*.mp4"), "-o", str(out), "--recursive", timeout=30)
     assert_ok(result)
@@ -58,21 +60,25 @@ def test_a_fifo_never_holds_the_batch_named_or_put_in_an_inputs_place(tmp_path):
     assert_error(named, 4, "not a regular file")  # it said "input not found"
     assert not (tmp_path / "named").exists()
     fifo.unlink()
-    first, third = clip(tmp_path / "in" / "a.mp4", frames=400), clip(tmp_path / "in" / "c.mp4", seed=3)
+    first, third = clip(tmp_path / "in" / "a.mp4", frames=400), clip(tmp_path / "in" / "c.mp4",
+                                                                     seed=3)
     clip(tmp_path / "in" / "b.mp4", seed=2)
     manifest = tmp_path / "records.json"
     os.mkfifo(manifest)  # --resume reads a manifest first: the opening waited for a writer for ever
-    for resume, message in (((), "manifest is not a regular file"), (("--resume",), "not a streamconv batch manifest")):
-        refused = batch(str(fifo.parent), "-o", str(tmp_path / "named"), "--manifest", str(manifest), *resume,
-                        timeout=30)
+    for resume, message in (((), "manifest is not a regular file"),
+                            (("--resume",), "not a streamconv batch manifest")):
+        refused = batch(str(fifo.parent), "-o", str(tmp_path / "named"), "--manifest",
+                        str(manifest), *resume, timeout=30)
         assert_error(refused, 6, message)
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "streamconv", "batch", str(tmp_path / "in"), "-o", str(out), "--jobs", "1",
+    command = [sys.executable, "-m", "streamconv", "batch", str(tmp_path / "in"), "-o", str(out),
+               "--jobs", "1",
                "--processes", "1", "--backend", "cpu", "--no-progress", "--filter", "box:size=3"]
     with subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=cli_env()) as process:
         # While the first input runs (the second is opened ahead), the third becomes a FIFO: its
         # opening waited for a writer for ever, holding the batch through any number of signals.
-        wait_for(lambda: any(p.name.startswith(".a.") for p in out.glob(".*")) or process.poll() is not None)
+        wait_for(lambda: any(p.name.startswith(".a.") for p in out.glob(".*"))
+                 or process.poll() is not None)
         third.unlink()
         os.mkfifo(third)
         try:
@@ -89,17 +95,21 @@ def test_a_fifo_never_holds_the_batch_named_or_put_in_an_inputs_place(tmp_path):
 
 
 @pytest.mark.parametrize("processes", ["1", "2"])
-def test_a_manifest_that_can_no_longer_be_written_stops_the_batch_with_one_error(tmp_path, processes):
+def test_a_manifest_that_can_no_longer_be_written_stops_the_batch_with_one_error(
+        tmp_path, processes):
     for name, frames in (("a", 400), ("b", 400), ("c", 40), ("d", 40), ("e", 40), ("f", 40)):
         clip(tmp_path / "in" / f"{name}.mp4", frames=frames)
     out, manifest = tmp_path / "out", tmp_path / "records" / "batch.json"
     manifest.parent.mkdir()
-    command = [sys.executable, "-m", "streamconv", "batch", str(tmp_path / "in"), "-o", str(out), "--manifest",
-               str(manifest), "--jobs", processes, "--processes", processes, "--backend", "cpu", "--no-progress",
-               "--filter", "box:size=3"]
+    command = [sys.executable, "-m", "streamconv", "batch", str(tmp_path / "in"), "-o", str(out),
+               "--manifest",
+               str(manifest), "--jobs", processes, "--processes", processes, "--backend", "cpu",
+               "--no-progress", "--filter", "box:size=3"]
     with subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=cli_env()) as process:
-        wait_for(lambda: any(p.name.startswith(".a.") for p in out.glob(".*")) or process.poll() is not None)
-        # The manifest's folder removed mid-batch; again while the batch writes a new record into it.
+        wait_for(lambda: any(p.name.startswith(".a.") for p in out.glob(".*"))
+                 or process.poll() is not None)
+        # The manifest's folder removed mid-batch; again while the batch writes a new record into
+        # it.
         while manifest.parent.exists():
             shutil.rmtree(manifest.parent, ignore_errors=True)
         try:
@@ -111,24 +121,30 @@ def test_a_manifest_that_can_no_longer_be_written_stops_the_batch_with_one_error
     # cannot be published): either way one error line, and no more inputs.
     error = assert_error(subprocess.CompletedProcess(command, process.returncode, "", stderr), 6,
                          "stopped taking inputs")
-    assert "manifest folder does not exist" in error or f"cannot publish manifest {manifest}" in error, error
+    assert "manifest folder does not exist" in error or \
+        f"cannot publish manifest {manifest}" in error, error
     published = sorted(p.name for p in out.iterdir())
-    assert "a.mp4" in published and not [p for p in published if ".partial" in p]  # the running ones whole
+    # the running ones whole
+    assert "a.mp4" in published and not [p for p in published if ".partial" in p]
     # No input is taken once it is known: threads know at once, worker processes as the batch
     # reads their report (an input a worker already held opened may start meanwhile).
     assert published == ["a.mp4"] if processes == "1" else not {"e.mp4", "f.mp4"} & set(published)
 
 
-def test_an_output_folder_that_cannot_be_made_mid_batch_fails_its_input_as_an_output_error(tmp_path):
+def test_an_output_folder_that_cannot_be_made_mid_batch_fails_its_input_as_an_output_error(
+        tmp_path):
     clip(tmp_path / "in" / "s1" / "a.mp4", frames=400)
     clip(tmp_path / "in" / "s1" / "x.mp4", frames=400, seed=2)
     clip(tmp_path / "in" / "s2" / "b.mp4", seed=3)
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "streamconv", "batch", str(tmp_path / "in"), "-o", str(out), "--recursive",
-               "--jobs", "1", "--processes", "1", "--backend", "cpu", "--no-progress", "--filter", "box:size=3"]
+    command = [sys.executable, "-m", "streamconv", "batch", str(tmp_path / "in"), "-o", str(out),
+               "--recursive",
+               "--jobs", "1", "--processes", "1", "--backend", "cpu", "--no-progress", "--filter",
+               "box:size=3"]
     with subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=cli_env()) as process:
         # While a runs (x opened ahead), a file takes the place of b's output folder.
-        wait_for(lambda: any(p.name.startswith(".a.") for p in out.glob("s1/.*")) or process.poll() is not None)
+        wait_for(lambda: any(p.name.startswith(".a.") for p in out.glob("s1/.*"))
+                 or process.poll() is not None)
         (out / "s2").write_text("in the way")
         try:
             _, stderr = process.communicate(timeout=30)
@@ -157,10 +173,13 @@ def test_a_link_beside_its_target_neither_runs_it_twice_nor_names_its_output(tmp
 @pytest.mark.parametrize("option, fragment", [
     (["--codec", "nosuch"], "unknown encoder 'nosuch'"),
     (["--codec", "aac"], "encoder 'aac' is an audio encoder, not a video encoder"),
-    (["--preset", "nosuch"], "encoder libx264 (yuv420p, 1280x720 at 30 fps) refuses option preset='nosuch'"),
-    (["--codec", "libx264", "--pix-fmt", "yuv444p16le"], "encoder libx264 does not support pixel format"),
+    (["--preset", "nosuch"],
+     "encoder libx264 (yuv420p, 1280x720 at 30 fps) refuses option preset='nosuch'"),
+    (["--codec", "libx264", "--pix-fmt", "yuv444p16le"],
+     "encoder libx264 does not support pixel format"),
 ])
-def test_encoder_settings_no_output_could_take_are_refused_before_any_input(tmp_path, option, fragment):
+def test_encoder_settings_no_output_could_take_are_refused_before_any_input(tmp_path, option,
+                                                                            fragment):
     clip(tmp_path / "in" / "a.mp4")
     clip(tmp_path / "in" / "b.mp4", seed=2)
     out = tmp_path / "out"
@@ -170,11 +189,13 @@ def test_encoder_settings_no_output_could_take_are_refused_before_any_input(tmp_
 
 
 def test_an_encoder_that_takes_sizes_of_its_own_is_left_to_each_input(tmp_path):
-    clip(tmp_path / "in" / "a.mp4")  # 64x48: no size dnxhd takes; the check ahead must not refuse it as such
+    # 64x48: no size dnxhd takes; the check ahead must not refuse it as such
+    clip(tmp_path / "in" / "a.mp4")
     result = batch(str(tmp_path / "in"), "-o", str(tmp_path / "out"), "--codec", "dnxhd")
     assert result.returncode == 14, result.stderr
     [record] = manifest_of(tmp_path / "out")["inputs"]
-    assert record["error"].startswith("cannot open encoder dnxhd (yuv422p, 64x48 at 25 fps)"), record
+    assert record["error"].startswith("cannot open encoder dnxhd (yuv422p, 64x48 at 25 "
+                                      "fps)"), record
 
 
 @pytest.mark.parametrize("arguments, message", [
@@ -184,10 +205,12 @@ def test_an_encoder_that_takes_sizes_of_its_own_is_left_to_each_input(tmp_path):
     (["IN", "-o", "OUT", "--codec", ""], "--codec is empty"),
     (["IN", "-o", "OUT", "--pix-fmt", ""], "--pix-fmt is empty"),
     (["IN", "-o", "-"], "--output names a folder, not a pipe; one named - is ./-"),
-    (["IN", "-o", "OUT", "--manifest", "-"], "--manifest names a file, not a pipe; one named - is ./-"),
+    (["IN", "-o", "OUT", "--manifest", "-"],
+     "--manifest names a file, not a pipe; one named - is ./-"),
     (["IN", "-o", "OUT", "--manifest", "pipe:1"], "--manifest names a file, not a pipe"),
 ])
-def test_an_empty_name_or_a_pipe_where_a_batch_writes_files_is_a_usage_error(tmp_path, arguments, message):
+def test_an_empty_name_or_a_pipe_where_a_batch_writes_files_is_a_usage_error(tmp_path, arguments,
+                                                                             message):
     clip(tmp_path / "IN" / "a.mp4")
     arguments = [str(tmp_path / a) if a in ("IN", "OUT") else a for a in arguments]
     # '' was the current folder: as INPUT its videos were run, as -o they were written there;

@@ -25,14 +25,18 @@ def clip(path: Path, frames: int = 4, seed: int = 1) -> Path:
 
 
 def test_file_names_with_glob_characters_are_taken_as_they_are(tmp_path):
-    bracketed, plain = clip(tmp_path / "in" / "take[1].mp4", 5), clip(tmp_path / "in" / "take1.mp4", 3, seed=2)
+    bracketed, plain = clip(tmp_path / "in" / "take[1].mp4", 5), clip(tmp_path / "in" / "take1.mp4",
+                                                                      3, seed=2)
     result = run([bracketed, plain], tmp_path / "out")
     assert [(Path(r.input).name, r.status, r.frames) for r in result.records] == \
         [("take[1].mp4", "done", 5), ("take1.mp4", "done", 3)]
     alone = run([bracketed], tmp_path / "alone").records
-    assert [Path(r.output).name for r in alone] == ["take[1].mp4"] and len(frames_of(Path(alone[0].output))) == 5
+    assert [Path(r.output).name for r in alone] == ["take[1].mp4"] and \
+        len(frames_of(Path(alone[0].output))) == 5
     # A name that is no file is still a glob; one that is a folder is scanned.
-    assert [Path(r.input).name for r in run([tmp_path / "in" / "take?.mp4"], tmp_path / "glob").records] == ["take1.mp4"]
+    assert [Path(r.input).name
+            for r in run([tmp_path / "in" / "take?.mp4"],
+                         tmp_path / "glob").records] == ["take1.mp4"]
     folder = tmp_path / "clips[a]"
     clip(folder / "x.mp4")
     assert [r.status for r in run([folder], tmp_path / "folder").records] == ["done"]
@@ -40,7 +44,8 @@ def test_file_names_with_glob_characters_are_taken_as_they_are(tmp_path):
 
 def test_temporary_names_are_the_ones_atomic_files_make(tmp_path):
     # Long names have their stem cut (a multi-byte one inside a character), long suffixes left out.
-    for name in ["x.mp4", "take[1].mp4", "a*b?.mkv", "x" * 248 + ".mp4", "\u00e9" * 120 + ".mkv", "y." + "e" * 40]:
+    for name in ["x.mp4", "take[1].mp4", "a*b?.mkv", "x" * 248 + ".mp4", "\u00e9" * 120 + ".mkv",
+                 "y." + "e" * 40]:
         target = tmp_path / name
         made = AtomicFile(target)
         made.create()
@@ -55,8 +60,10 @@ def test_a_batch_removes_only_its_own_outputs_stale_temporary_files(tmp_path):
     clip(tmp_path / "in" / "take[1].mp4", seed=2)
     out = tmp_path / "out"
     out.mkdir()
-    own = [".x.0123abcd.partial.mp4", ".take[1].89abcdef.partial.mp4", ".streamconv-segments-x.mp4.k2j_9x0a"]
-    others = [".x.v2.0123abcd.partial.mp4", ".take1.89abcdef.partial.mp4", ".x.0123abcd.partial.mkv",
+    own = [".x.0123abcd.partial.mp4", ".take[1].89abcdef.partial.mp4",
+           ".streamconv-segments-x.mp4.k2j_9x0a"]
+    others = [".x.v2.0123abcd.partial.mp4", ".take1.89abcdef.partial.mp4",
+              ".x.0123abcd.partial.mkv",
               ".x.notours.partial.mp4", ".streamconv-segments-x.mp4.mkv.k2j_9x0a"]
     for name in own + others:
         (out / name).mkdir() if "segments" in name else (out / name).write_bytes(b"someone's")
@@ -65,7 +72,9 @@ def test_a_batch_removes_only_its_own_outputs_stale_temporary_files(tmp_path):
     assert left == set(others)
 
 
-@pytest.mark.parametrize("layout", ["outdir inside, recursive", "outdir is the folder, other ext", "hidden files"])
+@pytest.mark.parametrize("layout",
+                         ["outdir inside, recursive", "outdir is the folder, other ext",
+                          "hidden files"])
 def test_a_batch_never_takes_its_outputs_manifest_or_temporaries_for_inputs(tmp_path, layout):
     folder = tmp_path / "in"
     clip(folder / "a.mp4")
@@ -79,7 +88,8 @@ def test_a_batch_never_takes_its_outputs_manifest_or_temporaries_for_inputs(tmp_
         options, out = {"recursive": True}, tmp_path / "out"
     first = run([folder], out, **options).records
     assert all(".partial" not in r.input and "segments" not in r.input for r in first)
-    assert sorted(Path(r.input).name for r in first) == (["a.mp4"] if "ext" in options else ["a.mp4", "b.mp4"])
+    assert sorted(Path(r.input).name for r in first) == (["a.mp4"] if "ext" in options
+                                                         else ["a.mp4", "b.mp4"])
     again = run([folder], out, resume=True, **options).records
     assert [(r.input, r.status) for r in again] == [(r.input, "skipped") for r in first]
 
@@ -97,8 +107,10 @@ def test_ext_that_is_no_extension_or_has_no_muxer_is_a_usage_error(cli, tmp_path
     assert not out.exists()
 
 
-@pytest.mark.parametrize("case", ["outdir is a file", "outdir under a file", "manifest folder missing",
-                                  "manifest is an output", "collision with recursive", "output folder is a file"])
+@pytest.mark.parametrize("case",
+                         ["outdir is a file", "outdir under a file", "manifest folder missing",
+                                  "manifest is an output", "collision with recursive",
+                          "output folder is a file"])
 def test_refusals_before_any_work_say_what_is_wrong(cli, tmp_path, case):
     folder = tmp_path / "in"
     clip(folder / "x.mp4")
@@ -123,11 +135,13 @@ def test_refusals_before_any_work_say_what_is_wrong(cli, tmp_path, case):
         recursive, fragment = True, "is a file"
     extra = (["--manifest", str(manifest)] if manifest else []) + (["-r"] if recursive else [])
     message = assert_error(batch(cli, *inputs, "-o", str(out), *extra), 6, fragment)
-    assert "internal error" not in message and "--recursive" not in message and "the input" not in message
+    assert "internal error" not in message and "--recursive" not in message and \
+        "the input" not in message
     assert not (tmp_path / "out").is_dir() or case == "output folder is a file"
     assert not list(tmp_path.rglob(MANIFEST_NAME)) and not (tmp_path / "nodir").exists()
     with pytest.raises(OutputError, match=fragment):  # the library refuses alike
-        streamconv.Batch(inputs, ["box"], out, backend="cpu", manifest=manifest, recursive=recursive)
+        streamconv.Batch(inputs, ["box"], out, backend="cpu", manifest=manifest,
+                         recursive=recursive)
 
 
 @pytest.mark.parametrize("where", ["INPUT", "OUTDIR", "--manifest", "--manifest's folder"])
@@ -141,6 +155,7 @@ def test_a_name_too_long_for_the_file_system_is_refused_before_any_work(cli, tmp
     elif where == "OUTDIR":
         out = tmp_path / long
     else:
-        extra = ["--manifest", str(tmp_path / long / "m.json" if "folder" in where else tmp_path / long)]
+        extra = ["--manifest",
+                 str(tmp_path / long / "m.json" if "folder" in where else tmp_path / long)]
     assert_error(batch(cli, *inputs, "-o", str(out), *extra), code, fragment)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]

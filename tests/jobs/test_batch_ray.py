@@ -26,15 +26,16 @@ import pytest
 
 from helpers.clips import write_clip
 from helpers.damage import flip_bytes
-from helpers.raycluster import (ADDRESS, SIGINT_RESTORED, killer, leftover_processes, run_in_cluster,
-                        why_not)
+from helpers.raycluster import (ADDRESS, SIGINT_RESTORED, killer, leftover_processes,
+                                run_in_cluster, why_not)
 from streamconv.jobs.ray import batch as batch_ray
 from streamconv.jobs.batch import Batch
 from streamconv.errors import Interrupted
 from streamconv.jobs.manifest import MANIFEST_NAME, BatchRecord
 
 # Until a Ray worker runs an input (bounded: a batch that never gets one fails its checks).
-LONG_FRAMES, LONG_COUNT = 720, 3  # a few seconds of filtering each on one CPU; one more than its CPUs
+# a few seconds of filtering each on one CPU; one more than its CPUs
+LONG_FRAMES, LONG_COUNT = 720, 3
 TASK_RUNS = "for i in $(seq 1200); do ps -eo args= | grep -q '[r]ay::run_input_task' && break; sleep 0.05; done"
 
 
@@ -68,10 +69,13 @@ def test_a_batch_on_a_ray_cluster_through_a_killed_worker_a_signal_and_the_clust
         sleep 0.3; kill -KILL -- -$CLUSTER; wait $BATCH; echo $? > {tmp_path}/lost.rc
     """)
     log = (tmp_path / "batch.log").read_text() if (tmp_path / "batch.log").exists() else ""
-    assert (tmp_path / "batch.rc").read_text().strip() == "13", log  # the damaged input, nothing failed
-    assert (tmp_path / "killed.txt").read_text().strip().isdigit()  # a worker really was killed mid-task
+    # the damaged input, nothing failed
+    assert (tmp_path / "batch.rc").read_text().strip() == "13", log
+    # a worker really was killed mid-task
+    assert (tmp_path / "killed.txt").read_text().strip().isdigit()
     records = json.loads((out / MANIFEST_NAME).read_text())["inputs"]
-    assert sorted(Path(r["input"]).name for r in records) == sorted(p.name for p in folder.iterdir())
+    assert sorted(Path(r["input"]).name for r in records) == sorted(p.name
+                                                                    for p in folder.iterdir())
     statuses = {Path(r["input"]).name: r["status"] for r in records}
     assert statuses.pop("damaged.mp4") == "damaged" and set(statuses.values()) == {"done"}
     _check_outputs(records, out)
@@ -81,7 +85,8 @@ def test_a_batch_on_a_ray_cluster_through_a_killed_worker_a_signal_and_the_clust
 
 
 def _check_outputs(records: list[dict], out: Path, frames: int = 72) -> None:
-    """Each finished input's output as recorded, every clip's frames all there, no temporary file."""
+    """Each finished input's output as recorded, every clip's frames all there, no temporary
+    file."""
     for record in records:
         if record["status"] != "pending":
             assert record["frames"] > 0 and Path(record["output"]).stat().st_size == record["bytes"]
@@ -120,15 +125,19 @@ def test_a_cluster_that_does_not_answer_is_a_clear_error_at_once(cli, tmp_path):
     with socket.socket() as closed:  # bound, never listening: connecting to it is refused
         closed.bind(("127.0.0.1", 0))
         nowhere = f"127.0.0.1:{closed.getsockname()[1]}"
-        runs = [(("batch", str(clip), "-o", str(tmp_path / "out"), "--ray", nowhere), {}, "no Ray cluster answers"),
-                (("batch", str(clip), "-o", str(tmp_path / "out2"), "--ray"), {"RAY_ADDRESS": "garbage"},
-                 "not HOST:PORT"),
-                (("run", str(clip), "-o", str(tmp_path / "o.mp4"), "--segments", "2", "--ray", nowhere), {},
+        runs = [(("batch", str(clip), "-o", str(tmp_path / "out"), "--ray", nowhere), {},
+                 "no Ray cluster answers"),
+                (("batch", str(clip), "-o", str(tmp_path / "out2"), "--ray"),
+                 {"RAY_ADDRESS": "garbage"}, "not HOST:PORT"),
+                (("run", str(clip), "-o", str(tmp_path / "o.mp4"), "--segments", "2", "--ray",
+                  nowhere), {},
                  "no Ray cluster answers")]
         for args, env, words in runs:
-            result = cli(*args, "--backend", "cpu", "--filter", "edge", "--no-progress", env=env, timeout=60)
+            result = cli(*args, "--backend", "cpu", "--filter", "edge", "--no-progress", env=env,
+                         timeout=60)
             assert result.returncode == 7 and words in result.stderr, (args, result.stderr)
-    assert not (tmp_path / "o.mp4").exists() and not [p for p in tmp_path.rglob("*") if ".partial" in p.name]
+    assert not (tmp_path / "o.mp4").exists() and \
+        not [p for p in tmp_path.rglob("*") if ".partial" in p.name]
 
 
 # A process of its own standing in for a Ray worker: the task with the record and settings of a
@@ -154,8 +163,8 @@ batch_ray.run_input_task(record, settings)
 
 def as_a_ray_worker(script: str, task: Path) -> subprocess.CompletedProcess:
     """Run ``script`` (AS_A_RAY_WORKER's and more) on the pickled task ``task``; text output."""
-    return subprocess.run([sys.executable, "-c", script, str(task)], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    return subprocess.run([sys.executable, "-c", script, str(task)], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
 
 
 def test_a_retry_replaces_the_output_its_lost_attempt_published_and_no_other(tmp_path, monkeypatch):
@@ -170,7 +179,9 @@ def test_a_retry_replaces_the_output_its_lost_attempt_published_and_no_other(tmp
     lost = as_a_ray_worker(LOST_ATTEMPT, tmp_path / "task.pickle")
     assert lost.returncode == 9 and output.exists(), lost.stderr
     inode = output.stat().st_ino
-    fake = SimpleNamespace(get_gpu_ids=list, get_runtime_context=lambda: SimpleNamespace(get_task_id=lambda: "0a" * 12))
+    fake = SimpleNamespace(get_gpu_ids=list,
+                           get_runtime_context=lambda: SimpleNamespace(
+                               get_task_id=lambda: "0a" * 12))
     monkeypatch.setattr(batch_ray, "ray_module", lambda: fake)
     retry = batch_ray.run_input_task(record, copy.deepcopy(batch.settings))
     assert retry["status"] == "done" and retry["frames"] == 8, retry
@@ -181,7 +192,9 @@ def test_a_retry_replaces_the_output_its_lost_attempt_published_and_no_other(tmp
     before = output.stat()
     again = batch_ray.run_input_task(record, copy.deepcopy(batch.settings))
     assert again["status"] == "failed" and "exists" in again["error"]
-    assert (output.stat().st_ino, output.stat().st_mtime) == (before.st_ino, before.st_mtime) == (before.st_ino, 1e9)
+    assert (output.stat().st_ino, output.stat().st_mtime) == (before.st_ino,
+                                                              before.st_mtime) == (
+                                                                  before.st_ino, 1e9)
 
 
 CANCELLED_AROUND_THE_INPUT = AS_A_RAY_WORKER + """
@@ -202,7 +215,8 @@ def test_a_cancel_that_reaches_a_running_task_cuts_nothing_short(tmp_path):
     after the task raises nothing (Ray would store the task as cancelled, its output published)."""
     clip = write_clip(tmp_path / "in.mp4", frames=24)
     batch = Batch([str(clip)], ["edge"], tmp_path / "out", backend="cpu")
-    (tmp_path / "task.pickle").write_bytes(pickle.dumps((asdict(batch.manifest.records[0]), batch.settings)))
+    (tmp_path / "task.pickle").write_bytes(pickle.dumps((asdict(batch.manifest.records[0]),
+                                                         batch.settings)))
     task = as_a_ray_worker(CANCELLED_AROUND_THE_INPUT, tmp_path / "task.pickle")
     assert (task.returncode, task.stdout.split()) == (0, ["done", "24"]), task.stderr
     assert Path(batch.manifest.records[0].output).exists()
@@ -210,7 +224,8 @@ def test_a_cancel_that_reaches_a_running_task_cuts_nothing_short(tmp_path):
 
 def test_a_second_signal_while_a_result_is_fetched_still_records_it():
     """Without a cluster: the batch's second signal lands while a finished task's result is being
-    fetched; the pass over the cancelled tasks still records that input (its output is published)."""
+    fetched; the pass over the cancelled tasks still records that input (its output is
+    published)."""
 
     class FakeRay:
         exceptions = SimpleNamespace(TaskCancelledError=LookupError, RayError=RuntimeError)
@@ -232,7 +247,8 @@ def test_a_second_signal_while_a_result_is_fetched_still_records_it():
             return SimpleNamespace(gcs_address=ADDRESS)  # not looked at: no 2 s pass here
 
     record = BatchRecord("in.mp4", "out/in.mp4")
-    batch = SimpleNamespace(stopping=False, manifest=SimpleNamespace(records=[record], write=lambda: None))
+    batch = SimpleNamespace(stopping=False,
+                            manifest=SimpleNamespace(records=[record], write=lambda: None))
     ray, waiting = FakeRay(), {"ref": 0}
     with pytest.raises(Interrupted):
         batch_ray._collect(ray, batch, waiting)

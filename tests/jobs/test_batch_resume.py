@@ -33,7 +33,8 @@ def test_resume_runs_another_input_of_the_same_name_instead_of_trusting_its_outp
     assert manifest_of(out)["inputs"][0]["input"] == str(second)
 
 
-@pytest.mark.parametrize("change", ["input rewritten", "input touched", "filters", "border", "codec options",
+@pytest.mark.parametrize("change",
+                         ["input rewritten", "input touched", "filters", "border", "codec options",
                                     "pixel format", "nothing"])
 def test_resume_runs_again_an_input_changed_since_or_under_other_settings(tmp_path, change):
     (tmp_path / "in").mkdir()
@@ -81,7 +82,8 @@ def test_resume_never_replaces_a_file_the_batch_did_not_leave_there(cli, tmp_pat
         record.update(status=case.split()[1].rstrip(","), bytes=None, output_mtime_ns=None)
         (out / MANIFEST_NAME).write_text(json.dumps(document))
         output.write_bytes(b"the user's own file")
-    message = assert_error(batch(cli, str(folder), "-o", str(out), "--resume", "-q"), 6, "output exists", str(output))
+    message = assert_error(batch(cli, str(folder), "-o", str(out), "--resume", "-q"), 6,
+                           "output exists", str(output))
     assert "--resume" not in message and "--overwrite" in message
     assert output.read_bytes() == b"the user's own file"
 
@@ -93,11 +95,13 @@ def test_resume_replaces_the_frames_a_failed_input_kept_while_they_are_as_publis
     out = tmp_path / "out"
     run([folder], out)
     document = manifest_of(out)
-    document["inputs"][0].update(status="failed", exit_code=8, error="decoding failed")  # its kept frames
+    # its kept frames
+    document["inputs"][0].update(status="failed", exit_code=8, error="decoding failed")
     (out / MANIFEST_NAME).write_text(json.dumps(document))
     [record] = run([folder], out, resume=True).records
     assert record.status == "done" and record.frames == 6
-    assert os.stat(out / "c.mp4").st_mtime_ns == record.output_mtime_ns != document["inputs"][0]["output_mtime_ns"]
+    assert os.stat(
+        out / "c.mp4").st_mtime_ns == record.output_mtime_ns != document["inputs"][0]["output_mtime_ns"]
 
 
 def test_resume_keeps_a_damaged_inputs_record_and_its_exit_code(cli, tmp_path):

@@ -34,10 +34,12 @@ def inputs(tmp_path) -> Path:
 
 def test_a_segmented_batch_gives_what_a_one_piece_batch_gives(cli, tmp_path, inputs):
     (inputs / "broken.mp4").write_bytes(b"not a video at all" * 100)
-    (inputs / "damaged.mp4").write_bytes(flip_bytes(write_clip(tmp_path / "clip.mp4").read_bytes(), 4, 300))
+    (inputs / "damaged.mp4").write_bytes(flip_bytes(write_clip(tmp_path / "clip.mp4").read_bytes(),
+                                                    4, 300))
     lossless = ("--ext", "mkv", "--codec", "ffv1")
     whole = batch(cli, str(inputs), "-o", str(tmp_path / "whole"), *lossless)
-    pieces = batch(cli, str(inputs), "-o", str(tmp_path / "pieces"), *lossless, "--segments", "2", "-v")
+    pieces = batch(cli, str(inputs), "-o", str(tmp_path / "pieces"), *lossless, "--segments", "2",
+                   "-v")
     assert whole.returncode == pieces.returncode == 14, pieces.stderr  # some failed
     assert "b.mp4: h264 64x48 @ 25 fps, segment 1 (pts" in pieces.stderr
     one = {Path(r["input"]).name: r for r in manifest_of(tmp_path / "whole")["inputs"]}
@@ -46,7 +48,8 @@ def test_a_segmented_batch_gives_what_a_one_piece_batch_gives(cli, tmp_path, inp
         assert (record["status"], record["frames"], record["exit_code"]) == \
                (one[name]["status"], one[name]["frames"], one[name]["exit_code"])
         assert record["output"] == str(tmp_path / "pieces" / Path(name).with_suffix(".mkv"))
-    assert two["broken.mp4"]["status"] == "failed" and "cannot open input" in two["broken.mp4"]["error"]
+    assert two["broken.mp4"]["status"] == "failed" and \
+        "cannot open input" in two["broken.mp4"]["error"]
     assert two["damaged.mp4"]["status"] == "damaged" and two["damaged.mp4"]["damage"]
     for name in ("a", "b"):
         record = two[f"{name}.{'mkv' if name == 'a' else 'mp4'}"]
@@ -58,7 +61,8 @@ def test_a_segmented_batch_gives_what_a_one_piece_batch_gives(cli, tmp_path, inp
         assert all(np.array_equal(x, y) for x, y in zip(pictures, pictures_whole))
         assert packets(got, "audio") == packets(expected, "audio") != []
     # No parts folder, temporary file or output of the broken input is left.
-    assert sorted(p.name for p in (tmp_path / "pieces").iterdir()) == ["a.mkv", "b.mkv", "damaged.mkv", MANIFEST_NAME]
+    assert sorted(p.name for p in (tmp_path / "pieces").iterdir()) == ["a.mkv", "b.mkv",
+                                                                       "damaged.mkv", MANIFEST_NAME]
 
 
 def test_resume_skips_what_a_segmented_batch_finished(cli, tmp_path, inputs):
@@ -72,7 +76,8 @@ def test_resume_skips_what_a_segmented_batch_finished(cli, tmp_path, inputs):
     (out / "b.mp4").unlink()
     stamp = os.stat(out / "a.mkv").st_mtime_ns
     killed, foreign = out / ".streamconv-segments-b.mp4.x1y2z3w4", out / ".streamconv-segments-c.mp4.x1y2z3w4"
-    for folder in (killed, foreign):  # the parts a killed batch left for b, and a folder of another output
+    # the parts a killed batch left for b, and a folder of another output
+    for folder in (killed, foreign):
         folder.mkdir()
         (folder / "part0000.mp4").write_bytes(b"part")
     resumed = batch(cli, str(inputs), "-o", str(out), "--segments", "2", "--resume")
@@ -89,7 +94,8 @@ def test_usage_errors(cli, tmp_path, inputs, extra):
     assert result.returncode == 2 and extra[0] in result.stderr and "--segments" in result.stderr
     assert not (tmp_path / "out").exists()
     with pytest.raises(streamconv.SettingsError, match="--ray"):
-        streamconv.Batch([str(inputs)], ["edge"], tmp_path / "out", backend="cpu", segments=2, ray=True)
+        streamconv.Batch([str(inputs)], ["edge"], tmp_path / "out", backend="cpu", segments=2,
+                         ray=True)
 
 
 @pytest.mark.parametrize("signals", [1, 2])
@@ -99,9 +105,10 @@ def test_a_signal_finishes_the_input_in_hand_and_a_second_aborts_its_segments(tm
     make_clip(folder / "a.mkv", "ffv1", frames=240, size=(320, 240))  # long enough for both signals
     make_clip(folder / "b.mkv", "ffv1", frames=16)
     out = tmp_path / "out"
-    run = Run("batch", str(folder), "-o", str(out), "--backend", "cpu", "--filter", "gaussian:sigma=3",
-              "--segments", "2", "--no-progress", "-q", cwd=tmp_path)
-    run.wait_for(lambda: out.is_dir() and any(p.name.startswith(".streamconv-segments-a.mkv.") and any(p.iterdir())
+    run = Run("batch", str(folder), "-o", str(out), "--backend", "cpu", "--filter",
+              "gaussian:sigma=3", "--segments", "2", "--no-progress", "-q", cwd=tmp_path)
+    run.wait_for(lambda: out.is_dir()
+                 and any(p.name.startswith(".streamconv-segments-a.mkv.") and any(p.iterdir())
                                               for p in out.iterdir() if p.is_dir()), "a part file")
     run.process.send_signal(signal.SIGINT)
     run.wait_for_line("no new inputs")  # the first is handled before the second is sent
@@ -110,6 +117,8 @@ def test_a_signal_finishes_the_input_in_hand_and_a_second_aborts_its_segments(tm
     assert run.finish() == 130, run.stderr
     assert "Traceback" not in run.stderr, run.stderr
     first, second = manifest_of(out)["inputs"]
-    assert first["status"] == ("done" if signals == 1 else "interrupted") and second["status"] == "pending"
+    assert first["status"] == ("done" if signals == 1 else "interrupted") and \
+        second["status"] == "pending"
     assert first["frames"] == (240 if signals == 1 else 0)
-    assert sorted(p.name for p in out.iterdir()) == (["a.mkv"] if signals == 1 else []) + [MANIFEST_NAME]
+    assert sorted(p.name for p in out.iterdir()) == (["a.mkv"] if signals == 1
+                                                     else []) + [MANIFEST_NAME]

@@ -81,8 +81,8 @@ def test_a_process_that_calls_die_with_parent_dies_with_it(tmp_path):
         outer.wait()
     assert gone_within([worker], 2.0)
     # A parent already gone: it ends at once instead of running on.
-    late = subprocess.run([sys.executable, "-c", child, "1" if os.getpid() != 1 else "2"], capture_output=True,
-                          timeout=60)
+    late = subprocess.run([sys.executable, "-c", child, "1" if os.getpid() != 1 else "2"],
+                          capture_output=True, timeout=60)
     assert late.returncode == 1 and late.stdout == b""
 
 
@@ -100,7 +100,8 @@ def hidden(folder: Path) -> dict[str, int]:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_worker_processes_die_with_a_killed_batch_and_publish_nothing_after_it(tmp_path):
     command, out, batch = start_batch(tmp_path, 4, "--jobs", "2", "--processes", "2")
-    wait_for(out, lambda counts: counts.get("running") == 2 and len(hidden(out)) == 2)  # both writing
+    # both writing
+    wait_for(out, lambda counts: counts.get("running") == 2 and len(hidden(out)) == 2)
     workers = children(batch.pid, "spawn_main")
     assert len(workers) == 2
     # Frozen first, so that what is on disk at the kill is known: a worker that finished its input
@@ -122,7 +123,8 @@ def test_worker_processes_die_with_a_killed_batch_and_publish_nothing_after_it(t
         assert Path(record["output"]).exists() == (record["status"] == "done"), record
     resumed = subprocess.run(command + ["--resume"], capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
-    assert not [p.name for p in out.iterdir() if p.name.startswith(".")]  # the next batch removed them
+    # the next batch removed them
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".")]
 
 
 @pytest.mark.parametrize("processes", [1, 2])
@@ -131,8 +133,8 @@ def test_jobs_n_runs_the_last_n_inputs_at_once(tmp_path, processes):
     folder.mkdir()
     for n in range(2):
         write_clip(folder / f"c{n}.mp4", frames=12, seed=n, size=(64, 48))
-    result = streamconv.run_batch([str(folder)], ["box:size=3"], tmp_path / "out", backend="cpu", jobs=2,
-                                  processes=processes)
+    result = streamconv.run_batch([str(folder)], ["box:size=3"], tmp_path / "out", backend="cpu",
+                                  jobs=2, processes=processes)
     assert result.exit_code == 0
     # Neither was opened ahead by the other's worker, to wait for it: each had a worker of its own.
     assert [r.opened_ahead for r in result.records] == [False, False]
@@ -159,13 +161,14 @@ def test_an_inputs_seconds_count_from_its_turn_not_from_its_opening_ahead(tmp_pa
     folder.mkdir()
     for n in range(3):
         write_clip(folder / f"c{n}.mp4", frames=24, seed=n, size=(96, 64))
-    batch = streamconv.Batch([str(folder)], ["gaussian:sigma=3"], tmp_path / "out", backend="cpu", jobs=1,
-                             processes=1)
+    batch = streamconv.Batch([str(folder)], ["gaussian:sigma=3"], tmp_path / "out", backend="cpu",
+                             jobs=1, processes=1)
     started = time.perf_counter()
     result = batch.run()
     wall = time.perf_counter() - started
     assert [r.opened_ahead for r in result.records] == [False, True, True]
-    assert sum(r.seconds for r in result.records) <= wall  # one after another: within the batch's time
+    # one after another: within the batch's time
+    assert sum(r.seconds for r in result.records) <= wall
     for record in result.records:
         assert 0 < record.first_frame_ms < 1e3 * record.seconds
 
@@ -176,8 +179,10 @@ def test_jobs_beyond_the_inputs_start_no_idle_workers(tmp_path, monkeypatch):
     clip = write_clip(tmp_path / "c.mp4", frames=3, size=(64, 48))
     started = []
     work = streamconv.Batch._work
-    monkeypatch.setattr(streamconv.Batch, "_work", lambda self, *args: (started.append(1), work(self, *args))[1])
-    result = streamconv.run_batch([str(clip)], ["identity"], tmp_path / "out", backend="cpu", jobs=500, processes=1)
+    monkeypatch.setattr(streamconv.Batch, "_work",
+                        lambda self, *args: (started.append(1), work(self, *args))[1])
+    result = streamconv.run_batch([str(clip)], ["identity"], tmp_path / "out", backend="cpu",
+                                  jobs=500, processes=1)
     assert result.exit_code == 0 and len(started) == 1
     assert worker_plan([0], 100000, None, 3) == ([0, 0, 0], 1)  # one process, as for three jobs
     assert worker_plan([0, 1], 8, None, 3) == ([0, 1, 0], 1)  # the inputs spread over both GPUs

@@ -19,14 +19,16 @@ def test_eight_streams_on_one_gpu_equal_one_at_a_time_runs(tmp_path):
     folder.mkdir()
     for n in range(8):
         write_clip(folder / f"clip{n}.mp4", frames=30, seed=n, size=(320, 240))
-    result = streamconv.run_batch([str(folder)], ["gaussian:sigma=1.5", "sharpen"], tmp_path / "out",
+    result = streamconv.run_batch([str(folder)], ["gaussian:sigma=1.5", "sharpen"],
+                                  tmp_path / "out",
                                   backend="cuda", jobs=8, ext="mkv", sink_options={"codec": "ffv1"})
     assert result.exit_code == 0, [(r.input, r.error) for r in result.records]
     assert [r.status for r in result.records] == ["done"] * 8
     assert all(r.device == 0 and r.frames == 30 for r in result.records)
     for n in range(8):
         alone = tmp_path / f"alone{n}.mkv"
-        streamconv.Pipeline(str(folder / f"clip{n}.mp4"), ["gaussian:sigma=1.5", "sharpen"], str(alone),
+        streamconv.Pipeline(str(folder / f"clip{n}.mp4"), ["gaussian:sigma=1.5", "sharpen"],
+                            str(alone),
                             backend="cuda", decoder="cpu", sink_options={"codec": "ffv1"}).run()
         got, expected = frames_of(tmp_path / "out" / f"clip{n}.mkv"), frames_of(alone)
         assert len(got) == len(expected) == 30

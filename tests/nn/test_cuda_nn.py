@@ -1,4 +1,5 @@
-"""streamconv.nn on the GPU: every conv2d method, relu and max_pool2d against the float64 references,
+"""streamconv.nn on the GPU: every conv2d method, relu and max_pool2d against the float64
+references,
 on fresh random data, with every output poisoned (NaN) before the kernels run."""
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ def assert_within_method_bound(method: str, y, x, w, bias, stride: int, padding:
     TF32_BOUND of sum |w x| at each output."""
     assert not np.isnan(y).any(), "outputs left unwritten"
     expected = nn.conv2d_reference(x, w, bias, stride=stride, padding=padding)
-    if method != "tf32" or tf32_defines(conv2d_shape(x.shape, w.shape, None, stride, padding)) is None:
+    if method != "tf32" or \
+            tf32_defines(conv2d_shape(x.shape, w.shape, None, stride, padding)) is None:
         assert relative_error(y, expected) < TOLERANCE
         return
     magnitude = nn.conv2d_reference(np.abs(x), np.abs(w), None, stride=stride, padding=padding)
@@ -87,7 +89,8 @@ def test_conv2d_matches_reference(rng, method, x_shape, mk, stride, padding):
 
 
 def test_tiled_falls_back_where_shared_memory_overflows(rng):
-    """K = 31 at stride 3 does not fit the tiled kernel: it runs im2col and still gives the reference."""
+    """K = 31 at stride 3 does not fit the tiled kernel: it runs im2col and still gives the
+    reference."""
     x, w, bias = random_case(rng, (1, 2, 70, 70), 64, 31)
     assert tiled_defines(conv2d_shape(x.shape, w.shape, None, 3, 0)) is None
     y = poisoned_conv2d("tiled", x, w, bias, 3, 0)
@@ -98,7 +101,8 @@ def test_tf32_falls_back_where_shared_memory_overflows(rng):
     """K = 31 overflows the tf32 kernel's patch: tiled runs it, in float32."""
     x, w, bias = random_case(rng, (1, 2, 40, 40), 4, 31)
     shape = conv2d_shape(x.shape, w.shape, None, 1, 15)
-    assert tf32_defines(shape) is None and tf32_defines(conv2d_shape(x.shape, w[:, :, :7, :7].shape, None, 1, 3))
+    assert tf32_defines(shape) is None and \
+        tf32_defines(conv2d_shape(x.shape, w[:, :, :7, :7].shape, None, 1, 3))
     y = poisoned_conv2d("tf32", x, w, bias, 1, 15)
     assert relative_error(y, nn.conv2d_reference(x, w, bias, padding=15)) < TOLERANCE
 

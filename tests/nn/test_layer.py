@@ -1,4 +1,5 @@
-"""A convolution layer on video (``--filter bank``), on the CPU backend (the GPU twin: test_cuda_layer.py)."""
+"""A convolution layer on video (``--filter bank``), on the CPU backend (the GPU twin:
+test_cuda_layer.py)."""
 
 from __future__ import annotations
 
@@ -25,11 +26,13 @@ def expected_frame(frame: np.ndarray, weights: np.ndarray, relu: bool, pool: int
     return compose_frame(maps[0], frame.shape, mosaic(weights.shape[0], frame.shape))
 
 
-@pytest.mark.parametrize("maps,k,relu,pool", [(1, 3, False, 1), (3, 5, True, 1), (8, 3, True, 2), (5, 7, False, 3),
+@pytest.mark.parametrize("maps,k,relu,pool",
+                         [(1, 3, False, 1), (3, 5, True, 1), (8, 3, True, 2), (5, 7, False, 3),
                                               (3, 1, False, 2)])
 def test_layer_matches_reference(rng, tmp_path, maps, k, relu, pool):
     weights = rng.uniform(-0.2, 0.2, (maps, 3, k, k))
-    stage = parse_filter(f"bank:file={weights_file(tmp_path, weights)},relu={int(relu)},pool={pool}")
+    stage = parse_filter(
+        f"bank:file={weights_file(tmp_path, weights)},relu={int(relu)},pool={pool}")
     frame = rng.integers(0, 256, (37, 53, 3), dtype=np.uint8)
     out = np.full_like(frame, 0xA5)
     CpuBackend([stage]).apply_into(out, frame)
@@ -49,7 +52,8 @@ def test_layouts_known_values():
     assert three[0, 0].tolist() == [2, 255, 0]  # colour: round half to even, saturate
     five = compose_frame(np.ones((5, 2, 2), np.float32), (5, 7, 3), mosaic(5, (5, 7, 3)))
     # 3 cells across, 2 down, each 2 x 2; maps 3 and 4 in the second row, then black
-    assert five[:, :, 0].tolist() == [[1, 1, 1, 1, 1, 1, 0]] * 2 + [[1, 1, 1, 1, 0, 0, 0]] * 2 + [[0] * 7]
+    assert five[:, :,
+                0].tolist() == [[1, 1, 1, 1, 1, 1, 0]] * 2 + [[1, 1, 1, 1, 0, 0, 0]] * 2 + [[0] * 7]
 
 
 def test_layer_spec_errors(tmp_path):
@@ -91,4 +95,5 @@ def test_layer_on_a_file(cli, sample_clip, tmp_path):
     with av.open(str(out)) as container:
         frames = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
     assert len(frames) == 5 and frames[0].shape == (360, 640, 3)
-    assert frames[0][200:, 340:].max() < 40  # the fourth cell (bottom right) is black, up to coding noise
+    # the fourth cell (bottom right) is black, up to coding noise
+    assert frames[0][200:, 340:].max() < 40

@@ -42,14 +42,15 @@ def test_conv2d_known_values():
     assert y[0, 0, 1, 1] == 5 + 1 + 4 + 6 + 9 + 0.5
 
 
-@pytest.mark.parametrize("stride,padding,k", [(1, 0, 3), (1, 1, 3), (2, 1, 3), (3, 2, 5), (1, 0, 1), (2, 0, 2)])
+@pytest.mark.parametrize("stride,padding,k",
+                         [(1, 0, 3), (1, 1, 3), (2, 1, 3), (3, 2, 5), (1, 0, 1), (2, 0, 2)])
 def test_reference_matches_definition(rng, stride, padding, k):
     x = rng.standard_normal((2, 3, 9, 11))
     w = rng.standard_normal((4, 3, k, k))
     bias = rng.standard_normal(4)
     expected = conv2d_by_loops(x, w, bias, stride, padding)
-    np.testing.assert_allclose(nn.conv2d_reference(x, w, bias, stride=stride, padding=padding), expected,
-                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(nn.conv2d_reference(x, w, bias, stride=stride, padding=padding),
+                               expected, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("stride,padding,k", [(1, 1, 3), (2, 2, 5), (1, 0, 7), (3, 1, 3)])
@@ -113,7 +114,8 @@ def test_conv2d_shape_errors(x_shape, w_shape, bias_shape, message):
 
 
 @pytest.mark.parametrize("stride,padding,message", [(0, 0, "stride must be >= 1, got 0"),
-                                                    (1, -1, "padding must be >= 1|padding must be >= 0"),
+                                                    (1, -1,
+                                                     "padding must be >= 1|padding must be >= 0"),
                                                     (1.5, 0, "stride must be an integer"),
                                                     (True, 0, "stride must be an integer")])
 def test_conv2d_argument_errors(stride, padding, message):

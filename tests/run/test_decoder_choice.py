@@ -34,7 +34,8 @@ def test_decoder_is_in_the_help(cli):
     (["SAMPLE", "--decoder", "gpu"], "invalid choice: 'gpu'"),
     (["SAMPLE", "--bitrate", "fast"], "expected bits per second"),
     (["SAMPLE", "--bitrate", "0"], "expected bits per second"),
-    (["SAMPLE", "--bitrate", "\u0661\u0662k"], "expected bits per second"),  # Arabic-Indic digits: not FFmpeg's
+    # Arabic-Indic digits: not FFmpeg's
+    (["SAMPLE", "--bitrate", "\u0661\u0662k"], "expected bits per second"),
 ])
 def test_usage_errors_exit_2(cli, sample_clip, args, message):
     result = cli("run", *[str(sample_clip) if a == "SAMPLE" else a for a in args])
@@ -52,8 +53,8 @@ def test_nvdec_without_its_extra_is_exit_7_naming_it(cli, sample_clip, tmp_path)
 
 def test_the_cpu_decoder_is_named_in_the_stats(cli, sample_clip, tmp_path):
     stats = tmp_path / "stats.json"
-    result = cli("run", str(sample_clip), "--backend", "cpu", "--max-frames", "5", "--stats-json", str(stats),
-                 "--no-progress")
+    result = cli("run", str(sample_clip), "--backend", "cpu", "--max-frames", "5", "--stats-json",
+                 str(stats), "--no-progress")
     assert_ok(result)
     assert json.loads(stats.read_text())["decoder"] == "cpu (h264)"
     assert "decoded by cpu (h264)]" in result.stderr
@@ -70,8 +71,8 @@ def test_a_lower_bitrate_makes_a_smaller_file(cli, sample_clip, tmp_path):
     sizes = {}
     for rate in ("100k", "2M"):
         out = tmp_path / f"{rate}.mp4"
-        assert_ok(cli("run", str(sample_clip), "-o", str(out), "--backend", "cpu", "--bitrate", rate,
-                      "--no-progress", "-q"))
+        assert_ok(cli("run", str(sample_clip), "-o", str(out), "--backend", "cpu", "--bitrate",
+                      rate, "--no-progress", "-q"))
         sizes[rate] = out.stat().st_size
         with av.open(str(out)) as container:
             assert sum(1 for _ in container.decode(video=0)) == 120
@@ -86,10 +87,11 @@ def test_nvenc_where_it_cannot_open_is_exit_6_saying_why(cli, tmp_path):
     if reasons["h264_nvenc"] is None:
         pytest.skip("NVENC works here (tested in test_cuda_nvdec)")
     out = tmp_path / "out.mp4"
-    result = cli("run", "test:320x240,frames=3", "-o", str(out), "--backend", "cpu", "--codec", "h264_nvenc",
-                 "--crf", "23")
+    result = cli("run", "test:320x240,frames=3", "-o", str(out), "--backend", "cpu", "--codec",
+                 "h264_nvenc", "--crf", "23")
     assert_error(result, 6)
-    assert "NVENC" in result.stderr and "libx264 works everywhere" in result.stderr and not out.exists()
+    assert "NVENC" in result.stderr and "libx264 works everywhere" in result.stderr and \
+        not out.exists()
 
 
 def annex_b_keyframes(path) -> list[bytes]:
@@ -103,7 +105,8 @@ def write_ts(path, width: int, height: int, frames: int = 20) -> None:
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
         stream.options = {"preset": "ultrafast", "g": "5"}
         for index in range(frames):
-            frame = av.VideoFrame.from_ndarray(np.full((height, width, 3), 8 * index, np.uint8), format="rgb24")
+            frame = av.VideoFrame.from_ndarray(np.full((height, width, 3), 8 * index, np.uint8),
+                                               format="rgb24")
             frame.pts = index
             for packet in stream.encode(frame):
                 container.mux(packet)
@@ -122,9 +125,11 @@ def test_sequence_parameter_sets_are_found_in_every_keyframe_and_differ_with_the
     assert sequence_parameter_sets(b"\x00\x00\x01\x65\x88\x84\x00", "h264") == b""  # a slice alone
 
 
-@pytest.mark.parametrize("size, interlaced, reason", [((353, 241), False, "even size"), ((352, 241), False, "even size"),
+@pytest.mark.parametrize("size, interlaced, reason",
+                         [((353, 241), False, "even size"), ((352, 241), False, "even size"),
                                                       ((720, 576), True, "interlaced")])
-def test_nvdec_refuses_odd_sizes_and_interlaced_pictures_before_asking_the_gpu(size, interlaced, reason):
+def test_nvdec_refuses_odd_sizes_and_interlaced_pictures_before_asking_the_gpu(size, interlaced,
+                                                                               reason):
     """Neither can give libavcodec's frames through NVDEC (the planes need an even size; NVDEC
     deinterlaces): refused from the stream's description alone, GPU or not."""
     with pytest.raises(NvdecUnsupported, match=reason):

@@ -1,4 +1,5 @@
-"""run/inflight.py: InFlight, the in-order queue both ring drivers (Pipeline, StreamFilter) keep their slots in."""
+"""run/inflight.py: InFlight, the in-order queue both ring drivers (Pipeline, StreamFilter) keep
+their slots in."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ class FakeBackend:
 
 
 def slots(count: int) -> list[Slot]:
-    return [Slot(index=i, host_in=np.zeros((2, 2, 3), np.uint8), host_out=np.zeros((2, 2, 3), np.uint8))
+    return [Slot(index=i, host_in=np.zeros((2, 2, 3), np.uint8),
+                 host_out=np.zeros((2, 2, 3), np.uint8))
             for i in range(count)]
 
 

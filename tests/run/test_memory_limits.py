@@ -80,8 +80,10 @@ def test_a_stream_filter_whose_results_are_never_taken_refuses_frames_before_mem
     folder = memory_cgroup(f"streamconv-test-{uuid.uuid4().hex[:8]}")
     try:
         env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        child = subprocess.run([sys.executable, "-c", textwrap.dedent(CHILD).format(limit=LIMIT_BYTES),
-                                str(folder / "cgroup.procs")], capture_output=True, text=True, env=env, timeout=300)
+        child = subprocess.run([sys.executable, "-c",
+                                textwrap.dedent(CHILD).format(limit=LIMIT_BYTES),
+                                str(folder / "cgroup.procs")], capture_output=True, text=True,
+                               env=env, timeout=300)
     finally:
         folder.rmdir()  # empty again: the child has ended
     assert child.returncode == 0, f"exit {child.returncode}: {child.stderr[-2000:]}"

@@ -74,7 +74,8 @@ def test_test_pattern_moves_and_counts():
 def test_on_frame_callback_sees_every_frame():
     seen = []
     stats = streamconv.Pipeline(TestPattern(32, 24, frames=5), ["identity"], None, backend="cpu",
-                                on_frame=lambda frame, meta: seen.append((meta.index, frame.shape))).run()
+                                on_frame=lambda frame, meta: seen.append((meta.index,
+                                                                          frame.shape))).run()
     assert seen == [(i, (24, 32, 3)) for i in range(5)] and stats.frames == 5
 
 
@@ -108,7 +109,8 @@ def test_source_error_keeps_frames_before_it(rng):
     frames = [rng.integers(0, 256, (8, 8, 3), dtype=np.uint8) for _ in range(6)]
     sink = _RecordingSink()
     with pytest.raises(StreamError, match="frame 4"):
-        streamconv.Pipeline(_FailingSource(frames, 4), ["box:size=3"], sink, backend="cpu", ring=2).run()
+        streamconv.Pipeline(_FailingSource(frames, 4), ["box:size=3"], sink, backend="cpu",
+                            ring=2).run()
     assert sink.frames == [0, 1, 2, 3] and sink.closed and not sink.aborted
 
 
@@ -137,7 +139,8 @@ def test_error_before_any_frame_leaves_nothing(rng):
 
 def test_stop_from_another_thread_drains_and_finishes():
     sink = _RecordingSink()
-    pipeline = streamconv.Pipeline(TestPattern(64, 48, frames=None), ["box:size=3"], sink, backend="cpu")
+    pipeline = streamconv.Pipeline(TestPattern(64, 48, frames=None), ["box:size=3"], sink,
+                                   backend="cpu")
     timer = threading.Timer(0.3, pipeline.stop)
     timer.start()
     stats = pipeline.run()
@@ -147,13 +150,15 @@ def test_stop_from_another_thread_drains_and_finishes():
 
 
 def test_bad_ring_and_backend_names():
-    with pytest.raises(streamconv.SettingsError, match="ring must be an integer from 1 to 64, got 0"):
+    with pytest.raises(streamconv.SettingsError,
+                       match="ring must be an integer from 1 to 64, got 0"):
         streamconv.Pipeline(TestPattern(8, 8, frames=1), [], None, ring=0)
     with pytest.raises(streamconv.SettingsError, match="unknown backend"):
         streamconv.Pipeline(TestPattern(8, 8, frames=1), [], None, backend="opencl")
 
 
-def test_a_pipeline_closed_without_running_releases_its_input_and_writes_nothing(tmp_path, sample_clip):
+def test_a_pipeline_closed_without_running_releases_its_input_and_writes_nothing(
+        tmp_path, sample_clip):
     output = tmp_path / "out.mp4"
     level = av.logging.get_level()
     with streamconv.Pipeline(str(sample_clip), ["edge"], str(output), backend="cpu") as pipeline:

@@ -24,13 +24,15 @@ def test_a_reader_that_stops_reading_never_holds_up_the_run(tmp_path, monkeypatc
 
     fifo = tmp_path / "progress"
     os.mkfifo(fifo)
-    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # opened, then never read while the run goes
+    # opened, then never read while the run goes
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
     fcntl.fcntl(reader, fcntl.F_SETPIPE_SZ, 4096)  # room for some 30 blocks of the run's hundreds
     monkeypatch.setattr(progressfile, "END_WAIT", 0.5, raising=False)
     report = progressfile.ProgressFile(fifo, interval=0.001)  # a block for each frame
     outcome = {}
     run = threading.Thread(target=lambda: outcome.update(stats=Pipeline(
-        "test:64x48@10,frames=2000", ["identity"], None, backend="cpu", progress_file=report).run()))
+        "test:64x48@10,frames=2000", ["identity"], None, backend="cpu",
+        progress_file=report).run()))
     with caplog.at_level(logging.WARNING, logger="streamconv.run.progressfile"):
         run.start()
         run.join(60)
@@ -59,8 +61,8 @@ def _read_now(fd: int) -> bytes:
 def test_a_fifo_with_no_reader_yet_is_waited_for_with_a_word(tmp_path):
     fifo = tmp_path / "progress"
     os.mkfifo(fifo)
-    command = [sys.executable, "-m", "streamconv", "run", "test:64x48,frames=5", "--backend", "cpu", "-q",
-               "--no-progress", "--progress", str(fifo), "-o", str(tmp_path / "o.mkv")]
+    command = [sys.executable, "-m", "streamconv", "run", "test:64x48,frames=5", "--backend", "cpu",
+               "-q", "--no-progress", "--progress", str(fifo), "-o", str(tmp_path / "o.mkv")]
     waiting = f"--progress {fifo}: waiting for a reader of the FIFO (Ctrl-C stops)"
     with subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=cli_env()) as process:
         watchdog = threading.Timer(30, process.kill)  # it waited in silence: no line would come
@@ -83,11 +85,12 @@ def test_a_fifo_with_no_reader_yet_is_waited_for_with_a_word(tmp_path):
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
 def test_a_device_that_takes_nothing_is_said_once_and_the_run_goes_on(tmp_path):
-    command = [sys.executable, "-m", "streamconv", "run", "test:64x48,frames=5", "--backend", "cpu", "-q",
-               "--no-progress", "--progress", "/dev/full", "-o", str(tmp_path / "o.mkv")]
+    command = [sys.executable, "-m", "streamconv", "run", "test:64x48,frames=5", "--backend", "cpu",
+               "-q", "--no-progress", "--progress", "/dev/full", "-o", str(tmp_path / "o.mkv")]
     result = subprocess.run(command, capture_output=True, text=True, env=cli_env(), timeout=60)
     assert result.returncode == 0, result.stderr
     # It was silent: no progress anywhere, and no word of why.
-    assert result.stderr.count("--progress /dev/full: No space left on device; no more progress is written "
+    assert result.stderr.count("--progress /dev/full: No space left on device; no more progress is "
+                               "written "
                                "there") == 1
     assert (tmp_path / "o.mkv").is_file()

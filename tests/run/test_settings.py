@@ -14,8 +14,10 @@ from streamconv.run.settings import (EncodeSettings, RunSettings, decoder_to_ope
 
 
 @pytest.mark.parametrize("field, value, message", [
-    ("ring", 0, "ring must be an integer from 1 to 64"), ("device", -1, "device must be an integer >= 0"),
-    ("max_frames", True, "max_frames must be an integer"), ("border", "wrap", "unknown border mode"),
+    ("ring", 0, "ring must be an integer from 1 to 64"),
+    ("device", -1, "device must be an integer >= 0"),
+    ("max_frames", True, "max_frames must be an integer"),
+    ("border", "wrap", "unknown border mode"),
     ("kernel", "fastest", "unknown kernel"), ("colour", "gpu", "unknown colour path"),
     ("decoder", "vaapi", "unknown decoder")])
 def test_a_setting_that_cannot_be_is_refused_when_made(field, value, message):
@@ -39,12 +41,14 @@ def test_settings_are_frozen_and_travel_to_worker_processes_whole():
 def test_the_one_rule_for_the_decoder(decoder, backend, hwaccel, segmented, opened):
     assert decoder_to_open(decoder, backend, hwaccel=hwaccel, segmented=segmented) == opened
     settings = RunSettings(decoder=decoder, backend="cpu")
-    assert settings.decoder_to_open(segmented=segmented) == decoder_to_open(decoder, "cpu", segmented=segmented)
+    assert settings.decoder_to_open(segmented=segmented) == decoder_to_open(decoder, "cpu",
+                                                                            segmented=segmented)
 
 
 def test_settings_or_their_keywords_not_both():
     settings = RunSettings(backend="cpu", ring=2)
-    assert settings_from(settings) is settings and settings_from(None, ring=2, backend="cpu") == settings
+    assert settings_from(settings) is settings and \
+        settings_from(None, ring=2, backend="cpu") == settings
     with pytest.raises(TypeError, match="not both"):
         settings_from(settings, ring=4)
     with pytest.raises(TypeError, match="not both"):
@@ -63,8 +67,9 @@ def test_encode_settings_are_the_encoder_group():
 
 def test_a_pipeline_made_from_settings_runs_as_one_made_from_keywords(tmp_path):
     settings = RunSettings(backend="cpu", ring=2, border="replicate", max_frames=3)
-    by_settings = streamconv.Pipeline("test:32x24,frames=9", ["box:size=3"], None, settings=settings)
-    by_keywords = streamconv.Pipeline("test:32x24,frames=9", ["box:size=3"], None, backend="cpu", ring=2,
-                                      border="replicate", max_frames=3)
+    by_settings = streamconv.Pipeline("test:32x24,frames=9", ["box:size=3"], None,
+                                      settings=settings)
+    by_keywords = streamconv.Pipeline("test:32x24,frames=9", ["box:size=3"], None, backend="cpu",
+                                      ring=2, border="replicate", max_frames=3)
     assert by_settings.settings == by_keywords.settings == settings
     assert by_settings.run().frames == by_keywords.run().frames == 3

@@ -17,14 +17,16 @@ from streamconv.run.timeline import FrameTimeline
 
 
 def _deep_size(times: StageTimes) -> int:
-    """Bytes a StageTimes holds: the object, its raw-sample array, its histogram and the ints in it."""
+    """Bytes a StageTimes holds: the object, its raw-sample array, its histogram and the ints in
+    it."""
     buckets = times._buckets
     return (sys.getsizeof(times) + sys.getsizeof(times._recent) + sys.getsizeof(buckets)
             + sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in buckets.items()))
 
 
 def _latencies(rng: np.random.Generator, count: int) -> np.ndarray:
-    """Seconds shaped like a live run's: a log-normal body around 5 ms and rare stalls of 0.1-2 s."""
+    """Seconds shaped like a live run's: a log-normal body around 5 ms and rare stalls of 0.1-2
+    s."""
     values = rng.lognormal(np.log(5e-3), 0.6, count)
     stalls = rng.random(count) < 0.002
     values[stalls] = rng.uniform(0.1, 2.0, stalls.sum())
@@ -54,14 +56,16 @@ def test_two_million_frames_hold_bounded_memory_and_accurate_percentiles(rng):
     assert stats.frames == count
     for stage in ("kernel", "latency"):
         held = _deep_size(stats.stages[stage])
-        assert held < SAMPLE_CAP * 8 + 256 * 1024, held  # raw window + histogram, whatever the count
+        # raw window + histogram, whatever the count
+        assert held < SAMPLE_CAP * 8 + 256 * 1024, held
 
     summary = stats.summary()
     assert not stats.exact
     for stage, values in (("kernel", kernel), ("latency", latency)):
         ms = values * 1e3
         for p in PERCENTILES:
-            assert summary[stage][f"p{p}"] == pytest.approx(np.percentile(ms, p), rel=RELATIVE_ERROR), (stage, p)
+            assert summary[stage][f"p{p}"] == pytest.approx(np.percentile(ms, p),
+                                                            rel=RELATIVE_ERROR), (stage, p)
         assert summary[stage]["max"] == ms.max()  # exact, not estimated
         assert summary[stage]["mean"] == pytest.approx(ms.mean(), rel=1e-9)
 
@@ -113,7 +117,8 @@ def test_json_says_how_many_samples_were_kept(tmp_path):
     assert data["frames"] == 5 and data["samples_cap"] == 3
     assert data["samples_kept"] == {"read": 3}
     assert data["samples_ms"]["read"] == pytest.approx([3.0, 4.0, 5.0])
-    assert data["percentiles_exact"] is False and data["percentile_relative_error"] == RELATIVE_ERROR
+    assert data["percentiles_exact"] is False and \
+        data["percentile_relative_error"] == RELATIVE_ERROR
     assert data["stages_ms"]["read"]["max"] == pytest.approx(5.0)
     assert data["stages_ms"]["read"]["p50"] == pytest.approx(3.0, rel=RELATIVE_ERROR)
 
@@ -148,7 +153,8 @@ def test_merged_stage_times_describe_every_frame_of_both(rng):
         whole.add(value)
     merged.merge(part_a)
     merged.merge(part_b)
-    assert (merged.count, merged.minimum, merged.maximum) == (whole.count, whole.minimum, whole.maximum)
+    assert (merged.count, merged.minimum, merged.maximum) == (whole.count, whole.minimum,
+                                                              whole.maximum)
     assert merged.total == pytest.approx(whole.total)
     assert merged.recent() == whole.recent()  # the last 1000, oldest first
     assert not merged.exact and merged.percentiles([50, 99]) == whole.percentiles([50, 99])

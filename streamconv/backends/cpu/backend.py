@@ -1,4 +1,5 @@
-"""The CPU reference backend: NumPy/OpenCV, float32 accumulation, the test oracle for every other backend.
+"""The CPU reference backend: NumPy/OpenCV, float32 accumulation, the test oracle for every other
+backend.
 
 Semantics (DESIGN.md): correlation with the same taps on every channel, the border as
 :func:`streamconv.frames.borders.pad_frame` pads it, float32 accumulation, round half to even,
@@ -41,10 +42,10 @@ from ...nn.layer import layer_cpu
 from ...chain.resample import chain_shapes
 from ...frames.slots import Slot, output_planes
 from .ops import (CV_DEPTHS, Scratch, copy_result, filter_into, opencv_view, run_bands,
-                      sample_rows)
+                  sample_rows)
 from .plan import (AUTO, BAND_ROWS, CPU_SEPARABLE, DIRECT_MAX_AREA, StagePlan,
-                       first_equal_rows, magnitude_reference, make_plan, round_reference,
-                       separable_factors)
+                   first_equal_rows, magnitude_reference, make_plan, round_reference,
+                   separable_factors)
 from .resample import geometry_into
 from ..families.rank1 import SeparableTaps
 from ..protocol import Backend
@@ -83,7 +84,8 @@ def correlate(padded: np.ndarray, taps: np.ndarray, height: int, width: int, *,
         return _sum_equal_rows(padded, taps, height, width, scratch, name)
     last_use = {first: row for row, first in enumerate(first_rows)}
     result = scratch.get(name, (height, width, padded.shape[2]))
-    filtered: dict[int, np.ndarray] = {}  # first row -> its taps over padded rows first..last_use + H
+    # first row -> its taps over padded rows first..last_use + H
+    filtered: dict[int, np.ndarray] = {}
     for row, first in enumerate(first_rows):
         if first == row:
             shared = last_use[row] > row
@@ -114,7 +116,8 @@ def _sum_equal_rows(padded: np.ndarray, taps: np.ndarray, height: int, width: in
 
 def _float_band(dst: np.ndarray, padded: np.ndarray, stage: FilterStage, plan: StagePlan,
                 start: int, stop: int, scratch: Scratch) -> None:
-    """Rows start..stop of one stage the reference's way: float32 sums of the padded frame, rounded."""
+    """Rows start..stop of one stage the reference's way: float32 sums of the padded frame,
+    rounded."""
     radius = stage.radius
     height = stop - start
     width = dst.shape[1]
@@ -236,7 +239,8 @@ class CpuBackend(Backend):
             # (stages across frames, which run on TemporalCpuBackend, whatever the kernel)
             if stage.layer is None and stage.geometry is None and stage.temporal is None:
                 separable_factors(stage, self.kernel, np.dtype(np.uint8))
-        self._plans: dict[np.dtype, list[StagePlan | None]] = {}  # per sample type, made at first use
+        # per sample type, made at first use
+        self._plans: dict[np.dtype, list[StagePlan | None]] = {}
         self._scratch = [Scratch() for _ in self.filters]  # per stage: band buffers differ in shape
         self._frames = Scratch()  # the intermediate frames of a chain
 
@@ -305,7 +309,8 @@ class CpuBackend(Backend):
         (H, W, C) and ``host_out`` of :meth:`output_shape`; or with the flat 4:2:0 buffers of
         ``planes`` (of ``planes.dtype``; each frame is converted to RGB of ``planes.frame_dtype``,
         filtered and converted back at the output's size: FrameFormatError if that is odd)."""
-        self._plans_for(np.dtype(planes.frame_dtype if planes is not None else dtype))  # refuse early
+        # refuse early
+        self._plans_for(np.dtype(planes.frame_dtype if planes is not None else dtype))
         out_shape = self.output_shape(tuple(planes.frame_shape if planes is not None else shape))
         out_planes = output_planes(planes, out_shape)
         shapes = (planes.shape, out_planes.shape) if planes is not None else (shape, out_shape)

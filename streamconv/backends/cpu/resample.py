@@ -1,4 +1,5 @@
-"""The CPU reference of the geometry stages (``scale``, ``crop``): what :mod:`streamconv.chain.resample`
+"""The CPU reference of the geometry stages (``scale``, ``crop``): what
+:mod:`streamconv.chain.resample`
 defines, computed in NumPy float32 in the defined order, so the GPU's kernel can equal it exactly.
 
 Every product and every sum is one float32 NumPy operation (no fused multiply-add): the

@@ -9,8 +9,8 @@ semantics, :mod:`streamconv.chain.temporal`), over the used window positions k i
   correlation (:func:`streamconv.backends.cpu.backend.correlate`) of frame k with its K x K taps;
 
 then ``rint`` (half to even) and saturation to the frame's range. The 2-D segments around the
-temporal stages run on :class:`~streamconv.backends.cpu.backend.CpuBackend` itself, and the walk (which
-frame goes where, when) is :mod:`streamconv.backends.temporal_chain`'s, as on the GPU.
+temporal stages run on :class:`~streamconv.backends.cpu.backend.CpuBackend` itself, and the walk
+(which frame goes where, when) is :mod:`streamconv.backends.temporal_chain`'s, as on the GPU.
 """
 
 from __future__ import annotations

@@ -1,1 +1,2 @@
-"""The CUDA backend: slots in page-locked and device memory, the chain's kernels launched on CUDA streams."""
+"""The CUDA backend: slots in page-locked and device memory, the chain's kernels launched on CUDA
+streams."""

@@ -8,12 +8,12 @@ is issued as one asynchronous sequence on its slot's stream:
     -> one kernel per stage (ping-pong between output and scratch) -> record computed
     -> download (D2H) -> record done
 
-so with a ring of three, the upload of frame i+1 overlaps the kernel of frame i and the
-download of frame i-1. Slots of yuv420p planes (``planes``) copy the flat planes up and
-down instead (uint8 yuv420p, or uint16 yuv420p10le / yuv420p12le with 16-bit RGB between), and the kernels
-begin and end with colour.cu's conversions. Every CUDA call happens in the thread that created the backend,
-inside a balanced push/pop of the device's primary context. Each launch's arguments are packed once
-per slot and stage (:class:`~streamconv.gpu.binding.BoundLaunches`).
+so with a ring of three, the upload of frame i+1 overlaps the kernel of frame i and the download of
+frame i-1. Slots of yuv420p planes (``planes``) copy the flat planes up and down instead (uint8
+yuv420p, or uint16 yuv420p10le / yuv420p12le with 16-bit RGB between), and the kernels begin and end
+with colour.cu's conversions. Every CUDA call happens in the thread that created the backend, inside
+a balanced push/pop of the device's primary context. Each launch's arguments are packed once per
+slot and stage (:class:`~streamconv.gpu.binding.BoundLaunches`).
 """
 
 from __future__ import annotations
@@ -103,12 +103,14 @@ class CudaBackend(Backend):
         try:
             self._device = gpu.device(device)
             major, minor = self._device.compute_capability
-            if major < 8 and self.plan.tensor_cores:  # no int8 tensor-core mma before sm_80: plan again
+            # no int8 tensor-core mma before sm_80: plan again
+            if major < 8 and self.plan.tensor_cores:
                 self.plan = plan_chain(self.filters, self.kernel, tensor_cores=False)
             self._context = self._device.retain_primary_context()
             keep_primary_context(self._device, device)
         except gpu.errors as exc:
-            raise BackendUnavailableError(f"cuda backend unavailable on device {device}: {exc}") from None
+            raise BackendUnavailableError(f"cuda backend unavailable on device {device}: "
+                                          f"{exc}") from None
         self.arch = f"sm_{major}{minor}"
         self.device_name = self._device.name
 
@@ -161,7 +163,8 @@ class CudaBackend(Backend):
                     if stage.gpu_layer is None]
 
     def allocate_slots(self, shape: tuple[int, int, int], count: int, *,
-                       planes: YuvLayout | None = None, dtype=np.uint8, device_input: bool = False) -> list[Slot]:
+                       planes: YuvLayout | None = None, dtype=np.uint8,
+                       device_input: bool = False) -> list[Slot]:
         """Make ``count`` slots for (H, W, C) frames of ``dtype`` (uint8 or uint16); compiles
         the kernels first.
 
@@ -209,7 +212,8 @@ class CudaBackend(Backend):
     def _new_slot(self, index: int, shape: tuple[int, int, int], planes: tuple, dtype: np.dtype,
                   device_input: bool = False) -> Slot:
         layer_buffers = {number: stage.gpu_layer.allocate() for number, stage
-                         in enumerate(self.stages_for(tuple(shape), dtype)) if stage.gpu_layer is not None}
+                         in enumerate(self.stages_for(tuple(shape), dtype))
+                         if stage.gpu_layer is not None}
         return new_slot(self._gpu, index, self.plan.shapes(shape), planes, dtype,
                         frame_buffers=self._frame_buffers, filtered=bool(self.filters),
                         pinned=self.pinned, blocking_sync=self.blocking_sync,
@@ -236,7 +240,8 @@ class CudaBackend(Backend):
             raise GpuFaultError(f"GPU failed on frame {_frame_number(slot)}: {exc}") from None
 
     def launch_kernels(self, slot: Slot, stream) -> None:
-        """Queue the chain's kernels (no copies) on ``stream``: device input buffer -> output buffer.
+        """Queue the chain's kernels (no copies) on ``stream``: device input buffer -> output
+        buffer.
 
         Call inside :meth:`activated`. Benchmarks use it to time the kernels alone.
         """
@@ -249,7 +254,8 @@ class CudaBackend(Backend):
             to_rgb(stream, colour_grid(width, height), int(state.planes[0]),
                    int(state.buffers[0]), width, height, state.pitch)
         buffers = [(int(buffer), state.pitch) for buffer in state.buffers]
-        source = self.launch_chain(stream, slot.frame_shape, slot.frame_dtype, buffers[0], buffers[1],
+        source = self.launch_chain(stream, slot.frame_shape, slot.frame_dtype, buffers[0],
+                                   buffers[1],
                                    buffers[2] if len(buffers) > 2 else None, state.layer_buffers)
         if converting:
             height, width, _ = slot.out_shape
@@ -257,7 +263,8 @@ class CudaBackend(Backend):
                    int(state.planes[1]), width, height)
 
     def launch_chain(self, stream, shape: tuple[int, int, int], dtype, source: tuple[int, int],
-                     final: tuple[int, int], spare: tuple[int, int] | None, layer_buffers: dict) -> int:
+                     final: tuple[int, int], spare: tuple[int, int] | None,
+                     layer_buffers: dict) -> int:
         """Queue every stage on ``stream`` from the (H, W, C) frame at ``source`` to ``final``,
         ping-ponging through ``spare`` (needed for two stages or more); each a (device address,
         row pitch in bytes) pair, the address 16-byte aligned and the pitch a multiple of 16.
@@ -271,7 +278,8 @@ class CudaBackend(Backend):
             # Ping-pong so that the last stage always lands in ``final``.
             target = final if (len(stages) - 1 - number) % 2 == 0 else spare
             if stage.gpu_layer is not None:
-                stage.gpu_layer.launch(layer_buffers[number], source[0], source[1], target[0], target[1], stream)
+                stage.gpu_layer.launch(layer_buffers[number], source[0], source[1], target[0],
+                                       target[1], stream)
             else:
                 stage.launches(stream, stage.plan.grid, source[0], target[0], width, height,
                                source[1], target[1], *stage.extra_args)
@@ -318,7 +326,8 @@ class CudaBackend(Backend):
         return out
 
     def route_output(self, slot: Slot) -> np.ndarray | None:
-        """Point the (RGB) slot's download at a page-locked frame leased from the pool and return it,
+        """Point the (RGB) slot's download at a page-locked frame leased from the pool and return
+        it,
         or back at ``slot.host_out`` (None returned) for planes or when many frames are out."""
         if slot.planes is not None:
             return None
@@ -376,7 +385,8 @@ class CudaBackend(Backend):
                 release_kept_context(self._device_number)
 
     def release_slots(self, slots: Sequence[Slot]) -> None:
-        """Free the host and device buffers of slots no longer used (after their frames finished)."""
+        """Free the host and device buffers of slots no longer used (after their frames
+        finished)."""
         with self.activated():
             for slot in slots:
                 # By identity: Slot's dataclass equality would compare (freed) buffers.
@@ -390,5 +400,6 @@ def _frame_number(slot: Slot) -> str:
 
 def _async_fault(slot: Slot, exc: BaseException) -> GpuFaultError:
     """The error for a fault found while waiting on ``slot``: reported there, caused maybe later."""
-    return GpuFaultError(f"GPU failed at frame {_frame_number(slot)}: {exc} (an asynchronous fault is "
+    return GpuFaultError(f"GPU failed at frame {_frame_number(slot)}: {exc} (an asynchronous fault "
+                         "is "
                          f"reported at the next wait: its cause may be up to --ring frames later)")

@@ -18,19 +18,23 @@ from ...interop.device_frame import DeviceFrame, DeviceFramePool
 from .slots import buffer_shape
 
 _ALIGNMENT = 16
-_IMPLICIT_STREAMS = (0, 1)  # the legacy default stream: the runner's blocking stream is ordered with it
+# the legacy default stream: the runner's blocking stream is ordered with it
+_IMPLICIT_STREAMS = (0, 1)
 
 
 def kernels_take(address: int, pitch: int) -> bool:
-    """Whether the kernels can read or write a frame in place (16-byte aligned address and pitch)."""
+    """Whether the kernels can read or write a frame in place (16-byte aligned address and
+    pitch)."""
     return address % _ALIGNMENT == 0 and pitch % _ALIGNMENT == 0
 
 
 class DeviceFrameRunner:
-    """Runs a CudaBackend's chain on device frames. Every method expects the backend's context current.
+    """Runs a CudaBackend's chain on device frames. Every method expects the backend's context
+    current.
 
     Args:
-        backend: the :class:`streamconv.backends.cuda.backend.CudaBackend` whose stages and context it uses.
+        backend: the :class:`streamconv.backends.cuda.backend.CudaBackend` whose stages and context
+            it uses.
     """
 
     def __init__(self, backend) -> None:
@@ -43,8 +47,10 @@ class DeviceFrameRunner:
         self._events = [handles.Event() for _ in range(16)]
         self._event_index = 0
         self.pool = DeviceFramePool(gpu, backend.device_number)
-        self._work: dict[tuple, list] = {}  # (shape, dtype) -> [(allocation, pitch)], made on demand
-        self._layers: dict[tuple, dict] = {}  # (shape, dtype) -> convolution-layer buffers per stage number
+        # (shape, dtype) -> [(allocation, pitch)], made on demand
+        self._work: dict[tuple, list] = {}
+        # (shape, dtype) -> convolution-layer buffers per stage number
+        self._layers: dict[tuple, dict] = {}
         self.copies = 0  # device-to-device copies made because a frame did not suit the kernels
 
     def check(self, view: DeviceView, what: str) -> None:
@@ -56,14 +62,18 @@ class DeviceFrameRunner:
         """
         kind, ordinal = handles.pointer_memory(view.address)
         if kind is None:
-            raise FrameDeviceError(f"{what}: address {view.address:#x} is not CUDA memory (host memory "
-                                   "offered as a device array?); pass a host array or a device array")
+            raise FrameDeviceError(f"{what}: address {view.address:#x} is not CUDA memory (host "
+                                   "memory "
+                                   "offered as a device array?); pass a host array or a device "
+                                   "array")
         if kind == handles.MEMORY_HOST:
-            raise FrameDeviceError(f"{what}: address {view.address:#x} is page-locked host memory, not device "
+            raise FrameDeviceError(f"{what}: address {view.address:#x} is page-locked host memory, "
+                                   "not device "
                                    "memory; pass it as a host array (numpy) instead")
         device = self._backend.device_number
         if ordinal is not None and ordinal != device:
-            raise FrameDeviceError(f"{what} is on cuda:{ordinal}; this filter runs on cuda:{device} "
+            raise FrameDeviceError(f"{what} is on cuda:{ordinal}; this filter runs on "
+                                   f"cuda:{device} "
                                    f"(make it with device={ordinal}, or move the frame)")
 
     def run(self, src: DeviceView, dst: DeviceView | None, caller_stream: int | None, *,
@@ -85,7 +95,8 @@ class DeviceFrameRunner:
             if dst.readonly:
                 raise FrameFormatError("output frame is read-only (its producer says so)")
         stream = self.stream
-        for producer in {caller_stream, src.stream, dst.stream if dst is not None else None} - {None, *_IMPLICIT_STREAMS}:
+        for producer in {caller_stream, src.stream, dst.stream if dst is not None
+                         else None} - {None, *_IMPLICIT_STREAMS}:
             self._entered.record(producer)
             handles.wait_event(stream.handle, self._entered.handle)
         done = self._next_event()
@@ -107,7 +118,8 @@ class DeviceFrameRunner:
         return frame
 
     def _next_event(self) -> handles.Event:
-        """The next of a ring of events (made once): recording one again for a later frame only makes
+        """The next of a ring of events (made once): recording one again for a later frame only
+        makes
         a frame's waiters wait for that later work too, on the same stream."""
         self._event_index = (self._event_index + 1) % len(self._events)
         return self._events[self._event_index]
@@ -137,8 +149,8 @@ class DeviceFrameRunner:
         final = (dst.address, dst.row_pitch) if in_place else work_buffer()
         staged = len(self._backend.stages_for(src.shape, src.dtype))
         spare = work_buffer() if staged > 1 else None
-        written = self._backend.launch_chain(self.stream, src.shape, src.dtype, source, final, spare,
-                                             self._layer_buffers(key))
+        written = self._backend.launch_chain(self.stream, src.shape, src.dtype, source, final,
+                                             spare, self._layer_buffers(key))
         if written != dst.address:
             self._copy(written, final[1] if staged else source[1], dst.address, dst.row_pitch, dst)
 
@@ -149,7 +161,8 @@ class DeviceFrameRunner:
         return all(frame[0] <= out_shape[0] and frame[1] <= out_shape[1]
                    for frame in shapes[-1:0:-2])
 
-    def _copy(self, src_address: int, src_pitch: int, dst_address: int, dst_pitch: int, frame: DeviceView) -> None:
+    def _copy(self, src_address: int, src_pitch: int, dst_address: int, dst_pitch: int,
+              frame: DeviceView) -> None:
         """A device-to-device copy of one frame's rows on the runner's stream."""
         height, width, channels = frame.shape
         copy = self._gpu.copy_2d(width * channels * frame.dtype.itemsize, height,
@@ -162,7 +175,8 @@ class DeviceFrameRunner:
         """The convolution-layer stages' buffers for frames of ``key``, made once."""
         if key not in self._layers:
             stages = self._backend.stages_for(*key)
-            self._layers[key] = {number: stage.gpu_layer.allocate() for number, stage in enumerate(stages)
+            self._layers[key] = {number: stage.gpu_layer.allocate()
+                                 for number, stage in enumerate(stages)
                                  if stage.gpu_layer is not None}
         return self._layers[key]
 

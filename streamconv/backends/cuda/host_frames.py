@@ -19,7 +19,8 @@ from ...frames.slots import Slot
 
 
 def _page_locked_rows(array: np.ndarray) -> bool:
-    """Whether host (H, W, C) ``array`` is C-contiguous page-locked memory (call with a context current)."""
+    """Whether host (H, W, C) ``array`` is C-contiguous page-locked memory (call with a context
+    current)."""
     kind = handles.pointer_memory(array.ctypes.data)[0] if array.flags.c_contiguous else None
     return kind == handles.MEMORY_HOST
 
@@ -28,7 +29,8 @@ class HostFrameRunner:
     """Runs a CudaBackend's chain on single host frames, through one private slot per frame type.
 
     Args:
-        backend: the :class:`streamconv.backends.cuda.backend.CudaBackend` whose slots, stages and context it uses.
+        backend: the :class:`streamconv.backends.cuda.backend.CudaBackend` whose slots, stages and
+            context it uses.
     """
 
     def __init__(self, backend) -> None:
@@ -39,7 +41,8 @@ class HostFrameRunner:
         self._entered = None
         self.host_copies = 0  # frames copied on the host (in or out): benchmarks count them
 
-    def new_output(self, shape: tuple[int, ...], dtype: np.dtype, *, plain: bool = True) -> np.ndarray | None:
+    def new_output(self, shape: tuple[int, ...], dtype: np.dtype, *,
+                   plain: bool = True) -> np.ndarray | None:
         """A host array for a result: page-locked from the pool, or when many are out a plain one
         (``plain``) or None."""
         with self._backend.activated():

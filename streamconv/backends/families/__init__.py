@@ -1,4 +1,5 @@
-"""The kernel families, one module each beside its .cu file(s); :mod:`.base` says what a family provides.
+"""The kernel families, one module each beside its .cu file(s); :mod:`.base` says what a family
+provides.
 
 Adding a family: a module here with ``VARIANTS``, ``SAMPLE_BYTES``, ``prepare`` and
 ``kernel_plan``, its name in :data:`streamconv.backends.plan.FAMILIES` and (to let ``auto``

@@ -52,7 +52,8 @@ def declared_end(stream, format_name: str) -> float | None:
         if stream.duration and stream.time_base:
             return float((stream.duration + (stream.start_time or 0)) * stream.time_base)
         return None
-    tag = re.fullmatch(r"(\d+):(\d\d):(\d\d(?:\.\d+)?)", (stream.metadata or {}).get("DURATION", ""))
+    tag = re.fullmatch(r"(\d+):(\d\d):(\d\d(?:\.\d+)?)",
+                       (stream.metadata or {}).get("DURATION", ""))
     if tag:
         return int(tag[1]) * 3600 + int(tag[2]) * 60 + float(tag[3])
     return None
@@ -101,7 +102,8 @@ def _mp4_truncation(file, size: int) -> str | None:
         if position + length > size:
             name = kind.decode()
             what = f"its {_BOX_NAMES[kind]} ('{name}' box)" if kind in _BOX_NAMES else f"its '{name}' box"
-            return (f"the file is cut short inside {what}: {size - position} of its {length} bytes are "
+            return (f"the file is cut short inside {what}: {size - position} of its {length} bytes "
+                    "are "
                     f"there (truncated)")
         position += length
     return None
@@ -271,12 +273,14 @@ def _pes_starts(packets: np.ndarray, heads: np.ndarray, control: np.ndarray) -> 
 def copied_damage(damaged: int, refused: int = 0) -> list[str]:
     """The damage report's phrases about an input's copied audio/subtitle packets: ``damaged``
     ones (flagged, or failing to decode) copied as they are, ``refused`` ones the muxer refused."""
-    found = [f"{damaged} damaged audio/subtitle packet(s) were copied as they are"] if damaged else []
+    found = [f"{damaged} damaged audio/subtitle packet(s) were copied as they "
+             "are"] if damaged else []
     return found + ([f"{refused} audio/subtitle packet(s) could not be copied"] if refused else [])
 
 
 def reported_damage(count: int) -> list[str]:
-    """The damage report's phrase about ``count`` FFmpeg log lines about damage (see ffmpeglog.DamageLog)."""
+    """The damage report's phrase about ``count`` FFmpeg log lines about damage (see
+    ffmpeglog.DamageLog)."""
     return [f"FFmpeg reported damage {count} time(s) while reading"] if count else []
 
 
@@ -375,14 +379,16 @@ class InputDamage:
         if unreadable is not None:
             found.append(f"the file could not be read past frame {unreadable} (unreadable data)")
         if self.concealed:
-            found.append(f"{self.concealed} damaged packet(s) or frame(s) were concealed by the decoder")
+            found.append(f"{self.concealed} damaged packet(s) or frame(s) were concealed by the "
+                         "decoder")
         if ended and self._before_keyframe:
             found.append(f"the video does not begin with a keyframe: {len(self._before_keyframe)} "
                          f"packet(s) before its first keyframe gave no frame (lost)")
         found += copied_damage(copied_damaged)
         transport = self._transport_damage() if ended else TransportDamage([], [])
         found += transport.found
-        if self.streams_added and not transport.added:  # PyAV's sign, where the TS check has no more
+        # PyAV's sign, where the TS check has no more
+        if self.streams_added and not transport.added:
             found.append("streams began after the input was opened (a new program, or damage) and "
                          "were not read")
         found += reported_damage(reported)
@@ -391,7 +397,8 @@ class InputDamage:
         # Both are times from 0, not durations: a video that starts late is not short.
         if ended and declared is not None and lasted is not None and \
                 declared - lasted > max(0.1, 2 / float(frame_rate)):
-            found.append(f"the video ends at {lasted:.2f} s, before the {declared:.2f} s its header "
+            found.append(f"the video ends at {lasted:.2f} s, before the {declared:.2f} s its "
+                         "header "
                          f"declares (the rest is lost)")
         return found
 

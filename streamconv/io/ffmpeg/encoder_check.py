@@ -73,8 +73,10 @@ def default_pix_fmt(encoder: av.codec.Codec, bits: int, *, warn: bool = True) ->
         if deep:
             return max(deep, key=lambda name: depth[name])
         if warn:
-            log.warning("encoder %s has no 4:2:0 format deeper than 8 bits: the %d-bit input is written with "
-                        "8 bits per sample (choose a --codec such as libx264 or libx265 to keep it)",
+            log.warning("encoder %s has no 4:2:0 format deeper than 8 bits: the %d-bit input is "
+                        "written with "
+                        "8 bits per sample (choose a --codec such as libx264 or libx265 to keep "
+                        "it)",
                         encoder.name, bits)
     if not supported:
         return "yuv420p"
@@ -158,7 +160,8 @@ def check_encoder_options(codec: str, pix_fmt: str, width: int, height: int, fra
     error, unused = _try_open(codec, pix_fmt, width, height, rate, options)
     if error is None:
         for key in unused:
-            log.warning("encoder %s ignores option %s=%s (it has no such option)", codec, key, unused[key])
+            log.warning("encoder %s ignores option %s=%s (it has no such option)", codec, key,
+                        unused[key])
         return sorted(unused)
     setup = f"{codec} ({pix_fmt}, {width}x{height} at {float(rate):g} fps)"
     if not options or _try_open(codec, pix_fmt, width, height, rate, {})[0] is not None:
@@ -177,7 +180,8 @@ AHEAD_SIZE = (1280, 720)
 """The frame size a batch's encoder settings are tried at before its inputs are opened."""
 
 
-def check_encoders_ahead(outputs: Iterable[str | os.PathLike], sink_options: Mapping[str, Any]) -> None:
+def check_encoders_ahead(outputs: Iterable[str | os.PathLike],
+                         sink_options: Mapping[str, Any]) -> None:
     """Refuse, before a batch opens an input, encoder settings none of its ``outputs`` could be
     written with; each output is still checked at its own size when it is opened.
 
@@ -198,12 +202,15 @@ def check_encoders_ahead(outputs: Iterable[str | os.PathLike], sink_options: Map
         if settings.get("pix_fmt"):
             check_pix_fmt(codec, encoder, settings["pix_fmt"])
         pix_fmt = settings.get("pix_fmt") or default_pix_fmt(encoder, 8, warn=False)
-        options = codec_options(codec, None, settings.get("crf"), settings.get("preset"), settings.get("bitrate"))
+        options = codec_options(codec, None, settings.get("crf"), settings.get("preset"),
+                                settings.get("bitrate"))
         if encoder.type != "video":
-            check_encoder_options(codec, pix_fmt, *AHEAD_SIZE, 30, options)  # raises: not a video encoder
+            # raises: not a video encoder
+            check_encoder_options(codec, pix_fmt, *AHEAD_SIZE, 30, options)
         opens = _try_open(codec, pix_fmt, *AHEAD_SIZE, Fraction(30), {})[0] is None
         if opens and _try_open(codec, pix_fmt, *AHEAD_SIZE, Fraction(30), options)[0] is not None:
-            check_encoder_options(codec, pix_fmt, *AHEAD_SIZE, 30, options)  # raises, naming the option
+            # raises, naming the option
+            check_encoder_options(codec, pix_fmt, *AHEAD_SIZE, 30, options)
 
 
 NVENC_ENCODERS = ("h264_nvenc", "hevc_nvenc", "av1_nvenc")

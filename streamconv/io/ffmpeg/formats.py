@@ -26,7 +26,8 @@ CONTAINERS = {".mp4": "mp4", ".m4v": "mp4", ".mov": "mov", ".mkv": "matroska", "
 
 IMAGE_CODECS = {".png": "png", ".jpg": "mjpeg", ".jpeg": "mjpeg", ".bmp": "bmp", ".tif": "tiff",
                 ".tiff": "tiff", ".ppm": "ppm", ".webp": "libwebp", ".tga": "targa", ".pgm": "pgm",
-                ".pbm": "pbm", ".pam": "pam", ".sgi": "sgi", ".xwd": "xwd", ".dpx": "dpx", ".qoi": "qoi",
+                ".pbm": "pbm", ".pam": "pam", ".sgi": "sgi", ".xwd": "xwd", ".dpx": "dpx",
+                ".qoi": "qoi",
                 ".jp2": "jpeg2000", ".j2k": "jpeg2000", ".hdr": "hdr", ".pcx": "pcx", ".pfm": "pfm",
                 ".exr": "exr", ".ras": "sunrast", ".sun": "sunrast"}
 """The encoder of an image file (or sequence) by extension (FFmpeg's image2 muxer's names)."""
@@ -61,7 +62,8 @@ def is_pipe(spec: str | os.PathLike) -> bool:
 
 
 def pipe_url(spec: str | os.PathLike, fd: int) -> str:
-    """The FFmpeg URL of a pipe spec: ``-`` and ``pipe:`` are ``pipe:FD`` (0 for input, 1 for output)."""
+    """The FFmpeg URL of a pipe spec: ``-`` and ``pipe:`` are ``pipe:FD`` (0 for input, 1 for
+    output)."""
     text = os.fspath(spec)
     return f"pipe:{fd}" if text in ("-", "pipe:") else text
 

@@ -23,7 +23,8 @@ def ffmpeg_reason(exc: BaseException, timeout: float | None = None) -> str:
     for an input read with a ``timeout`` (seconds), naming it when the input stalled."""
     text = getattr(exc, "strerror", None) or str(exc)
     reason = str(text).strip() or type(exc).__name__
-    stalled = isinstance(exc, (av.ExitError, TimeoutError)) or getattr(exc, "errno", None) == errno.EIO
+    stalled = isinstance(exc, (av.ExitError, TimeoutError)) or \
+        getattr(exc, "errno", None) == errno.EIO
     if timeout and stalled:
         reason += f" (no data within the {timeout:g} s timeout)"
     return reason
@@ -37,12 +38,15 @@ def logged_reason(exc: BaseException) -> str:
 
 
 def is_damaged_data(exc: BaseException, hardware: bool = False) -> bool:
-    """Whether a decoder's error says its packet's data is damaged (skip it) rather than the decoding failed.
+    """Whether a decoder's error says its packet's data is damaged (skip it) rather than the
+    decoding failed.
 
     Besides invalid data, a software decoder's "external library" error is zlib refusing a PNG's (or
-    another image codec's) damaged compressed data; from a hardware decoder it is the device failing.
+    another image codec's) damaged compressed data; from a hardware decoder it is the device
+    failing.
     """
-    return isinstance(exc, av.InvalidDataError) or (isinstance(exc, av.ExternalError) and not hardware)
+    return isinstance(exc, av.InvalidDataError) or \
+        (isinstance(exc, av.ExternalError) and not hardware)
 
 
 _X264 = ("libx264", "libx264rgb")
@@ -71,7 +75,8 @@ _lock = threading.Lock()
 _listeners = 0
 _restore: tuple[bool, bool] | None = None  # the libav logger's propagation, PyAV's skip_repeated
 _open: list["DamageLog"] = []
-_opening: list["_OpenLines"] = []  # inputs being opened (probed) now, whose lines come before their watch
+# inputs being opened (probed) now, whose lines come before their watch
+_opening: list["_OpenLines"] = []
 _heard = threading.local()  # this thread's last opening's lines, for its input's watch
 _libav = logging.getLogger("libav")
 
@@ -155,10 +160,11 @@ class DamageLog(logging.Handler):
         count: lines counted: errors, and warnings that speak of damage.
         shared: such lines not counted because another open watch listens to the same component.
 
-    FFmpeg's lines name the component, not the file: while two inputs of the same format or
-    codec are read at once in one process (a batch), a line could be either's, so it is counted
-    for neither (``shared``), nor is one logged while another input is being opened; their damage is still seen where the decoder flags it (skipped
-    packets, concealed frames) and in the container's structure.
+    FFmpeg's lines name the component, not the file: while two inputs of the same format or codec
+    are read at once in one process (a batch), a line could be either's, so it is counted for
+    neither (``shared``), nor is one logged while another input is being opened; their damage is
+    still seen where the decoder flags it (skipped packets, concealed frames) and in the container's
+    structure.
     """
 
     def __init__(self, components: set[str]) -> None:
@@ -192,7 +198,8 @@ class DamageLog(logging.Handler):
 
     def start(self, earlier: list[logging.LogRecord] = ()) -> "DamageLog":
         """Install the handler (and PyAV's level, if none is set, until the last listener stops);
-        ``earlier``: lines from before, the input's opening (:func:`take_open_lines`), judged now."""
+        ``earlier``: lines from before, the input's opening (:func:`take_open_lines`), judged
+        now."""
         with _lock:
             _listen()
             _open.append(self)

@@ -1,4 +1,5 @@
-"""The input's tags carried to a file output: the container's, the video stream's, the copied streams'.
+"""The input's tags carried to a file output: the container's, the video stream's, the copied
+streams'.
 
 A tag is carried unless it would be false of the output: the writing application and encoder
 (``encoder``, MOV's ``vendor_id``: the muxer and encoder write their own, and MOV would name the
@@ -21,12 +22,14 @@ import av
 from .signalling import HdrMetadata
 
 # Compared lower-case, without Matroska's "-lng" language suffix.
-_STALE = frozenset({"encoder", "vendor_id", "major_brand", "minor_version", "compatible_brands", "duration",
+_STALE = frozenset({"encoder", "vendor_id", "major_brand", "minor_version", "compatible_brands",
+                    "duration",
                     "bps", "number_of_frames", "number_of_bytes", "_statistics_writing_app",
                     "_statistics_writing_date_utc", "_statistics_tags"})
 
 
-def carried_tags(tags: Mapping[str, str], *, encoded: bool, from_mov: bool = False) -> dict[str, str]:
+def carried_tags(tags: Mapping[str, str], *, encoded: bool,
+                 from_mov: bool = False) -> dict[str, str]:
     """The ``tags`` (a stream's or a container's metadata) still true of the output.
 
     Args:
@@ -47,7 +50,8 @@ def carried_tags(tags: Mapping[str, str], *, encoded: bool, from_mov: bool = Fal
 
 def stream_tags(stream, *, encoded: bool) -> dict[str, str]:
     """The tags of an input stream (PyAV) to give its output stream (see :func:`carried_tags`)."""
-    return carried_tags(stream.metadata, encoded=encoded, from_mov="mov" in stream.container.format.name)
+    return carried_tags(stream.metadata, encoded=encoded,
+                        from_mov="mov" in stream.container.format.name)
 
 
 @dataclass(frozen=True)
@@ -72,7 +76,8 @@ class InputMetadata:
         """The metadata of an open input ``container``, its decoded video ``stream`` and a frame
         of it decoded by libavcodec (host memory; its side data holds the HDR metadata, whether
         the bitstream or the container gave it)."""
-        return cls(carried_tags(container.metadata, encoded=True), stream_tags(stream, encoded=True),
+        return cls(carried_tags(container.metadata, encoded=True),
+                   stream_tags(stream, encoded=True),
                    HdrMetadata.of(frame), stream.sample_aspect_ratio or None)
 
     def tag(self, container, stream) -> None:

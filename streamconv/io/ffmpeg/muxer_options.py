@@ -32,12 +32,15 @@ def _libraries() -> tuple[ctypes.CDLL, ctypes.CDLL] | None:
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
             loaded = {line.split()[-1] for line in maps if ".so" in line}
-        avformat, avutil = ctypes.CDLL(_pyavs(loaded, "libavformat")), ctypes.CDLL(_pyavs(loaded, "libavutil"))
-        avformat.avformat_alloc_output_context2.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p,
+        avformat, avutil = ctypes.CDLL(_pyavs(loaded,
+                                              "libavformat")), ctypes.CDLL(_pyavs(
+                                                  loaded, "libavutil"))
+        avformat.avformat_alloc_output_context2.argtypes = [ctypes.POINTER(ctypes.c_void_p),
+                                                            ctypes.c_void_p,
                                                            ctypes.c_char_p, ctypes.c_char_p]
         avformat.avformat_free_context.argtypes = [ctypes.c_void_p]
-        avutil.av_opt_find.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int,
-                                       ctypes.c_int]
+        avutil.av_opt_find.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p,
+                                       ctypes.c_int, ctypes.c_int]
         avutil.av_opt_find.restype = ctypes.c_void_p
     except (OSError, KeyError, AttributeError):
         return None
@@ -76,11 +79,12 @@ def unknown_muxer_options(muxer: str | None, target: str, names: Iterable[str]) 
         return None if libraries is None else []
     avformat, avutil = libraries
     context = ctypes.c_void_p()
-    if avformat.avformat_alloc_output_context2(ctypes.byref(context), None, muxer.encode() if muxer else None,
-                                               os.fsencode(target)) < 0 or not context:
+    if avformat.avformat_alloc_output_context2(ctypes.byref(context), None, muxer.encode() if muxer
+                                               else None, os.fsencode(target)) < 0 or not context:
         return None
     try:
-        return [name for name in names if not avutil.av_opt_find(context, name.encode(), None, 0, SEARCH_CHILDREN)]
+        return [name for name in names
+                if not avutil.av_opt_find(context, name.encode(), None, 0, SEARCH_CHILDREN)]
     finally:
         avformat.avformat_free_context(context)
 
@@ -96,5 +100,6 @@ def check_muxer_options(muxer: str | None, target: str | os.PathLike, names: Ite
     unknown = unknown_muxer_options(muxer, os.fspath(target), names)
     if unknown:
         named = f"the {muxer} muxer" if muxer else f"the muxer FFmpeg picks for {os.fspath(target)}"
-        raise OutputError(f"--output-option {unknown[0]}: {named} has no such option, so FFmpeg would drop it "
+        raise OutputError(f"--output-option {unknown[0]}: {named} has no such option, so FFmpeg "
+                          "would drop it "
                           f"(see `ffmpeg -h muxer={muxer or 'NAME'}`)")

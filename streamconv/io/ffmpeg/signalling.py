@@ -60,13 +60,16 @@ class HdrMetadata:
         if display is not None and len(bytes(display)) >= 88:
             # AVMasteringDisplayMetadata: 10 AVRationals (R, G, B, white x/y; min, max), 2 flags.
             *values, has_primaries, has_luminance = struct.unpack("<20i2i", bytes(display)[:88])
-            ratios = [Fraction(n, d) if d else Fraction(0) for n, d in zip(values[::2], values[1::2])]
+            ratios = [Fraction(n, d) if d else Fraction(0)
+                      for n, d in zip(values[::2], values[1::2])]
             if has_primaries:
-                found.update(primaries=tuple(zip(ratios[0:6:2], ratios[1:6:2])), white=(ratios[6], ratios[7]))
+                found.update(primaries=tuple(zip(ratios[0:6:2], ratios[1:6:2])),
+                             white=(ratios[6], ratios[7]))
             if has_luminance:
                 found.update(luminance=(ratios[8], ratios[9]))
         if light is not None and len(bytes(light)) >= 8:
-            found.update(light_level=struct.unpack("<2I", bytes(light)[:8]))  # AVContentLightMetadata
+            # AVContentLightMetadata
+            found.update(light_level=struct.unpack("<2I", bytes(light)[:8]))
         return cls(**found) if found else None
 
     def master_display(self, decimal: bool) -> str | None:
@@ -100,7 +103,8 @@ def signalled_options(codec: str, options: dict[str, str], colour: ColourTags | 
         if hdr.light_level is not None:
             wanted[light_key] = "%d,%d" % hdr.light_level
     elif hdr is not None:
-        log.warning("%s: the input's HDR mastering display and content light level are not written: "
+        log.warning("%s: the input's HDR mastering display and content light level are not "
+                    "written: "
                     "%s is not told them (libx265, libx264 and libsvtav1 are)", path, codec)
     if not wanted:
         return options

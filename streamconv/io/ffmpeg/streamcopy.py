@@ -51,18 +51,21 @@ class CopiedStreams:
         self.damaged = 0
         self.admit: Callable[[av.Packet], bool] | None = None  # a cut's say (io.trim)
 
-    def _report_left_out(self, wanted: Sequence, missing: dict[int, str | None], truncated: str | None) -> None:
+    def _report_left_out(self, wanted: Sequence, missing: dict[int, str | None],
+                         truncated: str | None) -> None:
         """Warn of the streams that are not copied: a codec FFmpeg does not know (not damage),
         or parameters that could not be found (see damage.missing_parameters)."""
         for stream in wanted:
             if stream.index not in missing and truncated:  # its description was cut off
-                log.warning("%s: %s stream %d has no codec parameters (the file is cut short); not copied",
+                log.warning("%s: %s stream %d has no codec parameters (the file is cut short); not "
+                            "copied",
                             self.path, stream.type, stream.index)
-                self._undescribed.append(f"{stream.type} stream {stream.index} was left out: its description "
+                self._undescribed.append(f"{stream.type} stream {stream.index} was left out: its "
+                                         "description "
                                          f"is cut off")
             elif stream.index not in missing:
-                log.warning("%s: %s stream %d is of a codec FFmpeg does not know; not copied", self.path,
-                            stream.type, stream.index)
+                log.warning("%s: %s stream %d is of a codec FFmpeg does not know; not copied",
+                            self.path, stream.type, stream.index)
             elif missing[stream.index]:
                 log.warning("%s: %s stream %d (%s) has no %s (its packets are damaged or missing); "
                             "not copied", self.path, stream.type, stream.index,
@@ -101,7 +104,8 @@ class CopiedStreams:
         due, waiting = [], []
         for packet in self._packets:
             stamp = packet.pts if packet.pts is not None else packet.dts
-            late = stamp is not None and packet.time_base is not None and stamp * packet.time_base >= until
+            late = stamp is not None and packet.time_base is not None and \
+                stamp * packet.time_base >= until
             (waiting if late else due).append(packet)
         self._packets = waiting
         return due

@@ -64,7 +64,8 @@ def check_display() -> None:
     check_import_order(backend)
     display, wayland = os.environ.get("DISPLAY"), os.environ.get("WAYLAND_DISPLAY")
     if not display and not wayland:
-        raise DisplayError("no display: neither DISPLAY nor WAYLAND_DISPLAY is set (run in a desktop "
+        raise DisplayError("no display: neither DISPLAY nor WAYLAND_DISPLAY is set (run in a "
+                           "desktop "
                            "session, or use -o to record instead of --display)")
     if display and not _x_server_reachable(display):
         raise DisplayError(f"cannot connect to the X display DISPLAY={display!r}")
@@ -169,7 +170,8 @@ class _GuiThread:
 
 
 def open_window(title: str) -> None:
-    """Open an autosized window named ``title``; DisplayError, with the toolkit's reason, if it cannot be."""
+    """Open an autosized window named ``title``; DisplayError, with the toolkit's reason, if it
+    cannot be."""
     try:
         cv2.namedWindow(title, cv2.WINDOW_AUTOSIZE | cv2.WINDOW_GUI_NORMAL)
     except cv2.error as exc:
@@ -221,7 +223,8 @@ class DisplaySink(Sink):
     name = "display"
 
     def __init__(self, *, title: str = "streamconv", side_by_side: bool = False,
-                 overlay: bool = True, filter_cycle: Sequence[tuple[str, Sequence[Any]]] = ()) -> None:
+                 overlay: bool = True,
+                 filter_cycle: Sequence[tuple[str, Sequence[Any]]] = ()) -> None:
         check_display()
         self.title = title
         self.side_by_side = side_by_side
@@ -311,7 +314,8 @@ class DisplaySink(Sink):
         return self._quit.is_set()
 
     def attach(self, pipeline) -> None:
-        """Keep the pipeline to stop it and swap its filters; a live source changes how pause works."""
+        """Keep the pipeline to stop it and swap its filters; a live source changes how pause
+        works."""
         self._pipeline = pipeline
         self._live = bool(getattr(pipeline.source, "is_live", False))
         if self._cycle and getattr(pipeline, "filter_label", None) is None:

@@ -1,11 +1,11 @@
 """Joining the encoded segments of a segmented run into one output, without re-encoding.
 
-The parts' video packets are remuxed in order into the output, and the input's audio and
-subtitle packets are copied once from the input (the streams a one-piece run copies, see
-:mod:`streamconv.io.ffmpeg.streamcopy`), so the output carries the input's frames, timestamps and audio
-as a one-piece run gives them. Each part begins with a keyframe; the parts must share one
-codec description (extradata: H.264's SPS/PPS in MP4 or Matroska), which the same encoder
-settings give and which is checked before anything is written.
+The parts' video packets are remuxed in order into the output, and the input's audio and subtitle
+packets are copied once from the input (the streams a one-piece run copies, see
+:mod:`streamconv.io.ffmpeg.streamcopy`), so the output carries the input's frames, timestamps and
+audio as a one-piece run gives them. Each part begins with a keyframe; the parts must share one
+codec description (extradata: H.264's SPS/PPS in MP4 or Matroska), which the same encoder settings
+give and which is checked before anything is written.
 """
 
 from __future__ import annotations
@@ -30,15 +30,15 @@ from .targets import open_target
 log = logging.getLogger(__name__)
 
 
-def join_parts(parts: Sequence[Path], output: str | Path, *, source: str | Path, copy_streams: bool = True,
-               overwrite: bool = False, format: str | None = None,
+def join_parts(parts: Sequence[Path], output: str | Path, *, source: str | Path,
+               copy_streams: bool = True, overwrite: bool = False, format: str | None = None,
                muxer_options: dict[str, str] | None = None, shift: int = 0) -> list[str]:
     """Write ``output`` from the parts' video packets and the input's audio/subtitle packets.
 
     Args:
         parts: the segments' encoded files (video only), in order.
-        output: the output file, published whole (:class:`streamconv.files.publish.AtomicFile`): never
-            the input, an existing file replaced only with ``overwrite``.
+        output: the output file, published whole (:class:`streamconv.files.publish.AtomicFile`):
+            never the input, an existing file replaced only with ``overwrite``.
         source: the input file, for its audio and subtitle streams (and never overwritten).
         copy_streams: copy the input's audio and subtitle streams (False: video only).
         format: the output's container (None: by extension).
@@ -62,7 +62,8 @@ def join_parts(parts: Sequence[Path], output: str | Path, *, source: str | Path,
         _check_alike(containers, parts)
         handle = target.create()
         try:
-            damage = _remux(containers, handle, output, source, copy_streams, format, muxer_options, shift)
+            damage = _remux(containers, handle, output, source, copy_streams, format, muxer_options,
+                            shift)
         except BaseException:
             target.discard()
             raise
@@ -91,11 +92,14 @@ def _check_alike(containers: Sequence, parts: Sequence[Path]) -> None:
     for container, part in zip(containers, parts):
         context = container.streams.video[0].codec_context
         if (context.name, context.width, context.height) != (first.name, first.width, first.height):
-            raise StreamError(f"the segment {part.name} is {context.name} {context.width}x{context.height}, "
-                              f"the first {first.name} {first.width}x{first.height}: they cannot be joined")
+            raise StreamError(f"the segment {part.name} is {context.name} "
+                              f"{context.width}x{context.height}, "
+                              f"the first {first.name} {first.width}x{first.height}: they cannot "
+                              "be joined")
         if bytes(context.extradata or b"") != bytes(first.extradata or b""):
             raise StreamError(f"the segment {part.name} was encoded with other codec parameters "
-                              f"(extradata) than the first; they cannot be joined without re-encoding")
+                              "(extradata) than the first; they cannot be joined without "
+                              "re-encoding")
 
 
 def _remux(containers: Sequence, handle, output, source, copy_streams: bool, format: str | None,
@@ -129,8 +133,8 @@ def _mux_all(out, containers: Sequence, original, output, source, copy_streams: 
     copies = CopiedOutput(out, checked.streams, output, muxer_options=muxer_options)
     watch = DamageLog(_components(original, checked.counted_streams)).start()
     try:
-        for packet in heapq.merge(_video_packets(containers, shift), _packets(original, checked.counted_streams),
-                                  key=_seconds):
+        for packet in heapq.merge(_video_packets(containers, shift),
+                                  _packets(original, checked.counted_streams), key=_seconds):
             if packet.stream.type == "video":  # only the parts' video is demuxed
                 packet.stream = video
                 _mux(out, packet, output)
@@ -147,7 +151,8 @@ def _components(container, streams: Sequence) -> set[str]:
     """The FFmpeg components whose lines tell of damage in the copied streams: the input's
     demuxer and their decoders (the video's are the segments' to watch)."""
     name = container.format.name
-    return {name, *name.split(","), *(s.codec_context.name for s in streams if s.codec_context is not None)}
+    return {name, *name.split(","),
+            *(s.codec_context.name for s in streams if s.codec_context is not None)}
 
 
 def _video_packets(containers: Sequence, shift: int = 0) -> Iterator[av.Packet]:
@@ -169,7 +174,8 @@ def _video_packets(containers: Sequence, shift: int = 0) -> Iterator[av.Packet]:
                 ticks = round(shift / packet.time_base)
                 packet.pts = None if packet.pts is None else packet.pts - ticks
                 packet.dts = None if packet.dts is None else packet.dts - ticks
-            if last is not None and packet.pts is not None and (packet.dts is None or packet.dts <= last):
+            if last is not None and packet.pts is not None and \
+                    (packet.dts is None or packet.dts <= last):
                 packet.dts = min(last + 1, packet.pts)
             last = packet.dts if packet.dts is not None else last
             yield packet

@@ -29,7 +29,8 @@ def listen_address(url: str) -> tuple[str, int, float | None, float | None] | No
     query = {key: values[-1] for key, values in given.items()}
     if parts.scheme.lower() != "tcp" or query.get("listen", "0") in ("", "0") or parts.port is None:
         return None
-    wait, send = query.get("listen_timeout"), given.get("timeout", [None])[0]  # FFmpeg's tcp reads the first
+    # FFmpeg's tcp reads the first
+    wait, send = query.get("listen_timeout"), given.get("timeout", [None])[0]
     within = timeout_seconds(send) if send else None
     return (parts.hostname or "", parts.port, int(wait) / 1000 if wait and int(wait) > 0 else None,
             within if within and within > 0 else None)
@@ -90,9 +91,11 @@ class ListeningTarget(MuxedTarget):
                     connection, _ = listener.accept()
                 except socket.timeout:
                     if ends is not None and time.monotonic() > ends:
-                        raise OutputError(f"no receiver connected to {self.target} within {self._wait:g} s") from None
+                        raise OutputError(f"no receiver connected to {self.target} within "
+                                          f"{self._wait:g} s") from None
                     continue
-                connection.settimeout(self._send_within)  # a receiver that stops reading fails the send
+                # a receiver that stops reading fails the send
+                connection.settimeout(self._send_within)
                 self._connection = connection
                 return _Sender(connection)
         raise OutputError(f"stopped while {self.target} waited for a receiver")

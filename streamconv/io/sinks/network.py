@@ -43,7 +43,8 @@ RELAYED = ("rtmp", "rtmps")
 takes no time limit through PyAV. ``--output-option timeout=`` (microseconds) bounds each wait
 on the server there, 10 s by default."""
 
-CONNECTION_OPTIONS = ("tls_verify", "ca_file", "cafile", "cert_file", "key_file", "verifyhost", "listen",
+CONNECTION_OPTIONS = ("tls_verify", "ca_file", "cafile", "cert_file", "key_file", "verifyhost",
+                      "listen",
                       "listen_timeout", "tcp_nodelay", "send_buffer_size", "recv_buffer_size")
 """Options of FFmpeg's RTMP client's connection (and ``rtmp_*``), which PyAV opens without an
 options dictionary: given as ``--output-option`` they would be ignored, so they are refused."""
@@ -73,7 +74,8 @@ class NetworkSink(FileSink):
 
     Args:
         url: ``rtmp://``, ``rtmps://``, ``rtsp://``, ``srt://``, ``udp://`` or ``tcp://``.
-        format: the muxer (``--format``; None: :data:`NETWORK_CONTAINERS` by scheme: flv, rtsp or mpegts).
+        format: the muxer (``--format``; None: :data:`NETWORK_CONTAINERS` by scheme: flv, rtsp or
+        mpegts).
         muxer_options: FFmpeg options of the output (``--output-option``): given to the muxer,
             and for tcp, udp and srt also to the protocol through the URL's query
             (``{"listen": "1"}`` waits for a receiver to connect).
@@ -115,15 +117,20 @@ class NetworkSink(FileSink):
             send_timeout = muxer_options.pop("timeout", str(int(NETWORK_TIMEOUT * 1e6)))
         self._send_within = timeout_seconds(send_timeout) if send_timeout is not None else None
         if scheme in RELAYED and (self._send_within is None or self._send_within < 0):
-            raise OutputError(f"--output-option timeout={send_timeout}: expected microseconds (0: no limit) "
+            raise OutputError(f"--output-option timeout={send_timeout}: expected microseconds (0: "
+                              "no limit) "
                               f"for {scheme}://")
         unreachable = [key for key in muxer_options if scheme in RELAYED and
                        (key.startswith("rtmp_") or key in CONNECTION_OPTIONS)]
         if unreachable:
-            raise OutputError(f"--output-option {unreachable[0]}: an option of FFmpeg's RTMP connection, which "
-                              f"PyAV opens without options, so it would be ignored (the application and stream "
-                              f"key go in the URL: {scheme}://HOST/APP/KEY; only timeout= is taken)")
-        encoder = {"g": str(max(1, round(KEYFRAME_SECONDS * float(kwargs["frame_rate"])))), **(options or {})}
+            raise OutputError(f"--output-option {unreachable[0]}: an option of FFmpeg's RTMP "
+                              "connection, which "
+                              "PyAV opens without options, so it would be ignored (the "
+                              "application and stream "
+                              f"key go in the URL: {scheme}://HOST/APP/KEY; only timeout= is "
+                              "taken)")
+        encoder = {"g": str(max(1, round(KEYFRAME_SECONDS * float(kwargs["frame_rate"])))),
+                   **(options or {})}
         super().__init__(str(url), format=format or NETWORK_CONTAINERS[scheme],
                          muxer_options=muxer_options, options=encoder, **kwargs)
 
@@ -156,9 +163,11 @@ class NetworkSink(FileSink):
         self.failed = True
         self.abort()
         timed_out = isinstance(exc, TimeoutError) or getattr(exc, "errno", None) == errno.ETIMEDOUT
-        note = f" (the receiver took nothing for {self._send_within:g} s)" if timed_out and self._send_within else ""
+        note = f" (the receiver took nothing for {self._send_within:g} s)" if timed_out and \
+            self._send_within else ""
         # an RTMP output's child ended, saying why (its own limit named likewise)
-        reason = self._file.reason(exc) if isinstance(exc, RelayFailed) else f"{ffmpeg_reason(exc)}{note}"
+        reason = self._file.reason(exc) if isinstance(exc,
+                                                      RelayFailed) else f"{ffmpeg_reason(exc)}{note}"
         raise StreamError(f"sending to {self.path} failed after {self.frames_written} frames "
                           f"({doing}): {reason}") from None
 

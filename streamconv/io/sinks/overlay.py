@@ -20,7 +20,8 @@ def overlay_box(frame_width: int) -> tuple[int, int, int, int]:
     return 0, 0, min(frame_width, 460), _LINE_HEIGHT * _OVERLAY_LINES + 8
 
 
-def draw_overlay(canvas: np.ndarray, lines: Sequence[str], left: int, top: int, width: int, height: int) -> None:
+def draw_overlay(canvas: np.ndarray, lines: Sequence[str], left: int, top: int, width: int,
+                 height: int) -> None:
     """Darken the box at (left, top) of ``canvas`` (an (H, W, 3) uint8 BGR host image) and write
     ``lines`` in it; darkened, not blanked, so the frame stays visible behind the text."""
     region = canvas[top:top + min(height, canvas.shape[0] - top), left:left + width]

@@ -1,13 +1,14 @@
-"""An ``rtmp://`` or ``rtmps://`` output, sent from a child process that a stalled server cannot hold up.
+"""An ``rtmp://`` or ``rtmps://`` output, sent from a child process that a stalled server cannot
+hold up.
 
 FFmpeg's RTMP connection takes no time limit through PyAV, and PyAV holds the interpreter lock
-while it connects: a server that accepted and never answered its handshake held the run for
-ever, Ctrl-C and SIGTERM included, and one that stopped reading mid-stream held every send. So
-the run's muxer writes FLV into a pipe, and :mod:`streamconv.io.sinks.relay_child` (FFmpeg's own RTMP
-client, in a process of its own) sends it on, each wait on the server bounded: it ends itself
-after ``send_within`` seconds of waiting. The run waits on the pipe in Python, a fraction of a
-second at a time, so its signal handlers keep running, and kills the child if the pipe stays
-full for longer than the child's own limit.
+while it connects: a server that accepted and never answered its handshake held the run for ever,
+Ctrl-C and SIGTERM included, and one that stopped reading mid-stream held every send. So the run's
+muxer writes FLV into a pipe, and :mod:`streamconv.io.sinks.relay_child` (FFmpeg's own RTMP client,
+in a process of its own) sends it on, each wait on the server bounded: it ends itself after
+``send_within`` seconds of waiting. The run waits on the pipe in Python, a fraction of a second at a
+time, so its signal handlers keep running, and kills the child if the pipe stays full for longer
+than the child's own limit.
 """
 
 from __future__ import annotations
@@ -82,14 +83,16 @@ class RelayTarget(MuxedTarget):
         """
         try:
             self._child = subprocess.Popen(
-                [sys.executable, "-c", _RUN_CHILD, relay_child.__file__, self.url, repr(self.send_within)],
+                [sys.executable, "-c", _RUN_CHILD, relay_child.__file__, self.url,
+                 repr(self.send_within)],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                 start_new_session=True)  # a Ctrl-C at the terminal is the run's to act on
         except OSError as exc:
             raise OutputError(f"cannot send to {self.target}: {exc.strerror or exc}") from None
         started = time.monotonic()
         os.set_blocking(self._child.stdin.fileno(), False)
-        self._reader = threading.Thread(target=self._read_errors, name="streamconv-relay-errors", daemon=True)
+        self._reader = threading.Thread(target=self._read_errors, name="streamconv-relay-errors",
+                                        daemon=True)
         self._reader.start()
         try:
             while not self._answered.wait(POLL_SECONDS):  # a signal's handler runs between waits
@@ -135,7 +138,8 @@ class RelayTarget(MuxedTarget):
                 if written:
                     data, waited_since = data[written:], time.monotonic()
                     continue
-            if self.send_within and time.monotonic() - waited_since > self.send_within + GRACE_SECONDS:
+            if self.send_within and time.monotonic() - waited_since > self.send_within + \
+                    GRACE_SECONDS:
                 self._kill()
                 raise RelayFailed(errno.ETIMEDOUT, os.strerror(errno.ETIMEDOUT), self.connected)
 
@@ -163,7 +167,8 @@ class RelayTarget(MuxedTarget):
             self._kill()
         self._reader.join(timeout=POLL_SECONDS)
         if child.returncode != 0:
-            raise StreamError(f"sending to {self.target} failed as the stream ended: {self.reason(self._failure())}")
+            raise StreamError(f"sending to {self.target} failed as the stream ended: "
+                              f"{self.reason(self._failure())}")
 
     def reason(self, failure: RelayFailed) -> str:
         """What a message says of ``failure``: a stall names the limit."""
@@ -190,5 +195,5 @@ class RelayTarget(MuxedTarget):
         if code in (-signal.SIGALRM, -signal.SIGKILL):  # its own limit, or the run's
             return RelayFailed(errno.ETIMEDOUT, os.strerror(errno.ETIMEDOUT), self.connected)
         reasons = [line for line in self._errors if line and line != relay_child.CONNECTED]
-        return RelayFailed(errno.EIO, reasons[-1] if reasons else f"the sending process ended ({code})",
-                           self.connected)
+        return RelayFailed(errno.EIO, reasons[-1] if reasons
+                           else f"the sending process ended ({code})", self.connected)

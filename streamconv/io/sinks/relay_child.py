@@ -1,4 +1,5 @@
-"""The process an ``rtmp://`` or ``rtmps://`` output is sent from (see :mod:`streamconv.io.sinks.relay`).
+"""The process an ``rtmp://`` or ``rtmps://`` output is sent from (see
+:mod:`streamconv.io.sinks.relay`).
 
 Usage: ``python relay_child.py URL SECONDS``. It connects to URL with FFmpeg's own RTMP client,
 then sends it the FLV that comes in on standard input (the run's muxer writes it), unchanged.
@@ -85,7 +86,8 @@ def main(url: str, seconds: str) -> int:
     except (av.FFmpegError, OSError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, av.FFmpegError) and exc.strerror else str(exc)
         said = "; ".join([line for line in errors.lines  # those that add to the reason
-                          if reason.lower() not in line.lower() and not line.startswith("Cannot open connection")][:2])
+                          if reason.lower() not in line.lower()
+                          and not line.startswith("Cannot open connection")][:2])
         sys.stderr.write(f"{reason} ({said})\n" if said else f"{reason}\n")
         return 1
     return 0

@@ -1,12 +1,12 @@
 """Image outputs: a sequence (``out%03d.png``, one file a frame, numbered from 1) or one image
 (``still.png``), each image written by streamconv itself.
 
-The encoder's packets are whole image files (what FFmpeg's image2 muxer writes out one a file),
-so each goes through its own :class:`streamconv.files.publish.AtomicFile`: created exclusively under a
-hidden temporary name (a link planted at any name is never followed), flushed, and moved into
-place without replacing a file unless ``overwrite`` (so a file that appears during the run, a
-second run writing the same pattern, is never written over), never onto an input. A reader
-sees each image whole as soon as it is finished.
+The encoder's packets are whole image files (what FFmpeg's image2 muxer writes out one a file), so
+each goes through its own :class:`streamconv.files.publish.AtomicFile`: created exclusively under a
+hidden temporary name (a link planted at any name is never followed), flushed, and moved into place
+without replacing a file unless ``overwrite`` (so a file that appears during the run, a second run
+writing the same pattern, is never written over), never onto an input. A reader sees each image
+whole as soon as it is finished.
 
 With ``overwrite``, once the first new image is in place the old sequence is being replaced:
 when the run ends, the numbered files it had that this run did not write again are removed,
@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Iterable
 
 from ...errors import OutputError
-from ...files.numbered import field_count, is_named_by, is_pattern, numbered_files, pattern_name, patterns_overlap
+from ...files.numbered import (field_count, is_named_by, is_pattern, numbered_files, pattern_name,
+                               patterns_overlap)
 from ...files.leftovers import remove_abandoned
 from ...files.publish import AtomicFile, check_output_path, protected_files, temp_target_name
 
@@ -63,11 +64,12 @@ class SequenceTarget:
     muxer = "image2pipe"  # the container only holds the encoder: images are written here
     published_as_written = True
 
-    def __init__(self, pattern: str | os.PathLike, *, overwrite: bool = False, protect: Iterable = (),
-                 what: str = "output") -> None:
+    def __init__(self, pattern: str | os.PathLike, *, overwrite: bool = False,
+                 protect: Iterable = (), what: str = "output") -> None:
         self.target = Path(pattern)
         if field_count(self.target) > 1:
-            raise OutputError(f"{what} {pattern} has {field_count(self.target)} %d fields; an image "
+            raise OutputError(f"{what} {pattern} has {field_count(self.target)} %d fields; an "
+                              "image "
                               f"sequence's name holds one (out%03d.png), a single image's none")
         self.single = not is_pattern(self.target)
         self.overwrite, self.what = overwrite, what
@@ -76,7 +78,8 @@ class SequenceTarget:
         for path in [pattern_name(self.target, 1), *existing]:
             check_output_path(path, overwrite=overwrite, protect=self._protect, what=what)
         for role, other in self._protect:
-            if self.single or not isinstance(other, Path):  # a descriptor's file exists: checked above
+            # a descriptor's file exists: checked above
+            if self.single or not isinstance(other, Path):
                 continue
             if not is_pattern(other) and is_named_by(self.target, other):
                 raise OutputError(f"{what} {pattern} would write {other}, which is {role}")
@@ -104,7 +107,8 @@ class SequenceTarget:
         image = temp_target_name(name)
         if image is None:
             return False
-        return image == self.target.name if self.single else is_named_by(self.target, self.target.parent / image)
+        return image == self.target.name if self.single else is_named_by(self.target,
+                                                                         self.target.parent / image)
 
     def write_image(self, data: bytes) -> None:
         """Publish the next image (one encoded packet: a whole image file), or hold a single one.
@@ -116,11 +120,14 @@ class SequenceTarget:
         """
         with self._lock:
             if self._ended:
-                raise OutputError(f"{self.what} {self.target} was taken back; no more images are written")
+                raise OutputError(f"{self.what} {self.target} was taken back; no more images are "
+                                  "written")
             if self.single:
                 if self._held is not None:
-                    raise OutputError(f"{self.what} {self.target} is one image and the input has more "
-                                      f"frames: name a sequence (such as {_sequence_hint(self.target)}) "
+                    raise OutputError(f"{self.what} {self.target} is one image and the input has "
+                                      "more "
+                                      "frames: name a sequence (such as "
+                                      f"{_sequence_hint(self.target)}) "
                                       f"or pass --max-frames 1")
                 self._held = data
                 return

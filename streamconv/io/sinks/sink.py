@@ -32,7 +32,8 @@ class Sink:
         raise NotImplementedError
 
     def send_with_input(self, frame: np.ndarray, source_frame: np.ndarray, meta: FrameMeta) -> None:
-        """Consume a filtered frame with the input it was made from; both (H, W, C) uint8 or uint16 host
+        """Consume a filtered frame with the input it was made from; both (H, W, C) uint8 or uint16
+        host
         arrays valid only during the call. The default ignores the input (see DisplaySink)."""
         self.send(frame, meta)
 
@@ -80,7 +81,8 @@ class NullSink(Sink):
 
 
 class CallbackSink(Sink):
-    """Calls ``callback(frame, meta)`` for each frame; the frame buffer is only valid during the call."""
+    """Calls ``callback(frame, meta)`` for each frame; the frame buffer is only valid during the
+    call."""
 
     name = "callback"
 
@@ -125,7 +127,8 @@ class FanoutSink(Sink):
         return all(sink.accepts_planes(layout) for sink in self.sinks)
 
     def send_with_input(self, frame: np.ndarray, source_frame: np.ndarray, meta: FrameMeta) -> None:
-        """Send the filtered frame and its input ((H, W, C) uint8 or uint16 host arrays) to each sink in order."""
+        """Send the filtered frame and its input ((H, W, C) uint8 or uint16 host arrays) to each
+        sink in order."""
         for sink in self.sinks:
             with_input = getattr(sink, "send_with_input", None)
             if with_input is not None:

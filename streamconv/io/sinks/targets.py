@@ -28,8 +28,8 @@ from .sequence import SequenceTarget
 
 class MuxedTarget:
     """An output FFmpeg writes as the muxer goes (a pipe, a network URL), in place of
-    :class:`streamconv.files.publish.AtomicFile`: no temporary file, nothing to publish at the end or
-    to take back after a failure (what was written has been read or sent)."""
+    :class:`streamconv.files.publish.AtomicFile`: no temporary file, nothing to publish at the end
+    or to take back after a failure (what was written has been read or sent)."""
 
     temp = None
     container_options: dict[str, str] = {}
@@ -78,12 +78,15 @@ def open_target(spec: str | os.PathLike, *, overwrite: bool = False, protect: It
     muxer_options = check_options(muxer_options, "muxer_options", OutputError)
     scheme = None if is_pipe(spec) else url_scheme(spec)
     if scheme not in (None, "file"):  # not one streamconv sends to (netsink's never come here)
-        raise OutputError(f"cannot write {what} {spec}: streamconv does not send to {spec.split(':')[0]}:// URLs (network "
-                          f"outputs are rtmp://, rtmps://, rtsp://, srt://, udp:// and tcp://; ./{spec} names a file)")
+        raise OutputError(f"cannot write {what} {spec}: streamconv does not send to "
+                          f"{spec.split(':')[0]}:// URLs (network "
+                          "outputs are rtmp://, rtmps://, rtsp://, srt://, udp:// and tcp://; "
+                          f"./{spec} names a file)")
     image = not is_pipe(spec) and is_image_output(spec, format)
     named = list(muxer_options)
     if image and named:
-        raise OutputError(f"--output-option {named[0]}: {what} {spec} is written image by image by streamconv, "
+        raise OutputError(f"--output-option {named[0]}: {what} {spec} is written image by image by "
+                          "streamconv, "
                           f"so no muxer option applies")
     check_muxer_options(output_format(spec, format), spec, named)
     if is_pipe(spec):
@@ -98,4 +101,5 @@ def check_target(spec: str | os.PathLike, *, overwrite: bool = False, protect: I
                  format: str | None = None, what: str = "output",
                  muxer_options: Mapping[str, str] | None = None) -> None:
     """Refuse an output before any work, as :func:`open_target` would (nothing is created)."""
-    open_target(spec, overwrite=overwrite, protect=protect, format=format, what=what, muxer_options=muxer_options)
+    open_target(spec, overwrite=overwrite, protect=protect, format=format, what=what,
+                muxer_options=muxer_options)

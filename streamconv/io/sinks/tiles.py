@@ -1,4 +1,5 @@
-"""One OpenCV window tiling several sources' filtered frames in a grid, each tile its source's newest frame.
+"""One OpenCV window tiling several sources' filtered frames in a grid, each tile its source's
+newest frame.
 
 Each source's pipeline sends to its own :class:`TileSink`, which only copies the frame into its
 cell of the wall's canvas (host memory, BGR) and marks the wall changed: a writer thread never
@@ -25,8 +26,8 @@ import cv2
 import numpy as np
 
 from ...frames.slots import FrameMeta
-from .display import (_CYCLE_KEY, _OVERLAY_KEY, _PAUSE_KEY, _QUIT_KEYS, _GuiThread, check_display, destroy_window,
-                      open_window, to_bgr, window_visible)
+from .display import (_CYCLE_KEY, _OVERLAY_KEY, _PAUSE_KEY, _QUIT_KEYS, _GuiThread, check_display,
+                      destroy_window, open_window, to_bgr, window_visible)
 from .overlay import draw_overlay, overlay_box, recent_fps
 from .sink import FanoutSink, NullSink, Sink
 from ..sources.source import Source
@@ -55,7 +56,8 @@ class TileSink(Sink):
     def attach(self, pipeline) -> None:
         """Keep the pipeline: the wall's keys stop it and swap its filters."""
         self.pipeline = pipeline
-        self._live = bool(getattr(getattr(pipeline, "source", None), "is_live", False))  # once, not per frame
+        # once, not per frame
+        self._live = bool(getattr(getattr(pipeline, "source", None), "is_live", False))
 
     def send(self, frame: np.ndarray, meta: FrameMeta) -> None:
         """Copy one (H, W, C) uint8 or uint16 RGB host frame into this tile; waits while the window
@@ -76,7 +78,8 @@ class TileSink(Sink):
         return [f"{self.index}: {self.label}", f"{fps:5.1f} fps  dropped {dropped}{state}"]
 
     def close(self) -> None:
-        """This source has ended: its tile keeps its last frame; the window closes after the last tile."""
+        """This source has ended: its tile keeps its last frame; the window closes after the last
+        tile."""
         if not self.ended:
             self.ended = True
             self.wall.tile_ended()
@@ -99,7 +102,8 @@ class TileWall:
     arrives (every source is added before any runs).
 
     Raises:
-        DisplayError: no window can be opened here (see :func:`streamconv.io.sinks.display.check_display`).
+        DisplayError: no window can be opened here (see
+            :func:`streamconv.io.sinks.display.check_display`).
     """
 
     def __init__(self, *, title: str = "streamconv", overlay: bool = True,
@@ -154,7 +158,8 @@ class TileWall:
                 self._cell = (height // rows, width // self._columns)
             cell_h, cell_w = self._cell
             row, column = divmod(index, self._columns)
-            cell = self._canvas[row * cell_h:(row + 1) * cell_h, column * cell_w:(column + 1) * cell_w]
+            cell = self._canvas[row * cell_h:(row + 1) * cell_h,
+                                column * cell_w:(column + 1) * cell_w]
             _fit(frame, cell)
             self._changed = True
 
@@ -257,6 +262,7 @@ def _fit(frame: np.ndarray, cell: np.ndarray) -> None:
     scale = min(cell_h / height, cell_w / width)
     bgr = np.empty((height, width, 3), np.uint8)
     to_bgr(frame, bgr)
-    fitted = cv2.resize(bgr, (max(1, int(width * scale)), max(1, int(height * scale))), interpolation=cv2.INTER_AREA)
+    fitted = cv2.resize(bgr, (max(1, int(width * scale)), max(1, int(height * scale))),
+                        interpolation=cv2.INTER_AREA)
     cell[...] = 0
     cell[:fitted.shape[0], :fitted.shape[1]] = fitted

@@ -41,14 +41,16 @@ class VirtualCameraSink(Sink):
 
     name = "vcam"
 
-    def __init__(self, device: str | None = None, *, width: int, height: int, frame_rate: Fraction | float,
+    def __init__(self, device: str | None = None, *, width: int, height: int,
+                 frame_rate: Fraction | float,
                  camera_factory: Callable[..., Any] | None = None) -> None:
         self.width, self.height = width, height
         factory, rgb = _camera_factory(camera_factory)
         try:
             self._camera = factory(width, height, float(frame_rate), fmt=rgb, device=device)
         except (RuntimeError, ValueError, OSError) as exc:
-            raise VirtualCameraError(f"cannot open the virtual camera {device or '(any)'}: {exc}") from None
+            raise VirtualCameraError(f"cannot open the virtual camera {device or '(any)'}: "
+                                     f"{exc}") from None
         self.device = getattr(self._camera, "device", device)
         self._closed = False
         log.info("sending to virtual camera %s (%dx%d)", self.device, width, height)

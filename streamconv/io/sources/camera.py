@@ -82,7 +82,8 @@ class WebcamSource(LiveSource):
                  height: int | None = None, fps: float | None = None,
                  capture_factory: CaptureFactory | None = None, first_frame_timeout: float = 5.0,
                  stall_timeout: float = 2.0, repeat_limit: int | None = 60,
-                 reconnect_attempts: int = 5, backoff: float = 0.25, max_backoff: float = 2.0) -> None:
+                 reconnect_attempts: int = 5, backoff: float = 0.25,
+                 max_backoff: float = 2.0) -> None:
         self.device = device
         self._factory = capture_factory or cv2.VideoCapture
         self._request = (width, height, fps)
@@ -199,7 +200,8 @@ class WebcamSource(LiveSource):
             last_good, repeats, failures = time.perf_counter(), 0, 0
 
     def _is_repeat(self, frame: np.ndarray) -> bool:
-        """Same as the previous frame? A sparse sample suffices: live sensors never repeat exactly."""
+        """Same as the previous frame? A sparse sample suffices: live sensors never repeat
+        exactly."""
         sample = frame[::7, ::7]
         same = self._previous is not None and self._previous.shape == sample.shape and \
             np.array_equal(self._previous, sample)
@@ -254,7 +256,8 @@ class WebcamSource(LiveSource):
             return
         raise CameraLostError(
             f"camera {self._label()} stopped delivering frames ({reason}); reopened "
-            f"{backoff.attempts_made} times over {backoff.elapsed:.1f} s without a frame, giving up")
+            f"{backoff.attempts_made} times over {backoff.elapsed:.1f} s without a frame, giving "
+            "up")
 
     def _hang_error(self, seconds: float) -> BaseException:
         return CameraLostError(f"camera {self._label()} stopped delivering frames: a read has "

@@ -28,12 +28,14 @@ RAW_PIX_FMT = "yuv420p"
 """The pixel format of raw video when none is given (FFmpeg's default)."""
 
 _STREAMABLE_HINT = ("; standard input is read as it comes, so its container must not need seeking: "
-                    "Matroska, MPEG-TS, NUT, raw video, or an MP4 with its index first (faststart) or fragmented")
+                    "Matroska, MPEG-TS, NUT, raw video, or an MP4 with its index first (faststart) "
+                    "or fragmented")
 
 
 def demuxer_options(format: str | None, size: tuple[int, int] | None, pix_fmt: str | None,
                     fps: float | None) -> dict[str, str]:
-    """FFmpeg's demuxer options for the frames' ``size`` (W, H), ``pix_fmt`` and ``fps``, where given;
+    """FFmpeg's demuxer options for the frames' ``size`` (W, H), ``pix_fmt`` and ``fps``, where
+    given;
     raw video must be given its size.
 
     Raises:
@@ -115,7 +117,8 @@ class DemuxedSource(FileSource):
 
     name = "file"
 
-    def __init__(self, path: str | Path, *, format: str | None = None, size: tuple[int, int] | None = None,
+    def __init__(self, path: str | Path, *, format: str | None = None,
+                 size: tuple[int, int] | None = None,
                  pix_fmt: str | None = None, fps: float | None = None, **options) -> None:
         text = os.fspath(path)
         self._demuxer = format or ("image2" if is_sequence(text) else None)
@@ -127,7 +130,8 @@ class DemuxedSource(FileSource):
             check_raw_file(path, size, self._demuxer_options["pixel_format"])
         super().__init__(path, **options)
 
-    def _open_input(self, timeout: float | None, hwaccel: str | None, input_options: dict | None = None) -> None:
+    def _open_input(self, timeout: float | None, hwaccel: str | None,
+                    input_options: dict | None = None) -> None:
         """Open with the demuxer and options asked for (``input_options`` over the raw-video or
         sequence ones; a pipe or a pattern has no file to check first: FFmpeg says what is
         missing), and start judging damage."""
@@ -163,7 +167,8 @@ class DemuxedSource(FileSource):
         gap = self._sequence_gap() if self._ended else None
         if gap is not None:
             missing, beyond = gap
-            found.append(f"{missing.name} is missing: the {beyond} numbered image(s) after it were not read")
+            found.append(f"{missing.name} is missing: the {beyond} numbered image(s) after it were "
+                         "not read")
         return found
 
     def _sequence_gap(self) -> tuple[Path, int] | None:

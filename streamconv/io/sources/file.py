@@ -1,12 +1,13 @@
 """The file source: a video file or stream (any input FFmpeg reads) decoded by PyAV.
 
 The first frame is decoded on opening, so the source knows its true size and an input with nothing
-decodable is refused before any output exists. Damage is counted, not fatal (see ``FileSource.damage``);
-a network input that stalls past its timeout ends the run (or is reopened: streamconv.io.sources.reconnect).
+decodable is refused before any output exists. Damage is counted, not fatal (see
+``FileSource.damage``); a network input that stalls past its timeout ends the run (or is reopened:
+streamconv.io.sources.reconnect).
 
-A local file is also checked against its container's structure (an MP4 box, a Matroska segment, an MPEG-TS
-packet it ends inside of): a cut file often decodes without an error, the frames after the cut simply missing
-(streamconv.io.ffmpeg.damage). Audio and subtitles travel with the frames.
+A local file is also checked against its container's structure (an MP4 box, a Matroska segment, an
+MPEG-TS packet it ends inside of): a cut file often decodes without an error, the frames after the
+cut simply missing (streamconv.io.ffmpeg.damage). Audio and subtitles travel with the frames.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from ...errors import FrameFormatError, FrameTypeError, InputError, StreamError
 from ...frames.checks import DEFAULT_MAX_PIXELS, check_frame_size
 from ...frames.slots import RESIZED, FrameMeta
 from ..ffmpeg.container import display_matrix, frame_count, open_input, stream_refusal
-from ...frames.colour import FULL_RANGE, ColourTags, format_bits, frame_to_rgb, is_transparent, plane_rows
+from ...frames.colour import (FULL_RANGE, ColourTags, format_bits, frame_to_rgb, is_transparent,
+                              plane_rows)
 from ..ffmpeg.damage import InputDamage, declared_end
 from ..ffmpeg.log import DamageLog, take_open_lines
 from .filedecode import PacketDecoding
@@ -43,7 +45,8 @@ class FileSource(ReadGuard, PacketDecoding, Source):
 
     Args:
         path: anything FFmpeg opens (a file path or URL).
-        video_stream: index among the video streams (0: the first); threads: "AUTO", "FRAME", "SLICE" or "NONE".
+        video_stream: index among the video streams (0: the first); threads: "AUTO", "FRAME",
+        "SLICE" or "NONE".
         copy_streams: pass the input's audio and subtitle packets along with the frames
             (``FrameMeta.packets``), for a file output to copy them unchanged.
         max_pixels: refuse frames larger than this (None: no limit): the declared size
@@ -52,20 +55,22 @@ class FileSource(ReadGuard, PacketDecoding, Source):
             (None: NETWORK_TIMEOUT for URLs, no limit for files; 0: no limit).
         depth: bits per sample of the frames delivered: 16 (uint16, 0..65535), 8 (uint8), or
             None: 16 for video of more than 8 bits per sample (10-bit and up), else 8.
-        hwaccel: decode on this hardware decoder (``"cuda"``: NVDEC), one of :func:`hardware_decoders`;
-            None: in software. Frames come back to host memory (nv12, p010le) and travel as planes like
-            software-decoded ones. A codec the hardware cannot decode falls back to software, with a notice.
+        hwaccel: decode on this hardware decoder (``"cuda"``: NVDEC), one of
+            :func:`hardware_decoders`; None: in software. Frames come back to host memory (nv12,
+            p010le) and travel as planes like software-decoded ones. A codec the hardware cannot
+            decode falls back to software, with a notice.
         input_options: FFmpeg options of the demuxer and protocol (``{"rtsp_transport": "tcp"}``);
             an ``rw_timeout`` among them replaces the one ``timeout`` sets.
 
-    Frames are (H, W, 3) RGB in host memory, uint8 or uint16 (``dtype``, see ``depth``; ``bits`` is the
-    input's own bits per sample), or for yuv420p video, on request, the decoder's planes unconverted
-    (``planes``, see :meth:`read_into`); each carries the decoder's pts and the stream's time base. Packets
-    that fail to decode are skipped and counted in ``decode_errors``; copied audio is decoded too, only to
-    check it (``copied_damaged``); an audio stream whose parameters are missing is not copied; ``damage()``
-    says all that was found wrong. The first frame is decoded on opening: its size is the source's; a later
-    frame of another size makes ``read_into`` return ``RESIZED`` first. Frames are delivered as stored; a rotation
-    or mirroring for display is in ``display_matrix``, the tags and HDR metadata in ``metadata``, for a file sink.
+    Frames are (H, W, 3) RGB in host memory, uint8 or uint16 (``dtype``, see ``depth``; ``bits`` is
+    the input's own bits per sample), or for yuv420p video, on request, the decoder's planes
+    unconverted (``planes``, see :meth:`read_into`); each carries the decoder's pts and the stream's
+    time base. Packets that fail to decode are skipped and counted in ``decode_errors``; copied
+    audio is decoded too, only to check it (``copied_damaged``); an audio stream whose parameters
+    are missing is not copied; ``damage()`` says all that was found wrong. The first frame is
+    decoded on opening: its size is the source's; a later frame of another size makes ``read_into``
+    return ``RESIZED`` first. Frames are delivered as stored; a rotation or mirroring for display is
+    in ``display_matrix``, the tags and HDR metadata in ``metadata``, for a file sink.
     """
 
     name = "file"
@@ -75,7 +80,8 @@ class FileSource(ReadGuard, PacketDecoding, Source):
                  timeout: float | None = None, depth: int | None = None, hwaccel: str | None = None,
                  input_options: dict[str, str] | None = None) -> None:
         if depth not in (None, 8, 16):
-            raise InputError(f"depth must be 8 or 16 bits per sample (or None: from the input), got {depth!r}")
+            raise InputError("depth must be 8 or 16 bits per sample (or None: from the input), "
+                             f"got {depth!r}")
         self.path = str(path)
         self._ended = False
         self._container = None
@@ -95,7 +101,8 @@ class FileSource(ReadGuard, PacketDecoding, Source):
         self._report_decoder()
         self._report_depth()
 
-    def _open_input(self, timeout: float | None, hwaccel: str | None, input_options: dict | None) -> None:
+    def _open_input(self, timeout: float | None, hwaccel: str | None,
+                    input_options: dict | None) -> None:
         """Open the container with the timeout, FFmpeg options and hardware decoder asked for, and
         judge how the file is cut short, if it is."""
         self.hwaccel = hwaccel
@@ -151,10 +158,12 @@ class FileSource(ReadGuard, PacketDecoding, Source):
         self._damage.declared_end = declared_end(self._stream, self._container.format.name)
 
     def _set_colour(self) -> None:
-        """The colour tags frames are converted with; the display rotation, tags and HDR metadata to pass on."""
+        """The colour tags frames are converted with; the display rotation, tags and HDR metadata to
+        pass on."""
         self.colour = ColourTags.of(self._stream.codec_context)
         if self._described.format.name.startswith("yuvj"):
-            self.colour = replace(self.colour, range=FULL_RANGE)  # yuvj formats are full range untagged
+            # yuvj formats are full range untagged
+            self.colour = replace(self.colour, range=FULL_RANGE)
         self.display_matrix = display_matrix(self._described)
         self.metadata = InputMetadata.of(self._container, self._stream, self._described)
 
@@ -169,9 +178,11 @@ class FileSource(ReadGuard, PacketDecoding, Source):
         self.planes = self._layout(pixel_format.name)
 
     def _report_depth(self) -> None:
-        """Log how video of more than 8 bits per sample is filtered, and that transparency is lost."""
+        """Log how video of more than 8 bits per sample is filtered, and that transparency is
+        lost."""
         if is_transparent(self._described):  # (judged on the first frame)
-            log.warning("%s: its transparency (%s) is dropped: filters see RGB", self.path, self._described.format.name)
+            log.warning("%s: its transparency (%s) is dropped: filters see RGB", self.path,
+                        self._described.format.name)
         if self.bits <= 8:
             return
         pixel_format = self._described.format.name
@@ -179,25 +190,29 @@ class FileSource(ReadGuard, PacketDecoding, Source):
             log.warning("%s is %d-bit %s: frames are filtered and written with 8 bits per channel "
                         "(depth 8 asked for)", self.path, self.bits, pixel_format)
         else:
-            log.info("%s is %d-bit %s: frames are filtered in 16 bits", self.path, self.bits, pixel_format)
+            log.info("%s is %d-bit %s: frames are filtered in 16 bits", self.path, self.bits,
+                     pixel_format)
 
     @property
     def decoder(self) -> str:
-        """Which decoder runs, for logs and stats: ``cpu (h264)``; FFmpeg's hardware one: ``cpu (h264 on cuda)``."""
+        """Which decoder runs, for logs and stats: ``cpu (h264)``; FFmpeg's hardware one: ``cpu
+        (h264 on cuda)``."""
         hardware = f" on {self.hwaccel}" if self.hardware_decoding else ""
         return f"cpu ({self._stream.codec_context.name}{hardware})"
 
     def _report_decoder(self) -> None:
         """Log whether the hardware decoder asked for is the one decoding."""
         if self.hwaccel is not None and self.hardware_decoding:
-            log.info("%s: decoding on %s (frames come back as %s)", self.path, self.hwaccel, self._described.format.name)
+            log.info("%s: decoding on %s (frames come back as %s)", self.path, self.hwaccel,
+                     self._described.format.name)
         elif self.hwaccel is not None:
-            log.warning("%s: %s cannot decode %s here; decoding in software", self.path, self.hwaccel,
-                        self._stream.codec_context.name)
+            log.warning("%s: %s cannot decode %s here; decoding in software", self.path,
+                        self.hwaccel, self._stream.codec_context.name)
 
     def _layout(self, pixel_format: str) -> YuvLayout | None:
-        """The planes layout ``pixel_format`` frames can be read in: yuv420p for 8-bit (from yuv420p,
-        nv12), yuv420p10le/12le for 16-bit (from those, p010le); None for other formats, sizes, depths."""
+        """The planes layout ``pixel_format`` frames can be read in: yuv420p for 8-bit (from
+        yuv420p, nv12), yuv420p10le/12le for 16-bit (from those, p010le); None for other formats,
+        sizes, depths."""
         layout = YuvLayout.of_stream(self.width, self.height, pixel_format, self.colour)
         return layout if layout is not None and layout.frame_dtype == self.dtype else None
 
@@ -221,14 +236,14 @@ class FileSource(ReadGuard, PacketDecoding, Source):
     def damage(self) -> list[str]:
         """What was found wrong with the input so far, one phrase per kind (empty: nothing).
 
-        A file cut short inside its container's structure (found on opening), video packets that failed to
-        decode (skipped), packets or frames flagged as damaged (concealed, still used; copied as they are for
-        audio and subtitles), FFmpeg's log lines about damage, streams left out for want of parameters; once
-        ended, the container becoming unreadable, copied audio without packets, a video ending before its
-        header's time. Unflagged damage is unseen.
+        A file cut short inside its container's structure (found on opening), video packets that
+        failed to decode (skipped), packets or frames flagged as damaged (concealed, still used;
+        copied as they are for audio and subtitles), FFmpeg's log lines about damage, streams left
+        out for want of parameters; once ended, the container becoming unreadable, copied audio
+        without packets, a video ending before its header's time. Unflagged damage is unseen.
         """
-        return self._damage.report(ended=self._ended, frame_rate=self.frame_rate, reported=self.reported,
-                                   copied_damaged=self.copied_damaged,
+        return self._damage.report(ended=self._ended, frame_rate=self.frame_rate,
+                                   reported=self.reported, copied_damaged=self.copied_damaged,
                                    streams=self._copies.stream_damage(self._ended))
 
     @property
@@ -257,13 +272,14 @@ class FileSource(ReadGuard, PacketDecoding, Source):
     def _next_frame(self):
         """The next decoded frame; None at the end; RESIZED (the frame held for the next call)
         when its size differs from the frames before."""
-        frame, self._held = (self._held if self._held is not None else next(self._frames, None)), None
+        frame, self._held = (self._held if self._held is not None
+                             else next(self._frames, None)), None
         if frame is None:
             self._ended = True
             return None
         if frame.width != self.width or frame.height != self.height:
-            log.warning("%s: frame size changed at frame %d: %dx%d -> %dx%d", self.path, self._index,
-                        self.width, self.height, frame.width, frame.height)
+            log.warning("%s: frame size changed at frame %d: %dx%d -> %dx%d", self.path,
+                        self._index, self.width, self.height, frame.width, frame.height)
             self.width, self.height = frame.width, frame.height
             self.planes = self._layout(self._pixel_format(frame))
             self._held = frame
@@ -276,12 +292,14 @@ class FileSource(ReadGuard, PacketDecoding, Source):
 
     def _check_buffer(self, buffer: np.ndarray) -> None:
         if buffer.shape not in (self.shape, self.planes.shape if self.planes else None):
-            raise FrameFormatError(f"buffer of shape {buffer.shape} for {self.width}x{self.height} frames")
+            raise FrameFormatError(f"buffer of shape {buffer.shape} for {self.width}x{self.height} "
+                                   "frames")
         if buffer.ndim == 3 and buffer.dtype != self.dtype:
             raise FrameTypeError(f"buffer of dtype {buffer.dtype} for {self.dtype} frames")
 
     def _deliver(self, frame: av.VideoFrame, buffer: np.ndarray) -> None:
-        """Write a decoded frame into a host ``buffer``: its planes, or RGB (see :meth:`read_into`)."""
+        """Write a decoded frame into a host ``buffer``: its planes, or RGB (see
+        :meth:`read_into`)."""
         self._check_buffer(buffer)
         if buffer.ndim == 1:
             frame_to_planes(buffer, frame, self.planes)
@@ -294,11 +312,13 @@ class FileSource(ReadGuard, PacketDecoding, Source):
         """The delivered frame's FrameMeta (with the copied packets due before it); counts it."""
         pts = frame.pts
         if frame.time is not None:
-            length = frame.duration * frame.time_base if frame.duration and frame.time_base else None
+            length = frame.duration * frame.time_base if frame.duration and \
+                frame.time_base else None
             self._damage.last_end = frame.time + float(length or 1 / self.frame_rate)
         meta = FrameMeta(self._index, pts, self.time_base if pts is not None else None,
                          packets=self.take_packets(
-                             until=frame.time + 1 / float(self.frame_rate) if frame.time is not None else None))
+                             until=frame.time + 1 / float(self.frame_rate)
+                             if frame.time is not None else None))
         self._index += 1
         return meta
 

@@ -54,7 +54,8 @@ class PacketDecoding:
 
     def _decode(self) -> Iterator[av.VideoFrame]:
         """Decode packet by packet, so one bad packet does not end the stream; then the frames
-        the decoder still holds, and those its threads lost (see streamconv.io.sources.decoder_tail)."""
+        the decoder still holds, and those its threads lost (see
+        streamconv.io.sources.decoder_tail)."""
         context = self._stream.codec_context
         tail = DecoderTail(context, threaded=self.hwaccel is None)
         for packet in self._video_packets():

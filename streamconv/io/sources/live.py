@@ -31,7 +31,8 @@ from .source import Source
 log = logging.getLogger(__name__)
 
 LIVE_TIME_BASE = Fraction(1, 1000)
-"""Live frames carry pts in milliseconds since the first frame taken, so recordings keep real timing."""
+"""Live frames carry pts in milliseconds since the first frame taken, so recordings keep real
+timing."""
 
 
 class LiveSource(Source):
@@ -56,7 +57,8 @@ class LiveSource(Source):
     is_live = True
     time_base = LIVE_TIME_BASE
     hang_timeout = 10.0
-    copy_workers: int | None = None  # threads copying a frame into the slot (None: ParallelCopier's choice)
+    # threads copying a frame into the slot (None: ParallelCopier's choice)
+    copy_workers: int | None = None
 
     def _start(self) -> None:
         shape = self.shape
@@ -80,7 +82,8 @@ class LiveSource(Source):
         self.in_place = 0
         # The copy into the slot is on every frame's latency path: large frames go in bands.
         self._copier = ParallelCopier(self.copy_workers) if self.copy_workers != 1 else None
-        self._thread = threading.Thread(target=self._run, name=f"streamconv-{self.name}", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"streamconv-{self.name}",
+                                        daemon=True)
         self._thread.start()
 
     @property

@@ -72,7 +72,8 @@ class TestPattern(Source):
         self._index = 0
         # The base (6 bytes a pixel: twice as wide as the frame, so each frame is one strided
         # copy of a moving window) and the checker plane beside it (2 bytes): refuse both first.
-        check_host_memory(8 * self.width * self.height, f"a {self.width}x{self.height} test pattern",
+        check_host_memory(8 * self.width * self.height,
+                          f"a {self.width}x{self.height} test pattern",
                           hint="choose a smaller size")
         width, height = self.width, self.height
         # Rows and columns broadcast, so no full-frame temporaries beyond one uint8 plane;
@@ -152,7 +153,8 @@ class LivePattern(LiveSource):
         return f"live test pattern {self.width}x{self.height} @ {float(self.frame_rate):g} fps"
 
 
-_TEST_SPEC = re.compile(r"^test(?::(?P<w>\d+)x(?P<h>\d+))?(?:@(?P<fps>[\d.]+))?(?:,frames=(?P<n>\d+))?"
+_TEST_SPEC = re.compile(
+    r"^test(?::(?P<w>\d+)x(?P<h>\d+))?(?:@(?P<fps>[\d.]+))?(?:,frames=(?P<n>\d+))?"
                         r"(?P<live>,live)?$")
 
 
@@ -184,7 +186,8 @@ def parse_test_spec(spec: str, *, max_pixels: int | None = None) -> Source:
                          f"expected test[:WxH][@FPS][,frames=N][,live]") from None
     try:
         if match["live"]:
-            return LivePattern(width, height, fps=fps, frames=int(match["n"]) if match["n"] else None)
+            return LivePattern(width, height, fps=fps, frames=int(match["n"]) if match["n"]
+                               else None)
         frames = int(match["n"]) if match["n"] else 300
         return TestPattern(width, height, fps=fps, frames=frames)
     except FrameFormatError as exc:

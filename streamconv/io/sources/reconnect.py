@@ -83,8 +83,8 @@ class ReconnectingSource(Source):
     def _adopt(self) -> bool:
         """Take the inner source's geometry; True if it differs from the one before."""
         inner = self.inner
-        before = (getattr(self, "width", None), getattr(self, "height", None), self.__dict__.get("dtype"),
-                  self.__dict__.get("planes"))
+        before = (getattr(self, "width", None), getattr(self, "height", None),
+                  self.__dict__.get("dtype"), self.__dict__.get("planes"))
         self.width, self.height, self.channels = inner.width, inner.height, inner.channels
         self.dtype, self.planes = inner.dtype, inner.planes
         self.frame_count = None  # a stream that may be reopened has no known length
@@ -129,7 +129,8 @@ class ReconnectingSource(Source):
         label = getattr(self.inner, "path", self.inner.describe())
         log.warning("%s: %s after %d frames; reopening", label, reason, self._index)
         self.inner.close()
-        backoff = Backoff(self.backoff, self.max_backoff, within=self.within)  # no limit without ``within``
+        # no limit without ``within``
+        backoff = Backoff(self.backoff, self.max_backoff, within=self.within)
         for attempt in backoff.pauses(lambda seconds: not self._interrupt.wait(seconds)):
             try:
                 self.inner = self._opener()
@@ -142,8 +143,10 @@ class ReconnectingSource(Source):
             return True
         if self._interrupt.is_set():
             return False
-        raise InputLostError(f"{label}: {reason} after {self._index} frames, and reopening it failed "
-                             f"{backoff.attempts_made} times over {backoff.elapsed:.1f} s; giving up")
+        raise InputLostError(f"{label}: {reason} after {self._index} frames, and reopening it "
+                             "failed "
+                             f"{backoff.attempts_made} times over {backoff.elapsed:.1f} s; giving "
+                             "up")
 
     def _continue(self, meta: FrameMeta) -> FrameMeta:
         """Number the frame on from the ones before and put its pts on the continued timeline;
@@ -166,7 +169,8 @@ class ReconnectingSource(Source):
         if raw is None:
             return meta
         self._last_raw, self._last = raw, raw + self._shift
-        if self._shift or meta.time_base != self.time_base:  # else the pts is on the timeline already
+        # else the pts is on the timeline already
+        if self._shift or meta.time_base != self.time_base:
             meta.pts = round(Fraction(self._last).limit_denominator(10**9) / self.time_base)
             meta.time_base = self.time_base
         return meta

@@ -81,7 +81,8 @@ def keyframe_times(path: str | Path, video_stream: int = 0) -> Keyframes:
     with container:
         videos = container.streams.video
         if not 0 <= video_stream < len(videos):
-            raise InputError(f"video stream {video_stream} requested, input has {len(videos)}: {path}")
+            raise InputError(f"video stream {video_stream} requested, input has {len(videos)}: "
+                             f"{path}")
         keyframes: set[int] = set()
         last = first = None
         watch = DamageLog({container.format.name, *container.format.name.split(",")}).start()
@@ -101,7 +102,8 @@ def keyframe_times(path: str | Path, video_stream: int = 0) -> Keyframes:
         finally:
             watch.stop()
         earliest = None if first is None else first * Fraction(videos[video_stream].time_base)
-    return Keyframes(sorted(keyframes), last, earliest, watch.count, damaged or packets.streams_added)
+    return Keyframes(sorted(keyframes), last, earliest, watch.count, damaged
+                     or packets.streams_added)
 
 
 def pts_shift(earliest: Fraction | None) -> int:
@@ -174,7 +176,8 @@ class SegmentSource(FileSource):
             self._seek_to(start)
         for frame in super()._decode():
             if frame.pts is not None and start is not None and frame.pts < start:
-                continue  # a frame before the cut (an open GOP's leading one): the previous segment's
+                # a frame before the cut (an open GOP's leading one): the previous segment's
+                continue
             if frame.pts is not None and end is not None and frame.pts >= end:
                 return  # frames come out in pts order: the rest are the next segment's
             yield frame
@@ -210,8 +213,10 @@ class SegmentSource(FileSource):
             step = max(2 * step, 2 * (landed - target) if landed is not None else 0)
             target -= step
         if not good:
-            raise InputError(f"cannot seek {self.path} to its keyframe at pts {start} (the demuxer gives "
-                             f"{landed} at best): its segments would lose frames; run it in one piece")
+            raise InputError(f"cannot seek {self.path} to its keyframe at pts {start} (the demuxer "
+                             "gives "
+                             f"{landed} at best): its segments would lose frames; run it in one "
+                             "piece")
         self._seek(target)  # again: the probe consumed packets
 
     def _seek(self, target: int) -> None:
@@ -223,7 +228,8 @@ class SegmentSource(FileSource):
 
     def _reaches_keyframe(self, start: int) -> tuple[bool, int | None]:
         """Whether demuxing from here reaches the keyframe at pts ``start`` before any packet
-        shown after it, and the first packet's pts (None: no packet); the packets read are consumed."""
+        shown after it, and the first packet's pts (None: no packet); the packets read are
+        consumed."""
         first = None
         for packet in Demux(self._container, [self._stream]):
             found = packet.pts if packet.pts is not None else packet.dts
@@ -267,7 +273,8 @@ class NvdecSegmentSource(SegmentSource, NvdecSource):
     name = "nvdec segment"
 
 
-def segment_source(path: str | Path, segment: Segment, *, decoder: str = "cpu", **options) -> SegmentSource:
+def segment_source(path: str | Path, segment: Segment, *, decoder: str = "cpu",
+                   **options) -> SegmentSource:
     """The source of one segment: decoded by libavcodec (``decoder`` "cpu", frames in host
     memory) or by NVDEC ("nvdec", on ``options["device"]``, frames in device memory)."""
     if decoder == "nvdec":

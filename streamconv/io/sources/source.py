@@ -78,7 +78,8 @@ class Source:
         self.close()
 
     def __iter__(self) -> Iterator[np.ndarray]:
-        """New (H, W, C) host arrays of ``dtype``, one per frame (the shape follows a size change)."""
+        """New (H, W, C) host arrays of ``dtype``, one per frame (the shape follows a size
+        change)."""
         while True:
             frame = np.empty(self.shape, self.dtype)
             meta = self.read_into(frame)

@@ -68,7 +68,8 @@ def connect(ray, address: str | None) -> None:
     try:
         ray.init(address=address, log_to_driver=False, configure_logging=False)
     except (ValueError, ConnectionError) as exc:
-        raise BackendUnavailableError(f"--ray: cannot join the Ray cluster at {target}: {exc}") from None
+        raise BackendUnavailableError(f"--ray: cannot join the Ray cluster at {target}: "
+                                      f"{exc}") from None
 
 
 def _probe(address: str) -> None:
@@ -85,7 +86,8 @@ def _probe(address: str) -> None:
 
 
 def run_input_task(record: dict, settings: BatchSettings) -> dict:
-    """The Ray task: one input through its own Pipeline on the node it landed on; the record's fields."""
+    """The Ray task: one input through its own Pipeline on the node it landed on; the record's
+    fields."""
     _outlive_cancels()
     ray = ray_module()
     gpus = ray.get_gpu_ids() if settings.run.backend == "cuda" else []
@@ -132,7 +134,8 @@ def _attempt(output: str, task_id: str, settings: BatchSettings):
         settings.ours.add(output)
     try:
         claim.parent.mkdir(parents=True, exist_ok=True)
-        os.close(os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))  # an earlier one's time kept
+        # an earlier one's time kept
+        os.close(os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
     except OSError:
         pass  # the input's own run meets what is wrong with the folder
     try:

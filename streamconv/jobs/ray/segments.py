@@ -1,6 +1,6 @@
 """A segmented run's segments as Ray tasks (``run --segments N --ray``, the ``ray`` extra): each
-segment one task, on whichever node Ray places it, writing its part into the parts folder beside
-the output (a path every node sees); this process joins the parts (see :mod:`streamconv.jobs.segments`).
+segment one task, on whichever node Ray places it, writing its part into the parts folder beside the
+output (a path every node sees); this process joins the parts (see :mod:`streamconv.jobs.segments`).
 
 A task whose worker or node is lost is retried elsewhere (``max_retries``); parts are published
 whole (renamed into place when complete), and a retry replaces a part an earlier attempt may have
@@ -79,7 +79,8 @@ def _results(ray, refs: list, stopped: Callable[[], bool]) -> list[RunStats] | N
 def _result(ray, ref, index: int) -> RunStats:
     try:
         stats = ray.get(ref)
-    except ray.exceptions.RayTaskError as exc:  # the segment's own error, as a one-piece run raises it
+    # the segment's own error, as a one-piece run raises it
+    except ray.exceptions.RayTaskError as exc:
         cause = getattr(exc, "cause", None)
         raise (cause if isinstance(cause, BaseException) else exc) from None
     except ray.exceptions.RayError as exc:

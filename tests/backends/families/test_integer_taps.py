@@ -56,7 +56,9 @@ def test_fragments_give_the_integer_correlation(size, channels, group, ldmatrix)
         for b in range(8 * group):
             for dy in range(size):
                 for dx in range(size):
-                    want[0, m, b] += n[dy, dx] * int(frame[m + dy, PAD + byte + b + channels * (dx - radius)])
+                    want[0, m, b] += n[dy, dx] * int(frame[m + dy,
+                                                           PAD + byte + b + channels * (
+                                                               dx - radius)])
     np.testing.assert_array_equal(got, want)
 
 

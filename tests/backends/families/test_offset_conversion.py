@@ -22,7 +22,8 @@ def offset_sums(taps: np.ndarray, windows: np.ndarray, offset: float) -> np.ndar
         (N,) float64 sums.
     """
     flat_taps = np.asarray(taps, np.float32).astype(np.float64).ravel()
-    values = windows.reshape(len(windows), -1).astype(np.float64) + register_blocked.CONVERSION_OFFSET
+    values = windows.reshape(len(windows),
+                             -1).astype(np.float64) + register_blocked.CONVERSION_OFFSET
     acc = np.full(len(windows), -offset, np.float32)
     for i, tap in enumerate(flat_taps):
         acc = (tap * values[:, i] + acc.astype(np.float64)).astype(np.float32)
@@ -47,14 +48,16 @@ def named_taps(name: str) -> list[np.ndarray]:
     return list(parse_filter(name).taps)
 
 
-@pytest.mark.parametrize("name", ["identity", "sharpen", "emboss", "edge", "box", "gaussian:sigma=1"])
+@pytest.mark.parametrize("name",
+                         ["identity", "sharpen", "emboss", "edge", "box", "gaussian:sigma=1"])
 def test_named_filters_take_the_offset_and_exact_ones_stay_exact(name):
     rng = np.random.default_rng(3)
     banks = named_taps(name)
     offsets = register_blocked.conversion_offsets(banks)
     assert offsets is not None, "every named filter is cheap enough to take the offset"
     for taps, offset in zip(banks, offsets):
-        assert offset == np.float32(register_blocked.CONVERSION_OFFSET * np.asarray(taps, np.float32).astype(np.float64).sum())
+        assert offset == np.float32(register_blocked.CONVERSION_OFFSET * np.asarray(
+            taps, np.float32).astype(np.float64).sum())
         windows = windows_for(rng, taps.shape[0], taps)
         got, want = offset_sums(taps, windows, float(offset)), exact_sums(taps, windows)
         if exact_for(taps, 255):
@@ -95,9 +98,12 @@ def test_the_register_blocked_plan_carries_the_offset_only_when_chosen():
     sharpen = parse_filter("sharpen")
     plan = planning.plan_stage(sharpen, "register-blocked").kernel_plan((1080, 1920, 3), 2)
     assert plan.defines["OFFSET_CVT"] == 1
-    np.testing.assert_array_equal(plan.constants["c_offset"], register_blocked.conversion_offsets(sharpen.taps))
-    wide = FilterStage("custom", {}, (validate_taps(random_taps(np.random.default_rng(0), 15, exact=False)),))
+    np.testing.assert_array_equal(plan.constants["c_offset"],
+                                  register_blocked.conversion_offsets(sharpen.taps))
+    wide = FilterStage("custom", {},
+                       (validate_taps(random_taps(np.random.default_rng(0), 15, exact=False)),))
     plan = planning.plan_stage(wide, "register-blocked").kernel_plan((1080, 1920, 3), 2)
     assert "OFFSET_CVT" not in plan.defines and "c_offset" not in plan.constants
-    deep = planning.plan_stage(sharpen, "register-blocked", np.uint16).kernel_plan((1080, 1920, 3), 2)
+    deep = planning.plan_stage(sharpen, "register-blocked",
+                               np.uint16).kernel_plan((1080, 1920, 3), 2)
     assert "OFFSET_CVT" not in deep.defines

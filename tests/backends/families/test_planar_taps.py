@@ -16,7 +16,8 @@ def emulate_unit_sums(plane: np.ndarray, taps: planar_taps.PlanarTaps, radius: i
     the A words each lane loads and the B words of its fragment table, plus the sparse taps."""
     layout = planar_taps.planar_layout(radius)
     words = planar_taps.planar_fragments(taps, radius)
-    table = words.view(np.int8).astype(np.int64).reshape(words.shape + (4,))  # (dense, steps, 2, 32, 4)
+    # (dense, steps, 2, 32, 4)
+    table = words.view(np.int8).astype(np.int64).reshape(words.shape + (4,))
     sums = np.zeros((16, 8), np.int64)
     for half in range(2 * layout.steps):
         for lane in range(32):
@@ -38,7 +39,8 @@ def correlation(plane: np.ndarray, values: np.ndarray, radius: int) -> np.ndarra
     want = np.zeros((16, 8), np.int64)
     for dy in range(size):
         for dx in range(size):
-            want += values[dy, dx] * plane[dy:dy + 16, PAD + dx - radius:PAD + dx - radius + 8].astype(np.int64)
+            want += values[dy, dx] * plane[dy:dy + 16,
+                                           PAD + dx - radius:PAD + dx - radius + 8].astype(np.int64)
     return want
 
 
@@ -48,8 +50,10 @@ def test_fragments_and_sparse_taps_give_the_integer_correlation(size):
     radius = size // 2
     taps = planar_taps.quantize(random_taps(rng, size).taps, radius)
     assert taps is not None
-    plane = rng.integers(0, 256, (16 + 4 * planar_taps.planar_layout(radius).quads, 2 * PAD + 24), dtype=np.uint8)
-    np.testing.assert_array_equal(emulate_unit_sums(plane, taps, radius), correlation(plane, taps.taps.values[0], radius))
+    plane = rng.integers(0, 256, (16 + 4 * planar_taps.planar_layout(radius).quads, 2 * PAD + 24),
+                         dtype=np.uint8)
+    np.testing.assert_array_equal(emulate_unit_sums(plane, taps, radius),
+                                  correlation(plane, taps.taps.values[0], radius))
 
 
 def test_a_large_centre_tap_goes_to_the_sparse_list():
@@ -67,7 +71,8 @@ def test_a_large_centre_tap_goes_to_the_sparse_list():
 
 def test_exact_small_taps_need_no_sparse_list():
     taps = planar_taps.quantize([np.full((21, 21), 1 / 441, np.float32)], 10)
-    assert taps.dense == 2 and len(taps.sparse) == 0 and taps.taps.error <= integer_taps.MAX_QUANT_ERROR
+    assert taps.dense == 2 and len(taps.sparse) == 0 and \
+        taps.taps.error <= integer_taps.MAX_QUANT_ERROR
     exact = planar_taps.quantize([np.full((17, 17), 1 / 256, np.float32)], 8)
     assert exact is not None and exact.taps.error == 0 and len(exact.sparse) == 0
 

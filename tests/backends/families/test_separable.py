@@ -13,14 +13,15 @@ from streamconv.backends.families.rank1 import factor_separable
 from streamconv.frames.borders import BORDER_MODES, pad_frame
 from streamconv.errors import FilterSpecError
 from streamconv.chain.filters import (FilterStage, build_filter, parse_chain, parse_filter,
-                                validate_taps)
+                                      validate_taps)
 
 from helpers.oracle import random_taps, reference_filter
 
 BINOMIAL5 = np.array([1, 4, 6, 4, 1], np.float64)
 
 
-def separable_emulation(frame: np.ndarray, row: np.ndarray, column: np.ndarray, border: str) -> np.ndarray:
+def separable_emulation(frame: np.ndarray, row: np.ndarray, column: np.ndarray,
+                        border: str) -> np.ndarray:
     """Row pass then column pass in float32, taps applied in index order, as sepconv.cu does."""
     size = row.shape[0]
     padded = pad_frame(frame, size // 2, border).astype(np.float32)
@@ -38,7 +39,9 @@ def stage_of(taps) -> FilterStage:
     return FilterStage("custom", {}, (validate_taps(taps),))
 
 
-@pytest.mark.parametrize("spec", ["box:size=5", "box:size=31", "gaussian:sigma=1", "gaussian:sigma=4,size=31",
+@pytest.mark.parametrize("spec",
+                         ["box:size=5", "box:size=31", "gaussian:sigma=1",
+                          "gaussian:sigma=4,size=31",
                                   "identity", "sobel-x", "emboss"])
 def test_rank_one_filters_are_found(spec):
     stage = parse_filter(spec)
@@ -48,7 +51,8 @@ def test_rank_one_filters_are_found(spec):
         return
     assert factors is not None
     rebuilt = np.outer(factors.column.astype(np.float64), factors.row.astype(np.float64))
-    np.testing.assert_allclose(rebuilt, stage.taps[0], rtol=0, atol=1e-6 * np.abs(stage.taps[0]).max())
+    np.testing.assert_allclose(rebuilt, stage.taps[0], rtol=0,
+                               atol=1e-6 * np.abs(stage.taps[0]).max())
 
 
 @pytest.mark.parametrize("size", [3, 5, 9, 31])
@@ -92,7 +96,8 @@ def test_exact_factors_give_the_2d_output_byte_for_byte(rng, border, height, wid
     assert factors.exact
     frame = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
     expected = CpuBackend([stage], border=border).apply(frame)
-    np.testing.assert_array_equal(separable_emulation(frame, factors.row, factors.column, border), expected)
+    np.testing.assert_array_equal(separable_emulation(frame, factors.row, factors.column, border),
+                                  expected)
 
 
 @pytest.mark.parametrize("border", BORDER_MODES)

@@ -15,7 +15,8 @@ def unpack(fragments: np.ndarray) -> np.ndarray:
     matrix = np.zeros((16, 32), np.int64)
     for lane in range(32):
         g, t = lane // 4, lane % 4
-        for reg, (row, k0) in enumerate(((g, 4 * t), (g + 8, 4 * t), (g, 16 + 4 * t), (g + 8, 16 + 4 * t))):
+        for reg, (row, k0) in enumerate(((g, 4 * t), (g + 8, 4 * t), (g, 16 + 4 * t),
+                                         (g + 8, 16 + 4 * t))):
             for e in range(4):
                 byte = int(fragments[reg, lane]) >> (8 * e) & 255
                 matrix[row, k0 + e] = byte - 256 if byte > 127 else byte
@@ -43,7 +44,8 @@ def test_row_pass_fragments_give_the_integer_row_correlation(spec, channels, rng
     want = np.zeros_like(mids)
     for m in range(16):
         for n in range(2 * radius + 1):
-            want[m] += fast.row[n] * window[:, left + separable_tc.sigma(m) + (n - radius) * channels]
+            want[m] += fast.row[n] * window[:,
+                                            left + separable_tc.sigma(m) + (n - radius) * channels]
     np.testing.assert_array_equal(mids, want)
 
 
@@ -58,7 +60,8 @@ def test_column_pass_fragments_give_the_integer_column_correlation(spec, rng):
         for d in range(2):
             sums += 256**d * (unpack(fast.acol[c, d]) @ b)
     radius = stage.radius
-    want = [sum(fast.column[j] * mid[r + j - radius + 16] for j in range(2 * radius + 1)) for r in range(16)]
+    want = [sum(fast.column[j] * mid[r + j - radius + 16] for j in range(2 * radius + 1))
+            for r in range(16)]
     np.testing.assert_array_equal(sums, want)
 
 
@@ -87,13 +90,16 @@ def test_the_error_bound_keeps_outputs_within_one_step():
 
 
 def test_the_separable_plan_takes_the_tensor_cores_for_inexact_taps():
-    plan = planning.plan_stage(parse_filter("gaussian:sigma=3"), planning.SEPARABLE).kernel_plan((64, 64, 3), 2)
+    plan = planning.plan_stage(parse_filter("gaussian:sigma=3"),
+                               planning.SEPARABLE).kernel_plan((64, 64, 3), 2)
     assert plan.source == "sepconv_tc" and plan.constants["g_arow"].dtype == np.uint32
     assert plan.block == (32 * separable_tc.WARPS, 1, 1)
     # exact taps keep sepconv.cu, whose output is byte for byte the 2D kernel's
     binomial = np.outer([1, 4, 6, 4, 1, 0, 0], [1, 4, 6, 4, 1, 0, 0]) / 256
     from streamconv.chain.filters import FilterStage, validate_taps
     exact = FilterStage("custom", {}, (validate_taps(binomial),))
-    assert planning.plan_stage(exact, planning.SEPARABLE).kernel_plan((64, 64, 3), 2).source == "sepconv"
-    small = planning.plan_stage(parse_filter("gaussian:sigma=2"), planning.SEPARABLE).kernel_plan((64, 64, 3), 2)
+    assert planning.plan_stage(exact, planning.SEPARABLE).kernel_plan((64, 64, 3),
+                                                                      2).source == "sepconv"
+    small = planning.plan_stage(parse_filter("gaussian:sigma=2"),
+                                planning.SEPARABLE).kernel_plan((64, 64, 3), 2)
     assert small.source == "sepconv"  # 13 x 13, below TENSOR_SEPARABLE_FROM_K

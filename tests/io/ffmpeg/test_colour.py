@@ -19,7 +19,8 @@ PATCHES = [(100, 110, 150), (150, 140, 120), (60, 128, 128), (200, 120, 135)]
 
 
 def make_flat_clip(path, space: int, colour_range: int) -> None:
-    """Three lossless H.264 frames of four flat YUV patches, tagged with ``space`` and ``colour_range``."""
+    """Three lossless H.264 frames of four flat YUV patches, tagged with ``space`` and
+    ``colour_range``."""
     y = np.zeros((H, W), np.uint8)
     u = np.zeros((H // 2, W // 2), np.uint8)
     v = np.zeros((H // 2, W // 2), np.uint8)
@@ -47,15 +48,19 @@ def read_patches(path):
         tags = (stream.codec_context.colorspace, stream.codec_context.color_range)
         planes = next(container.decode(stream)).to_ndarray()
     luma, chroma = planes[:H], planes[H:].reshape(2, H // 2, W // 2)
-    return tags, [(int(luma[10, 32 * k + 16]), int(chroma[0][5, 16 * k + 8]), int(chroma[1][5, 16 * k + 8]))
+    return tags, [(int(luma[10, 32 * k + 16]), int(chroma[0][5, 16 * k + 8]),
+                   int(chroma[1][5, 16 * k + 8]))
                   for k in range(4)]
 
 
 @pytest.mark.parametrize("path, tolerance", [("auto", 0), ("backend", 0), ("host", 2)])
 @pytest.mark.parametrize("space, colour_range", [(1, 1), (1, 2), (5, 1), (6, 2), (2, 0)],
-                         ids=["bt709-limited", "bt709-full", "bt601-limited", "bt601-full", "untagged"])
-def test_identity_transcode_keeps_colours_and_tags(cli, tmp_path, space, colour_range, path, tolerance):
-    """Through RGB and back with the input's own matrix and range; a mix-up would be 10-20 levels off.
+                         ids=["bt709-limited", "bt709-full", "bt601-limited", "bt601-full",
+                              "untagged"])
+def test_identity_transcode_keeps_colours_and_tags(cli, tmp_path, space, colour_range, path,
+                                                   tolerance):
+    """Through RGB and back with the input's own matrix and range; a mix-up would be 10-20 levels
+    off.
 
     The backend's integer conversion (the default, auto, on every backend) keeps in-gamut colours
     exactly; FFmpeg's scaler, on the host path, within 2 (on flat patches; see
@@ -63,8 +68,8 @@ def test_identity_transcode_keeps_colours_and_tags(cli, tmp_path, space, colour_
     """
     source, out = tmp_path / "flat.mp4", tmp_path / "out.mp4"
     make_flat_clip(source, space, colour_range)
-    result = cli("run", str(source), "-o", str(out), "--backend", "cpu", "--crf", "0", "--colour", path, "-q",
-                 "--filter", "identity")
+    result = cli("run", str(source), "-o", str(out), "--backend", "cpu", "--crf", "0", "--colour",
+                 path, "-q", "--filter", "identity")
     assert result.returncode == 0, result.stderr
     tags_in, patches_in = read_patches(source)
     tags_out, patches_out = read_patches(out)
@@ -89,18 +94,23 @@ def test_tags_say_what_is_written_between_rgb_and_yuv(cli, tmp_path):
         pytest.skip("this PyAV build has no libx264rgb")
     source, rgb_out = tmp_path / "flat.mp4", tmp_path / "rgb.mkv"
     make_flat_clip(source, 1, 1)  # BT.709, limited range
-    assert cli("run", str(source), "-o", str(rgb_out), "--codec", "libx264rgb", "--crf", "0", "--backend", "cpu",
-               "-q").returncode == 0
+    assert cli("run", str(source), "-o", str(rgb_out), "--codec", "libx264rgb", "--crf", "0",
+               "--backend", "cpu", "-q").returncode == 0
     written = first_frame(rgb_out)
     assert (written.format.name, written.colorspace, written.color_range) == ("gbrp", 0, 2)
-    np.testing.assert_array_equal(written.to_ndarray(format="rgb24"), frame_to_rgb(first_frame(source)).to_ndarray())
+    np.testing.assert_array_equal(written.to_ndarray(format="rgb24"),
+                                  frame_to_rgb(first_frame(source)).to_ndarray())
 
-    png, yuv_out = tmp_path / "still.png", tmp_path / "yuv.mp4"  # RGB in (tagged RGB, full range), YUV out
-    assert cli("run", str(rgb_out), "-o", str(png), "--max-frames", "1", "--backend", "cpu", "-q").returncode == 0
+    # RGB in (tagged RGB, full range), YUV out
+    png, yuv_out = tmp_path / "still.png", tmp_path / "yuv.mp4"
+    assert cli("run", str(rgb_out), "-o", str(png), "--max-frames", "1", "--backend", "cpu",
+               "-q").returncode == 0
     assert first_frame(png).colorspace == 0
-    assert cli("run", str(png), "-o", str(yuv_out), "--crf", "0", "--backend", "cpu", "-q").returncode == 0
+    assert cli("run", str(png), "-o", str(yuv_out), "--crf", "0", "--backend", "cpu",
+               "-q").returncode == 0
     written = first_frame(yuv_out)
-    assert (written.colorspace, written.color_range) == (6, 2)  # BT.601, the matrix it was converted with
+    # BT.601, the matrix it was converted with
+    assert (written.colorspace, written.color_range) == (6, 2)
     back = frame_to_rgb(written).to_ndarray().astype(int)
     assert np.abs(back - first_frame(png).to_ndarray(format="rgb24")).max() <= 2
 
@@ -115,9 +125,11 @@ def test_transparency_dropped_is_said(cli, tmp_path, opaque):
         with av.open(str(tmp_path / f"a{index}.png"), "w") as container:
             stream = container.add_stream("png")
             stream.width, stream.height, stream.pix_fmt = 20, 16, "rgba"
-            for packet in [*stream.encode(av.VideoFrame.from_ndarray(picture, format="rgba")), *stream.encode(None)]:
+            for packet in [*stream.encode(av.VideoFrame.from_ndarray(picture, format="rgba")),
+                           *stream.encode(None)]:
                 container.mux(packet)
-    result = cli("run", str(tmp_path / "a%d.png"), "-o", str(tmp_path / "out.mkv"), "--backend", "cpu", "-q")
+    result = cli("run", str(tmp_path / "a%d.png"), "-o", str(tmp_path / "out.mkv"), "--backend",
+                 "cpu", "-q")
     assert result.returncode == 0, result.stderr
     assert ("its transparency (rgba) is dropped" in result.stderr) is not opaque
 
@@ -187,6 +199,7 @@ def test_every_scaler_conversion_goes_through_the_single_threaded_one():
     found = [(path.relative_to(REPO).as_posix(), line.strip())
              for path in sorted((REPO / "streamconv").rglob("*.py"))
              for line in path.read_text(encoding="utf-8").splitlines() if scaling.search(line)]
-    assert found == [("streamconv/frames/colour.py", "scaler = _scalers.scaler = VideoReformatter()"),
+    assert found == [("streamconv/frames/colour.py",
+                      "scaler = _scalers.scaler = VideoReformatter()"),
                      ("streamconv/frames/colour.py",
                       "return scaler.reformat(frame, threads=1, **reformat)")]

@@ -32,7 +32,8 @@ def run(cli, source: Path, output: Path):
 def damage_warning(result) -> str:
     """The one 'input damaged:' warning of a run that exited 13."""
     assert result.returncode == 13, result.stderr
-    assert "Traceback" not in result.stderr and "streamconv: error:" not in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and \
+        "streamconv: error:" not in result.stderr, result.stderr
     warnings = [line for line in result.stderr.splitlines() if "input damaged:" in line]
     assert len(warnings) == 1, result.stderr
     return warnings[0]
@@ -48,7 +49,8 @@ def output_streams(path: Path) -> tuple[int, str]:
 # ---------------------------------------------------------------- intact
 
 
-@pytest.mark.parametrize("name", ["mp4", "faststart.mp4", "mkv", "ts", "late.mkv", "late.mp4", "late.ts"])
+@pytest.mark.parametrize("name",
+                         ["mp4", "faststart.mp4", "mkv", "ts", "late.mkv", "late.mp4", "late.ts"])
 def test_intact_input_exits_0_without_a_damage_warning(cli, tmp_path, corpus, name):
     source = tmp_path / f"clip.{name}"
     source.write_bytes(corpus[name])
@@ -58,7 +60,8 @@ def test_intact_input_exits_0_without_a_damage_warning(cli, tmp_path, corpus, na
     assert output_streams(tmp_path / "out.mkv")[0] == readable_frames(source)
 
 
-@pytest.mark.parametrize("name, suffix", [("mkv", "mp4"), ("mkv", "mkv"), ("mkv", "ts"), ("late.mkv", "mkv"),
+@pytest.mark.parametrize("name, suffix",
+                         [("mkv", "mp4"), ("mkv", "mkv"), ("mkv", "ts"), ("late.mkv", "mkv"),
                                           ("late.mkv", "mp4"), ("late.ts", "ts")])
 def test_streamconvs_own_outputs_read_back_as_intact(cli, tmp_path, corpus, name, suffix):
     source = tmp_path / f"clip.{name}"
@@ -75,7 +78,8 @@ def test_streamconvs_own_outputs_read_back_as_intact(cli, tmp_path, corpus, name
 
 @pytest.mark.parametrize("damage", list(DAMAGES))
 @pytest.mark.parametrize("name", ["mp4", "faststart.mp4", "mkv", "ts"])
-def test_damaged_input_exits_13_with_every_decodable_frame_or_4_with_none(cli, tmp_path, corpus, name, damage):
+def test_damaged_input_exits_13_with_every_decodable_frame_or_4_with_none(cli, tmp_path, corpus,
+                                                                          name, damage):
     source = tmp_path / f"damaged.{name}"
     source.write_bytes(DAMAGES[damage](corpus[name]))
     output = tmp_path / "out.mkv"
@@ -94,15 +98,19 @@ def test_damaged_input_exits_13_with_every_decodable_frame_or_4_with_none(cli, t
     assert output_streams(output)[0] == frames
 
 
-@pytest.mark.parametrize("name, marker", [("faststart.mp4", b"mdat"), ("mkv", b"\x1f\x43\xb6\x75"), ("ts", None)],
+@pytest.mark.parametrize("name, marker",
+                         [("faststart.mp4", b"mdat"), ("mkv", b"\x1f\x43\xb6\x75"), ("ts", None)],
                          ids=["faststart.mp4", "mkv", "ts"])
-def test_a_file_cut_before_its_first_frame_exits_4_and_leaves_no_output(cli, tmp_path, corpus, name, marker):
+def test_a_file_cut_before_its_first_frame_exits_4_and_leaves_no_output(cli, tmp_path, corpus, name,
+                                                                        marker):
     data = corpus[name]
-    # Just past the media data's start (MP4), the first cluster's (Matroska), the first 5 packets (TS).
+    # Just past the media data's start (MP4), the first cluster's (Matroska), the first 5 packets
+    # (TS).
     end = data.index(marker) + 64 if marker else 5 * 188 + 100
     source = tmp_path / f"headers-only.{name}"
     source.write_bytes(data[:end])
-    assert_error(run(cli, source, tmp_path / "out.mkv"), 4, "no frame could be decoded", "(truncated)")
+    assert_error(run(cli, source, tmp_path / "out.mkv"), 4, "no frame could be decoded",
+                 "(truncated)")
     assert sorted(p.name for p in tmp_path.iterdir()) == [source.name]
 
 
@@ -118,7 +126,8 @@ def mp4_tracks(data: bytes) -> list[tuple[int, int]]:
     return tracks
 
 
-def test_an_mp4_whose_index_is_cut_keeps_the_streams_it_still_describes_and_exits_13(cli, tmp_path, corpus):
+def test_an_mp4_whose_index_is_cut_keeps_the_streams_it_still_describes_and_exits_13(
+        cli, tmp_path, corpus):
     data = corpus["mp4"]
     tracks = mp4_tracks(data)
     assert len(tracks) == 4  # video, AAC, MP2, subtitles
@@ -128,7 +137,8 @@ def test_an_mp4_whose_index_is_cut_keeps_the_streams_it_still_describes_and_exit
     output = tmp_path / "out.mkv"
     warning = damage_warning(run(cli, source, output))
     assert "cut short inside its index ('moov' box)" in warning
-    assert output_streams(output) == (FRAMES, "vaa")  # the video and both audio tracks: all described
+    # the video and both audio tracks: all described
+    assert output_streams(output) == (FRAMES, "vaa")
 
 
 def test_a_matroska_cluster_unreadable_at_opening_is_damage(cli, tmp_path, corpus):
@@ -154,7 +164,8 @@ def test_an_mp4_whose_index_is_cut_inside_the_video_description_exits_4(cli, tmp
     assert sorted(p.name for p in tmp_path.iterdir()) == [source.name]
 
 
-def test_a_few_flipped_bytes_may_go_unseen_but_every_decodable_frame_is_written(cli, tmp_path, corpus):
+def test_a_few_flipped_bytes_may_go_unseen_but_every_decodable_frame_is_written(
+        cli, tmp_path, corpus):
     # 2 runs of 3 bytes inside compressed samples can decode without an error or a flag: FFmpeg
     # conceals them silently, so exit 0 is possible here; what must hold is the frames.
     source = tmp_path / "few-flips.mkv"
@@ -165,7 +176,8 @@ def test_a_few_flipped_bytes_may_go_unseen_but_every_decodable_frame_is_written(
     assert output_streams(output)[0] == readable_frames(source)
 
 
-def test_a_ts_cut_between_two_packets_may_go_unseen_but_every_decodable_frame_is_written(cli, tmp_path, corpus):
+def test_a_ts_cut_between_two_packets_may_go_unseen_but_every_decodable_frame_is_written(
+        cli, tmp_path, corpus):
     # Whole packets leave the file's structure intact, and a video PES has no declared length:
     # only a cut audio PES ("PES packet size mismatch") or a decoder error can show it.
     data = corpus["ts"]
@@ -177,13 +189,16 @@ def test_a_ts_cut_between_two_packets_may_go_unseen_but_every_decodable_frame_is
     assert 0 < output_streams(output)[0] == readable_frames(source) < FRAMES
 
 
-def test_m2ts_192_byte_packets_cut_inside_a_packet_are_truncated_and_whole_ones_are_not(tmp_path, corpus):
+def test_m2ts_192_byte_packets_cut_inside_a_packet_are_truncated_and_whole_ones_are_not(
+        tmp_path, corpus):
     data = corpus["m2ts"]
     assert len(data) % 192 == 0 and data[4] == 0x47  # a 4-byte time before each packet
-    for name, bytes_, damaged in [("intact.m2ts", data, False), ("cut.m2ts", data[: len(data) // 2 + 100], True)]:
+    for name, bytes_, damaged in [("intact.m2ts", data, False),
+                                  ("cut.m2ts", data[: len(data) // 2 + 100], True)]:
         path = tmp_path / name
         path.write_bytes(bytes_)
-        expected = readable_frames(path)  # decoded before the source opens: its log is the source's alone
+        # decoded before the source opens: its log is the source's alone
+        expected = readable_frames(path)
         with streamconv.FileSource(path) as source:
             assert sum(1 for _ in source) == expected
             found = source.damage()
@@ -222,9 +237,12 @@ def audio_without_parameters(data: bytes, fault: str) -> bytes:
 
 
 @pytest.mark.parametrize("fault, reason", [("packets lost", "it had no packets"),
-                                           ("ADTS headers damaged", "its sample rate could not be found")])
-def test_an_audio_stream_without_parameters_is_left_out_and_the_video_written_with_exit_13(cli, tmp_path, corpus,
-                                                                                           fault, reason):
+                                           ("ADTS headers damaged",
+                                            "its sample rate could not be found")])
+def test_an_audio_stream_without_parameters_is_left_out_and_the_video_written_with_exit_13(
+        cli, tmp_path, corpus,
+                                                                                           fault,
+        reason):
     source = tmp_path / "audio-fault.ts"
     source.write_bytes(audio_without_parameters(corpus["ts"], fault))
     with av.open(str(source)) as container:
@@ -241,7 +259,8 @@ def test_a_file_sink_leaves_out_a_copied_stream_without_a_sample_rate(tmp_path, 
     output = tmp_path / "out.mkv"
     with av.open(str(source)) as container:
         broken = container.streams.audio[0]
-        sink = streamconv.FileSink(output, width=64, height=48, frame_rate=Fraction(24), copy_streams=[broken])
+        sink = streamconv.FileSink(output, width=64, height=48, frame_rate=Fraction(24),
+                                   copy_streams=[broken])
         for index in range(3):
             sink.send(np.zeros((48, 64, 3), np.uint8), FrameMeta(index, index, Fraction(1, 24)))
         sink.close()

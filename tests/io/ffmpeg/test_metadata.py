@@ -17,7 +17,8 @@ from helpers.cli import assert_ok
 MASTER_DISPLAY = "G(13250,34500)B(7500,3000)R(34000,16000)WP(15635,16450)L(10000000,50)"
 
 
-def write_tagged(path, codec="libx264", pix_fmt="yuv420p", *, video_tags=None, audio_tags=None, file_tags=None,
+def write_tagged(path, codec="libx264", pix_fmt="yuv420p", *, video_tags=None, audio_tags=None,
+                 file_tags=None,
                  colour=(1, 2, 2, 2), options=None, frames=4, sample_aspect_ratio=None):
     """A 64x48 clip of ``frames`` grey frames (and 0.1 s of silent AAC per frame with
     ``audio_tags``), its file and streams tagged, its colour (range, matrix, primaries, transfer)
@@ -42,12 +43,14 @@ def write_tagged(path, codec="libx264", pix_fmt="yuv420p", *, video_tags=None, a
             audio.metadata.update(audio_tags)
         for index in range(frames):
             grey = np.full((48, 64, 3), 30 + 40 * index, np.uint16 if deep else np.uint8)
-            frame = av.VideoFrame.from_ndarray(grey * 257 if deep else grey, format="rgb48le" if deep else "rgb24")
+            frame = av.VideoFrame.from_ndarray(grey * 257 if deep else grey, format="rgb48le"
+                                               if deep else "rgb24")
             frame.pts = index
             for packet in video.encode(frame):
                 container.mux(packet)
             if audio is not None:
-                sound = av.AudioFrame.from_ndarray(np.zeros((1, 4800), np.float32), format="fltp", layout="mono")
+                sound = av.AudioFrame.from_ndarray(np.zeros((1, 4800), np.float32), format="fltp",
+                                                   layout="mono")
                 sound.sample_rate, sound.pts = 48000, index * 4800
                 for packet in audio.encode(sound):
                     container.mux(packet)
@@ -58,7 +61,8 @@ def write_tagged(path, codec="libx264", pix_fmt="yuv420p", *, video_tags=None, a
 
 
 def run(cli, source, out, *extra):
-    result = cli("run", str(source), "-o", str(out), "--backend", "cpu", "--filter", "box", "--no-progress", *extra)
+    result = cli("run", str(source), "-o", str(out), "--backend", "cpu", "--filter", "box",
+                 "--no-progress", *extra)
     assert_ok(result)
     return result
 
@@ -68,20 +72,25 @@ def tags(mapping) -> dict[str, str]:
     return {key.lower(): value for key, value in mapping.items()}
 
 
-@pytest.mark.parametrize("source_suffix, out_suffix", [("mkv", "mp4"), ("mp4", "mkv"), ("mkv", "mkv"), ("mp4", "mov")])
-def test_file_and_stream_tags_are_carried_and_stale_ones_are_not(cli, tmp_path, source_suffix, out_suffix):
+@pytest.mark.parametrize("source_suffix, out_suffix",
+                         [("mkv", "mp4"), ("mp4", "mkv"), ("mkv", "mkv"), ("mp4", "mov")])
+def test_file_and_stream_tags_are_carried_and_stale_ones_are_not(cli, tmp_path, source_suffix,
+                                                                 out_suffix):
     stale = {"BPS": "1234", "NUMBER_OF_FRAMES": "999", "encoder": "Lavc old libx264"}
     source = write_tagged(tmp_path / f"in.{source_suffix}",
                           file_tags={"title": "The film", "comment": "kept as it was"},
-                          video_tags={"language": "fra", "handler_name": "Picture", "title": "Main view", **stale},
-                          audio_tags={"language": "spa", "handler_name": "Sound", "title": "Commentary",
-                                      "encoder": "Lavc aac"})
+                          video_tags={"language": "fra", "handler_name": "Picture",
+                                      "title": "Main view", **stale},
+                          audio_tags={"language": "spa", "handler_name": "Sound",
+                                      "title": "Commentary", "encoder": "Lavc aac"})
     out = tmp_path / f"out.{out_suffix}"
     run(cli, source, out)
     with av.open(str(out)) as container:
-        file, (video, audio) = tags(container.metadata), (tags(s.metadata) for s in container.streams)
+        file, (video, audio) = tags(container.metadata), (tags(s.metadata)
+                                                          for s in container.streams)
     assert file["title"] == "The film" and file["comment"] == "kept as it was"
-    title = "name" if out_suffix in ("mp4", "mov") else "title"  # MP4/MOV store a track's title as its name
+    # MP4/MOV store a track's title as its name
+    title = "name" if out_suffix in ("mp4", "mov") else "title"
     assert (video["handler_name"], video[title]) == ("Picture", "Main view")
     assert (audio["handler_name"], audio[title]) == ("Sound", "Commentary")
     assert (video["language"], audio["language"]) == ("fra", "spa")
@@ -91,16 +100,19 @@ def test_file_and_stream_tags_are_carried_and_stale_ones_are_not(cli, tmp_path, 
         assert audio["encoder"] == "Lavc aac"
 
 
-@pytest.mark.parametrize("source_suffix, out_suffix, codec", [("mp4", "mp4", None), ("mkv", "ts", None),
+@pytest.mark.parametrize("source_suffix, out_suffix, codec",
+                         [("mp4", "mp4", None), ("mkv", "ts", None),
                                                           ("mp4", "mkv", "mpeg4")])
 def test_anamorphic_pixels_keep_their_aspect_ratio(cli, tmp_path, source_suffix, out_suffix, codec):
-    """720x576 PAL DVD video of 16/15-wide pixels is shown 4:3; written square it would be squeezed."""
+    """720x576 PAL DVD video of 16/15-wide pixels is shown 4:3; written square it would be
+    squeezed."""
     source = write_tagged(tmp_path / f"in.{source_suffix}", sample_aspect_ratio=Fraction(16, 15))
     out = tmp_path / f"out.{out_suffix}"
     run(cli, source, out, *(["--codec", codec] if codec else []))
     with av.open(str(out)) as container:
         stream = container.streams.video[0]
-        assert stream.sample_aspect_ratio == stream.codec_context.sample_aspect_ratio == Fraction(16, 15)
+        assert stream.sample_aspect_ratio == stream.codec_context.sample_aspect_ratio == Fraction(
+            16, 15)
         assert (stream.codec_context.width, stream.codec_context.height) == (64, 48)
 
 
@@ -115,7 +127,8 @@ def test_limited_range_is_kept_with_the_matrix_unspecified(cli, tmp_path, suffix
     with av.open(str(out)) as container:
         frame = next(container.decode(video=0))
         assert container.streams.video[0].codec_context.name == "h264"
-    assert (frame.color_range, frame.colorspace, frame.color_primaries, frame.color_trc) == (1, 2, 2, 2)
+    assert (frame.color_range, frame.colorspace, frame.color_primaries,
+            frame.color_trc) == (1, 2, 2, 2)
 
 
 def test_an_unspecified_range_stays_unspecified(cli, tmp_path):
@@ -140,13 +153,15 @@ def first_hdr(path) -> HdrMetadata | None:
 def test_hdr_metadata_is_read_as_written(tmp_path):
     hdr = first_hdr(hdr_source(tmp_path / "in.mkv"))
     assert hdr.primaries == ((Fraction(34000, 50000), Fraction(16000, 50000)),
-                             (Fraction(13250, 50000), Fraction(34500, 50000)), (Fraction(7500, 50000), Fraction(3000, 50000)))
+                             (Fraction(13250, 50000), Fraction(34500, 50000)),
+                             (Fraction(7500, 50000), Fraction(3000, 50000)))
     assert hdr.white == (Fraction(15635, 50000), Fraction(16450, 50000))
     assert hdr.luminance == (Fraction(50, 10000), Fraction(1000)) and hdr.light_level == (1000, 400)
     assert hdr.master_display(decimal=False) == MASTER_DISPLAY
 
 
-@pytest.mark.parametrize("codec, suffix", [("libx265", "mkv"), ("libx264", "mp4"), ("libsvtav1", "mkv")])
+@pytest.mark.parametrize("codec, suffix",
+                         [("libx265", "mkv"), ("libx264", "mp4"), ("libsvtav1", "mkv")])
 def test_hdr_metadata_reaches_the_encoders_that_take_it(cli, tmp_path, codec, suffix):
     if codec not in av.codecs_available:
         pytest.skip(f"this PyAV build has no {codec}")
@@ -155,9 +170,12 @@ def test_hdr_metadata_reaches_the_encoders_that_take_it(cli, tmp_path, codec, su
     run(cli, source, out, "--codec", codec, *(["--preset", "12"] if codec == "libsvtav1" else []))
     written, wanted = first_hdr(out), first_hdr(source)
     assert written.light_level == wanted.light_level == (1000, 400)
-    if codec == "libsvtav1":  # AV1 stores chromaticities in 1/65536, luminance in 1/256 and 1/16384 cd/m²
-        assert np.allclose(np.array(written.primaries, float), np.array(wanted.primaries, float), atol=2e-5)
-        assert np.allclose(np.array(written.luminance, float), np.array(wanted.luminance, float), atol=1e-4)
+    # AV1 stores chromaticities in 1/65536, luminance in 1/256 and 1/16384 cd/m²
+    if codec == "libsvtav1":
+        assert np.allclose(np.array(written.primaries, float), np.array(wanted.primaries, float),
+                           atol=2e-5)
+        assert np.allclose(np.array(written.luminance, float), np.array(wanted.luminance, float),
+                           atol=1e-4)
     else:
         assert written == wanted
 
@@ -173,9 +191,12 @@ def test_an_encoder_not_told_hdr_metadata_says_it_is_lost(cli, tmp_path):
 
 def test_encoder_params_given_are_kept_and_the_rest_added():
     hdr = HdrMetadata(light_level=(1000, 400), luminance=(Fraction(1, 200), Fraction(1000)),
-                      primaries=((Fraction(17, 25), Fraction(8, 25)), (Fraction(53, 200), Fraction(69, 100)),
-                                 (Fraction(3, 20), Fraction(3, 50))), white=(Fraction(3127, 10000), Fraction(329, 1000)))
-    options = signalled_options("libx265", {"x265-params": "log-level=error:max-cll=500,100", "crf": "20"},
+                      primaries=((Fraction(17, 25), Fraction(8, 25)),
+                                 (Fraction(53, 200), Fraction(69, 100)),
+                                 (Fraction(3, 20), Fraction(3, 50))),
+                      white=(Fraction(3127, 10000), Fraction(329, 1000)))
+    options = signalled_options("libx265",
+                                {"x265-params": "log-level=error:max-cll=500,100", "crf": "20"},
                                 None, hdr, "out.mkv")
     assert options == {"x265-params": f"log-level=error:max-cll=500,100:master-display={MASTER_DISPLAY}",
                        "crf": "20"}

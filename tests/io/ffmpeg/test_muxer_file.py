@@ -27,7 +27,8 @@ def tmpfs(tmp_path):
     def mount(size: int) -> Path:
         folder = tmp_path / f"tmpfs{len(mounted)}"
         folder.mkdir()
-        result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+        result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
+                                 str(folder)],
                                 capture_output=True, text=True, check=False)
         if result.returncode:
             pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip() or result.returncode}")

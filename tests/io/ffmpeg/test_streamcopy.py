@@ -42,15 +42,18 @@ def test_no_audio_leaves_it_out(cli, clip, tmp_path):
 
 def test_a_stream_the_container_cannot_hold_is_left_out_with_a_warning(cli, clip, tmp_path):
     out = tmp_path / "out.webm"
-    result = cli("run", str(clip), "-o", str(out), "--codec", "libvpx-vp9", "--pix-fmt", "yuv420p", "-q")
+    result = cli("run", str(clip), "-o", str(out), "--codec", "libvpx-vp9", "--pix-fmt", "yuv420p",
+                 "-q")
     assert result.returncode == 0, result.stderr
     assert "audio stream 1 (aac) cannot be stored in .webm; not copied" in result.stderr
     assert audio_packets(out) == [] and video_frame_count(out) == 30
 
 
-@pytest.mark.parametrize("audio_codec, suffix", [("flac", "mov"), ("pcm_s16le", "mp4"), ("flac", "ts"),
+@pytest.mark.parametrize("audio_codec, suffix",
+                         [("flac", "mov"), ("pcm_s16le", "mp4"), ("flac", "ts"),
                                                 ("pcm_s16le", "ts")])
-def test_audio_a_muxer_refuses_only_when_writing_is_left_out_and_the_video_kept(cli, tmp_path, audio_codec, suffix):
+def test_audio_a_muxer_refuses_only_when_writing_is_left_out_and_the_video_kept(
+        cli, tmp_path, audio_codec, suffix):
     """Codecs a muxer lists but refuses: MOV takes FLAC (and Opus) only as MP4, at the first
     packet; MP4 refuses PCM of an unnamed channel layout (Matroska names none) at the trailer.
     Either lost the whole output (exit 8). MPEG-TS takes them as private data nobody decodes."""
@@ -78,7 +81,8 @@ def first_video_time(path) -> float:
 
 def test_pipeline_from_python_copies_audio_into_matroska(clip, tmp_path):
     out = tmp_path / "api.mkv"
-    stats = streamconv.Pipeline(streamconv.FileSource(clip), ["edge"], str(out), backend="cpu").run()
+    stats = streamconv.Pipeline(streamconv.FileSource(clip), ["edge"], str(out),
+                                backend="cpu").run()
     assert stats.frames == 30
     copied, source = audio_packets(out), audio_packets(clip)
     assert [data for _, data in copied] == [data for _, data in source]

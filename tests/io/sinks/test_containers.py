@@ -12,13 +12,15 @@ import pytest
 from helpers.cli import assert_ok
 
 
-@pytest.mark.parametrize("name, extra, codec", [("out.webm", [], "vp9"), ("out.mkv", ["--codec", "mpeg4"], "mpeg4")],
+@pytest.mark.parametrize("name, extra, codec",
+                         [("out.webm", [], "vp9"), ("out.mkv", ["--codec", "mpeg4"], "mpeg4")],
                          ids=["webm-defaults-to-vp9", "an-explicit-codec-wins"])
 def test_the_codec_fits_the_container_unless_one_is_asked_for(cli, tmp_path, name, extra, codec):
     if codec == "vp9" and "libvpx-vp9" not in av.codecs_available:
         pytest.skip("this FFmpeg has no libvpx-vp9")
     out = tmp_path / name
-    assert_ok(cli("run", "test:96x64,frames=6", "-o", str(out), "--backend", "cpu", *extra, "--no-progress", "-q"))
+    assert_ok(cli("run", "test:96x64,frames=6", "-o", str(out), "--backend", "cpu", *extra,
+                  "--no-progress", "-q"))
     with av.open(str(out)) as container:
         assert container.streams.video[0].codec_context.name == codec
         assert sum(1 for _ in container.decode(video=0)) == 6
@@ -39,10 +41,12 @@ def test_avi_is_written_at_the_frame_rate(cli, tmp_path, sample_clip):
     assert numbers == list(range(numbers[0], numbers[0] + 50)) and numbers[0] <= 2
 
 
-def test_a_subtitle_the_container_cannot_hold_is_left_out_naming_one_that_can(cli, tmp_path, corpus):
+def test_a_subtitle_the_container_cannot_hold_is_left_out_naming_one_that_can(cli, tmp_path,
+                                                                              corpus):
     source = tmp_path / "in.mp4"
     source.write_bytes(corpus["mp4"])  # H.264, AAC, MP2 and a mov_text subtitle
-    result = cli("run", str(source), "-o", str(tmp_path / "out.mkv"), "--backend", "cpu", "--no-progress", "-q")
+    result = cli("run", str(source), "-o", str(tmp_path / "out.mkv"), "--backend", "cpu",
+                 "--no-progress", "-q")
     assert_ok(result)
     assert "(mov_text) cannot be stored in .mkv; not copied (.mp4 holds it)" in result.stderr
 

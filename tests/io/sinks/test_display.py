@@ -28,7 +28,8 @@ from streamconv.chain.presets import load_preset
 from streamconv.io.sources.pattern import TestPattern
 
 from helpers.cli import REPO
-from helpers.xdisplay import VirtualDisplay, close_window, find_window, finish, press, running, window_geometry
+from helpers.xdisplay import (VirtualDisplay, close_window, find_window, finish, press, running,
+                              window_geometry)
 
 WIDTH, HEIGHT = 320, 240
 
@@ -60,8 +61,8 @@ def match_frame(panel_bgr: np.ndarray, frames: list[np.ndarray], *, skip_overlay
     raise AssertionError("the window shows none of the source's frames")
 
 
-def settled_pixels(display: VirtualDisplay, window: int, frames: list[np.ndarray], *, timeout: float = 5.0,
-                   skip_overlay: bool = False):
+def settled_pixels(display: VirtualDisplay, window: int, frames: list[np.ndarray], *,
+                   timeout: float = 5.0, skip_overlay: bool = False):
     """The window once it shows a whole source frame on the left, outside the overlay if asked
     (the first frame, and a key press's effect, reach the window later on a loaded machine)."""
     deadline = time.monotonic() + timeout
@@ -103,7 +104,8 @@ def test_window_shows_input_and_output_and_keys_drive_it(xserver, tmp_path):
     assert with_overlay.shape == (HEIGHT, 2 * WIDTH, 3)
 
     edge = CpuBackend(parse_chain(["edge"]))
-    # Running, overlay on: the left panel is the input outside the overlay, the right the filtered frame.
+    # Running, overlay on: the left panel is the input outside the overlay, the right the filtered
+    # frame.
     k = match_frame(with_overlay[:, :WIDTH], frames, skip_overlay=True)
     np.testing.assert_array_equal(with_overlay[:, WIDTH:, ::-1], edge.apply(frames[k]))
     x, y, width, height = overlay_box(WIDTH)
@@ -183,8 +185,8 @@ def test_importing_av_before_opencv_is_refused_rather_than_hanging():
     code = ("import av, cv2\nfrom streamconv.io.sinks.display import check_import_order\n"
             "try:\n    check_import_order('QT5')\n"
             "except Exception as exc:\n    print(type(exc).__name__, exc)")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                            env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
     if not sys.platform.startswith("linux"):
         pytest.skip("the check applies to Linux only")
     assert result.stdout.startswith("DisplayError PyAV was imported before OpenCV"), result.stderr

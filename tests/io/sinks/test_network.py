@@ -25,7 +25,9 @@ from streamconv.io.sinks.network import NetworkSink, with_query
 from streamconv.io.spec import network_scheme, parse_output
 
 from helpers.cli import assert_error, assert_ok
-from helpers.network import COMMON, RATE, SPEC, UdpReceiver, assert_same_pictures, connect_when_listening, expected_frames, free_port, progress_frames, read_output, session
+from helpers.network import (COMMON, RATE, SPEC, UdpReceiver, assert_same_pictures,
+                             connect_when_listening, expected_frames, free_port, progress_frames,
+                             read_output, session)
 
 def decode(data: bytes, container: str) -> list[np.ndarray]:
     with av.open(io.BytesIO(data), format=container) as stream:
@@ -58,7 +60,8 @@ class Receiver:
 def test_a_tcp_output_sends_every_frame_as_it_is_written(cli, tmp_path, container):
     receiver = Receiver()
     extra = () if container == "mpegts" else ("--format", "flv")  # mpegts is tcp's default
-    result = cli("run", SPEC, "-o", f"tcp://127.0.0.1:{receiver.port}", *extra, "--crf", "0", *COMMON, timeout=60)
+    result = cli("run", SPEC, "-o", f"tcp://127.0.0.1:{receiver.port}", *extra, "--crf", "0",
+                 *COMMON, timeout=60)
     assert_ok(result)
     assert_same_pictures(decode(receiver.received(), container), expected_frames())
     assert list(tmp_path.iterdir()) == []  # nothing local: no temporary file
@@ -77,8 +80,8 @@ def test_output_options_reach_the_protocol_listen_waits_for_a_receiver(tmp_path)
 
     def run() -> None:
         from helpers.cli import run_cli
-        result["cli"] = run_cli("run", SPEC, "-o", f"tcp://127.0.0.1:{port}", "--output-option", "listen=1",
-                                "--crf", "0", *COMMON, timeout=60)
+        result["cli"] = run_cli("run", SPEC, "-o", f"tcp://127.0.0.1:{port}", "--output-option",
+                                "listen=1", "--crf", "0", *COMMON, timeout=60)
 
     runner = threading.Thread(target=run)
     runner.start()
@@ -95,9 +98,11 @@ def test_input_options_reach_the_protocol_listen_takes_a_sender(cli, tmp_path):
     port = free_port()
     payload = session(range(12))
     out = tmp_path / "out.mkv"
-    sender = threading.Thread(target=lambda: connect_when_listening(port).sendall(payload) or None, daemon=True)
+    sender = threading.Thread(target=lambda: connect_when_listening(port).sendall(payload) or None,
+                              daemon=True)
     sender.start()
-    result = cli("run", f"tcp://127.0.0.1:{port}", "--input-option", "listen=1", "-o", str(out), *COMMON, timeout=60)
+    result = cli("run", f"tcp://127.0.0.1:{port}", "--input-option", "listen=1", "-o", str(out),
+                 *COMMON, timeout=60)
     assert_ok(result)
     with av.open(str(out)) as container:
         assert sum(1 for _ in container.decode(video=0)) == 12
@@ -108,11 +113,14 @@ def test_an_unreachable_output_exits_6(cli):
     assert_error(result, 6, "cannot send to tcp://127.0.0.1")
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1:1/live.ts", "HTTPS://example.invalid/x.mp4", "ftp://h/x.mkv"])
+@pytest.mark.parametrize("url",
+                         ["http://127.0.0.1:1/live.ts", "HTTPS://example.invalid/x.mp4",
+                          "ftp://h/x.mkv"])
 def test_an_output_url_of_a_scheme_streamconv_does_not_send_to_is_named_as_such(cli, tmp_path, url):
     """It was taken for a path ("output folder does not exist: http:/127.0.0.1:1")."""
     result = cli("run", SPEC, "-o", url, *COMMON, cwd=tmp_path, timeout=60)
-    assert_error(result, 6, f"streamconv does not send to {url.split(':')[0]}:// URLs", "udp:// and tcp://")
+    assert_error(result, 6, f"streamconv does not send to {url.split(':')[0]}:// URLs",
+                 "udp:// and tcp://")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -129,7 +137,8 @@ def test_misused_network_options_are_usage_errors(cli, args, fragment):
 
 
 def test_network_outputs_are_told_apart_from_files():
-    assert [network_scheme(o) for o in ("rtmp://h/app/key", "SRT://h:1", "udp://h:1", "out.mp4", "file:x.ts",
+    assert [network_scheme(o)
+            for o in ("rtmp://h/app/key", "SRT://h:1", "udp://h:1", "out.mp4", "file:x.ts",
                                           "http://h/x")] == ["rtmp", "srt", "udp", None, None, None]
     assert parse_output("rtsp://h/live").kind == "network" and parse_output(None).kind == "null"
     assert with_query("tcp://h:1", {"listen": "1"}) == "tcp://h:1?listen=1"
@@ -188,7 +197,8 @@ class SessionServer:
 def run_reconnecting(cli, tmp_path, server: SessionServer, *args: str):
     out, stats = tmp_path / "out.mkv", tmp_path / "stats.json"
     try:
-        result = cli("run", server.url, "--reconnect", "--timeout", "1", "-o", str(out), "--stats-json", str(stats),
+        result = cli("run", server.url, "--reconnect", "--timeout", "1", "-o", str(out),
+                     "--stats-json", str(stats),
                      "--filter", "identity", "--backend", "cpu", "--no-progress", *args, timeout=90)
     finally:
         server.close()
@@ -196,7 +206,8 @@ def run_reconnecting(cli, tmp_path, server: SessionServer, *args: str):
 
 
 @pytest.mark.parametrize("hold", [False, True], ids=["drop", "stall"])
-def test_reconnect_goes_on_after_a_drop_or_a_stall_and_counts_the_frames_missed(cli, tmp_path, hold):
+def test_reconnect_goes_on_after_a_drop_or_a_stall_and_counts_the_frames_missed(
+        cli, tmp_path, hold):
     server = SessionServer([session(range(10)), session(range(20, 30))], hold=hold)
     result, out, stats = run_reconnecting(cli, tmp_path, server, "--max-frames", "20")
     assert_ok(result)
@@ -206,7 +217,8 @@ def test_reconnect_goes_on_after_a_drop_or_a_stall_and_counts_the_frames_missed(
     pattern = expected_frames(f"test:64x48@{RATE},frames=40")
     assert_same_pictures(pictures, pattern[:10] + pattern[20:30])
     steps = np.diff(times)
-    assert np.allclose(steps[:9], 1 / RATE) and np.isclose(steps[9], 11 / RATE) and np.allclose(steps[10:], 1 / RATE)
+    assert np.allclose(steps[:9], 1 / RATE) and np.isclose(steps[9], 11 / RATE) and \
+        np.allclose(steps[10:], 1 / RATE)
 
 
 def test_reconnect_gives_up_after_its_timeout_and_keeps_the_frames(cli, tmp_path):
@@ -243,7 +255,8 @@ def test_a_receiver_that_goes_away_mid_run_ends_it_with_exit_8(cli):
 
     threading.Thread(target=take_some_and_leave, daemon=True).start()
     try:
-        result = cli("run", "test:64x48@25,live", "-o", f"tcp://127.0.0.1:{port}", *COMMON, timeout=60)
+        result = cli("run", "test:64x48@25,live", "-o", f"tcp://127.0.0.1:{port}", *COMMON,
+                     timeout=60)
     finally:
         listener.close()
     assert_error(result, 8, f"sending to tcp://127.0.0.1:{port} failed after")
@@ -252,8 +265,8 @@ def test_a_receiver_that_goes_away_mid_run_ends_it_with_exit_8(cli):
 def test_a_listening_output_with_no_receiver_still_stops_on_a_second_signal(tmp_path):
     from helpers.processes import Run
 
-    run = Run("run", "test:64x48,frames=30", "-o", f"tcp://127.0.0.1:{free_port()}?listen=1", "--backend", "cpu",
-              "--no-progress", cwd=tmp_path)
+    run = Run("run", "test:64x48,frames=30", "-o", f"tcp://127.0.0.1:{free_port()}?listen=1",
+              "--backend", "cpu", "--no-progress", cwd=tmp_path)
     run.wait_for(run.handlers_installed, "the signal handlers")
     time.sleep(1.0)  # the first frame is filtered and the output waits for a receiver
     run.process.send_signal(signal.SIGINT)
@@ -264,30 +277,34 @@ def test_a_listening_output_with_no_receiver_still_stops_on_a_second_signal(tmp_
 
 
 def test_a_listening_output_waits_as_long_as_its_listen_timeout(cli):
-    result = cli("run", "test:64x48,frames=5", "-o", f"tcp://127.0.0.1:{free_port()}?listen=1&listen_timeout=400",
+    result = cli("run", "test:64x48,frames=5", "-o",
+                 f"tcp://127.0.0.1:{free_port()}?listen=1&listen_timeout=400",
                  "--backend", "cpu", "-q", "--no-progress", timeout=60)
     assert_error(result, 6, "no receiver connected to", "within 0.4 s")
 
 
-def test_a_stalled_stream_ends_with_exit_8_counting_every_frame_kept_and_writes_its_stats(cli, tmp_path):
+def test_a_stalled_stream_ends_with_exit_8_counting_every_frame_kept_and_writes_its_stats(
+        cli, tmp_path):
     """The decoder's held frames come out after the read fails: the message and --stats-json
     count them, as the output holds them."""
     server = SessionServer([session(range(10))], hold=True)
     out, stats = tmp_path / "out.mkv", tmp_path / "stats.json"
     try:
-        result = cli("run", server.url, "--timeout", "1", "-o", str(out), "--stats-json", str(stats),
-                     *COMMON, timeout=60)
+        result = cli("run", server.url, "--timeout", "1", "-o", str(out), "--stats-json",
+                     str(stats), *COMMON, timeout=60)
     finally:
         server.close()
     message = assert_error(result, 8, "failed after")
     kept = len(read_output(out)[0])
     assert kept == 10 and f"failed after {kept} frames" in message
     record = json.loads(stats.read_text())
-    assert record["frames"] == kept and record["exit_code"] == 8 and "failed after" in record["error"]
+    assert record["frames"] == kept and record["exit_code"] == 8 and \
+        "failed after" in record["error"]
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_a_first_signal_finishes_the_output_while_an_input_without_timeout_sends_nothing(tmp_path, signum):
+def test_a_first_signal_finishes_the_output_while_an_input_without_timeout_sends_nothing(
+        tmp_path, signum):
     """--timeout 0 waits for ever for the next packet; a first signal must still end the run with
     the frames so far kept, not wait for a read that never returns (a supervisor's SIGTERM)."""
     from helpers.processes import Run, leftovers
@@ -295,9 +312,12 @@ def test_a_first_signal_finishes_the_output_while_an_input_without_timeout_sends
     server = SessionServer([session(range(40))], hold=True)
     out, progress = tmp_path / "out.mkv", tmp_path / "progress.txt"
     try:
-        run = Run("run", server.url, "--timeout", "0", "--input-option", "analyzeduration=100000", "-o", str(out),
-                  "--progress", str(progress), "--filter", "identity", "--backend", "cpu", cwd=tmp_path)
-        run.wait_for(lambda: progress_frames(progress) >= 30, "30 frames written")  # the rest wait in the decoder
+        run = Run("run", server.url, "--timeout", "0", "--input-option", "analyzeduration=100000",
+                  "-o", str(out),
+                  "--progress", str(progress), "--filter", "identity", "--backend", "cpu",
+                  cwd=tmp_path)
+        # the rest wait in the decoder
+        run.wait_for(lambda: progress_frames(progress) >= 30, "30 frames written")
         run.process.send_signal(signum)
         code = run.finish(timeout=60)
     finally:
@@ -313,8 +333,8 @@ def test_ctrl_c_ends_the_wait_on_an_input_server_that_never_sends(tmp_path):
 
     server = SessionServer([b""], hold=True)  # accepts, sends nothing, keeps the connection
     try:
-        run = Run("run", server.url, "--timeout", "0", "-o", str(tmp_path / "out.mkv"), "--backend", "cpu",
-                  "--no-progress", cwd=tmp_path)
+        run = Run("run", server.url, "--timeout", "0", "-o", str(tmp_path / "out.mkv"), "--backend",
+                  "cpu", "--no-progress", cwd=tmp_path)
         run.wait_for(lambda: server.served == 1, "the connection")
         run.wait_for(run.handlers_installed, "the signal handlers")
         run.process.send_signal(signal.SIGINT)
@@ -334,7 +354,8 @@ def test_an_rtsp_output_whose_server_never_answers_is_refused_after_its_timeout(
     server = SessionServer([b""], hold=True)  # accepts, never answers
     started = time.monotonic()
     try:
-        result = cli("run", "test:64x48,frames=5", "-o", server.url.replace("tcp://", "rtsp://") + "/live",
+        result = cli("run", "test:64x48,frames=5", "-o",
+                     server.url.replace("tcp://", "rtsp://") + "/live",
                      "--output-option", "timeout=1000000", *COMMON, timeout=60)
     finally:
         server.close()
@@ -362,8 +383,10 @@ def test_a_second_signal_aborts_at_once_while_an_input_without_timeout_sends_not
     server = SessionServer([session(range(40))], hold=True)
     out, progress = tmp_path / "out.mkv", tmp_path / "progress.txt"
     try:
-        run = Run("run", server.url, "--timeout", "0", "--input-option", "analyzeduration=100000", "-o", str(out),
-                  "--progress", str(progress), "--filter", "identity", "--backend", "cpu", cwd=tmp_path)
+        run = Run("run", server.url, "--timeout", "0", "--input-option", "analyzeduration=100000",
+                  "-o", str(out),
+                  "--progress", str(progress), "--filter", "identity", "--backend", "cpu",
+                  cwd=tmp_path)
         run.wait_for(lambda: progress_frames(progress) >= 30, "30 frames written")
         code, took = interrupt_then_terminate(run)
     finally:
@@ -381,8 +404,10 @@ def test_a_second_signal_aborts_several_silent_sources_at_once_without_traceback
 
     servers = [SessionServer([session(range(40))], hold=True) for _ in range(2)]
     try:
-        run = Run("run", *(s.url for s in servers), "--timeout", "0", "--input-option", "analyzeduration=100000",
-                  "-o", str(tmp_path / "out{n}.mkv"), "--filter", "identity", "--backend", "cpu", cwd=tmp_path)
+        run = Run("run", *(s.url for s in servers), "--timeout", "0", "--input-option",
+                  "analyzeduration=100000",
+                  "-o", str(tmp_path / "out{n}.mkv"), "--filter", "identity", "--backend", "cpu",
+                  cwd=tmp_path)
         run.wait_for(lambda: all(s.served for s in servers), "both inputs connected")
         time.sleep(1.5)  # the frames sent are read: both inputs are silent now
         code, took = interrupt_then_terminate(run)

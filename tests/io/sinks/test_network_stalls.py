@@ -16,7 +16,8 @@ from streamconv.io.sinks.listen import listen_address
 from streamconv.io.sinks.network import NetworkSink
 
 from helpers.cli import assert_error
-from helpers.network import FLOOD, Hoarder, connect_when_listening, free_port, progress_frames, read_output, session
+from helpers.network import (FLOOD, Hoarder, connect_when_listening, free_port, progress_frames,
+                             read_output, session)
 
 def wait_until_stalled(run, progress) -> None:
     """Until the run has written frames and then none for 3 s: its sends wait on the receiver (a
@@ -44,7 +45,8 @@ def test_a_first_signal_ends_a_run_whose_receiver_stopped_reading(tmp_path):
     finally:
         hoarder.close()
     assert code == 143, run.stderr
-    assert "Traceback" not in run.stderr and "the receiver took nothing for 10 s" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr and \
+        "the receiver took nothing for 10 s" in run.stderr, run.stderr
 
 
 def test_a_listening_output_whose_receiver_stops_reading_ends_after_its_timeout(cli):
@@ -53,21 +55,24 @@ def test_a_listening_output_whose_receiver_stops_reading_ends_after_its_timeout(
     port = free_port()
     url = f"tcp://127.0.0.1:{port}?listen=1&timeout=1000000"
     connections: list[socket.socket] = []
-    threading.Thread(target=lambda: connections.append(connect_when_listening(port)), daemon=True).start()
+    threading.Thread(target=lambda: connections.append(connect_when_listening(port)),
+                     daemon=True).start()
     try:
         result = cli("run", *FLOOD, "-o", url, "-q", timeout=60)
     finally:
         for connection in connections:
             connection.close()
     assert_error(result, 8, f"sending to {url} failed after", "the receiver took nothing for 1 s")
-    sink = NetworkSink(f"tcp://127.0.0.1:{port}?listen=1", width=64, height=48, frame_rate=Fraction(25))
+    sink = NetworkSink(f"tcp://127.0.0.1:{port}?listen=1", width=64, height=48,
+                       frame_rate=Fraction(25))
     assert listen_address(sink._send_to)[3] == 10.0
     sink.abort()
 
 
 class Trickle:
     """Serves an MPEG-TS stream one 188-byte transport packet every 25 ms, then closes: never
-    silent for long, yet its probe takes longer than a short timeout (a live stream's, in real time)."""
+    silent for long, yet its probe takes longer than a short timeout (a live stream's, in real
+    time)."""
 
     def __init__(self, data: bytes) -> None:
         self.data = data
@@ -95,8 +100,8 @@ def test_a_stream_that_keeps_sending_is_opened_however_long_its_probe_takes(cli,
     timeout"). A server that says nothing is still refused after the timeout (test_reliability)."""
     server, out = Trickle(session(range(12))), tmp_path / "out.mkv"
     try:
-        result = cli("run", server.url, "--timeout", "1", "-o", str(out), "--filter", "identity", "--backend", "cpu",
-                     "--no-progress", "-q", timeout=60)
+        result = cli("run", server.url, "--timeout", "1", "-o", str(out), "--filter", "identity",
+                     "--backend", "cpu", "--no-progress", "-q", timeout=60)
     finally:
         server.close()
     assert result.returncode == 0, result.stderr
@@ -110,9 +115,10 @@ def test_an_input_that_never_answers_is_still_refused_after_its_timeout(cli, tmp
     listener = socket.create_server(("127.0.0.1", 0))  # accepts (the backlog), never answers
     url = f"{scheme}://127.0.0.1:{listener.getsockname()[1]}/live/x"
     try:
-        result = cli("run", url, "--timeout", "1", "-o", str(tmp_path / "out.mkv"), "--backend", "cpu",
-                     "--no-progress", "-q", timeout=60)
+        result = cli("run", url, "--timeout", "1", "-o", str(tmp_path / "out.mkv"), "--backend",
+                     "cpu", "--no-progress", "-q", timeout=60)
     finally:
         listener.close()
-    assert_error(result, 4, f"cannot open input {url}", "within the 1 s timeout")  # RTSP's said "Invalid data"
+    # RTSP's said "Invalid data"
+    assert_error(result, 4, f"cannot open input {url}", "within the 1 s timeout")
     assert list(tmp_path.iterdir()) == []

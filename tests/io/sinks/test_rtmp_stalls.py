@@ -1,6 +1,7 @@
 """RTMP servers that stall, on 127.0.0.1: one that accepts the connection and never answers its
-handshake, and FFmpeg's own RTMP server (tests/helpers/netreceiver.py) stopped with SIGSTOP mid-stream.
-FFmpeg's RTMP connection takes no time limit through PyAV, and PyAV holds the interpreter lock
+handshake, and FFmpeg's own RTMP server (tests/helpers/netreceiver.py) stopped with SIGSTOP
+mid-stream. FFmpeg's RTMP connection takes no time limit through PyAV, and PyAV holds the
+interpreter lock
 while it connects: both held a run for ever, deaf to Ctrl-C, until streamconv sent RTMP from a
 child process that ends itself after the output's timeout (streamconv.io.sinks.relay)."""
 
@@ -13,7 +14,8 @@ import sys
 import time
 
 from helpers.cli import assert_error
-from helpers.network import FLOOD, Hoarder, RECEIVER, free_port, progress_frames, wait_until_listening
+from helpers.network import (FLOOD, Hoarder, RECEIVER, free_port, progress_frames,
+                             wait_until_listening)
 from helpers.processes import Run
 
 
@@ -56,16 +58,18 @@ def test_signals_end_a_run_whose_rtmp_server_never_answers(tmp_path):
     assert "Traceback" not in run.stderr
 
 
-def test_an_rtmp_server_that_stops_reading_mid_stream_ends_the_run_after_the_output_timeout(tmp_path):
+def test_an_rtmp_server_that_stops_reading_mid_stream_ends_the_run_after_the_output_timeout(
+        tmp_path):
     port = free_port()
     url = f"rtmp://127.0.0.1:{port}/live/test"
-    server = subprocess.Popen([sys.executable, str(RECEIVER), url, "flv", json.dumps({"listen": "1"}),
+    server = subprocess.Popen([sys.executable, str(RECEIVER), url, "flv",
+                               json.dumps({"listen": "1"}),
                                str(tmp_path / "received.npy")], stderr=subprocess.PIPE, text=True)
     progress = tmp_path / "progress.txt"
     try:
         wait_until_listening(port, server)
-        run = Run("run", *FLOOD, "-o", url, "--output-option", "timeout=1000000", "--progress", str(progress),
-                  cwd=tmp_path)
+        run = Run("run", *FLOOD, "-o", url, "--output-option", "timeout=1000000", "--progress",
+                  str(progress), cwd=tmp_path)
         run.wait_for(lambda: progress_frames(progress) > 30, "frames sent")
         server.send_signal(signal.SIGSTOP)  # connected, and reading nothing more
         code = run.finish(timeout=60)
@@ -74,5 +78,6 @@ def test_an_rtmp_server_that_stops_reading_mid_stream_ends_the_run_after_the_out
         server.send_signal(signal.SIGCONT)
         server.communicate()
     assert code == 8, run.stderr
-    assert f"sending to {url} failed after" in run.stderr and "the receiver took nothing for 1 s" in run.stderr
+    assert f"sending to {url} failed after" in run.stderr and \
+        "the receiver took nothing for 1 s" in run.stderr
     assert "Traceback" not in run.stderr

@@ -40,7 +40,8 @@ def test_a_link_planted_at_an_images_name_never_leads_the_write_elsewhere(cli, t
     os.symlink("precious.txt", tmp_path / ".out002.png.tmp")
     os.link(tmp_path / "precious.txt", tmp_path / "out003.png.tmp")
     inputs = {p.name: p.read_bytes() for p in tmp_path.glob("img*")}
-    assert_ok(run_quiet(cli, "img%03d.png", "-o", "out%03d.png", "--filter", "identity", cwd=tmp_path))
+    assert_ok(run_quiet(cli, "img%03d.png", "-o", "out%03d.png", "--filter", "identity",
+                        cwd=tmp_path))
     assert {p.name: p.read_bytes() for p in tmp_path.glob("img*")} == inputs
     assert precious.read_bytes() == b"not an image"
     for number, picture in enumerate(pictures, 1):
@@ -58,7 +59,8 @@ def test_an_image_that_appears_during_the_run_is_left_as_it_is(tmp_path):
     target.discard(keep_finished=True)
     assert (tmp_path / "out002.png").read_bytes() == b"another run's image"
     assert np.array_equal(read_image(tmp_path / "out001.png"), pictures[0])
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out001.png", "out002.png"]  # no temporary left
+    # no temporary left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out001.png", "out002.png"]
 
 
 def test_taking_back_a_sequence_removes_its_own_images_and_no_one_elses(tmp_path):
@@ -90,7 +92,8 @@ def test_overwrite_replaces_a_longer_sequence_whole(cli, tmp_path):
     (tmp_path / "out.png").write_bytes(b"not one of the sequence")
     pictures = write_images(tmp_path, count=4)
     assert_ok(run_quiet(cli, "img%03d.png", "-o", "out%03d.png", "--overwrite", cwd=tmp_path))
-    assert sorted(p.name for p in tmp_path.glob("out*")) == ["out.png"] + [f"out{n:03d}.png" for n in range(1, 5)]
+    assert sorted(p.name for p in tmp_path.glob("out*")) == ["out.png"] + [f"out{n:03d}.png"
+                                                                           for n in range(1, 5)]
     for number, picture in enumerate(pictures, 1):
         assert np.array_equal(read_image(tmp_path / f"out{number:03d}.png"), picture)
 
@@ -102,24 +105,30 @@ def test_a_pattern_names_only_the_files_ffmpeg_would_write_for_it(cli, tmp_path)
     others = {f"out{n:03d}.png": b"out%03d.png's own" for n in range(1, 4)}
     for name, data in others.items():
         (tmp_path / name).write_bytes(data)
-    assert_ok(run_quiet(cli, "img%03d.png", "-o", "out%d.png", "--filter", "identity", cwd=tmp_path))
+    assert_ok(run_quiet(cli, "img%03d.png", "-o", "out%d.png", "--filter", "identity",
+                        cwd=tmp_path))
     (tmp_path / "out7.png").write_bytes(b"an old image of out%d.png")
     for pattern in ("out%d.png", "out%02d.png"):
-        assert_ok(run_quiet(cli, "img%03d.png", "-o", pattern, "--filter", "identity", "--overwrite", cwd=tmp_path))
-    assert sorted(p.name for p in tmp_path.glob("out*")) == ["out001.png", "out002.png", "out003.png",
-                                                             "out01.png", "out02.png", "out1.png", "out2.png"]
+        assert_ok(run_quiet(cli, "img%03d.png", "-o", pattern, "--filter", "identity",
+                            "--overwrite", cwd=tmp_path))
+    assert sorted(p.name for p in tmp_path.glob("out*")) == ["out001.png", "out002.png",
+                                                             "out003.png",
+                                                             "out01.png", "out02.png", "out1.png",
+                                                             "out2.png"]
     assert all((tmp_path / name).read_bytes() == data for name, data in others.items())
     assert np.array_equal(read_image(tmp_path / "out2.png"), pictures[1])
 
 
 def test_a_full_disk_keeps_the_images_finished_and_says_so(tmp_path):
-    flat = [np.full((H, W, 3), value, np.uint8) for value in (10, 90, 200)]  # PNGs of a few hundred bytes
+    # PNGs of a few hundred bytes
+    flat = [np.full((H, W, 3), value, np.uint8) for value in (10, 90, 200)]
     for number, picture in enumerate([*flat, *random_pictures(2)], 1):
         (tmp_path / f"img{number:03d}.png").write_bytes(png_bytes(picture))
-    result = run_limited(["run", "img%03d.png", "-o", "out%03d.png", "--filter", "identity", "--backend", "cpu",
-                          "--no-progress", "-q"], file_size=2000, cwd=tmp_path)
+    result = run_limited(["run", "img%03d.png", "-o", "out%03d.png", "--filter", "identity",
+                          "--backend", "cpu", "--no-progress", "-q"], file_size=2000, cwd=tmp_path)
     assert_error(result, 6, "failed after 3 frames", "the 3 images finished are kept")
-    assert sorted(p.name for p in tmp_path.glob("*out*")) == ["out001.png", "out002.png", "out003.png"]
+    assert sorted(p.name for p in tmp_path.glob("*out*")) == ["out001.png", "out002.png",
+                                                              "out003.png"]
     for number, picture in enumerate(flat, 1):
         assert np.array_equal(read_image(tmp_path / f"out{number:03d}.png"), picture)
 
@@ -127,22 +136,25 @@ def test_a_full_disk_keeps_the_images_finished_and_says_so(tmp_path):
 def test_one_image_takes_one_frame_or_is_refused_whole(cli, tmp_path):
     pictures = write_images(tmp_path, count=3)
     assert_error(run_quiet(cli, "img%03d.png", "-o", "still.png", cwd=tmp_path), 6,
-                 "still.png is one image and the input has more frames", "still%03d.png", "--max-frames 1")
+                 "still.png is one image and the input has more frames", "still%03d.png",
+                 "--max-frames 1")
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("img")) == []
-    assert_ok(run_quiet(cli, "img%03d.png", "-o", "still.png", "--max-frames", "1", "--filter", "identity",
-                        cwd=tmp_path))
+    assert_ok(run_quiet(cli, "img%03d.png", "-o", "still.png", "--max-frames", "1", "--filter",
+                        "identity", cwd=tmp_path))
     assert np.array_equal(read_image(tmp_path / "still.png"), pictures[0])
 
 
 def test_a_name_with_two_number_fields_is_refused_before_any_work(cli, tmp_path):
     write_images(tmp_path, count=2)
-    assert_error(run_quiet(cli, "img%03d.png", "-o", "o%03d_%03d.png", cwd=tmp_path), 6, "2 %d fields")
+    assert_error(run_quiet(cli, "img%03d.png", "-o", "o%03d_%03d.png", cwd=tmp_path), 6,
+                 "2 %d fields")
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("img")) == []
 
 
 def test_every_image_extension_ffmpeg_writes_is_a_sequence(cli, tmp_path):
     pictures = write_images(tmp_path, count=2)
-    assert_ok(run_quiet(cli, "img%03d.png", "-o", "o%03d.tga", "--filter", "identity", cwd=tmp_path))
+    assert_ok(run_quiet(cli, "img%03d.png", "-o", "o%03d.tga", "--filter", "identity",
+                        cwd=tmp_path))
     assert sorted(p.name for p in tmp_path.glob("*o0*")) == ["o001.tga", "o002.tga"]
     for number, picture in enumerate(pictures, 1):
         assert np.array_equal(read_image(tmp_path / f"o{number:03d}.tga"), picture)
@@ -151,8 +163,8 @@ def test_every_image_extension_ffmpeg_writes_is_a_sequence(cli, tmp_path):
 @pytest.mark.parametrize("option", ["--stats-json", "--progress"])
 def test_a_report_named_like_a_future_image_is_refused_before_any_work(cli, tmp_path, option):
     write_images(tmp_path, count=3)
-    assert_error(run_quiet(cli, "img%03d.png", "-o", "o%03d.png", option, "o002.png", cwd=tmp_path), 6,
-                 "one of the files of the output")
+    assert_error(run_quiet(cli, "img%03d.png", "-o", "o%03d.png", option, "o002.png", cwd=tmp_path),
+                 6, "one of the files of the output")
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("img")) == []
 
 
@@ -192,7 +204,7 @@ print(sorted(os.listdir(".")))
 
 def test_a_second_signal_leaves_no_image_behind_even_mid_write(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[3]))
-    result = subprocess.run([sys.executable, "-c", SLOW_SEQUENCE_RUN], capture_output=True, text=True,
-                            timeout=120, cwd=tmp_path, env=env)
+    result = subprocess.run([sys.executable, "-c", SLOW_SEQUENCE_RUN], capture_output=True,
+                            text=True, timeout=120, cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]", result.stdout

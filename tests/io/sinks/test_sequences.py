@@ -15,7 +15,8 @@ from helpers.images import H, W, read_image, write_images
 
 def test_a_png_sequence_comes_out_as_a_png_sequence_exactly_through_identity(cli, tmp_path):
     pictures = write_images(tmp_path)
-    assert_ok(run_quiet(cli, "img%03d.png", "-o", "out%03d.png", "--filter", "identity", cwd=tmp_path))
+    assert_ok(run_quiet(cli, "img%03d.png", "-o", "out%03d.png", "--filter", "identity",
+                        cwd=tmp_path))
     written = sorted(path.name for path in tmp_path.iterdir() if not path.name.startswith("img"))
     assert written == [f"out{n:03d}.png" for n in range(1, 6)]  # no temporary or partial file left
     for number, picture in enumerate(pictures, 1):
@@ -40,7 +41,8 @@ def test_a_sequence_defaults_to_25_frames_a_second(cli, tmp_path):
         assert container.streams.video[0].average_rate == 25
 
 
-@pytest.mark.parametrize("output, codec, count", [("out%02d.jpg", "mjpeg", 1), ("anim.gif", "gif", 5)])
+@pytest.mark.parametrize("output, codec, count",
+                         [("out%02d.jpg", "mjpeg", 1), ("anim.gif", "gif", 5)])
 def test_images_and_gif_get_their_codecs(cli, tmp_path, output, codec, count):
     pictures = write_images(tmp_path, smooth=True)
     assert_ok(run_quiet(cli, "img%03d.png", "-o", output, cwd=tmp_path))
@@ -70,12 +72,14 @@ def test_existing_numbered_files_are_refused_before_the_first_image_unless_overw
     assert sorted(p.name for p in tmp_path.glob("out*")) == ["out002.png"]
     assert (tmp_path / "out002.png").read_bytes() == b"keep me"
     assert_ok(run_quiet(cli, "img%03d.png", "-o", "out%03d.png", "--overwrite", cwd=tmp_path))
-    assert sorted(p.name for p in tmp_path.glob("out*")) == ["out001.png", "out002.png", "out003.png"]
+    assert sorted(p.name for p in tmp_path.glob("out*")) == ["out001.png", "out002.png",
+                                                             "out003.png"]
     assert read_image(tmp_path / "out002.png").shape == (H, W, 3)
 
 
 @pytest.mark.parametrize("output, why", [("img%03d.png", "is the same file as the input"),
-                                         ("img%d.png", "names some of the files of the input"),  # img100.png on
+                                         # img100.png on
+                                         ("img%d.png", "names some of the files of the input"),
                                          ("img002.png", "is the same file as the input")])
 def test_an_output_never_writes_over_an_input_image_even_with_overwrite(cli, tmp_path, output, why):
     write_images(tmp_path, count=3)
@@ -89,7 +93,8 @@ def test_a_sequence_sink_from_python_writes_numbered_images(tmp_path):
     from streamconv import Pipeline
 
     pictures = write_images(tmp_path, count=3)
-    stats = Pipeline(str(tmp_path / "img%03d.png"), ["identity"], str(tmp_path / "frame_%d.png"), backend="cpu").run()
+    stats = Pipeline(str(tmp_path / "img%03d.png"), ["identity"], str(tmp_path / "frame_%d.png"),
+                     backend="cpu").run()
     assert stats.frames == 3
     for number, picture in enumerate(pictures, 1):
         assert np.array_equal(read_image(tmp_path / f"frame_{number}.png"), picture)
@@ -134,7 +139,8 @@ def test_a_sequence_starting_beyond_where_ffmpeg_looks_says_the_start_number_to_
     result = run_quiet(cli, "img%03d.png", "-o", "out.mkv", cwd=tmp_path)
     assert_error(result, 4, "its first image is img007.png")
     assert "--input-option start_number=7" in result.stderr
-    assert_ok(run_quiet(cli, "img%03d.png", "--input-option", "start_number=7", "-o", "out.mkv", cwd=tmp_path))
+    assert_ok(run_quiet(cli, "img%03d.png", "--input-option", "start_number=7", "-o", "out.mkv",
+                        cwd=tmp_path))
     with av.open(str(tmp_path / "out.mkv")) as container:
         assert sum(1 for _ in container.decode(video=0)) == 2  # img007.png and img008.png
 
@@ -148,16 +154,20 @@ def test_a_hole_in_an_input_sequence_is_never_passed_over_in_silence(cli, tmp_pa
     assert "img004.png is missing: the 6 numbered image(s) after it were not read" in result.stderr
     (tmp_path / "img001.png").write_bytes((tmp_path / "img003.png").read_bytes())
     (tmp_path / "img002.png").write_bytes((tmp_path / "img003.png").read_bytes())
-    result = run_quiet(cli, "img%03d.png", "-o", "out2.mkv", cwd=tmp_path)  # the hole mid-way fails the read
+    # the hole mid-way fails the read
+    result = run_quiet(cli, "img%03d.png", "-o", "out2.mkv", cwd=tmp_path)
     assert_error(result, 8, "img004.png is missing from the sequence")
 
 
-def test_an_image_whose_compressed_data_is_damaged_is_skipped_and_the_sequence_goes_on(cli, tmp_path):
+def test_an_image_whose_compressed_data_is_damaged_is_skipped_and_the_sequence_goes_on(
+        cli, tmp_path):
     pictures = write_images(tmp_path, count=5)
     damaged = bytearray((tmp_path / "img003.png").read_bytes())
-    damaged[300:320] = bytes(b ^ 0x55 for b in damaged[300:320])  # inside the deflate data: zlib fails
+    # inside the deflate data: zlib fails
+    damaged[300:320] = bytes(b ^ 0x55 for b in damaged[300:320])
     (tmp_path / "img003.png").write_bytes(bytes(damaged))
-    result = run_quiet(cli, "img%03d.png", "-o", "out%03d.png", "--filter", "identity", cwd=tmp_path)
+    result = run_quiet(cli, "img%03d.png", "-o", "out%03d.png", "--filter", "identity",
+                       cwd=tmp_path)
     assert result.returncode == 13, result.stderr
     assert "1 video packet(s) could not be decoded and were skipped" in result.stderr
     for number, picture in enumerate([pictures[0], pictures[1], pictures[3], pictures[4]], 1):
@@ -169,13 +179,16 @@ def test_a_hole_is_looked_for_from_the_start_number_given(cli, tmp_path):
     write_images(tmp_path, count=12)
     for number in (1, 2, 3, 4, 5, 6, 9):  # img007, img008, then a hole before img010..img012
         (tmp_path / f"img{number:03d}.png").unlink()
-    result = run_quiet(cli, "img%03d.png", "--input-option", "start_number=7", "-o", "out.mkv", cwd=tmp_path)
+    result = run_quiet(cli, "img%03d.png", "--input-option", "start_number=7", "-o", "out.mkv",
+                       cwd=tmp_path)
     assert result.returncode == 13, result.stderr
     assert "img009.png is missing: the 3 numbered image(s) after it were not read" in result.stderr
     for number in (7, 8):  # images before the start number given are not a hole either
-        (tmp_path / f"img{number - 6:03d}.png").write_bytes((tmp_path / f"img{number:03d}.png").read_bytes())
+        (tmp_path / f"img{number - 6:03d}.png").write_bytes((
+            tmp_path / f"img{number:03d}.png").read_bytes())
         (tmp_path / f"img{number:03d}.png").unlink()
-    result = run_quiet(cli, "img%03d.png", "--input-option", "start_number=10", "-o", "out2.mkv", cwd=tmp_path)
+    result = run_quiet(cli, "img%03d.png", "--input-option", "start_number=10", "-o", "out2.mkv",
+                       cwd=tmp_path)
     assert_ok(result)
     assert "missing" not in result.stderr
     with av.open(str(tmp_path / "out2.mkv")) as container:

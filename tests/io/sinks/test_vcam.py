@@ -52,15 +52,18 @@ class StandIn:
 
 
 def test_vcam_outputs_are_named():
-    assert [parse_output(o).kind for o in ("vcam", "vcam:/dev/video10", "vcam.mp4")] == ["vcam", "vcam", "file"]
-    assert parse_output("vcam").target is None and parse_output("vcam:/dev/video10").target == "/dev/video10"
+    assert [parse_output(o).kind
+            for o in ("vcam", "vcam:/dev/video10", "vcam.mp4")] == ["vcam", "vcam", "file"]
+    assert parse_output("vcam").target is None and \
+        parse_output("vcam:/dev/video10").target == "/dev/video10"
     assert not parse_output("vcam").writes_a_file and parse_output("out.mp4").writes_a_file
 
 
 def test_the_sink_sends_rgb_bytes_at_the_cameras_size():
     made = []
     sink = VirtualCameraSink("/dev/video7", width=8, height=6, frame_rate=Fraction(30),
-                             camera_factory=lambda *a, **k: made.append(StandIn(*a, **k)) or made[0])
+                             camera_factory=lambda *a, **k: made.append(StandIn(*a, **k))
+                             or made[0])
     camera = made[0]
     assert camera.args == (8, 6, 30.0, "RGB", "/dev/video7")
     picture = np.arange(6 * 8 * 3, dtype=np.uint8).reshape(6, 8, 3)
@@ -69,7 +72,8 @@ def test_the_sink_sends_rgb_bytes_at_the_cameras_size():
     sink.send(np.zeros((12, 16, 3), np.uint8), FrameMeta(2, 2, None))  # another size: scaled
     sink.close()
     sink.close()
-    assert [f.dtype for f in camera.frames] == [np.uint8] * 3 and all(f.shape == (6, 8, 3) for f in camera.frames)
+    assert [f.dtype for f in camera.frames] == [np.uint8] * 3 and \
+        all(f.shape == (6, 8, 3) for f in camera.frames)
     assert np.array_equal(camera.frames[0], picture) and np.array_equal(camera.frames[1], picture)
     assert camera.closed == 1 and sink.frames_written == 3
 
@@ -90,7 +94,8 @@ def test_a_missing_virtual_camera_is_exit_7_before_the_run(cli, tmp_path):
 
 
 def test_frames_reach_a_loopback_device_through_pyvirtualcam():
-    pyvirtualcam = pytest.importorskip("pyvirtualcam", reason="pyvirtualcam not installed (the vcam extra)")
+    pyvirtualcam = pytest.importorskip("pyvirtualcam",
+                                       reason="pyvirtualcam not installed (the vcam extra)")
     device = loopback_device()
     if device is None:
         pytest.skip("no v4l2loopback device (modprobe v4l2loopback) to send to")

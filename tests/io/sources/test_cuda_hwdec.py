@@ -51,7 +51,8 @@ def test_nvdec_hevc_10_bit_gives_the_software_planes(tmp_path):
         rng, layout = np.random.default_rng(3), YuvLayout(320, 240, bits=10)
         for index in range(8):
             samples = rng.integers(64, 940, layout.shape, dtype=np.uint16)
-            # Copied in plane by plane: PyAV before 18 (the last for Python 3.10) has no yuv420p10le from_ndarray.
+            # Copied in plane by plane: PyAV before 18 (the last for Python 3.10) has no yuv420p10le
+            # from_ndarray.
             frame = planes_to_frame(samples, layout, "yuv420p10le", None)
             frame.pts = index
             for packet in stream.encode(frame):
@@ -67,8 +68,8 @@ def test_a_transcode_decoded_on_nvdec_equals_the_software_decoded_one(tmp_path, 
     outputs = []
     for extra in ((), ("--hwaccel", "cuda")):
         out = tmp_path / f"out{len(outputs)}.mkv"
-        result = cli("run", str(clip), "-o", str(out), "--backend", "cuda", "--filter", "gaussian:sigma=2",
-                     "--codec", "ffv1", "--quiet", *extra)
+        result = cli("run", str(clip), "-o", str(out), "--backend", "cuda", "--filter",
+                     "gaussian:sigma=2", "--codec", "ffv1", "--quiet", *extra)
         assert result.returncode == 0, result.stderr
         with av.open(str(out)) as container:
             outputs.append([frame.to_ndarray() for frame in container.decode(video=0)])
@@ -93,7 +94,8 @@ def test_a_codec_nvdec_cannot_decode_falls_back_to_software_with_a_warning(tmp_p
                 container.mux(packet)
         for packet in stream.encode(None):
             container.mux(packet)
-    with caplog.at_level("WARNING", logger="streamconv"), FileSource(clip, hwaccel="cuda") as source:
+    with caplog.at_level("WARNING", logger="streamconv"), FileSource(clip,
+                                                                     hwaccel="cuda") as source:
         assert not source.hardware_decoding
         got = planes_of_every_frame(source)
     assert "cuda cannot decode ffv1 here; decoding in software" in caplog.text

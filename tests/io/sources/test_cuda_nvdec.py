@@ -62,20 +62,25 @@ def needs(codec: str, bits: int) -> None:
 
 
 CASES = [("libx264", "yuv420p", "h264", 8, {"preset": "veryfast", "bf": "3"}),
-         ("libx265", "yuv420p", "hevc", 8, {"preset": "veryfast", "x265-params": "log-level=error"}),
-         ("libx265", "yuv420p10le", "hevc", 10, {"preset": "veryfast", "x265-params": "log-level=error"}),
-         ("libx265", "yuv420p12le", "hevc", 12, {"preset": "veryfast", "x265-params": "log-level=error"}),
+         ("libx265", "yuv420p", "hevc", 8,
+          {"preset": "veryfast", "x265-params": "log-level=error"}),
+         ("libx265", "yuv420p10le", "hevc", 10,
+          {"preset": "veryfast", "x265-params": "log-level=error"}),
+         ("libx265", "yuv420p12le", "hevc", 12,
+          {"preset": "veryfast", "x265-params": "log-level=error"}),
          ("libvpx-vp9", "yuv420p", "vp9", 8, {"deadline": "realtime", "cpu-used": "8"}),
          ("libsvtav1", "yuv420p", "av1", 8, {"preset": "12"})]
 
 
 @pytest.mark.parametrize("encoder, pix_fmt, codec, bits, options", CASES,
                          ids=[f"{c}-{p}" for c, p, *_ in CASES])
-def test_nvdec_into_the_slots_equals_the_cpu_decoder_frame_for_frame(tmp_path, encoder, pix_fmt, codec, bits,
+def test_nvdec_into_the_slots_equals_the_cpu_decoder_frame_for_frame(tmp_path, encoder, pix_fmt,
+                                                                     codec, bits,
                                                                        options):
     needs(codec, bits)
     suffix = "webm" if codec == "vp9" else "mkv" if codec == "av1" else "mp4"
-    clip = write_clip(tmp_path / f"clip.{suffix}", encoder, pix_fmt, frames=40, size=(352, 240), options=options)
+    clip = write_clip(tmp_path / f"clip.{suffix}", encoder, pix_fmt, frames=40, size=(352, 240),
+                      options=options)
     got, stats, in_place = filtered_by(clip, "nvdec")
     expected, cpu_stats, _ = filtered_by(clip, "cpu")
     assert in_place and stats.decoder.startswith("nvdec") and cpu_stats.decoder.startswith("cpu")
@@ -112,7 +117,8 @@ def test_segments_on_nvdec_equal_a_one_piece_nvdec_run(cli, tmp_path):
     outputs = {}
     for name, extra in (("whole", ()), ("segments", ("--segments", "3"))):
         out, stats = tmp_path / f"{name}.mkv", tmp_path / f"{name}.json"
-        result = cli("run", str(clip), "-o", str(out), "--filter", "edge", "--backend", "cuda", "--decoder", "nvdec",
+        result = cli("run", str(clip), "-o", str(out), "--filter", "edge", "--backend", "cuda",
+                     "--decoder", "nvdec",
                      "--codec", "ffv1", "--stats-json", str(stats), "--no-progress", "-q", *extra)
         assert result.returncode == 0, result.stderr
         assert json.loads(stats.read_text())["frames"] == 90
@@ -170,7 +176,8 @@ def test_a_change_nvdec_cannot_take_goes_to_the_cpu_under_auto_and_fails_under_n
     for index, (frame, reference) in enumerate(zip(got.frames, expected.frames)):
         np.testing.assert_array_equal(frame, reference, err_msg=f"frame {index}")
     out = tmp_path / "out.mkv"
-    refused = cli("run", str(joined), "-o", str(out), "--backend", "cuda", "--decoder", "nvdec", "--no-progress")
+    refused = cli("run", str(joined), "-o", str(out), "--backend", "cuda", "--decoder", "nvdec",
+                  "--no-progress")
     assert refused.returncode == 8, refused.stderr
     assert "NVDEC cannot decode" in refused.stderr and "h264 10-bit" in refused.stderr
     with av.open(str(out)) as container:  # the frames before the change are kept
@@ -179,7 +186,8 @@ def test_a_change_nvdec_cannot_take_goes_to_the_cpu_under_auto_and_fails_under_n
 
 @pytest.mark.parametrize("damage", ["flipped 4x300", "zeroed 2000 at 40%", "cut 60%"])
 @pytest.mark.parametrize("name", ["mp4", "mkv", "ts"])
-def test_damage_under_nvdec_exits_13_with_the_rest_written(cli, tmp_path, corpus, name, damage):  # noqa: F811
+def test_damage_under_nvdec_exits_13_with_the_rest_written(cli, tmp_path, corpus, name,
+                                                           damage):  # noqa: F811
     source = tmp_path / f"damaged.{name}"
     source.write_bytes(DAMAGES[damage](corpus[name]))
     output = tmp_path / "out.mkv"
@@ -199,34 +207,45 @@ def test_a_stream_nvdec_cannot_take_is_exit_7_or_the_cpu_under_auto(cli, tmp_pat
     clip = write_clip(tmp_path / "444.mp4", "libx264", "yuv444p", frames=5, size=(352, 240),
                       options={"preset": "ultrafast"})
     out = tmp_path / "out.mkv"
-    refused = cli("run", str(clip), "-o", str(out), "--backend", "cuda", "--decoder", "nvdec", "--no-progress")
+    refused = cli("run", str(clip), "-o", str(out), "--backend", "cuda", "--decoder", "nvdec",
+                  "--no-progress")
     assert refused.returncode == 7, refused.stderr
     assert "yuv444p" in refused.stderr and not out.exists()
     stats = tmp_path / "stats.json"
-    taken = cli("run", str(clip), "-o", str(out), "--backend", "cuda", "--stats-json", str(stats), "--no-progress")
+    taken = cli("run", str(clip), "-o", str(out), "--backend", "cuda", "--stats-json", str(stats),
+                "--no-progress")
     assert taken.returncode == 0, taken.stderr
     assert "decoding on the CPU" in taken.stderr and "yuv444p" in taken.stderr
     assert json.loads(stats.read_text())["decoder"] == "cpu (h264)"
 
 
-REFUSED = [("libvpx-vp9", "yuv420p", (353, 241), "webm", {"deadline": "realtime", "cpu-used": "8"}, "even size"),
-           ("libx264", "yuv420p", (352, 288), "ts", {"preset": "veryfast", "flags": "+ildct+ilme"}, "interlaced"),
-           ("mpeg2video", "yuv420p", (352, 288), "ts", {"flags": "+ildct+ilme", "top": "1"}, "interlaced"),
-           ("libx264", "gray", (352, 240), "mp4", {"preset": "ultrafast"}, "NVDEC refused the stream")]
+REFUSED = [("libvpx-vp9", "yuv420p", (353, 241), "webm", {"deadline": "realtime", "cpu-used": "8"},
+            "even size"),
+           ("libx264", "yuv420p", (352, 288), "ts", {"preset": "veryfast", "flags": "+ildct+ilme"},
+            "interlaced"),
+           ("mpeg2video", "yuv420p", (352, 288), "ts", {"flags": "+ildct+ilme", "top": "1"},
+            "interlaced"),
+           ("libx264", "gray", (352, 240), "mp4", {"preset": "ultrafast"},
+            "NVDEC refused the stream")]
 
 
 @pytest.mark.parametrize("encoder, pix_fmt, size, suffix, options, reason", REFUSED,
                          ids=["odd-vp9", "interlaced-h264", "interlaced-mpeg2", "gray-h264"])
-def test_streams_nvdec_would_not_decode_as_libavcodec_are_refused_or_go_to_the_cpu(tmp_path, encoder, pix_fmt,
-                                                                                  size, suffix, options, reason):
+def test_streams_nvdec_would_not_decode_as_libavcodec_are_refused_or_go_to_the_cpu(
+        tmp_path, encoder, pix_fmt,
+                                                                                  size, suffix,
+        options, reason):
     """An odd size (the planes need an even one), interlaced pictures (NVDEC deinterlaces them,
-    libavcodec weaves), 4:0:0 (NVDEC refuses it at its first sequence header): never NVDEC's frames."""
-    clip = write_clip(tmp_path / f"clip.{suffix}", encoder, pix_fmt, frames=6, size=size, options=options)
+    libavcodec weaves), 4:0:0 (NVDEC refuses it at its first sequence header): never NVDEC's
+    frames."""
+    clip = write_clip(tmp_path / f"clip.{suffix}", encoder, pix_fmt, frames=6, size=size,
+                      options=options)
     try:
         hardware = streamconv.open_source(clip, decoder="nvdec")
     except NvdecUnsupported as exc:
         assert reason in str(exc) and "Traceback" not in str(exc)
-    else:  # a GPU that decodes 4:0:0 as libavcodec does (odd sizes and interlacing are refused everywhere)
+    # a GPU that decodes 4:0:0 as libavcodec does (odd sizes and interlacing are refused everywhere)
+    else:
         hardware.close()
         assert pix_fmt == "gray", f"NVDEC took a stream it must refuse ({reason})"
         got, expected = filtered_by(clip, "nvdec")[0], filtered_by(clip, "cpu")[0]
@@ -253,7 +272,8 @@ def test_an_mp4_edit_list_gives_the_cpu_decoders_frames_and_pts(tmp_path):
         lead_in = round(4 / (video.time_base * 25))  # 4 frames before the edit list's start
         for packet in source.demux(video):
             if packet.size:
-                packet.pts, packet.dts, packet.stream = packet.pts - lead_in, packet.dts - lead_in, stream
+                packet.pts, packet.dts, packet.stream = packet.pts - lead_in, packet.dts - \
+                    lead_in, stream
                 target.mux(packet)
     got, stats, in_place = filtered_by(clip, "nvdec")
     expected, _, _ = filtered_by(clip, "cpu")
@@ -268,7 +288,8 @@ def test_hevc_cut_inside_an_open_gop_keeps_the_cpu_decoders_pts(tmp_path):
     libavcodec drops them, and the first frame keeps the CRA's own pts under NVDEC too."""
     needs("hevc", 8)
     whole = write_clip(tmp_path / "whole.ts", "libx265", "yuv420p", frames=40, size=(352, 240),
-                       options={"preset": "ultrafast", "x265-params": "log-level=error:keyint=12:open-gop=1:bframes=3"})
+                       options={"preset": "ultrafast",
+                                "x265-params": "log-level=error:keyint=12:open-gop=1:bframes=3"})
     data = whole.read_bytes()
     clip = tmp_path / "cut.ts"
     clip.write_bytes(data[188 * (len(data) // 188 * 2 // 5):])
@@ -334,8 +355,8 @@ def test_nvenc_encodes_where_the_gpu_has_one(cli, tmp_path):
     clip = write_clip(tmp_path / "in.mp4", "libx264", "yuv420p", frames=20, size=(352, 240),
                       options={"preset": "veryfast"})
     out = tmp_path / "out.mp4"
-    result = cli("run", str(clip), "-o", str(out), "--backend", "cuda", "--codec", "h264_nvenc", "--crf", "23",
-                 "--bitrate", "4M", "--filter", "edge", "--no-progress", "-q")
+    result = cli("run", str(clip), "-o", str(out), "--backend", "cuda", "--codec", "h264_nvenc",
+                 "--crf", "23", "--bitrate", "4M", "--filter", "edge", "--no-progress", "-q")
     assert result.returncode == 0, result.stderr
     with av.open(str(out)) as container:
         assert container.streams.video[0].codec_context.name == "h264"

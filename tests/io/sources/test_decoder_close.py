@@ -35,8 +35,10 @@ def test_error_exits_do_not_hang(tmp_path):
     clip = write_clip(tmp_path / "in.mkv", pix_fmt="yuv420p10le", frames=6, size=(W, H))
 
     def run(i: int) -> int:
-        command = [sys.executable, "-m", "streamconv", "run", str(clip), "-o", str(tmp_path / f"out{i}.mkv"),
-                   "--codec", "mpeg4", "--pix-fmt", "yuv420p10le", "--backend", "cpu", "-q", "--no-progress"]
+        command = [sys.executable, "-m", "streamconv", "run", str(clip), "-o",
+                   str(tmp_path / f"out{i}.mkv"),
+                   "--codec", "mpeg4", "--pix-fmt", "yuv420p10le", "--backend", "cpu", "-q",
+                   "--no-progress"]
         return subprocess.run(command, capture_output=True, timeout=90).returncode
 
     with ThreadPoolExecutor(4) as pool:

@@ -47,15 +47,18 @@ def test_a_waiting_reader_gets_frames_captured_straight_into_its_buffer():
             meta = source.read_into(buffer)
             delivered.append((meta.index, buffer.copy()))
         in_place, dropped = source.in_place, source.dropped
-    assert in_place >= 7 and dropped == 0  # the first frames may be copied: they came before any wait
+    # the first frames may be copied: they came before any wait
+    assert in_place >= 7 and dropped == 0
     with TestPattern(64, 48, fps=50) as pattern:
         expected = [frame for _, frame in zip(range(9), pattern)]
     for index, frame in delivered:
-        np.testing.assert_array_equal(frame, expected[index])  # frame k of the clock is pattern frame k
+        # frame k of the clock is pattern frame k
+        np.testing.assert_array_equal(frame, expected[index])
 
 
 class _SlowCapture(LivePattern):
-    """A live source whose capture into the lent buffer takes ``hold`` seconds (a slow sensor read)."""
+    """A live source whose capture into the lent buffer takes ``hold`` seconds (a slow sensor
+    read)."""
 
     def __init__(self, hold: float) -> None:
         self.hold = hold
@@ -129,7 +132,8 @@ def test_set_filters_mid_run_swaps_between_frames_and_loses_none(rng):
         if meta.index == 5:
             pipeline.set_filters(["edge"], label="edges")
 
-    pipeline = streamconv.Pipeline(ArraySource(frames), chain_a, CallbackSink(collect), backend="cpu")
+    pipeline = streamconv.Pipeline(ArraySource(frames), chain_a, CallbackSink(collect),
+                                   backend="cpu")
     stats = pipeline.run()
     assert [i for i, _ in got] == list(range(30)) and stats.frames == 30 and stats.dropped == 0
     switched = [np.array_equal(out, CpuBackend(chain_b).apply(frames[i])) for i, out in got]
@@ -159,7 +163,8 @@ def test_a_live_source_ahead_of_compute_skips_stale_slots(rng):
     frames = [rng.integers(0, 256, (96, 96, 3), dtype=np.uint8) for _ in range(40)]
     indices = []
     pipeline = streamconv.Pipeline(_EagerLive(frames), ["box:size=31"],
-                                   CallbackSink(lambda f, m: indices.append(m.index)), backend="cpu")
+                                   CallbackSink(lambda f, m: indices.append(m.index)),
+                                   backend="cpu")
     stats = pipeline.run()
     assert stats.dropped > 0 and stats.frames + stats.dropped == 40
     assert indices == sorted(indices) and indices[-1] == 39
@@ -224,7 +229,8 @@ def test_max_frames_counts_frames_filtered_not_stale_ones_skipped(rng):
 
 def test_live_benchmark_runs_on_the_cpu(tmp_path):
     out = tmp_path / "live.json"
-    result = subprocess.run([sys.executable, str(REPO / "benchmarks" / "live.py"), "--backend", "cpu",
+    result = subprocess.run([sys.executable, str(REPO / "benchmarks" / "live.py"), "--backend",
+                             "cpu",
                              "--size", "64x48", "--fps", "100", "--frames", "20", "--warmup", "5",
                              "--json", str(out)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr

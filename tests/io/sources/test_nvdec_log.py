@@ -33,7 +33,8 @@ def test_decode_errors_are_counted_and_kept_off_stdout():
     result = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, timeout=60)
     assert result.returncode == 0, result.stderr.decode()
     assert b"Decode Error" not in result.stdout
-    expected = b"".join(b"c-line %d\n" % n + bytes(range(256)) + b"py-line %d\n" % n for n in range(2))
+    expected = b"".join(b"c-line %d\n" % n + bytes(range(256)) + b"py-line %d\n" % n
+                        for n in range(2))
     assert result.stdout == expected
     # The first log saw pictures 7 and 8; the second 8 and 9.
     assert result.stderr.decode().strip() == "[(2, 2), (2, 2)]"

@@ -34,7 +34,8 @@ def raw_frames(count: int, seed: int = 7) -> np.ndarray:
 
 def ok(result: subprocess.CompletedProcess) -> None:
     assert result.returncode == 0, result.stderr.decode()
-    assert b"Traceback" not in result.stderr and b"streamconv: error:" not in result.stderr, result.stderr
+    assert b"Traceback" not in result.stderr and \
+        b"streamconv: error:" not in result.stderr, result.stderr
 
 
 def test_a_container_on_stdin_comes_out_on_stdout_as_matroska_frame_for_frame(cli, tmp_path):
@@ -51,7 +52,8 @@ def test_a_container_on_stdin_comes_out_on_stdout_as_matroska_frame_for_frame(cl
     assert [f.pts * out_base for f in frames] == [f.pts * base for f in expected]
     # The same run into a file gives the same pictures; both are the input's within the loss of
     # subsampling random chroma twice (RGB to yuv420p and back in the reader, again in the writer).
-    assert_ok(cli("run", str(clip), "-o", str(tmp_path / "out.mkv"), *options, "-q", "--no-progress"))
+    assert_ok(cli("run", str(clip), "-o", str(tmp_path / "out.mkv"), *options, "-q",
+                  "--no-progress"))
     _, from_file, _ = decoded((tmp_path / "out.mkv").read_bytes())
     for got, same, want in zip(frames, from_file, expected):
         assert np.array_equal(got.to_ndarray(), same.to_ndarray())
@@ -72,9 +74,11 @@ def test_format_names_the_container_on_stdout(tmp_path, spec):
 
 def test_raw_frames_in_and_out_are_exact_through_identity():
     frames = raw_frames(6)
-    result = pipe_cli("run", "-", "--input-format", "rawvideo", "--size", f"{W}x{H}", "--input-pix-fmt", "rgb24",
+    result = pipe_cli("run", "-", "--input-format", "rawvideo", "--size", f"{W}x{H}",
+                      "--input-pix-fmt", "rgb24",
                       "--fps", "25", "--filter", "identity", "--backend", "cpu", "-q",
-                      "-o", "-", "--format", "rawvideo", "--pix-fmt", "rgb24", stdin=frames.tobytes())
+                      "-o", "-", "--format", "rawvideo", "--pix-fmt", "rgb24",
+                      stdin=frames.tobytes())
     ok(result)
     assert len(result.stdout) == frames.nbytes
     assert np.array_equal(np.frombuffer(result.stdout, np.uint8).reshape(frames.shape), frames)
@@ -82,7 +86,8 @@ def test_raw_frames_in_and_out_are_exact_through_identity():
 
 def test_raw_frames_in_become_a_playable_stream_at_the_rate_given():
     frames = raw_frames(5)
-    result = pipe_cli("run", "-", "--input-format", "rawvideo", "--size", f"{W}x{H}", "--input-pix-fmt", "rgb24",
+    result = pipe_cli("run", "-", "--input-format", "rawvideo", "--size", f"{W}x{H}",
+                      "--input-pix-fmt", "rgb24",
                       "--fps", "10", "--filter", "box:size=3", "--backend", "cpu", "-q", "-o", "-",
                       stdin=frames.tobytes())
     ok(result)
@@ -95,22 +100,26 @@ def test_raw_video_cut_inside_a_frame_keeps_the_whole_frames_and_names_the_cut()
     """The bytes after the last whole frame are damage (exit 13, every whole frame written); with
     no whole frame, exit 4; either names the cut, not the decoder's "Invalid argument"."""
     frames = raw_frames(3)
-    raw = ["run", "-", "--input-format", "rawvideo", "--size", f"{W}x{H}", "--input-pix-fmt", "rgb24",
-           "--filter", "identity", "--backend", "cpu", "-q", "-o", "-", "--format", "rawvideo", "--pix-fmt", "rgb24"]
+    raw = ["run", "-", "--input-format", "rawvideo", "--size", f"{W}x{H}", "--input-pix-fmt",
+           "rgb24",
+           "--filter", "identity", "--backend", "cpu", "-q", "-o", "-", "--format", "rawvideo",
+           "--pix-fmt", "rgb24"]
     cut = f"the input ends inside a frame: its last 100 bytes are less than a {W}x{H} rgb24 frame"
     result = pipe_cli(*raw, stdin=frames.tobytes() + bytes(100))
     assert result.returncode == 13 and cut in result.stderr.decode(), result.stderr.decode()
     assert np.array_equal(np.frombuffer(result.stdout, np.uint8).reshape(frames.shape), frames)
     result = pipe_cli(*raw, stdin=bytes(100))
-    assert result.returncode == 4 and f"no frame could be decoded from pipe:0 ({cut}" in result.stderr.decode()
+    assert result.returncode == 4 and \
+        f"no frame could be decoded from pipe:0 ({cut}" in result.stderr.decode()
 
 
 def test_a_raw_video_size_over_max_pixels_is_refused_naming_the_limit():
     """The size given is the frames' declared size: refused as a file's, not with FFmpeg's
     "Invalid argument" for a size past its own limit."""
-    result = pipe_cli("run", "-", "--input-format", "rawvideo", "--size", "99999x99999", "--backend", "cpu",
-                      stdin=bytes(100))
-    assert_error(subprocess.CompletedProcess(result.args, result.returncode, "", result.stderr.decode()),
+    result = pipe_cli("run", "-", "--input-format", "rawvideo", "--size", "99999x99999",
+                      "--backend", "cpu", stdin=bytes(100))
+    assert_error(subprocess.CompletedProcess(result.args, result.returncode, "",
+                                             result.stderr.decode()),
                  4, "pipe:0 has 99999x99999 frames", "--max-pixels")
 
 
@@ -143,21 +152,24 @@ def test_garbage_on_stdin_exits_4_naming_standard_input():
     (["--stats-json", "-"], "--stats-json names a file, not standard output"),  # was a file named -
     (["-o", "-", "--stats-json", "pipe:1"], "--stats-json names a file, not standard output"),
     (["--input-format", "rawvideo"], "needs the frames' --size WxH"),
-    (["--input-pix-fmt", "rgb24"], "--input-pix-fmt is the pixel format of --input-format rawvideo"),
+    (["--input-pix-fmt", "rgb24"],
+     "--input-pix-fmt is the pixel format of --input-format rawvideo"),
     (["--size", "64x48"], "--size and --fps apply to cameras"),
     (["--input-format", "no-such-demuxer"], "FFmpeg has no demuxer 'no-such-demuxer'"),
 ], ids=lambda value: " ".join(value) if isinstance(value, list) else None)
 def test_pipe_options_that_cannot_work_are_usage_errors(args, fragment):
     result = pipe_cli("run", "-", "--backend", "cpu", *args)
     assert result.returncode == 2, result.stderr
-    assert fragment.encode() in result.stderr and result.stderr.startswith(b"usage: streamconv run ")
+    assert fragment.encode() in result.stderr and \
+        result.stderr.startswith(b"usage: streamconv run ")
     assert result.stdout == b""
 
 
 def test_dash_i_is_the_source_as_ffmpeg_users_type_it(cli, tmp_path):
     clip = write_clip(tmp_path / "in.mkv", frames=4, size=(W, H))
     out = tmp_path / "out.mkv"
-    assert_ok(cli("run", "-i", str(clip), "-o", str(out), "--backend", "cpu", "-q", "--no-progress"))
+    assert_ok(cli("run", "-i", str(clip), "-o", str(out), "--backend", "cpu", "-q",
+                  "--no-progress"))
     with av.open(str(out)) as container:
         assert sum(1 for _ in container.decode(video=0)) == 4
 
@@ -174,7 +186,8 @@ def test_what_run_cannot_take_gets_runs_own_usage(cli, tmp_path, args, fragment)
     result = cli("run", *[names.get(arg, arg) for arg in args])
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith("usage: streamconv run "), result.stderr  # not the top level's
-    assert fragment.replace("'IN'", repr(str(clip))).replace("'OUT'", repr(names["OUT"])) in result.stderr
+    assert fragment.replace("'IN'", repr(str(clip))).replace("'OUT'",
+                                                             repr(names["OUT"])) in result.stderr
     assert not Path(names["OUT"]).exists()
 
 
@@ -182,13 +195,13 @@ def test_deep_input_to_a_codec_without_deep_formats_suggests_only_what_it_takes(
     if "mpeg4" not in av.codecs_available:
         pytest.skip("this FFmpeg has no mpeg4 encoder")
     clip = write_clip(tmp_path / "in.mkv", pix_fmt="yuv420p10le", frames=3, size=(W, H))
-    result = cli("run", str(clip), "-o", str(tmp_path / "out.mkv"), "--codec", "mpeg4", "--backend", "cpu",
-                 "-q", "--no-progress")
+    result = cli("run", str(clip), "-o", str(tmp_path / "out.mkv"), "--codec", "mpeg4", "--backend",
+                 "cpu", "-q", "--no-progress")
     assert_ok(result)
     assert "yuv420p10le" not in result.stderr.replace(f"{clip}", "")  # mpeg4 refuses it
     assert "libx264" in result.stderr  # a codec that keeps the depth
-    refused = cli("run", str(clip), "-o", str(tmp_path / "b.mkv"), "--codec", "mpeg4", "--pix-fmt", "yuv420p10le",
-                  "--backend", "cpu", "-q", "--no-progress")
+    refused = cli("run", str(clip), "-o", str(tmp_path / "b.mkv"), "--codec", "mpeg4", "--pix-fmt",
+                  "yuv420p10le", "--backend", "cpu", "-q", "--no-progress")
     assert_error(refused, 6, "does not support pixel format 'yuv420p10le'", "it takes: yuv420p")
 
 
@@ -200,14 +213,15 @@ def test_a_pipe_that_is_a_terminal_is_a_usage_error_before_any_work(tmp_path):
 
     clip = write_clip(tmp_path / "in.mp4", frames=4, size=(W, H))
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    for args, fd in ((("run", str(clip), "-o", "-", "--backend", "cpu", "--filter", "edge"), "stdout"),
+    for args, fd in ((("run", str(clip), "-o", "-", "--backend", "cpu", "--filter", "edge"),
+                      "stdout"),
                      (("run", "-", "-o", str(tmp_path / "out.mp4"), "--backend", "cpu"), "stdin")):
         leader, follower = pty.openpty()
         try:
             ends = {"stdout": follower, "stdin": subprocess.DEVNULL} if fd == "stdout" else \
                 {"stdin": follower, "stdout": subprocess.PIPE}
-            result = subprocess.run([sys.executable, "-m", "streamconv", *args], stderr=subprocess.PIPE,
-                                    timeout=120, env=env, **ends)
+            result = subprocess.run([sys.executable, "-m", "streamconv", *args],
+                                    stderr=subprocess.PIPE, timeout=120, env=env, **ends)
             os.set_blocking(leader, False)
             try:
                 shown = os.read(leader, 65536)

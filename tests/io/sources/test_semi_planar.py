@@ -12,7 +12,7 @@ from streamconv.errors import InputError
 from streamconv.io.ffmpeg.container import hardware_decoders
 from streamconv.io.sources.file import FileSource
 from streamconv.frames.yuv import (SEMI_PLANAR_FORMATS, YuvLayout, frame_to_planes, planes_to_frame,
-                               split_semi_planar)
+                                   split_semi_planar)
 
 EXIT_USAGE = 2
 
@@ -96,7 +96,8 @@ def test_an_nv12_file_transcodes_through_planes_like_its_yuv420p_twin(rng, tmp_p
 
 
 def test_an_unknown_hardware_decoder_is_refused_with_the_known_ones(sample_clip):
-    with pytest.raises(InputError, match="hardware decoder 'no-such' is not in this FFmpeg build; it has: "):
+    with pytest.raises(InputError,
+                       match="hardware decoder 'no-such' is not in this FFmpeg build; it has: "):
         FileSource(sample_clip, hwaccel="no-such")
 
 
@@ -110,7 +111,8 @@ def _gpu_present() -> bool:
 def test_cuda_decoding_without_a_gpu_is_a_clear_error(sample_clip, cli, tmp_path):
     if "cuda" not in hardware_decoders():
         pytest.skip("this FFmpeg build has no cuda hardware decoding")
-    with pytest.raises(InputError, match=r"hardware decoding \(cuda\) could not start for .*sample.mp4.*"
+    with pytest.raises(InputError,
+                       match=r"hardware decoding \(cuda\) could not start for .*sample.mp4.*"
                                          r"leave out --hwaccel to decode in software"):
         FileSource(sample_clip, hwaccel="cuda")
     result = cli("run", str(sample_clip), "-o", str(tmp_path / "out.mp4"), "--hwaccel", "cuda")

@@ -1,4 +1,5 @@
-"""WebcamSource driven by a fake capture device: conversion, stamps, drops, reconnects, giving up."""
+"""WebcamSource driven by a fake capture device: conversion, stamps, drops, reconnects, giving
+up."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from streamconv.io.sinks.file import FileSink
 from streamconv.io.sinks.sink import CallbackSink
 
 from helpers.cli import REPO
-from helpers.fakecam import FAIL, FakeCameraFactory, FakeCapture, REPEAT, SHAPE, count_from, number_of
+from helpers.fakecam import (FAIL, FakeCameraFactory, FakeCapture, REPEAT, SHAPE, count_from,
+                             number_of)
 
 FAST = dict(stall_timeout=0.1, backoff=0.01, max_backoff=0.02, first_frame_timeout=0.2)
 
@@ -131,7 +133,8 @@ def test_a_camera_that_does_not_open_says_what_was_tried():
     with pytest.raises(CameraError) as caught:
         WebcamSource(3, capture_factory=factory)
     message = str(caught.value)
-    assert "cannot open camera webcam:3" in message and "FakeCameraFactory(3) did not open" in message
+    assert "cannot open camera webcam:3" in message and \
+        "FakeCameraFactory(3) did not open" in message
     assert caught.value.exit_code == 9 and isinstance(caught.value, InputError)
     assert factory.made[0].released.is_set()
 
@@ -154,7 +157,8 @@ def test_close_is_idempotent_and_stops_a_waiting_read():
     assert factory.made[0].released.is_set()
 
 
-@pytest.mark.parametrize("spec, device", [("webcam", 0), ("webcam:2", 2), ("/dev/video3", "/dev/video3"),
+@pytest.mark.parametrize("spec, device",
+                         [("webcam", 0), ("webcam:2", 2), ("/dev/video3", "/dev/video3"),
                                           ("webcam:/dev/video1", "/dev/video1")])
 def test_specs(spec, device):
     assert is_webcam_spec(spec) and parse_webcam_spec(spec) == device
@@ -212,7 +216,8 @@ def test_cli_refuses_camera_options_for_files(cli):
 
 
 def test_webcam_example_names_a_missing_camera(tmp_path):
-    result = subprocess.run([sys.executable, str(REPO / "examples" / "webcam_edge.py"), "--camera", "63"],
+    result = subprocess.run([sys.executable, str(REPO / "examples" / "webcam_edge.py"), "--camera",
+                             "63"],
                             capture_output=True, text=True, timeout=60, cwd=tmp_path,
                             env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert result.returncode == 9 and "cannot open camera webcam:63" in result.stderr

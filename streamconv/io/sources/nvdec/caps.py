@@ -15,7 +15,8 @@ from ....errors import BackendUnavailableError
 from ....frames.yuv import DEEP_PLANE_FORMATS, PLANE_FORMATS
 
 DECODERS = ("auto", "cpu", "nvdec")
-"""The ``--decoder`` choices: NVDEC where it can (auto), libavcodec on the CPU, or NVDEC or an error."""
+"""The ``--decoder`` choices: NVDEC where it can (auto), libavcodec on the CPU, or NVDEC or an
+error."""
 
 CODECS = {"h264": "H264", "hevc": "HEVC", "av1": "AV1", "vp9": "VP9", "vp8": "VP8",
           "mpeg1video": "MPEG1", "mpeg2video": "MPEG2", "mpeg4": "MPEG4", "vc1": "VC1"}
@@ -26,16 +27,19 @@ FORMAT_DEPTHS = {**{name: 8 for name in PLANE_FORMATS}, **DEEP_PLANE_FORMATS}
 
 
 def _info_to_debug(record: logging.LogRecord) -> bool:
-    """Pass PyNvVideoCodec's warnings and errors; its INFO lines only when the root logger shows DEBUG."""
+    """Pass PyNvVideoCodec's warnings and errors; its INFO lines only when the root logger shows
+    DEBUG."""
     return record.levelno >= logging.WARNING or logging.getLogger().isEnabledFor(logging.DEBUG)
 
 
 class NvdecUnsupported(BackendUnavailableError):
-    """NVDEC cannot take this stream here (exit 7 under ``--decoder nvdec``); the message says what."""
+    """NVDEC cannot take this stream here (exit 7 under ``--decoder nvdec``); the message says
+    what."""
 
 
 class NvdecMissing(NvdecUnsupported):
-    """PyNvVideoCodec is not installed: the CPU decoder is then the plain default, not a fallback."""
+    """PyNvVideoCodec is not installed: the CPU decoder is then the plain default, not a
+    fallback."""
 
 
 @dataclass(frozen=True)
@@ -56,7 +60,8 @@ class DecoderCaps:
         """Why a width x height stream cannot be decoded, or None if it can."""
         if not self.supported:
             return f"{self.codec} {self.bits}-bit 4:2:0 is not supported by this GPU's NVDEC"
-        if not (self.min_width <= width <= self.max_width and self.min_height <= height <= self.max_height):
+        if not (self.min_width <= width <= self.max_width
+                and self.min_height <= height <= self.max_height):
             return (f"{width}x{height} is outside NVDEC's {self.min_width}x{self.min_height} to "
                     f"{self.max_width}x{self.max_height} for {self.codec}")
         blocks = ((width + 15) // 16) * ((height + 15) // 16)
@@ -72,7 +77,8 @@ def nvdec_module():
     try:
         import PyNvVideoCodec  # optional (the nvdec extra)
     except ImportError:
-        raise NvdecMissing("PyNvVideoCodec is not installed (pip install 'streamconv[nvdec]')") from None
+        raise NvdecMissing("PyNvVideoCodec is not installed (pip install "
+                           "'streamconv[nvdec]')") from None
     except Exception as exc:  # its import loads the driver's libnvcuvid
         raise NvdecUnsupported(f"PyNvVideoCodec cannot load here: {exc}") from None
     return PyNvVideoCodec
@@ -80,7 +86,8 @@ def nvdec_module():
 
 @functools.lru_cache(maxsize=None)
 def decoder_caps(device: int, codec: str, bits: int) -> DecoderCaps:
-    """NVDEC's capabilities on ``device`` for 4:2:0 ``codec`` (an FFmpeg name) at ``bits`` per sample.
+    """NVDEC's capabilities on ``device`` for 4:2:0 ``codec`` (an FFmpeg name) at ``bits`` per
+    sample.
 
     Raises:
         NvdecUnsupported: PyNvVideoCodec missing, or a codec NVDEC has no decoder for.
@@ -90,15 +97,18 @@ def decoder_caps(device: int, codec: str, bits: int) -> DecoderCaps:
         raise NvdecUnsupported(f"NVDEC has no {codec} decoder")
     try:
         caps = nvc.GetDecoderCaps(gpuid=device, codec=getattr(nvc.cudaVideoCodec, CODECS[codec]),
-                                  chromaformat=getattr(nvc.cudaVideoChromaFormat, "420"), bitdepth=bits)
+                                  chromaformat=getattr(nvc.cudaVideoChromaFormat, "420"),
+                                  bitdepth=bits)
     except Exception as exc:  # no device, no driver support
-        raise NvdecUnsupported(f"NVDEC capabilities could not be read on device {device}: {exc}") from None
+        raise NvdecUnsupported(f"NVDEC capabilities could not be read on device {device}: "
+                               f"{exc}") from None
 
     def field(name: str) -> int:
         value = caps.get(name, 0) if isinstance(caps, dict) else getattr(caps, name, 0)
         return int(value or 0)
 
-    return DecoderCaps(codec, bits, bool(field("supported")), field("width_max"), field("height_max"),
+    return DecoderCaps(codec, bits, bool(field("supported")), field("width_max"),
+                       field("height_max"),
                        field("width_min"), field("height_min"), field("num_decoder_engines"),
                        field("mb_num_max"))
 
@@ -114,10 +124,14 @@ def check_stream(device: int, codec: str, pix_fmt: str | None, width: int, heigh
     bits = FORMAT_DEPTHS.get(pix_fmt or "")
     if bits is None:
         raise NvdecUnsupported(f"NVDEC decodes 4:2:0 video of 8, 10 or 12 bits here, not {pix_fmt}")
-    if width % 2 or height % 2:  # NVDEC's frames only leave it as 4:2:0 planes, which need even sizes
-        raise NvdecUnsupported(f"NVDEC's frames travel as 4:2:0 planes here, which need an even size, not {width}x{height}")
-    if interlaced:  # PyNvVideoCodec gives no choice: its decoder deinterlaces (adaptive), libavcodec weaves
-        raise NvdecUnsupported("interlaced video: NVDEC would deinterlace it, not deliver the fields woven "
+    # NVDEC's frames only leave it as 4:2:0 planes, which need even sizes
+    if width % 2 or height % 2:
+        raise NvdecUnsupported("NVDEC's frames travel as 4:2:0 planes here, which need an even "
+                               f"size, not {width}x{height}")
+    # PyNvVideoCodec gives no choice: its decoder deinterlaces (adaptive), libavcodec weaves
+    if interlaced:
+        raise NvdecUnsupported("interlaced video: NVDEC would deinterlace it, not deliver the "
+                               "fields woven "
                                "as the CPU decoder does")
     reason = decoder_caps(device, codec, bits).refuses(width, height)
     if reason:
@@ -126,7 +140,8 @@ def check_stream(device: int, codec: str, pix_fmt: str | None, width: int, heigh
 
 
 def decoder_table(device: int = 0) -> list[DecoderCaps]:
-    """Every (codec, depth) NVDEC reports on ``device``, supported or not (empty without PyNvVideoCodec)."""
+    """Every (codec, depth) NVDEC reports on ``device``, supported or not (empty without
+    PyNvVideoCodec)."""
     try:
         nvdec_module()
     except NvdecUnsupported:

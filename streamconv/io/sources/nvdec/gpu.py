@@ -100,7 +100,8 @@ class NvdecGpu:
         self.stream.synchronize()
 
     def _pinned(self, shape: tuple, dtype) -> np.ndarray:
-        if self._upload_staging is None or self._upload_staging.shape != shape or self._upload_staging.dtype != dtype:
+        if self._upload_staging is None or self._upload_staging.shape != shape or \
+                self._upload_staging.dtype != dtype:
             if self._upload_staging is not None:
                 self._upload_staging.base.free()
             self._upload_staging = self.binding.alloc_host(shape, dtype)

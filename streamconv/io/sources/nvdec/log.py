@@ -121,7 +121,8 @@ class DecodeErrorLog:
             if DecodeErrorLog._relay is None:
                 DecodeErrorLog._relay = _Relay()
             else:
-                DecodeErrorLog._relay.sync()  # errors printed before this log opened are not its own
+                # errors printed before this log opened are not its own
+                DecodeErrorLog._relay.sync()
             DecodeErrorLog._users += 1
             self._start = DecodeErrorLog._relay.errors
             self._opened = True
@@ -129,7 +130,8 @@ class DecodeErrorLog:
 
     @property
     def count(self) -> int:
-        """Pictures reported with decode errors since :meth:`open` (by any NVDEC source of the process)."""
+        """Pictures reported with decode errors since :meth:`open` (by any NVDEC source of the
+        process)."""
         if self._final is not None:
             return self._final
         relay = DecodeErrorLog._relay
