@@ -4,7 +4,6 @@ command."""
 from __future__ import annotations
 
 import argparse
-import sys
 
 from ..gpu import setup as cuda_setup
 from ..errors import BackendUnavailableError

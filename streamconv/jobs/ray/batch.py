@@ -20,7 +20,6 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any, Protocol
 
 from ..worker import BatchSettings, Running, run_input
