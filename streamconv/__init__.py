@@ -6,9 +6,12 @@ The public API is what this module exports::
     edges = streamconv.Filter("edge")(frame)                 # one frame, H x W x 3 uint8
     with streamconv.StreamFilter("edge", ring=3) as sf:      # overlapped with your loop
         for out in sf.map(frames): ...
-    stats = streamconv.Pipeline("in.mp4", ["gaussian:sigma=2", "edge"], "out.mp4").run() result =
-    streamconv.run_many(["webcam:0", "webcam:1"], ["edge"], "cam{n}.mp4") # one output each
+    stats = streamconv.Pipeline("in.mp4", ["gaussian:sigma=2", "edge"], "out.mp4").run()
+    # one output each
+    result = streamconv.run_many(["webcam:0", "webcam:1"], ["edge"], "cam{n}.mp4")
 """
+
+from typing import TYPE_CHECKING
 
 _EXPORTS = {
     "Filter": "embed.filter", "StreamFilter": "embed.streamfilter",
@@ -41,6 +44,36 @@ _EXPORTS = {
 """Public name -> the submodule that defines it."""
 _ALIASES = {"batch": "run_batch"}
 """Public names that are another name's object: ``streamconv.batch(...)`` is :func:`run_batch`."""
+
+if TYPE_CHECKING:  # what a type checker reads; at run time each name loads on first use
+    from .chain.filters import build_filter, FilterStage, parse_chain, parse_filter
+    from .chain.presets import list_presets, load_preset
+    from .embed.filter import Filter
+    from .embed.streamfilter import StreamFilter
+    from .errors import (BackendUnavailableError, CameraError, CameraLostError, DisplayError,
+                         FilterSpecError, FrameDeviceError, FrameFormatError, FrameTypeError,
+                         GpuFaultError, InputError, Interrupted, KernelCompileError,
+                         NoVideoStreamError, OutputError, PresetError, SettingsError, ShapeError,
+                         StreamconvError, StreamError)
+    from .frames.borders import BORDER_MODES, DEFAULT_BORDER
+    from .frames.slots import FrameMeta
+    from .interop.device_frame import DeviceFrame
+    from .io.open import open_sink, open_source
+    from .io.sinks.display import DisplaySink
+    from .io.sinks.file import FileSink
+    from .io.sinks.sink import CallbackSink, FanoutSink, NullSink
+    from .io.sources.arrays import ArraySource
+    from .io.sources.camera import WebcamSource
+    from .io.sources.file import FileSource
+    from .io.sources.live import LiveSource, RealtimeSource
+    from .io.sources.nvdec.source import NvdecSource
+    from .io.sources.pattern import LivePattern, TestPattern
+    from .jobs.batch import Batch, run_batch, run_batch as batch
+    from .jobs.segments import run_segments
+    from .jobs.several import MultiResult, MultiRun, run_many
+    from .run.pipeline import Pipeline
+    from .run.stats import RunStats
+    from .version import __version__
 
 
 def __getattr__(name: str):
