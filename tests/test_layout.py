@@ -5,6 +5,7 @@ crowded folder, small modules, short functions. Read from the sources (ast), not
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "streamconv"
@@ -193,3 +194,19 @@ def test_no_attribute_shadows_a_method_of_its_class_or_a_base():
     clashes = {f"{name}.{attr}" for name, (_, _, assigned) in classes.items()
                for attr in assigned & methods_of(name)}
     assert clashes == set()
+
+
+def test_every_package_names_its_modules():
+    """Each folder's ``__init__`` docstring names every module and folder beside it, so that a
+    reader finds a module's home from the package's help."""
+    unnamed = []
+    for init in PACKAGE.rglob("__init__.py"):
+        folder = init.parent
+        if folder == PACKAGE or "plugin" in folder.relative_to(PACKAGE).parts:
+            continue
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        members = [p.stem for p in folder.glob("*.py") if p.stem != "__init__"]
+        members += [p.name for p in folder.iterdir() if (p / "__init__.py").is_file()]
+        unnamed += [f"{folder.relative_to(PACKAGE)}/{m}" for m in members
+                    if not re.search(rf"(?<![\w]){re.escape(m)}(?![\w])", doc)]
+    assert sorted(unnamed) == []

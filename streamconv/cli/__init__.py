@@ -6,6 +6,19 @@ Exit codes: 0 success (also after q, Esc or closing the window); 1 internal erro
 run; 9 camera cannot be opened; 10 camera stopped delivering and could not be reopened;
 11 no display for --display; 12 GPU fault during the run; 13 finished, but the input was
 damaged; 130 Ctrl-C (SIGINT); 143 SIGTERM. docs/reliability.md has the table of cases.
+
+Also here: :mod:`.batch` (``streamconv batch``: many inputs into a folder through); :mod:`.bench`
+(``streamconv bench``: its options); :mod:`.info` (``streamconv info``: versions, the GPU and its
+kernels, the codecs); :mod:`.install_cuda` (``streamconv install-cuda``: the GPU path on a machine
+with only the NVIDIA driver); :mod:`.messages` (what the command prints about what was typed: no
+value is echoed whole); :mod:`.options` (the command's option types: each turns one option's text
+into its value); :mod:`.parser` (the ``streamconv`` argument parser: every subcommand and its
+options, in groups); :mod:`.report` (``run --report PATH.html`` and ``streamconv report
+STATS.json``: the page of a run); :mod:`.segments` (``streamconv run --segments N``: one file cut at
+keyframes); :mod:`.settings` (the run's settings from the command's options, made once: the chain
+and its border); :mod:`.several` (``streamconv run SRC1 SRC2 ...``: when several SOURCEs are taken);
+:mod:`.trim` (``run -ss``, ``-t`` and ``-to``: FFmpeg's cut of SOURCE, declared, checked and made a
+Trim).
 """
 
 from __future__ import annotations

@@ -19,4 +19,6 @@ sink), :mod:`.colour` and :mod:`.yuv` (colour tags and conversion, YUV planes in
 :mod:`.encoder_check` (encoder settings checked before a run).
 
 Nothing is imported here: ``import streamconv.frames.yuv`` loads only what that module needs.
+
+Also here: :mod:`.ffmpeg`/ (what sources and sinks both ask of PyAV and libav).
 """

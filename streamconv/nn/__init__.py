@@ -23,6 +23,10 @@ its weights and runs it on the CPU, :mod:`streamconv.nn.gpu_layer` on the GPU (t
 hands it device pointers and a stream). nn imports no module of :mod:`streamconv.backends`:
 whether CUDA is usable comes from :mod:`streamconv.gpu.device`, compiled kernels from
 :mod:`streamconv.gpu.loader`.
+
+Also here: :mod:`.cpu` (the CPU fallback of the layers: float32 im2col + BLAS matrix product);
+:mod:`.reference` (NumPy references of the layers, in float64: the oracle the GPU implementations
+are); :mod:`.shapes` (shape checks of the convolution-layer operators).
 """
 
 from __future__ import annotations
