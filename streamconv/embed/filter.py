@@ -91,7 +91,7 @@ def check_output(dst: object, src: np.ndarray, *, what: str = "output frame",
 
     Raises:
         FrameTypeError: either is not a NumPy array, a dtype other than uint8/uint16, or dtypes
-        differ.
+            differ.
         FrameFormatError: an unsupported shape, shapes differ, or ``dst`` is read-only.
     """
     src3 = as_hwc(src, what="input frame")
@@ -174,7 +174,7 @@ class Filter(Closes):
             (K, K) numeric array of taps.
         border: ``"reflect101"`` (default), ``"replicate"`` or ``"zero"``.
         backend: ``"auto"`` (CUDA when available, else the CPU with a notice), ``"cpu"``,
-        ``"cuda"``.
+            ``"cuda"``.
         device: CUDA device number.
         kernel: CUDA kernel variant, ``"auto"`` (default) or a name from
             ``streamconv.backends.plan.VARIANTS``; the CPU backend takes ``separable`` (rank-1

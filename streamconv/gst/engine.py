@@ -59,7 +59,7 @@ class HostRing(Generic[Note]):
 
     Args:
         backend: a backend made by :func:`streamconv.embed.filter.make_engine` (``cpu`` or
-        ``cuda``).
+            ``cuda``).
         in_flight: frames kept in flight at most (:func:`frames_in_flight`), 1 to MAX_RING.
         stats: where each frame's stage times go (``read`` the copy in, ``upload``, ``kernel``,
             ``download``, ``write`` the copy out, ``latency`` from entering to leaving).

@@ -75,7 +75,7 @@ class NetworkSink(FileSink):
     Args:
         url: ``rtmp://``, ``rtmps://``, ``rtsp://``, ``srt://``, ``udp://`` or ``tcp://``.
         format: the muxer (``--format``; None: :data:`NETWORK_CONTAINERS` by scheme: flv, rtsp or
-        mpegts).
+            mpegts).
         muxer_options: FFmpeg options of the output (``--output-option``): given to the muxer,
             and for tcp, udp and srt also to the protocol through the URL's query
             (``{"listen": "1"}`` waits for a receiver to connect).

@@ -16,7 +16,7 @@ class Backoff:
     Args:
         first, most: the first pause and the longest (seconds).
         attempts: the most attempts (None: no limit but ``within``; neither: until an attempt
-        succeeds or a pause is cut short).
+            succeeds or a pause is cut short).
         within: seconds from the start (the loss) after which no attempt starts; an attempt
             whose pause would end after it is not made (None: no limit but ``attempts``).
 

@@ -46,7 +46,7 @@ class FileSource(ReadGuard, PacketDecoding, Source):
     Args:
         path: anything FFmpeg opens (a file path or URL).
         video_stream: index among the video streams (0: the first); threads: "AUTO", "FRAME",
-        "SLICE" or "NONE".
+            "SLICE" or "NONE".
         copy_streams: pass the input's audio and subtitle packets along with the frames
             (``FrameMeta.packets``), for a file output to copy them unchanged.
         max_pixels: refuse frames larger than this (None: no limit): the declared size
