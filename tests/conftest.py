@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,12 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "media" / "sample.mp4"
+
+# The tests send SIGINT to their children as a terminal's Ctrl-C would. A runner that starts the
+# suite as a shell's background job has SIGINT ignored, and an ignored signal stays ignored across
+# exec (streamconv keeps it so, as Python does): a handler here gives every child the default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
