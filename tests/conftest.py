@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,12 @@ pytest_plugins = ("helpers.damage", "helpers.xdisplay")
 """Helper modules whose fixtures tests take by name."""
 
 SAMPLE = REPO / "media" / "sample.mp4"
+
+# The tests send SIGINT to their children as a terminal's Ctrl-C would. A runner that starts the
+# suite as a shell's background job has SIGINT ignored, and an ignored signal stays ignored across
+# exec (streamconv keeps it so, as Python does): a handler here gives every child the default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
