@@ -37,7 +37,7 @@ import needs  # noqa: E402  (benchmarks/needs.py: what is missing, in one line)
 
 import streamconv  # noqa: E402
 from streamconv.backends import create_backend  # noqa: E402
-from streamconv.filters import parse_chain  # noqa: E402
+from streamconv.chain.filters import parse_chain  # noqa: E402
 from pipeline import make_clip  # noqa: E402  (benchmarks/pipeline.py)
 
 SHAPE = (1080, 1920, 3)
@@ -108,7 +108,7 @@ def gpu_seconds_per_frame(backend_name: str, pool, count: int, shape=SHAPE) -> f
 
 def copy_seconds(pool, count: int) -> float:
     """Median time of the host copy StreamFilter makes per frame (your frame into a pinned slot)."""
-    from streamconv.hostcopy import ParallelCopier
+    from streamconv.frames.hostcopy import ParallelCopier
 
     copier = ParallelCopier()
     pinned = np.empty(SHAPE, np.uint8)

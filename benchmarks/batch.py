@@ -146,7 +146,7 @@ def main() -> None:
     needs.gpu()
     devices = None
     if args.devices is not None:
-        from streamconv.cuda_device import cuda_device_count
+        from streamconv.gpu.device import cuda_device_count
 
         devices = (list(range(cuda_device_count())) if args.devices == "all"
                    else [int(part) for part in args.devices.split(",")])

@@ -101,8 +101,8 @@ def device_frames(rng) -> dict[str, str]:
 
 def launch_costs(launches: int) -> dict[str, float]:
     """Host us per launch of the empty kernel: bound once, and packed per call."""
-    from streamconv import kernel_loader
-    from streamconv.backends.cuda import CudaBackend
+    from streamconv.gpu import loader as kernel_loader
+    from streamconv.backends.cuda.backend import CudaBackend
 
     with CudaBackend([]) as backend, backend.activated():
         gpu = backend.gpu

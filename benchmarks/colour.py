@@ -39,15 +39,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import av  # noqa: E402  (after cv2: see streamconv.io.display.check_import_order)
+import av  # noqa: E402  (after cv2: see streamconv.io.sinks.display.check_import_order)
 
 import streamconv  # noqa: E402
 
 import benchinfo  # noqa: E402
-from streamconv.backends.cpu import convert_colour  # noqa: E402
-from streamconv.io.colour import ColourTags, frame_to_rgb, plane_rows, rgb_to_frame  # noqa: E402
-from streamconv.io.gamut import unclipped_blocks, unclipped_pixels  # noqa: E402
-from streamconv.io.yuv import YuvLayout, frame_to_planes, planes_to_frame, rgb_to_yuv  # noqa: E402
+from streamconv.backends.cpu.backend import convert_colour  # noqa: E402
+from streamconv.frames.colour import ColourTags, frame_to_rgb, plane_rows, rgb_to_frame  # noqa: E402
+from streamconv.frames.gamut import unclipped_blocks, unclipped_pixels  # noqa: E402
+from streamconv.frames.yuv import YuvLayout, frame_to_planes, planes_to_frame, rgb_to_yuv  # noqa: E402
 
 SIZES = {"360p": (640, 360), "1080p": (1920, 1080)}
 

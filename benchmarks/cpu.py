@@ -61,9 +61,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchinfo import commit
 
-from streamconv.backends.cpu import CpuBackend
-from streamconv.borders import BORDER_MODES, border_index, pad_frame
-from streamconv.filters import COMBINE_MAGNITUDE, FilterStage, parse_filter, validate_taps
+from streamconv.backends.cpu.backend import CpuBackend
+from streamconv.frames.borders import BORDER_MODES, border_index, pad_frame
+from streamconv.chain.filters import COMBINE_MAGNITUDE, FilterStage, parse_filter, validate_taps
 
 SIZES = {"360p": (360, 640, 3), "1080p": (1080, 1920, 3)}
 FILTERS = ["identity", "box:size=3", "box:size=5", "gaussian:sigma=1", "gaussian:sigma=2", "edge",

@@ -40,7 +40,7 @@ def filter_stage(name: str):
     ``boxK`` / ``gaussK`` (K x K, sigma (K - 1) / 6) or ``randK`` (seeded random float taps)."""
     import numpy as np
 
-    from streamconv.filters import FilterStage, parse_filter, validate_taps
+    from streamconv.chain.filters import FilterStage, parse_filter, validate_taps
 
     if name == "gauss2":
         return parse_filter("gaussian:sigma=2")
@@ -222,9 +222,9 @@ def output(task: dict) -> dict:
     import numpy as np
 
     import streamconv
-    from streamconv.backends.cpu import convert_colour
-    from streamconv.io.colour import ColourTags
-    from streamconv.io.yuv import YuvLayout
+    from streamconv.backends.cpu.backend import convert_colour
+    from streamconv.frames.colour import ColourTags
+    from streamconv.frames.yuv import YuvLayout
 
     rng = np.random.default_rng(task["seed"])
     digests = {}
@@ -253,7 +253,7 @@ def output(task: dict) -> dict:
 def main() -> None:
     task = json.loads(sys.argv[1])
     sys.path.insert(0, task["code"])
-    import cv2  # noqa: F401  (before av: see streamconv.io.display.check_import_order)
+    import cv2  # noqa: F401  (before av: see streamconv.io.sinks.display.check_import_order)
     print(json.dumps({"transcode": transcode, "api": api, "output": output}[task["run"]](task)))
 
 

@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import needs  # noqa: E402  (benchmarks/needs.py: what is missing, in one line)
 
 import streamconv  # noqa: E402
-from streamconv.api import to_stages  # noqa: E402
-from streamconv.backends.cpu import CpuBackend  # noqa: E402
-from streamconv.gpu_timing import time_launches  # noqa: E402
+from streamconv.embed.filter import to_stages  # noqa: E402
+from streamconv.backends.cpu.backend import CpuBackend  # noqa: E402
+from streamconv.bench.timing import time_launches  # noqa: E402
 
 SHAPE = (2160, 3840, 3)
 

@@ -32,11 +32,11 @@ import needs  # noqa: E402  (benchmarks/needs.py: what is missing, in one line)
 import streamconv  # noqa: E402
 
 import benchinfo  # noqa: E402
-from streamconv.backends.cpu import CpuBackend  # noqa: E402
-from streamconv.bench import random_taps  # noqa: E402
-from streamconv.gpu_timing import copy_bandwidth, time_host, time_launches  # noqa: E402
-from streamconv.backends.cuda import CudaBackend  # noqa: E402
-from streamconv.filters import FilterStage  # noqa: E402
+from streamconv.backends.cpu.backend import CpuBackend  # noqa: E402
+from streamconv.bench.kernels import random_taps  # noqa: E402
+from streamconv.bench.timing import copy_bandwidth, time_host, time_launches  # noqa: E402
+from streamconv.backends.cuda.backend import CudaBackend  # noqa: E402
+from streamconv.chain.filters import FilterStage  # noqa: E402
 
 SIZES = {"1080p": (1080, 1920), "4K": (2160, 3840)}
 KS = (3, 5, 9, 15, 31)
@@ -109,7 +109,7 @@ def main() -> None:
     args = parser.parse_args()
     needs.gpu()
     from streamconv.backends import plan as planning
-    from streamconv.borders import BORDER_CODES, DEFAULT_BORDER
+    from streamconv.frames.borders import BORDER_CODES, DEFAULT_BORDER
     from streamconv.gpu.binding import binding
 
     gpu = binding()

@@ -41,11 +41,11 @@ import streamconv  # noqa: E402
 
 import benchinfo  # noqa: E402
 from streamconv.backends import create_backend, resolve_backend  # noqa: E402
-from streamconv.backends.cpu import CpuBackend  # noqa: E402
-from streamconv.filters import parse_chain  # noqa: E402
-from streamconv.io.pattern import LivePattern, TestPattern  # noqa: E402
-from streamconv.presets import load_preset  # noqa: E402
-from streamconv.io.sink import NullSink  # noqa: E402
+from streamconv.backends.cpu.backend import CpuBackend  # noqa: E402
+from streamconv.chain.filters import parse_chain  # noqa: E402
+from streamconv.io.sources.pattern import LivePattern, TestPattern  # noqa: E402
+from streamconv.chain.presets import load_preset  # noqa: E402
+from streamconv.io.sinks.sink import NullSink  # noqa: E402
 
 STAGES = ("read", "upload", "kernel", "download", "write", "latency")
 TARGET_P99_MS = 2.0
@@ -105,7 +105,7 @@ def measure(args, chain, backend: str) -> dict:
 
 def source_copy_workers(args) -> int:
     """How many threads the source's copy into the slot used."""
-    from streamconv.hostcopy import ParallelCopier
+    from streamconv.frames.hostcopy import ParallelCopier
 
     return ParallelCopier(args.copy_workers).workers
 

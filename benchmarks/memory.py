@@ -38,10 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import needs  # noqa: E402  (benchmarks/needs.py: what is missing, in one line)
 
-from streamconv.backends.cpu import CpuBackend  # noqa: E402
-from streamconv.backends.cuda import CudaBackend  # noqa: E402
-from streamconv.filters import parse_chain  # noqa: E402
-from streamconv.publish import write_atomically  # noqa: E402
+from streamconv.backends.cpu.backend import CpuBackend  # noqa: E402
+from streamconv.backends.cuda.backend import CudaBackend  # noqa: E402
+from streamconv.chain.filters import parse_chain  # noqa: E402
+from streamconv.files.publish import write_atomically  # noqa: E402
 
 SIZES = {"1080p": (1080, 1920, 3), "4K": (2160, 3840, 3)}
 MODES = ("pinned", "pageable", "unified", "unified-prefetch")

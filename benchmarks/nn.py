@@ -32,8 +32,8 @@ import needs  # noqa: E402  (benchmarks/needs.py: what is missing, in one line)
 import streamconv  # noqa: E402
 
 import benchinfo  # noqa: E402
-from streamconv import kernel_loader  # noqa: E402
-from streamconv.gpu_timing import fp32_fma_peak, occupancy  # noqa: E402
+from streamconv.gpu import loader as kernel_loader  # noqa: E402
+from streamconv.bench.timing import fp32_fma_peak, occupancy  # noqa: E402
 from streamconv.nn import conv2d_shape, im2col_expansion  # noqa: E402
 from streamconv.nn.gpu import (METHODS, engine, gemm_defines, gemm_threads, tf32_defines, tiled_defines,  # noqa: E402
                                tiled_threads)

@@ -47,14 +47,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import needs  # noqa: E402  (benchmarks/needs.py: what is missing, in one line)
 
-import av  # noqa: E402  (after cv2: see streamconv.io.display.check_import_order)
+import av  # noqa: E402  (after cv2: see streamconv.io.sinks.display.check_import_order)
 from av.codec.hwaccel import HWAccel  # noqa: E402
 
 import streamconv  # noqa: E402
 
 import benchinfo  # noqa: E402
-from streamconv.backends.cpu import CpuBackend  # noqa: E402
-from streamconv.filters import parse_chain  # noqa: E402
+from streamconv.backends.cpu.backend import CpuBackend  # noqa: E402
+from streamconv.chain.filters import parse_chain  # noqa: E402
 
 SIZES = {"360p": (640, 360), "720p": (1280, 720), "1080p": (1920, 1080), "4K": (3840, 2160)}
 SPEC = "box:size=5"

@@ -20,14 +20,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import needs  # noqa: E402  (benchmarks/needs.py: what is missing, in one line)
 
-from streamconv.backends.cpu import CpuBackend  # noqa: E402
-from streamconv.backends.cuda import CudaBackend  # noqa: E402
+from streamconv.backends.cpu.backend import CpuBackend  # noqa: E402
+from streamconv.backends.cuda.backend import CudaBackend  # noqa: E402
 from streamconv.backends.families import resample  # noqa: E402
 from streamconv.backends.plan import plan_chain, precompile_plans  # noqa: E402
-from streamconv.bench_scale import swapped_stage  # noqa: E402
-from streamconv.filters import parse_filter  # noqa: E402
-from streamconv.gpu_timing import poisoned_run, time_launches  # noqa: E402
-from streamconv.resample import axis_taps  # noqa: E402
+from streamconv.bench.scale import swapped_stage  # noqa: E402
+from streamconv.chain.filters import parse_filter  # noqa: E402
+from streamconv.bench.timing import poisoned_run, time_launches  # noqa: E402
+from streamconv.chain.resample import axis_taps  # noqa: E402
 
 CASES = (((2160, 3840, 3), (1080, 1920)), ((1080, 1920, 3), (2160, 3840)))
 

@@ -29,10 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import needs  # noqa: E402  (benchmarks/needs.py: what is missing, in one line)
 
 import streamconv  # noqa: E402
-from streamconv import bench, bench_temporal  # noqa: E402
+from streamconv.bench import kernels as bench, temporal as bench_temporal  # noqa: E402
 from streamconv.backends.families import temporal as family  # noqa: E402
 from streamconv.backends.plan import plan_chain, precompile_plans  # noqa: E402
-from streamconv.borders import BORDER_CODES  # noqa: E402
+from streamconv.frames.borders import BORDER_CODES  # noqa: E402
 
 SWEEP = [(4, 4, 8), (4, 8, 4), (4, 12, 4), (4, 16, 4), (8, 4, 8)]
 """(OUT_X, OUT_Y, BLOCK_Y) tried for conv3d.cu at 4K, random 5x5x5 taps."""

@@ -36,7 +36,7 @@ def main() -> int:
     parser.add_argument("--max-frames", type=int, help="stop after N frames")
     args = parser.parse_args()
     if args.show:
-        from streamconv.io.display import check_display
+        from streamconv.io.sinks.display import check_display
 
         try:
             check_display()  # Qt aborts the whole process when it finds no display

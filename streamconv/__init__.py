@@ -7,34 +7,73 @@ The public API is what this module exports::
     with streamconv.StreamFilter("edge", ring=3) as sf:      # overlapped with your loop
         for out in sf.map(frames): ...
     stats = streamconv.Pipeline("in.mp4", ["gaussian:sigma=2", "edge"], "out.mp4").run()
-    result = streamconv.run_many(["webcam:0", "webcam:1"], ["edge"], "cam{n}.mp4")  # one output each
+    # one output each
+    result = streamconv.run_many(["webcam:0", "webcam:1"], ["edge"], "cam{n}.mp4")
 """
 
+from typing import TYPE_CHECKING
+
 _EXPORTS = {
-    "Filter": "api", "StreamFilter": "streamfilter",
-    "BORDER_MODES": "borders", "DEFAULT_BORDER": "borders",
-    "DisplaySink": "io.display",
+    "Filter": "embed.filter", "StreamFilter": "embed.streamfilter",
+    "BORDER_MODES": "frames.borders", "DEFAULT_BORDER": "frames.borders",
+    "DisplaySink": "io.sinks.display",
     "BackendUnavailableError": "errors", "CameraError": "errors", "CameraLostError": "errors",
     "DisplayError": "errors", "FilterSpecError": "errors", "FrameFormatError": "errors",
-    "FrameTypeError": "errors", "FrameDeviceError": "errors", "GpuFaultError": "errors", "InputError": "errors",
+    "FrameTypeError": "errors", "FrameDeviceError": "errors", "GpuFaultError": "errors",
+    "InputError": "errors",
     "Interrupted": "errors", "KernelCompileError": "errors", "NoVideoStreamError": "errors",
-    "OutputError": "errors", "PresetError": "errors", "ShapeError": "errors",
-    "StreamconvError": "errors", "StreamError": "errors",
-    "build_filter": "filters", "FilterStage": "filters", "parse_chain": "filters",
-    "parse_filter": "filters",
-    "Pipeline": "pipeline", "run_many": "multi", "MultiRun": "multi", "MultiResult": "multi",
-    "list_presets": "presets", "load_preset": "presets",
-    "LivePattern": "io.pattern", "LiveSource": "io.live", "RealtimeSource": "io.live",
-    "CallbackSink": "io.sink", "FanoutSink": "io.sink", "FileSink": "io.filesink", "NullSink": "io.sink",
-    "open_sink": "io.open",
-    "FrameMeta": "slots",
-    "FileSource": "io.file", "NvdecSource": "io.nvdec", "Batch": "batch", "run_batch": "batch", "batch": "batch",
-    "ArraySource": "io.arrays", "open_source": "io.open", "TestPattern": "io.pattern",
-    "RunStats": "stats", "DeviceFrame": "interop.device_frame",
-    "WebcamSource": "io.camera", "run_segments": "segments",
+    "OutputError": "errors", "PresetError": "errors", "SettingsError": "errors",
+    "ShapeError": "errors", "StreamconvError": "errors", "StreamError": "errors",
+    "build_filter": "chain.filters", "FilterStage": "chain.filters", "parse_chain": "chain.filters",
+    "parse_filter": "chain.filters",
+    "Pipeline": "run.pipeline", "run_many": "jobs.several", "MultiRun": "jobs.several",
+    "MultiResult": "jobs.several", "list_presets": "chain.presets", "load_preset": "chain.presets",
+    "LivePattern": "io.sources.pattern", "LiveSource": "io.sources.live",
+    "RealtimeSource": "io.sources.live",
+    "CallbackSink": "io.sinks.sink", "FanoutSink": "io.sinks.sink", "FileSink": "io.sinks.file",
+    "NullSink": "io.sinks.sink", "open_sink": "io.open",
+    "FrameMeta": "frames.slots",
+    "FileSource": "io.sources.file", "NvdecSource": "io.sources.nvdec.source",
+    "Batch": "jobs.batch", "run_batch": "jobs.batch", "batch": "jobs.batch",
+    "ArraySource": "io.sources.arrays", "open_source": "io.open",
+    "TestPattern": "io.sources.pattern",
+    "RunStats": "run.stats", "DeviceFrame": "interop.device_frame",
+    "WebcamSource": "io.sources.camera", "run_segments": "jobs.segments",
     "__version__": "version",
 }
 """Public name -> the submodule that defines it."""
+_ALIASES = {"batch": "run_batch"}
+"""Public names that are another name's object: ``streamconv.batch(...)`` is :func:`run_batch`."""
+
+if TYPE_CHECKING:  # what a type checker reads; at run time each name loads on first use
+    from .chain.filters import build_filter, FilterStage, parse_chain, parse_filter
+    from .chain.presets import list_presets, load_preset
+    from .embed.filter import Filter
+    from .embed.streamfilter import StreamFilter
+    from .errors import (BackendUnavailableError, CameraError, CameraLostError, DisplayError,
+                         FilterSpecError, FrameDeviceError, FrameFormatError, FrameTypeError,
+                         GpuFaultError, InputError, Interrupted, KernelCompileError,
+                         NoVideoStreamError, OutputError, PresetError, SettingsError, ShapeError,
+                         StreamconvError, StreamError)
+    from .frames.borders import BORDER_MODES, DEFAULT_BORDER
+    from .frames.slots import FrameMeta
+    from .interop.device_frame import DeviceFrame
+    from .io.open import open_sink, open_source
+    from .io.sinks.display import DisplaySink
+    from .io.sinks.file import FileSink
+    from .io.sinks.sink import CallbackSink, FanoutSink, NullSink
+    from .io.sources.arrays import ArraySource
+    from .io.sources.camera import WebcamSource
+    from .io.sources.file import FileSource
+    from .io.sources.live import LiveSource, RealtimeSource
+    from .io.sources.nvdec.source import NvdecSource
+    from .io.sources.pattern import LivePattern, TestPattern
+    from .jobs.batch import Batch, run_batch, run_batch as batch
+    from .jobs.segments import run_segments
+    from .jobs.several import MultiResult, MultiRun, run_many
+    from .run.pipeline import Pipeline
+    from .run.stats import RunStats
+    from .version import __version__
 
 
 def __getattr__(name: str):
@@ -46,8 +85,7 @@ def __getattr__(name: str):
     # __import__, not importlib: `import streamconv` imports nothing before the command holds
     # its signals (streamconv.launch)
     value = __import__(f"{__name__}.{module}", fromlist=["__name__"])
-    if name != module:  # else the module itself: ``streamconv.batch(...)`` is run_batch
-        value = getattr(value, name)
+    value = getattr(value, _ALIASES.get(name, name))
     globals()[name] = value
     return value
 
@@ -106,6 +144,7 @@ __all__ = [
     "run_many",
     "run_segments",
     "RunStats",
+    "SettingsError",
     "ShapeError",
     "StreamconvError",
     "StreamError",

@@ -21,6 +21,14 @@ class FilterSpecError(StreamconvError, ValueError):
     exit_code = 3
 
 
+class SettingsError(StreamconvError, ValueError):
+    """A setting of a run is unknown, out of range or does not apply: a backend, kernel, border,
+    decoder, colour path, ring depth, timeout, devices or a combination of them (a filter's own
+    parameters are a :class:`FilterSpecError`)."""
+
+    exit_code = 3
+
+
 class PresetError(StreamconvError, ValueError):
     """A pipeline preset cannot be found or does not validate."""
 
@@ -93,7 +101,8 @@ class StreamError(StreamconvError, RuntimeError):
 
 
 class GpuFaultError(StreamError):
-    """The GPU failed part-way through a run (a kernel launch or a copy); the message names the frame."""
+    """The GPU failed part-way through a run (a kernel launch or a copy); the message names the
+    frame."""
 
     exit_code = 12
 

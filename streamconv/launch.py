@@ -21,7 +21,7 @@ import sys  # noqa: E402  (after the hold, as every import)
 from collections.abc import Sequence  # noqa: E402
 
 from .interrupts import SignalGuard  # noqa: E402
-from .standard_streams import steady_standard_streams  # noqa: E402
+from .files.standard_streams import steady_standard_streams  # noqa: E402
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import os
 import secrets
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from helpers.cli import REPO, run_cli
+
+pytest_plugins = ("helpers.damage", "helpers.xdisplay")
+"""Helper modules whose fixtures tests take by name."""
+
 SAMPLE = REPO / "media" / "sample.mp4"
 
 # The tests send SIGINT to their children as a terminal's Ctrl-C would. A runner that starts the
@@ -35,14 +36,6 @@ def sample_clip() -> Path:
     """media/sample.mp4: 120 frames of 640x360 H.264 at 30 fps."""
     assert SAMPLE.is_file(), "media/sample.mp4 is missing (python media/make_sample.py)"
     return SAMPLE
-
-
-def run_cli(*args: str, timeout: float = 120, env: dict | None = None, cwd=None):
-    """Run ``python -m streamconv ARGS`` and return the CompletedProcess (text output)."""
-    full_env = dict(os.environ, **(env or {}))
-    full_env["PYTHONPATH"] = str(REPO) + os.pathsep + full_env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "streamconv", *args], capture_output=True,
-                          text=True, timeout=timeout, env=full_env, cwd=cwd)
 
 
 @pytest.fixture

@@ -17,8 +17,10 @@ import av
 import cv2
 import numpy as np
 import pytest
-from conftest import REPO, SAMPLE
-from xdisplay import VirtualDisplay
+
+from helpers.cli import REPO
+from helpers.xdisplay import VirtualDisplay
+from conftest import SAMPLE
 
 DOCUMENTS = sorted([REPO / "README.md", REPO / "CHANGELOG.md", REPO / "examples" / "README.md",
                     REPO / "benchmarks" / "README.md", *(REPO / "docs").glob("*.md")])
@@ -113,7 +115,8 @@ def commands_of(document: Path) -> list[Command]:
 
 @pytest.fixture(scope="module")
 def short_sample(tmp_path_factory) -> Path:
-    """The first SAMPLE_FRAMES frames of media/sample.mp4, re-encoded: the same 640x360 at 30 fps."""
+    """The first SAMPLE_FRAMES frames of media/sample.mp4, re-encoded: the same 640x360 at 30
+    fps."""
     path = tmp_path_factory.mktemp("sample") / "sample.mp4"
     with av.open(str(SAMPLE)) as source, av.open(str(path), "w") as out:
         stream = out.add_stream("libx264", rate=30)
@@ -212,7 +215,7 @@ def test_the_api_page_documents_every_public_name():
     import streamconv
 
     page = (REPO / "docs" / "python.md").read_text(encoding="utf-8")
-    modules = {"batch"}  # streamconv.batch is the module of run_batch, documented with it
+    modules = {"batch"}  # streamconv.jobs.batch is the module of run_batch, documented with it
     for name in sorted(set(streamconv.__all__) - {"__version__"} - modules):
         assert f"\n::: streamconv.{name}\n" in page, name
 

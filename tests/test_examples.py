@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,24 +10,15 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-from conftest import REPO
 
-
-def checkout_env() -> dict[str, str]:
-    """This process's environment with the checkout first on PYTHONPATH."""
-    paths = [str(REPO), os.environ.get("PYTHONPATH")]
-    return dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, paths)))
-
-
-def run_example(name: str, *args: str, tmp_path):
-    return subprocess.run([sys.executable, str(REPO / "examples" / name), *args], capture_output=True,
-                          text=True, timeout=120, env=checkout_env(), cwd=tmp_path)
+from helpers.cli import REPO
+from helpers.processes import checkout_env, run_example
 
 
 def test_opencv_embed_records_filtered_frames(tmp_path, sample_clip):
     out = tmp_path / "edges.avi"
-    result = run_example("opencv_embed.py", str(sample_clip), "--filter", "edge", "--output", str(out),
-                         "--max-frames", "12", tmp_path=tmp_path)
+    result = run_example("opencv_embed.py", str(sample_clip), "--filter", "edge", "--output",
+                         str(out), "--max-frames", "12", tmp_path=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "filtered 12 frames with edge" in result.stdout
     capture = cv2.VideoCapture(str(out))
@@ -42,12 +32,15 @@ def test_opencv_embed_records_filtered_frames(tmp_path, sample_clip):
     source = cv2.VideoCapture(str(sample_clip))
     originals = [source.read()[1] for _ in range(len(frames) + 1)]
     edges = [streamconv_edge(original) for original in originals]
-    for index, frame in enumerate(frames):  # later frames were captured into the filter's own buffers
+    # later frames were captured into the filter's own buffers
+    for index, frame in enumerate(frames):
         recorded = frame.astype(int)
         to_filtered = [np.abs(recorded - edge).mean() for edge in edges]
-        assert to_filtered[index] < 0.2 * np.abs(recorded - originals[index].astype(int)).mean()  # MJPG is lossy
+        # MJPG is lossy
+        assert to_filtered[index] < 0.2 * np.abs(recorded - originals[index].astype(int)).mean()
         neighbours = [to_filtered[i] for i in (index - 1, index + 1) if 0 <= i < len(edges)]
-        assert to_filtered[index] < min(neighbours), index  # the edge image of its own frame, in order
+        # the edge image of its own frame, in order
+        assert to_filtered[index] < min(neighbours), index
 
 
 def streamconv_edge(frame):
@@ -63,7 +56,8 @@ def test_opencv_embed_reports_an_unopenable_source(tmp_path):
 
 def test_transcode_example(tmp_path, sample_clip):
     out = tmp_path / "soft.mp4"
-    result = run_example("transcode.py", str(sample_clip), str(out), "gaussian:sigma=1", tmp_path=tmp_path)
+    result = run_example("transcode.py", str(sample_clip), str(out), "gaussian:sigma=1",
+                         tmp_path=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "120 frames" in result.stdout and out.is_file()
 

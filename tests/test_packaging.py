@@ -17,9 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streamconv.gpu_timing import HOLD_SOURCE
+from streamconv.bench.timing import HOLD_SOURCE
 
-REPO = Path(__file__).resolve().parent.parent
+from helpers.cli import REPO
+
 CUDA_SOURCES = sorted((REPO / "cuda").glob("*.cu"))
 
 
@@ -81,7 +82,8 @@ def test_wheel_contains_kernels_and_presets(wheel):
     assert not any(name.startswith(("tests/", "media/", "build/")) for name in names)
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
-    assert "streamconv = streamconv.launch:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "streamconv = streamconv.launch:main" in zipfile.ZipFile(wheel).read(
+        entry_points).decode()
 
 
 def pyproject_version() -> str:
@@ -90,7 +92,8 @@ def pyproject_version() -> str:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib
-    return tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    return tomllib.loads((REPO / "pyproject.toml").read_text(
+        encoding="utf-8"))["project"]["version"]
 
 
 def test_a_checkout_reports_the_version_pyproject_declares(cli):
@@ -114,7 +117,8 @@ def test_a_copy_neither_installed_nor_checked_out_says_its_version_is_unknown(tm
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(copy)
     # -S: no site-packages, where an installed streamconv's metadata would answer
-    run = subprocess.run([sys.executable, "-S", "-c", "import streamconv; print(streamconv.__version__)"],
+    run = subprocess.run([sys.executable, "-S", "-c",
+                          "import streamconv; print(streamconv.__version__)"],
                          capture_output=True, text=True, cwd=copy, env=env, timeout=60)
     assert run.stdout.strip() == UNKNOWN, run.stderr
 
@@ -124,7 +128,8 @@ TREE_INDEX = REPO / "cuda" / "prebuilt" / "index.json"
 
 @pytest.mark.slow
 @pytest.mark.skipif(not TREE_INDEX.is_file(),
-                    reason="no prebuilt kernels in this checkout (python -m streamconv.prebuild --out cuda/prebuilt)")
+                    reason="no prebuilt kernels in this checkout (python -m "
+                           "streamconv.backends.prebuild --out cuda/prebuilt)")
 def test_wheel_carries_the_prebuilt_kernels(wheel):
     archive = zipfile.ZipFile(wheel)
     index = json.loads(archive.read("streamconv/cuda/prebuilt/index.json"))
@@ -151,9 +156,9 @@ def test_installed_wheel_finds_its_data(wheel, tmp_path):
     script = textwrap.dedent("""
         import json
         import streamconv
-        from streamconv.resources import data_dir
-        from streamconv.presets import list_presets, load_preset
-        from streamconv import prebuilt
+        from streamconv.files.resources import data_dir
+        from streamconv.chain.presets import list_presets, load_preset
+        from streamconv.gpu import prebuilt
         cuda = data_dir("cuda")
         print(json.dumps({
             "package": streamconv.__file__,
@@ -193,10 +198,11 @@ def test_installed_wheel_finds_its_data(wheel, tmp_path):
 # ---------------------------------------------------------------- nvcc
 
 NVCC = shutil.which("nvcc")
-needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH (the CUDA toolkit is not installed)")
+needs_nvcc = pytest.mark.skipif(NVCC is None,
+                                reason="nvcc not on PATH (the CUDA toolkit is not installed)")
 
 def _stage(name: str):
-    from streamconv.filters import COMBINE_MAGNITUDE, FilterStage, parse_filter, validate_taps
+    from streamconv.chain.filters import COMBINE_MAGNITUDE, FilterStage, parse_filter, validate_taps
 
     if name == "bank31":  # edge's combination on the largest taps
         taps = validate_taps(np.arange(31 * 31, dtype=np.float64).reshape(31, 31) / 1e5)
@@ -237,7 +243,8 @@ def _specialisations(name: str) -> list[tuple[Path, dict]]:
 
 def _nvcc(source: Path, defines: dict[str, int], *extra: str) -> subprocess.CompletedProcess:
     command = [NVCC, "-arch=sm_90", "-std=c++17", "-O3", *extra,
-               *(f"-D{key}={value}" for key, value in defines.items()), "-c", "-o", os.devnull, str(source)]
+               *(f"-D{key}={value}" for key, value in defines.items()), "-c", "-o", os.devnull,
+               str(source)]
     return subprocess.run(command, capture_output=True, text=True, timeout=300)
 
 
@@ -271,9 +278,11 @@ def _nn_specialisations(name: str) -> list[tuple[Path, dict]]:
 
     x_shape, w_shape, stride, padding = NN_CASES[name]
     shape = conv2d_shape(x_shape, w_shape, None, stride, padding)
-    return [(REPO / "cuda" / "nn_conv.cu", tiled_defines(shape)), (REPO / "cuda" / "nn_conv.cu", {"DIRECT_TILE": 16}),
+    return [(REPO / "cuda" / "nn_conv.cu", tiled_defines(shape)),
+            (REPO / "cuda" / "nn_conv.cu", {"DIRECT_TILE": 16}),
             (REPO / "cuda" / "gemm.cu", gemm_defines(shape.m)), (REPO / "cuda" / "nn_ops.cu", {}),
-            *([(REPO / "cuda" / "conv_tf32.cu", tf32_defines(shape))] if tf32_defines(shape) else [])]
+            *([(REPO / "cuda" / "conv_tf32.cu", tf32_defines(shape))] if tf32_defines(shape)
+              else [])]
 
 
 @needs_nvcc
@@ -284,10 +293,11 @@ def test_nn_kernels_compile_with_nvcc(name):
 
 def _colour_specialisations() -> list[tuple[Path, dict]]:
     """colour.cu for every matrix and range a yuv420p stream can carry."""
-    from streamconv.io.colour import ColourTags
-    from streamconv.io.yuv import YuvLayout
+    from streamconv.frames.colour import ColourTags
+    from streamconv.frames.yuv import YuvLayout
 
-    layouts = {YuvLayout(2, 2, ColourTags(space), full) for space in (1, 2, 4, 5, 7, 9) for full in (False, True)}
+    layouts = {YuvLayout(2, 2, ColourTags(space), full) for space in (1, 2, 4, 5, 7, 9)
+               for full in (False, True)}
     return [(REPO / "cuda" / "colour.cu", layout.kernel_defines) for layout in layouts]
 
 

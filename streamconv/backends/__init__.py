@@ -2,6 +2,11 @@
 
 Every backend implements the slot protocol of :class:`streamconv.backends.protocol.Backend`;
 :mod:`streamconv.backends.plan` chooses the CUDA backend's kernels, once per chain.
+
+Also here: :mod:`.catalogue` (the specialisations a wheel carries prebuilt: what ``auto`` picks for
+the usual filters); :mod:`.families`/ (the kernel families, one module each beside its .cu file(s));
+:mod:`.prebuild` (``python -m streamconv.backends.prebuild``: compile the catalogue's kernels into);
+:mod:`.temporal_chain` (a chain with stages across frames).
 """
 
 from __future__ import annotations
@@ -9,16 +14,16 @@ from __future__ import annotations
 import logging
 from typing import Sequence
 
-from ..borders import DEFAULT_BORDER
-from ..cuda_device import cuda_status
-from ..errors import BackendUnavailableError, FilterSpecError
-from ..filters import FilterStage
-from .cpu import CPU_SEPARABLE, CpuBackend
-from .cuda import CudaBackend
+from ..frames.borders import DEFAULT_BORDER
+from ..gpu.device import cuda_status
+from ..errors import BackendUnavailableError, SettingsError
+from ..chain.filters import FilterStage
+from .cpu.backend import CPU_SEPARABLE, CpuBackend
+from .cuda.backend import CudaBackend
 from .plan import AUTO, ChainPlan, check_kernel, plan_chain
 from .protocol import Backend
-from .temporal_cpu import TemporalCpuBackend
-from .temporal_cuda import TemporalCudaBackend
+from .cpu.temporal import TemporalCpuBackend
+from .cuda.temporal import TemporalCudaBackend
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +38,10 @@ def resolve_backend(name: str, *, device: int = 0) -> str:
 
     Raises:
         BackendUnavailableError: ``cuda`` requested but unusable; the message says why.
-        FilterSpecError: an unknown backend name.
+        SettingsError: an unknown backend name.
     """
     if name not in BACKENDS:
-        raise FilterSpecError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}")
+        raise SettingsError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}")
     if name == "cpu":
         return "cpu"
     usable, reason = cuda_status(device)
@@ -56,8 +61,9 @@ def plan_kernels(kernel: str, filters: Sequence[FilterStage], backend: str) -> C
     :class:`CpuBackend`) and ignores other kernels with a notice.
 
     Raises:
-        FilterSpecError: unknown kernel, or one that cannot run a stage (``separable`` for taps
-            that are not rank 1, ``tensor-core`` above K = 9).
+        SettingsError: an unknown kernel.
+        FilterSpecError: a kernel that cannot run a stage (``separable`` for taps that are not
+            rank 1, ``tensor-core`` above K = 9).
     """
     check_kernel(kernel)
     if backend == "cuda":

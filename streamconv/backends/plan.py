@@ -19,32 +19,37 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from ..errors import FilterSpecError
-from ..filters import FilterStage
-from .. import kernel_loader
-from ..resample import chain_shapes
+from ..errors import FilterSpecError, SettingsError
+from ..chain.filters import FilterStage
+from ..gpu import loader as kernel_loader
+from ..chain.resample import chain_shapes
 from .families import register_blocked, resample, separable, temporal, tensor_core, textbook
 from .families.base import KernelPlan, StagePlan
 
 FAMILIES: tuple[ModuleType, ...] = (register_blocked, tensor_core, separable, textbook)
 """Every kernel family, in the order ``--kernel`` lists their variants."""
 
-BY_VARIANT: dict[str, ModuleType] = {variant: family for family in FAMILIES for variant in family.VARIANTS}
+BY_VARIANT: dict[str, ModuleType] = {variant: family for family in FAMILIES
+                                     for variant in family.VARIANTS}
 """Variant name -> the family that runs it."""
 
 AUTO = "auto"
 VARIANTS = tuple(BY_VARIANT)
 KERNEL_CHOICES = (AUTO, *VARIANTS)
-DEEP_KERNEL_CHOICES = (AUTO, *(v for family in FAMILIES if 2 in family.SAMPLE_BYTES for v in family.VARIANTS))
+DEEP_KERNEL_CHOICES = (AUTO,
+                       *(v for family in FAMILIES if 2 in family.SAMPLE_BYTES
+                         for v in family.VARIANTS))
 """The kernel choices that take 16-bit frames (the others take 8-bit samples only)."""
 
-REGISTER_BLOCKED, TENSOR_CORE, SEPARABLE = (family.VARIANTS[0] for family in (register_blocked, tensor_core,
+REGISTER_BLOCKED, TENSOR_CORE, SEPARABLE = (family.VARIANTS[0]
+                                            for family in (register_blocked, tensor_core,
                                                                               separable))
 
 
 @dataclass(frozen=True)
 class AutoRule:
-    """A row of the auto table: ``family`` runs a stage for which ``when(stage)`` holds, if it can."""
+    """A row of the auto table: ``family`` runs a stage for which ``when(stage)`` holds, if it
+    can."""
 
     family: ModuleType
     when: Callable[[FilterStage], bool]
@@ -55,7 +60,8 @@ AUTO_TABLE: tuple[AutoRule, ...] = (
     AutoRule(separable, lambda stage: stage.size >= 7,
              "rank-1 taps from 7x7 (at 5x5 the tensor cores win)"),
     AutoRule(tensor_core, lambda stage: stage.size > 3 or tensor_core.one_3x3_matrix(stage),
-             "8-bit taps from 5x5 to 31x31 its digits hold (2.7-5.7x register-blocked from 11x11), and "
+             "8-bit taps from 5x5 to 31x31 its digits hold (2.7-5.7x register-blocked from 11x11), "
+             "and "
              "one 3x3 matrix (a 3x3 bank loses there)"),
     AutoRule(register_blocked, lambda stage: True, "everything else, 16-bit frames included"),
 )
@@ -63,22 +69,25 @@ AUTO_TABLE: tuple[AutoRule, ...] = (
 
 
 def check_kernel(name: str) -> str:
-    """``name`` if it is a known kernel choice; else a FilterSpecError listing them."""
+    """``name`` if it is a known kernel choice; else a SettingsError listing them."""
     if name not in KERNEL_CHOICES:
-        raise FilterSpecError(f"unknown kernel {name!r}; known: {', '.join(KERNEL_CHOICES)}")
+        raise SettingsError(f"unknown kernel {name!r}; known: {', '.join(KERNEL_CHOICES)}")
     return name
 
 
-def plan_stage(stage: FilterStage, kernel: str = AUTO, dtype=np.uint8, *, tensor_cores: bool = True) -> StagePlan:
+def plan_stage(stage: FilterStage, kernel: str = AUTO, dtype=np.uint8, *,
+               tensor_cores: bool = True) -> StagePlan:
     """The variant ``stage`` runs as under ``kernel`` (``auto`` or a variant name) on frames of
     ``dtype`` (uint8 or uint16), with what its family prepared from the taps. Without
     ``tensor_cores`` (a GPU before sm_80, whose tensor cores lack the int8 ``mma`` shapes the
     kernels use) ``auto`` never picks them, and ``separable`` keeps to sepconv.cu.
 
     Raises:
-        FilterSpecError: an unknown kernel; a variant that cannot run the stage (``separable``
-            for taps that are not rank 1, ``tensor-core`` for a bank of two taps above K = 9,
-            for taps its digits cannot hold or without ``tensor_cores``) or that takes 8-bit frames only, for 16-bit ones.
+        SettingsError: an unknown kernel; a variant that needs ``tensor_cores`` without them, or
+            that takes 8-bit frames only, for 16-bit ones.
+        FilterSpecError: a variant that cannot run the stage (``separable`` for taps that are
+            not rank 1, ``tensor-core`` for a bank of two taps above K = 9, or for taps its
+            digits cannot hold).
     """
     check_kernel(kernel)
     sample_bytes = np.dtype(dtype).itemsize
@@ -91,22 +100,24 @@ def plan_stage(stage: FilterStage, kernel: str = AUTO, dtype=np.uint8, *, tensor
             if sample_bytes in rule.family.SAMPLE_BYTES and rule.when(stage):
                 try:
                     return _prepared(stage, rule.family.VARIANTS[0], sample_bytes, tensor_cores)
-                except FilterSpecError:
+                except (FilterSpecError, SettingsError):
                     continue  # the family cannot hold these taps: the next row
         raise AssertionError("the last row of AUTO_TABLE runs every stage")
     if sample_bytes not in BY_VARIANT[kernel].SAMPLE_BYTES:
-        raise FilterSpecError(f"--kernel {kernel} takes 8-bit frames only; 16-bit frames run as "
+        raise SettingsError(f"--kernel {kernel} takes 8-bit frames only; 16-bit frames run as "
                               f"{REGISTER_BLOCKED} (--kernel auto)")
     return _prepared(stage, kernel, sample_bytes, tensor_cores)
 
 
-def _prepared(stage: FilterStage, variant: str, sample_bytes: int, tensor_cores: bool = True) -> StagePlan:
+def _prepared(stage: FilterStage, variant: str, sample_bytes: int,
+              tensor_cores: bool = True) -> StagePlan:
     family = BY_VARIANT[variant]
     if family is tensor_core and not tensor_cores:  # auto then takes the next row
-        raise FilterSpecError(f"--kernel {variant} needs a GPU of sm_80 or later (int8 tensor-core mma); "
+        raise SettingsError(f"--kernel {variant} needs a GPU of sm_80 or later (int8 tensor-core "
+                            "mma); "
                               f"use --kernel auto")
-    return StagePlan(stage, variant, family, family.prepare(stage, variant, sample_bytes), sample_bytes,
-                     tensor_cores)
+    return StagePlan(stage, variant, family, family.prepare(stage, variant, sample_bytes),
+                     sample_bytes, tensor_cores)
 
 
 @dataclass
@@ -146,7 +157,7 @@ class ChainPlan:
         runs :mod:`streamconv.nn`'s kernels whatever ``--kernel`` says.
 
         Raises:
-            FilterSpecError: as :func:`plan_stage`.
+            SettingsError, FilterSpecError: as :func:`plan_stage`.
         """
         sample_bytes = np.dtype(dtype).itemsize
         if sample_bytes not in self._stages:
@@ -164,12 +175,13 @@ class ChainPlan:
                 for stage, entering in zip(self.stages(dtype), self.shapes(shape))]
 
 
-def plan_chain(filters: Sequence[FilterStage], kernel: str = AUTO, *, tensor_cores: bool = True) -> ChainPlan:
+def plan_chain(filters: Sequence[FilterStage], kernel: str = AUTO, *,
+               tensor_cores: bool = True) -> ChainPlan:
     """Plan a chain under ``kernel``: every stage's variant for 8-bit frames, decided here
     (``tensor_cores``: as for :func:`plan_stage`).
 
     Raises:
-        FilterSpecError: an unknown kernel, or one that cannot run a stage.
+        SettingsError: an unknown kernel. FilterSpecError: one that cannot run a stage.
     """
     plan = ChainPlan(tuple(filters), check_kernel(kernel), tensor_cores)
     plan.stages(np.uint8)
@@ -188,7 +200,7 @@ def supports(stage: FilterStage, kernel: str, dtype=np.uint8) -> bool:
     """Whether ``kernel`` can run ``stage`` on frames of ``dtype``."""
     try:
         plan_stage(stage, kernel, dtype)
-    except FilterSpecError:
+    except (FilterSpecError, SettingsError):
         return False
     return True
 
@@ -197,4 +209,5 @@ def precompile_plans(plans: Iterable[KernelPlan], arch: str, workers: int = 8) -
     """Compile, in parallel, each distinct (kernel file, defines) specialisation that ``plans``
     name, so that their later loads hit the cache (kernel_loader.precompile)."""
     wanted = {(plan.source, tuple(sorted(plan.defines.items()))) for plan in plans}
-    kernel_loader.precompile([(source, dict(items)) for source, items in sorted(wanted)], arch, workers=workers)
+    kernel_loader.precompile([(source, dict(items)) for source, items in sorted(wanted)], arch,
+                             workers=workers)

@@ -1,9 +1,9 @@
 """The slot protocol every backend implements and both ring drivers (Pipeline, StreamFilter) use.
 
-A backend filters frames that wait in *slots* (:class:`streamconv.slots.Slot`): host buffers
+A backend filters frames that wait in *slots* (:class:`streamconv.frames.slots.Slot`): host buffers
 the caller fills and reads, plus whatever the backend keeps per slot (device buffers, a CUDA
 stream, events). Work is queued with :meth:`Backend.submit` and finished in submission order
-by the caller (:class:`streamconv.slots.InFlight` keeps that order), so a GPU backend can
+by the caller (:class:`streamconv.run.inflight.InFlight` keeps that order), so a GPU backend can
 overlap one frame's upload with another's kernels and a third's download. ``apply_into`` and
 ``apply`` filter one frame synchronously.
 
@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from ..frames import as_hwc
+from ..frames.checks import as_hwc
 
 if TYPE_CHECKING:
-    from ..io.yuv import YuvLayout
-    from ..slots import Slot
+    from ..frames.yuv import YuvLayout
+    from ..frames.slots import Slot
 
 
 @runtime_checkable
@@ -55,7 +55,8 @@ class Backend(Protocol):
         ...
 
     def allocate_slots(self, shape: tuple[int, int, int], count: int, *,
-                       planes: YuvLayout | None = None, dtype: np.dtype | type = np.uint8) -> list[Slot]:
+                       planes: YuvLayout | None = None,
+                       dtype: np.dtype | type = np.uint8) -> list[Slot]:
         """Make ``count`` slots for frames of (H, W, C) ``shape`` and sample ``dtype`` (uint8
         or uint16).
 
@@ -68,7 +69,7 @@ class Backend(Protocol):
 
         Raises:
             BackendUnavailableError: not enough host or device memory, before any is taken.
-            FrameTypeError, FilterSpecError: a chain that cannot run on ``dtype`` frames.
+            FrameTypeError, SettingsError: a chain that cannot run on ``dtype`` frames.
         """
         ...
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 from ..errors import FilterSpecError
-from ..filters import FilterStage
-from ..temporal_taps import TemporalTaps
+from ..chain.filters import FilterStage
+from ..chain.temporal import TemporalTaps
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,24 @@
 """The ``streamconv`` command: argument parsing, building a Pipeline, mapping errors to exit codes.
 
 Exit codes: 0 success (also after q, Esc or closing the window); 1 internal error; 2 usage;
-3 bad filter spec, preset or frame; 4 input missing or undecodable; 5 no video stream;
+3 bad filter spec, preset, setting or frame; 4 input missing or undecodable; 5 no video stream;
 6 output refused or not writable; 7 backend unavailable; 8 decode/encode failure during the
 run; 9 camera cannot be opened; 10 camera stopped delivering and could not be reopened;
 11 no display for --display; 12 GPU fault during the run; 13 finished, but the input was
 damaged; 130 Ctrl-C (SIGINT); 143 SIGTERM. docs/reliability.md has the table of cases.
+
+Also here: :mod:`.batch` (``streamconv batch``: many inputs into a folder through); :mod:`.bench`
+(``streamconv bench``: its options); :mod:`.info` (``streamconv info``: versions, the GPU and its
+kernels, the codecs); :mod:`.install_cuda` (``streamconv install-cuda``: the GPU path on a machine
+with only the NVIDIA driver); :mod:`.messages` (what the command prints about what was typed: no
+value is echoed whole); :mod:`.options` (the command's option types: each turns one option's text
+into its value); :mod:`.parser` (the ``streamconv`` argument parser: every subcommand and its
+options, in groups); :mod:`.report` (``run --report PATH.html`` and ``streamconv report
+STATS.json``: the page of a run); :mod:`.segments` (``streamconv run --segments N``: one file cut at
+keyframes); :mod:`.settings` (the run's settings from the command's options, made once: the chain
+and its border); :mod:`.several` (``streamconv run SRC1 SRC2 ...``: when several SOURCEs are taken);
+:mod:`.trim` (``run -ss``, ``-t`` and ``-to``: FFmpeg's cut of SOURCE, declared, checked and made a
+Trim).
 """
 
 from __future__ import annotations
@@ -15,13 +28,13 @@ import logging
 import sys
 from typing import Sequence
 
-import cv2  # noqa: F401 - first, before any module imports av (streamconv.io.display.check_import_order)
+import cv2  # noqa: F401 - first, before any module imports av (streamconv.io.sinks.display.check_import_order)
 
 from ..errors import EXIT_INTERRUPTED, StreamconvError
-from ..filters import describe_registry
+from ..chain.filters import describe_registry
 from ..gst import plugin_path
 from ..interrupts import SignalGuard
-from ..presets import list_presets, load_preset
+from ..chain.presets import list_presets, load_preset
 from .batch import check_batch_args, cmd_batch
 from .bench import cmd_bench
 from .info import cmd_info
@@ -103,7 +116,8 @@ def _main(argv: Sequence[str] | None, guard: SignalGuard) -> int:
     try:
         return COMMANDS[args.command](args)
     except StreamconvError as exc:
-        if guard.received is not None:  # e.g. a FIFO's open() cut short by the signal, a stream's end not sent
+        # e.g. a FIFO's open() cut short by the signal, a stream's end not sent
+        if guard.received is not None:
             return _interrupted(guard.received, exc)
         say_error(exc)
         return exc.exit_code

@@ -10,15 +10,17 @@ import platform
 import shutil
 import sys
 
-import cv2  # (before av: see streamconv.io.display.check_import_order)
+import cv2  # (before av: see streamconv.io.sinks.display.check_import_order)
 import av
 import numpy
 
-from .. import __version__, cuda_setup, kernel_cache, kernel_loader, nvrtc, prebuilt
+from .. import __version__
+from ..gpu import (setup as cuda_setup, cache as kernel_cache, loader as kernel_loader, nvrtc,
+                   prebuilt)
 from ..backends import cuda_status
 from ..gpu import binding
-from ..io.encoder_check import hardware_encoders
-from ..io.nvdec_caps import NvdecUnsupported, decoder_table, nvdec_module
+from ..io.ffmpeg.encoder_check import hardware_encoders
+from ..io.sources.nvdec.caps import NvdecUnsupported, decoder_table, nvdec_module
 
 PACKAGES = {"cuda-core": ("cuda-core", "cuda-bindings"), "pycuda": ("pycuda",)}
 """The packages each binding runs on, whose versions info shows."""
@@ -29,7 +31,8 @@ def cmd_info(_args: argparse.Namespace) -> int:
     print(f"streamconv {__version__}")
     print(f"python     {platform.python_version()} ({sys.executable})")
     print(f"numpy      {numpy.__version__}")
-    print(f"av         {av.__version__} (FFmpeg libavcodec {'.'.join(map(str, av.library_versions['libavcodec']))})")
+    print(f"av         {av.__version__} (FFmpeg libavcodec "
+          f"{'.'.join(map(str, av.library_versions['libavcodec']))})")
     print(f"opencv     {cv2.__version__}")
     arch = _print_gpu()
     print("backends:")
@@ -81,20 +84,24 @@ def _print_kernels(arch: str | None) -> None:
     """Where kernels come from here: prebuilt, NVRTC, nvcc, and the cache."""
     print("kernels:")
     major = kernel_loader.driver_cuda_major()
-    shown = prebuilt.summary(arch, major) if kernel_loader.prebuilt_enabled() else "not used (STREAMCONV_PREBUILT=0)"
+    shown = prebuilt.summary(arch,
+                             major) if kernel_loader.prebuilt_enabled() else "not used (STREAMCONV_PREBUILT=0)"
     print(f"  prebuilt: {shown}")
     found = kernel_loader.find_nvrtc()
     hint = nvrtc.INSTALL_HINT.get(major or 13, nvrtc.INSTALL_HINT[13])
     print(f"  nvrtc: {found.describe() if found else f'not found (fix: {hint})'}")
-    print(f"  nvcc: {shutil.which('nvcc') or 'not on PATH (not needed: NVRTC compiles what is not prebuilt)'}")
+    print(
+        f"  nvcc: {shutil.which('nvcc') or 'not on PATH (not needed: NVRTC compiles what is not prebuilt)'}")
     try:
         compiler = kernel_loader.chosen_compiler()
     except Exception as exc:  # a bad STREAMCONV_COMPILER: say so rather than fail info
         print(f"  compiler: {exc}")
         return
     using = kernel_loader.usable_compiler(compiler)
-    shown = kernel_loader.compiler_label(using) if using else f"none ({kernel_loader.missing_compiler_hint(compiler)})"
-    print(f"  compiles with: {shown} (STREAMCONV_COMPILER={os.environ.get('STREAMCONV_COMPILER', 'auto')})")
+    shown = kernel_loader.compiler_label(
+        using) if using else f"none ({kernel_loader.missing_compiler_hint(compiler)})"
+    print(f"  compiles with: {shown} "
+          f"(STREAMCONV_COMPILER={os.environ.get('STREAMCONV_COMPILER', 'auto')})")
     print(f"  cache: {kernel_cache.cache_dir()} ({kernel_cache.entries()} kernels)")
 
 
@@ -114,14 +121,16 @@ def _print_codecs(gpu: bool) -> None:
 
 
 def _nvdec_summary(rows) -> str:
-    """``h264 8-bit (to 4096x4096); hevc 8/10/12-bit (to 8192x8192); ...`` for the supported rows."""
+    """``h264 8-bit (to 4096x4096); hevc 8/10/12-bit (to 8192x8192); ...`` for the supported
+    rows."""
     by_codec: dict[str, list] = {}
     for row in rows:
         if row.supported:
             by_codec.setdefault(row.codec, []).append(row)
     if not by_codec:
         return "unavailable: NVDEC reports no 4:2:0 decoder on device 0"
-    parts = [f"{codec} {'/'.join(str(r.bits) for r in found)}-bit (to {found[0].max_width}x{found[0].max_height})"
+    parts = [f"{codec} {'/'.join(str(r.bits) for r in found)}-bit (to "
+             f"{found[0].max_width}x{found[0].max_height})"
              for codec, found in by_codec.items()]
     return "device 0: " + "; ".join(parts)
 

@@ -7,12 +7,12 @@ import argparse
 import math
 import re
 
-import cv2  # noqa: F401  (before av: see streamconv.io.display.check_import_order)
+import cv2  # noqa: F401  (before av: see streamconv.io.sinks.display.check_import_order)
 import av
 
-from ..filters import REGISTRY
-from ..frames import MAX_RING
-from ..io.container import MAX_TIMEOUT
+from ..chain.filters import REGISTRY
+from ..frames.checks import MAX_RING
+from ..io.ffmpeg.container import MAX_TIMEOUT
 
 
 def non_negative_int(text: str) -> int:
@@ -30,7 +30,8 @@ def frame_size(text: str) -> tuple[int, int]:
 
 
 def ring_size(text: str) -> int:
-    """--ring: 1 to MAX_RING slots (each two host frames: the cap keeps a typo from taking all memory)."""
+    """--ring: 1 to MAX_RING slots (each two host frames: the cap keeps a typo from taking all
+    memory)."""
     value = int(text)
     if not 1 <= value <= MAX_RING:
         raise argparse.ArgumentTypeError(f"must be 1 to {MAX_RING}, got {value}")
@@ -48,7 +49,8 @@ def finite_float(text: str) -> float:
 def timeout_seconds(text: str) -> float:
     value = finite_float(text)
     if not 0 <= value <= MAX_TIMEOUT:
-        raise argparse.ArgumentTypeError(f"must be 0 to {MAX_TIMEOUT:g} seconds (0: wait forever), got {text}")
+        raise argparse.ArgumentTypeError(f"must be 0 to {MAX_TIMEOUT:g} seconds (0: wait forever), "
+                                         f"got {text}")
     return value
 
 
@@ -73,7 +75,8 @@ def device_list(text: str) -> str | list[int]:
     try:
         devices = [int(part) for part in text.split(",")]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected all or GPU numbers such as 0,1, got {text!r}") from None
+        raise argparse.ArgumentTypeError("expected all or GPU numbers such as 0,1, got "
+                                         f"{text!r}") from None
     if any(d < 0 for d in devices) or len(set(devices)) != len(devices):
         raise argparse.ArgumentTypeError(f"expected distinct GPU numbers >= 0, got {text!r}")
     return devices
@@ -81,9 +84,11 @@ def device_list(text: str) -> str | list[int]:
 
 def bit_rate(text: str) -> str:
     """--bitrate: bits per second, as FFmpeg writes them (2500000, 2500k, 2.5M)."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)([kKmMgG]?)\s*", text, re.ASCII)  # FFmpeg reads ASCII digits only
+    # FFmpeg reads ASCII digits only
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)([kKmMgG]?)\s*", text, re.ASCII)
     if not match or float(match[1]) <= 0:
-        raise argparse.ArgumentTypeError(f"expected bits per second such as 8M, 2500k or 800000, got {text!r}")
+        raise argparse.ArgumentTypeError("expected bits per second such as 8M, 2500k or 800000, "
+                                         f"got {text!r}")
     return f"{match[1]}{match[2]}"
 
 
@@ -112,7 +117,8 @@ def ffmpeg_option(text: str) -> tuple[str, str]:
     """--input-option, --output-option: KEY=VALUE, an FFmpeg option's name and its value."""
     match = re.fullmatch(r"([A-Za-z0-9_][A-Za-z0-9_.:-]*)=(.*)", text, re.DOTALL)
     if not match or not match[2].strip() or match[2].strip() != match[2]:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE such as rtsp_transport=tcp, got {text!r}")
+        raise argparse.ArgumentTypeError("expected KEY=VALUE such as rtsp_transport=tcp, got "
+                                         f"{text!r}")
     return match[1], match[2]
 
 
@@ -123,7 +129,8 @@ def preset_name(text: str) -> str:
     text is left to the "is empty" check."""
     if text.strip() and not re.fullmatch(r"[A-Za-z0-9_.-]{1,32}", text):
         raise argparse.ArgumentTypeError(f"expected an encoder preset's name (at most 32 letters, "
-                                         f"digits, '-', '_' or '.', such as veryfast), got {text!r}")
+                                         "digits, '-', '_' or '.', such as veryfast), got "
+                                         f"{text!r}")
     return text
 
 
@@ -134,13 +141,14 @@ def pixel_format(text: str) -> str:
         try:
             av.VideoFormat(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"unknown pixel format {text!r} (see `ffmpeg -pix_fmts`)") from None
+            raise argparse.ArgumentTypeError(f"unknown pixel format {text!r} (see `ffmpeg "
+                                             "-pix_fmts`)") from None
     return text
 
 
 OWN_FILES_MUXERS = {"image2", "rtsp"}
 """Muxers that open their own files (FFmpeg's AVFMT_NOFILE) which streamconv writes through:
-image sequences (streamconv.io.sequence) and RTSP (streamconv.io.netsink)."""
+image sequences (streamconv.io.sinks.sequence) and RTSP (streamconv.io.sinks.network)."""
 
 
 def container_format(mode: str):
@@ -156,8 +164,10 @@ def container_format(mode: str):
                 f"FFmpeg has no {kind} {text!r} (see `ffmpeg -formats`){hint}") from None
         if mode == "w" and found.no_file and found.name not in OWN_FILES_MUXERS:
             raise argparse.ArgumentTypeError(
-                f"{text} writes no OUTPUT file (files or devices of its own, or nothing), so it could be neither "
-                "published whole nor taken back: write one container (mpegts, matroska...) and split it after, "
+                f"{text} writes no OUTPUT file (files or devices of its own, or nothing), so it "
+                "could be neither "
+                "published whole nor taken back: write one container (mpegts, matroska...) and "
+                "split it after, "
                 "or leave out -o to discard the frames")
         return text
     convert.__name__ = f"container_format_{mode}"

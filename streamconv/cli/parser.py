@@ -7,16 +7,16 @@ import argparse
 from .. import __version__
 from ..backends import BACKENDS
 from ..backends.plan import KERNEL_CHOICES
-from ..borders import BORDER_MODES, DEFAULT_BORDER
-from ..filter_chain import split_chain
-from ..frames import DEFAULT_MAX_PIXELS, MAX_RING
-from ..io.container import NETWORK_TIMEOUT
-from ..io.display import KEYS_HELP
-from ..io.nvdec_caps import DECODERS
-from ..io.reconnect import RECONNECT_WINDOW
-from ..run_options import COLOUR_PATHS
-from ..presets import list_presets
-from ..suggest import did_you_mean
+from ..frames.borders import BORDER_MODES, DEFAULT_BORDER
+from ..chain.chain_string import split_chain
+from ..frames.checks import DEFAULT_MAX_PIXELS, MAX_RING
+from ..io.ffmpeg.container import NETWORK_TIMEOUT
+from ..io.sinks.display import KEYS_HELP
+from ..io.sources.nvdec.caps import DECODERS
+from ..io.sources.reconnect import RECONNECT_WINDOW
+from ..run.settings import COLOUR_PATHS
+from ..chain.presets import list_presets
+from ..chain.suggest import did_you_mean
 from .bench import add_bench_parser
 from .install_cuda import add_install_cuda_parser
 from .messages import brief

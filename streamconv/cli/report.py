@@ -9,8 +9,8 @@ import io
 import re
 from pathlib import Path
 
-from ..io.formats import is_pipe
-from ..publish import check_output_path, without_file_scheme
+from ..io.ffmpeg.formats import is_pipe
+from ..files.publish import check_output_path, without_file_scheme
 from ..report import load_stats, write_report
 from .info import cmd_info
 

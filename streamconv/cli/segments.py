@@ -1,22 +1,19 @@
 """``streamconv run --segments N``: one file cut at keyframes, filtered in N pieces at once and
-joined (see :mod:`streamconv.segments`); its usage checks and its command."""
+joined (see :mod:`streamconv.jobs.segments`); its usage checks and its command."""
 
 from __future__ import annotations
 
 import argparse
 
 from ..errors import run_exit_code
-from ..io.camera import is_webcam_spec
-from ..io.demuxed import is_demuxed_spec
-from ..io.formats import is_image_output, is_pipe
-from ..io.netsink import is_network_output
-from ..io.pattern import is_test_spec
-from ..io.vcam import is_vcam_output
-from ..segments import run_segments, segment_decoder
-from .run import _check_run_outputs, _report, _run_chain, encoder_options
+from ..io.spec import parse_output, parse_source
+from ..jobs.segments import run_segments
+from .run import _check_run_outputs, _report
+from .settings import encode_settings, run_chain, run_settings
 
 # The options a segmented run cannot honour, and why not in a word.
-_REFUSED = (("max_frames", "--max-frames"), ("display", "--display"), ("side_by_side", "--side-by-side"),
+_REFUSED = (("max_frames", "--max-frames"), ("display", "--display"),
+            ("side_by_side", "--side-by-side"),
             ("realtime", "--realtime"), ("reconnect", "--reconnect"), ("progress", "--progress"))
 
 
@@ -27,40 +24,40 @@ def check_segment_args(parser: argparse.ArgumentParser, args: argparse.Namespace
     device_given, args.device = args.device is not None, 0 if args.device is None else args.device
     if args.segments is None:
         if args.devices is not None:
-            parser.error("--devices spreads the segments of --segments N over GPUs; use --device for one run")
+            parser.error("--devices spreads the segments of --segments N over GPUs; use --device "
+                         "for one run")
         if args.ray is not None:
-            parser.error("--ray runs the segments of --segments N as Ray tasks; a one-piece run has none")
+            parser.error("--ray runs the segments of --segments N as Ray tasks; a one-piece run "
+                         "has none")
         return
     if args.ray is not None and (args.devices is not None or device_given):
-        parser.error("--devices and --device do not apply with --ray (the cluster grants each segment its GPU)")
-    source, output = args.source, args.output
-    if is_webcam_spec(source) or is_test_spec(source) or "://" in source or \
-            is_demuxed_spec(source, args.input_format):
-        parser.error(f"--segments cuts a video file at its keyframes, not {source!r}")
-    if output is None or is_pipe(output) or is_image_output(output, args.format) or \
-            is_network_output(output) or is_vcam_output(output):
+        parser.error("--devices and --device do not apply with --ray (the cluster grants each "
+                     "segment its GPU)")
+    if not parse_source(args.source, format=args.input_format).is_local_file:
+        parser.error(f"--segments cuts a video file at its keyframes, not {args.source!r}")
+    if not parse_output(args.output, format=args.format).is_one_file:
         parser.error("--segments joins the segments into one output file: give -o FILE "
                      "(not a pipe, an image or image sequence, a URL or a virtual camera)")
     for name, option in _REFUSED:
         if getattr(args, name):
-            parser.error(f"{option} does not apply with --segments (each segment is read and written apart)")
+            parser.error(f"{option} does not apply with --segments (each segment is read and "
+                         "written apart)")
 
 
 def cmd_run_segments(args: argparse.Namespace) -> int:
     """``streamconv run IN -o OUT --segments N [--ray [ADDRESS]]``: run, report, and exit 0 (13
     if the input was damaged)."""
-    stages, border = _run_chain(args)
+    stages, border = run_chain(args)
     _check_run_outputs(args, display=False)
-    sink_options = encoder_options(args)
-    source_options = {"video_stream": args.video_stream, "max_pixels": args.max_pixels,
-                      "depth": None if args.depth == "auto" else int(args.depth), "hwaccel": args.hwaccel,
+    source_options = {"video_stream": args.video_stream, "hwaccel": args.hwaccel,
                       "input_options": dict(args.input_options)}
     stats = run_segments(args.source, stages, args.output, segments=args.segments,
-                         devices=args.devices if args.devices is not None or args.ray else [args.device],
-                         backend=args.backend, copy_streams=not args.no_audio, overwrite=args.overwrite,
-                         format=args.format, muxer_options=dict(args.output_options), sink_options=sink_options,
-                         source_options=source_options, border=border, ring=args.ring, kernel=args.kernel,
-                         colour=args.colour, max_pixels=args.max_pixels, decoder=segment_decoder(args.decoder),
+                         devices=args.devices if args.devices is not None or args.ray
+                         else [args.device],
+                         settings=run_settings(args, border), encode=encode_settings(args),
+                         copy_streams=not args.no_audio, overwrite=args.overwrite,
+                         format=args.format,
+                         muxer_options=dict(args.output_options), source_options=source_options,
                          ray=args.ray)
     code = run_exit_code(bool(stats.damage), None)
     _report(args, stats, code)

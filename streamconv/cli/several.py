@@ -21,35 +21,34 @@ import sys
 from typing import Callable
 
 from ..errors import StreamconvError
-from ..io.camera import is_webcam_spec
-from ..io.open import writes_a_file
-from ..io.targets import check_target
-from ..multi import PLACEHOLDER, MultiResult, output_for, run_tiled
-from ..pipeline import Pipeline
-from ..publish import ProtectedFiles, check_output_path, protected_files, write_atomically
+from ..io.spec import parse_output, parse_source
+from ..io.sinks.targets import check_target
+from ..jobs.several import PLACEHOLDER, MultiResult, output_for, run_tiled
+from ..run.pipeline import Pipeline
+from ..files.publish import ProtectedFiles, check_output_path, protected_files, write_atomically
 from .messages import brief, say_error
 from .report import run_context, write_run_report
 
-SEVERAL_HELP = ("several SOURCEs run at once, each through its own pipeline, with --display (tiled in one "
-                "window), -o OUTPUT with {n} (one output per source, n from 0), or when every one is a camera "
+SEVERAL_HELP = ("several SOURCEs run at once, each through its own pipeline, with --display (tiled "
+                "in one "
+                "window), -o OUTPUT with {n} (one output per source, n from 0), or when every one "
+                "is a camera "
                 "or live test pattern")
 
 
-def is_live_spec(spec: str) -> bool:
-    """Whether a SOURCE argument is a camera or a live test pattern: never a file meant as OUTPUT."""
-    return is_webcam_spec(spec) or (spec.startswith("test") and spec.endswith(",live"))
-
-
-def check_several_sources(parser: argparse.ArgumentParser, args: argparse.Namespace, sources: list[str]) -> None:
+def check_several_sources(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                          sources: list[str]) -> None:
     """Usage errors of several SOURCEs (exit 2): taken only as the module docstring says, with
     an OUTPUT per source, and without the options that belong to one run's terminal."""
     display = args.display or args.side_by_side
     numbered = args.output is not None and PLACEHOLDER in args.output
-    if not (display or numbered or all(map(is_live_spec, sources))):
-        parser.error(f"one SOURCE only, got {' and '.join(map(repr, sources))}; name the output with "
+    if not (display or numbered or all(parse_source(spec).is_live for spec in sources)):
+        parser.error(f"one SOURCE only, got {' and '.join(map(repr, sources))}; name the output "
+                     "with "
                      f"-o OUTPUT (a second name is never taken as the output); {SEVERAL_HELP}")
     if args.output is not None and not numbered:
-        parser.error(f"{len(sources)} SOURCEs into one -o {args.output!r}: put {PLACEHOLDER} in its name "
+        parser.error(f"{len(sources)} SOURCEs into one -o {args.output!r}: put {PLACEHOLDER} in "
+                     "its name "
                      f"(each source's index from 0), e.g. -o 'out{PLACEHOLDER}.mp4'")
     if args.side_by_side:
         parser.error("--side-by-side shows one SOURCE; --display tiles several")
@@ -60,20 +59,23 @@ def check_several_sources(parser: argparse.ArgumentParser, args: argparse.Namesp
 def run_several(args: argparse.Namespace, build: Callable[[argparse.Namespace], Pipeline],
                 cycle: list) -> int:
     """Run every SOURCE at once, each through ``build(its own args)``, tiled in one window with
-    --display; report each, and return the worst exit code (see :class:`streamconv.multi.MultiResult`)."""
+    --display; report each, and return the worst exit code (see
+    :class:`streamconv.jobs.several.MultiResult`)."""
     outputs = [output_for(args.output, n) for n in range(len(args.sources))]
     _check_outputs(args, outputs)
     wall = None
     if args.display:
-        from ..io.tiles import TileWall  # OpenCV's GUI only when a window is asked for
-        wall = TileWall(title=f"streamconv: {len(args.sources)} sources", overlay=not args.no_overlay,
-                        filter_cycle=cycle)
+        from ..io.sinks.tiles import TileWall  # OpenCV's GUI only when a window is asked for
+        wall = TileWall(title=f"streamconv: {len(args.sources)} sources",
+                        overlay=not args.no_overlay, filter_cycle=cycle)
 
     def own_args(index: int) -> argparse.Namespace:
-        return argparse.Namespace(**{**vars(args), "source": args.sources[index], "output": outputs[index],
+        return argparse.Namespace(**{**vars(args), "source": args.sources[index],
+                                     "output": outputs[index],
                                      "display": False, "no_progress": True})
 
-    result = run_tiled([functools.partial(build, own_args(n)) for n in range(len(args.sources))], args.sources, wall)
+    result = run_tiled([functools.partial(build, own_args(n)) for n in range(len(args.sources))],
+                       args.sources, wall)
     _report(args, result, outputs)
     return result.exit_code
 
@@ -81,12 +83,15 @@ def run_several(args: argparse.Namespace, build: Callable[[argparse.Namespace], 
 def _check_outputs(args: argparse.Namespace, outputs: list[str | None]) -> None:
     """Before any source is opened: each output new (or --overwrite) and none of the sources, and
     --stats-json and --report none of the run's files."""
-    written = {index: output for index, output in enumerate(outputs) if output is not None and writes_a_file(output)}
+    written = {index: output for index, output in enumerate(outputs)
+               if parse_output(output, format=args.format).writes_a_file}
     inputs = protected_files(args.sources)  # listed once for every output
     for index, output in written.items():  # none may be an input, or another source's output
-        others = protected_files({f"the output of source {other}": spec for other, spec in written.items()
+        others = protected_files({f"the output of source {other}": spec
+                                  for other, spec in written.items()
                                   if other != index})
-        check_target(output, overwrite=args.overwrite, protect=ProtectedFiles([*inputs, *others]), format=args.format)
+        check_target(output, overwrite=args.overwrite, protect=ProtectedFiles([*inputs, *others]),
+                     format=args.format)
     written = [*args.sources, *filter(None, outputs)]
     for path, what, other in ((args.stats_json, "--stats-json", args.report),
                               (args.report, "--report", args.stats_json)):
@@ -117,6 +122,8 @@ def _report(args: argparse.Namespace, result: MultiResult, outputs: list[str | N
             print(brief(f"source {item.index}: {item.source}\n{item.stats.format_table()}"),
                   file=sys.stderr)
     ended = sum(item.error is None for item in result.results)
-    seconds = max((item.stats.wall_seconds for item in result.results if item.stats is not None), default=0.0)
-    print(f"total: {result.frames} frames from {len(result.results)} sources ({ended} ended without error) "
+    seconds = max((item.stats.wall_seconds for item in result.results if item.stats is not None),
+                  default=0.0)
+    print(f"total: {result.frames} frames from {len(result.results)} sources ({ended} ended "
+          "without error) "
           f"in {seconds:.2f} s", file=sys.stderr)

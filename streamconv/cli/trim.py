@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..io.camera import is_webcam_spec
-from ..io.pattern import is_test_spec
-from ..io.trim import Trim, parse_time
+from ..io.sources.trim import Trim, parse_time
+from ..io.spec import parse_source
 from .options import argument_type
 
 _TIME = argument_type(parse_time)
@@ -35,7 +34,7 @@ def check_trim_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     if args.trim is None:
         return
     for spec in args.sources:
-        if is_webcam_spec(spec) or is_test_spec(spec):
+        if not parse_source(spec).decodes_a_stream:
             parser.error(f"-ss, -t and -to cut video files and streams, not {spec!r}")
     if args.reconnect:
         parser.error("-ss, -t and -to cut an input read once: not with --reconnect")

@@ -1,7 +1,7 @@
 """The default CUDA binding: NVIDIA's cuda-bindings (the driver API) and cuda-core, from wheels.
 
 The driver calls are cuda-bindings' (:mod:`.cuda_core_driver`, :mod:`.cuda_core_modules`); cuda-core
-compiles (NVRTC, in :mod:`streamconv.nvrtc`) and exchanges DLPack tensors (:mod:`.dlpack`).
+compiles (NVRTC, in :mod:`streamconv.gpu.nvrtc`) and exchanges DLPack tensors (:mod:`.dlpack`).
 """
 
 from __future__ import annotations
@@ -12,20 +12,20 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..cuda_setup import find_driver
+from .setup import find_driver
 from ..errors import BackendUnavailableError
 from .binding import GpuCallError, GpuMemoryError, packages_missing
 from .cuda_core_driver import (
-    IMPORT_ERROR,
-    CudaCoreBuffer,
-    CudaCoreCopy2D,
-    CudaCoreDevice,
-    CudaCoreEvent,
-    CudaCoreStream,
-    PinnedBlock,
-    check,
-    cu,
-)
+                               IMPORT_ERROR,
+                               CudaCoreBuffer,
+                               CudaCoreCopy2D,
+                               CudaCoreDevice,
+                               CudaCoreEvent,
+                               CudaCoreStream,
+                               PinnedBlock,
+                               check,
+                               cu,
+                               )
 from .cuda_core_modules import CudaCoreModule
 
 NAME = "cuda-core"

@@ -4,6 +4,14 @@ by :func:`register`. See docs/gstreamer.md.
 
 Importing this package needs nothing of GStreamer; :func:`register` and the element do
 (python3-gst-1.0 and the plugin loader of the system's GStreamer).
+
+Also here: :mod:`.bindings` (GStreamer's Python bindings as the element uses them: the versions of
+the introspected); :mod:`.buffers` (where a video frame's samples lie in a mapped GStreamer buffer);
+:mod:`.cuda_memory` (frames in CUDA device memory); :mod:`.engine` (the element's frames in system
+memory through a backend's ring of slots); :mod:`.formats` (the video formats the element takes, as
+GStreamer names them); :mod:`.properties` (how the element speaks GObject and GStreamer: its
+properties as ``gst-inspect-1.0``); :mod:`.seam` (the streamconv internals the GStreamer element
+builds on); :mod:`.settings` (what the element's properties say).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Where a video frame's samples lie in a mapped GStreamer buffer, and their copy into a slot and
 back: a packed frame as one (H, W, C) array, 4:2:0 planes into the flat I420 layout of a slot
-(:class:`streamconv.io.yuv.YuvLayout`) exactly as ``streamconv run`` fills its slots from a
+(:class:`streamconv.frames.yuv.YuvLayout`) exactly as ``streamconv run`` fills its slots from a
 decoder, NV12 and P010 split apart and shifted down on the way in, joined and shifted up on the
 way out. Plain memory views and NumPy: nothing here needs GStreamer itself.
 """

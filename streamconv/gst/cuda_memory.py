@@ -112,7 +112,8 @@ class SharedCudaContext:
         device: the CUDA device number (the element's ``device``).
 
     Raises:
-        BackendUnavailableError: the CUDA binding, the driver, GstCuda-1.0 or its CUDA library is missing.
+        BackendUnavailableError: the CUDA binding, the driver, GstCuda-1.0 or its CUDA library is
+            missing.
     """
 
     def __init__(self, device: int) -> None:

@@ -43,7 +43,7 @@ def _template(direction: Gst.PadDirection) -> Gst.PadTemplate:
 
 
 class _Engine(NamedTuple):
-    """What :func:`streamconv.api.make_engine` made of the properties."""
+    """What :func:`streamconv.embed.filter.make_engine` made of the properties."""
 
     stages: list
     border: str

@@ -58,7 +58,8 @@ class HostRing(Generic[Note]):
     """Frames of one format through ``backend``'s slots, out in the order they came in.
 
     Args:
-        backend: a backend made by :func:`streamconv.api.make_engine` (``cpu`` or ``cuda``).
+        backend: a backend made by :func:`streamconv.embed.filter.make_engine` (``cpu`` or
+            ``cuda``).
         in_flight: frames kept in flight at most (:func:`frames_in_flight`), 1 to MAX_RING.
         stats: where each frame's stage times go (``read`` the copy in, ``upload``, ``kernel``,
             ``download``, ``write`` the copy out, ``latency`` from entering to leaving).

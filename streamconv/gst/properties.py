@@ -10,16 +10,17 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import (
-    BORDER_MODES,
-    DEFAULT_BORDER,
-    BackendUnavailableError,
-    FilterSpecError,
-    FrameFormatError,
-    FrameTypeError,
-    PresetError,
-    RunStats,
-    StreamconvError,
-)
+                BORDER_MODES,
+                DEFAULT_BORDER,
+                BackendUnavailableError,
+                FilterSpecError,
+                FrameFormatError,
+                FrameTypeError,
+                PresetError,
+                RunStats,
+                SettingsError,
+                StreamconvError,
+                )
 from .bindings import GLib, GObject, Gst
 from .seam import MAX_RING
 from .settings import BACKENDS, CHAIN_SEPARATOR, DEFAULT_RING_DEPTH, PRESET_PREFIX
@@ -90,7 +91,7 @@ def stats_structure(stats: RunStats) -> Gst.Structure:
 
 def _error_kind(exc: BaseException) -> tuple[Any, int]:
     """GStreamer's error domain and code for an exception."""
-    if isinstance(exc, (FilterSpecError, PresetError)):
+    if isinstance(exc, (FilterSpecError, PresetError, SettingsError)):
         return Gst.ResourceError.quark(), int(Gst.ResourceError.SETTINGS)
     if isinstance(exc, (FrameFormatError, FrameTypeError)):
         return Gst.StreamError.quark(), int(Gst.StreamError.FORMAT)

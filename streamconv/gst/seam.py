@@ -5,15 +5,16 @@ Everything else the element uses is public."""
 
 from __future__ import annotations
 
-from ..api import make_engine
+from ..embed.filter import make_engine
 from ..backends.protocol import Backend
-from ..cuda_device import cuda_status
-from ..frames import MAX_RING
+from ..gpu.device import cuda_status
+from ..frames.checks import MAX_RING
 from ..gpu import handles
 from ..gpu.binding import GpuCallError, binding
-from ..io.colour import FULL_RANGE, ColourTags
-from ..io.yuv import YuvLayout, split_semi_planar
-from ..slots import InFlight, Slot
+from ..frames.colour import FULL_RANGE, ColourTags
+from ..frames.yuv import YuvLayout, split_semi_planar
+from ..frames.slots import Slot
+from ..run.inflight import InFlight
 
 __all__ = [
     "FULL_RANGE",

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import BORDER_MODES, DEFAULT_BORDER, FilterSpecError, FilterStage, load_preset, parse_chain
+from .. import (BORDER_MODES, DEFAULT_BORDER, FilterSpecError, FilterStage, SettingsError,
+                load_preset, parse_chain)
 from .seam import MAX_RING
 
 CHAIN_SEPARATOR = "->"
@@ -112,17 +113,17 @@ class Settings:
         else the default).
 
         Raises:
-            FilterSpecError, PresetError: as :func:`parse_filter_chain`, or an unknown border,
-                backend or ring depth.
+            FilterSpecError, PresetError: as :func:`parse_filter_chain`.
+            SettingsError: an unknown border or backend, a ring depth out of range.
         """
         if self.border not in BORDER_MODES:
-            raise FilterSpecError(
+            raise SettingsError(
                 f"unknown border {self.border!r}; known: {', '.join(BORDER_MODES)}"
             )
         if self.backend not in BACKENDS:
-            raise FilterSpecError(f"unknown backend {self.backend!r}; known: {', '.join(BACKENDS)}")
+            raise SettingsError(f"unknown backend {self.backend!r}; known: {', '.join(BACKENDS)}")
         if not 1 <= self.ring_depth <= MAX_RING:
-            raise FilterSpecError(f"ring-depth {self.ring_depth}: from 1 to {MAX_RING}")
+            raise SettingsError(f"ring-depth {self.ring_depth}: from 1 to {MAX_RING}")
         chain = parse_filter_chain(self.filter)
         border = self.border if self.border_set or chain.border is None else chain.border
         return chain, border

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FrameDeviceError, FrameFormatError, FrameTypeError
-from ..frames import CHANNEL_COUNTS, FRAME_DTYPES, as_hwc
+from ..frames.checks import CHANNEL_COUNTS, FRAME_DTYPES, as_hwc
 from ..gpu import dlpack
 from .raw import RawDeviceArray, offers_cuda_array_interface, raw_device_array
 
@@ -57,7 +57,8 @@ class DeviceView:
 
 
 def as_frame(frame: Any, *, what: str = "frame") -> np.ndarray | DeviceView:
-    """``frame`` as a host (H, W, C) NumPy view (see :func:`streamconv.frames.as_hwc`) or a DeviceView.
+    """``frame`` as a host (H, W, C) NumPy view (see :func:`streamconv.frames.checks.as_hwc`) or a
+    DeviceView.
 
     Raises:
         FrameTypeError: not an array of a known kind, or neither uint8 nor uint16.
@@ -92,7 +93,8 @@ def _view(raw: RawDeviceArray, what: str) -> DeviceView:
     if len(shape) == 2:
         shape, strides = (*shape, 1), (*strides, dtype.itemsize)
     if len(shape) != 3 or shape[2] not in CHANNEL_COUNTS:
-        raise FrameFormatError(f"unexpected {what} shape: {shape} != (H, W), (H, W, 3) or (H, W, 4)")
+        raise FrameFormatError(f"unexpected {what} shape: {shape} != (H, W), (H, W, 3) or (H, W, "
+                               "4)")
     height, width, channels = shape
     if height == 0 or width == 0:
         raise FrameFormatError(f"empty {what}: shape {shape}")
@@ -101,10 +103,12 @@ def _view(raw: RawDeviceArray, what: str) -> DeviceView:
     if ((channels > 1 and channel != dtype.itemsize) or (width > 1 and column != pixel_bytes)
             or (height > 1 and row < width * pixel_bytes)):
         raise FrameFormatError(
-            f"{what}: a device frame's channels and pixels must be adjacent and its rows apart by at least a "
-            f"row's bytes (strides {strides} for shape {shape}); any row pitch is fine. Copy it first "
+            f"{what}: a device frame's channels and pixels must be adjacent and its rows apart by "
+            "at least a "
+            f"row's bytes (strides {strides} for shape {shape}); any row pitch is fine. Copy it "
+            "first "
             "(e.g. .contiguous() or cupy.ascontiguousarray)")
     pitch = row if height > 1 else width * pixel_bytes
     stream = raw.stream if isinstance(raw.stream, int) else None
-    return DeviceView(int(raw.address), (height, width, channels), frame_shape, dtype, pitch, raw.device, stream,
-                      raw.readonly, raw.owner)
+    return DeviceView(int(raw.address), (height, width, channels), frame_shape, dtype, pitch,
+                      raw.device, stream, raw.readonly, raw.owner)

@@ -47,8 +47,8 @@ class DeviceFramePool:
         caller's ``stream`` its filtering is ordered on and the event recorded after it."""
         dtype = np.dtype(dtype)
         nbytes = math.prod(shape) * dtype.itemsize
-        return DeviceFrame(_Lease(self.buffers, self.buffers.take(nbytes), nbytes), shape, dtype, self.device,
-                           stream, done_event)
+        return DeviceFrame(_Lease(self.buffers, self.buffers.take(nbytes), nbytes), shape, dtype,
+                           self.device, stream, done_event)
 
     def close(self) -> None:
         """Free the buffers held for reuse (call with the context current); idempotent."""
@@ -72,10 +72,12 @@ class _Held:
         self.owner, self.allocation, self.nbytes = owner, address, nbytes
 
 
-def wrap_device_array(owner: Any, address: int, shape: tuple[int, ...], dtype: np.dtype, device: int) -> "DeviceFrame":
+def wrap_device_array(owner: Any, address: int, shape: tuple[int, ...], dtype: np.dtype,
+                      device: int) -> "DeviceFrame":
     """A DeviceFrame over C-contiguous device memory that ``owner`` keeps alive (no copy)."""
     dtype = np.dtype(dtype)
-    return DeviceFrame(_Held(owner, address, math.prod(shape) * dtype.itemsize), shape, dtype, device, None, None)
+    return DeviceFrame(_Held(owner, address, math.prod(shape) * dtype.itemsize), shape, dtype,
+                       device, None, None)
 
 
 class DeviceFrame:
@@ -114,10 +116,11 @@ class DeviceFrame:
 
     @property
     def __cuda_array_interface__(self) -> dict:
-        # The interface reserves 0 (ambiguous): the null stream is named 1, the legacy default stream.
+        # The interface reserves 0 (ambiguous): the null stream is named 1, the legacy default
+        # stream.
         stream = 1 if self.stream == 0 else self.stream
-        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False), "version": 3,
-                "strides": None, "stream": stream}
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False),
+                "version": 3, "strides": None, "stream": stream}
 
     def synchronize(self) -> None:
         """Wait (on the host) until the frame's filtering is complete."""
@@ -136,7 +139,8 @@ class DeviceFrame:
         return dlpack.DEVICE_CUDA, self.device
 
     def get(self, out: np.ndarray | None = None) -> np.ndarray:
-        """Copy the frame to host memory (waiting for its filtering first): a new NumPy array, or ``out``."""
+        """Copy the frame to host memory (waiting for its filtering first): a new NumPy array, or
+        ``out``."""
         from ..gpu.binding import binding  # a DeviceFrame exists only where a binding runs
 
         host = np.empty(self.shape, self.dtype) if out is None else out

@@ -54,7 +54,8 @@ class PinnedFramePool:
         return None if block is None else np.asarray(_HostLease(self.buffers, block, shape, dtype))
 
     def close(self) -> None:
-        """Free the buffers held for reuse; those on loan are freed when they come back. Idempotent."""
+        """Free the buffers held for reuse; those on loan are freed when they come back.
+        Idempotent."""
         self.buffers.close()
         self._activated = contextlib.nullcontext
 
@@ -63,7 +64,8 @@ class _HostLease:
     """A pool buffer on loan, seen by NumPy through the array interface; back to the pool when
     the last array on it is gone."""
 
-    def __init__(self, buffers: ReusePool, block: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    def __init__(self, buffers: ReusePool, block: np.ndarray, shape: tuple[int, ...],
+                 dtype: np.dtype) -> None:
         self._buffers, self._block = buffers, block
         self.__array_interface__ = {"shape": tuple(shape), "typestr": dtype.str, "version": 3,
                                     "data": (block.ctypes.data, False)}

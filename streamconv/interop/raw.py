@@ -64,7 +64,8 @@ def _dtype(typestr: str) -> np.dtype:
 
 def raw_device_array(array: Any) -> RawDeviceArray:
     """Read a device array's description from ``__cuda_array_interface__`` (versions 0 to 3) or
-    DLPack (asked for on the legacy default stream, 1, so that the producer's pending work comes first).
+    DLPack (asked for on the legacy default stream, 1, so that the producer's pending work comes
+    first).
 
     Raises:
         FrameTypeError: neither interface, or a DLPack tensor that is not in CUDA memory.
@@ -72,15 +73,16 @@ def raw_device_array(array: Any) -> RawDeviceArray:
     try:
         interface = getattr(array, "__cuda_array_interface__", None)
     except RuntimeError as error:  # a PyTorch tensor that requires grad refuses it
-        raise FrameTypeError(f"{type(array).__name__} gives no __cuda_array_interface__: {error}") from None
+        raise FrameTypeError(f"{type(array).__name__} gives no __cuda_array_interface__: "
+                             f"{error}") from None
     if interface is not None:
         dtype = _dtype(interface["typestr"])
         shape = tuple(interface["shape"])
         strides = interface.get("strides")
         strides = contiguous_strides(shape, dtype.itemsize) if strides is None else tuple(strides)
         address, readonly = interface["data"]
-        return RawDeviceArray(address or 0, shape, strides, dtype, None, interface.get("stream"), bool(readonly),
-                              array)
+        return RawDeviceArray(address or 0, shape, strides, dtype, None, interface.get("stream"),
+                              bool(readonly), array)
     if not is_device_array(array):
         raise FrameTypeError(f"expected a CUDA device array, got {type(array).__name__}")
     tensor = dlpack.read_tensor(array, 1)

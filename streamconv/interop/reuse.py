@@ -19,8 +19,8 @@ class ReusePool:
         keep: free buffers kept per size. max_taken: buffers out at once, at most (None: no cap).
     """
 
-    def __init__(self, allocate: Callable[[int], Any], free: Callable[[Any], None], *, keep: int = 4,
-                 max_taken: int | None = None) -> None:
+    def __init__(self, allocate: Callable[[int], Any], free: Callable[[Any], None], *,
+                 keep: int = 4, max_taken: int | None = None) -> None:
         self._allocate, self._free_buffer = allocate, free
         self.keep, self.max_taken = keep, max_taken
         self._free: dict[int, list] = {}
@@ -48,7 +48,8 @@ class ReusePool:
         return buffer
 
     def give_back(self, buffer: Any, nbytes: int) -> None:
-        """Keep ``buffer`` for reuse, or free it (the pool is closed, or keeps enough of its size)."""
+        """Keep ``buffer`` for reuse, or free it (the pool is closed, or keeps enough of its
+        size)."""
         with self._lock:
             self._taken -= 1
             blocks = self._free.setdefault(nbytes, [])
@@ -58,7 +59,8 @@ class ReusePool:
         self._free_buffer(buffer)
 
     def close(self) -> None:
-        """Free the buffers kept for reuse; those still out are freed when they come back. Idempotent."""
+        """Free the buffers kept for reuse; those still out are freed when they come back.
+        Idempotent."""
         with self._lock:
             self._closed = True
             held = [buffer for blocks in self._free.values() for buffer in blocks]

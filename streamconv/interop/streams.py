@@ -35,5 +35,6 @@ def stream_handle(stream: Any) -> int:
             return value
         if value is None and attribute == "handle" and hasattr(stream, "handle"):
             return 0  # a ctypes NULL: the default stream
-    raise FrameTypeError(f"stream=: {type(stream).__name__} names no CUDA stream (expected an int handle, "
+    raise FrameTypeError(f"stream=: {type(stream).__name__} names no CUDA stream (expected an int "
+                         "handle, "
                          "or an object with __cuda_stream__, .cuda_stream, .ptr or .handle)")

@@ -1,4 +1,5 @@
-"""Frame sources and sinks: sources fill a pipeline's slots, sinks take the filtered frames from them.
+"""Frame sources and sinks: sources fill a pipeline's slots, sinks take the filtered frames from
+them.
 
 Sources (each a context manager with an idempotent ``close()``; ``read_into(buffer)`` writes a
 frame into a slot's host buffer, iteration yields new arrays): :mod:`.source` (the base class),
@@ -17,5 +18,7 @@ sink), :mod:`.colour` and :mod:`.yuv` (colour tags and conversion, YUV planes in
 :mod:`.damage` and :mod:`.ffmpeglog` (judging and counting input damage), and
 :mod:`.encoder_check` (encoder settings checked before a run).
 
-Nothing is imported here: ``import streamconv.io.yuv`` loads only what that module needs.
+Nothing is imported here: ``import streamconv.frames.yuv`` loads only what that module needs.
+
+Also here: :mod:`.ffmpeg`/ (what sources and sinks both ask of PyAV and libav).
 """

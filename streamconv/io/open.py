@@ -1,46 +1,46 @@
 """Opening sources and sinks by name: ``open_source(spec)`` and ``open_sink(output, like=source)``.
 
-The dispatchers of the SOURCE and ``-o`` arguments: a spec names the test pattern
-(streamconv.io.pattern), a camera (streamconv.io.camera), standard input, raw video or an image
-sequence (streamconv.io.demuxed), or else a file or stream (streamconv.io.file, reopened on drops
-by streamconv.io.reconnect); an output is discarded (null), encoded to a file, a pipe or an image
-sequence (streamconv.io.filesink), sent to a network URL (streamconv.io.netsink), or shown on a
-virtual camera (streamconv.io.vcam). They import every concrete source and sink; none of those
-imports this module.
+A SOURCE or ``-o`` string is parsed once (:mod:`streamconv.io.spec`) and opened through a table
+from its kind to an opener: the test pattern (streamconv.io.sources.pattern), a camera
+(streamconv.io.sources.camera), standard input, raw video or an image sequence
+(streamconv.io.sources.demuxed), or else a file or stream (streamconv.io.sources.file, reopened on
+drops by streamconv.io.sources.reconnect); an output is discarded (null), encoded to a file, a
+pipe or an image sequence (streamconv.io.sinks.file), sent to a network URL
+(streamconv.io.sinks.network), or shown on a virtual camera (streamconv.io.sinks.vcam). This
+module imports every concrete source and sink; none of those imports it.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
-from ..arguments import check_flag, check_options, check_path, keywords_of
-from ..errors import FilterSpecError, InputError, OutputError
-from ..publish import without_file_scheme
-from .camera import WebcamSource, is_webcam_spec, open_webcam
-from .demuxed import DemuxedSource, is_demuxed_spec
-from .file import FileSource
-from .filesink import FileSink
-from .netsink import NetworkSink, is_network_output
-from .nvdec import NvdecSource
-from .nvdec_caps import DECODERS, NvdecMissing, NvdecUnsupported
-from .pattern import is_test_spec, parse_test_spec
-from .reconnect import RECONNECT_WINDOW, ReconnectingSource
-from .sink import CallbackSink, FanoutSink, NullSink, Sink
-from .source import Source
-from .trim import Trim, open_trimmed
-from .vcam import VirtualCameraSink, is_vcam_output, vcam_device
+from ..errors import InputError, OutputError, SettingsError
+from ..frames.arguments import check_flag, check_options, check_path, keywords_of
+from .sinks.file import FileSink
+from .sinks.network import NetworkSink
+from .sinks.sink import NullSink, Sink
+from .sinks.vcam import VirtualCameraSink
+from .sources.camera import WebcamSource, open_webcam
+from .sources.demuxed import DemuxedSource
+from .sources.file import FileSource
+from .sources.nvdec.caps import DECODERS, NvdecMissing, NvdecUnsupported
+from .sources.nvdec.source import NvdecSource
+from .sources.pattern import parse_test_spec
+from .sources.reconnect import RECONNECT_WINDOW, ReconnectingSource
+from .sources.source import Source
+from .sources.trim import Trim, open_trimmed
+from .spec import OutputSpec, SourceSpec, parse_output, parse_source
 
 log = logging.getLogger(__name__)
 
-SINKS = {"file": FileSink, "network": NetworkSink, "vcam": VirtualCameraSink, "null": NullSink, "callback": CallbackSink, "fanout": FanoutSink}
-"""Sinks by name."""
 
-
-def open_source(spec: str | Path | Source, *, decoder: str = "cpu", device: int = 0,
+def open_source(spec: str | Path | SourceSpec | Source, *, decoder: str = "cpu", device: int = 0,
                 reconnect: bool = False, reconnect_timeout: float | None = RECONNECT_WINDOW,
                 trim: Trim | None = None, **options) -> Source:
     """Open a source from a spec: ``test[...]`` for the pattern, ``webcam[:N]`` or ``/dev/videoN``
@@ -48,20 +48,23 @@ def open_source(spec: str | Path | Source, *, decoder: str = "cpu", device: int 
     for DemuxedSource, else a path or URL for FileSource (or NvdecSource).
 
     Args:
-        spec: the SOURCE argument of ``streamconv run``, or a Source (returned as is).
+        spec: the SOURCE argument of ``streamconv run`` (or its :class:`SourceSpec`), or a
+            Source (returned as is).
         decoder: for a file or stream: ``"cpu"`` (libavcodec), ``"nvdec"`` (the GPU's hardware
-            decoder, frames left in device memory: :class:`streamconv.io.nvdec.NvdecSource`), or
-            ``"auto"``: NVDEC if it can take the stream, else the CPU with a notice (also from a
-            mid-stream change NVDEC cannot take on).
+            decoder, frames left in device memory:
+            :class:`streamconv.io.sources.nvdec.source.NvdecSource`), or ``"auto"``: NVDEC if it can
+            take the stream, else the CPU with a notice (also from a mid-stream change NVDEC cannot
+            take on).
         device: the CUDA device NVDEC decodes on.
         reconnect: for a file or stream (a URL): reopen it whenever it stalls (``timeout``) or
             ends, with a growing pause, for up to ``reconnect_timeout`` seconds after each loss
-            (None or 0: no limit); see :class:`streamconv.io.reconnect.ReconnectingSource`.
-        options: keyword options passed to FileSource (``video_stream``, ``threads``, ``depth``,
-            ``copy_streams``, ``max_pixels``, ``timeout``, ``hwaccel``, ``input_options``:
-            FFmpeg's options of the demuxer and protocol), for DemuxedSource also ``format`` (the
-            demuxer, e.g. ``"rawvideo"``: any spec is then read with it), ``size`` (W, H),
-            ``pix_fmt`` and ``fps``; or, for a camera, to WebcamSource (``width``, ``fps``, ...).
+            (None or 0: no limit); see :class:`streamconv.io.sources.reconnect.ReconnectingSource`.
+        options: keyword options passed to FileSource (``video_stream``, ``threads``,
+            ``copy_streams``, ``max_pixels``, ``timeout``, ``depth``, ``hwaccel``,
+            ``input_options``: FFmpeg's options of the demuxer and protocol), and for
+            DemuxedSource also ``format`` (the demuxer, e.g. ``"rawvideo"``: any spec is then
+            read with it), ``size`` (W, H), ``pix_fmt`` and ``fps`` (raw video, image sequences);
+            or, for a camera, to WebcamSource (``width``, ``height``, ``fps``, ...).
         trim: only this stretch of a file or stream, cut as -ss, -t and -to (:mod:`.trim`).
 
     Raises:
@@ -70,26 +73,60 @@ def open_source(spec: str | Path | Source, *, decoder: str = "cpu", device: int 
         InputError: an option the source does not take; ``reconnect`` or ``trim`` of a bad type.
     """
     if decoder not in DECODERS:
-        raise FilterSpecError(f"unknown decoder {decoder!r}; known: {', '.join(DECODERS)}")
+        raise SettingsError(f"unknown decoder {decoder!r}; known: {', '.join(DECODERS)}")
     reconnect = check_flag(reconnect, "reconnect", InputError)
     if isinstance(spec, Source):
         return spec
-    text = str(spec)
+    if not isinstance(spec, SourceSpec):
+        spec = parse_source(spec, format=options.get("format"))
+    decoding = _Decoding(decoder, device, reconnect, reconnect_timeout)
     if trim is not None:
-        return _open_trimmed(text, trim, decoder, reconnect, options)
-    if is_test_spec(text):
-        return parse_test_spec(text, max_pixels=options.get("max_pixels"))
-    if is_webcam_spec(text):
-        options.pop("max_pixels", None)  # a camera delivers the size it is asked for
-        return open_webcam(text, **_taken_by(options, WebcamSource))
-    if is_demuxed_spec(text, options.get("format")):
-        if decoder == "nvdec":
-            raise NvdecUnsupported(f"--decoder nvdec reads files and URLs; {text} is decoded on the CPU")
-        return DemuxedSource(text, **_taken_by(options, DemuxedSource, FileSource))
+        return _open_trimmed(spec, trim, decoding, options)
+    return SOURCE_OPENERS[spec.kind](spec, decoding, options)
+
+
+@dataclass(frozen=True)
+class _Decoding:
+    """How a file or stream is decoded and kept open (open_source's arguments)."""
+
+    decoder: str
+    device: int
+    reconnect: bool
+    reconnect_timeout: float | None
+
+
+def _open_pattern(spec: SourceSpec, _decoding: _Decoding, options: dict) -> Source:
+    return parse_test_spec(spec.text, max_pixels=options.get("max_pixels"))
+
+
+def _open_camera(spec: SourceSpec, _decoding: _Decoding, options: dict) -> Source:
+    options.pop("max_pixels", None)  # a camera delivers the size it is asked for
+    return open_webcam(spec.text, **_taken_by(options, WebcamSource))
+
+
+def _open_demuxed(spec: SourceSpec, decoding: _Decoding, options: dict) -> Source:
+    if decoding.decoder == "nvdec":
+        raise NvdecUnsupported(f"--decoder nvdec reads files and URLs; {spec.text} is decoded on "
+                               "the CPU")
+    if spec.format is not None:
+        options.setdefault("format", spec.format)
+    return DemuxedSource(spec.text, **_taken_by(options, DemuxedSource, FileSource))
+
+
+def _open_stream(spec: SourceSpec, decoding: _Decoding, options: dict) -> Source:
     options = _taken_by(options, FileSource)
-    if reconnect:
-        return ReconnectingSource(lambda: _open_file(text, decoder, device, options), within=reconnect_timeout)
-    return _open_file(text, decoder, device, options)
+    if decoding.reconnect:
+        return ReconnectingSource(lambda: _open_file(spec.text, decoding.decoder, decoding.device,
+                                                     options),
+                                  within=decoding.reconnect_timeout)
+    return _open_file(spec.text, decoding.decoder, decoding.device, options)
+
+
+SOURCE_OPENERS: dict[str, Callable[[SourceSpec, _Decoding, dict], Source]] = {
+    "pattern": _open_pattern, "camera": _open_camera, "pipe": _open_demuxed,
+    "sequence": _open_demuxed, "demuxed": _open_demuxed, "url": _open_stream, "file": _open_stream,
+}
+"""The opener of each kind of source (:data:`streamconv.io.spec.SOURCE_KINDS`)."""
 
 
 def _taken_by(options: dict, *opened: type) -> dict:
@@ -99,7 +136,7 @@ def _taken_by(options: dict, *opened: type) -> dict:
     return check_options(options, "open_source options", InputError, taken=taken)
 
 
-def _open_trimmed(text: str, trim: Trim, decoder: str, reconnect: bool, options: dict) -> Source:
+def _open_trimmed(spec: SourceSpec, trim: Trim, decoding: _Decoding, options: dict) -> Source:
     """A file or stream's source that reads only ``trim`` of it.
 
     Raises:
@@ -108,15 +145,17 @@ def _open_trimmed(text: str, trim: Trim, decoder: str, reconnect: bool, options:
         NvdecUnsupported: (exit 7) NVDEC asked for: a cut decodes on the CPU.
     """
     if not isinstance(trim, Trim):
-        raise InputError(f"trim must be a streamconv.io.trim.Trim, got {type(trim).__name__}")
-    if is_test_spec(text) or is_webcam_spec(text) or reconnect:
+        raise InputError("trim must be a streamconv.io.sources.trim.Trim, got "
+                         f"{type(trim).__name__}")
+    if spec.kind in ("pattern", "camera") or decoding.reconnect:
         raise InputError(f"a cut ({trim.describe()}) is of a file or stream read once, not of "
-                         f"{'a reconnecting input' if reconnect else text}")
-    if decoder == "nvdec":
+                         f"{'a reconnecting input' if decoding.reconnect else spec.text}")
+    if decoding.decoder == "nvdec":
         raise NvdecUnsupported(f"--decoder nvdec: a cut ({trim.describe()}) decodes on the CPU")
-    demuxed = is_demuxed_spec(text, options.get("format"))
-    opened = (DemuxedSource, FileSource) if demuxed else (FileSource,)
-    return open_trimmed(text, trim, demuxed=demuxed, **_taken_by(options, *opened))
+    if spec.is_demuxed and spec.format is not None:
+        options.setdefault("format", spec.format)
+    opened = (DemuxedSource, FileSource) if spec.is_demuxed else (FileSource,)
+    return open_trimmed(spec.text, trim, demuxed=spec.is_demuxed, **_taken_by(options, *opened))
 
 
 def _open_file(text: str, decoder: str, device: int, options: dict) -> Source:
@@ -142,12 +181,6 @@ def _open_nvdec(path: str, decoder: str, device: int, options: dict) -> Source |
         return None
 
 
-def writes_a_file(output: str | Path) -> bool:
-    """Whether an output is a file (checked and published whole), not a network URL, which is
-    sent to as it is written, nor a virtual camera."""
-    return not is_network_output(output) and not is_vcam_output(output)
-
-
 FROM_THE_SOURCE = ("path", "width", "height", "frame_rate", "time_base")
 """FileSink's arguments that :func:`open_sink` takes from the output and its source."""
 
@@ -155,15 +188,16 @@ FROM_THE_SOURCE = ("path", "width", "height", "frame_rate", "time_base")
 def check_sink(output: object, options: object, *,
                names: tuple[str, str] = ("output", "options")) -> dict:
     """Refuse, before any work, an output that is neither None, a Sink nor a path, and sink
-    options (``names``: what the caller calls both) that no file or network output takes, or
-    an ``overwrite`` that is no bool (a string "no" replaced a file): OutputError naming them.
-    The other options' values are checked where the sink uses them, as it opens (the encoder's by
-    :mod:`streamconv.io.encoder_check`, the file's by :func:`streamconv.io.targets.open_target`).
+    options (``names``: what the caller calls both) that no file or network output takes, or an
+    ``overwrite`` that is no bool (a string "no" replaced a file): OutputError naming them. The
+    other options' values are checked where the sink uses them, as it opens (the encoder's by
+    :mod:`streamconv.io.ffmpeg.encoder_check`, the file's by
+    :func:`streamconv.io.sinks.targets.open_target`).
 
     Returns:
         The options, as a new dict.
     """
-    if output is not None and not isinstance(output, Sink):
+    if output is not None and not isinstance(output, (Sink, OutputSpec)):
         check_path(output, names[0], OutputError)
     taken = keywords_of(FileSink) - set(FROM_THE_SOURCE)
     options = check_options(options, names[1], OutputError, taken=taken)
@@ -172,15 +206,15 @@ def check_sink(output: object, options: object, *,
     return options
 
 
-def open_sink(output: str | Path | Sink | None, *, like=None, shape: tuple[int, ...] | None = None,
-              **options) -> Sink:
+def open_sink(output: str | Path | OutputSpec | Sink | None, *, like=None,
+              shape: tuple[int, ...] | None = None, **options) -> Sink:
     """Open a sink: None or "null" discards, a Sink passes through, a network URL (``rtmp://``,
     ``rtsp://``, ``srt://``, ``udp://``, ``tcp://``) makes a NetworkSink, ``vcam[:DEVICE]`` a
     VirtualCameraSink (encoder options do not apply), a path a FileSink: a file, ``-`` (standard
     output, also ``pipe:1``) or an image sequence (``out%03d.png``).
 
     Args:
-        output: the -o argument.
+        output: the -o argument (or its :class:`OutputSpec`).
         like: the Source whose size, rate and time base the output takes; a file output never
             replaces its input (``path``), whatever ``overwrite`` says.
         shape: the frames' (H, W, C) where the filter chain changes the size (``scale``,
@@ -195,16 +229,23 @@ def open_sink(output: str | Path | Sink | None, *, like=None, shape: tuple[int, 
     options = check_sink(output, options)
     if isinstance(output, Sink):
         return output
-    if output is None or str(output) == "null":
+    spec = output if isinstance(output, OutputSpec) else parse_output(output,
+                                                                      format=options.get("format"))
+    if spec.kind == "null":
         return NullSink()
     if like is None:
         raise OutputError("open_sink needs the source (like=...) to size a file output")
-    if isinstance(output, str):
-        output = without_file_scheme(output)
-    height, width = shape[:2] if shape is not None else (like.height, like.width)
-    if is_vcam_output(output):
-        return VirtualCameraSink(vcam_device(output), width=width, height=height,
-                                 frame_rate=like.frame_rate)
+    size = (shape[1], shape[0]) if shape is not None else (like.width, like.height)
+    return SINK_OPENERS[spec.kind](spec, like, size, options)
+
+
+def _open_vcam(spec: OutputSpec, like, size: tuple[int, int], _options: dict) -> Sink:
+    return VirtualCameraSink(spec.target, width=size[0], height=size[1], frame_rate=like.frame_rate)
+
+
+def _open_encoded(spec: OutputSpec, like, size: tuple[int, int], options: dict) -> Sink:
+    """A FileSink (NetworkSink for a URL) of ``size`` (W, H) that takes the source's rate, time
+    base, colour, tags and copied streams, and never replaces the source's file."""
     path = getattr(like, "path", None)
     options.setdefault("protect", (path,) if path is not None else ())  # never replace the input
     options.setdefault("copy_streams", getattr(like, "copied_streams", ()))
@@ -213,6 +254,13 @@ def open_sink(output: str | Path | Sink | None, *, like=None, shape: tuple[int, 
     options.setdefault("metadata", getattr(like, "metadata", None))
     deep = getattr(like, "dtype", None) == np.uint16  # a source read in 8 bits is written in 8
     options.setdefault("bits", getattr(like, "bits", 8) if deep else 8)
-    sink = NetworkSink if is_network_output(output) else FileSink
-    return sink(output, width=width, height=height, frame_rate=like.frame_rate,
+    sink = NetworkSink if spec.kind == "network" else FileSink
+    return sink(spec.target, width=size[0], height=size[1], frame_rate=like.frame_rate,
                 time_base=like.time_base, **options)
+
+
+SINK_OPENERS: dict[str, Callable[[OutputSpec, object, tuple[int, int], dict], Sink]] = {
+    "vcam": _open_vcam, "network": _open_encoded, "pipe": _open_encoded, "sequence": _open_encoded,
+    "image": _open_encoded, "file": _open_encoded,
+}
+"""The opener of each kind of output but null (:data:`streamconv.io.spec.OUTPUT_KINDS`)."""

@@ -8,20 +8,25 @@ otherwise::
     y = nn.max_pool2d(nn.relu(y), 2)
 
 NumPy arrays in give NumPy arrays out (copied to the GPU and back). CUDA device arrays (CuPy,
-PyTorch, PyCUDA, Numba: ``__cuda_array_interface__`` or DLPack; float32, C-contiguous) are used
-in place, in the caller's current CUDA context, and give a
+PyTorch, PyCUDA, Numba: ``__cuda_array_interface__`` or DLPack; float32, C-contiguous) are used in
+place, in the caller's current CUDA context, and give a
 :class:`~streamconv.interop.device_frame.DeviceFrame`, the device array the rest of streamconv
 returns too, which CuPy and PyTorch take without a copy (``cupy.asarray``, ``torch.from_dlpack``).
 Work runs on the legacy default stream, in order with theirs by default. ``conv2d`` has four GPU
 implementations (``method``): ``direct``, ``tiled`` and ``im2col`` in float32, and ``tf32`` on the
-tensor cores (TF32 operands: about 3 decimal digits, stated in :data:`METHODS`); ``auto`` picks ``tiled``.
-The float64 references (``conv2d_reference`` ...) are the oracle the tests and benchmarks use.
+tensor cores (TF32 operands: about 3 decimal digits, stated in :data:`METHODS`); ``auto`` picks
+``tiled``. The float64 references (``conv2d_reference`` ...) are the oracle the tests and benchmarks
+use.
 
 A layer also runs over video frames, as the ``bank`` filter: :mod:`streamconv.nn.layer` reads
 its weights and runs it on the CPU, :mod:`streamconv.nn.gpu_layer` on the GPU (the CUDA backend
 hands it device pointers and a stream). nn imports no module of :mod:`streamconv.backends`:
-whether CUDA is usable comes from :mod:`streamconv.cuda_device`, compiled kernels from
-:mod:`streamconv.kernel_loader`.
+whether CUDA is usable comes from :mod:`streamconv.gpu.device`, compiled kernels from
+:mod:`streamconv.gpu.loader`.
+
+Also here: :mod:`.cpu` (the CPU fallback of the layers: float32 im2col + BLAS matrix product);
+:mod:`.reference` (NumPy references of the layers, in float64: the oracle the GPU implementations
+are); :mod:`.shapes` (shape checks of the convolution-layer operators).
 """
 
 from __future__ import annotations
@@ -31,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from ..cuda_device import cuda_status
-from ..errors import BackendUnavailableError, FilterSpecError, ShapeError
+from ..gpu.device import cuda_status
+from ..errors import BackendUnavailableError, SettingsError, ShapeError
 from ..interop.device_frame import wrap_device_array
 from ..interop.raw import is_device_array, raw_device_array
 from . import cpu
@@ -40,7 +45,8 @@ from .gpu import METHODS, GpuEngine, Tensor, check_method, engine, im2col_expans
 from .reference import conv2d_reference, max_pool2d_reference, relu_reference
 from .shapes import ConvShape, conv2d_shape, pool_shape
 
-__all__ = ["conv2d", "relu", "max_pool2d", "conv2d_reference", "relu_reference", "max_pool2d_reference",
+__all__ = ["conv2d", "relu", "max_pool2d", "conv2d_reference", "relu_reference",
+           "max_pool2d_reference",
            "conv2d_shape", "pool_shape", "ConvShape", "METHODS", "im2col_expansion"]
 
 log = logging.getLogger(__name__)
@@ -53,7 +59,7 @@ def _use_gpu(tensors: tuple, backend: str, device: int) -> bool:
     """Where to run: device arrays stay on the GPU; host arrays go where ``backend`` says."""
     global _fallback_noted
     if backend not in _BACKENDS:
-        raise FilterSpecError(f"unknown backend {backend!r}; known: {', '.join(_BACKENDS)}")
+        raise SettingsError(f"unknown backend {backend!r}; known: {', '.join(_BACKENDS)}")
     if any(is_device_array(t) for t in tensors):
         if backend == "cpu":
             raise ShapeError("backend='cpu' was given device arrays; pass NumPy arrays")
@@ -105,8 +111,8 @@ def _run_on_gpu(device: int, inputs: tuple, names: tuple, out_shape: tuple, laun
         return gpu.to_host(y)
 
 
-def conv2d(x: Any, w: Any, bias: Any = None, *, stride: int = 1, padding: int = 0, method: str = "auto",
-           backend: str = "auto", device: int = 0):
+def conv2d(x: Any, w: Any, bias: Any = None, *, stride: int = 1, padding: int = 0,
+           method: str = "auto", backend: str = "auto", device: int = 0):
     """Convolution layer (cross-correlation): y[n,m] = bias[m] + sum_c x[n,c] (*) w[m,c].
 
     Args:
@@ -127,13 +133,16 @@ def conv2d(x: Any, w: Any, bias: Any = None, *, stride: int = 1, padding: int = 
         ShapeError: mismatched shapes (actual and expected shown), bad stride, padding or method.
         BackendUnavailableError: ``backend="cuda"`` without a usable GPU.
     """
-    shape = conv2d_shape(np.shape(x), np.shape(w), None if bias is None else np.shape(bias), stride, padding)
+    shape = conv2d_shape(np.shape(x), np.shape(w), None if bias is None else np.shape(bias), stride,
+                         padding)
     chosen = check_method(method)
     if not _use_gpu((x, w, bias), backend, device):
         return cpu.conv2d_cpu(_host_float32(x, "conv2d: x"), _host_float32(w, "conv2d: w"),
                               None if bias is None else _host_float32(bias, "conv2d: bias"), shape)
-    return _run_on_gpu(device, (x, w, bias), ("conv2d: x", "conv2d: w", "conv2d: bias"), shape.out_shape,
-                       lambda gpu, y, x_d, w_d, bias_d: gpu.conv2d_into(y, x_d, w_d, bias_d, shape, method=chosen))
+    return _run_on_gpu(device, (x, w, bias), ("conv2d: x", "conv2d: w", "conv2d: bias"),
+                       shape.out_shape,
+                       lambda gpu, y, x_d, w_d, bias_d: gpu.conv2d_into(y, x_d, w_d, bias_d, shape,
+                                                                        method=chosen))
 
 
 def relu(x: Any, *, backend: str = "auto", device: int = 0):
@@ -147,10 +156,12 @@ def relu(x: Any, *, backend: str = "auto", device: int = 0):
     """
     if not _use_gpu((x,), backend, device):
         return cpu.relu_cpu(_host_float32(x, "relu: x"))
-    return _run_on_gpu(device, (x,), ("relu: x",), np.shape(x), lambda gpu, y, x_d: gpu.relu_into(y, x_d))
+    return _run_on_gpu(device, (x,), ("relu: x",), np.shape(x),
+                       lambda gpu, y, x_d: gpu.relu_into(y, x_d))
 
 
-def max_pool2d(x: Any, kernel: int, stride: int | None = None, *, backend: str = "auto", device: int = 0):
+def max_pool2d(x: Any, kernel: int, stride: int | None = None, *, backend: str = "auto",
+               device: int = 0):
     """The maximum over each kernel x kernel window, windows ``stride`` apart (default ``kernel``).
 
     Args:

@@ -11,7 +11,8 @@ from .shapes import ConvShape, pool_shape
 _BAND_BYTES = 32 << 20
 
 
-def conv2d_cpu(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, shape: ConvShape) -> np.ndarray:
+def conv2d_cpu(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None,
+               shape: ConvShape) -> np.ndarray:
     """conv2d in float32 on the host.
 
     Args:

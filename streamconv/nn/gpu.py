@@ -14,10 +14,10 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ..cuda_device import cuda_status, load_binding
+from ..gpu.device import cuda_status, load_binding
 from ..errors import BackendUnavailableError, ShapeError
 from ..gpu.binding import Binding, Context, Kernel
-from ..kernel_loader import load_module
+from ..gpu.loader import load_module
 from .shapes import ConvShape
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,8 @@ _IM2COL_THREADS = 256
 _ELEMENTWISE_THREADS = 256
 _SHARED_BUDGET = 46 * 1024  # static shared memory per block is capped at 48 KB
 _MAX_CHUNK_CHANNELS = 8
-_TF32_TILE, _TF32_CHANNELS, _TF32_THREADS = (8, 16), 64, 256  # conv_tf32.cu's pixel tile, channels, block
+# conv_tf32.cu's pixel tile, channels, block
+_TF32_TILE, _TF32_CHANNELS, _TF32_THREADS = (8, 16), 64, 256
 
 
 def tiled_defines(shape: ConvShape) -> dict[str, int] | None:
@@ -69,8 +70,8 @@ def tiled_defines(shape: ConvShape) -> dict[str, int] | None:
     chunk = max(1, min(_MAX_CHUNK_CHANNELS, shape.c, _SHARED_BUDGET // per_channel))
     # Two or three resident blocks per SM beat one with no register limit, despite a few spilled
     # bytes (benchmarks/README.md).
-    return {"KSIZE": k, "STRIDE": s, "TILE_W": tile_w, "TILE_H": tile_h, "PX": px, "MT": mt, "MB": mb,
-            "CB": chunk, "MIN_BLOCKS": 2 if mt == 16 else 3}
+    return {"KSIZE": k, "STRIDE": s, "TILE_W": tile_w, "TILE_H": tile_h, "PX": px, "MT": mt,
+            "MB": mb, "CB": chunk, "MIN_BLOCKS": 2 if mt == 16 else 3}
 
 
 def tf32_defines(shape: ConvShape) -> dict[str, int] | None:
@@ -115,7 +116,8 @@ def gemm_defines(rows: int) -> dict[str, int]:
         if rows <= bm:
             columns = {"BN": 128, "TN": 8} if bm < 32 else {"BN": 64, "TN": 4}
             return {"BM": bm, "TM": tm, **columns, "BK": 16, "MIN_BLOCKS": 4}
-    return {"BM": 128, "TM": 8, "BN": 64, "TN": 4, "BK": 16, "MIN_BLOCKS": 2}  # 256 threads: 128 registers
+    # 256 threads: 128 registers
+    return {"BM": 128, "TM": 8, "BN": 64, "TN": 4, "BK": 16, "MIN_BLOCKS": 2}
 
 
 def im2col_expansion(shape: ConvShape) -> float:
@@ -229,8 +231,8 @@ class GpuEngine:
             w.address, w_t.address, m, c, k * k)
         return w_t
 
-    def conv2d_into(self, y, x, w, bias, shape: ConvShape, *, method: str = DEFAULT_METHOD, stream=None,
-                    workspace_bytes: int = DEFAULT_WORKSPACE_BYTES, w_t=None) -> None:
+    def conv2d_into(self, y, x, w, bias, shape: ConvShape, *, method: str = DEFAULT_METHOD,
+                    stream=None, workspace_bytes: int = DEFAULT_WORKSPACE_BYTES, w_t=None) -> None:
         """Queue y = conv2d(x, w) + bias with ``method`` (one of :data:`METHODS`).
 
         Args:
@@ -246,7 +248,8 @@ class GpuEngine:
             if defines is not None:
                 self._tf32(y, x, w, bias, shape, defines, stream)
                 return
-            log.info("conv2d: K=%d, stride %d overflow the tf32 kernel's shared memory; using tiled",
+            log.info("conv2d: K=%d, stride %d overflow the tf32 kernel's shared memory; using "
+                     "tiled",
                      shape.k, shape.stride)
             method = "tiled"
         w_t = self.transpose_taps(w, stream) if w_t is None else w_t
@@ -255,7 +258,8 @@ class GpuEngine:
             self._tiled(y, x, w_t, bias, shape, defines, stream)
             return
         if method == "tiled":
-            log.info("conv2d: K=%d, stride %d overflow the tiled kernel's shared memory; using im2col",
+            log.info("conv2d: K=%d, stride %d overflow the tiled kernel's shared memory; using "
+                     "im2col",
                      shape.k, shape.stride)
         self._im2col_gemm(y, x, w_t, bias, shape, stream, workspace_bytes)
 
@@ -300,7 +304,8 @@ class GpuEngine:
         pixels = shape.out_h * shape.out_w
         depth = shape.c * shape.k * shape.k
         gemm = gemm_defines(shape.m)
-        columns = min(pixels, max(gemm["BN"], workspace_bytes // (4 * depth) // gemm["BN"] * gemm["BN"]))
+        columns = min(pixels,
+                      max(gemm["BN"], workspace_bytes // (4 * depth) // gemm["BN"] * gemm["BN"]))
         workspace = self._workspace(depth * columns, stream)
         unroll = self.function("nn_conv", "im2col")
         multiply = self.function("gemm", "sgemm_bias", gemm)
@@ -319,7 +324,8 @@ class GpuEngine:
                                 pixels)
 
     def _workspace(self, elements: int, stream) -> Tensor:
-        """A float32 scratch buffer of at least ``elements``, kept per stream and grown when short."""
+        """A float32 scratch buffer of at least ``elements``, kept per stream and grown when
+        short."""
         key = 0 if stream is None else int(stream.handle)
         found = self._workspaces.get(key)
         if found is None or found.size < elements:
@@ -354,7 +360,8 @@ _engines: dict[int, GpuEngine] = {}
 
 
 def engine(device: int = 0) -> GpuEngine:
-    """The engine of the calling thread's current CUDA context, else of ``device``'s primary context.
+    """The engine of the calling thread's current CUDA context, else of ``device``'s primary
+    context.
 
     Raises:
         BackendUnavailableError: the binding, the driver or the device is missing.

@@ -1,4 +1,5 @@
-"""A convolution layer over video frames: the ``bank`` filter (``--filter bank:file=W.npy[,relu=1,pool=2]``).
+"""A convolution layer over video frames: the ``bank`` filter (``--filter
+bank:file=W.npy[,relu=1,pool=2]``).
 
 Each frame (H x W x C uint8, values 0..255 as floats) goes through conv2d with the M x C x K x K
 weights (zero padding K // 2, stride 1, so the maps are H x W), then ReLU and max-pooling if
@@ -30,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import FilterSpecError, FrameFormatError, FrameTypeError
-from ..tapfiles import MAX_ABS_TAP, load_npy
+from ..files.tapfiles import MAX_ABS_TAP, load_npy
 from .cpu import conv2d_cpu, max_pool2d_cpu
 from .shapes import MAX_KERNEL, conv2d_shape
 
@@ -87,7 +88,8 @@ def load_layer(path: str | Path, *, relu: bool = False, pool: int = 1) -> ConvLa
         raise FilterSpecError(f"bank: weights have shape {array.shape}, expected (M, C, K, K)")
     maps, _, k, _ = array.shape
     if k % 2 == 0 or k > MAX_KERNEL:
-        raise FilterSpecError(f"bank: K = {k}; it must be odd and at most {MAX_KERNEL} (maps keep the frame size)")
+        raise FilterSpecError(f"bank: K = {k}; it must be odd and at most {MAX_KERNEL} (maps keep "
+                              "the frame size)")
     if maps > MAX_MAPS:
         raise FilterSpecError(f"bank: {maps} maps; at most {MAX_MAPS}")
     if not np.all(np.isfinite(array)):
@@ -109,7 +111,8 @@ def check_frame(layer: ConvLayer, shape: tuple[int, int, int]) -> tuple[int, int
     """
     height, width, channels = shape
     if channels != layer.channels:
-        raise FrameFormatError(f"bank: frames have {channels} channels, the weights expect {layer.channels} "
+        raise FrameFormatError(f"bank: frames have {channels} channels, the weights expect "
+                               f"{layer.channels} "
                                f"(weights {tuple(layer.weights.shape)})")
     if height < layer.pool or width < layer.pool:
         raise FrameFormatError(f"bank: frame {width}x{height} is smaller than pool={layer.pool}")
@@ -127,7 +130,8 @@ def mosaic(maps: int, shape: tuple[int, int, int]) -> Mosaic:
 
 
 def compose_frame(maps: np.ndarray, shape: tuple[int, int, int], layout: Mosaic) -> np.ndarray:
-    """M x Hm x Wm float32 maps (host) -> an (H, W, C) uint8 frame, as maps_to_frame in nn_ops.cu."""
+    """M x Hm x Wm float32 maps (host) -> an (H, W, C) uint8 frame, as maps_to_frame in
+    nn_ops.cu."""
     height, width, channels = shape
     count, map_h, map_w = maps.shape
     rows_index, cols_index = np.arange(height), np.arange(width)
@@ -139,7 +143,8 @@ def compose_frame(maps: np.ndarray, shape: tuple[int, int, int], layout: Mosaic)
         return np.ascontiguousarray(planes.transpose(1, 2, 0))
     which = r[:, None] * layout.cols + q[None, :]
     shown = (q[None, :] < layout.cols) & (which < count)
-    frame = np.clip(np.rint(maps[np.where(shown, which, 0), sy[:, None], sx[None, :]]), 0, 255).astype(np.uint8)
+    frame = np.clip(np.rint(maps[np.where(shown, which, 0), sy[:, None], sx[None, :]]), 0,
+                    255).astype(np.uint8)
     frame[~shown] = 0
     return np.repeat(frame[:, :, None], channels, axis=2)
 

@@ -1,4 +1,5 @@
-"""NumPy references of the layers, in float64: the oracle the GPU implementations are checked against.
+"""NumPy references of the layers, in float64: the oracle the GPU implementations are checked
+against.
 
 Each is the definition written out directly, with no blocking or reordering to trust.
 """
@@ -11,8 +12,8 @@ from numpy.lib.stride_tricks import sliding_window_view
 from .shapes import conv2d_shape, pool_shape
 
 
-def conv2d_reference(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, *, stride: int = 1,
-                     padding: int = 0) -> np.ndarray:
+def conv2d_reference(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, *,
+                     stride: int = 1, padding: int = 0) -> np.ndarray:
     """y[n,m,i,j] = bias[m] + sum_{c,p,q} w[m,c,p,q] x[n,c,i*stride+p-padding, j*stride+q-padding].
 
     Args:
@@ -21,7 +22,8 @@ def conv2d_reference(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = Non
     Returns:
         N x M x Ho x Wo float64 host array; reads outside x are zeros.
     """
-    shape = conv2d_shape(np.shape(x), np.shape(w), None if bias is None else np.shape(bias), stride, padding)
+    shape = conv2d_shape(np.shape(x), np.shape(w), None if bias is None else np.shape(bias), stride,
+                         padding)
     p = shape.padding
     padded = np.pad(np.asarray(x, np.float64), ((0, 0), (0, 0), (p, p), (p, p)))
     windows = sliding_window_view(padded, (shape.k, shape.k), axis=(2, 3))  # N C H' W' K K

@@ -13,7 +13,8 @@ MAX_KERNEL = 31
 
 @dataclass(frozen=True)
 class ConvShape:
-    """The sizes of one conv2d call: x is N x C x H x W, w is M x C x K x K, y is N x M x Ho x Wo."""
+    """The sizes of one conv2d call: x is N x C x H x W, w is M x C x K x K, y is N x M x Ho x
+    Wo."""
 
     n: int
     c: int
@@ -71,7 +72,8 @@ def conv2d_shape(x_shape: tuple, w_shape: tuple, bias_shape: tuple | None, strid
     if min(x_shape) < 1:
         raise ShapeError(f"conv2d: x has shape {x_shape}, an empty dimension")
     if len(w_shape) != 4 or w_shape[1] != c or w_shape[2] != w_shape[3]:
-        raise ShapeError(f"conv2d: w has shape {w_shape}, expected (M, {c}, K, K) for x of shape {x_shape}")
+        raise ShapeError(f"conv2d: w has shape {w_shape}, expected (M, {c}, K, K) for x of shape "
+                         f"{x_shape}")
     m, _, k, _ = w_shape
     if m < 1 or k < 1:
         raise ShapeError(f"conv2d: w has shape {w_shape}, an empty dimension")
@@ -80,7 +82,8 @@ def conv2d_shape(x_shape: tuple, w_shape: tuple, bias_shape: tuple | None, strid
     if bias_shape is not None and tuple(bias_shape) != (m,):
         raise ShapeError(f"conv2d: bias has shape {tuple(bias_shape)}, expected ({m},)")
     if h + 2 * padding < k or w + 2 * padding < k:
-        raise ShapeError(f"conv2d: the padded input ({h + 2 * padding} x {w + 2 * padding}) is smaller "
+        raise ShapeError(f"conv2d: the padded input ({h + 2 * padding} x {w + 2 * padding}) is "
+                         "smaller "
                          f"than the kernel ({k} x {k})")
     return ConvShape(n, c, h, w, m, k, stride, padding)
 
@@ -98,5 +101,6 @@ def pool_shape(x_shape: tuple, kernel: Any, stride: Any) -> tuple[int, int, int,
         raise ShapeError(f"max_pool2d: x has shape {x_shape}, expected (N, C, H, W), none empty")
     n, c, h, w = x_shape
     if h < kernel or w < kernel:
-        raise ShapeError(f"max_pool2d: x has shape {x_shape}, smaller than the {kernel} x {kernel} window")
+        raise ShapeError(f"max_pool2d: x has shape {x_shape}, smaller than the {kernel} x {kernel} "
+                         "window")
     return (n, c, (h - kernel) // stride + 1, (w - kernel) // stride + 1)

@@ -1,7 +1,7 @@
 """A picture of a run: one self-contained HTML page (inline style, script and SVG; nothing
 fetched) with each run's stage table, a per-frame timeline of every stage with drops and damage
 marked, a latency histogram, the command and the ``info`` lines; made from what --stats-json
-writes (:meth:`streamconv.stats.RunStats.to_dict`, with the run's outcome), so a page can be
+writes (:meth:`streamconv.run.stats.RunStats.to_dict`, with the run's outcome), so a page can be
 made again from such a file (``streamconv report stats.json``)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 
 from ..errors import InputError
-from ..publish import write_atomically
-from ..resources import read_limited
+from ..files.publish import write_atomically
+from ..files.resources import read_limited
 from .page import page
 
 MAX_STATS_BYTES = 256 * 2**20

@@ -9,7 +9,7 @@ import json
 import shlex
 
 from .. import __version__
-from ..stats import STAGES
+from ..run.stats import STAGES
 from .script import SCRIPT, STYLE
 
 EXIT_MEANINGS = {0: "finished", 13: "finished; the input was damaged", 130: "stopped (Ctrl-C)",

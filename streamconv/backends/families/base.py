@@ -18,8 +18,8 @@ from types import ModuleType
 
 import numpy as np
 
-from ...filters import FilterStage
-from ... import kernel_loader
+from ...chain.filters import FilterStage
+from ...gpu import loader as kernel_loader
 
 
 @dataclass(frozen=True)

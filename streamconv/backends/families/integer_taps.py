@@ -81,7 +81,8 @@ def quantize(banks: Sequence[np.ndarray], max_error: float = MAX_QUANT_ERROR, *,
     exact; else the fewest whose worst-case error is at most ``max_error`` LSB; else None (3
     digits cannot hold them that closely, or their sums could overflow int32)."""
     taps = np.stack([np.asarray(b, np.float32).astype(np.float64) for b in banks])
-    candidates = [c for c in (fit(taps, d) for d in range(min_digits, MAX_DIGITS + 1)) if c is not None]
+    candidates = [c for c in (fit(taps, d) for d in range(min_digits, MAX_DIGITS + 1))
+                  if c is not None]
     for wanted in (lambda c: c.error == 0, lambda c: c.error <= max_error):
         for candidate in candidates:
             if wanted(candidate):
@@ -108,7 +109,8 @@ def at_shift(taps: np.ndarray, shift: int, digits: int) -> IntegerTaps | None:
     with the rounding's worst-case error; None if a value exceeds the digits or a bank's byte
     sums could overflow int32."""
     values = np.round(taps * 2.0**shift).astype(np.int64)
-    if np.abs(values).max() > digit_limit(digits) or 255 * np.abs(values).sum(axis=(1, 2)).max() > INT32_MAX:
+    if np.abs(values).max() > digit_limit(digits) or \
+            255 * np.abs(values).sum(axis=(1, 2)).max() > INT32_MAX:
         return None
     error = float(255 * np.abs(taps - values / 2.0**shift).sum(axis=(1, 2)).max())
     return IntegerTaps(values, shift, digits, error)
@@ -261,5 +263,6 @@ def pack_words(values: np.ndarray) -> np.ndarray:
     """uint32 host array of shape ``values.shape[:-1]``: the last axis's 4 int8 values (any int
     dtype, two's complement) as the bytes of one little-endian word, value 0 in the low byte."""
     as_bytes = (values & 255).astype(np.uint32)
-    words = as_bytes[..., 0] | as_bytes[..., 1] << 8 | as_bytes[..., 2] << 16 | as_bytes[..., 3] << 24
+    words = as_bytes[..., 0] | as_bytes[..., 1] << 8 | as_bytes[...,
+                                                                2] << 16 | as_bytes[..., 3] << 24
     return np.ascontiguousarray(words, np.uint32)

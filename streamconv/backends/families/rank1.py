@@ -47,7 +47,8 @@ class SeparableTaps:
 def _exact_factors(taps: np.ndarray) -> SeparableTaps | None:
     """Integer factors of 256 * taps when the taps are exact and the integer matrix is rank 1."""
     scaled = taps.astype(np.float64) * 256
-    if not np.array_equal(scaled, np.round(scaled)) or 255 * np.abs(taps.astype(np.float64)).sum() > _EXACT_LIMIT:
+    if not np.array_equal(scaled, np.round(scaled)) or \
+            255 * np.abs(taps.astype(np.float64)).sum() > _EXACT_LIMIT:
         return None
     whole = np.round(scaled).astype(np.int64)
     if not whole.any():
@@ -62,7 +63,8 @@ def _exact_factors(taps: np.ndarray) -> SeparableTaps | None:
     column = whole[:, pivot_col] // row[pivot_col]
     if not np.array_equal(np.outer(column, row), whole):
         return None
-    return SeparableTaps(row=row.astype(np.float32), column=(column / 256.0).astype(np.float32), exact=True)
+    return SeparableTaps(row=row.astype(np.float32), column=(column / 256.0).astype(np.float32),
+                         exact=True)
 
 
 def factor_separable(taps: np.ndarray) -> SeparableTaps | None:

@@ -1,4 +1,5 @@
-"""The ``register-blocked`` family: cuda/conv2d.cu, the fast 2D kernel for any taps and both sample sizes.
+"""The ``register-blocked`` family: cuda/conv2d.cu, the fast 2D kernel for any taps and both sample
+sizes.
 
 Several outputs per thread, rows read with 4-16-byte loads through L1, a ring of row
 accumulators in registers. Its host side: the launch geometry by radius and channels, and
@@ -13,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ...filters import FilterStage
+from ...chain.filters import FilterStage
 from .base import KernelPlan, StagePlan, flat_taps
 
 VARIANTS = ("register-blocked",)
@@ -21,7 +22,8 @@ SAMPLE_BYTES = (1, 2)
 
 
 def prepare(stage: FilterStage, variant: str, sample_bytes: int) -> np.ndarray | None:
-    """OFFSET_CVT's ``c_offset`` for the stage's taps, or None for the plain conversion; any taps run."""
+    """OFFSET_CVT's ``c_offset`` for the stage's taps, or None for the plain conversion; any taps
+    run."""
     return conversion_offsets(stage.taps, sample_bytes)
 
 
@@ -36,8 +38,8 @@ def kernel_plan(plan: StagePlan, shape: tuple[int, int, int], border_code: int) 
     if plan.data is not None:
         defines["OFFSET_CVT"] = 1
         constants["c_offset"] = plan.data
-    return KernelPlan(plan.variant, "conv2d", "conv2d_u8" if elem_bytes == 1 else "conv2d_u16", defines,
-                      geometry.block, geometry.grid(width * channels, height), constants,
+    return KernelPlan(plan.variant, "conv2d", "conv2d_u8" if elem_bytes == 1 else "conv2d_u16",
+                      defines, geometry.block, geometry.grid(width * channels, height), constants,
                       products=height * width * channels * stage.size ** 2 * banks)
 
 
@@ -61,10 +63,12 @@ class LaunchGeometry:
         return (self.block_x, self.block_y, 1)
 
     def defines(self) -> dict[str, int]:
-        return {"BLOCK_X": self.block_x, "BLOCK_Y": self.block_y, "OUT_X": self.out_x, "OUT_Y": self.out_y}
+        return {"BLOCK_X": self.block_x, "BLOCK_Y": self.block_y, "OUT_X": self.out_x,
+                "OUT_Y": self.out_y}
 
 
-def conv2d_geometry(radius: int, channels: int, banks: int = 1, elem_bytes: int = 1) -> LaunchGeometry:
+def conv2d_geometry(radius: int, channels: int, banks: int = 1,
+                    elem_bytes: int = 1) -> LaunchGeometry:
     """Launch geometry for conv2d.cu by filter radius and channel count (tuned on an H100 for
     uint8 samples; the sweeps are in benchmarks/README.md, "register-blocked launch geometry").
 
@@ -78,7 +82,8 @@ def conv2d_geometry(radius: int, channels: int, banks: int = 1, elem_bytes: int 
     """
     geometry = _conv2d_geometry_u8(radius, channels, banks)
     if elem_bytes == 2 and radius < 4:
-        geometry = LaunchGeometry(geometry.block_x, geometry.block_y, max(4, geometry.out_x // 2), geometry.out_y)
+        geometry = LaunchGeometry(geometry.block_x, geometry.block_y, max(4, geometry.out_x // 2),
+                                  geometry.out_y)
     return geometry
 
 
@@ -157,7 +162,8 @@ def conv2d_defines(radius: int, channels: int, border_code: int, banks: int,
     """The #defines of one conv2d.cu specialisation, geometry included (ELEM_BYTES only for
     uint16 samples, so uint8 specialisations keep their names and cache entries)."""
     defines = {"RADIUS": radius, "CHANNELS": channels, "BORDER": border_code, "BANKS": banks,
-               "COMBINE": int(banks == 2), **conv2d_geometry(radius, channels, banks, elem_bytes).defines()}
+               "COMBINE": int(banks == 2),
+               **conv2d_geometry(radius, channels, banks, elem_bytes).defines()}
     if elem_bytes != 1:
         defines["ELEM_BYTES"] = elem_bytes
     return defines

@@ -1,10 +1,10 @@
 """The geometry stages' kernels, cuda/resample.cu: scale's tiles and tap tables, crop's copy.
 
-Not a ``--kernel`` choice: :mod:`streamconv.backends.plan` gives every ``scale`` and ``crop``
-stage to this family whatever the other stages run as. A scale stage's tables (first source
-index and float32 weights of every output column and row, :func:`streamconv.resample.axis_taps`)
-go into the module's ``__device__`` arrays, sized by the output; its tile is the one that does
-the least work per output pixel within a block's 48 KB of shared memory (:func:`choose_tile`).
+Not a ``--kernel`` choice: :mod:`streamconv.backends.plan` gives every ``scale`` and ``crop`` stage
+to this family whatever the other stages run as. A scale stage's tables (first source index and
+float32 weights of every output column and row, :func:`streamconv.chain.resample.axis_taps`) go into
+the module's ``__device__`` arrays, sized by the output; its tile is the one that does the least
+work per output pixel within a block's 48 KB of shared memory (:func:`choose_tile`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...resample import AxisTaps, axis_taps
+from ...chain.resample import AxisTaps, axis_taps
 from .base import KernelPlan, StagePlan, cdiv
 
 VARIANTS = ("resample",)

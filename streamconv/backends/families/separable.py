@@ -1,4 +1,5 @@
-"""The ``separable`` family: cuda/sepconv.cu, and cuda/sepconv_tc.cu for large taps that are not exact.
+"""The ``separable`` family: cuda/sepconv.cu, and cuda/sepconv_tc.cu for large taps that are not
+exact.
 
 For rank-1 taps (:mod:`.rank1`): a row pass, then a column pass, in one
 kernel (2K instead of K^2 multiply-adds per output). Exact taps get exact integer factors and
@@ -10,7 +11,7 @@ stay on sepconv.cu, whose output is then byte-identical to the 2D one. Other tap
 from __future__ import annotations
 
 from ...errors import FilterSpecError
-from ...filters import FilterStage
+from ...chain.filters import FilterStage
 from . import separable_tc
 from .rank1 import SeparableTaps, factor_separable
 from .base import KernelPlan, StagePlan, base_defines, cdiv
@@ -44,14 +45,17 @@ def kernel_plan(plan: StagePlan, shape: tuple[int, int, int], border_code: int) 
         separable_tc.plan(factors, stage.radius, channels)
     if fast is not None:
         block, grid = separable_tc.launch(width, height, channels)
-        defines = {**base, "MT": separable_tc.MT, "WARPS": separable_tc.WARPS, "STRIP_H": separable_tc.STRIP_H}
+        defines = {**base, "MT": separable_tc.MT, "WARPS": separable_tc.WARPS,
+                   "STRIP_H": separable_tc.STRIP_H}
         return KernelPlan(plan.variant, "sepconv_tc", "sepconv_tc_u8", defines, block, grid,
                           {"g_arow": fast.arow, "g_acol": fast.acol, "c_round": fast.rounding},
-                          products=separable_tc.products_per_frame(height, width, channels, stage.radius),
+                          products=separable_tc.products_per_frame(height, width, channels,
+                                                                   stage.radius),
                           math_unit="tensor")
     tile = _tile(stage.radius)
     grid = (cdiv(width * channels, tile["TILE_X"]), cdiv(height, tile["TILE_Y"]), 1)
-    return KernelPlan(plan.variant, "sepconv", "sepconv_u8", {**base, **tile}, (tile["THREADS"], 1, 1), grid,
+    return KernelPlan(plan.variant, "sepconv", "sepconv_u8", {**base, **tile},
+                      (tile["THREADS"], 1, 1), grid,
                       {"c_row": factors.row, "c_col": factors.column},
                       products=height * width * channels * 2 * stage.size)
 

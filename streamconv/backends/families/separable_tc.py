@@ -77,7 +77,8 @@ def a_fragments(matrix: np.ndarray) -> np.ndarray:
     pieces = np.zeros((4, 32, 4), np.int64)
     for lane in range(32):
         g, t = lane // 4, lane % 4
-        for reg, (row, k0) in enumerate(((g, 4 * t), (g + 8, 4 * t), (g, 16 + 4 * t), (g + 8, 16 + 4 * t))):
+        for reg, (row, k0) in enumerate(((g, 4 * t), (g + 8, 4 * t), (g, 16 + 4 * t),
+                                         (g + 8, 16 + 4 * t))):
             pieces[reg, lane] = matrix[row, k0:k0 + 4]
     return pack_words(pieces)
 
@@ -135,7 +136,8 @@ def plan(factors: SeparableTaps, radius: int, channels: int) -> TensorSeparable 
              + 255 * float(np.abs(column - v / 2.0**s2).sum()))
     if error >= MAX_ERROR:
         return None
-    reach, left, chunks = radius * channels, left_bytes(radius, channels), row_chunks(radius, channels)
+    reach, left, chunks = radius * channels, left_bytes(radius,
+                                                        channels), row_chunks(radius, channels)
     arow = np.zeros((chunks, 2, 4, 32), np.uint32)
     for c in range(chunks):
         for d in range(2):
@@ -160,7 +162,8 @@ def plan(factors: SeparableTaps, radius: int, channels: int) -> TensorSeparable 
     return TensorSeparable(arow, acol, rounding, h, v, error)
 
 
-def launch(width: int, height: int, channels: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+def launch(width: int, height: int, channels: int) -> tuple[tuple[int, int, int],
+                                                            tuple[int, int, int]]:
     """(block, grid) of sepconv_tc.cu for an H x W x C frame."""
     span = 16 * MT * WARPS  # grid x: strips of STRIP_H rows; grid y: block columns
     return (32 * WARPS, 1, 1), (-(-height // STRIP_H), -(-width * channels // span), 1)

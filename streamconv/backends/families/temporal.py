@@ -3,7 +3,7 @@ only) and cuda/conv3d.cu (K x K taps per frame, in full or as time x space).
 
 A temporal stage runs whatever ``--kernel`` says (like a convolution layer): the taps decide.
 Its kernels take the window's frames as a struct of 15 device pointers (those of the used window
-positions, :attr:`streamconv.temporal_taps.TemporalTaps.used`, first; the rest 0), then the
+positions, :attr:`streamconv.chain.temporal.TemporalTaps.used`, first; the rest 0), then the
 output, width, height and the two pitches. The separable form (the time sum staged once, then
 one K x K pass) is taken where the taps factor and it keeps every promise: for exact taps only
 where both factors keep every product and sum exact too.
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...filters import FilterStage
-from ...temporal_taps import TemporalTaps
+from ...chain.filters import FilterStage
+from ...chain.temporal import TemporalTaps
 from .base import KernelPlan, StagePlan, cdiv
 
 VARIANTS = ("temporal",)

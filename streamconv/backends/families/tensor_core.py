@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import FilterSpecError
-from ...filters import FilterStage
+from ...chain.filters import FilterStage
 from . import integer_taps, planar_taps
 from .base import KernelPlan, StagePlan, base_defines, cdiv
 
@@ -31,8 +31,10 @@ _TILE = {"TILE_W": 128, "TILE_H": 32, "WARPS": 4}  # conv2d_tc.cu's tile (benchm
 _CONV3_ROWS, _CONV3_WARPS = 8, 4  # conv3_tc.cu: output rows per warp, warps per block
 
 
-def prepare(stage: FilterStage, variant: str, sample_bytes: int) -> integer_taps.IntegerTaps | planar_taps.PlanarTaps:
-    """The taps' int8 digits (split into dense digits and sparse taps where conv2d_tcp.cu runs them).
+def prepare(stage: FilterStage, variant: str,
+            sample_bytes: int) -> integer_taps.IntegerTaps | planar_taps.PlanarTaps:
+    """The taps' int8 digits (split into dense digits and sparse taps where conv2d_tcp.cu runs
+    them).
 
     Raises:
         FilterSpecError: K above 31, a bank of two taps above K = 9, or taps its digits cannot
@@ -44,12 +46,15 @@ def prepare(stage: FilterStage, variant: str, sample_bytes: int) -> integer_taps
     planar = stage.radius >= PLANAR_FROM_RADIUS
     if planar and len(stage.taps) > 1:
         raise FilterSpecError(f"--kernel {VARIANTS[0]} takes a bank of two taps up to K = "
-                              f"{2 * PLANAR_FROM_RADIUS - 1}; {stage.describe()} is {stage.size} x {stage.size}")
-    taps = planar_taps.quantize(stage.taps, stage.radius) if planar else integer_taps.quantize(stage.taps)
+                              f"{2 * PLANAR_FROM_RADIUS - 1}; {stage.describe()} is {stage.size} x "
+                              f"{stage.size}")
+    taps = planar_taps.quantize(stage.taps,
+                                stage.radius) if planar else integer_taps.quantize(stage.taps)
     if taps is None:
         raise FilterSpecError(f"--kernel {VARIANTS[0]}: the taps of {stage.describe()} do not fit "
                               f"{integer_taps.MAX_DIGITS} int8 digits within "
-                              f"{integer_taps.MAX_QUANT_ERROR} of an output step; use --kernel auto")
+                              f"{integer_taps.MAX_QUANT_ERROR} of an output step; use --kernel "
+                              "auto")
     return taps
 
 
@@ -66,21 +71,27 @@ def kernel_plan(plan: StagePlan, shape: tuple[int, int, int], border_code: int) 
     if isinstance(taps, planar_taps.PlanarTaps):
         return _planar_plan(plan, shape, border_code)
     ties_even, rounding = _rounding(taps)
-    defines = {**base_defines(stage, channels, border_code), "DIGITS": taps.digits, "TIES_EVEN": ties_even}
+    defines = {**base_defines(stage, channels, border_code), "DIGITS": taps.digits,
+               "TIES_EVEN": ties_even}
     if one_3x3_matrix(stage):
         defines.update(ROWS=_CONV3_ROWS, WARPS=_CONV3_WARPS)
         grid = (cdiv(width * channels, 128 * _CONV3_WARPS), cdiv(height, _CONV3_ROWS), 1)
-        return KernelPlan(plan.variant, "conv3_tc", "conv3_tc_u8", defines, (32 * _CONV3_WARPS, 1, 1), grid,
-                          {"g_bband": integer_taps.band3_fragments(taps, channels), "c_round": rounding},
-                          products=integer_taps.band3_products_per_frame(height, width, channels, taps.digits),
+        return KernelPlan(plan.variant, "conv3_tc", "conv3_tc_u8", defines,
+                          (32 * _CONV3_WARPS, 1, 1), grid,
+                          {"g_bband": integer_taps.band3_fragments(taps, channels),
+                           "c_round": rounding},
+                          products=integer_taps.band3_products_per_frame(height, width, channels,
+                                                                         taps.digits),
                           math_unit="tensor")
     banks = len(stage.taps)
     layout = integer_taps.kernel_layout(stage.radius, channels, banks)
     defines.update(GROUP=layout.group, LDMATRIX=int(layout.ldmatrix), **_TILE)
     grid = (cdiv(width * channels, _TILE["TILE_W"]), cdiv(height, _TILE["TILE_H"]), 1)
-    return KernelPlan(plan.variant, "conv2d_tc", "conv2d_tc_u8", defines, (32 * _TILE["WARPS"], 1, 1), grid,
+    return KernelPlan(plan.variant, "conv2d_tc", "conv2d_tc_u8", defines,
+                      (32 * _TILE["WARPS"], 1, 1), grid,
                       {"g_bfrag": integer_taps.fragment_table(taps, layout), "c_round": rounding},
-                      products=integer_taps.products_per_frame(layout, height, width, channels, taps.digits, banks),
+                      products=integer_taps.products_per_frame(layout, height, width, channels,
+                                                               taps.digits, banks),
                       math_unit="tensor")
 
 
@@ -102,7 +113,11 @@ def _planar_plan(plan: StagePlan, shape: tuple[int, int, int], border_code: int)
     grid = (cdiv(width, _PLANAR_TILE["TILE_PX"]), cdiv(height, _PLANAR_TILE["TILE_H"]), 1)
     units = channels * _PLANAR_TILE["TILE_PX"] // 8 * _PLANAR_TILE["TILE_H"] // 16
     layout = planar_taps.planar_layout(plan.stage.radius)
-    return KernelPlan(plan.variant, "conv2d_tcp", "conv2d_tcp_u8", defines, (32 * _PLANAR_TILE["WARPS"], 1, 1),
-                      grid, {"g_bfrag": planar_taps.planar_fragments(taps, plan.stage.radius), "c_round": rounding,
+    return KernelPlan(plan.variant, "conv2d_tcp", "conv2d_tcp_u8", defines,
+                      (32 * _PLANAR_TILE["WARPS"], 1, 1),
+                      grid,
+                      {"g_bfrag": planar_taps.planar_fragments(taps, plan.stage.radius),
+                       "c_round": rounding,
                              **({"c_sparse": taps.sparse_table()} if len(taps.sparse) else {})},
-                      products=planar_taps.products_per_frame(layout, grid, units, taps.dense), math_unit="tensor")
+                      products=planar_taps.products_per_frame(layout, grid, units, taps.dense),
+                      math_unit="tensor")

@@ -1,4 +1,5 @@
-"""The textbook family: cuda/conv2d_textbook.cu, the kernels of PMPP chapter 7 as the book writes them.
+"""The textbook family: cuda/conv2d_textbook.cu, the kernels of PMPP chapter 7 as the book writes
+them.
 
 ``naive`` (one thread per pixel, taps in global memory), ``constant`` (taps in constant memory),
 ``coarsened`` (several vertically adjacent outputs per thread), ``tiled`` (input-tile-sized
@@ -9,7 +10,7 @@ compiled module serves all five.
 
 from __future__ import annotations
 
-from ...filters import FilterStage
+from ...chain.filters import FilterStage
 from .base import KernelPlan, StagePlan, base_defines, cdiv, flat_taps
 
 ENTRIES = {"cached-halo": "conv2d_cached", "tiled": "conv2d_tiled", "coarsened": "conv2d_coarsened",
@@ -30,7 +31,8 @@ def prepare(stage: FilterStage, variant: str, sample_bytes: int) -> None:
 
 
 def kernel_plan(plan: StagePlan, shape: tuple[int, int, int], border_code: int) -> KernelPlan:
-    """The variant's launch; ``naive`` reads its taps from device memory, the others from constant memory."""
+    """The variant's launch; ``naive`` reads its taps from device memory, the others from constant
+    memory."""
     height, width, channels = shape
     stage, variant = plan.stage, plan.variant
     bx, by = _BLOCK
