@@ -27,7 +27,7 @@ LAYERS = (  # the package's rooms, lowest first: a room imports only rooms of lo
     ("embed", "jobs", "bench", "report"),
     ("gst",),
     ("cli",),
-    ("launch",),
+    ("launch", "prebuild"),
     ("__main__",),
 )
 """``streamconv.X`` (a top-level module or package) -> its layer is its row's index."""

@@ -129,7 +129,7 @@ TREE_INDEX = REPO / "cuda" / "prebuilt" / "index.json"
 @pytest.mark.slow
 @pytest.mark.skipif(not TREE_INDEX.is_file(),
                     reason="no prebuilt kernels in this checkout (python -m "
-                           "streamconv.backends.prebuild --out cuda/prebuilt)")
+                           "streamconv.prebuild --out cuda/prebuilt)")
 def test_wheel_carries_the_prebuilt_kernels(wheel):
     archive = zipfile.ZipFile(wheel)
     index = json.loads(archive.read("streamconv/cuda/prebuilt/index.json"))

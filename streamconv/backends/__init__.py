@@ -5,7 +5,7 @@ Every backend implements the slot protocol of :class:`streamconv.backends.protoc
 
 Also here: :mod:`.catalogue` (the specialisations a wheel carries prebuilt: what ``auto`` picks for
 the usual filters); :mod:`.families`/ (the kernel families, one module each beside its .cu file(s));
-:mod:`.prebuild` (``python -m streamconv.backends.prebuild``: compile the catalogue's kernels into);
+:mod:`.prebuild` (``python -m streamconv.prebuild``: compile the catalogue's kernels into);
 :mod:`.temporal_chain` (a chain with stages across frames).
 """
 

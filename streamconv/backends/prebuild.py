@@ -1,5 +1,4 @@
-"""``python -m streamconv.backends.prebuild``: compile the catalogue's kernels into fatbins for the
-wheel.
+"""``python -m streamconv.prebuild``: compile the catalogue's kernels into fatbins for the wheel.
 
 Run it, with nvcc on PATH, before building a wheel: ``cuda/prebuilt/`` then holds one fatbin
 per specialisation of :mod:`streamconv.backends.catalogue` and ``index.json``, and the wheel
@@ -127,9 +126,9 @@ def _swap_in(staging: Path, target: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: ``python -m streamconv.backends.prebuild [--out DIR] [--jobs N] [--arch sm_XY
-    ...]``."""
-    parser = argparse.ArgumentParser(prog="python -m streamconv.backends.prebuild",
+    """Command line: ``python -m streamconv.prebuild [--out DIR] [--jobs N] [--arch sm_XY ...]``
+    (the module :mod:`streamconv.prebuild` runs this)."""
+    parser = argparse.ArgumentParser(prog="python -m streamconv.prebuild",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=None,
                         help="folder to fill (default: cuda/prebuilt of this source tree or "

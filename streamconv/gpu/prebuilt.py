@@ -1,6 +1,6 @@
 """Kernels compiled when the wheel was built: fatbins the driver loads without any compiler.
 
-``python -m streamconv.backends.prebuild`` compiles the specialisations of
+``python -m streamconv.prebuild`` compiles the specialisations of
 :mod:`streamconv.backends.catalogue` with nvcc into ``cuda/prebuilt/``: one fatbin each, holding
 machine code for several architectures and PTX for later ones, plus ``index.json``. A wheel
 built after that carries the folder. Here they are found again by a key made of the
