@@ -156,6 +156,14 @@ def sixteen_cores():
     libraries[1].av_cpu_force_count(0)
 
 
+def _samples(frame: av.VideoFrame) -> bytes:
+    """The visible 16-bit samples of every plane of ``frame``, row padding left out (PyAV
+    before 18 has no ``to_ndarray`` for 10-bit 4:2:0 and 4:2:2)."""
+    return b"".join(np.frombuffer(plane, np.uint8, count=plane.height * plane.line_size)
+                    .reshape(plane.height, plane.line_size)[:, :plane.width * 2].tobytes()
+                    for plane in frame.planes)
+
+
 @pytest.mark.parametrize("size", RACED_SIZES, ids=lambda size: f"{size[0]}x{size[1]}")
 def test_the_scaler_converts_the_same_frame_alike_every_time(tmp_path, size, sixteen_cores):
     """A decoded 10-bit frame to RGB and back to 4:2:0 and 4:2:2 (the reader and writer of
@@ -172,8 +180,7 @@ def test_the_scaler_converts_the_same_frame_alike_every_time(tmp_path, size, six
         assert len(rgb) == 1
         picture = np.frombuffer(rgb.pop(), np.uint16).reshape(size[1], size[0], 3)
         for pix_fmt in ("yuv420p10le", "yuv422p10le"):
-            written = {rgb_to_frame(picture, pix_fmt, tags).to_ndarray().tobytes()
-                       for _ in range(12)}
+            written = {_samples(rgb_to_frame(picture, pix_fmt, tags)) for _ in range(12)}
             assert len(written) == 1, pix_fmt
 
 
