@@ -28,6 +28,7 @@ from ..frames.slots import FrameMeta, resized_planes
 from ..io.sources.source import Source
 from ..chain.resample import chain_shapes
 from .settings import RunSettings, settings_from
+from .steering import PipelineHandle
 from .stats import RunStats
 from ..frames.yuv import YuvLayout
 
@@ -263,8 +264,8 @@ class Pipeline:
             try:
                 with self.source:
                     attach = getattr(self.sink, "attach", None)
-                    if attach is not None:
-                        attach(self)
+                    if attach is not None:  # a display steers the run through a narrow handle
+                        attach(PipelineHandle(self))
                     self._apply_pending()
                     self._run_epochs(stats)
                     if self._controls.aborting.is_set():

@@ -9,7 +9,9 @@ Modules: :mod:`.display` (an OpenCV window as a sink: the filtered frame (or inp
 where it goes); :mod:`.relay` (an ``rtmp://`` or ``rtmps://`` output); :mod:`.relay_child` (the
 process an ``rtmp://`` or ``rtmps://`` output is sent from); :mod:`.sequence` (image outputs: a
 sequence); :mod:`.sink` (the Sink base class, and the sinks that need no library: discard (null), a
-callback); :mod:`.targets` (where a file sink's container goes: a file published whole, a pipe, or
-an image sequence); :mod:`.tiles` (one OpenCV window tiling several sources' filtered frames in a
-grid); :mod:`.vcam` (the virtual camera sink: filtered frames offered as a webcam).
+callback); :mod:`.steering` (what a sink that steers its run gets of it: a narrow handle to stop it,
+swap its chain, read its status); :mod:`.targets` (where a file sink's container goes: a file
+published whole, a pipe, or an image sequence); :mod:`.tiles` (one OpenCV window tiling several
+sources' filtered frames in a grid); :mod:`.vcam` (the virtual camera sink: filtered frames offered
+as a webcam).
 """

@@ -29,6 +29,7 @@ from ...errors import DisplayError
 from ...frames.slots import FrameMeta
 from .overlay import draw_overlay, overlay_box, recent_fps
 from .sink import Sink
+from .steering import RunHandle, RunStatus
 
 log = logging.getLogger(__name__)
 
@@ -233,7 +234,7 @@ class DisplaySink(Sink):
         self.frames_shown = 0
         self._cycle = list(filter_cycle)
         self._cycle_index = 0
-        self._pipeline = None
+        self._run: RunHandle | None = None
         self._live = False
         self._quit = threading.Event()
         self._resume = threading.Event()
@@ -297,29 +298,29 @@ class DisplaySink(Sink):
         log.info("display: %s, stopping", reason)
         self._quit.set()
         self._resume.set()
-        if self._pipeline is not None:
-            self._pipeline.stop()
+        if self._run is not None:
+            self._run.stop()
 
     def _next_filter(self) -> None:
-        if len(self._cycle) < 2 or self._pipeline is None:
+        if len(self._cycle) < 2 or self._run is None:
             log.info("display: no other filter chain to switch to")
             return
         self._cycle_index = (self._cycle_index + 1) % len(self._cycle)
         label, chain = self._cycle[self._cycle_index]
-        self._pipeline.set_filters(chain, label=label)
+        self._run.swap_chain(chain, label)
 
     @property
     def quit_requested(self) -> bool:
         """True once q, Esc or closing the window asked to stop."""
         return self._quit.is_set()
 
-    def attach(self, pipeline) -> None:
-        """Keep the pipeline to stop it and swap its filters; a live source changes how pause
-        works."""
-        self._pipeline = pipeline
-        self._live = bool(getattr(pipeline.source, "is_live", False))
-        if self._cycle and getattr(pipeline, "filter_label", None) is None:
-            pipeline.filter_label = self._cycle[0][0]
+    def attach(self, run: RunHandle) -> None:
+        """Keep the run's handle (:class:`streamconv.io.sinks.steering.RunHandle`) to stop it
+        and swap its filters; a live source changes how pause works."""
+        self._run = run
+        self._live = run.status().live
+        if self._cycle:
+            run.name_chain(self._cycle[0][0])
 
     # -------------------------------------------------------- frames (writer thread)
 
@@ -333,7 +334,7 @@ class DisplaySink(Sink):
         uint8 RGB host arrays, read during the call only. Blocks while paused (file sources)."""
         if self.paused and not self._live:
             while not self._resume.wait(0.05):
-                if self._pipeline is not None and self._pipeline.stopping:
+                if self._run is not None and self._run.status().stopping:
                     break
         if self._quit.is_set() or not self._open or self.paused:
             return
@@ -375,8 +376,8 @@ class DisplaySink(Sink):
         if self._latency:
             p50, p95 = np.percentile(np.asarray(self._latency) * 1e3, (50, 95))
             first += f"  latency p50 {p50:.1f} ms  p95 {p95:.1f} ms"
-        label = getattr(self._pipeline, "filter_label", None) or ""
-        dropped = getattr(self._pipeline, "dropped", 0) if self._pipeline is not None else 0
+        status = self._run.status() if self._run is not None else RunStatus()
+        label, dropped = status.label or "", status.dropped
         second = f"{label}  dropped {dropped}" if label else f"dropped {dropped}"
         return [first, second]
 

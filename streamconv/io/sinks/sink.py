@@ -15,6 +15,7 @@ import numpy as np
 
 from ...frames.slots import FrameMeta
 from ...frames.yuv import YuvLayout
+from .steering import RunHandle
 
 
 class Sink:
@@ -42,9 +43,10 @@ class Sink:
         RGB (then colour is converted by the backend, not on the host). The default: no."""
         return False
 
-    def attach(self, pipeline) -> None:
-        """Called by Pipeline.run() before the first frame; interactive sinks keep it to control
-        the run (stop it, swap its filters). The default does nothing."""
+    def attach(self, run: RunHandle) -> None:
+        """Called by Pipeline.run() before the first frame with a narrow handle of the run
+        (:class:`streamconv.io.sinks.steering.RunHandle`); interactive sinks keep it to steer the
+        run (stop it, swap its filters, read its status). The default does nothing."""
 
     def close(self) -> None:
         """Finish and release; safe to call more than once."""
@@ -109,12 +111,12 @@ class FanoutSink(Sink):
         if not self.sinks:
             raise ValueError("FanoutSink needs at least one sink")
 
-    def attach(self, pipeline) -> None:
-        """Attach every sink that takes a pipeline (a display) to it."""
+    def attach(self, run: RunHandle) -> None:
+        """Hand the run's handle to every sink that steers it (a display)."""
         for sink in self.sinks:
             attach = getattr(sink, "attach", None)
             if attach is not None:
-                attach(pipeline)
+                attach(run)
 
     def send(self, frame: np.ndarray, meta: FrameMeta) -> None:
         """Send one (H, W, C) uint8 or uint16 host frame to each sink in order."""

@@ -30,6 +30,7 @@ from .display import (_CYCLE_KEY, _OVERLAY_KEY, _PAUSE_KEY, _QUIT_KEYS, _GuiThre
                       destroy_window, open_window, to_bgr, window_visible)
 from .overlay import draw_overlay, overlay_box, recent_fps
 from .sink import FanoutSink, NullSink, Sink
+from .steering import RunHandle
 from ..sources.source import Source
 
 log = logging.getLogger(__name__)
@@ -48,22 +49,22 @@ class TileSink(Sink):
 
     def __init__(self, wall: "TileWall", index: int, shape: tuple[int, ...], label: str) -> None:
         self.wall, self.index, self.shape, self.label = wall, index, shape, label
-        self.pipeline = None
+        self.run: RunHandle | None = None
         self.ended = False
         self.shown_at: deque[float] = deque(maxlen=31)
-        self._live = False  # the attached pipeline's source is live (set by attach)
+        self._live = False  # the attached run's source is live (set by attach)
 
-    def attach(self, pipeline) -> None:
-        """Keep the pipeline: the wall's keys stop it and swap its filters."""
-        self.pipeline = pipeline
-        # once, not per frame
-        self._live = bool(getattr(getattr(pipeline, "source", None), "is_live", False))
+    def attach(self, run: RunHandle) -> None:
+        """Keep the run's handle (:class:`streamconv.io.sinks.steering.RunHandle`): the wall's
+        keys stop the run and swap its filters."""
+        self.run = run
+        self._live = run.status().live  # once, not per frame
 
     def send(self, frame: np.ndarray, meta: FrameMeta) -> None:
         """Copy one (H, W, C) uint8 or uint16 RGB host frame into this tile; waits while the window
         is paused, for a source that is not live."""
         while self.wall.paused and not self._live and not self.wall.quit_requested:
-            if self.pipeline is not None and self.pipeline.stopping:
+            if self.run is not None and self.run.status().stopping:
                 break
             time.sleep(0.05)
         self.wall.put(self.index, frame)
@@ -73,7 +74,7 @@ class TileSink(Sink):
     def overlay_text(self) -> list[str]:
         """The tile's overlay: its index and source; fps over recent frames and frames dropped."""
         fps = recent_fps(self.shown_at)
-        dropped = getattr(self.pipeline, "dropped", 0) if self.pipeline is not None else 0
+        dropped = self.run.status().dropped if self.run is not None else 0
         state = "  ended" if self.ended else ""
         return [f"{self.index}: {self.label}", f"{fps:5.1f} fps  dropped {dropped}{state}"]
 
@@ -220,8 +221,8 @@ class TileWall:
         log.info("display: %s, stopping every source", reason)
         self._quit.set()
         for tile in self.tiles:
-            if tile.pipeline is not None:
-                tile.pipeline.stop()
+            if tile.run is not None:
+                tile.run.stop()
 
     def _next_filter(self) -> None:
         if len(self._cycle) < 2:
@@ -230,8 +231,8 @@ class TileWall:
         self._cycle_index = (self._cycle_index + 1) % len(self._cycle)
         label, chain = self._cycle[self._cycle_index]
         for tile in self.tiles:
-            if tile.pipeline is not None and not tile.ended:
-                tile.pipeline.set_filters(chain, label=label)
+            if tile.run is not None and not tile.ended:
+                tile.run.swap_chain(chain, label)
 
     def _destroy(self) -> None:
         self._gui.listeners.pop(self.title, None)
