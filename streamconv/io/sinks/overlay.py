@@ -25,10 +25,13 @@ def draw_overlay(canvas: np.ndarray, lines: Sequence[str], left: int, top: int, 
     """Darken the box at (left, top) of ``canvas`` (an (H, W, 3) uint8 BGR host image) and write
     ``lines`` in it; darkened, not blanked, so the frame stays visible behind the text."""
     region = canvas[top:top + min(height, canvas.shape[0] - top), left:left + width]
-    region //= 3
+    # Written into a copy of the box: a line longer than the box is cut at its edge instead of
+    # running on into the panel beside it.
+    box = region // 3
     for number, line in enumerate(lines):
-        cv2.putText(canvas, line, (left + 6, top + _LINE_HEIGHT * (number + 1)), _FONT, _FONT_SCALE,
+        cv2.putText(box, line, (6, _LINE_HEIGHT * (number + 1)), _FONT, _FONT_SCALE,
                     (255, 255, 255), 1, cv2.LINE_AA)
+    region[...] = box
 
 
 def recent_fps(shown_at: Sequence[float]) -> float:

@@ -215,3 +215,17 @@ def test_side_by_side_shows_the_input_at_the_size_a_scale_stage_gives(xserver):
     assert pixels.shape == (HEIGHT // 2, WIDTH, 3)
     scale = CpuBackend(parse_chain([f"scale:w={WIDTH // 2},h=-1"]))
     np.testing.assert_array_equal(pixels[:, WIDTH // 2:, ::-1], scale.apply(frames[shown]))
+
+
+def test_an_overlay_line_longer_than_its_box_stays_in_the_box(rng):
+    """A status line wider than the input's panel (latencies of three digits under load) is cut
+    at the box's edge: the output panel beside it keeps every pixel."""
+    from streamconv.io.sinks.overlay import draw_overlay, overlay_box
+
+    canvas = rng.integers(0, 256, (120, 2 * 160, 3), dtype=np.uint8)
+    before = canvas.copy()
+    left, top, width, height = overlay_box(160)
+    draw_overlay(canvas, ["W" * 200, "latency p50 123.456 ms p99 987.654 ms"], left, top, width,
+                 height)
+    np.testing.assert_array_equal(canvas[:, 160:], before[:, 160:])
+    assert (canvas[top:top + height, left:left + width] != before[:height, :width]).any()
