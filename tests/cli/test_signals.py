@@ -184,13 +184,17 @@ def test_a_sigint_ignored_by_the_shell_stays_ignored_and_sigterm_still_stops(tmp
     script = '"$@" & echo $!; wait $!'  # a non-interactive shell's background job
     shell = subprocess.Popen(["sh", "-c", script, "sh", sys.executable, "-m", "streamconv", "run",
                               "test:160x120@30,frames=90", "--realtime", "-o", "out.mp4",
-                              "--backend",
-                              "cpu", "--no-progress"], cwd=tmp_path, env=env,
+                              "--backend", "cpu", "--no-progress"], cwd=tmp_path, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         pid = int(shell.stdout.readline())
-        assert signal_mask(pid,
-                           "SigIgn") & 1 << (signal.SIGINT - 1), "the shell did not ignore SIGINT"
+        deadline = time.monotonic() + 60
+        # The forked shell sets SIGINT ignored before it runs the job: read it once exec'd.
+        while Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0] != sys.executable.encode():
+            assert time.monotonic() < deadline, "the job never started Python"
+            time.sleep(0.01)
+        sigint = 1 << (signal.SIGINT - 1)
+        assert signal_mask(pid, "SigIgn") & sigint, "the shell did not ignore SIGINT"
         deadline = time.monotonic() + 60
         while not leftovers(tmp_path):  # the first frame is being written
             assert shell.poll() is None and time.monotonic() < deadline, shell.stderr.read()

@@ -76,6 +76,13 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def listening(port: int) -> bool:
+    """Whether a TCP socket of this machine listens on 127.0.0.1:``port`` (/proc/net/tcp)."""
+    address = f"0100007F:{port:04X}"
+    rows = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    return any(row.split()[1] == address and row.split()[3] == "0A" for row in rows)  # 0A: LISTEN
+
+
 RATE = 25
 
 

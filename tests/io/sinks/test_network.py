@@ -25,7 +25,7 @@ from streamconv.io.sinks.network import NetworkSink, with_query
 from streamconv.io.spec import network_scheme, parse_output
 
 from helpers.cli import assert_error, assert_ok
-from helpers.network import (COMMON, RATE, SPEC, UdpReceiver, assert_same_pictures,
+from helpers.network import (COMMON, RATE, SPEC, UdpReceiver, assert_same_pictures, listening,
                              connect_when_listening, expected_frames, free_port, progress_frames,
                              read_output, session)
 
@@ -265,10 +265,12 @@ def test_a_receiver_that_goes_away_mid_run_ends_it_with_exit_8(cli):
 def test_a_listening_output_with_no_receiver_still_stops_on_a_second_signal(tmp_path):
     from helpers.processes import Run
 
-    run = Run("run", "test:64x48,frames=30", "-o", f"tcp://127.0.0.1:{free_port()}?listen=1",
+    port = free_port()
+    run = Run("run", "test:64x48,frames=30", "-o", f"tcp://127.0.0.1:{port}?listen=1",
               "--backend", "cpu", "--no-progress", cwd=tmp_path)
-    run.wait_for(run.handlers_installed, "the signal handlers")
-    time.sleep(1.0)  # the first frame is filtered and the output waits for a receiver
+    # The first frame is filtered and the output waits for a receiver (a signal before that
+    # ends the run at once, as while a source opens).
+    run.wait_for(lambda: listening(port), "the output's listening socket")
     run.process.send_signal(signal.SIGINT)
     run.wait_for_line("SIGINT: stopping")
     run.process.send_signal(signal.SIGINT)
