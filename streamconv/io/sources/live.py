@@ -69,6 +69,7 @@ class LiveSource(Source):
         self._sequence = 0       # frames published
         self._taken = 0          # sequence number of the last frame taken
         self._first_taken: float | None = None
+        self._last_pts = -1
         self._ended = False
         self._error: BaseException | None = None
         self._stop = threading.Event()
@@ -198,6 +199,10 @@ class LiveSource(Source):
         index = self.delivered
         self.delivered += 1
         pts = round((captured - self._first_taken) / float(self.time_base))
+        # Two frames read within one tick (a camera's burst after a stall) would share a pts,
+        # which no muxer accepts: each frame gets at least the tick after the last one's.
+        pts = max(pts, self._last_pts + 1)
+        self._last_pts = pts
         return FrameMeta(index, pts, self.time_base, captured)
 
     def _hang_error(self, seconds: float) -> BaseException:

@@ -43,13 +43,22 @@ def clips(tmp_path_factory) -> dict[str, Path]:
 
 
 def contents(path: Path) -> tuple[list[Fraction], list[np.ndarray], list[Fraction]]:
-    """A file's frame times, frames (RGB) and audio packet times, in seconds."""
+    """A file's frame times, frames (RGB) and audio packet times, in seconds from the file's
+    earliest timestamp.
+
+    Counted from there because where a file's zero lies is the muxer's choice, which FFmpeg's
+    versions make differently: a cut that starts on an AAC priming packet (pts -1024) is shifted
+    to start at 0 by the Matroska muxer of libavformat 59 to 62 and kept at -21 ms by that of
+    libavformat 63 (PyAV 19).
+    """
     with av.open(str(path)) as container:
         frames = list(container.decode(video=0))
     with av.open(str(path)) as container:
         audio = [p.pts * p.time_base for p in container.demux(audio=0) if p.size]
-    return ([f.pts * f.time_base for f in frames], [f.to_ndarray(format="rgb24") for f in frames],
-            audio)
+    video = [f.pts * f.time_base for f in frames]
+    zero = min(video[:1] + audio[:1])
+    return ([t - zero for t in video], [f.to_ndarray(format="rgb24") for f in frames],
+            [t - zero for t in audio])
 
 
 def cut_both(source: Path, cut: list[str], folder: Path, *, pix_fmt: str, stdin: bool = False):
