@@ -53,11 +53,17 @@ def strip_comments(text: str) -> str:
     return _COMMENT_OR_LITERAL.sub(replace, text)
 
 
+def code_of(text: str) -> str:
+    """What the key hashes of C/CUDA ``text``: its lines without comments (:func:`strip_comments`)
+    and trailing blanks, blank lines left out, so that a comment growing by a line keeps it."""
+    return "\n".join(line.rstrip() for line in strip_comments(text).splitlines() if line.strip())
+
+
 def source_key(name: str, text: str) -> str:
     """The key of one specialisation: SHA-256 of its name, its full text (``#define`` lines
-    included) and every header of the cuda folder, which its ``#include`` lines may read, all
-    with comments stripped (:func:`strip_comments`): a comment edit keeps the key."""
-    digest = hashlib.sha256(f"{name}\0{strip_comments(text)}\0".encode())
+    included) and every header of the cuda folder, which its ``#include`` lines may read, each
+    as :func:`code_of` gives it: a comment edit keeps the key, a code edit changes it."""
+    digest = hashlib.sha256(f"{name}\0{code_of(text)}\0".encode())
     digest.update(_headers())
     return digest.hexdigest()[:32]
 
@@ -67,7 +73,7 @@ def _headers() -> bytes:
     """Every header of the cuda folder, named, without comments, as the key hashes them (read
     once per process)."""
     return b"".join(header.name.encode() + b"\0"
-                    + strip_comments(header.read_text(encoding="utf-8")).encode() + b"\0"
+                    + code_of(header.read_text(encoding="utf-8")).encode() + b"\0"
                     for header in sorted(data_dir("cuda").glob("*.cuh")))
 
 

@@ -34,6 +34,8 @@ def test_key_ignores_comments_and_follows_code():
     assert reworded != text and prebuilt.source_key("conv2d", reworded) == key
     inline = text.replace('extern "C" {', 'extern "C"/* one space to the compiler */{', 1)
     assert inline != text and prebuilt.source_key("conv2d", inline) == key
+    longer = text.replace("\n", "\n// a comment grown by a line\n\n", 1)
+    assert prebuilt.source_key("conv2d", longer) == key
     assert prebuilt.source_key("conv2d", text.replace("RADIUS 2", "RADIUS 3")) != key
     assert prebuilt.source_key("conv2d", text + "\n__device__ int added;\n") != key
     assert prebuilt.source_key("sepconv", text) != key
