@@ -140,7 +140,7 @@ def read_index(folder: Path | None = None) -> PrebuiltIndex | None:
 
 
 def lookup(name: str, text: str, arch: str, driver_major: int | None = None) -> bytes | None:
-    """The prebuilt fatbin of ``cuda/<name>.cu`` whose full text is ``text``, if there is one that
+    """The prebuilt fatbin of kernel file ``name`` whose full text is ``text``, if there is one that
     can run on ``arch`` under a driver of CUDA ``driver_major``; else None."""
     index = read_index()
     if index is None or not index.loads_on(driver_major):
