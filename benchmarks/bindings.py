@@ -8,7 +8,7 @@ Each binding runs in a child process of its own (STREAMCONV_BINDING set), on the
              kernel variant that takes the taps; uint8 and uint16; a convolution layer), a test
              pattern's yuv420p planes through a Pipeline, device frames (CuPy) in and out, DLPack
              out (PyTorch), nn.conv2d on float32; the digests must be equal, byte for byte
-  launch us  host microseconds per launch of an empty kernel (cuda/hold.cu, 0 ns), queued on one
+  launch us  host microseconds per launch of an empty kernel (cuda/bench/hold.cu, 0 ns), queued on one
              stream: bound once (what the backend repeats per frame) and packed per call
   frame us   host microseconds per 64x64 frame through Filter (Python and driver overhead)
 Exit status 1 if the bindings' digests differ.

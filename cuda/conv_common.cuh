@@ -88,7 +88,8 @@ __device__ __forceinline__ float byte_to_float(unsigned int w, int sel) {
 // Byte `sel` (0..3) of w plus 2^15, as float: the byte becomes mantissa bits 8..15 of 2^15, so
 // one PRMT and no FADD. A kernel that sums taps times these values subtracts the taps' sum times
 // 2^15 once per output instead of 2^23 once per byte, at the cost of partial sums 2^15 times
-// the taps' sum in magnitude (the host decides where that is exact enough: kernels.py).
+// the taps' sum in magnitude (the host decides where that is exact enough:
+// backends/families/register_blocked.py, conversion_offsets).
 __device__ __forceinline__ float byte_plus_2p15(unsigned int w, int sel) {
   return __int_as_float((int)__byte_perm(w, 0x47000000u, 0x7404u | ((unsigned)sel << 4)));
 }

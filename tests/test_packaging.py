@@ -21,7 +21,9 @@ from streamconv.bench.timing import HOLD_SOURCE
 
 from helpers.cli import REPO
 
-CUDA_SOURCES = sorted((REPO / "cuda").glob("*.cu"))
+CUDA_SOURCES = sorted((REPO / "cuda").glob("*/*.cu"))
+KERNEL_FILES = {source.stem: source for source in CUDA_SOURCES}
+"""Kernel file stem -> its cuda/<owner>/<stem>.cu in the checkout."""
 
 
 def _setuptools_can_build_here() -> bool:
@@ -65,10 +67,10 @@ def wheel(tmp_path_factory) -> Path:
 @pytest.mark.slow
 def test_wheel_contains_kernels_and_presets(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert "streamconv/cuda/conv2d.cu" in names
+    assert "streamconv/cuda/register_blocked/conv2d.cu" in names
     assert "streamconv/cuda/README.md" in names
-    for source in CUDA_SOURCES:  # every kernel family of the checkout ships
-        assert f"streamconv/cuda/{source.name}" in names
+    for source in CUDA_SOURCES:  # every kernel family of the checkout ships, in its folder
+        assert f"streamconv/cuda/{source.relative_to(REPO / 'cuda').as_posix()}" in names
     for header in sorted((REPO / "cuda").glob("*.cuh")):
         assert f"streamconv/cuda/{header.name}" in names
     presets = sorted((REPO / "pipelines").glob("*.toml"))
@@ -159,12 +161,14 @@ def test_installed_wheel_finds_its_data(wheel, tmp_path):
         from streamconv.files.resources import data_dir
         from streamconv.chain.presets import list_presets, load_preset
         from streamconv.gpu import prebuilt
+        from streamconv.gpu.loader import kernel_paths
         cuda = data_dir("cuda")
         print(json.dumps({
             "package": streamconv.__file__,
             "version": streamconv.__version__,
             "cuda": str(cuda),
             "cuda_files": sorted(p.name for p in cuda.iterdir()),
+            "kernels": sorted(kernel_paths()),
             "pipelines": str(data_dir("pipelines")),
             "presets": list_presets(),
             "edge_stages": len(load_preset("edge").filters),
@@ -181,7 +185,8 @@ def test_installed_wheel_finds_its_data(wheel, tmp_path):
     for key in ("package", "cuda", "pipelines"):
         assert Path(found[key]).resolve().is_relative_to(root), (key, found[key], root)
     assert found["version"] == pyproject_version()  # from the installed copy's metadata
-    assert "conv2d.cu" in found["cuda_files"]
+    assert "conv_common.cuh" in found["cuda_files"]
+    assert found["kernels"] == sorted(KERNEL_FILES)  # the loader finds each in its folder
     assert "README.md" in found["cuda_files"]
     assert found["presets"] == sorted(p.stem for p in (REPO / "pipelines").glob("*.toml"))
     assert found["edge_stages"] >= 1
@@ -238,18 +243,20 @@ def _specialisations(name: str) -> list[tuple[Path, dict]]:
         except ValueError:  # separable for taps that are not rank 1
             continue
         found[(plan.source, tuple(sorted(plan.defines.items())))] = None
-    return [(REPO / "cuda" / f"{source}.cu", dict(items)) for source, items in found]
+    return [(KERNEL_FILES[source], dict(items)) for source, items in found]
 
 
 def _nvcc(source: Path, defines: dict[str, int], *extra: str) -> subprocess.CompletedProcess:
-    command = [NVCC, "-arch=sm_90", "-std=c++17", "-O3", *extra,
+    # the shared headers' folder on the include path, as the loader gives it
+    command = [NVCC, "-arch=sm_90", "-std=c++17", "-O3", "-I", str(REPO / "cuda"), *extra,
                *(f"-D{key}={value}" for key, value in defines.items()), "-c", "-o", os.devnull,
                str(source)]
     return subprocess.run(command, capture_output=True, text=True, timeout=300)
 
 
 def test_kernel_sources_exist():
-    assert (REPO / "cuda" / "conv2d.cu").is_file(), "cuda/conv2d.cu is missing"
+    assert (REPO / "cuda" / "register_blocked" / "conv2d.cu").is_file(), \
+        "cuda/register_blocked/conv2d.cu is missing"
 
 
 @needs_nvcc
@@ -278,10 +285,10 @@ def _nn_specialisations(name: str) -> list[tuple[Path, dict]]:
 
     x_shape, w_shape, stride, padding = NN_CASES[name]
     shape = conv2d_shape(x_shape, w_shape, None, stride, padding)
-    return [(REPO / "cuda" / "nn_conv.cu", tiled_defines(shape)),
-            (REPO / "cuda" / "nn_conv.cu", {"DIRECT_TILE": 16}),
-            (REPO / "cuda" / "gemm.cu", gemm_defines(shape.m)), (REPO / "cuda" / "nn_ops.cu", {}),
-            *([(REPO / "cuda" / "conv_tf32.cu", tf32_defines(shape))] if tf32_defines(shape)
+    return [(KERNEL_FILES["nn_conv"], tiled_defines(shape)),
+            (KERNEL_FILES["nn_conv"], {"DIRECT_TILE": 16}),
+            (KERNEL_FILES["gemm"], gemm_defines(shape.m)), (KERNEL_FILES["nn_ops"], {}),
+            *([(KERNEL_FILES["conv_tf32"], tf32_defines(shape))] if tf32_defines(shape)
               else [])]
 
 
@@ -298,7 +305,7 @@ def _colour_specialisations() -> list[tuple[Path, dict]]:
 
     layouts = {YuvLayout(2, 2, ColourTags(space), full) for space in (1, 2, 4, 5, 7, 9)
                for full in (False, True)}
-    return [(REPO / "cuda" / "colour.cu", layout.kernel_defines) for layout in layouts]
+    return [(KERNEL_FILES["colour"], layout.kernel_defines) for layout in layouts]
 
 
 @needs_nvcc
@@ -310,14 +317,55 @@ def test_every_kernel_file_is_used():
     used = {source for name in SPECIALISATIONS for source, _ in _specialisations(name)}
     used |= {source for name in NN_CASES for source, _ in _nn_specialisations(name)}
     used |= {source for source, _ in _colour_specialisations()}
-    used.add(REPO / "cuda" / f"{HOLD_SOURCE}.cu")  # streamconv bench's
+    used.add(KERNEL_FILES[HOLD_SOURCE])  # streamconv bench's
     assert used == set(CUDA_SOURCES)
+
+
+def _owners() -> dict[str, object]:
+    """cuda/'s folder -> the module whose ``SOURCES`` declares its kernel files."""
+    from streamconv.backends import plan
+    from streamconv.backends.families import resample, temporal
+    from streamconv.bench import timing
+    from streamconv.frames import yuv
+    from streamconv.nn import gpu as nn_gpu
+
+    families = (*plan.FAMILIES, resample, temporal)
+    return {**{family.__name__.rsplit(".", 1)[1]: family for family in families},
+            "nn": nn_gpu, "frames": yuv, "bench": timing}
+
+
+def test_each_folder_holds_the_kernel_files_its_owner_declares():
+    from streamconv.backends import prebuild
+
+    folders = {source.parent.name for source in CUDA_SOURCES}
+    owners = _owners()
+    assert folders == set(owners)
+    for folder, owner in owners.items():
+        files = {source.stem for source in (REPO / "cuda" / folder).glob("*.cu")}
+        assert set(owner.SOURCES) == files, folder
+        assert set(owner.SOURCES.values()) <= set(prebuild.ARCHS), folder
+    assert len(KERNEL_FILES) == len(CUDA_SOURCES)  # a stem names one file
+    # the shared headers sit beside the folders, where every compile's include path points
+    includes = {line.split('"')[1] for source in CUDA_SOURCES
+                for line in source.read_text().splitlines() if line.startswith("#include")}
+    assert includes and all((REPO / "cuda" / header).is_file() for header in includes)
+
+
+def test_prebuild_builds_each_file_from_the_arch_its_owner_declares():
+    from streamconv.backends import prebuild
+
+    for owner in _owners().values():
+        for stem, oldest in owner.SOURCES.items():
+            built = prebuild.archs_for(stem, prebuild.ARCHS)
+            assert built == [a for a in prebuild.ARCHS if int(a[3:]) >= int(oldest[3:])], stem
+    assert prebuild.archs_for("conv2d_tc", prebuild.ARCHS)[0] == "sm_80"
+    assert prebuild.archs_for("sepconv", prebuild.ARCHS)[0] == "sm_75"
 
 
 @needs_nvcc
 def test_kernels_compile_alone_with_their_defaults():
     """The README's by-hand check: each file compiles with no macros given."""
-    assert CUDA_SOURCES, "no cuda/*.cu to compile"
+    assert CUDA_SOURCES, "no cuda/*/*.cu to compile"
     for source in CUDA_SOURCES:
         result = _nvcc(source, {})
         assert result.returncode == 0, f"{source.name}:\n{result.stdout}{result.stderr}"
@@ -325,7 +373,7 @@ def test_kernels_compile_alone_with_their_defaults():
 
 @needs_nvcc
 def test_conv2d_rejects_an_unsupported_radius():
-    source = REPO / "cuda" / "conv2d.cu"
+    source = KERNEL_FILES["conv2d"]
     result = _nvcc(source, {"RADIUS": 16, "CHANNELS": 3, "BORDER": 2})
     assert result.returncode != 0
     assert "RADIUS must be 0..15" in result.stdout + result.stderr

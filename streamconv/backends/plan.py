@@ -24,7 +24,8 @@ from ..chain.filters import FilterStage
 from ..gpu import loader as kernel_loader
 from ..chain.resample import chain_shapes
 from .families import register_blocked, resample, separable, temporal, tensor_core, textbook
-from .families.base import KernelPlan, StagePlan
+from .families.base import (TENSOR_CORE_ARCH, KernelPlan, StagePlan, arch_number,
+                            oldest_arch)
 
 FAMILIES: tuple[ModuleType, ...] = (register_blocked, tensor_core, separable, textbook)
 """Every kernel family, in the order ``--kernel`` lists their variants."""
@@ -112,10 +113,11 @@ def plan_stage(stage: FilterStage, kernel: str = AUTO, dtype=np.uint8, *,
 def _prepared(stage: FilterStage, variant: str, sample_bytes: int,
               tensor_cores: bool = True) -> StagePlan:
     family = BY_VARIANT[variant]
-    if family is tensor_core and not tensor_cores:  # auto then takes the next row
-        raise SettingsError(f"--kernel {variant} needs a GPU of sm_80 or later (int8 tensor-core "
-                            "mma); "
-                              f"use --kernel auto")
+    oldest = oldest_arch(family)
+    if not tensor_cores and arch_number(oldest) >= arch_number(TENSOR_CORE_ARCH):
+        # auto then takes the next row
+        raise SettingsError(f"--kernel {variant} needs a GPU of {oldest} or later (int8 "
+                            "tensor-core mma); use --kernel auto")
     return StagePlan(stage, variant, family, family.prepare(stage, variant, sample_bytes),
                      sample_bytes, tensor_cores)
 

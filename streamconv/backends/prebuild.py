@@ -4,10 +4,11 @@ Run it, with nvcc on PATH, before building a wheel: ``cuda/prebuilt/`` then hold
 per specialisation of :mod:`streamconv.backends.catalogue` and ``index.json``, and the wheel
 carries the folder, so a machine with only the NVIDIA driver runs them without a compiler.
 
-Each fatbin holds machine code for Turing (sm_75; not the tensor-core kernels, which need
-sm_80), Ampere (sm_80, which also runs on sm_86 and sm_89), Hopper (sm_90) and Blackwell (sm_100,
-sm_120), and PTX of the oldest architecture it supports, which the driver compiles for GPUs
-newer than all of them. The fatbins are compressed (``-Xfatbin=-compress-all``).
+Each fatbin holds machine code for Turing (sm_75), Ampere (sm_80, which also runs on sm_86 and
+sm_89), Hopper (sm_90) and Blackwell (sm_100, sm_120), from the oldest architecture the kernel
+file's owner declares in its ``SOURCES`` on (sm_80 for those that issue the int8 tensor-core
+``mma``), and PTX of that oldest one, which the driver compiles for GPUs newer than all of them.
+The fatbins are compressed (``-Xfatbin=-compress-all``).
 
 The folder is built beside the target and swapped in whole, so a failed or interrupted build
 leaves the previous one (or none), never a mixture.
@@ -29,20 +30,25 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from . import catalogue as kernel_catalogue
+from .families import resample, temporal
+from .families.base import arch_number
+from .plan import FAMILIES
+from ..frames import yuv
 from ..gpu import prebuilt
 from ..gpu.loader import NVCC_OPTIONS, kernel_source, specialisation_name, with_defines
 from ..files.resources import data_dir
+from ..nn import gpu as nn_gpu
 
 ARCHS = ("sm_75", "sm_80", "sm_90", "sm_100", "sm_120")
-TENSOR_CORE_SOURCES = ("conv2d_tc", "conv2d_tcp", "conv3_tc", "sepconv_tc")
-"""Kernel files that use sm_80's integer mma instructions."""
+OWNERS = (*FAMILIES, resample, temporal, nn_gpu, yuv)
+"""The modules whose ``SOURCES`` say the oldest architecture each kernel file runs on."""
 
 
 def archs_for(name: str, archs: Sequence[str]) -> list[str]:
-    """The machine-code architectures ``cuda/<name>.cu`` is built for (sm_80 on for tensor
-    cores)."""
-    low = 80 if name in TENSOR_CORE_SOURCES else 0
-    return [arch for arch in archs if int(arch[3:]) >= low]
+    """The machine-code architectures of ``archs`` the kernel file ``name`` is built for: those
+    from the oldest its owner declares on (all of them for a file no owner declares)."""
+    oldest = next((owner.SOURCES[name] for owner in OWNERS if name in owner.SOURCES), archs[0])
+    return [arch for arch in archs if arch_number(arch) >= arch_number(oldest)]
 
 
 def nvcc_version(nvcc: str) -> str:

@@ -2,7 +2,7 @@
 occupancy.
 
 What ``streamconv bench`` and the scripts in benchmarks/ time with: CUDA events after a warm-up,
-launches queued behind cuda/hold.cu so the host's cost per launch is left out, the device's
+launches queued behind cuda/bench/hold.cu so the host's cost per launch is left out, the device's
 copy bandwidth and its FP32 and int8 tensor peaks at the boost clock, and a backend's output
 for a frame with its output buffers poisoned first.
 """
@@ -46,7 +46,9 @@ def copy_bandwidth(gpu: Binding) -> float:
 
 
 HOLD_SOURCE = "hold"
-"""cuda/hold.cu: what time_launches queues ahead of each batch."""
+"""cuda/bench/hold.cu: what time_launches queues ahead of each batch."""
+SOURCES = {HOLD_SOURCE: "sm_75"}
+"""The bench's kernel files in cuda/bench/ -> the oldest architecture each runs on."""
 _MAX_HOLD_NS = 10**9  # beyond this a batch is timed as queued (a host stalled for a second)
 
 

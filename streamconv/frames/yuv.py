@@ -6,7 +6,7 @@ converts: YUV -> RGB, the filter chain, RGB -> YUV. On the CUDA backend the conv
 on the GPU, so half the bytes cross PCIe and no host scaler pass is needed.
 
 The conversion is defined here in 16-bit fixed point with integer arithmetic only, so the
-CPU backend (NumPy) and the GPU kernels (``cuda/colour.cu``) give the same bytes:
+CPU backend (NumPy) and the GPU kernels (``cuda/frames/colour.cu``) give the same bytes:
 
 - YUV -> RGB: each chroma sample serves its 2 x 2 block of pixels (nearest), then
   ``R = (CY (Y - Y0) + CRV (V - 128) + 2^15) >> 16`` and alike for G and B, clamped to 0..255.
@@ -42,6 +42,8 @@ import numpy as np
 
 from .colour import FULL_RANGE, ColourTags, convert, plane_rows
 
+SOURCES = {"colour": "sm_75"}
+"""The conversions' kernel files in cuda/frames/ -> the oldest architecture each runs on."""
 FIXED_BITS = 16
 """Fractional bits of the fixed-point coefficients."""
 
@@ -180,7 +182,7 @@ class YuvLayout:
 
     @property
     def kernel_defines(self) -> dict[str, int]:
-        """The #defines of ``cuda/colour.cu`` for this matrix, range and depth."""
+        """The #defines of ``cuda/frames/colour.cu`` for this matrix, range and depth."""
         return {**self.coefficients, "SAMPLE_BYTES": self.dtype.itemsize}
 
     def describe(self) -> str:

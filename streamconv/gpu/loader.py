@@ -46,13 +46,32 @@ NVCC_OPTIONS = ("-O3", "-std=c++17")
 COMPILERS = ("auto", "nvrtc", "nvcc", "none")
 """The values of ``STREAMCONV_COMPILER``."""
 
+@functools.lru_cache(maxsize=1)
+def kernel_paths() -> dict[str, Path]:
+    """Kernel file stem -> its ``cuda/<owner>/<stem>.cu`` in this installation (never the
+    working directory): the folders name the family or package that runs the kernels, the
+    headers they share sit in ``cuda/`` itself (the include path). Listed once per process.
+
+    Raises:
+        BackendUnavailableError: two folders hold a kernel file of the same stem.
+    """
+    found: dict[str, Path] = {}
+    for path in sorted(data_dir("cuda").glob("*/*.cu")):
+        if path.stem in found:
+            raise BackendUnavailableError(f"two CUDA kernel files named {path.name}: "
+                                          f"{found[path.stem]} and {path}")
+        found[path.stem] = path
+    return found
+
+
 @functools.lru_cache(maxsize=None)
 def kernel_source(name: str) -> str:
-    """The text of ``cuda/<name>.cu`` from this installation (never the working directory); read
-    once per process."""
-    path = data_dir("cuda") / f"{name}.cu"
-    if not path.is_file():
-        raise BackendUnavailableError(f"CUDA kernel source missing from the installation: {path}")
+    """The text of the kernel file ``name`` (a stem, e.g. ``conv2d``) from this installation
+    (:func:`kernel_paths`); read once per process."""
+    path = kernel_paths().get(name)
+    if path is None:
+        raise BackendUnavailableError("CUDA kernel source missing from the installation: "
+                                      f"{data_dir('cuda')}/*/{name}.cu")
     return path.read_text(encoding="utf-8")
 
 
@@ -219,7 +238,7 @@ def _nvcc(text: str, label: str, arch: str) -> bytes:
 
 
 def kernel_image(name: str, defines: Mapping[str, object], arch: str) -> KernelImage:
-    """The code of ``cuda/<name>.cu`` with ``defines`` for ``arch`` (e.g. ``sm_90``): prebuilt
+    """The code of kernel file ``name`` with ``defines`` for ``arch`` (e.g. ``sm_90``): prebuilt
     if the wheel carries it, else compiled; memoized.
 
     Raises:

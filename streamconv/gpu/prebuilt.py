@@ -4,8 +4,9 @@
 :mod:`streamconv.backends.catalogue` with nvcc into ``cuda/prebuilt/``: one fatbin each, holding
 machine code for several architectures and PTX for later ones, plus ``index.json``. A wheel
 built after that carries the folder. Here they are found again by a key made of the
-specialisation's full source (its ``#define`` lines and every header included), so a kernel
-edited since the build is never served stale: its key no longer matches and it compiles.
+specialisation's full source (its ``#define`` lines and every header included) with comments
+stripped, so a kernel whose code changed since the build is never served stale (its key no longer
+matches and it compiles), while an edited comment keeps every key.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import functools
 import hashlib
 import json
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,18 +33,47 @@ def prebuilt_dir() -> Path:
     return data_dir("cuda") / "prebuilt"
 
 
+_COMMENT_OR_LITERAL = re.compile(r"""
+    (?P<line>//(?:\\\n|[^\n])*)         # a // comment, continued by backslash-newlines
+  | (?P<block>/\*.*?\*/)                 # a /* */ comment
+  | "(?:\\.|[^"\\\n])*"                # a string literal, kept whole
+  | '(?:\\.|[^'\\\n])*'                # a char literal, kept whole
+""", re.DOTALL | re.VERBOSE)
+
+
+def strip_comments(text: str) -> str:
+    """C/CUDA ``text`` without its comments: a ``/* */`` comment becomes one space, as the
+    preprocessor makes it, a ``//`` comment nothing up to its line's end; a comment marker inside
+    a string or char literal is left alone. (Raw string literals and ``'`` digit separators are
+    not recognised; the kernels use neither.)"""
+    def replace(match: re.Match[str]) -> str:
+        if match.group("line") is not None:
+            return ""
+        return " " if match.group("block") is not None else match.group(0)
+    return _COMMENT_OR_LITERAL.sub(replace, text)
+
+
+def code_of(text: str) -> str:
+    """What the key hashes of C/CUDA ``text``: its lines without comments (:func:`strip_comments`)
+    and trailing blanks, blank lines left out, so that a comment growing by a line keeps it."""
+    return "\n".join(line.rstrip() for line in strip_comments(text).splitlines() if line.strip())
+
+
 def source_key(name: str, text: str) -> str:
     """The key of one specialisation: SHA-256 of its name, its full text (``#define`` lines
-    included) and every header of the cuda folder, which its ``#include`` lines may read."""
-    digest = hashlib.sha256(f"{name}\0{text}\0".encode())
+    included) and every header of the cuda folder, which its ``#include`` lines may read, each
+    as :func:`code_of` gives it: a comment edit keeps the key, a code edit changes it."""
+    digest = hashlib.sha256(f"{name}\0{code_of(text)}\0".encode())
     digest.update(_headers())
     return digest.hexdigest()[:32]
 
 
 @functools.lru_cache(maxsize=None)
 def _headers() -> bytes:
-    """Every header of the cuda folder, named, as the key hashes them (read once per process)."""
-    return b"".join(header.name.encode() + b"\0" + header.read_bytes() + b"\0"
+    """Every header of the cuda folder, named, without comments, as the key hashes them (read
+    once per process)."""
+    return b"".join(header.name.encode() + b"\0"
+                    + code_of(header.read_text(encoding="utf-8")).encode() + b"\0"
                     for header in sorted(data_dir("cuda").glob("*.cuh")))
 
 
@@ -109,7 +140,7 @@ def read_index(folder: Path | None = None) -> PrebuiltIndex | None:
 
 
 def lookup(name: str, text: str, arch: str, driver_major: int | None = None) -> bytes | None:
-    """The prebuilt fatbin of ``cuda/<name>.cu`` whose full text is ``text``, if there is one that
+    """The prebuilt fatbin of kernel file ``name`` whose full text is ``text``, if there is one that
     can run on ``arch`` under a driver of CUDA ``driver_major``; else None."""
     index = read_index()
     if index is None or not index.loads_on(driver_major):

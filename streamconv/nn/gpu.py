@@ -22,6 +22,9 @@ from .shapes import ConvShape
 
 log = logging.getLogger(__name__)
 
+SOURCES = {"nn_conv": "sm_75", "nn_ops": "sm_75", "gemm": "sm_75", "conv_tf32": "sm_80"}
+"""The layers' kernel files in cuda/nn/ -> the oldest architecture each runs on (conv_tf32.cu
+issues sm_80's TF32 ``mma``)."""
 METHODS = ("direct", "tiled", "im2col", "tf32")
 """conv2d implementations: the textbook's one-thread-per-output kernel, the shared-memory tiled
 kernel with register blocking, im2col unrolling followed by a tiled GEMM (all float32), and an
@@ -194,7 +197,8 @@ class GpuEngine:
             self.context.pop()
 
     def function(self, source: str, name: str, defines: dict[str, int] | None = None) -> Kernel:
-        """Kernel ``name`` of ``cuda/<source>.cu`` compiled with ``defines``, loaded once."""
+        """Kernel ``name`` of kernel file ``source`` (in cuda/nn/) compiled with ``defines``,
+        loaded once."""
         key = (source, name, tuple(sorted((defines or {}).items())))
         if key not in self._functions:
             module = load_module(source, defines or {}, self.arch, self.gpu)
@@ -274,8 +278,9 @@ class GpuEngine:
 
     def _tf32(self, y: Tensor, x: Tensor, w: Tensor, bias: Tensor | None, shape: ConvShape,
               defines: dict[str, int], stream) -> None:
-        if int(self.arch[3:]) < 80:
-            raise ShapeError(f"conv2d: method 'tf32' needs a GPU of sm_80 or later (TF32 mma); "
+        oldest = SOURCES["conv_tf32"]
+        if int(self.arch[3:]) < int(oldest[3:]):
+            raise ShapeError(f"conv2d: method 'tf32' needs a GPU of {oldest} or later (TF32 mma); "
                              f"this one is {self.arch}: use method='auto'")
         chunks, mtiles = -(-shape.c // 8), -(-shape.m // 16)
         words = chunks * shape.k * shape.k * mtiles * 128

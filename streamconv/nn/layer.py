@@ -16,7 +16,7 @@ the rest of the pipeline (ring buffers, encoder) is untouched.
 
 This module reads and checks the layer (:func:`load_layer`) and runs it on the CPU
 (:func:`layer_cpu`); :mod:`streamconv.nn.gpu_layer` runs it on the GPU, ``maps_to_frame`` in
-``cuda/nn_ops.cu`` composing the frame as :func:`compose_frame` does here. The public filter name
+``cuda/nn/nn_ops.cu`` composing the frame as :func:`compose_frame` does here. The public filter name
 ``bank`` is kept for the command line; inside streamconv, "bank" means only two tap matrices
 combined per pixel in one filter stage (``edge``).
 """

@@ -1,4 +1,4 @@
-"""scale and crop on the GPU (cuda/resample.cu) against the CPU reference: sample for sample, on
+"""scale and crop on the GPU (cuda/resample/resample.cu) against the CPU reference: sample for sample, on
 fresh random and real frames, every kernel, up and down, odd sizes, 1 to 4 channels, 8 and 16
 bits, outputs poisoned first; in chains with the 2-D filters, through 4:2:0 planes, device frames,
 StreamFilter and a file run."""

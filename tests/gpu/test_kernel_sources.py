@@ -167,7 +167,11 @@ def test_prebuilt_found_by_source_never_stale(small_prebuilt):
     assert prebuilt.lookup("hold", text, "sm_90")[:4] == FATBIN_MAGIC
     assert prebuilt.lookup("hold", text, "sm_86") is not None  # sm_80 machine code runs there
     assert prebuilt.lookup("hold", text, "sm_75") is None  # older than every image in it
-    assert prebuilt.lookup("hold", text + "\n// edited since the build\n", "sm_90") is None
+    assert prebuilt.lookup("hold", text + "\n__device__ int edited_since_the_build;\n",
+                           "sm_90") is None
+    # a comment edited since the build keeps the key
+    commented = text.replace("\n", " (reworded since the build)\n", 1)
+    assert commented != text and prebuilt.lookup("hold", commented, "sm_90")[:4] == FATBIN_MAGIC
     # nvcc 13's code, CUDA 12 driver
     assert prebuilt.lookup("hold", text, "sm_90", driver_major=12) is None
     index = json.loads((small_prebuilt / "index.json").read_text())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamconv.gpu import loader as kernel_loader
+from streamconv.gpu import loader as kernel_loader, prebuilt
 from streamconv.backends.families import register_blocked
 from streamconv.errors import BackendUnavailableError
 
@@ -15,6 +15,30 @@ def test_source_found_beside_the_package_not_the_working_directory(tmp_path, mon
     assert 'extern "C"' in text and "conv2d_u8" in text and "c_taps" in text
     with pytest.raises(BackendUnavailableError, match="missing from the installation"):
         kernel_loader.kernel_source("no_such_kernel")
+
+
+def test_comments_are_stripped_outside_literals_only():
+    text = ('int a; // gone\nint b; /* gone\n too */ int c;\n'
+            'const char *s = "// kept /* kept */ \\" // kept";\nchar q = \'"\'; // gone\n'
+            '// a line comment continued \\\n still comment\nint d;\n')
+    assert prebuilt.strip_comments(text) == (
+        'int a; \nint b;   int c;\nconst char *s = "// kept /* kept */ \\" // kept";\n'
+        'char q = \'"\'; \n\nint d;\n')
+
+
+def test_key_ignores_comments_and_follows_code():
+    text = kernel_loader.with_defines(kernel_loader.kernel_source("conv2d"), {"RADIUS": 2})
+    key = prebuilt.source_key("conv2d", text)
+    first_comment = text.index("//")
+    reworded = text[:first_comment] + "// reworded" + text[text.index("\n", first_comment):]
+    assert reworded != text and prebuilt.source_key("conv2d", reworded) == key
+    inline = text.replace('extern "C" {', 'extern "C"/* one space to the compiler */{', 1)
+    assert inline != text and prebuilt.source_key("conv2d", inline) == key
+    longer = text.replace("\n", "\n// a comment grown by a line\n\n", 1)
+    assert prebuilt.source_key("conv2d", longer) == key
+    assert prebuilt.source_key("conv2d", text.replace("RADIUS 2", "RADIUS 3")) != key
+    assert prebuilt.source_key("conv2d", text + "\n__device__ int added;\n") != key
+    assert prebuilt.source_key("sepconv", text) != key
 
 
 def test_defines_are_sorted_and_prepended():

@@ -1,8 +1,10 @@
 """What every kernel family hands the CUDA backend: a stage's plan, made once, and its launch.
 
-A family is a module of :mod:`streamconv.backends.families` beside its ``.cu`` file(s). It names
-the ``--kernel`` variants it runs (``VARIANTS``), the sample sizes it takes (``SAMPLE_BYTES``:
-1 for uint8, 2 for uint16) and two functions:
+A family is a module of :mod:`streamconv.backends.families` whose ``.cu`` files sit in
+``cuda/<family>/`` (the module's name). It names its kernel files and the oldest architecture
+each runs on (``SOURCES``: stem -> ``sm_XY``, which the prebuild and the planner read), the
+``--kernel`` variants it runs (``VARIANTS``), the sample sizes it takes (``SAMPLE_BYTES``: 1 for
+uint8, 2 for uint16) and two functions:
 
 - ``prepare(stage, variant, sample_bytes)``: the host-side data it derives from the taps (shape
   independent: digits, factors, offsets), or FilterSpecError saying why it cannot run the stage;
@@ -20,6 +22,20 @@ import numpy as np
 
 from ...chain.filters import FilterStage
 from ...gpu import loader as kernel_loader
+
+
+TENSOR_CORE_ARCH = "sm_80"
+"""The oldest architecture with the int8 tensor-core ``mma`` shapes the kernels issue."""
+
+
+def arch_number(arch: str) -> int:
+    """80 for ``sm_80``: architectures compare as these numbers."""
+    return int(arch[3:])
+
+
+def oldest_arch(family: ModuleType) -> str:
+    """The oldest architecture ``family`` runs on: its oldest kernel file's (``SOURCES``)."""
+    return min(family.SOURCES.values(), key=arch_number)
 
 
 @dataclass(frozen=True)

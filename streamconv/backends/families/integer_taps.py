@@ -1,4 +1,4 @@
-"""Integer taps for the tensor-core kernels (cuda/conv2d_tc.cu, and cuda/conv3_tc.cu for one 3x3
+"""Integer taps for the tensor-core kernels (conv2d_tc.cu, and conv3_tc.cu for one 3x3
 matrix): how float taps become int8 digits, and the per-lane tap fragments their ``mma`` take.
 
 conv2d_tc.cu multiplies bytes (u8) by signed 8-bit tap digits on the tensor cores with exact

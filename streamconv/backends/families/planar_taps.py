@@ -1,4 +1,4 @@
-"""Tap fragments of cuda/conv2d_tcp.cu, the tensor-core kernel for large K (channels as planes).
+"""Tap fragments of conv2d_tcp.cu, the tensor-core kernel for large K (channels as planes).
 
 The kernel's unit is 16 rows x 8 pixels of one channel plane. Tap rows go four at a time (a
 quad; K padded to whole quads with zero rows), and a quad's "half" is one 4-byte word of input

@@ -1,4 +1,4 @@
-"""The ``register-blocked`` family: cuda/conv2d.cu, the fast 2D kernel for any taps and both sample
+"""The ``register-blocked`` family: conv2d.cu, the fast 2D kernel for any taps and both sample
 sizes.
 
 Several outputs per thread, rows read with 4-16-byte loads through L1, a ring of row
@@ -17,6 +17,8 @@ import numpy as np
 from ...chain.filters import FilterStage
 from .base import KernelPlan, StagePlan, flat_taps
 
+SOURCES = {"conv2d": "sm_75"}
+"""Its kernel files in cuda/register_blocked/ -> the oldest architecture each runs on."""
 VARIANTS = ("register-blocked",)
 SAMPLE_BYTES = (1, 2)
 

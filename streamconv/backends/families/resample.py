@@ -1,4 +1,4 @@
-"""The geometry stages' kernels, cuda/resample.cu: scale's tiles and tap tables, crop's copy.
+"""The geometry stages' kernels, resample.cu: scale's tiles and tap tables, crop's copy.
 
 Not a ``--kernel`` choice: :mod:`streamconv.backends.plan` gives every ``scale`` and ``crop`` stage
 to this family whatever the other stages run as. A scale stage's tables (first source index and
@@ -16,6 +16,8 @@ import numpy as np
 from ...chain.resample import AxisTaps, axis_taps
 from .base import KernelPlan, StagePlan, cdiv
 
+SOURCES = {"resample": "sm_75"}
+"""Its kernel files in cuda/resample/ -> the oldest architecture each runs on."""
 VARIANTS = ("resample",)
 SAMPLE_BYTES = (1, 2)
 SHARED_BYTES = 47 * 1024

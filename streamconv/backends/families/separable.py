@@ -1,4 +1,4 @@
-"""The ``separable`` family: cuda/sepconv.cu, and cuda/sepconv_tc.cu for large taps that are not
+"""The ``separable`` family: sepconv.cu, and sepconv_tc.cu for large taps that are not
 exact.
 
 For rank-1 taps (:mod:`.rank1`): a row pass, then a column pass, in one
@@ -16,6 +16,9 @@ from . import separable_tc
 from .rank1 import SeparableTaps, factor_separable
 from .base import KernelPlan, StagePlan, base_defines, cdiv
 
+SOURCES = {"sepconv": "sm_75", "sepconv_tc": "sm_80"}
+"""Its kernel files in cuda/separable/ -> the oldest architecture each runs on (sepconv_tc.cu
+issues sm_80's int8 ``mma``; without it the family keeps to sepconv.cu)."""
 VARIANTS = ("separable",)
 SAMPLE_BYTES = (1,)
 TENSOR_FROM_K = 15

@@ -1,4 +1,4 @@
-"""The tensor-core separable kernel's host side (cuda/sepconv_tc.cu): which rank-1 taps it takes,
+"""The tensor-core separable kernel's host side (sepconv_tc.cu): which rank-1 taps it takes,
 their integer digits, and the A fragments of its row and column passes.
 
 sepconv_tc.cu runs the row pass and the column pass as int8 x uint8 matrix products with int32

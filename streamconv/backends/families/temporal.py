@@ -1,5 +1,5 @@
-"""The ``temporal`` family: the kernels of stages across frames, cuda/temporal.cu (1 x 1 taps: time
-only) and cuda/conv3d.cu (K x K taps per frame, in full or as time x space).
+"""The ``temporal`` family: the kernels of stages across frames, temporal.cu (1 x 1 taps: time
+only) and conv3d.cu (K x K taps per frame, in full or as time x space).
 
 A temporal stage runs whatever ``--kernel`` says (like a convolution layer): the taps decide.
 Its kernels take the window's frames as a struct of 15 device pointers (those of the used window
@@ -19,6 +19,8 @@ from ...chain.filters import FilterStage
 from ...chain.temporal import TemporalTaps
 from .base import KernelPlan, StagePlan, cdiv
 
+SOURCES = {"temporal": "sm_75", "conv3d": "sm_75"}
+"""Its kernel files in cuda/temporal/ -> the oldest architecture each runs on."""
 VARIANTS = ("temporal",)
 SAMPLE_BYTES = (1, 2)
 MAX_POINTERS = 15

@@ -1,5 +1,5 @@
-"""The ``tensor-core`` family: cuda/conv2d_tc.cu, cuda/conv3_tc.cu for one 3x3 matrix, and
-cuda/conv2d_tcp.cu for K from 11 to 31.
+"""The ``tensor-core`` family: conv2d_tc.cu, conv3_tc.cu for one 3x3 matrix, and
+conv2d_tcp.cu for K from 11 to 31.
 
 8-bit frames: each tap held as an integer over a power of two in 1-3 int8 digits
 (:mod:`.integer_taps`), bytes times digits on the tensor cores (``mma`` u8 x s8) with exact
@@ -18,6 +18,9 @@ from ...chain.filters import FilterStage
 from . import integer_taps, planar_taps
 from .base import KernelPlan, StagePlan, base_defines, cdiv
 
+SOURCES = {"conv2d_tc": "sm_80", "conv3_tc": "sm_80", "conv2d_tcp": "sm_80"}
+"""Its kernel files in cuda/tensor_core/ -> the oldest architecture each runs on (the int8
+``mma`` shapes they issue came with sm_80)."""
 VARIANTS = ("tensor-core",)
 SAMPLE_BYTES = (1,)
 MAX_RADIUS = 15

@@ -1,4 +1,4 @@
-"""The textbook family: cuda/conv2d_textbook.cu, the kernels of PMPP chapter 7 as the book writes
+"""The textbook family: conv2d_textbook.cu, the kernels of PMPP chapter 7 as the book writes
 them.
 
 ``naive`` (one thread per pixel, taps in global memory), ``constant`` (taps in constant memory),
@@ -15,7 +15,9 @@ from .base import KernelPlan, StagePlan, base_defines, cdiv, flat_taps
 
 ENTRIES = {"cached-halo": "conv2d_cached", "tiled": "conv2d_tiled", "coarsened": "conv2d_coarsened",
            "constant": "conv2d_constant", "naive": "conv2d_naive"}
-"""Variant -> entry point in cuda/conv2d_textbook.cu."""
+"""Variant -> entry point in conv2d_textbook.cu."""
+SOURCES = {"conv2d_textbook": "sm_75"}
+"""Its kernel files in cuda/textbook/ -> the oldest architecture each runs on."""
 VARIANTS = tuple(ENTRIES)
 SAMPLE_BYTES = (1,)
 

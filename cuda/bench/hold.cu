@@ -1,6 +1,6 @@
 // hold.cu: one thread that keeps its stream busy for a given time. A benchmark queues it first
 // and its timed launches behind it, so that they run back to back on the GPU however long the
-// host takes to queue each (streamconv/bench.py, time_launches).
+// host takes to queue each (streamconv/bench/timing.py, time_launches).
 //
 // Launch: block (1, 1, 1), grid (1, 1, 1). Takes no macros.
 

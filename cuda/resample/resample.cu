@@ -1,4 +1,4 @@
-// resample.cu: the geometry stages of streamconv/resample.py. `scale` (entry `scale`) is a
+// resample.cu: the geometry stages of streamconv/chain/resample.py. `scale` (entry `scale`) is a
 // separable polyphase convolution, the horizontal pass then the vertical one, in one kernel;
 // `crop` (entry `crop`, built when CROP_X is defined) copies a window.
 //
@@ -10,9 +10,9 @@
 // from s_sums, rounds half to even, saturates and stores.
 // Taps, per output column: g_xstart (first source column, may be < 0) and g_xweights (NTX
 // float32 weights, zero-padded); per output row: g_ystart, g_yweights (NTY). The host copies
-// them in from streamconv/resample.py's tables (streamconv/backends/families/resample.py).
+// them in from streamconv/chain/resample.py's tables (streamconv/backends/families/resample.py).
 // Arithmetic: __fmul_rn and __fadd_rn, taps in order, never contracted into an FMA: what the
-// CPU reference (streamconv/backends/cpu_resample.py) computes, so the two are equal sample
+// CPU reference (streamconv/backends/cpu/resample.py) computes, so the two are equal sample
 // for sample. FUSED 1 takes fmaf instead (for `streamconv bench --scale`'s comparison only).
 //
 // Macros: CHANNELS 1..4, ELEM_BYTES 1 or 2, OUT_W, OUT_H, NTX, NTY, TILE_W, THREADS_Y,

@@ -1,7 +1,7 @@
 // conv2d_tc.cu: K x K correlation of interleaved uint8 frames on the tensor cores, with integer taps.
 //
 // What it computes (the semantics of conv2d.cu, see there), with each tap t held as the integer
-// n = round(t x 2^c_shift) in DIGITS signed base-256 digits (backends/integer_taps.py):
+// n = round(t x 2^c_shift) in DIGITS signed base-256 digits (backends/families/integer_taps.py):
 //   v_b(y,x,c) = sum_{m,n} N_b[m+R][n+R] * in(by(y+m), bx(x+n), c)      exact, int32
 //   BANKS == 1: out = sat(v_0 / 2^shift rounded)   exact integer rounding, ties per TIES_EVEN
 //   BANKS == 2: out = sat(rint(sqrtf(a0*a0 + a1*a1))), a_b = float(v_b) / 2^shift

@@ -2,7 +2,7 @@
 // memory: each lane loads its A fragments straight from global memory.
 //
 // What it computes: conv2d_tc.cu's BANKS == 1 result for RADIUS 1. Each tap t is the integer
-// n = round(t x 2^shift) in DIGITS signed base-256 digits (backends/integer_taps.py);
+// n = round(t x 2^shift) in DIGITS signed base-256 digits (backends/families/integer_taps.py);
 //   v(y,x,c) = sum_{m,n} N[m][n] * in(by(y+m-1), bx(x+n-1), c)      exact, int32
 //   out = sat(v / 2^shift rounded)        ties to even under TIES_EVEN, else up
 // so for taps that are multiples of 2^-shift it is the float32 result exactly.
@@ -27,7 +27,7 @@
 //
 // Macros: CHANNELS 1..4, BORDER (conv_common.cuh; RADIUS must be 1, BANKS 1, ELEM_BYTES 1),
 // DIGITS 1..3, TIES_EVEN, ROWS (output rows per warp), WARPS. The host fills g_bband (the B
-// fragments of every lane, backends/integer_taps.py band3_fragments) and c_round.
+// fragments of every lane, backends/families/integer_taps.py band3_fragments) and c_round.
 
 #include "conv_common.cuh"
 #include "tc_common.cuh"

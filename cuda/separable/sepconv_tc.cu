@@ -4,7 +4,7 @@
 //
 // What it computes. The host holds the row taps H and the column taps V as integers
 // h = round(H x 2^s1), v = round(V x 2^s2) in two signed int8 digits each
-// (backends/separable_tc.py), and with the border map of conv_common.cuh per axis:
+// (backends/families/separable_tc.py), and with the border map of conv_common.cuh per axis:
 //   mid(r, b) = sat_u8((sum_n h[n] * in(r, bx(b + (n-R)*C)) + 2^(s1-1)) >> s1)     exact int32
 //   out(y, b) = sat_u8((sum_m v[m] * mid(by(y + m - R), b) + 2^(s2-1)) >> s2)
 // mid is the row pass rounded to a byte, which moves an output by at most half a step times
@@ -94,7 +94,7 @@ constexpr int kGroups = 2 * kBlocksOut + 4;                 // 8-row groups a st
 
 extern "C" {
 // A fragments: row band [kChunks][digit][4 registers][32 lanes], column band [2][digit][4][32]
-// (backends/separable_tc.py).
+// (backends/families/separable_tc.py).
 __device__ unsigned int g_arow[kChunks * 2 * 4 * 32];
 __device__ unsigned int g_acol[2 * 2 * 4 * 32];
 // {s1, 2^(s1-1), s2, 2^(s2-1)}: each pass's shift and rounding bias.

@@ -1,5 +1,5 @@
 // colour.cu: 4:2:0 planes <-> interleaved RGB frames, in the fixed-point arithmetic of
-// streamconv/yuv.py (integers only, so the GPU gives the CPU backend's samples exactly).
+// streamconv/frames/yuv.py (integers only, so the GPU gives the CPU backend's samples exactly).
 //
 // The planes lie in one flat buffer (I420): Y (H x W), then U, then V (H/2 x W/2 each), rows packed;
 // W and H are even. The RGB frame is H x W x 3 in a pitched device buffer (pitch in bytes). Samples
@@ -112,7 +112,7 @@ __device__ __forceinline__ sample_t clamp_code(int value)
 }
 
 // RGB -> YUV sums: 32 bits for 8- and 10-bit video, 64 at 12 bits (2^21 x 4095 for a
-// full-range white), as streamconv/yuv.py decides (YUV_SUM_BITS).
+// full-range white), as streamconv/frames/yuv.py decides (YUV_SUM_BITS).
 #if YUV_SUM_BITS == 64
 typedef long long yuv_sum_t;
 #else

@@ -31,7 +31,7 @@ __global__ void max_pool2d(const float* __restrict__ x, float* __restrict__ y, i
 
 }  // extern "C"
 
-// Frames in and out of the layers, for `--filter bank` (streamconv/nn/bank.py has the CPU twin).
+// Frames in and out of the layers, for `--filter bank` (streamconv/nn/layer.py has the CPU twin).
 //
 // frame_to_planes: planes[c][y][x] = frame[y * pitch + x * C + c] as float (0..255): an
 //   interleaved H x W x C uint8 frame (pitched device buffer) to a C x H x W float32 tensor.

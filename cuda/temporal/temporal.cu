@@ -6,7 +6,7 @@
 //   acc = w_0 * f_0(s);  acc = acc + w_k * f_k(s) for k = 1..TAPS-1     (float32)
 //   out(s) = sat(rint(acc))
 // each product and each sum rounded to float32 on its own (__fmul_rn, __fadd_rn: no fused
-// multiply-add), in the order of streamconv's CPU backend (backends/temporal_cpu.py), so the
+// multiply-add), in the order of streamconv's CPU backend (backends/cpu/temporal.py), so the
 // output equals it bit for bit whatever the taps. rint rounds half to even, sat clamps to
 // 0..255 (ELEM_BYTES 1, entry tconv_u8) or 0..65535 (ELEM_BYTES 2, entry tconv_u16).
 //
