@@ -198,12 +198,16 @@ class LiveSource(Source):
                 self._first_taken = captured
         index = self.delivered
         self.delivered += 1
-        pts = round((captured - self._first_taken) / float(self.time_base))
-        # Two frames read within one tick (a camera's burst after a stall) would share a pts,
-        # which no muxer accepts: each frame gets at least the tick after the last one's.
-        pts = max(pts, self._last_pts + 1)
+        return FrameMeta(index, self._pts_of(captured), self.time_base, captured)
+
+    def _pts_of(self, captured: float) -> int:
+        """The pts of a frame captured at ``captured`` (perf_counter seconds), in ms since the
+        first frame taken. Two frames read within one tick (a camera's burst after a stall)
+        would share a pts, which no muxer accepts: each gets at least the tick after the last."""
+        assert self._first_taken is not None
+        pts = max(round((captured - self._first_taken) / float(self.time_base)), self._last_pts + 1)
         self._last_pts = pts
-        return FrameMeta(index, pts, self.time_base, captured)
+        return pts
 
     def _hang_error(self, seconds: float) -> BaseException:
         return StreamError(f"{self.describe()}: no progress for {seconds:.1f} s")
