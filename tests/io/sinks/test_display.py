@@ -62,7 +62,7 @@ def match_frame(panel_bgr: np.ndarray, frames: list[np.ndarray], *, skip_overlay
 
 
 def settled_pixels(display: VirtualDisplay, window: int, frames: list[np.ndarray], *,
-                   timeout: float = 5.0, skip_overlay: bool = False):
+                   timeout: float = 15.0, skip_overlay: bool = False):
     """The window once it shows a whole source frame on the left, outside the overlay if asked
     (the first frame, and a key press's effect, reach the window later on a loaded machine)."""
     deadline = time.monotonic() + timeout
