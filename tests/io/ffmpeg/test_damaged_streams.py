@@ -6,9 +6,11 @@ of an MKV with byte ranges swapped, an AVI whose first video chunk claims 2 GB, 
 record of a failed input that kept frames.
 
 Every damaged run must exit 13 with every frame FFmpeg decodes from the file on one thread
-written (test_reliability.decodable_frames), the damage named; the clips are
-test_reliability's (2 s of 160x120 H.264 and AAC), made once per module. docs/reliability.md
-("Damaged input") has the table of cases.
+written (test_reliability.decodable_frames), the damage named. The clips (2 s of 160x120 H.264
+and AAC, helpers.containers.write_clip) are kept in clips/: x264's output differs between CPUs
+(its assembly and its C differ), and the seeded damage below hits its fault only in these bytes.
+Made again, every seed must be chosen again. docs/reliability.md ("Damaged input") has the table
+of cases.
 """
 
 from __future__ import annotations
@@ -30,18 +32,19 @@ import pytest
 import streamconv
 
 from helpers.cli import REPO
-from helpers.containers import write_clip
-from helpers.damage import TS_PROGRAM_2, decodable_frames
+from helpers.damage import decodable_frames
+
+CLIPS = Path(__file__).parent / "clips"
+
 
 @pytest.fixture(scope="module")
-def clips(tmp_path_factory) -> dict[str, bytes]:
-    """The intact clip's bytes by container, and a second TS recording of other PIDs."""
-    folder = tmp_path_factory.mktemp("clips")
-    made = {name: write_clip(folder / f"clip.{name}")
-            for name in ("ts", "flv", "mkv", "avi", "nut")}
-    made["mp4"] = write_clip(folder / "clip.mp4", {"movflags": "faststart"})
-    made["program2.ts"] = write_clip(folder / "program2.ts", TS_PROGRAM_2)
-    return {name: path.read_bytes() for name, path in made.items()}
+def clips() -> dict[str, bytes]:
+    """The intact clip's bytes by container, and a second TS recording of other PIDs:
+    "ts", "flv", "mkv", "avi", "nut", "mp4", "program2.ts" (helpers.containers.write_clip; the
+    mp4 with {"movflags": "faststart"}, program2.ts with helpers.damage.TS_PROGRAM_2)."""
+    return {path.name.removeprefix("clip."): path.read_bytes()
+            for path in sorted(CLIPS.iterdir()) if path.suffix in (".ts", ".flv", ".mkv", ".avi",
+                                                                   ".nut", ".mp4")}
 
 
 def flip_fraction(data: bytes, fraction: float, seed: int) -> bytes:
