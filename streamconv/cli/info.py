@@ -84,14 +84,15 @@ def _print_kernels(arch: str | None) -> None:
     """Where kernels come from here: prebuilt, NVRTC, nvcc, and the cache."""
     print("kernels:")
     major = kernel_loader.driver_cuda_major()
-    shown = prebuilt.summary(arch,
-                             major) if kernel_loader.prebuilt_enabled() else "not used (STREAMCONV_PREBUILT=0)"
+    shown = (prebuilt.summary(arch, major) if kernel_loader.prebuilt_enabled()
+             else "not used (STREAMCONV_PREBUILT=0)")
     print(f"  prebuilt: {shown}")
     found = kernel_loader.find_nvrtc()
     hint = nvrtc.INSTALL_HINT.get(major or 13, nvrtc.INSTALL_HINT[13])
     print(f"  nvrtc: {found.describe() if found else f'not found (fix: {hint})'}")
-    print(
-        f"  nvcc: {shutil.which('nvcc') or 'not on PATH (not needed: NVRTC compiles what is not prebuilt)'}")
+    nvcc = (shutil.which('nvcc')
+            or 'not on PATH (not needed: NVRTC compiles what is not prebuilt)')
+    print(f"  nvcc: {nvcc}")
     try:
         compiler = kernel_loader.chosen_compiler()
     except Exception as exc:  # a bad STREAMCONV_COMPILER: say so rather than fail info

@@ -1,32 +1,35 @@
-"""``StreamFilter``: your frames through a backend's ring of slots, overlapped with your own loop.
+"""``StreamFilter``: your frames through a backend's ring of slots, overlapped with your own
+loop.
 
-Frames are host NumPy arrays as for :class:`streamconv.Filter` (:mod:`streamconv.embed.filter`). The
-slots, their order and the backend calls are those of the pipeline's compute thread
-(:class:`streamconv.run.inflight.InFlight`), driven here from the caller's thread.
+Frames are host NumPy arrays as for :class:`streamconv.Filter` (:mod:`streamconv.embed.filter`).
+The slots, their order and the backend calls are those of the pipeline's compute thread
+(:class:`streamconv.run.inflight.InFlight`), driven here from the caller's thread. ``map()`` and
+its staged copies are in :mod:`.streamfilter_map`.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
 from .filter import Closes, Spec, check_output, device_engine, make_engine, output_like
 from ..frames.borders import DEFAULT_BORDER
 from ..errors import FrameDeviceError, StreamconvError, StreamError
-from ..frames.arguments import check_flag
-from ..frames.checks import MAX_RING, as_count, as_frame_type, as_hwc, check_frame_fits, check_kept_output
+from ..frames.checks import (MAX_RING, as_count, as_frame_type, check_frame_fits,
+                             check_kept_output)
 from ..interop.arrays import DeviceView, as_frame
 from ..interop.streams import stream_handle
 from ..frames.hostcopy import ParallelCopier, copier_for, same_buffer
 from ..frames.slots import Slot
 from ..run.inflight import InFlight
+from .streamfilter_map import MappedFrames
 from .streamfilter_tail import WindowedResults
 
 
-class StreamFilter(WindowedResults, Closes):
+class StreamFilter(MappedFrames, WindowedResults, Closes):
     """Overlaps your loop with the GPU: up to ``ring`` frames in flight, results in order.
 
     ``submit(frame)`` copies the frame into a page-locked slot and queues its upload,
@@ -38,8 +41,8 @@ class StreamFilter(WindowedResults, Closes):
 
     Args:
         spec: as for :class:`streamconv.Filter`.
-        ring: frames in flight, 1 to MAX_RING (64); 3 overlaps the upload of one frame with the kernel
-            of the previous one and the download of the one before.
+        ring: frames in flight, 1 to MAX_RING (64); 3 overlaps the upload of one frame with the
+            kernel of the previous one and the download of the one before.
         border, backend, device, kernel: as for :class:`streamconv.Filter`.
 
     Use it from one thread. Buffers (``ring`` + 1 sets: one more for capture) are allocated
@@ -61,8 +64,10 @@ class StreamFilter(WindowedResults, Closes):
 
     def __init__(self, spec: Spec, *, ring: int = 3, border: str = DEFAULT_BORDER,
                  backend: str = "auto", device: int = 0, kernel: str = "auto") -> None:
-        self._closed = True  # until the engine exists: close() of a half-made StreamFilter does nothing
-        self.ring = as_count(ring, "ring", 1, MAX_RING)  # as --ring: a typo must not take all memory
+        # until the engine exists: close() of a half-made StreamFilter does nothing
+        self._closed = True
+        # as --ring: a typo must not take all memory
+        self.ring = as_count(ring, "ring", 1, MAX_RING)
         self.stages, self.border, self.backend, self._engine = make_engine(  # spins: latency first
             spec, border=border, backend=backend, device=device, kernel=kernel, blocking_sync=False)
         self._frame_type: tuple | None = None  # (shape, dtype) the slots are made for
@@ -70,7 +75,8 @@ class StreamFilter(WindowedResults, Closes):
         self._in_flight: InFlight[tuple[int, ...]] = InFlight(self._engine)  # noted: result shape
         self._ready: deque = deque()  # outputs finished early because the ring was full
         self._device_results: deque = deque()  # DeviceFrames of device frames submitted, in order
-        self._leased: dict[int, np.ndarray] = {}  # slot index -> the page-locked frame its result lands in
+        # slot index -> the page-locked frame its result lands in
+        self._leased: dict[int, np.ndarray] = {}
         self._copier = ParallelCopier(2)  # re-sized per frame size (hostcopy.copier_for)
         self._staged: tuple | None = None  # (slot, output shape, PendingCopy) that map() is copying
         self._reserved = None  # the slot whose input_buffer() the application is filling
@@ -86,7 +92,8 @@ class StreamFilter(WindowedResults, Closes):
     def _check_open(self, call: str) -> None:
         """Raise StreamError naming ``call`` if the StreamFilter is closed."""
         if self._closed:
-            raise StreamError(f"StreamFilter is closed; {call}() cannot run (make a new StreamFilter)")
+            raise StreamError(f"StreamFilter is closed; {call}() cannot run "
+                              "(make a new StreamFilter)")
 
     def _take_over(self, call: str) -> None:
         """Before submit(), result() or a new map(): refuse if closed, and drop the frames of a
@@ -124,7 +131,8 @@ class StreamFilter(WindowedResults, Closes):
 
         Raises:
             FrameTypeError, FrameFormatError: a frame of the wrong dtype or shape.
-            InputError: host memory too short for a new frame size's slots, or for an output to keep.
+            InputError: host memory too short for a new frame size's slots, or for an output to
+                keep.
             StreamError: the StreamFilter is closed.
         """
         self._take_over("submit")
@@ -137,29 +145,34 @@ class StreamFilter(WindowedResults, Closes):
             self._submit_device(image, stream)
             return
         self._fit_slots(image.shape, image.dtype)
-        if self._ready and self._in_flight and (len(self._in_flight) >= self.ring or not (self._free or self._reserved)):
+        if self._ready and self._in_flight and (len(self._in_flight) >= self.ring
+                                                or not (self._free or self._reserved)):
             shape, dtype = self._frame_type or ((), np.uint8)  # outputs pile up: room for one?
             kept = int(np.prod(output_like(self._engine, shape))) * dtype.itemsize
             check_kept_output(kept, len(self._ready))
         slot = self._reserved if self._reserved is not None else self._take_slot()
         self._reserved = None
         self._keep_ring()
-        if not same_buffer(image, slot.host_in):  # NumPy buffers a view into the slot; bands would race on it
-            (np.copyto if np.may_share_memory(image, slot.host_in) else self._copier.copy)(slot.host_in, image)
+        # NumPy buffers a view into the slot; bands would race on it
+        if not same_buffer(image, slot.host_in):
+            (np.copyto if np.may_share_memory(image, slot.host_in)
+             else self._copier.copy)(slot.host_in, image)
         self._queue(slot, np.shape(frame))
 
     def _submit_device(self, image: np.ndarray | DeviceView, stream: Any) -> None:
         """Queue a device frame on the backend's device path; its DeviceFrame waits in order."""
-        if not isinstance(image, DeviceView) or len(self._in_flight) + len(self._ready) or self._staged:
-            raise StreamError("host and device frames cannot be mixed while results of the other kind are "
-                              "pending; take them with result() first")
+        if (not isinstance(image, DeviceView) or len(self._in_flight) + len(self._ready)
+                or self._staged):
+            raise StreamError("host and device frames cannot be mixed while results of the other "
+                              "kind are pending; take them with result() first")
         engine = device_engine(self._engine, f"this StreamFilter runs on {self.backend}")
         handle = None if stream is None else stream_handle(stream)
         self._device_results.append(engine.apply_device(image, None, handle, wait=False))
 
-    def input_buffer(self, shape: tuple[int, ...], dtype: np.dtype | type = np.uint8) -> np.ndarray:
-        """A page-locked host array to capture the next frame into, so that submit() copies nothing:
-        the fastest route for host frames.
+    def input_buffer(self, shape: tuple[int, ...],
+                     dtype: np.dtype | type = np.uint8) -> np.ndarray:
+        """A page-locked host array to capture the next frame into, so that submit() copies
+        nothing: the fastest route for host frames.
 
         Reserves a slot and returns its input buffer, writable, as ``shape`` ((H, W), (H, W, 3)
         or (H, W, 4)) of ``dtype`` (uint8 or uint16). The filter keeps one slot more than the
@@ -169,7 +182,8 @@ class StreamFilter(WindowedResults, Closes):
         reserved slot instead.
 
         Raises:
-            FrameTypeError, FrameFormatError, InputError: a dtype or shape that submit() would refuse.
+            FrameTypeError, FrameFormatError, InputError: a dtype or shape that submit() would
+                refuse.
             StreamError: the StreamFilter is closed.
 
         Examples:
@@ -225,8 +239,9 @@ class StreamFilter(WindowedResults, Closes):
         """result() without the checks: map() takes its own outputs through this."""
         if self._device_results:
             if out is not None:
-                raise FrameDeviceError("result(out=...) takes host frames; a device frame's result is a "
-                                       "DeviceFrame (Filter.apply_into writes device frames into your own array)")
+                raise FrameDeviceError("result(out=...) takes host frames; a device frame's "
+                                       "result is a DeviceFrame (Filter.apply_into writes device "
+                                       "frames into your own array)")
             frame = self._device_results.popleft()
             if frame.stream is None:
                 frame.synchronize()
@@ -253,121 +268,6 @@ class StreamFilter(WindowedResults, Closes):
         slot, shape = self._in_flight.retire()
         return self._collect(slot, shape, out)
 
-    def map(self, frames: Iterable[np.ndarray], *, copy: bool = True) -> Iterator[np.ndarray]:
-        """Filter an iterable of frames, keeping ``ring`` in flight; yields outputs in order.
-
-        The next input is fetched (your capture code runs) while earlier frames are on the GPU,
-        and it is copied into its page-locked slot, on worker threads, while you work on the
-        output just yielded.
-
-        Each map() yields exactly one output per input, in order; if ``frames`` raises, the
-        outputs of every frame taken before, then its error. One left early (``break``, an
-        exception in your loop, or dropped) lets its frames in flight go when it is closed or
-        garbage-collected, at the latest when the next map(), submit() or result() call starts;
-        resuming it then raises StreamError. Frames may be captured into :meth:`input_buffer`.
-
-        Args:
-            frames: uint8 or uint16 host arrays, as for :meth:`submit`. Each is read until the
-                next one is asked for, so keep it unchanged until then.
-            copy: yield new arrays (True, safe to keep), or read-only views of the page-locked
-                output buffers (False: no copy, but each is valid only until the next
-                iteration; show, encode or copy it before asking for the next one).
-
-        Raises:
-            StreamError: the StreamFilter is closed, or frames given to submit() still wait for
-                their result() (their outputs would come out of this map() instead).
-        """
-        self._take_over("map")
-        copy = check_flag(copy, "copy")
-        if self.pending:
-            raise StreamError(f"map() with {self.pending} submitted frame(s) not yet taken; "
-                              "take them with result() first")
-        owner = object()
-        self._map_owner = owner
-        return self._map(frames, copy, owner)
-
-    def _check_owner(self, owner: object) -> None:
-        """Raise StreamError if the map() of ``owner`` no longer owns the frames in flight."""
-        self._check_open("map")
-        if self._map_owner is not owner:
-            raise StreamError("this map() was left and its frames were dropped: a later map(), submit() "
-                              "or result() call took the StreamFilter over")
-
-    def _map(self, frames: Iterable[np.ndarray], copy: bool, owner: object) -> Iterator[np.ndarray]:
-        """The generator behind map(), owning every frame in flight while ``owner`` is current."""
-        failed: list[Exception] = []
-        try:
-            for frame in _taken(frames, failed):
-                self._check_owner(owner)  # the loop over ``frames`` ran your code: check again
-                if self.pending < self.ring + self._engine.delay:
-                    self._submit(frame)
-                    continue
-                output = self._result() if copy else self._result_view()
-                staged = self._start_staging(frame)
-                yield output  # your work on it runs beside the copy of the next frame
-                self._check_owner(owner)
-                if staged:
-                    self._end_staging(submit=True)
-                else:
-                    self._submit(frame)
-            self._flush_tail()
-            while True:
-                self._check_owner(owner)  # before looking at pending: a later call may have emptied it
-                if not self.pending:
-                    break
-                yield self._result() if copy else self._result_view()
-            if failed:  # ``frames`` raised: every frame taken from it is out, now its error
-                raise failed[0]
-        finally:
-            # Ended by break, an exception or garbage collection: the frames still in flight belong
-            # to no later call, so they go now (nothing is left when the loop ran to the end).
-            if self._map_owner is owner and not self._closed:
-                self._drop_in_flight()
-
-    def _start_staging(self, frame: np.ndarray) -> bool:
-        """Start copying ``frame`` into a free slot on the copier's threads; False (nothing
-        started) when it must go through submit() instead: a new frame type, a bad frame
-        (whose error submit() raises), or no free slot."""
-        try:
-            image = as_hwc(frame, what="input frame")
-        except (TypeError, ValueError):
-            return False
-        if ((image.shape, image.dtype) != self._frame_type or not self._free or self._reserved is not None
-                or any(np.may_share_memory(image, slot.host_in) for slot in self._free)):  # submit() copies those
-            return False
-        slot = self._take_slot()
-        self._staged = (slot, np.shape(frame), self._copier.start(slot.host_in, image))
-        return True
-
-    def _end_staging(self, *, submit: bool) -> None:
-        """Finish the staged frame's copy, then queue it on the GPU (before any later frame) or,
-        when its map() loop has ended, let it go and free its slot."""
-        if self._staged is None:
-            return
-        slot, shape, copying = self._staged
-        self._staged = None
-        try:
-            copying.wait()
-        except BaseException:
-            self._free.append(slot)
-            raise
-        if submit:
-            self._queue(slot, shape)
-        else:
-            self._free.append(slot)
-
-    def _result_view(self) -> np.ndarray:
-        """The oldest output as a read-only view of its slot, which is reused by a later submit."""
-        self._skip_silent()
-        if self._ready or not self._in_flight or self._device_results:
-            return self._result()
-        slot, shape = self._in_flight.retire()
-        self._free.append(slot)
-        leased = self._leased.pop(slot.index, None)
-        view = (leased if leased is not None else slot.host_out).reshape(shape)
-        view.flags.writeable = False
-        return view
-
     def _collect(self, slot: Slot, shape: tuple[int, ...], out: np.ndarray | None) -> np.ndarray:
         """The output of retired ``slot`` as the caller's frame ``shape``: a new array, or written
         into ``out``; the slot is free again."""
@@ -382,14 +282,15 @@ class StreamFilter(WindowedResults, Closes):
         return out
 
     def _fit_slots(self, shape: tuple[int, int, int], dtype: np.dtype) -> None:
-        """Make the slots fit frames of (H, W, C) ``shape`` and ``dtype``, if they do not yet: check
-        that they fit in memory, finish what is in flight, make them."""
+        """Make the slots fit frames of (H, W, C) ``shape`` and ``dtype``, if they do not yet:
+        check that they fit in memory, finish what is in flight, make them."""
         if (shape, dtype) == self._frame_type:
             return
         slots, copies = self.ring + 1, self._engine.host_frames()
         outputs = -(-math.prod(self._engine.output_shape(shape)) // math.prod(shape))  # in inputs
         check_frame_fits(shape, dtype, slots * (1 + outputs) + copies, f"{slots} slot(s) of an "
-                         f"input and an output, {copies} of the backend's", hint="use a smaller ring")
+                         f"input and an output, {copies} of the backend's",
+                         hint="use a smaller ring")
         if self._reserved is not None:
             self._free.append(self._reserved)
             self._reserved = None
@@ -417,11 +318,3 @@ class StreamFilter(WindowedResults, Closes):
             self._reserved = None
             self._copier.close()
             self._engine.close()
-
-
-def _taken(frames: Iterable[np.ndarray], failed: list[Exception]) -> Iterator[np.ndarray]:
-    """The items of ``frames`` until it ends or raises; what it raised is put in ``failed``."""
-    try:
-        yield from frames
-    except Exception as exc:  # noqa: BLE001 (raised again once the frames taken before it are out)
-        failed.append(exc)

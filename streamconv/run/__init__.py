@@ -1,6 +1,7 @@
 """One stream: a source, a chain and a sink run through the slot ring.
 
-Also here: :mod:`.inflight` (the slots a backend is working on, finished in the order they were
+Also here: :mod:`.epochs` (a Pipeline's run as epochs: one backend and one set of slots each);
+:mod:`.inflight` (the slots a backend is working on, finished in the order they were
 submitted); :mod:`.options` (the arguments of one run that need no source, checked before any is
 opened: Pipeline's); :mod:`.pipeline` (a source, a filter chain and a sink, run as epochs of the
 slot ring (:mod:`.ring`)); :mod:`.progress` (one-line progress on a terminal's stderr: a bar for

@@ -1,4 +1,7 @@
-"""Pipeline: a source, a filter chain and a sink, run as epochs of the slot ring (:mod:`.ring`)."""
+"""Pipeline: a source, a filter chain and a sink, run as epochs of the slot ring (:mod:`.ring`).
+
+The epochs themselves (one backend and one set of slots each) are in :mod:`.epochs`.
+"""
 
 from __future__ import annotations
 
@@ -10,17 +13,17 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..backends import create_backend, plan_kernels
+from ..backends import plan_kernels
 from ..backends.plan import ChainPlan
 from ..frames.borders import DEFAULT_BORDER
 from ..errors import Interrupted, StreamError
 from ..chain.filters import FilterStage, parse_chain
 from ..frames.checks import DEFAULT_MAX_PIXELS, check_frame_size, check_slot_memory
 from ..interrupts import stop_on_signals
-from .progress import ProgressBar, StatusLine
 from .progressfile import ProgressFile
-from .ring import RingEpoch, RunClock, RunControls, RunCounts, damage_found, frames_dropped
+from .ring import RunControls, RunCounts, damage_found, frames_dropped
 from .options import check_run_options
+from .epochs import EpochRunner
 from ..io.ffmpeg.damage import copied_damage
 from ..io.open import open_sink, open_source
 from ..io.sinks.sink import Sink
@@ -34,7 +37,7 @@ from ..frames.yuv import YuvLayout
 
 log = logging.getLogger(__name__)
 
-class Pipeline:
+class Pipeline(EpochRunner):
     """A source, a filter chain and a sink, run with a ring of slots.
 
     Args:
@@ -60,7 +63,8 @@ class Pipeline:
         status: draw a live status line instead of the bar (fps, drops, per-stage p50/p95,
             once a second).
         on_frame: called as ``on_frame(frame, meta)`` in the writer thread after each
-            frame is sent; ``frame`` is an (H, W, C) uint8 or uint16 host array valid only during the call.
+            frame is sent; ``frame`` is an (H, W, C) uint8 or uint16 host array valid only during
+            the call.
         sink_options: FileSink options when ``sink`` is a path (codec, crf, preset, overwrite...).
         max_pixels: refuse a source whose frames have more pixels than this (None: no
             limit), before any host or device buffer is allocated; checked again when the
@@ -71,7 +75,8 @@ class Pipeline:
             device, frames that travel as planes are decoded into the slots' device buffers:
             nothing is uploaded.
         depth: bits per sample a file or stream given as a spec is filtered in, 8 or 16 (None:
-            16 for video deeper than 8 bits, else 8; see :class:`streamconv.io.sources.file.FileSource`).
+            16 for video deeper than 8 bits, else 8; see
+            :class:`streamconv.io.sources.file.FileSource`).
         colour: where yuv420p video is converted to and from RGB. ``"backend"``: when the
             source decodes yuv420p and the sink encodes it (and no ``on_frame`` wants RGB),
             the slots carry the planes and the backend converts (cuda: on the GPU, so half the
@@ -91,7 +96,8 @@ class Pipeline:
     Examples:
         >>> import os, tempfile, streamconv
         >>> out = os.path.join(tempfile.mkdtemp(), "edges.mp4")
-        >>> stats = streamconv.Pipeline("test:320x240,frames=10", ["edge"], out, backend="cpu").run()
+        >>> stats = streamconv.Pipeline("test:320x240,frames=10", ["edge"], out,
+        ...                             backend="cpu").run()
         >>> stats.frames, sorted(stats.summary())
         (10, ['kernel', 'latency', 'read', 'write'])
         >>> with streamconv.FileSource(out) as video:
@@ -101,31 +107,38 @@ class Pipeline:
 
     def __init__(self, source: Source | str | Path, filters: Sequence[str | FilterStage] = (),
                  sink: Sink | str | Path | None = None, *, settings: RunSettings | None = None,
-                 backend: str = "auto",
-                 border: str = DEFAULT_BORDER, ring: int = 3, max_frames: int | None = None,
-                 device: int = 0, kernel: str = "auto", progress: bool = False, status: bool = False,
+                 backend: str = "auto", border: str = DEFAULT_BORDER, ring: int = 3,
+                 max_frames: int | None = None, device: int = 0, kernel: str = "auto",
+                 progress: bool = False, status: bool = False,
                  on_frame: Callable[[np.ndarray, FrameMeta], None] | None = None,
                  sink_options: dict[str, Any] | None = None, colour: str = "auto",
                  max_pixels: int | None = DEFAULT_MAX_PIXELS, decoder: str = "auto",
-                 progress_file: ProgressFile | str | Path | None = None, depth: int | None = None) -> None:
-        settings = settings_from(settings, backend=backend, border=border, ring=ring, max_frames=max_frames,
-                                 device=device, kernel=kernel, colour=colour, max_pixels=max_pixels,
-                                 decoder=decoder, depth=depth)
+                 progress_file: ProgressFile | str | Path | None = None,
+                 depth: int | None = None) -> None:
+        settings = settings_from(settings, backend=backend, border=border, ring=ring,
+                                 max_frames=max_frames, device=device, kernel=kernel, colour=colour,
+                                 max_pixels=max_pixels, decoder=decoder, depth=depth)
         checked = check_run_options({"progress": progress, "status": status, "on_frame": on_frame,
                                      "sink": sink, "sink_options": sink_options})
         self.filters = parse_chain(filters)
         self.settings = settings = settings.resolved()  # fail before any decoding
-        self.backend_name, self.border, self.kernel = settings.backend, settings.border, settings.kernel
-        self.chain_plan = plan_kernels(self.kernel, self.filters, self.backend_name)  # the kernels, chosen once
-        self.ring, self.max_frames, self.device = settings.ring, settings.max_frames, settings.device
+        self.backend_name, self.border = settings.backend, settings.border
+        self.kernel = settings.kernel
+        # the kernels, chosen once
+        self.chain_plan = plan_kernels(self.kernel, self.filters, self.backend_name)
+        self.ring, self.max_frames = settings.ring, settings.max_frames
+        self.device = settings.device
         self.colour, self.max_pixels = settings.colour, settings.max_pixels
         self.progress = progress
         self.status = status
         self.on_frame = on_frame
-        depth_option = {"depth": settings.depth} if settings.depth is not None else {}  # None: the input's own
-        self.source = open_source(source, decoder=settings.decoder_to_open(), device=self.device, **depth_option)
+        # depth None: the input's own
+        depth_option = {"depth": settings.depth} if settings.depth is not None else {}
+        self.source = open_source(source, decoder=settings.decoder_to_open(), device=self.device,
+                                  **depth_option)
         try:
-            check_frame_size(self.source.width, self.source.height, self.max_pixels, self.source.describe())
+            check_frame_size(self.source.width, self.source.height, self.max_pixels,
+                             self.source.describe())
             check_slot_memory(self.source.shape, self.source.dtype, self.ring,
                               out_shape=self.output_shape, what=self.source.describe())
             self.sink = open_sink(sink, like=self.source, shape=self.output_shape,
@@ -143,14 +156,17 @@ class Pipeline:
         self._pending: tuple[list[FilterStage], ChainPlan | None, str | None] | None = None
         self._released = False  # run() or close() owns the source and sink now
 
-    def _open_progress(self, progress_file: ProgressFile | str | Path | None) -> ProgressFile | None:
+    def _open_progress(self,
+                       progress_file: ProgressFile | str | Path | None) -> ProgressFile | None:
         """``progress_file`` as a ProgressFile (opened if a path), never the input's or output's
         file; the source and sink are released if it is refused."""
         if progress_file is None or isinstance(progress_file, ProgressFile):
             return progress_file
-        named = {"the input": getattr(self.source, "path", None), "the output": getattr(self.sink, "path", None)}
+        named = {"the input": getattr(self.source, "path", None),
+                 "the output": getattr(self.sink, "path", None)}
         try:
-            return ProgressFile(progress_file, protect={role: spec for role, spec in named.items() if spec is not None})
+            return ProgressFile(progress_file, protect={role: spec for role, spec in named.items()
+                                                        if spec is not None})
         except BaseException:
             self.source.close()
             self.sink.abort()
@@ -182,7 +198,8 @@ class Pipeline:
         return layout if accepts is not None and out is not None and accepts(out) else None
 
     def stop(self, signum: int | None = None) -> None:
-        """Ask a running pipeline to stop reading and finish; safe from signal handlers and threads."""
+        """Ask a running pipeline to stop reading and finish; safe from signal handlers and
+        threads."""
         if signum is not None and self.stop_signal is None:
             self.stop_signal = signum
         self._controls.stop.set()
@@ -199,7 +216,8 @@ class Pipeline:
                     "aborts without it)", signal.Signals(signum).name)
         self.stop(signum)
 
-    def set_filters(self, filters: Sequence[str | FilterStage], *, label: str | None = None) -> None:
+    def set_filters(self, filters: Sequence[str | FilterStage], *,
+                    label: str | None = None) -> None:
         """Replace the filter chain between frames; safe from any thread, running or not.
 
         Frames already read are finished with the old chain; the compute thread then builds
@@ -214,7 +232,8 @@ class Pipeline:
                 here, in the caller's thread).
         """
         chain = parse_chain(filters)
-        plan = plan_kernels(self.kernel, chain, self.backend_name) if self.backend_name == "cuda" else None
+        plan = (plan_kernels(self.kernel, chain, self.backend_name)
+                if self.backend_name == "cuda" else None)
         with self._swap_lock:
             self._pending = (chain, plan, label)
         self._controls.swap.set()
@@ -322,80 +341,6 @@ class Pipeline:
             return False
         self.filters, self.chain_plan, self.filter_label = pending
         return True
-
-    def _run_epochs(self, stats: RunStats) -> None:
-        """Run the ring with one backend and one set of slots per epoch: a new epoch begins
-        when set_filters() swaps the chain or the source's frame size changes."""
-        bar = self._progress_display(stats)
-        clock = RunClock()
-        planes = self.planes
-        log.info("colour: %s", f"{planes.describe()} planes, converted by the backend" if planes
-                 else "RGB, converted on the host")
-        try:
-            while True:
-                self._run_epoch(stats, bar, clock, planes)
-                if self.stopping or self._counts.exhausted:
-                    break
-                resized, self._counts.resized = self._counts.resized, False
-                swapped = self._apply_pending()
-                if not (resized or swapped):
-                    break
-                planes = self._after_resize(stats) if resized else self.planes
-                if swapped:
-                    log.info("filters now: %s", self.filter_label or
-                             (" -> ".join(f.describe() for f in self.filters) or "none"))
-        finally:
-            bar.close()
-            if clock.seconds is not None:
-                stats.wall_seconds = clock.seconds
-            stats.first_written = clock.first_written
-
-    def _progress_display(self, stats: RunStats) -> ProgressBar | StatusLine:
-        """The progress bar (of max_frames or the source's frame count), or the status line."""
-        total = self.source.frame_count
-        if self.max_frames is not None:
-            total = self.max_frames if total is None else min(total, self.max_frames)
-        enabled = None if self.progress else False
-        bar = StatusLine(stats, enabled=enabled) if self.status else ProgressBar(total, enabled=enabled)
-        if self.progress_file is None:
-            return bar
-        self.progress_file.begin(stats, self.source.frame_rate)
-        return self.progress_file.alongside(bar)
-
-    def _run_epoch(self, stats: RunStats, bar: ProgressBar | StatusLine, clock: RunClock,
-                   planes: YuvLayout | None) -> None:
-        """One backend and one set of slots for the chain and frame size of now, until the
-        source ends, stop(), a filter swap or a new frame size."""
-        backend = create_backend(self.backend_name, self.filters, border=self.border,
-                                 device=self.device, kernel=self.kernel, plan=self.chain_plan)
-        try:
-            stats.backend = backend.describe()
-            log.info("%s -> %s on %s", self.source.describe(), self.sink.describe(), stats.backend)
-            if stats.set_delay(backend.delay, self.source.frame_rate):  # stages across frames
-                log.info("the output is %d frame(s) (%.0f ms) behind the input", backend.delay,
-                         1e3 * stats.delay_seconds)
-            in_place = {"device_input": True} if planes is not None and self.device_input else {}
-            slots = backend.allocate_slots(self.source.shape, self.ring, planes=planes,
-                                           dtype=self.source.dtype, **in_place)
-            RingEpoch(backend, slots, source=self.source, sink=self.sink, controls=self._controls,
-                      counts=self._counts, stats=stats, bar=bar, clock=clock,
-                      max_frames=self.max_frames, on_frame=self.on_frame).run()
-        finally:
-            slots = None  # the next epoch's memory check must not count these
-            backend.close()
-
-    def _after_resize(self, stats: RunStats) -> YuvLayout | None:
-        """The source's frames changed size: refuse the new size if too large, count it, and
-        return the planes layout the next epoch's slots carry (None: RGB)."""
-        check_frame_size(self.source.width, self.source.height, self.max_pixels, self.source.describe())
-        planes = self.planes
-        # The first epoch's slots were checked when the pipeline was made; a new size is checked here.
-        check_slot_memory(self.source.shape, self.source.dtype, self.ring, planes=planes,
-                          what=self.source.describe(), out_shape=self.output_shape)
-        stats.resizes += 1
-        log.info("slots re-sized to %dx%d; colour: %s", self.source.width, self.source.height,
-                 "planes" if planes else "RGB")
-        return planes
 
     def _copy_trailing_packets(self) -> None:
         """Audio and subtitle packets after the last frame go to the sink before it closes."""

@@ -1,4 +1,5 @@
-"""The CUDA backend's slots: page-locked host buffers, pitched device buffers, their copies, a stream and events.
+"""The CUDA backend's slots: page-locked host buffers, pitched device buffers, their copies, a
+stream and events.
 
 Per slot: ``host_in`` and ``host_out`` (page-locked, or pageable for benchmarks), two or three
 pitched device frames (input, output, and scratch for chains), the flat 4:2:0 planes up and
@@ -37,8 +38,10 @@ class DeviceSlot:
     upload: Any
     download: Any
     events: dict = field(default_factory=dict)
-    layer_buffers: dict = field(default_factory=dict)  # per convolution-layer stage number: its float tensors
-    planes: list = field(default_factory=list)  # yuv420p frames: flat device planes, input and output
+    # per convolution-layer stage number: its float tensors
+    layer_buffers: dict = field(default_factory=dict)
+    # yuv420p frames: flat device planes, input and output
+    planes: list = field(default_factory=list)
 
 
 def buffer_shape(shapes) -> tuple[int, int, int]:
@@ -82,11 +85,13 @@ def new_slot(gpu: Binding, index: int, shapes, planes: tuple[YuvLayout | None, Y
         blocking_sync: waiting for the done event sleeps (True) or spins.
         layer_buffers: per convolution-layer stage number, its float tensors (made by the caller).
         device_input: (with ``planes``) the source writes the input planes on the device itself
-            (``slot.device_input``); ``host_in`` is then an empty placeholder and nothing is uploaded.
+            (``slot.device_input``); ``host_in`` is then an empty placeholder and nothing is
+            uploaded.
 
     Raises:
         BackendUnavailableError: not enough GPU or pinned memory.
     """
+    # long: the docstring of its eleven arguments, wrapped within 100 characters
     planes, out_planes = planes
     height, width, channels = buffer_shape(shapes)
     row_bytes = width * channels * dtype.itemsize
