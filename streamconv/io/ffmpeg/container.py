@@ -26,13 +26,14 @@ from .log import ffmpeg_reason, opening
 NETWORK_TIMEOUT = 10.0
 """Seconds a network input may send nothing before the run gives up (``--timeout``)."""
 MAX_TIMEOUT = 1e6
-"""Longest timeout, in seconds (11.6 days; FFmpeg counts it in int64 microseconds). 0 waits forever."""
+"""Longest timeout, in seconds (11.6 days; FFmpeg counts it in int64 microseconds). 0 waits
+forever."""
 SILENCE_BOUNDED = ("tcp", "http", "https", "tls", "rtmp")
 """Protocols whose opening waits for data only in reads that ``rw_timeout`` bounds, so that a
 server which says nothing is given up on: their opening is bounded by silence alone. A live
 stream's probe reads seconds of it in real time, longer than a short timeout while data flows.
-Others (RTSP's and RTMPT's handshakes, MMSH, UDP with nothing sent) wait outside those reads: the whole
-opening is bounded."""
+Others (RTSP's and RTMPT's handshakes, MMSH, UDP with nothing sent) wait outside those reads:
+the whole opening is bounded."""
 
 
 def stream_refusal(videos, index: int, path: str, truncated: str | None) -> InputError | None:
@@ -46,8 +47,8 @@ def stream_refusal(videos, index: int, path: str, truncated: str | None) -> Inpu
     if not 0 <= index < len(videos):
         return InputError(f"video stream {index} requested, input has {len(videos)}: {path}")
     if videos[index].codec_context is None:
-        return InputError(f"no decoder for video stream {index} of {path}: FFmpeg cannot tell its codec "
-                          "(is --input-format the right one?)")
+        return InputError(f"no decoder for video stream {index} of {path}: FFmpeg cannot tell "
+                          "its codec (is --input-format the right one?)")
     return None
 
 
@@ -70,6 +71,7 @@ def open_input(path: str, timeout: float | None, hwaccel: str | None, options: d
         InputError: missing, a folder, unreadable or not openable; SettingsError: a timeout
             out of range.
     """
+    # long: its docstring, and each of its long messages wrapped within 100 characters
     local = local_path(path) if local_check else None  # file:NAME is NAME, as FFmpeg reads it
     if local is not None:
         try:
@@ -82,24 +84,28 @@ def open_input(path: str, timeout: float | None, hwaccel: str | None, options: d
     if timeout is None:
         timeout = NETWORK_TIMEOUT if "://" in path else 0
     if not 0 <= timeout <= MAX_TIMEOUT:  # NaN fails it too
-        raise SettingsError(f"timeout must be 0 to {MAX_TIMEOUT:g} seconds (0: wait forever), got {timeout}")
+        raise SettingsError(f"timeout must be 0 to {MAX_TIMEOUT:g} seconds (0: wait forever), "
+                            f"got {timeout}")
     options = dict(options or {})
     silence_only = False  # the opening bounded by rw_timeout alone, not as a whole
     if timeout and "rw_timeout" not in options:
-        # rw_timeout ends a stalled read; PyAV's timeout bounds the opening whole, where rw_timeout may not reach.
+        # rw_timeout ends a stalled read; PyAV's timeout bounds the opening whole, where
+        # rw_timeout may not reach.
         options["rw_timeout"] = str(int(timeout * 1e6))
         silence_only = path.partition("://")[0].lower() in SILENCE_BOUNDED
     started = time.monotonic()
     try:
-        return (open_container(path, options, timeout or None, hwaccel, format, bound_opening=not silence_only),
-                timeout or None)
+        return (open_container(path, options, timeout or None, hwaccel, format,
+                               bound_opening=not silence_only), timeout or None)
     except InputError:
         raise
     except PermissionError:
         raise InputError(f"input not readable (permission denied): {path}") from None
     except (av.FFmpegError, OSError, ValueError) as exc:
         hint += _start_number_hint(path, options)
-        raise InputError(f"cannot open input {path}: {_open_failure(exc, timeout, None if silence_only else started)}{hint}") from None
+        raise InputError(f"cannot open input {path}: "
+                         f"{_open_failure(exc, timeout, None if silence_only else started)}"
+                         f"{hint}") from None
 
 
 def _open_failure(exc: BaseException, timeout: float, started: float | None) -> str:
@@ -107,7 +113,8 @@ def _open_failure(exc: BaseException, timeout: float, started: float | None) -> 
     an error of its own (RTSP's "Invalid data"), which reads as a broken stream. ``started``: when
     an opening bounded whole began (None: one bounded by silence, whose time says nothing)."""
     reason = ffmpeg_reason(exc, timeout or None)
-    if timeout and started is not None and "timeout)" not in reason and time.monotonic() - started >= timeout:
+    if timeout and started is not None and "timeout)" not in reason \
+            and time.monotonic() - started >= timeout:
         reason += f" (no answer within the {timeout:g} s timeout)"
     return reason
 
@@ -120,8 +127,8 @@ def _start_number_hint(path: str, options: dict) -> str:
     if found is None:
         return ""
     first, number = found
-    return (f" (its first image is {first.name}, and FFmpeg looks for the first among the numbers 0 to "
-            f"{START_SEARCH - 1}: add --input-option start_number={number})")
+    return (f" (its first image is {first.name}, and FFmpeg looks for the first among the "
+            f"numbers 0 to {START_SEARCH - 1}: add --input-option start_number={number})")
 
 
 def open_container(path: str, options: dict, timeout: float | None, hwaccel: str | None,
@@ -138,8 +145,9 @@ def open_container(path: str, options: dict, timeout: float | None, hwaccel: str
     with opening():  # its probe's lines are not another input's
         # FFmpeg's open waits in C (a server that accepts and never sends, a FIFO with no
         # writer): in a worker thread, so that Ctrl-C is handled at once here.
-        return wait_interruptibly(lambda: _open(path, options, timeout, hwaccel, format, bound_opening),
-                                  name="streamconv-open")
+        return wait_interruptibly(
+            lambda: _open(path, options, timeout, hwaccel, format, bound_opening),
+            name="streamconv-open")
 
 
 def _open(path: str, options: dict, timeout: float | None, hwaccel: str | None, format: str | None,

@@ -101,7 +101,8 @@ def _mp4_truncation(file, size: int) -> str | None:
             return None  # not a box: bytes after the last one are not this check's business
         if position + length > size:
             name = kind.decode()
-            what = f"its {_BOX_NAMES[kind]} ('{name}' box)" if kind in _BOX_NAMES else f"its '{name}' box"
+            what = f"its {_BOX_NAMES[kind]} ('{name}' box)" if kind in _BOX_NAMES \
+                else f"its '{name}' box"
             return (f"the file is cut short inside {what}: {size - position} of its {length} bytes "
                     "are "
                     f"there (truncated)")
@@ -172,7 +173,8 @@ def _ts_truncation(file, size: int) -> str | None:
     file.seek(size - partial + prefix)
     if partial > prefix and file.read(1) != b"\x47":
         return None  # trailing bytes that are not a packet's start
-    return f"the file is cut short: its last {packet}-byte transport packet has {partial} bytes (truncated)"
+    return (f"the file is cut short: its last {packet}-byte transport packet has {partial} bytes "
+            "(truncated)")
 
 
 class TransportDamage(NamedTuple):

@@ -83,7 +83,8 @@ class HdrMetadata:
             return f"{float(xy[0]):.5f},{float(xy[1]):.5f}" if decimal else \
                 f"{round(xy[0] * 50000)},{round(xy[1] * 50000)}"
         low, high = self.luminance
-        light = f"{float(high):.4f},{float(low):.4f}" if decimal else f"{round(high * 10000)},{round(low * 10000)}"
+        light = f"{float(high):.4f},{float(low):.4f}" if decimal else \
+            f"{round(high * 10000)},{round(low * 10000)}"
         return f"G({point(green)})B({point(blue)})R({point(red)})WP({point(self.white)})L({light})"
 
 

@@ -117,8 +117,8 @@ class CopiedStreams:
         for index, kind, missing in self._counted:
             empty = ended and not self._stream_packets.get(index)
             if missing:
-                found.append(f"{kind} stream {index} was left out: "
-                             f"{'it had no packets' if empty else f'its {missing} could not be found'}")
+                why = "it had no packets" if empty else f"its {missing} could not be found"
+                found.append(f"{kind} stream {index} was left out: {why}")
             elif empty and kind == "audio":  # an empty subtitle track is common in intact files
                 found.append(f"{kind} stream {index} had no packets")
         return found

@@ -1,7 +1,9 @@
 """Frame sinks: each takes the filtered frames.
 
 Modules: :mod:`.display` (an OpenCV window as a sink: the filtered frame (or input | output));
-:mod:`.file` (the file sink: RGB frames (or yuv420p planes) encoded to a video file by PyAV);
+:mod:`.ending` (the end of a file sink's output: finished and published whole, or removed when a
+write fails or the run is aborted); :mod:`.file` (the file sink: RGB frames (or yuv420p planes)
+encoded to a video file by PyAV);
 :mod:`.join` (joining the encoded segments of a segmented run into one output, without re-encoding);
 :mod:`.listen` (a ``tcp://HOST:PORT?listen=1`` output: streamconv waits for the receiver itself);
 :mod:`.network` (network outputs: frames encoded and sent to an ``rtmp://``, ``rtsp://``,

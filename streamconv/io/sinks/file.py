@@ -2,8 +2,9 @@
 
 The file is written under a temporary name and published complete on ``close()``
 (streamconv.files.publish.AtomicFile); the encoder's settings are checked before any frame
-(streamconv.io.ffmpeg.encoder_check); the input's audio and subtitle packets are copied alongside
-(streamconv.io.ffmpeg.copyout).
+(streamconv.io.ffmpeg.encoder_check); the input's audio and subtitle packets are copied
+alongside (streamconv.io.ffmpeg.copyout). How the file ends, published or removed, is its base
+class's (streamconv.io.sinks.ending).
 """
 
 from __future__ import annotations
@@ -23,24 +24,25 @@ from ...errors import OutputError, StreamError
 from ...frames.checks import as_frame_geometry
 from ...interrupts import wait_interruptibly
 from ..ffmpeg.formats import default_codec, output_format
+from .ending import FileEnding
 from .sequence import SequenceTarget
 from .targets import open_target
 from ...frames.slots import FrameMeta
-from ...frames.colour import ColourTags, chroma_steps, format_bits, rgb_to_frame, written_tags, yuv_tags
+from ...frames.colour import (ColourTags, chroma_steps, format_bits, rgb_to_frame, written_tags,
+                              yuv_tags)
 from ..ffmpeg.copyout import CopiedOutput
-from ..ffmpeg.encoder_check import (check_encoder_options, check_pix_fmt, codec_options, deeper_pix_fmt,
-                            default_pix_fmt, find_encoder)
+from ..ffmpeg.encoder_check import (check_encoder_options, check_pix_fmt, codec_options,
+                                    deeper_pix_fmt, default_pix_fmt, find_encoder)
 from ..ffmpeg.log import logged_reason
 from ..ffmpeg.metadata import InputMetadata
 from ..ffmpeg.muxer_file import muxer_target
 from ..ffmpeg.signalling import signalled_options
-from .sink import Sink
 from ...frames.yuv import DEEP_PLANE_FORMATS, YuvLayout, planes_to_frame
 
 log = logging.getLogger(__name__)
 
 
-class FileSink(Sink):
+class FileSink(FileEnding):
     """Encodes RGB frames to a video file with PyAV.
 
     The file is written under a unique temporary name beside the output, created exclusively,
@@ -51,8 +53,8 @@ class FileSink(Sink):
 
     Args:
         path: output file; its extension picks the container. ``-`` or ``pipe:N`` writes to a
-            pipe, ``out%03d.png`` an image sequence (see :mod:`streamconv.io.sinks.targets`: how each
-            is published).
+            pipe, ``out%03d.png`` an image sequence (see :mod:`streamconv.io.sinks.targets`: how
+            each is published).
         width, height: frame size of the frames sent (pixels).
         frame_rate: nominal rate written to the stream.
         time_base: time base of the pts the frames carry.
@@ -81,10 +83,11 @@ class FileSink(Sink):
         display_matrix: the input's display rotation/mirroring (9 ints, FFmpeg's layout), stored
             in the output where the container can hold it (MP4, MOV, Matroska); frames are
             written as they are stored, so players show them as they showed the input.
-        metadata: the input's tags and HDR metadata (:class:`streamconv.io.ffmpeg.metadata.InputMetadata`):
-            the file's and the video stream's tags are given to the output's, those the container
-            holds kept by its muxer; the mastering display and content light level are written
-            through the encoder's options where it takes them (libx265, libx264, libsvtav1; see
+        metadata: the input's tags and HDR metadata
+            (:class:`streamconv.io.ffmpeg.metadata.InputMetadata`): the file's and the video
+            stream's tags are given to the output's, those the container holds kept by its muxer;
+            the mastering display and content light level are written through the encoder's
+            options where it takes them (libx265, libx264, libsvtav1; see
             :mod:`streamconv.io.ffmpeg.signalling`). The copied streams keep their own tags.
 
     Frames of another size than width x height (the input's size changed mid-stream) are
@@ -96,11 +99,12 @@ class FileSink(Sink):
     def __init__(self, path: str | Path, *, width: int, height: int, frame_rate: Fraction,
                  time_base: Fraction | None = None, codec: str | None = None,
                  pix_fmt: str | None = None, bits: int | None = None, crf: float | None = None,
-                 preset: str | None = None, bitrate: str | None = None,
-                 overwrite: bool = False, protect: Sequence = (), options: dict[str, str] | None = None,
+                 preset: str | None = None, bitrate: str | None = None, overwrite: bool = False,
+                 protect: Sequence = (), options: dict[str, str] | None = None,
                  copy_streams: Sequence = (), colour: ColourTags | None = None,
                  display_matrix: Sequence[int] | None = None, format: str | None = None,
-                 muxer_options: dict[str, str] | None = None, metadata: InputMetadata | None = None) -> None:
+                 muxer_options: dict[str, str] | None = None,
+                 metadata: InputMetadata | None = None) -> None:
         self._file = self._target(path, overwrite, protect, format, muxer_options or {})
         self._images = isinstance(self._file, SequenceTarget)  # packets written as image files
         self.path = self._file.target
@@ -133,18 +137,22 @@ class FileSink(Sink):
         self._conversion = yuv_tags(pix_fmt, colour)  # fixed per sink: decided once, not per frame
         self._sample_bits = format_bits(pix_fmt)
         self._depth_warned = defaulted and self._sample_bits < (bits or 8)
-        self._codec_options = signalled_options(codec, codec_options(codec, options, crf, preset, bitrate),
-                                                self._conversion, metadata and metadata.hdr, self.path)
+        self._codec_options = signalled_options(
+            codec, codec_options(codec, options, crf, preset, bitrate), self._conversion,
+            metadata and metadata.hdr, self.path)
         check_encoder_options(codec, pix_fmt, *self._size, self._frame_rate, self._codec_options)
         self._closed = False
         self._last_pts: int | None = None
         self.retimed = 0  # frames whose pts was not after the previous one's, moved a tick later
         self._scaled_sizes: set[tuple[int, int]] = set()
 
-    def _target(self, path, overwrite: bool, protect: Sequence, format: str | None, muxer_options: dict):
-        """What the container is written through (:func:`streamconv.io.sinks.targets.open_target`: a file
-        checked now and published whole, a pipe, or an image sequence); its ``target`` names it."""
-        return open_target(path, overwrite=overwrite, protect=protect, format=format, muxer_options=muxer_options)
+    def _target(self, path, overwrite: bool, protect: Sequence, format: str | None,
+                muxer_options: dict):
+        """What the container is written through
+        (:func:`streamconv.io.sinks.targets.open_target`: a file checked now and published whole,
+        a pipe, or an image sequence); its ``target`` names it."""
+        return open_target(path, overwrite=overwrite, protect=protect, format=format,
+                           muxer_options=muxer_options)
 
     def _encoded_size(self, pix_fmt: str) -> tuple[int, int]:
         """The size frames are encoded at: the frames' own, or the next multiple of ``pix_fmt``'s
@@ -154,15 +162,17 @@ class FileSink(Sink):
         self._padded = (enc_width, enc_height) != (width, height)
         if not self._padded:
             return width, height
-        log.warning("%s needs sizes in multiples of %dx%d: padding %dx%d frames to %dx%d by repeating the last "
-                    "row/column", pix_fmt, across, down, width, height, enc_width, enc_height)
+        log.warning("%s needs sizes in multiples of %dx%d: padding %dx%d frames to %dx%d by "
+                    "repeating the last row/column", pix_fmt, across, down, width, height,
+                    enc_width, enc_height)
         return enc_width, enc_height
 
     def _open(self) -> None:
         """Create the temporary file and the encoder, at the first frame: nothing exists before."""
         handle = muxer_target(self._file.create())  # a failed write: FFmpeg's error, not PyAV's
         try:
-            self._container = av.open(handle, mode="w", format=self._file.muxer if self._images else self.format,
+            self._container = av.open(handle, mode="w",
+                                      format=self._file.muxer if self._images else self.format,
                                       container_options=self._muxer_options)
         except (av.FFmpegError, ValueError, OSError) as exc:
             self._file.discard()
@@ -195,15 +205,18 @@ class FileSink(Sink):
         self._write_header()
 
     def _write_header(self) -> None:
-        """The header, now: a container refusing the codec (libx264 in Ogg) does so before the run's work."""
+        """The header, now: a container refusing the codec (libx264 in Ogg) does so before the
+        run's work."""
         try:
             self._container.start_encoding()
-        except ValueError as exc:  # PyAV's EINVAL and invalid-data errors: the muxer refuses a stream
+        # PyAV's EINVAL and invalid-data errors: the muxer refuses a stream
+        except ValueError as exc:
             reason = logged_reason(exc)
             own = self._container.default_video_codec
             self.abort()
-            raise OutputError(f"cannot write {self.path} with {self.codec_name}: {reason} (its container's own "
-                              f"video codec is {own}: name another with --codec)") from None
+            raise OutputError(f"cannot write {self.path} with {self.codec_name}: {reason} (its "
+                              f"container's own video codec is {own}: name another with "
+                              "--codec)") from None
         except (av.FFmpegError, OSError) as exc:
             self._raise_write_error(exc, "writing the header")
 
@@ -211,8 +224,8 @@ class FileSink(Sink):
         """Store the input's display rotation on the new stream (before its first packet)."""
         if self.format not in ("mp4", "mov", "matroska", "webm") or \
                 not hasattr(stream, "set_display_matrix"):
-            log.warning("%s cannot store the input's display rotation: players will show the frames "
-                        "as stored (try .mp4 or .mkv)", self.path)
+            log.warning("%s cannot store the input's display rotation: players will show the "
+                        "frames as stored (try .mp4 or .mkv)", self.path)
             return
         stream.set_display_matrix(list(self._display_matrix))
 
@@ -257,15 +270,18 @@ class FileSink(Sink):
         if meta.packets:
             self.mux_packets(meta.packets)
         if frame.ndim == 1:
-            self._encode(planes_to_frame(frame, self._planes_layout, self._pix_fmt, self._colour), meta)
+            self._encode(planes_to_frame(frame, self._planes_layout, self._pix_fmt, self._colour),
+                         meta)
             return
-        if frame.dtype == np.uint16 and self._sample_bits < self._input_bits and not self._depth_warned:
+        if frame.dtype == np.uint16 and self._sample_bits < self._input_bits \
+                and not self._depth_warned:
             self._depth_warned = True
             deeper = deeper_pix_fmt(self.codec_name, self._pix_fmt, self._input_bits)
-            log.warning("%s: 16-bit frames of %d-bit input are written with %d bits per sample (%s); %s",
-                        self.path, self._input_bits, self._sample_bits, self._pix_fmt,
+            log.warning("%s: 16-bit frames of %d-bit input are written with %d bits per sample "
+                        "(%s); %s", self.path, self._input_bits, self._sample_bits, self._pix_fmt,
                         f"pass a deeper --pix-fmt such as {deeper}" if deeper else
-                        f"{self.codec_name} has no deeper format: choose a --codec such as libx264 or libx265")
+                        f"{self.codec_name} has no deeper format: choose a --codec such as "
+                        "libx264 or libx265")
         if frame.shape[:2] != (self.height, self.width):
             frame = self._fit(frame)
         if self._padded:
@@ -276,7 +292,8 @@ class FileSink(Sink):
             pad[self.height:, : self.width] = frame[-1:]
             pad[:, self.width:] = pad[:, self.width - 1: self.width]
             frame = pad
-        self._encode(rgb_to_frame(np.ascontiguousarray(frame), self._pix_fmt, self._conversion), meta)
+        self._encode(rgb_to_frame(np.ascontiguousarray(frame), self._pix_fmt, self._conversion),
+                     meta)
 
     def _fit(self, frame: np.ndarray) -> np.ndarray:
         """Scale an (h, w, 3) uint8 or uint16 host frame of another size (the input's size changed
@@ -284,15 +301,16 @@ class FileSink(Sink):
         height, width = frame.shape[:2]
         if (width, height) not in self._scaled_sizes:
             self._scaled_sizes.add((width, height))
-            log.warning("%s: %dx%d frames are scaled to the output's %dx%d", self.path, width, height,
-                        self.width, self.height)
+            log.warning("%s: %dx%d frames are scaled to the output's %dx%d", self.path, width,
+                        height, self.width, self.height)
         shrink = width * height > self.width * self.height
         return cv2.resize(frame, (self.width, self.height),
                           interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
 
     @cached_property
     def _planes_layout(self) -> YuvLayout:
-        """Where a flat planes buffer of this output's size and format holds Y, U and V (made once)."""
+        """Where a flat planes buffer of this output's size and format holds Y, U and V (made
+        once)."""
         return YuvLayout(self.width, self.height, bits=DEEP_PLANE_FORMATS.get(self._pix_fmt, 8))
 
     def _encode(self, video: av.VideoFrame, meta: FrameMeta) -> None:
@@ -311,32 +329,6 @@ class FileSink(Sink):
             self._file.write_image(bytes(packet))
         else:
             self._container.mux(packet)
-
-    def _raise_write_error(self, exc: BaseException, doing: str) -> None:
-        """Raise the error of a failed encode or write. A full disk (any OS-level write error)
-        is an OutputError saying how much was written; the incomplete file is removed at once,
-        to give the space back, and the sink is marked ``failed``."""
-        if isinstance(exc, OutputError):  # an image's name taken meanwhile, a second frame for one image
-            self.failed = True
-            self.abort(keep_finished=True)
-            raise exc
-        if not isinstance(exc, OSError) or exc.errno is None:
-            raise StreamError(f"{doing} to {self.path} failed: {exc}") from None
-        try:
-            written = self._file.temp.stat().st_size if self._file.temp else 0
-        except OSError:
-            written = 0
-        self.failed = True
-        self.abort(keep_finished=True)
-        if self._file.published_as_written:  # a pipe, a sequence or a URL: no temporary file
-            done = self._file.images_finished if self._images else self.frames_written
-            kept = f"; the {done} images finished are kept" if self._images and done else ""
-            raise OutputError(f"writing {self.path} failed after {done} frames: {exc.strerror or exc}{kept}") from None
-        raise OutputError(
-            f"writing {self.path} failed after {self.frames_written} frames "
-            f"({written / 2**20:.1f} MiB written): {exc.strerror or exc}; the incomplete file "
-            f"was removed{'' if not self.path.exists() else ' and the existing output left as it was'}"
-        ) from None
 
     def _pts(self, meta: FrameMeta) -> int:
         if meta.pts is None or meta.time_base is None:
@@ -358,8 +350,9 @@ class FileSink(Sink):
         """Flush the encoder, finish the container and publish the file.
 
         The flush and the trailer can take seconds (a slow preset at a large size); they run
-        while the caller's signal handlers stay live (:func:`streamconv.interrupts.wait_interruptibly`):
-        a handler that raises there (a second Ctrl-C) discards the file at once.
+        while the caller's signal handlers stay live
+        (:func:`streamconv.interrupts.wait_interruptibly`): a handler that raises there (a second
+        Ctrl-C) discards the file at once.
 
         Raises:
             OutputError: the file could not be written (a full disk) or published; nothing is left.
@@ -371,56 +364,15 @@ class FileSink(Sink):
         if self._container is None:
             raise StreamError(f"no frames were written; {self.path} not created")
         if self.retimed:
-            log.warning("%s: %d frame(s) had a timestamp not after the one before (duplicate or going "
-                        "back) and were moved one tick (%s s) after it", self.path, self.retimed,
-                        self._time_base)
+            log.warning("%s: %d frame(s) had a timestamp not after the one before (duplicate or "
+                        "going back) and were moved one tick (%s s) after it", self.path,
+                        self.retimed, self._time_base)
         log.info("finishing %s: flushing the encoder", self.path)
         try:
             wait_interruptibly(self._finish, name="streamconv-finish")
         except BaseException:
             self.abort()  # an unfinished file is never published
             raise
-
-    def _finish(self) -> None:
-        """Flush, write the trailer and publish (the container is held the whole time)."""
-        with self._busy:
-            if self._container is None:  # aborted meanwhile
-                return
-            try:
-                for packet in self._stream.encode(None):
-                    self._write_packet(packet)
-                self._container.close()
-                self._copies.close()
-            except (av.FFmpegError, OSError) as exc:
-                self._raise_write_error(exc, "finishing the file")  # (an abort closes the copies)
-            self._container = None
-            if self.frames_written == 0:
-                self._file.discard()
-                raise StreamError(f"no frames were written; {self.path} not created")
-            self._file.publish()
-
-    def abort(self, *, keep_finished: bool = False) -> None:
-        """Drop the partial file; the output path is left as it was. Safe from another thread
-        while a frame is encoded or the file finished: the container is then left to that
-        thread, and only the file is removed. ``keep_finished``: an image sequence keeps the
-        images already finished (after a failure mid-run), removing only a half-written one."""
-        self._closed = True
-        if self._busy.acquire(blocking=False):
-            try:
-                if self._container is not None:
-                    container, self._container = self._container, None
-                    try:
-                        container.close()
-                    except (av.FFmpegError, OSError, ValueError):
-                        pass
-                if self._copies is not None:
-                    self._copies.close()
-            finally:
-                self._busy.release()
-        if self._images:
-            self._file.discard(keep_finished=keep_finished)
-        else:
-            self._file.discard()
 
     def describe(self) -> str:
         return f"{self.path} ({self.codec_name})"

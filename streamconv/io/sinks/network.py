@@ -166,8 +166,8 @@ class NetworkSink(FileSink):
         note = f" (the receiver took nothing for {self._send_within:g} s)" if timed_out and \
             self._send_within else ""
         # an RTMP output's child ended, saying why (its own limit named likewise)
-        reason = self._file.reason(exc) if isinstance(exc,
-                                                      RelayFailed) else f"{ffmpeg_reason(exc)}{note}"
+        reason = self._file.reason(exc) if isinstance(exc, RelayFailed) \
+            else f"{ffmpeg_reason(exc)}{note}"
         raise StreamError(f"sending to {self.path} failed after {self.frames_written} frames "
                           f"({doing}): {reason}") from None
 

@@ -32,7 +32,8 @@ GRACE_SECONDS = 5.0
 """How much longer than the child's own limit the run waits for it (it starts, it exits)."""
 # The child's file run as a script, without the working folder first on the module path (a
 # user's av.py or signal.py there must not stand in for the real ones).
-_RUN_CHILD = "import runpy, sys; del sys.path[0]; runpy.run_path(sys.argv.pop(1), run_name='__main__')"
+_RUN_CHILD = ("import runpy, sys; del sys.path[0]; "
+              "runpy.run_path(sys.argv.pop(1), run_name='__main__')")
 
 
 class RelayFailed(OSError):

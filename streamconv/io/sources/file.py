@@ -341,7 +341,8 @@ class FileSource(ReadGuard, PacketDecoding, Source):
         codec = self._stream.codec_context.name
         count = f", {self.frame_count} frames" if self.frame_count else ""
         hardware = f" (decoded on {self.hwaccel})" if self.hardware_decoding else ""
-        return f"{self.path}: {codec}{hardware} {self.width}x{self.height} @ {float(self.frame_rate):.3g} fps{count}"
+        return (f"{self.path}: {codec}{hardware} {self.width}x{self.height} "
+                f"@ {float(self.frame_rate):.3g} fps{count}")
 
     @property
     def reported(self) -> int:

@@ -66,7 +66,8 @@ class DecoderCaps:
                     f"{self.max_width}x{self.max_height} for {self.codec}")
         blocks = ((width + 15) // 16) * ((height + 15) // 16)
         if self.max_macroblocks and blocks > self.max_macroblocks:
-            return f"{width}x{height} has more than NVDEC's {self.max_macroblocks} macroblocks for {self.codec}"
+            return (f"{width}x{height} has more than NVDEC's {self.max_macroblocks} macroblocks "
+                    f"for {self.codec}")
         return None
 
 

@@ -1,12 +1,13 @@
-"""The NVDEC source: a video file or stream demuxed by PyAV and decoded on the GPU by PyNvVideoCodec.
+"""The NVDEC source: a video file or stream demuxed by PyAV and decoded on the GPU by
+PyNvVideoCodec.
 
 Everything a FileSource does around decoding stays (its demuxer, timestamps, audio and subtitle
 copies, colour tags, rotation, damage counting); the video packets go to the GPU's hardware
 decoder instead of libavcodec, and the decoded surface (NV12, or P016 for 10 and 12 bits) stays
 in device memory. ``read_into`` turns it into a slot's flat 4:2:0 planes with one kernel
 (colour.cu's ``semi_planar_to_planes``): straight into the slot's device buffer for a CUDA
-backend (a :class:`streamconv.frames.slots.DeviceInput`: no host copy, no upload), or into host memory
-for any other consumer.
+backend (a :class:`streamconv.frames.slots.DeviceInput`: no host copy, no upload), or into host
+memory for any other consumer.
 
 Each keyframe is also decoded by libavcodec (keyframes only, a few per second at most): it gives
 the stream's pixel format, range and side data, and shows a change of size or depth, on which the
@@ -28,15 +29,14 @@ import numpy as np
 from ....errors import FrameFormatError, StreamError
 from ....frames.slots import DeviceInput
 from ..file import FileSource
+from .bitstream import (_ANNEX_B, _SEQUENCE_NAL_TYPES, _first_picture_kind, _sequence_header,
+                        _undiscarded, codec_name, sequence_parameter_sets)
 from .caps import CODECS, NvdecUnsupported, check_stream, nvdec_module
 from .gpu import DecodedSurface, NvdecGpu
 from .log import DecodeErrorLog, flush_c_stdout
 from ....frames.yuv import YuvLayout, frame_to_planes, planes_format, planes_to_frame
 
 log = logging.getLogger(__name__)
-
-_ANNEX_B = {"h264": "h264_mp4toannexb", "hevc": "hevc_mp4toannexb"}
-"""Bitstream filters that turn MP4/Matroska packets into the start-code form NVDEC parses."""
 
 
 class NvdecSource(FileSource):
@@ -65,10 +65,12 @@ class NvdecSource(FileSource):
     name = "nvdec"
     device_frames = True
 
-    def __init__(self, path: str | Path, *, device: int = 0, fallback: bool = False, **options) -> None:
+    def __init__(self, path: str | Path, *, device: int = 0, fallback: bool = False,
+                 **options) -> None:
         options.pop("hwaccel", None)
         self._fallback = fallback
-        self._software: av.CodecContext | None = None  # libavcodec, after a change NVDEC cannot take
+        # libavcodec, after a change NVDEC cannot take
+        self._software: av.CodecContext | None = None
         self._software_from: int | None = None
         options["threads"] = "SLICE"  # libavcodec decodes keyframes only, each at once
         self.device = device
@@ -101,20 +103,24 @@ class NvdecSource(FileSource):
         return frame.format.name if isinstance(frame, av.VideoFrame) else planes_format(frame.bits)
 
     def _decode(self) -> Iterator[DecodedSurface]:
-        """Demux, watch the keyframes, decode on the GPU; the decoder's last frames come at the end."""
+        """Demux, watch the keyframes, decode on the GPU; the decoder's last frames come at the
+        end."""
         self._gpu = NvdecGpu(self.device)
         self._errors.open()
         codec = codec_name(self._stream)
-        bitstream = av.bitstream.BitStreamFilterContext(_ANNEX_B[codec], self._stream) if codec in _ANNEX_B else None
+        bitstream = av.bitstream.BitStreamFilterContext(_ANNEX_B[codec], self._stream) \
+            if codec in _ANNEX_B else None
         self._prefix = _sequence_header(self._stream) if codec in ("av1", "mpeg4") else b""
         extradata = bytes(self._stream.codec_context.extradata or b"")
-        self._length_prefixed = codec in _SEQUENCE_NAL_TYPES and extradata[:1] == b"\x01"  # avcC / hvcC
+        self._length_prefixed = codec in _SEQUENCE_NAL_TYPES \
+            and extradata[:1] == b"\x01"  # avcC / hvcC
         self._last_sets = b""
         # libavcodec only describes keyframes here: their pixels are never used.
         self._stream.codec_context.options = {"skip_loop_filter": "all", "skip_idct": "all"}
-        # NVDEC carries each packet's pts to a frame (its HEVC parser hands them out in sorted order,
-        # so they must be the pts); by it, the packet's duration and discard flag (an edit list's
-        # lead-in, negative pts, which libavcodec drops). Packets without pts get numbers below any pts.
+        # NVDEC carries each packet's pts to a frame (its HEVC parser hands them out in sorted
+        # order, so they must be the pts); by it, the packet's duration and discard flag (an edit
+        # list's lead-in, negative pts, which libavcodec drops). Packets without pts get numbers
+        # below any pts.
         self._packets: dict[int, tuple[int | None, bool]] = {}
         self._no_pts = _NO_PTS
         self._skip_rasl = codec == "hevc"
@@ -127,20 +133,21 @@ class NvdecSource(FileSource):
             if self._software is not None:
                 yield from self._decode_in_software(packet)
                 continue
-            if self._decoder is None:
-                self._damage.decode_errors += 1  # before the first keyframe: nothing to decode it against
+            if self._decoder is None:  # before the first keyframe: nothing to decode it against
+                self._damage.decode_errors += 1
                 continue
             timing = packet.pts, packet.duration, packet.is_discard
             try:
                 filtered = bitstream.filter(packet) if bitstream is not None else [packet]
-            except av.FFmpegError:
-                self._damage.decode_errors += 1  # a packet too damaged to restructure: skipped, as libavcodec would
+            except av.FFmpegError:  # a packet too damaged to restructure: skipped,
+                self._damage.decode_errors += 1  # as libavcodec would
                 continue
             for part in filtered:
                 yield from self._decode_bytes(bytes(part), *timing)
         if bitstream is not None and self._software is None:
             for filtered in bitstream.filter(None):
-                yield from self._decode_bytes(bytes(filtered), filtered.pts, filtered.duration, False)
+                yield from self._decode_bytes(bytes(filtered), filtered.pts, filtered.duration,
+                                              False)
         yield from self._drain()
         if self._software is not None:
             yield from self._decode_in_software(None)
@@ -163,7 +170,8 @@ class NvdecSource(FileSource):
         """Decode a keyframe with libavcodec: the first one describes the stream; one of another
         size or depth drains the hardware decoder and makes a new one for it."""
         context = self._stream.codec_context
-        if packet.is_discard:  # libavcodec returns no picture for it; NVDEC starts there all the same
+        # libavcodec returns no picture for it; NVDEC starts there all the same
+        if packet.is_discard:
             packet = _undiscarded(packet)
         try:
             pictures = [*context.decode(packet), *context.decode(None)]
@@ -199,10 +207,11 @@ class NvdecSource(FileSource):
         every pixel) from here on, else a StreamError saying why."""
         yield from self._drain()
         if not self._fallback:
-            raise StreamError(f"{self.path}: the stream changes after frame {self._index} to one NVDEC cannot "
-                              f"decode ({reason}); --decoder cpu (or auto) decodes it in software")
-        log.warning("%s: the stream changes after frame %d to one NVDEC cannot decode (%s); decoding on "
-                    "the CPU from there", self.path, self._index, reason)
+            raise StreamError(f"{self.path}: the stream changes after frame {self._index} to one "
+                              f"NVDEC cannot decode ({reason}); --decoder cpu (or auto) decodes it "
+                              "in software")
+        log.warning("%s: the stream changes after frame %d to one NVDEC cannot decode (%s); "
+                    "decoding on the CPU from there", self.path, self._index, reason)
         with self._gpu.active():
             self._decoder = None
         context = av.CodecContext.create(self._stream.codec_context.name, "r")
@@ -211,7 +220,8 @@ class NvdecSource(FileSource):
         self._software = context
 
     def _decode_in_software(self, packet: av.Packet | None) -> list[av.VideoFrame]:
-        """libavcodec's frames for ``packet`` (None: the ones it still holds), damage counted as FileSource does."""
+        """libavcodec's frames for ``packet`` (None: the ones it still holds), damage counted as
+        FileSource does."""
         return self._decoded(self._software.decode, packet)
 
     def _new_decoder(self, width: int, height: int, bits: int) -> None:
@@ -220,12 +230,13 @@ class NvdecSource(FileSource):
             self._decoder = None  # the old one is destroyed with its context current
             free_before, _ = gpu.binding.mem_get_info()
             codec = getattr(nvc.cudaVideoCodec, CODECS[codec_name(self._stream)])
-            self._decoder = nvc.CreateDecoder(gpuid=self.device, codec=codec, cudacontext=gpu.context.handle,
+            self._decoder = nvc.CreateDecoder(gpuid=self.device, codec=codec,
+                                              cudacontext=gpu.context.handle,
                                               cudastream=gpu.stream.handle, usedevicememory=True)
         self._decoded_as = (width, height, bits)
         self._memory_before = free_before
-        log.info("%s: NVDEC decodes %s %dx%d %d-bit on device %d", self.path, codec_name(self._stream),
-                 width, height, bits, self.device)
+        log.info("%s: NVDEC decodes %s %dx%d %d-bit on device %d", self.path,
+                 codec_name(self._stream), width, height, bits, self.device)
 
     def _decode_bytes(self, data: bytes, pts: int | None, duration: int | None,
                       discard: bool) -> Iterator[DecodedSurface]:
@@ -264,7 +275,8 @@ class NvdecSource(FileSource):
         """Device memory the decoder took by its first frame (its surfaces), for the log."""
         free_after, _ = self._gpu.binding.mem_get_info()
         self.decoder_memory = max(1, self._memory_before - free_after)
-        log.info("%s: the NVDEC session holds %.0f MiB of device memory", self.path, self.decoder_memory / 2**20)
+        log.info("%s: the NVDEC session holds %.0f MiB of device memory", self.path,
+                 self.decoder_memory / 2**20)
 
     def _surfaces(self, packet) -> Iterator[DecodedSurface]:
         try:
@@ -276,11 +288,13 @@ class NvdecSource(FileSource):
                 if frames and not self.decoder_memory:
                     self._count_decoder_memory()
         except Exception as exc:  # PyNvVideoCodec raises its own types
-            reason = " ".join(line.strip() for line in str(exc).splitlines() if not line.strip().startswith("at "))
-            if not self.decoder_memory:  # before its first frame: the stream is one it refuses (e.g. 4:0:0)
+            reason = " ".join(line.strip() for line in str(exc).splitlines()
+                              if not line.strip().startswith("at "))
+            # before its first frame: the stream is one it refuses (e.g. 4:0:0)
+            if not self.decoder_memory:
                 raise NvdecUnsupported(f"NVDEC refused the stream: {reason}") from None
-            raise StreamError(f"NVDEC failed decoding {self.path} after {self._index} frames: {reason} "
-                              f"(--decoder cpu decodes it in software)") from None
+            raise StreamError(f"NVDEC failed decoding {self.path} after {self._index} frames: "
+                              f"{reason} (--decoder cpu decodes it in software)") from None
         finally:
             flush_c_stdout()  # its decode-error lines reach the counter now
         width, height, bits = self._decoded_as
@@ -288,7 +302,8 @@ class NvdecSource(FileSource):
             pts = int(frame.timestamp)
             duration, discard = self._packets.pop(pts, (None, False))
             if not discard:
-                yield DecodedSurface(width, height, bits, int(frame.GetPtrToPlane(0)), int(frame.GetPtrToPlane(1)),
+                yield DecodedSurface(width, height, bits, int(frame.GetPtrToPlane(0)),
+                                     int(frame.GetPtrToPlane(1)),
                                      pts if pts >= _NO_PTS // 2 else None, self.time_base, duration)
 
     # -- delivery ---------------------------------------------------------------------------
@@ -300,9 +315,11 @@ class NvdecSource(FileSource):
         if isinstance(frame, av.VideoFrame) and self._software_from is None:
             self._software_from = self._index
         if isinstance(buffer, DeviceInput):
-            if self.planes is None or buffer.layout.shape != self.planes.shape or buffer.layout.dtype != self.planes.dtype:
-                raise FrameFormatError(f"device planes of {buffer.layout.describe()} {buffer.layout.width}x"
-                                       f"{buffer.layout.height} for {self.width}x{self.height} frames")
+            if self.planes is None or buffer.layout.shape != self.planes.shape \
+                    or buffer.layout.dtype != self.planes.dtype:
+                raise FrameFormatError(f"device planes of {buffer.layout.describe()} "
+                                       f"{buffer.layout.width}x{buffer.layout.height} for "
+                                       f"{self.width}x{self.height} frames")
             with gpu.active():
                 if isinstance(frame, av.VideoFrame):
                     planes = np.empty(buffer.layout.shape, buffer.layout.dtype)
@@ -315,15 +332,18 @@ class NvdecSource(FileSource):
         if isinstance(frame, av.VideoFrame):
             super()._deliver(frame, buffer)
             return
-        layout = YuvLayout(frame.width, frame.height, self.colour, self.colour.range == 2, frame.bits)
+        layout = YuvLayout(frame.width, frame.height, self.colour, self.colour.range == 2,
+                           frame.bits)
         with gpu.active():
             planes = gpu.to_host(frame, layout)
-        pix_fmt = "yuvj420p" if self._described.format.name == "yuvj420p" and frame.bits == 8 else layout.pix_fmt
+        pix_fmt = "yuvj420p" if self._described.format.name == "yuvj420p" and frame.bits == 8 \
+            else layout.pix_fmt
         super()._deliver(planes_to_frame(planes, layout, pix_fmt, self.colour), buffer)
 
     @property
     def concealed(self) -> int:
-        """Packets or frames flagged as damaged: by the demuxer, and pictures NVDEC decoded with errors."""
+        """Packets or frames flagged as damaged: by the demuxer, and pictures NVDEC decoded with
+        errors."""
         return self._damage.concealed + self._errors.count
 
     def damage(self) -> list[str]:
@@ -349,64 +369,9 @@ class NvdecSource(FileSource):
 
 
 _NO_PTS = -(2**62)
-"""Numbers given to packets without pts (counting up): far below any real pts, even a negative one."""
+"""Numbers given to packets without pts (counting up): far below any real pts, even a negative
+one."""
 
 
 class _Refused(Exception):
     """The stream changes mid-way to one NVDEC cannot take (the message says why)."""
-
-
-def _hevc_nal_type(header: int) -> int:
-    """An HEVC NAL unit's type from its first header byte (below 32: a picture slice)."""
-    return (header >> 1) & 0x3F
-
-
-_SEQUENCE_NAL_TYPES = {"h264": (lambda header: header & 0x1F, {7}),  # SPS
-                       "hevc": (_hevc_nal_type, {32, 33})}  # VPS, SPS
-
-
-def _nal_units(data: bytes) -> Iterator[tuple[int, bytes]]:
-    """The NAL units of an Annex B packet, in order: (the header byte, the bytes from it to the
-    next start code, trailing zero bytes included; empty where that start code follows at once).
-    Start codes cannot occur inside a NAL unit (emulation prevention), so a scan for them is exact."""
-    start = data.find(b"\x00\x00\x01")
-    while 0 <= start < len(data) - 3:
-        following = data.find(b"\x00\x00\x01", start + 3)
-        yield data[start + 3], data[start + 3: following if following >= 0 else len(data)]
-        start = following
-
-
-def _first_picture_kind(data: bytes) -> int | None:
-    """The NAL unit type of the first picture slice in an Annex B HEVC packet (None: no slice)."""
-    kinds = (_hevc_nal_type(header) for header, _ in _nal_units(data))
-    return next((kind for kind in kinds if kind < 32), None)  # below 32: a slice
-
-
-def sequence_parameter_sets(data: bytes, codec: str) -> bytes:
-    """The sequence parameter set NAL units (H.264's SPS, HEVC's VPS and SPS) of an Annex B
-    packet, joined: a change in them is a change of size or depth (empty: none in the packet)."""
-    nal_type, wanted = _SEQUENCE_NAL_TYPES[codec]
-    return b"".join(unit.rstrip(b"\x00") for header, unit in _nal_units(data) if nal_type(header) in wanted)
-
-
-def _undiscarded(packet: av.Packet) -> av.Packet:
-    """A copy of ``packet`` without its discard flag (same bytes and timing)."""
-    copy = av.Packet(bytes(packet))
-    copy.pts, copy.dts, copy.time_base = packet.pts, packet.dts, packet.time_base
-    return copy
-
-
-def codec_name(stream) -> str:
-    """The codec of a PyAV video stream (``av1``), not the decoder libavcodec picked for it
-    (``libdav1d``): what NVDEC is asked about."""
-    codec = stream.codec_context.codec
-    return getattr(codec, "canonical_name", None) or codec.name
-
-
-def _sequence_header(stream) -> bytes:
-    """What NVDEC needs before the first packet of a stream whose headers live in the container:
-    AV1's configuration OBUs (after av1C's 4 bytes), MPEG-4 part 2's extradata."""
-    extradata = bytes(stream.codec_context.extradata or b"")
-    if codec_name(stream) == "av1":
-        return extradata[4:] if len(extradata) > 4 and extradata[0] & 0x80 else extradata
-    return extradata
