@@ -145,7 +145,8 @@ def _refuse_special(path: Path, what: str) -> None:
     except (FileNotFoundError, NotADirectoryError):
         return
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
-        hint = " (leave out -o to discard the frames, or give -o - for standard output)" if what == "output" else ""
+        hint = (" (leave out -o to discard the frames, or give -o - for standard output)"
+                if what == "output" else "")
         raise OutputError(f"{what} is not a regular file (a device, pipe or socket): {path}; "
                           f"it is never replaced{hint}")
 

@@ -3,7 +3,8 @@
 The workers are threads of one process, so the CUDA context of each GPU, the compiled kernels
 and the imports are paid for once; every input keeps its own ring, CUDA streams, decoder and
 stats. Past what one process's threads can drive, the inputs are shared among worker processes
-(:mod:`streamconv.jobs.worker`), each with its threads; only this process writes the manifest. One input failing never stops the others; the manifest (:mod:`streamconv.jobs.manifest`) says
+(:mod:`streamconv.jobs.worker`), each with its threads; only this process writes the manifest.
+One input failing never stops the others; the manifest (:mod:`streamconv.jobs.manifest`) says
 what happened to each. Signals (the main thread's): a first SIGINT/SIGTERM starts no new input
 and lets the running ones finish; a second aborts them, their outputs discarded.
 
@@ -14,11 +15,9 @@ With ``segments`` each input is instead cut at keyframes and filtered in segment
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import queue
 import signal
-import sys
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -27,32 +26,31 @@ from typing import Any, Sequence
 
 from ..backends import resolve_backend
 from .inputs import (BatchInput, check_arguments, check_outdir, find_inputs, input_record,
-                           make_folders, plan_outputs, ray_refusal, refuse_existing, remove_folders,
-                           remove_stale_partials, segments_refusal)
+                     make_folders, plan_outputs, ray_refusal, refuse_existing, remove_folders,
+                     remove_stale_partials, segments_refusal)
 from ..frames.borders import DEFAULT_BORDER
 from ..gpu.device import gpu_numbers
 from .ray.batch import run_on_ray
-from .worker import (AheadGate, BatchSettings, Prefetch, Running, judge_run, make_output_folder, note_input,
-                           run_input, take_inputs, worker_plan, worker_process)
-from ..errors import EXIT_DAMAGED_INPUT, EXIT_SOME_FAILED, Interrupted, OutputError, SettingsError
+from .batch_workers import BatchWorkers
+from .batch_workers import run_segmented_input  # noqa: F401 (its home before the split)
+from .worker import BatchSettings, Running
+from ..errors import EXIT_DAMAGED_INPUT, EXIT_SOME_FAILED, OutputError, SettingsError
 from ..frames.checks import as_count
 from ..chain.filters import FilterStage, parse_chain
 from ..interrupts import stop_on_signals
 from ..io.ffmpeg.encoder_check import check_encoders_ahead
-from .manifest import (BatchRecord, Manifest, earlier_records, file_identity, frames_written,
+from .manifest import (BatchRecord, Manifest, earlier_records, file_identity,
                        looks_like_manifest, resume_plan, settings_fingerprint)
 from .manifest_lock import only_batch
-from ..run.progress import is_terminal
 from ..files.publish import check_name_lengths
-from .segments import run_segments
 from ..run.settings import EncodeSettings, RunSettings, settings_from, sink_options_with
-from ..run.stats import RunStats
 
 log = logging.getLogger(__name__)
 
 
 def default_jobs(backend: str) -> int:
-    """Inputs at once per GPU (or on the CPU backend): enough that the codecs keep the cores busy."""
+    """Inputs at once per GPU (or on the CPU backend): enough that the codecs keep the cores
+    busy."""
     cores = os.cpu_count() or 2
     return max(2, cores // 4) if backend == "cuda" else max(1, cores // 4)
 
@@ -67,7 +65,7 @@ class BatchResult:
     manifest: Path
 
 
-class Batch:
+class Batch(BatchWorkers):
     """A batch of inputs filtered into an output folder.
 
     Args:
@@ -75,8 +73,8 @@ class Batch:
         filters: the chain, as for Pipeline.
         outdir: the output folder (made if missing); each output is OUTDIR/<input's name>.
         jobs: inputs at once per device (None: :func:`default_jobs`).
-        processes: processes the inputs are shared among (None: :func:`streamconv.jobs.worker.default_processes`; 1:
-            threads of this process only).
+        processes: processes the inputs are shared among (None:
+            :func:`streamconv.jobs.worker.default_processes`; 1: threads of this process only).
         devices: GPUs to spread the inputs over (None: ``[0]``; "all": every one).
         settings: how each input runs (:class:`streamconv.run.settings.RunSettings`; its device is
             the one each input runs on); or give backend, border, kernel, ring, decoder, colour
@@ -87,8 +85,8 @@ class Batch:
         manifest: the manifest file (None: OUTDIR/streamconv-batch.json).
         resume: skip inputs an earlier batch of this manifest finished: the same input file,
             unchanged, under the same settings, its output still there at the size recorded
-            (:func:`streamconv.jobs.manifest.resume_plan`); the others run again, replacing an output
-            that batch published only while it is still exactly as published. A damaged input
+            (:func:`streamconv.jobs.manifest.resume_plan`); the others run again, replacing an
+            output that batch published only while it is still exactly as published. A damaged input
             skipped keeps its record (damaged, exit code 13); a done one is recorded skipped.
         overwrite: replace existing outputs (and an existing manifest).
         recursive: folders' subfolders too (outputs keep their relative paths), ``**`` in globs.
@@ -96,8 +94,9 @@ class Batch:
             resuming, the outputs the manifest names (:func:`find_inputs`).
         ext: the outputs' extension (None: the input's); one FFmpeg has a muxer for.
         progress: draw a status line on stderr when it is a terminal.
-        ray: run each input as a task on a Ray cluster (:mod:`streamconv.jobs.ray.batch`): True for the
-            one in RAY_ADDRESS or a new local one, or the cluster's address; None: this host only.
+        ray: run each input as a task on a Ray cluster (:mod:`streamconv.jobs.ray.batch`): True
+            for the one in RAY_ADDRESS or a new local one, or the cluster's address; None: this
+            host only.
             Not with ``devices`` or ``processes``: the cluster places each task.
         open_ahead: each worker opens its next input while the current one runs (see
             :class:`streamconv.jobs.worker.Prefetch`); False: one at a time.
@@ -108,7 +107,8 @@ class Batch:
             are the parallel work, so a long input is not left to one slot while the others'
             slots idle, and one input's output is whole before the next starts. Every input
             is a regular file (:func:`find_inputs`), so it can be sought. Not with ``ray``,
-            ``processes`` > 1 (see :func:`streamconv.jobs.inputs.segments_refusal`); on NVDEC with ``decoder="nvdec"``.
+            ``processes`` > 1 (see :func:`streamconv.jobs.inputs.segments_refusal`); on NVDEC
+            with ``decoder="nvdec"``.
 
     Raises (before any work, OUTDIR made only once every check passed):
         InputError: an input names nothing. OutputError: an output would be an input, two inputs
@@ -120,14 +120,19 @@ class Batch:
         with ``devices`` or ``processes`` (see :func:`streamconv.jobs.inputs.ray_refusal`).
     """
 
-    def __init__(self, inputs: Sequence[str], filters: Sequence[str | FilterStage], outdir: str | Path, *,
+    def __init__(self, inputs: Sequence[str], filters: Sequence[str | FilterStage],
+                 outdir: str | Path, *,
                  settings: RunSettings | None = None, encode: EncodeSettings | None = None,
-                 jobs: int | None = None, processes: int | None = None, devices: Sequence[int] | str | None = None, backend: str = "auto",
-                 border: str = DEFAULT_BORDER, kernel: str = "auto", ring: int = 3, decoder: str = "auto",
-                 colour: str = "auto", sink_options: dict[str, Any] | None = None, manifest: str | Path | None = None,
-                 resume: bool = False, overwrite: bool = False, recursive: bool = False, ext: str | None = None,
+                 jobs: int | None = None, processes: int | None = None,
+                 devices: Sequence[int] | str | None = None, backend: str = "auto",
+                 border: str = DEFAULT_BORDER, kernel: str = "auto", ring: int = 3,
+                 decoder: str = "auto", colour: str = "auto",
+                 sink_options: dict[str, Any] | None = None,
+                 manifest: str | Path | None = None, resume: bool = False,
+                 overwrite: bool = False, recursive: bool = False, ext: str | None = None,
                  progress: bool = False, ray: str | bool | None = None, open_ahead: bool = True,
                  segments: int | None = None, depth: int | None = None) -> None:
+        # long: a public class's two dozen keywords, each on the lines of its signature
         outdir, manifest_path, checked = check_arguments(
             outdir, manifest, ring=ring, colour=colour, sink_options=sink_options,
             overwrite=overwrite, resume=resume, recursive=recursive, progress=progress,
@@ -136,8 +141,8 @@ class Batch:
             (segments_refusal(processes=processes, ray=ray) if segments is not None else None)
         if refusal is not None:
             raise SettingsError(refusal)
-        run = settings_from(settings, backend=backend, border=border, kernel=kernel, ring=ring, decoder=decoder,
-                            colour=colour, depth=depth)
+        run = settings_from(settings, backend=backend, border=border, kernel=kernel, ring=ring,
+                            decoder=decoder, colour=colour, depth=depth)
         sink_options = sink_options_with(encode, checked["sink_options"])
         self.filters = parse_chain(filters)
         run = self._take_devices(run, devices)
@@ -145,19 +150,22 @@ class Batch:
         self.segments = None if segments is None else as_count(segments, "segments", 1)
         self.segment_jobs = None  # segments at once (None: all of an input's)
         if self.segments is not None:
-            processes, open_ahead = 1, False  # one worker: an input's segments are the parallel work
+            # one worker: an input's segments are the parallel work
+            processes, open_ahead = 1, False
             self.segment_jobs = self.jobs * len(self.devices) if jobs is not None else None
-        self.processes = as_count(processes, "processes", 1) if processes is not None else None  # None: by threads
+        self.processes = (as_count(processes, "processes", 1) if processes is not None
+                          else None)  # None: by threads
         self.progress = progress
         self.ray = ray if ray not in (False, "") else None
         self.settings = BatchSettings(self.filters, run, sink_options, overwrite, set(), open_ahead)
-        items, records = self._plan(inputs, outdir, manifest_path, resume=resume, recursive=recursive, ext=ext)
+        items, records = self._plan(inputs, outdir, manifest_path, resume=resume,
+                                    recursive=recursive, ext=ext)
         protect = {**{f"the input {item.source}": item.source for item in items},
                    **{f"the output of {item.source}": item.output for item in items}}
         made = make_folders(outdir)
         try:
-            self.manifest = Manifest(manifest_path, records, protect=protect, replace=resume or overwrite,
-                                     on_error=self._manifest_failed)
+            self.manifest = Manifest(manifest_path, records, protect=protect,
+                                     replace=resume or overwrite, on_error=self._manifest_failed)
         except BaseException:
             remove_folders(made)  # refused: leave no folder behind
             raise
@@ -179,8 +187,8 @@ class Batch:
             resolve_backend("cuda", device=device)
         return run
 
-    def _plan(self, inputs: Sequence[str], outdir: Path, manifest_path: Path, *, resume: bool, recursive: bool,
-              ext: str | None) -> tuple[list[BatchInput], list[BatchRecord]]:
+    def _plan(self, inputs: Sequence[str], outdir: Path, manifest_path: Path, *, resume: bool,
+              recursive: bool, ext: str | None) -> tuple[list[BatchInput], list[BatchRecord]]:
         """The inputs, their outputs and records, after every check (see the class's Raises); with
         ``resume``, complete ones skipped and outputs still as the manifest's batch published them
         replaceable (``settings.ours``)."""
@@ -190,7 +198,8 @@ class Batch:
         earlier = earlier_records(manifest_path) if resume else {}
         # The manifest is never an input, unless the file named is no manifest (an input named by
         # mistake): then it is found as one, and refused as the manifest.
-        manifest_skip = [manifest_path] if not manifest_path.exists() or looks_like_manifest(manifest_path) else []
+        manifest_skip = ([manifest_path] if not manifest_path.exists()
+                         or looks_like_manifest(manifest_path) else [])
         found = find_inputs(inputs, recursive=recursive, outdir=outdir,
                             skip=[*manifest_skip, *(Path(output) for output in earlier)])
         check_outdir(outdir)
@@ -200,21 +209,25 @@ class Batch:
         options = {"border": run.border, "colour": run.colour, "kernel": run.kernel}
         if run.depth is not None:  # (at auto, earlier manifests' fingerprints stand)
             options["depth"] = run.depth
-        fingerprint = settings_fingerprint(self.filters, {**options, "backend": self.backend, "sink": sink_options})
-        complete, ours = resume_plan(earlier, [(item.source, item.output) for item in items], fingerprint)
-        refuse_existing(items, overwrite=self.settings.overwrite, exempt={Path(o) for o in complete} | ours,
-                        resume=resume)
+        fingerprint = settings_fingerprint(self.filters, {**options, "backend": self.backend,
+                                                          "sink": sink_options})
+        complete, ours = resume_plan(earlier, [(item.source, item.output) for item in items],
+                                     fingerprint)
+        refuse_existing(items, overwrite=self.settings.overwrite,
+                        exempt={Path(o) for o in complete} | ours, resume=resume)
         self.settings.ours = {str(output) for output in ours}
         return items, [input_record(item, fingerprint, earlier.get(str(item.output)),
-                                    complete=str(item.output) in complete, ours=item.output in ours) for item in items]
+                                    complete=str(item.output) in complete,
+                                    ours=item.output in ours) for item in items]
 
     def run(self) -> BatchResult:
-        """Filter every input not yet complete; returns when all have ended (or a signal stopped them).
+        """Filter every input not yet complete; returns when all have ended (or a signal stopped
+        them).
 
         Raises:
             OutputError: another batch of the same manifest is running, or ran since this one
-                read it (:func:`streamconv.jobs.manifest_lock.only_batch`); or the manifest could not
-                be written (no input was started after that; the running ones finished).
+                read it (:func:`streamconv.jobs.manifest_lock.only_batch`); or the manifest could
+                not be written (no input was started after that; the running ones finished).
         """
         with only_batch(self.manifest.path, self._planned):
             return self._run()
@@ -232,7 +245,8 @@ class Batch:
                 else:
                     self._run_threads(started)
             finally:
-                remove_stale_partials([Path(record.output) for record in self.manifest.records] + [self.manifest.path])
+                remove_stale_partials([Path(record.output) for record in self.manifest.records]
+                                      + [self.manifest.path])
                 self.manifest.write()  # the last word, also after a signal
         self._refuse_unrecorded()
         return BatchResult(self.manifest.records, self._exit_code(), self.manifest.path)
@@ -246,113 +260,16 @@ class Batch:
         log.warning("%s; no new inputs: the batch cannot record them", self.manifest.error)
 
     def _refuse_unrecorded(self) -> None:
-        """Raise OutputError if a write of the manifest failed (it may not say what happened since)."""
+        """Raise OutputError if a write of the manifest failed (it may not say what happened
+        since)."""
         if self.manifest.error is not None:
-            raise OutputError(f"{self.manifest.error}: the batch stopped taking inputs, and the manifest "
-                              f"may not say what the running ones did")
-
-    def _run_threads(self, started: float) -> None:
-        """``jobs`` threads per device in this process (in segments: one, the inputs in turn)."""
-        for index, record in enumerate(self.manifest.records):
-            if record.status == "pending":
-                self._pending.put((index, record))
-        slots = (list(enumerate(self._workers()[0])) if self.segments is None
-                 else [(0, self.devices[0])])
-        gate = AheadGate([self._pending.qsize(), len(slots)])
-        # Each worker sets its event when it ends: a Thread.join() cut short by a signal would
-        # take the thread for ended (CPython releases its state lock), so it is not used here.
-        ended = [threading.Event() for _ in slots]
-        workers = [threading.Thread(target=self._work, args=(device, gate, event),
-                                    name=f"streamconv-batch-{device}-{n}", daemon=True)
-                   for (n, device), event in zip(slots, ended)]
-        for worker in workers:
-            worker.start()
-        try:
-            self._wait(ended, started)
-        except Interrupted:
-            self._stopping.set()
-            self._running.abort_all(self._stop_signal)
-            for event in ended:
-                event.wait()
-            raise
-
-    def _run_processes(self, started: float) -> None:
-        """The inputs shared among worker processes, ``jobs`` threads per device among them."""
-        context = multiprocessing.get_context("spawn")  # no fork of a process holding CUDA and threads
-        tasks, results = context.Queue(), context.Queue()
-        self._events = stop_taking, abort = context.Event(), context.Event()
-        threads, processes = self._workers()
-        pending = [(index, record) for index, record in enumerate(self.manifest.records) if record.status == "pending"]
-        for task in pending:
-            tasks.put(task)
-        gate = context.Array("i", [len(pending), len(threads)])  # AheadGate's counts, shared
-        workers = [context.Process(target=worker_process, daemon=True, name=f"streamconv-batch-worker-{n}",
-                                   args=(self.settings, threads[n::processes], gate, tasks, results, stop_taking,
-                                         abort, logging.getLogger().getEffectiveLevel(), os.getpid()))
-                   for n in range(processes)]
-        for worker in workers:
-            worker.start()
-        try:
-            self._collect(workers, results, started)
-        except Interrupted:
-            stop_taking.set()
-            abort.set()
-            self._collect(workers, results, started)  # until every worker has reported and ended
-            raise
-
-    def _workers(self) -> tuple[list[int], int]:
-        """Each worker thread's device, and the worker processes (:func:`worker_plan`)."""
-        pending = sum(record.status == "pending" for record in self.manifest.records)
-        return worker_plan(self.devices, self.jobs, self.processes, pending)
-
-    def _collect(self, workers: list, results, started: float) -> None:
-        """Apply the workers' reports to the records (writing the manifest) until all have ended."""
-        draw = self.progress and is_terminal(sys.stderr)
-        while any(worker.is_alive() for worker in workers) or not results.empty():
-            try:
-                kind, index, detail = results.get(timeout=0.25)
-            except queue.Empty:
-                if draw:
-                    self._draw(started)
-                continue
-            record = self.manifest.records[index]
-            if kind == "running":
-                record.status, record.device = "running", detail if self.backend == "cuda" else None
-            else:
-                record.update(detail)
-            self.manifest.write()
-        for record in self.manifest.records:  # a worker that died with an input in hand
-            if record.status == "running":
-                record.status, record.exit_code = "failed", 1
-                record.error = "its worker process ended before the input did"
-        if draw:
-            sys.stderr.write("\r\033[K")
+            raise OutputError(f"{self.manifest.error}: the batch stopped taking inputs, and the "
+                              f"manifest may not say what the running ones did")
 
     @property
     def stopping(self) -> bool:
         """True once a first signal said to start no new input."""
         return self._stopping.is_set()
-
-    def _wait(self, ended: list[threading.Event], started: float) -> None:
-        """Wait for the workers to end, drawing the status line (the main thread stays free for signals)."""
-        draw = self.progress and is_terminal(sys.stderr)
-        for event in ended:
-            while not event.wait(0.25):
-                if draw:
-                    self._draw(started)
-        if draw:
-            sys.stderr.write("\r\033[K")
-
-    def _draw(self, started: float) -> None:
-        counts = self.manifest.counts()
-        total = len(self.manifest.records)
-        ended = total - counts["pending"] - counts["running"]
-        frames = self._running.frames() + frames_written(self.manifest.records)
-        elapsed = time.perf_counter() - started
-        eta = (elapsed / ended * (total - ended)) if ended else None
-        sys.stderr.write(f"\rbatch: {ended}/{total} ended, {counts['failed']} failed, {counts['running']} running, "
-                         f"{frames / max(elapsed, 1e-9):.1f} fps" + (f", ETA {eta:.0f} s" if eta is not None else ""))
-        sys.stderr.flush()
 
     def _stop_taking(self, signum: int) -> None:
         # The flags before the message: a second signal may come as soon as it is seen.
@@ -362,29 +279,6 @@ class Batch:
             self._events[0].set()
         log.warning("%s: no new inputs; the running ones finish (a second signal aborts them)",
                     signal.Signals(signum).name)
-
-    def _work(self, device: int, gate: AheadGate, ended: threading.Event) -> None:
-        """A worker thread: pending inputs one by one (:func:`streamconv.jobs.worker.take_inputs`)
-        until none is left or the batch stops, the next opened ahead where the gate allows."""
-        try:
-            take_inputs(gate, self._pending.get_nowait, device, self.settings, self._stopping.is_set,
-                        lambda task, prefetch: self._run_one(task[1], device, prefetch))
-        finally:
-            ended.set()
-
-    def _run_one(self, record: BatchRecord, device: int, prefetch: Prefetch | None) -> None:
-        """Run one input in this thread, the manifest written as it starts and ends."""
-        one_gpu = self.segments is None or len(self.devices) == 1  # segments may take several
-        record.status, record.device = "running", device if self.backend == "cuda" and one_gpu else None
-        self.manifest.write()
-        try:
-            if self.segments is None:
-                run_input(record, device, self.settings, self._running, prefetch)
-            else:
-                run_segmented_input(record, self.settings, self._running, segments=self.segments,
-                                    devices=self.devices, jobs=self.segment_jobs)
-        finally:
-            self.manifest.write()
 
     def _exit_code(self) -> int:
         counts = self.manifest.counts()
@@ -401,25 +295,3 @@ def run_batch(inputs: Sequence[str], filters: Sequence[str | FilterStage], outdi
     result; the manifest is written as the batch goes. With more than one process, the workers
     are spawned: a script calling this must do so under ``if __name__ == "__main__":``."""
     return Batch(inputs, filters, outdir, **options).run()
-
-
-def run_segmented_input(record: BatchRecord, settings: BatchSettings, running: Running, *, segments: int,
-                        devices: list[int], jobs: int | None) -> None:
-    """Run one input in ``segments`` segments (:func:`streamconv.jobs.segments.run_segments`: cut at
-    keyframes, ``jobs`` at once over ``devices``, joined into its output, which appears whole or
-    not at all) and fill ``record`` as :func:`streamconv.jobs.worker.run_input` does.
-
-    The run is kept in ``running``: a batch's second signal aborts every segment (nothing is
-    joined); a first lets it finish. The segments decode on NVDEC when the batch's decoder is
-    nvdec, else with libavcodec (:func:`streamconv.run.settings.decoder_to_open`).
-    """
-
-    def segmented() -> tuple[RunStats, None]:
-        note_input(record)
-        make_output_folder(Path(record.output).parent)
-        stats = run_segments(record.input, settings.filters, record.output, segments=segments, jobs=jobs,
-                             devices=devices, settings=settings.run, sink_options=settings.sink_options,
-                             overwrite=settings.replaces(record.output), running=running)
-        return stats, None  # never stopped early and finished: it ends whole or is aborted
-
-    judge_run(record, segmented, running)

@@ -226,9 +226,11 @@ def segments_refusal(*, processes: int | None, ray: str | bool | None) -> str | 
     tasks and worker processes (which take whole inputs) do not apply.
     """
     if ray not in (None, False, ""):
-        return "--ray runs whole inputs as Ray tasks; --segments runs an input's segments in this process"
+        return ("--ray runs whole inputs as Ray tasks; --segments runs an input's segments in "
+                "this process")
     if processes is not None and processes > 1:
-        return "--processes does not apply with --segments (an input's segments run in threads of one process)"
+        return ("--processes does not apply with --segments (an input's segments run in threads "
+                "of one process)")
     return None
 
 

@@ -310,11 +310,13 @@ def judge_run(record: BatchRecord, work: Callable[[], tuple[RunStats, int | None
         if stats.first_written is not None:
             record.first_frame_ms = round((stats.first_written - turn) * 1e3, 2)
     except Interrupted as exc:
-        record.status, record.exit_code, record.error = "interrupted", exc.exit_code, "aborted by a signal"
+        record.status, record.exit_code = "interrupted", exc.exit_code
+        record.error = "aborted by a signal"
     except StreamconvError as exc:
         record.status, record.exit_code, record.error = "failed", exc.exit_code, str(exc)
     except Exception as exc:  # one input's surprise must not stop the others
-        record.status, record.exit_code, record.error = "failed", 1, f"internal error: {type(exc).__name__}: {exc}"
+        record.status, record.exit_code = "failed", 1
+        record.error = f"internal error: {type(exc).__name__}: {exc}"
     finally:
         written = running.frames_here()
         running.remove()

@@ -162,7 +162,8 @@ class ProgressFile:
         dropped = getattr(self._stats, "dropped", 0) or 0
         clock = f"{int(seconds // 3600):02d}:{int(seconds % 3600 // 60):02d}:{seconds % 60:09.6f}"
         return (
-            f"frame={count}\nfps={count / elapsed:.2f}\nout_time_us={micros}\nout_time_ms={micros}\n"
+            f"frame={count}\nfps={count / elapsed:.2f}\n"
+                f"out_time_us={micros}\nout_time_ms={micros}\n"
                 f"out_time={clock}\ndrop_frames={dropped}\ndropped={dropped}\n"
                 f"speed={seconds / elapsed:.3g}x\nprogress={state}\n")
 

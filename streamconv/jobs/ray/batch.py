@@ -240,4 +240,5 @@ def _record_result(ray, record: BatchRecord, ref, cancelled: bool) -> None:
             record.status = "interrupted"
             return
         record.status, record.exit_code = "failed", 1
-        record.error = f"the Ray task failed after {MAX_RETRIES} retries: {type(exc).__name__}: {exc}"
+        record.error = (f"the Ray task failed after {MAX_RETRIES} retries: "
+                        f"{type(exc).__name__}: {exc}")
