@@ -3,12 +3,13 @@ the encoded parts joined into one output (``streamconv run --segments N``, :func
 
 Each segment is a :class:`~streamconv.run.pipeline.Pipeline` of a
 :class:`~streamconv.io.sources.segment.SegmentSource` into a video-only part file (made by
-:meth:`SegmentWork.open`), run in a thread of this process (on the cuda backend the segments
-take the GPUs of ``devices`` in turn) or as a Ray task (:mod:`streamconv.jobs.ray.segments`); the
-parts are then remuxed, not re-encoded, with the input's audio and subtitles copied once
-(:mod:`streamconv.io.sinks.join`). The output has the frames, pts and audio packets of a one-piece
-run. The parts live in a hidden temporary folder beside the output, removed at the end
-whatever happens (an error, Ctrl-C): a segmented run leaves its output whole or not at all.
+:meth:`~streamconv.jobs.segment_work.SegmentWork.open`), run in a thread of this process (on the
+cuda backend the segments take the GPUs of ``devices`` in turn) or as a Ray task
+(:mod:`streamconv.jobs.ray.segments`); the parts are then remuxed, not re-encoded, with the input's
+audio and subtitles copied once (:mod:`streamconv.io.sinks.join`). The output has the frames, pts
+and audio packets of a one-piece run. The parts live in a hidden temporary folder beside the output,
+removed at the end whatever happens (an error, Ctrl-C): a segmented run leaves its output whole or
+not at all.
 """
 
 from __future__ import annotations
@@ -22,39 +23,32 @@ import threading
 import time
 from contextlib import contextmanager
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from .ray.batch import ray_module
-from ..gpu.device import gpu_numbers
 from ..frames.arguments import check_flag, check_options, keywords_of
 from ..errors import InputError, Interrupted, OutputError, SettingsError
 from ..chain.filters import FilterStage
 from ..frames.checks import DEFAULT_MAX_PIXELS, as_count
 from ..interrupts import stop_on_signals
 from ..io.sources.file import FileSource
-from ..io.ffmpeg.formats import default_codec, output_format
+from ..io.ffmpeg.formats import output_format
 from ..io.sinks.join import join_parts
-from ..io.open import check_sink, open_sink
-from ..io.sources.segment import Segment, keyframe_times, plan_cuts, pts_shift, segment_source
+from ..io.open import check_sink
+from ..io.sources.segment import Segment, keyframe_times, plan_cuts, pts_shift
 from ..io.sinks.targets import check_target
 from ..files.leftovers import hold_folder_lock, release_writer_lock, remove_abandoned
 from ..run.pipeline import Pipeline
-from ..chain.resample import chain_shapes
 from ..run.options import SETTINGS, check_passed_on
 from ..run.settings import EncodeSettings, RunSettings, settings_from, sink_options_with
+from .segment_work import PART_FORMATS, SegmentWork
 from .worker import Running
 from .ray.segments import run_on_ray
 from ..run.stats import RunStats, combine_stats
 
 log = logging.getLogger(__name__)
-
-PART_FORMATS = {"mp4": ".mp4", "mov": ".mov", "matroska": ".mkv", "webm": ".webm"}
-"""The containers that keep an encoder's timestamps as given (pts, and dts below 0 where B-frames
-are reordered), with a part's extension: a part is written in the output's container where it is
-one of these, else in MOV, whose packets the others take (MPEG-TS shifts a file's timestamps to
-start at 0, each part's by its own amount; AVI keeps none)."""
 
 
 def plan_segments(source: str | Path, segments: int, *, video_stream: int = 0) -> list[Segment]:
@@ -63,8 +57,8 @@ def plan_segments(source: str | Path, segments: int, *, video_stream: int = 0) -
     where demuxing finds it damaged (see :func:`filter_parts`).
 
     Returns:
-        The segments in order (:class:`streamconv.io.sources.segment.Segment`, pts in the stream's time
-        base).
+        The segments in order (:class:`streamconv.io.sources.segment.Segment`, pts in the
+        stream's time base).
     """
     found = keyframe_times(source, video_stream)
     shift = pts_shift(found.earliest)
@@ -72,7 +66,8 @@ def plan_segments(source: str | Path, segments: int, *, video_stream: int = 0) -
         log.warning("%s is damaged: it is filtered in one piece, so that its output does not "
                     "depend on where it would be cut", source)
         return [Segment(0, None, None, shift)]
-    planned = [replace(cut, shift=shift) for cut in plan_cuts(found.keyframes, found.last, segments)]
+    planned = [replace(cut, shift=shift)
+               for cut in plan_cuts(found.keyframes, found.last, segments)]
     if len(planned) < segments:
         log.warning("%s has %d keyframe(s) to cut at: %d segment(s) instead of %d", source,
                     max(0, len(found.keyframes) - 1), len(planned), segments)
@@ -122,16 +117,19 @@ def parts_prefix(output: str | Path) -> str:
 
 
 def parts_folder_regex(output: str | Path) -> re.Pattern:
-    """The exact names of ``output``'s parts folders: :func:`parts_prefix` and mkdtemp's 8 characters."""
+    """The exact names of ``output``'s parts folders: :func:`parts_prefix` and mkdtemp's 8
+    characters."""
     return re.compile(re.escape(parts_prefix(output)) + r"[a-z0-9_]{8}")
 
 
 def run_segments(source: str | Path, filters: Sequence[str | FilterStage], output: str | Path, *,
-                 segments: int, jobs: int | None = None, devices: Sequence[int] | str | None = None,
-                 backend: str = "auto", copy_streams: bool = True, overwrite: bool = False,
-                 format: str | None = None, muxer_options: dict[str, str] | None = None,
-                 sink_options: dict[str, Any] | None = None, source_options: dict[str, Any] | None = None,
-                 running: Running | None = None, decoder: str = "auto", ray: str | bool | None = None,
+                 segments: int, jobs: int | None = None,
+                 devices: Sequence[int] | str | None = None, backend: str = "auto",
+                 copy_streams: bool = True, overwrite: bool = False, format: str | None = None,
+                 muxer_options: dict[str, str] | None = None,
+                 sink_options: dict[str, Any] | None = None,
+                 source_options: dict[str, Any] | None = None, running: Running | None = None,
+                 decoder: str = "auto", ray: str | bool | None = None,
                  settings: RunSettings | None = None, encode: EncodeSettings | None = None,
                  **pipeline_options: Any) -> RunStats:
     """Filter one video file in ``segments`` pieces at once and join them into ``output``.
@@ -141,10 +139,12 @@ def run_segments(source: str | Path, filters: Sequence[str | FilterStage], outpu
 
     Args:
         source: a local video file (seekable: not a pipe, URL, camera or pattern).
-        filters: the chain, as for Pipeline. output: a file (not a pipe, sequence or URL), whole or absent.
+        filters: the chain, as for Pipeline.
+        output: a file (not a pipe, sequence or URL), whole or absent.
         segments: segments wanted (>= 1; fewer where the input has too few keyframes).
         jobs: segments run at once (None: all of them); on Ray, segments per GPU (None: 1).
-        devices: GPUs the cuda backend's segments take in turn (None: [0]; "all": every one); not with ray.
+        devices: GPUs the cuda backend's segments take in turn (None: [0]; "all": every one);
+            not with ray.
         settings: the run's settings (:class:`streamconv.run.settings.RunSettings`; the backend
             resolved here; NVDEC only when named, a session per segment; not max_frames), or as
             keywords: ``backend``, ``decoder`` and the others in ``pipeline_options`` (not both).
@@ -155,9 +155,11 @@ def run_segments(source: str | Path, filters: Sequence[str | FilterStage], outpu
         overwrite, format, muxer_options: as for FileSink (the output's).
         source_options: FileSource options (video_stream, hwaccel, input_options).
         pipeline_options: Pipeline's other keywords, given to every segment's (not max_frames).
-        running: a batch's running pipelines, holding the run as one (aborted with them; signals the batch's).
-        ray: each segment a Ray task (:mod:`streamconv.jobs.ray.segments`) on the cluster at this address
-            (True: RAY_ADDRESS's or a new local one); input and output (parts beside it) on a shared path.
+        running: a batch's running pipelines, holding the run as one (aborted with them; signals
+            the batch's).
+        ray: each segment a Ray task (:mod:`streamconv.jobs.ray.segments`) on the cluster at this
+            address (True: RAY_ADDRESS's or a new local one); input and output (parts beside it)
+            on a shared path.
 
     Returns: RunStats of the whole run (see :func:`streamconv.run.stats.combine_stats`), wall time
         from plan to output.
@@ -178,8 +180,9 @@ def run_segments(source: str | Path, filters: Sequence[str | FilterStage], outpu
                             pipeline_options=pipeline_options)
     with _parts_folder(output) as parts_dir:
         parts, results = filter_parts(work, plan, parts_dir, ray=ray, jobs=jobs, running=running)
-        copied = join_parts(parts, output, source=source, copy_streams=copy_streams, overwrite=overwrite,
-                            format=format, muxer_options=muxer_options, shift=plan[0].shift)
+        copied = join_parts(parts, output, source=source, copy_streams=copy_streams,
+                            overwrite=overwrite, format=format, muxer_options=muxer_options,
+                            shift=plan[0].shift)
     return combine_stats(results, time.perf_counter() - started, copied)
 
 
@@ -236,101 +239,34 @@ def _check_options(source_options: Any, sink_options: Any,
     return source_options, sink_options, pipeline_options
 
 
-def _check_before_work(source, output, *, overwrite: bool, format: str | None, ray: str | bool | None,
-                       devices, source_options: dict) -> None:
+def _check_before_work(source, output, *, overwrite: bool, format: str | None,
+                       ray: str | bool | None, devices, source_options: dict) -> None:
     """What a one-piece run would refuse (the output, the input's errors), and the options a
     segmented run cannot take, before anything is cut or written."""
     if ray not in (None, False, ""):
         if devices is not None:
-            raise SettingsError("on Ray the cluster grants each segment its GPU: devices does not apply")
+            raise SettingsError("on Ray the cluster grants each segment its GPU: "
+                                "devices does not apply")
         ray_module()  # the extra is there, before anything is cut
     check_target(output, overwrite=overwrite, protect=(str(source),), format=format)
-    if output_format(output, format) == "avi":  # a one-piece run renumbers its frames; the parts keep their pts
-        raise OutputError(f"a segmented run cannot join its parts into AVI, which keeps no timestamps: {output} "
+    # a one-piece run renumbers its frames; the parts keep their pts
+    if output_format(output, format) == "avi":
+        raise OutputError(f"a segmented run cannot join its parts into AVI, which keeps no "
+                          f"timestamps: {output} "
                           f"(write .mkv, .mp4, .mov or .ts, or run it in one piece)")
     FileSource(source, copy_streams=False, **source_options).close()
-
-
-@dataclass
-class SegmentWork:
-    """How each segment of a run is made, the one home of that work for the threads of this
-    process and for Ray tasks (picklable: it goes to a task as it is).
-
-    Attributes:
-        source: the input file. filters: the chain, as for Pipeline. format: the parts' container
-            (see PART_FORMATS).
-        settings: the run's, backend resolved (each segment's device set where it runs).
-        devices: the GPUs segments run in threads take in turn (a Ray task takes the one Ray
-            grants it).
-        sink_options, source_options: FileSink's (the codec the output's, named) and FileSource's.
-        pipeline_options: Pipeline's other keywords.
-    """
-
-    source: str
-    filters: list[str | FilterStage]
-    format: str
-    settings: RunSettings
-    devices: list[int]
-    sink_options: dict[str, Any]
-    source_options: dict[str, Any]
-    pipeline_options: dict[str, Any]
-
-    @classmethod
-    def make(cls, source, filters, output, *, settings: RunSettings, devices, format: str | None,
-             sink_options: dict, source_options: dict, pipeline_options: dict) -> "SegmentWork":
-        """The work of a run into ``output``; the backend resolved once here (auto's notice)."""
-        devices = gpu_numbers(devices)
-        container = output_format(output, format)
-        options = dict(sink_options)
-        options["codec"] = options.get("codec") or default_codec(output, format)  # a part's container has its own
-        return cls(str(source), list(filters), container if container in PART_FORMATS else "mov",
-                   replace(settings, device=devices[0]).resolved(), devices, options,
-                   source_options, pipeline_options)
-
-    @property
-    def decoder(self) -> str:
-        """Who decodes each segment: NVDEC when named, else libavcodec."""
-        return self.settings.decoder_to_open(segmented=True)
-
-    def open(self, segment: Segment, part: Path, device: int) -> Pipeline:
-        """One segment's Pipeline, not yet run: its source (frames in host memory, or in device
-        memory on NVDEC), its part file on ``device``'s GPU (the cuda backend or NVDEC). The part
-        is published whole when the pipeline ends and may replace one an earlier attempt of the
-        same segment completed (a Ray retry); the parts folder is the run's own."""
-        source = segment_source(self.source, segment, decoder=self.decoder, device=device, **self.source_options)
-        sink = None
-        try:
-            shape = chain_shapes(self.filters, source.shape)[-1]
-            sink = open_sink(part, like=source, shape=shape, format=self.format, overwrite=True,
-                             **self._part_options(source))
-            return Pipeline(source, self.filters, sink, settings=replace(self.settings, device=device),
-                            **self.pipeline_options)
-        except BaseException:
-            source.close()
-            if sink is not None:
-                sink.abort()
-            raise
-
-
-    def _part_options(self, source) -> dict[str, Any]:
-        """The sink's options for a part. An MP4 or MOV part states where it starts by an edit
-        list in the movie's time scale (milliseconds by default): it is given the input's own,
-        so that the joined pts are the input's exactly (0.3333 s at 1/15360 is not a whole ms)."""
-        if self.format not in ("mp4", "mov") or source.time_base.numerator != 1:
-            return self.sink_options
-        muxer = {"movie_timescale": str(source.time_base.denominator),
-                 **(self.sink_options.get("muxer_options") or {})}
-        return {**self.sink_options, "muxer_options": muxer}
 
 
 class _SegmentRunner:
     """Runs the plan's segments as Pipelines in threads, or as Ray tasks; stops them all on a
     failure or signal."""
 
-    def __init__(self, work: SegmentWork, plan: list[Segment], parts_dir: Path, *, ray: str | bool | None) -> None:
+    def __init__(self, work: SegmentWork, plan: list[Segment], parts_dir: Path, *,
+                 ray: str | bool | None) -> None:
         self.work, self.plan = work, plan
         self.ray = ray if ray not in (False, "") else None
-        self.parts = [parts_dir / f"part{segment.index:04d}{PART_FORMATS[work.format]}" for segment in plan]
+        self.parts = [parts_dir / f"part{segment.index:04d}{PART_FORMATS[work.format]}"
+                      for segment in plan]
         self._running = Running()  # the segments' pipelines, aborted together
         self._lock = threading.Lock()
         self._stopping: int | None = None  # the signal that stopped the run, or -1 after a failure
@@ -349,7 +285,8 @@ class _SegmentRunner:
             with stop_on_signals(self._on_signal):
                 if self.ray is None:
                     return self._in_threads(as_count(jobs or len(self.plan), "jobs", 1))
-                results = run_on_ray(self.work, self.plan, self.parts, jobs=as_count(jobs or 1, "jobs", 1),
+                results = run_on_ray(self.work, self.plan, self.parts,
+                                     jobs=as_count(jobs or 1, "jobs", 1),
                                      address=None if self.ray is True else str(self.ray),
                                      stopped=lambda: self._stopping is not None)
         finally:
@@ -406,7 +343,8 @@ class _SegmentRunner:
         self._running.abort_all(why if why > 0 else None)  # and any segment's pipeline made after
 
     def _run_one(self, segment: Segment) -> RunStats:
-        """One segment in a thread of this process, on the devices in turn; aborted when the run stops."""
+        """One segment in a thread of this process, on the devices in turn; aborted when the run
+        stops."""
         with self._lock:
             if self._stopping is not None:
                 raise Interrupted(self._stopping if self._stopping > 0 else signal.SIGTERM)

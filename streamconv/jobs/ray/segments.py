@@ -30,7 +30,7 @@ def run_segment_task(work: Any, segment: Segment, part: str) -> RunStats:
     """The Ray task: one segment through its own Pipeline into ``part``, on the node it landed on.
 
     Args:
-        work: the run's :class:`streamconv.jobs.segments.SegmentWork` (how a segment is opened).
+        work: the run's :class:`streamconv.jobs.segment_work.SegmentWork` (how a segment is opened).
         segment: which frames. part: the part file (on a path every node sees).
     Returns: the segment's RunStats.
     """
