@@ -121,9 +121,19 @@ class DecoderTail:
         for shared in range(min(len(again), len(delivered)), max(0, len(again) - owed) - 1, -1):
             if delivered[len(delivered) - shared:] == stamps[:shared]:
                 lost = again[shared:]
+                if not shared and _repeats(lost, delivered):
+                    return []  # nothing matched: the one thread decoded damage otherwise
                 self.delivered += len(lost)
                 return lost
         return []
+
+
+def _repeats(frames: list, delivered: list) -> bool:
+    """Whether a frame of ``frames`` has the pts of a frame delivered (None pts aside): where
+    not one frame of the threads' matched those decoded again, handing all of these out would
+    write frames twice."""
+    seen = {pts for pts in delivered if pts is not None}
+    return any(frame.pts is not None and frame.pts in seen for frame in frames)
 
 
 def fresh_decoder(context):
