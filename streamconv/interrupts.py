@@ -42,6 +42,7 @@ class SignalGuard:
 
     def __init__(self) -> None:
         self.received: int | None = None
+        self.count = 0  # the signals received, all told
         self.deferred = False  # record signals only (see streamconv.launch), raise nothing
         self._on_first: Callable[[int], None] | None = None
         self._previous: dict[int, object] = {}  # the handlers replaced (not those left ignored)
@@ -83,6 +84,7 @@ class SignalGuard:
         first = self.received is None
         if first:
             self.received = signum
+        self.count += 1
         if self.deferred:
             return  # imports are running: an exception here could land in importlib's own code
         if first and self._on_first is not None:
@@ -118,6 +120,31 @@ def stop_on_signals(stop: Callable[[int], None]) -> Iterator[SignalGuard | None]
         guard._on_first = outer
         if own:
             guard.restore()
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM for a few statements that must not be cut apart (a folder made and
+    the name that removes it kept): a signal received meanwhile takes effect as the block ends,
+    as it would have where it came. Outside the main thread, or with no guard, a plain block."""
+    guard = _active
+    if guard is None or guard.deferred or \
+            threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before, first_before = guard.count, guard.received is None
+    guard.deferred = True
+    try:
+        yield
+    finally:
+        guard.deferred = False
+    if guard.count == before or guard.received is None:
+        return
+    if first_before and guard._on_first is not None:
+        guard._on_first(guard.received)  # a run in progress stops and finishes its output
+        if guard.count == before + 1:
+            return
+    raise Interrupted(guard.received)
 
 
 def wait_interruptibly(work: Callable[[], T], *, name: str) -> T:

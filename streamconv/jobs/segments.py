@@ -32,7 +32,7 @@ from ..frames.arguments import check_flag, check_options, keywords_of
 from ..errors import InputError, Interrupted, OutputError, SettingsError
 from ..chain.filters import FilterStage
 from ..frames.checks import DEFAULT_MAX_PIXELS, as_count
-from ..interrupts import stop_on_signals
+from ..interrupts import signals_held, stop_on_signals
 from ..io.sources.file import FileSource
 from ..io.ffmpeg.formats import output_format
 from ..io.sinks.join import join_parts
@@ -197,12 +197,16 @@ def _parts_folder(output: str | Path) -> Iterator[Path]:
     the parts folders of ``output`` that killed runs left are removed first."""
     folder = Path(output).resolve().parent
     remove_abandoned(folder, parts_folder_regex(output).fullmatch, folders=True)
-    parts_dir = Path(tempfile.mkdtemp(prefix=parts_prefix(output), dir=folder))
-    lock = hold_folder_lock(parts_dir)
+    parts_dir: Path | None = None
+    lock = None
     try:
+        with signals_held():  # a Ctrl-C between making the folder and keeping its name left it
+            parts_dir = Path(tempfile.mkdtemp(prefix=parts_prefix(output), dir=folder))
+            lock = hold_folder_lock(parts_dir)
         yield parts_dir
     finally:
-        shutil.rmtree(parts_dir, ignore_errors=True)
+        if parts_dir is not None:
+            shutil.rmtree(parts_dir, ignore_errors=True)
         release_writer_lock(lock)
 
 
