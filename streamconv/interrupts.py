@@ -87,6 +87,11 @@ class SignalGuard:
         self.count += 1
         if self.deferred:
             return  # imports are running: an exception here could land in importlib's own code
+        self._act(signum, first)
+
+    def _act(self, signum: int, first: bool) -> None:
+        """What a signal does once it may: the first one in a run stops the run (it finishes its
+        output); any other raises Interrupted."""
         if first and self._on_first is not None:
             self._on_first(signum)  # a run in progress stops and finishes its output
             return
@@ -140,11 +145,9 @@ def signals_held() -> Iterator[None]:
         guard.deferred = False
     if guard.count == before or guard.received is None:
         return
-    if first_before and guard._on_first is not None:
-        guard._on_first(guard.received)  # a run in progress stops and finishes its output
-        if guard.count == before + 1:
-            return
-    raise Interrupted(guard.received)
+    guard._act(guard.received, first_before)
+    if guard.count > before + 1:  # a second signal came too
+        raise Interrupted(guard.received)
 
 
 def wait_interruptibly(work: Callable[[], T], *, name: str) -> T:
