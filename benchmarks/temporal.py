@@ -1,16 +1,22 @@
 """Stages across frames on the GPU, beside what people run today: checks, then times.
 
-    python benchmarks/temporal.py [--json PATH] [--sizes 4k] [--no-sweep] [--no-peers]
+    python benchmarks/temporal.py [--json PATH] [--sizes 4k] [--no-sweep] [--no-peers] [--transcode]
 
 1. ``streamconv bench --temporal``'s cases (time only, random T x K x K, time x space), each
    checked against the CPU backend on a fresh random clip, outputs poisoned, then timed as a
    stream runs them: each kernel one frame further on through its ring.
-2. conv3d.cu's launch geometry for random 5x5x5 taps at 4K (threads' rows, outputs per thread).
+2. The two forms of K x K taps at 4K: conv3d_tc.cu (int8 digits on the tensor cores, what an
+   8-bit stage up to K = 9 runs) against conv3d.cu (float32, what 16-bit frames, larger K and
+   GPUs before sm_80 run), each checked against the CPU backend; conv3d.cu's launch geometry for
+   random 5x5x5 taps (threads' rows, outputs per thread).
 3. Peers: PyTorch's depthwise ``conv3d`` on the GPU (float32, the window's uint8 frames
    converted each call, rounded back to uint8), checked against streamconv's output; FFmpeg's
    ``tmix`` (the same mean of T frames) on the CPU through PyAV's filter graph.
 4. A pipeline: 4K frames from a test pattern through a 5x5 box, and through a 5-frame mean
    then the box, to no output: frames per second of each (what a temporal stage costs a run).
+5. A transcode (``--transcode``): a 4K H.264 clip into libx264 ultrafast through a 5x5 box,
+   through a 5-frame mean then the box, and through random 5x5x5 taps, beside libx264 encoding
+   the clip's frames alone (the codec's bound): frames per second and each over the bound.
 """
 
 from __future__ import annotations
@@ -68,6 +74,32 @@ def sweep(env, rng) -> list[dict]:
                   f"{row.max_lsb} LSB", flush=True)
     finally:
         family.conv3d_geometry = default
+    return rows
+
+
+FORM_CASES = ("3d T=3 K=3", "3d T=5 K=5", "3d T=5 K=9", "3d T=9 K=5", "separable T=5 K=5")
+"""Cases timed on both forms."""
+
+
+def forms(env, rng) -> list[dict]:
+    """Each of FORM_CASES at 4K on conv3d_tc.cu and on conv3d.cu (the family's TC_RADII emptied)."""
+    shape = (*bench_temporal.SIZES["4k"], 3)
+    stages = {case: bench_temporal.case_stage(case, rng) for case in FORM_CASES}
+    default = family.TC_RADII
+    rows = []
+    try:
+        for radii, name in ((default, "tensor"), ((), "float32")):
+            family.TC_RADII = radii
+            precompile_plans([plan_chain([stage]).kernel_plans(shape, BORDER_CODES[env.border])[0]
+                              for stage in stages.values()], env.arch, workers=16)
+            for case, stage in stages.items():
+                row = bench_temporal.measure_case("4k", case, env, rng, stage)
+                rows.append({"form": name, **row.__dict__})
+                print(f"form {name:<8} {case:<18} {row.ms:.4f} ms, {row.registers} regs, "
+                      f"{100 * row.fma_fraction:.0f}% of the {row.math_unit} peak, "
+                      f"{row.max_lsb} LSB  {row.kernel}", flush=True)
+    finally:
+        family.TC_RADII = default
     return rows
 
 
@@ -176,15 +208,64 @@ def pipeline_fps(frames: int = 300) -> list[dict]:
     return rows
 
 
+TRANSCODE_CHAINS = (["box:size=5"], ["tmean:frames=5", "box:size=5"], ["conv3d:file=RANDOM"])
+"""The chains of the transcode: a 2-D one, a temporal one, and random T x K x K taps (RANDOM:
+a 5x5x5 .npy file written for the run)."""
+
+
+def transcode_fps(frames: int = 300) -> list[dict]:
+    """A 4K H.264 clip (benchmarks/pipeline.py's) through each of TRANSCODE_CHAINS into libx264
+    ultrafast on the cuda backend, each run once untimed first, beside encoding alone."""
+    import tempfile
+
+    import pipeline as pipeline_bench  # benchmarks/pipeline.py, beside this file
+
+    work = Path(tempfile.mkdtemp(prefix="temporal-transcode-"))
+    clip = work / "clip.mp4"
+    width, height = pipeline_bench.SIZES["4K"]
+    pipeline_bench.make_clip(clip, width, height, frames)
+    taps = work / "taps.npy"
+    rng = np.random.default_rng(5)
+    window = rng.normal(0.0, 1.0, (5, 5, 5)) / 25
+    window[2, 2, 2] += 1.0
+    np.save(taps, window)
+    decoded = pipeline_bench.yuv_frames(clip, 60)
+    row = {}
+    pipeline_bench.timed(row, "encode", lambda: pipeline_bench.encode_only(
+        decoded, frames, work / "encode.mp4", width, height), frames)
+    rows = [{"chain": "libx264 ultrafast alone", "fps": row["encode"]}]
+    print(f"transcode 4K: encode alone {row['encode']:.1f} fps", flush=True)
+    for chain in TRANSCODE_CHAINS:
+        chain = [spec.replace("RANDOM", str(taps)) for spec in chain]
+
+        def run(chain=chain) -> int:
+            out = work / "out.mp4"
+            out.unlink(missing_ok=True)
+            return streamconv.Pipeline(str(clip), chain, str(out), backend="cuda",
+                                       sink_options={"preset": "ultrafast"}).run().frames
+
+        pipeline_bench.timed(row, "run", run, frames, warm=True)
+        label = " -> ".join(spec.split(":file=")[0] + (" (random 5x5x5)" if "file=" in spec
+                                                        else "") for spec in chain)
+        rows.append({"chain": label, "fps": row["run"], "over_encode": row["run"] / row["encode"],
+                     "cpu_ms": row["run_cpu_ms"]})
+        print(f"transcode 4K: {label}: {row['run']:.1f} fps, {rows[-1]['over_encode']:.2f} of "
+              "encoding alone", flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", default="temporal.json", help="where to write the results")
     parser.add_argument("--sizes", default="1080p,4k", help="frame sizes of the kernel table")
     parser.add_argument("--no-table", action="store_true",
                         help="skip the kernel table (streamconv bench --temporal prints it too)")
-    parser.add_argument("--no-sweep", action="store_true", help="skip the launch-geometry sweep")
+    parser.add_argument("--no-sweep", action="store_true",
+                        help="skip the two forms' comparison and the launch-geometry sweeps")
     parser.add_argument("--no-peers", action="store_true",
                         help="skip PyTorch, FFmpeg and the pipeline")
+    parser.add_argument("--transcode", action="store_true",
+                        help="also time a 4K file transcode with and without temporal stages")
     args = parser.parse_args()
     needs.gpu()
     env = bench.measure_env(0, "reflect101")
@@ -194,7 +275,12 @@ def main() -> None:
         result["kernels"] = bench_temporal.run_temporal_bench(env, bench.parse_sizes(args.sizes))
         print(bench_temporal.format_temporal(result["kernels"]), flush=True)
     if not args.no_sweep:
-        result["sweep"] = sweep(env, rng)
+        result["forms"] = forms(env, rng)
+        family.TC_RADII, default_radii = (), family.TC_RADII  # the sweep is conv3d.cu's
+        try:
+            result["sweep"] = sweep(env, rng)
+        finally:
+            family.TC_RADII = default_radii
         result["tconv_sweep"] = tconv_sweep(env, rng)
     if not args.no_peers:
         height, width = bench_temporal.SIZES["4k"]
@@ -205,6 +291,8 @@ def main() -> None:
         for peer in result["peers"]:
             print(f"{peer['peer']}: {peer['ms']:.3f} ms per frame", flush=True)
         result["pipeline"] = pipeline_fps()
+    if args.transcode:
+        result["transcode"] = transcode_fps()
     Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
 
 

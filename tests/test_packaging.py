@@ -225,8 +225,8 @@ SPECIALISATIONS = {  # filter, frame channels, border code
     "crop-c4": ("crop:x=3,y=5,w=40,h=21", 4, 0),  # ... and its crop
     "t5-c3-time": ("tmean:frames=5", 3, 2),  # temporal.cu
     "t3-r1-c4-zero": ("conv3d:taps=1,0,1;0,2,0;1,0,1|0,1,0;1,1,1;0,1,0|1,0,1;0,2,0;1,0,1",
-                      4, 0),  # conv3d.cu
-    "t7-r2-c3-separable": ("tdenoise", 3, 2),  # conv3d.cu, time x space
+                      4, 0),  # conv3d_tc.cu, and conv3d.cu without int8 tensor cores
+    "t7-r2-c3-separable": ("tdenoise", 3, 2),  # conv3d_tc.cu; conv3d.cu, time x space
 }
 
 
@@ -238,11 +238,13 @@ def _specialisations(name: str) -> list[tuple[Path, dict]]:
     stage = _stage(spec)
     found = {}
     for variant in planning.VARIANTS:
-        try:
-            plan = planning.plan_stage(stage, variant).kernel_plan((64, 64, channels), border)
-        except ValueError:  # separable for taps that are not rank 1
-            continue
-        found[(plan.source, tuple(sorted(plan.defines.items())))] = None
+        for tensor_cores in (True, False):
+            try:
+                plan = planning.plan_stage(stage, variant, tensor_cores=tensor_cores).kernel_plan(
+                    (64, 64, channels), border)
+            except ValueError:  # separable for taps that are not rank 1, tensor-core without
+                continue
+            found[(plan.source, tuple(sorted(plan.defines.items())))] = None
     return [(KERNEL_FILES[source], dict(items)) for source, items in found]
 
 

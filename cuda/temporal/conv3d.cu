@@ -1,4 +1,5 @@
-// conv3d.cu: a filter across frames with K x K taps per frame (K > 1), one stage of streamconv.
+// conv3d.cu: a filter across frames with K x K taps per frame (K > 1) in float32, one stage of
+// streamconv: what conv3d_tc.cu (8-bit frames, K 3..9, int8 tensor cores) does not take.
 //
 // What it computes, for every sample (y, x, c) of an H x W x C frame (rows `pitch` bytes apart),
 // from the TAPS frames f_k the host passes (the window positions whose taps are not all zero, in

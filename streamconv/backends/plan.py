@@ -95,7 +95,7 @@ def plan_stage(stage: FilterStage, kernel: str = AUTO, dtype=np.uint8, *,
     if stage.geometry is not None:  # scale and crop run resample.cu, whatever --kernel says
         return StagePlan(stage, resample.VARIANTS[0], resample, None, sample_bytes, tensor_cores)
     if stage.temporal is not None:  # stages across frames: the temporal family, as the taps say
-        return temporal_stage(stage, sample_bytes)
+        return temporal_stage(stage, sample_bytes, tensor_cores)
     if kernel == AUTO:
         for rule in AUTO_TABLE:
             if sample_bytes in rule.family.SAMPLE_BYTES and rule.when(stage):
@@ -190,12 +190,13 @@ def plan_chain(filters: Sequence[FilterStage], kernel: str = AUTO, *,
     return plan
 
 
-def temporal_stage(stage: FilterStage, sample_bytes: int) -> StagePlan:
+def temporal_stage(stage: FilterStage, sample_bytes: int, tensor_cores: bool = True) -> StagePlan:
     """A stage across frames runs on the temporal family whatever ``--kernel`` says (its taps
-    choose the kernel), as a convolution layer runs on streamconv.nn's."""
+    choose the kernel, and ``tensor_cores`` whether conv3d_tc.cu may), as a convolution layer
+    runs on streamconv.nn's."""
     variant = temporal.VARIANTS[0]
     prepared = temporal.prepare(stage, variant, sample_bytes)
-    return StagePlan(stage, variant, temporal, prepared, sample_bytes)
+    return StagePlan(stage, variant, temporal, prepared, sample_bytes, tensor_cores)
 
 
 def supports(stage: FilterStage, kernel: str, dtype=np.uint8) -> bool:

@@ -47,6 +47,7 @@ class TemporalRow:
     max_lsb: int
     registers: int = 0
     occupancy: float = 0.0
+    math_unit: str = "FP32"  # what fma_fraction is of: the FP32 or the int8 tensor peak
 
 
 def case_stage(case: str, rng: np.random.Generator) -> FilterStage:
@@ -148,8 +149,10 @@ def measure_case(size: str, case: str, env, rng, stage: FilterStage | None = Non
             registers = kernel.function.attribute("num_regs")
     frame_bytes = int(np.prod(shape))
     gbps = (len(launches.used) + 1) * frame_bytes / seconds / 1e9
+    unit = kernel.plan.math_unit
     return TemporalRow(size, case, kernel.plan.label, seconds * 1e3, gbps, gbps / env.copy_gbps,
-                       kernel.plan.products / seconds / env.fma_peak, worst, registers, occ)
+                       kernel.plan.products / seconds / env.peak(unit), worst, registers, occ,
+                       unit)
 
 
 def run_temporal_bench(env, sizes: Sequence[str], cases: Sequence[str] = CASES,
@@ -170,12 +173,14 @@ def run_temporal_bench(env, sizes: Sequence[str], cases: Sequence[str] = CASES,
 
 
 def format_temporal(rows: Sequence[dict]) -> str:
-    """One line per case: ms per output frame, GB/s, rooflines, registers, LSB, the kernel."""
-    lines = [f"{'size':<6} {'case':<18}{'ms':>9}{'GB/s':>7}{'copy':>6}{'FP32':>6}{'regs':>5}"
+    """One line per case: ms per output frame, GB/s, rooflines (``math``: of the FP32 peak, or
+    with ``t`` of the int8 tensor peak), registers, LSB, the kernel."""
+    lines = [f"{'size':<6} {'case':<18}{'ms':>9}{'GB/s':>7}{'copy':>6}{'math':>7}{'regs':>5}"
              f"{'occ':>5}{'LSB':>4}  kernel"]
     for r in rows:
+        unit = "t" if r.get("math_unit") == "tensor" else " "
         lines.append(f"{r['size']:<6} {r['case']:<18}{r['ms']:>9.4f}{r['gbps']:>7.0f}"
-                     f"{100 * r['copy_fraction']:>5.0f}%{100 * r['fma_fraction']:>5.0f}%"
+                     f"{100 * r['copy_fraction']:>5.0f}%{100 * r['fma_fraction']:>5.0f}%{unit}"
                      f"{r['registers']:>5}{100 * r['occupancy']:>4.0f}%{r['max_lsb']:>4}"
                      f"  {r['kernel']}")
     return "\n".join(lines)

@@ -14,6 +14,7 @@ import pytest
 
 import streamconv
 from streamconv.backends import create_backend
+from streamconv.backends.families import temporal as temporal_family
 from streamconv.errors import FilterSpecError, FrameDeviceError
 from streamconv.chain.filters import FilterStage, parse_chain
 from streamconv.chain.temporal import validate_taps3d
@@ -48,11 +49,38 @@ def compiled():
                (FILE, (8, 8, 3), 2, np.uint8)]
     time, space = np.array([0.25, 0.5, 0.25]), np.outer([1, 2, 1], [1, 2, 1]) / 16
     wanted += [([conv3d(time[:, None, None] * space[None])], (8, 8, 3), 0, np.uint8)]
+    wanted += [([conv3d(random_taps3d(rng, t, k, exact=False))], (8, 8, c), b, np.uint8)
+               for t, k, c, b in ((9, 5, 3, 2), (15, 9, 3, 1), (5, 7, 1, 0), (5, 3, 4, 2))]
     major, minor = binding().device(0).compute_capability
-    plans = [launch for stages, shape, border, dtype in wanted
-             for launch in plan_chain(stages).kernel_plans(shape, border, dtype)
-             if launch is not None]
+    plans = []
+    for float32 in (False, True):  # conv3d_tc.cu's plans, then conv3d.cu's for the same stages
+        with pytest.MonkeyPatch.context() as patch:
+            if float32:
+                patch.setattr(temporal_family, "TC_RADII", ())
+            plans += [launch for stages, shape, border, dtype in wanted
+                      for launch in plan_chain(stages).kernel_plans(shape, border, dtype)
+                      if launch is not None]
     precompile_plans(plans, f"sm_{major}{minor}", workers=16)
+
+
+@pytest.fixture(params=["tensor", "float32"])
+def form(request, monkeypatch):
+    """conv3d_tc.cu (int8 digits on the tensor cores, where the GPU has them) or conv3d.cu
+    (float32) for 8-bit K x K taps up to K = 9."""
+    if request.param == "float32":
+        monkeypatch.setattr(temporal_family, "TC_RADII", ())
+    return request.param
+
+
+def expect_kernel(stage, form: str, dtype=np.uint8) -> None:
+    """The stage runs on the kernel ``form`` names (conv3d_tc.cu only where the GPU has int8
+    tensor cores)."""
+    from streamconv.backends.plan import plan_chain
+    from streamconv.gpu.binding import binding
+
+    tensor = form == "tensor" and binding().device(0).compute_capability[0] >= 8
+    source = plan_chain([stage], tensor_cores=tensor).kernel_plans((40, 40, 3), 2, dtype)[0].source
+    assert source == ("conv3d_tc" if tensor and dtype == np.uint8 else "conv3d")
 
 
 # Every stage exact on both backends (dyadic or integer 2-D taps; 1 x 1 temporal taps are
@@ -108,8 +136,9 @@ def test_time_only_taps_are_bit_exact(rng, frames, dtype, shape):
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("size", [3, 5, 7, 9])
 @pytest.mark.parametrize("exact", [True, False])
-def test_3d_taps_match_the_cpu(rng, border, size, exact):
+def test_3d_taps_match_the_cpu(rng, border, size, exact, form):
     stage = conv3d(random_taps3d(rng, 3, size, exact=exact))
+    expect_kernel(stage, form)
     clip = clip_of(rng, 5, (37, 45, 3))
     got, expected = gpu_and_cpu([stage], clip, border)
     assert_close(got, expected, exact and exact_for(stage.temporal.taps, 255))
@@ -117,9 +146,23 @@ def test_3d_taps_match_the_cpu(rng, border, size, exact):
 
 @pytest.mark.parametrize("channels, dtype",
                          [(1, np.uint8), (4, np.uint8), (3, np.uint16), (4, np.uint16)])
-def test_3d_taps_on_other_channels_and_16_bits(rng, channels, dtype):
+def test_3d_taps_on_other_channels_and_16_bits(rng, channels, dtype, form):
     stage = conv3d(random_taps3d(rng, 5, 5, exact=False))
+    expect_kernel(stage, form, dtype)
     got, expected = gpu_and_cpu([stage], clip_of(rng, 7, (33, 29, channels), dtype), "replicate")
+    assert_close(got, expected, exact=False)
+
+
+@pytest.mark.parametrize("frames, size, channels, border",
+                         [(9, 5, 3, "reflect101"), (15, 9, 3, "replicate"), (5, 7, 1, "zero"),
+                          (5, 3, 4, "reflect101")])
+def test_long_windows_on_frames_of_many_tiles(rng, frames, size, channels, border, form):
+    """Frames of several tiles each way with ragged right and bottom edges (conv3d_tc.cu's tile
+    is 128 bytes by 32 rows), windows up to 15 frames."""
+    stage = conv3d(random_taps3d(rng, frames, size, exact=False))
+    expect_kernel(stage, form)
+    clip = clip_of(rng, frames + 2, (75, 301, channels))
+    got, expected = gpu_and_cpu([stage], clip, border, ring=2)
     assert_close(got, expected, exact=False)
 
 
@@ -129,7 +172,7 @@ def test_the_largest_window_and_taps(rng):
     assert_close(got, expected, exact=False)
 
 
-def test_separable_taps_run_time_then_space_and_stay_exact_where_promised(rng):
+def test_separable_taps_run_time_then_space_and_stay_exact_where_promised(rng, form):
     time = np.array([0.25, 0.5, 0.25])
     space = np.outer([1, 2, 1], [1, 2, 1]) / 16
     exact = conv3d(time[:, None, None] * space[None])

@@ -1,5 +1,7 @@
 """The ``temporal`` family: the kernels of stages across frames, temporal.cu (1 x 1 taps: time
-only) and conv3d.cu (K x K taps per frame, in full or as time x space).
+only), conv3d_tc.cu (8-bit frames, K from 3 to 9, on a GPU with int8 tensor cores: the window's
+taps as int8 digits, :mod:`.integer_taps`) and conv3d.cu (K x K taps per frame in float32, in
+full or as time x space: 16-bit frames, larger K, older GPUs, taps the digits cannot hold).
 
 A temporal stage runs whatever ``--kernel`` says (like a convolution layer): the taps decide.
 Its kernels take the window's frames as a struct of 15 device pointers (those of the used window
@@ -17,9 +19,10 @@ import numpy as np
 
 from ...chain.filters import FilterStage
 from ...chain.temporal import TemporalTaps
+from . import integer_taps, tensor_core
 from .base import KernelPlan, StagePlan, cdiv
 
-SOURCES = {"temporal": "sm_75", "conv3d": "sm_75"}
+SOURCES = {"temporal": "sm_75", "conv3d": "sm_75", "conv3d_tc": "sm_80"}
 """Its kernel files in cuda/temporal/ -> the oldest architecture each runs on."""
 VARIANTS = ("temporal",)
 SAMPLE_BYTES = (1, 2)
@@ -32,15 +35,20 @@ TCONV_ARGUMENTS = ARGUMENTS + "i"
 
 TCONV_THREADS = 256
 CONV3D_SMEM = 48 * 1024
+TC_RADII = (1, 2, 3, 4)
+"""Radii conv3d_tc.cu takes (its B fragments per frame grow with K, as conv2d_tc.cu's)."""
+_TC_TILE = {"TILE_W": 128, "TILE_H": 32, "WARPS": 4}  # conv3d_tc.cu's tile, as conv2d_tc.cu's
 
 
 @dataclass(frozen=True)
 class TemporalPlan:
     """What the family takes from a stage's taps: the window positions it reads (at least one:
-    all-zero taps read the first frame times 0) and whether conv3d.cu runs it separably."""
+    all-zero taps read the first frame times 0), whether conv3d.cu runs it separably, and the
+    used frames' taps as int8 digits for conv3d_tc.cu (None where it cannot run them)."""
 
     used: tuple[int, ...]
     separable: bool
+    integer: integer_taps.IntegerTaps | None = None
 
 
 def prepare(stage: FilterStage, variant: str, sample_bytes: int) -> TemporalPlan:
@@ -48,7 +56,24 @@ def prepare(stage: FilterStage, variant: str, sample_bytes: int) -> TemporalPlan
     taps = stage.temporal
     assert taps is not None, "the temporal family runs temporal stages only"
     maximum = 255 if sample_bytes == 1 else 65535
-    return TemporalPlan(taps.used or (0,), separable_form(taps, maximum))
+    used = taps.used or (0,)
+    integer = window_digits(taps.taps[list(used)]) \
+        if sample_bytes == 1 and taps.size // 2 in TC_RADII else None
+    return TemporalPlan(used, separable_form(taps, maximum), integer)
+
+
+def window_digits(taps: np.ndarray) -> integer_taps.IntegerTaps | None:
+    """The (T, K, K) taps of the used frames (host array) as integers over one power of two in
+    int8 digits (values (T, K, K): one "bank" per frame, as conv3d_tc.cu's fragments take them),
+    rounded within :data:`integer_taps.MAX_QUANT_ERROR` of an output step over the whole window
+    (exact where the taps are); None where 3 digits cannot hold them so or the sums could
+    overflow int32."""
+    frames, size = taps.shape[0], taps.shape[1]
+    whole = integer_taps.quantize([taps.reshape(frames * size, size)])
+    if whole is None:
+        return None
+    return integer_taps.IntegerTaps(whole.values.reshape(frames, size, size), whole.shift,
+                                    whole.digits, whole.error)
 
 
 def separable_form(taps: TemporalTaps, maximum: int) -> bool:
@@ -103,6 +128,8 @@ def kernel_plan(plan: StagePlan, shape: tuple[int, int, int], border_code: int) 
                           (threads, 1, 1), grid, {"c_wt": _floats(taps.taps[used, 0, 0])},
                           arguments=TCONV_ARGUMENTS, products=height * width * channels * len(used))
     radius = taps.size // 2
+    if data.integer is not None and plan.tensor_cores:
+        return _tc_plan(plan, shape, border_code)
     defines.update(RADIUS=radius, BORDER=border_code, SEPARABLE=int(data.separable),
                    **conv3d_geometry(radius, channels, plan.sample_bytes, data.separable))
     if data.separable:
@@ -117,6 +144,29 @@ def kernel_plan(plan: StagePlan, shape: tuple[int, int, int], border_code: int) 
                       (defines["BLOCK_X"], defines["BLOCK_Y"], 1),
                       (cdiv(width * channels, tile_x), cdiv(height, tile_y), 1), constants,
                       arguments=ARGUMENTS, products=products)
+
+
+def _tc_plan(plan: StagePlan, shape: tuple[int, int, int], border_code: int) -> KernelPlan:
+    """conv3d_tc.cu's launch: every used frame's digit fragments, one after another, and the
+    rounding."""
+    height, width, channels = shape
+    data = plan.data
+    assert isinstance(data, TemporalPlan) and data.integer is not None
+    digits = data.integer
+    radius = digits.values.shape[1] // 2
+    layout = integer_taps.kernel_layout(radius, channels)
+    ties_even, round_table = tensor_core.rounding(digits)
+    defines = {"TAPS": len(data.used), "CHANNELS": channels, "RADIUS": radius,
+               "BORDER": border_code, "DIGITS": digits.digits, "TIES_EVEN": ties_even,
+               "GROUP": layout.group, "LDMATRIX": int(layout.ldmatrix), **_TC_TILE}
+    grid = (cdiv(width * channels, _TC_TILE["TILE_W"]), cdiv(height, _TC_TILE["TILE_H"]), 1)
+    products = len(data.used) * integer_taps.products_per_frame(layout, height, width, channels,
+                                                                 digits.digits)
+    return KernelPlan(plan.variant, "conv3d_tc", "conv3d_tc_u8", defines,
+                      (32 * _TC_TILE["WARPS"], 1, 1), grid,
+                      {"g_bfrag": integer_taps.fragment_table(digits, layout),
+                       "c_round": round_table},
+                      arguments=ARGUMENTS, products=products, math_unit="tensor")
 
 
 def tconv_geometry(frames: int) -> tuple[int, int]:

@@ -73,7 +73,7 @@ def kernel_plan(plan: StagePlan, shape: tuple[int, int, int], border_code: int) 
     stage, taps = plan.stage, plan.data
     if isinstance(taps, planar_taps.PlanarTaps):
         return _planar_plan(plan, shape, border_code)
-    ties_even, rounding = _rounding(taps)
+    ties_even, round_table = rounding(taps)
     defines = {**base_defines(stage, channels, border_code), "DIGITS": taps.digits,
                "TIES_EVEN": ties_even}
     if one_3x3_matrix(stage):
@@ -82,7 +82,7 @@ def kernel_plan(plan: StagePlan, shape: tuple[int, int, int], border_code: int) 
         return KernelPlan(plan.variant, "conv3_tc", "conv3_tc_u8", defines,
                           (32 * _CONV3_WARPS, 1, 1), grid,
                           {"g_bband": integer_taps.band3_fragments(taps, channels),
-                           "c_round": rounding},
+                           "c_round": round_table},
                           products=integer_taps.band3_products_per_frame(height, width, channels,
                                                                          taps.digits),
                           math_unit="tensor")
@@ -92,15 +92,17 @@ def kernel_plan(plan: StagePlan, shape: tuple[int, int, int], border_code: int) 
     grid = (cdiv(width * channels, _TILE["TILE_W"]), cdiv(height, _TILE["TILE_H"]), 1)
     return KernelPlan(plan.variant, "conv2d_tc", "conv2d_tc_u8", defines,
                       (32 * _TILE["WARPS"], 1, 1), grid,
-                      {"g_bfrag": integer_taps.fragment_table(taps, layout), "c_round": rounding},
+                      {"g_bfrag": integer_taps.fragment_table(taps, layout),
+                       "c_round": round_table},
                       products=integer_taps.products_per_frame(layout, height, width, channels,
                                                                taps.digits, banks),
                       math_unit="tensor")
 
 
-def _rounding(taps: integer_taps.IntegerTaps) -> tuple[int, np.ndarray]:
-    """(TIES_EVEN, c_round): exact taps round ties to even like the CPU backend; others round
-    them up (one instruction fewer), which moves nothing by more than the taps' own rounding may."""
+def rounding(taps: integer_taps.IntegerTaps) -> tuple[int, np.ndarray]:
+    """(TIES_EVEN, c_round: int32 host array {shift, bias}): exact taps round ties to even like
+    the CPU backend; others round them up (one instruction fewer), which moves nothing by more
+    than the taps' own rounding may."""
     ties_even = int(taps.error == 0)
     return ties_even, np.array([taps.shift, (1 << (taps.shift - 1)) - ties_even], np.int32)
 
@@ -109,7 +111,7 @@ def _planar_plan(plan: StagePlan, shape: tuple[int, int, int], border_code: int)
     """conv2d_tcp.cu's launch: the dense digits' fragments, the sparse taps and the rounding."""
     height, width, channels = shape
     taps = plan.data
-    ties_even, rounding = _rounding(taps.taps)
+    ties_even, round_table = rounding(taps.taps)
     defines = {**base_defines(plan.stage, channels, border_code), "DIGITS": taps.dense,
                "TIES_EVEN": ties_even, "SPARSE": planar_taps.MAX_SPARSE if len(taps.sparse) else 0,
                **_PLANAR_TILE}
@@ -120,7 +122,7 @@ def _planar_plan(plan: StagePlan, shape: tuple[int, int, int], border_code: int)
                       (32 * _PLANAR_TILE["WARPS"], 1, 1),
                       grid,
                       {"g_bfrag": planar_taps.planar_fragments(taps, plan.stage.radius),
-                       "c_round": rounding,
+                       "c_round": round_table,
                              **({"c_sparse": taps.sparse_table()} if len(taps.sparse) else {})},
                       products=planar_taps.products_per_frame(layout, grid, units, taps.dense),
                       math_unit="tensor")
