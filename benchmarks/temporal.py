@@ -1,6 +1,6 @@
 """Stages across frames on the GPU, beside what people run today: checks, then times.
 
-    python benchmarks/temporal.py [--json PATH] [--sizes 4k] [--no-sweep] [--no-peers] [--transcode]
+    python benchmarks/temporal.py [--json PATH] [--sizes 4k] [--no-sweep] [--no-peers]
 
 1. ``streamconv bench --temporal``'s cases (time only, random T x K x K, time x space), each
    checked against the CPU backend on a fresh random clip, outputs poisoned, then timed as a
@@ -14,9 +14,6 @@
    ``tmix`` (the same mean of T frames) on the CPU through PyAV's filter graph.
 4. A pipeline: 4K frames from a test pattern through a 5x5 box, and through a 5-frame mean
    then the box, to no output: frames per second of each (what a temporal stage costs a run).
-5. A transcode (``--transcode``): a 4K H.264 clip into libx264 ultrafast through a 5x5 box,
-   through a 5-frame mean then the box, and through random 5x5x5 taps, beside libx264 encoding
-   the clip's frames alone (the codec's bound): frames per second and each over the bound.
 """
 
 from __future__ import annotations
@@ -208,64 +205,16 @@ def pipeline_fps(frames: int = 300) -> list[dict]:
     return rows
 
 
-TRANSCODE_CHAINS = (["box:size=5"], ["tmean:frames=5", "box:size=5"], ["conv3d:file=RANDOM"])
-"""The chains of the transcode: a 2-D one, a temporal one, and random T x K x K taps (RANDOM:
-a 5x5x5 .npy file written for the run)."""
-
-
-def transcode_fps(frames: int = 300) -> list[dict]:
-    """A 4K H.264 clip (benchmarks/pipeline.py's) through each of TRANSCODE_CHAINS into libx264
-    ultrafast on the cuda backend, each run once untimed first, beside encoding alone."""
-    import tempfile
-
-    import pipeline as pipeline_bench  # benchmarks/pipeline.py, beside this file
-
-    work = Path(tempfile.mkdtemp(prefix="temporal-transcode-"))
-    clip = work / "clip.mp4"
-    width, height = pipeline_bench.SIZES["4K"]
-    pipeline_bench.make_clip(clip, width, height, frames)
-    taps = work / "taps.npy"
-    rng = np.random.default_rng(5)
-    window = rng.normal(0.0, 1.0, (5, 5, 5)) / 25
-    window[2, 2, 2] += 1.0
-    np.save(taps, window)
-    decoded = pipeline_bench.yuv_frames(clip, 60)
-    row = {}
-    pipeline_bench.timed(row, "encode", lambda: pipeline_bench.encode_only(
-        decoded, frames, work / "encode.mp4", width, height), frames)
-    rows = [{"chain": "libx264 ultrafast alone", "fps": row["encode"]}]
-    print(f"transcode 4K: encode alone {row['encode']:.1f} fps", flush=True)
-    for chain in TRANSCODE_CHAINS:
-        chain = [spec.replace("RANDOM", str(taps)) for spec in chain]
-
-        def run(chain=chain) -> int:
-            out = work / "out.mp4"
-            out.unlink(missing_ok=True)
-            return streamconv.Pipeline(str(clip), chain, str(out), backend="cuda",
-                                       sink_options={"preset": "ultrafast"}).run().frames
-
-        pipeline_bench.timed(row, "run", run, frames, warm=True)
-        label = " -> ".join(spec.split(":file=")[0] + (" (random 5x5x5)" if "file=" in spec
-                                                        else "") for spec in chain)
-        rows.append({"chain": label, "fps": row["run"], "over_encode": row["run"] / row["encode"],
-                     "cpu_ms": row["run_cpu_ms"]})
-        print(f"transcode 4K: {label}: {row['run']:.1f} fps, {rows[-1]['over_encode']:.2f} of "
-              "encoding alone", flush=True)
-    return rows
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", default="temporal.json", help="where to write the results")
     parser.add_argument("--sizes", default="1080p,4k", help="frame sizes of the kernel table")
     parser.add_argument("--no-table", action="store_true",
-                        help="skip the kernel table (streamconv bench --temporal prints it too)")
-    parser.add_argument("--no-sweep", action="store_true",
-                        help="skip the two forms' comparison and the launch-geometry sweeps")
+                        help="skip the kernel table (streamconv bench --temporal prints it too) "
+                             "and the two forms' comparison")
+    parser.add_argument("--no-sweep", action="store_true", help="skip the launch-geometry sweeps")
     parser.add_argument("--no-peers", action="store_true",
                         help="skip PyTorch, FFmpeg and the pipeline")
-    parser.add_argument("--transcode", action="store_true",
-                        help="also time a 4K file transcode with and without temporal stages")
     args = parser.parse_args()
     needs.gpu()
     env = bench.measure_env(0, "reflect101")
@@ -274,8 +223,8 @@ def main() -> None:
     if not args.no_table:
         result["kernels"] = bench_temporal.run_temporal_bench(env, bench.parse_sizes(args.sizes))
         print(bench_temporal.format_temporal(result["kernels"]), flush=True)
-    if not args.no_sweep:
         result["forms"] = forms(env, rng)
+    if not args.no_sweep:
         family.TC_RADII, default_radii = (), family.TC_RADII  # the sweep is conv3d.cu's
         try:
             result["sweep"] = sweep(env, rng)
@@ -291,8 +240,6 @@ def main() -> None:
         for peer in result["peers"]:
             print(f"{peer['peer']}: {peer['ms']:.3f} ms per frame", flush=True)
         result["pipeline"] = pipeline_fps()
-    if args.transcode:
-        result["transcode"] = transcode_fps()
     Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
 
 

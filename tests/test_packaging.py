@@ -226,7 +226,7 @@ SPECIALISATIONS = {  # filter, frame channels, border code
     "t5-c3-time": ("tmean:frames=5", 3, 2),  # temporal.cu
     "t3-r1-c4-zero": ("conv3d:taps=1,0,1;0,2,0;1,0,1|0,1,0;1,1,1;0,1,0|1,0,1;0,2,0;1,0,1",
                       4, 0),  # conv3d_tc.cu, and conv3d.cu without int8 tensor cores
-    "t7-r2-c3-separable": ("tdenoise", 3, 2),  # conv3d_tc.cu; conv3d.cu, time x space
+    "t7-r2-c3-separable": ("tdenoise", 3, 2),  # conv3d.cu, time x space
 }
 
 

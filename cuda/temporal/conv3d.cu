@@ -1,5 +1,6 @@
 // conv3d.cu: a filter across frames with K x K taps per frame (K > 1) in float32, one stage of
-// streamconv: what conv3d_tc.cu (8-bit frames, K 3..9, int8 tensor cores) does not take.
+// streamconv: taps that factor as time x space, and what conv3d_tc.cu (8-bit frames, K 3..9, int8
+// tensor cores) does not take.
 //
 // What it computes, for every sample (y, x, c) of an H x W x C frame (rows `pitch` bytes apart),
 // from the TAPS frames f_k the host passes (the window positions whose taps are not all zero, in
@@ -68,9 +69,7 @@
 #error "OUT_X must be a positive multiple of 4"
 #endif
 
-struct Frames {
-  const unsigned char* frame[15];
-};
+#include "window.cuh"
 
 extern "C" {
 #if SEPARABLE
@@ -84,16 +83,6 @@ __constant__ float c_taps[TAPS * KSIZE * KSIZE];
 namespace {
 
 using namespace conv;
-
-// Frame k of the window (k may vary at run time: selected, so that the struct stays a kernel
-// parameter rather than a copy in local memory).
-__device__ __forceinline__ const unsigned char* frame_of(const Frames& src, int k) {
-  const unsigned char* p = src.frame[0];
-#pragma unroll
-  for (int i = 1; i < TAPS; ++i)
-    if (k == i) p = src.frame[i];
-  return p;
-}
 
 constexpr int kThreads = BLOCK_X * BLOCK_Y;
 constexpr int kTileX = BLOCK_X * OUT_X;

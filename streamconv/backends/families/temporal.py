@@ -1,7 +1,8 @@
 """The ``temporal`` family: the kernels of stages across frames, temporal.cu (1 x 1 taps: time
-only), conv3d_tc.cu (8-bit frames, K from 3 to 9, on a GPU with int8 tensor cores: the window's
-taps as int8 digits, :mod:`.integer_taps`) and conv3d.cu (K x K taps per frame in float32, in
-full or as time x space: 16-bit frames, larger K, older GPUs, taps the digits cannot hold).
+only), conv3d_tc.cu (8-bit frames, K from 3 to 9, taps that do not factor, on a GPU with int8
+tensor cores: the window's taps as int8 digits, :mod:`.integer_taps`) and conv3d.cu (K x K taps
+per frame in float32, in full or as time x space: taps that factor, 16-bit frames, larger K,
+older GPUs, taps the digits cannot hold).
 
 A temporal stage runs whatever ``--kernel`` says (like a convolution layer): the taps decide.
 Its kernels take the window's frames as a struct of 15 device pointers (those of the used window
@@ -128,7 +129,9 @@ def kernel_plan(plan: StagePlan, shape: tuple[int, int, int], border_code: int) 
                           (threads, 1, 1), grid, {"c_wt": _floats(taps.taps[used, 0, 0])},
                           arguments=TCONV_ARGUMENTS, products=height * width * channels * len(used))
     radius = taps.size // 2
-    if data.integer is not None and plan.tensor_cores:
+    # Taps that factor run conv3d.cu's time-then-space form: on an H100 at 4K, tdenoise's
+    # 5x5x5 took 0.156 ms there against 0.204 on the tensor cores (benchmarks/README.md).
+    if data.integer is not None and plan.tensor_cores and not data.separable:
         return _tc_plan(plan, shape, border_code)
     defines.update(RADIUS=radius, BORDER=border_code, SEPARABLE=int(data.separable),
                    **conv3d_geometry(radius, channels, plan.sample_bytes, data.separable))

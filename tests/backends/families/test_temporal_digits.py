@@ -60,7 +60,7 @@ def test_fragments_are_each_frames_band_in_turn(rng):
 @pytest.mark.parametrize("spec, dtype, tensor_cores, source", [
     ("conv3d:taps=1,2,1;2,4,2;1,2,1|0,1,0;1,1,1;0,1,0|1,0,1;0,2,0;1,0,1", np.uint8, True,
      "conv3d_tc"),
-    ("tdenoise", np.uint8, True, "conv3d_tc"),
+    ("tdenoise", np.uint8, True, "conv3d"),  # taps that factor: time, then space
     ("conv3d:taps=1,2,1;2,4,2;1,2,1|0,1,0;1,1,1;0,1,0|1,0,1;0,2,0;1,0,1", np.uint16, True,
      "conv3d"),
     ("conv3d:taps=1,2,1;2,4,2;1,2,1|0,1,0;1,1,1;0,1,0|1,0,1;0,2,0;1,0,1", np.uint8, False,
