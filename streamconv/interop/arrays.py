@@ -17,7 +17,8 @@ import numpy as np
 from ..errors import FrameDeviceError, FrameFormatError, FrameTypeError
 from ..frames.checks import CHANNEL_COUNTS, FRAME_DTYPES, as_hwc
 from ..gpu import dlpack
-from .raw import RawDeviceArray, offers_cuda_array_interface, raw_device_array
+from .raw import (RawDeviceArray, offers_cuda_array_interface, raw_device_array,
+                  torch_device_array)
 
 
 @dataclass(slots=True)  # made per frame: plain slots, not frozen (whose __init__ is slower)
@@ -68,6 +69,9 @@ def as_frame(frame: Any, *, what: str = "frame") -> np.ndarray | DeviceView:
     """
     if isinstance(frame, np.ndarray):
         return as_hwc(frame, what=what)
+    tensor = torch_device_array(frame)
+    if tensor is not None:
+        return _view(tensor, what)
     if offers_cuda_array_interface(frame):
         return _view(raw_device_array(frame), what)
     if callable(getattr(frame, "__dlpack_device__", None)):

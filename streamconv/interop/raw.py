@@ -4,6 +4,7 @@ what :mod:`.arrays` checks as a frame and :mod:`streamconv.nn` reads as a tensor
 from __future__ import annotations
 
 import functools
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,14 +63,47 @@ def _dtype(typestr: str) -> np.dtype:
     return np.dtype(typestr)
 
 
+_TORCH_DTYPES = {"torch.uint8": "|u1", "torch.uint16": "<u2", "torch.int8": "|i1",
+                  "torch.int16": "<i2", "torch.int32": "<i4", "torch.int64": "<i8",
+                  "torch.float16": "<f2", "torch.float32": "<f4", "torch.float64": "<f8"}
+
+
+def torch_device_array(array: Any) -> RawDeviceArray | None:
+    """A PyTorch CUDA tensor (exactly ``torch.Tensor``) read through its own accessors, or None
+    for anything else (a host tensor, a subclass, a dtype NumPy lacks). PyTorch builds
+    ``__cuda_array_interface__`` in Python on every read (a dict of its dtypes included), several
+    times the cost of these C calls; the description is the same, with the device ordinal.
+
+    Raises:
+        FrameTypeError: a tensor that requires grad (PyTorch refuses its interface too).
+    """
+    torch = sys.modules.get("torch")
+    if torch is None or type(array) is not torch.Tensor or not array.is_cuda:
+        return None
+    typestr = _TORCH_DTYPES.get(str(array.dtype))
+    if typestr is None:
+        return None
+    if array.requires_grad:
+        raise FrameTypeError("Tensor gives no __cuda_array_interface__: it requires grad (pass "
+                             "tensor.detach())")
+    dtype = _dtype(typestr)
+    strides = tuple(step * dtype.itemsize for step in array.stride())
+    address = array.data_ptr() if array.numel() else 0
+    return RawDeviceArray(address, tuple(array.shape), strides, dtype, array.device.index, None,
+                          False, array)
+
+
 def raw_device_array(array: Any) -> RawDeviceArray:
     """Read a device array's description from ``__cuda_array_interface__`` (versions 0 to 3) or
     DLPack (asked for on the legacy default stream, 1, so that the producer's pending work comes
-    first).
+    first); a PyTorch tensor through :func:`torch_device_array`.
 
     Raises:
         FrameTypeError: neither interface, or a DLPack tensor that is not in CUDA memory.
     """
+    fast = torch_device_array(array)
+    if fast is not None:
+        return fast
     try:
         interface = getattr(array, "__cuda_array_interface__", None)
     except RuntimeError as error:  # a PyTorch tensor that requires grad refuses it

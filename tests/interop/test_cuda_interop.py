@@ -300,3 +300,23 @@ def test_the_interop_examples_run(name, library, tmp_path):
     result = run_example(name, "--size", "320x240", "--frames", "12", tmp_path=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "equal to the host path: True" in result.stdout
+
+
+@pytest.mark.parametrize("dtype, view", [("uint8", "whole"), ("uint8", "crop"),
+                                         ("float32", "every second row")])
+def test_pytorch_tensors_are_read_as_their_interface_describes_them(dtype, view):
+    """torch_device_array (PyTorch's C accessors) gives what __cuda_array_interface__ says."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    from streamconv.interop.raw import torch_device_array
+
+    base = torch.zeros((40, 60, 3), dtype=getattr(torch, dtype), device="cuda")
+    tensor = {"whole": base, "crop": base[5:30, 7:50], "every second row": base[::2]}[view]
+    fast = torch_device_array(tensor)
+    interface = tensor.__cuda_array_interface__
+    assert fast is not None
+    assert fast.address == interface["data"][0] and fast.shape == tuple(interface["shape"])
+    assert fast.dtype == np.dtype(interface["typestr"])
+    strides = interface["strides"] or tuple(
+        np.empty(interface["shape"], np.dtype(interface["typestr"])).strides)
+    assert fast.strides == tuple(strides) and fast.device == tensor.device.index
+    assert torch_device_array(tensor.cpu()) is None
