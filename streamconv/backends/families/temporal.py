@@ -38,14 +38,13 @@ TCONV_THREADS = 256
 CONV3D_SMEM = 48 * 1024
 TC_RADII = (1, 2, 3, 4)
 """Radii conv3d_tc.cu takes (its B fragments per frame grow with K, as conv2d_tc.cu's)."""
-_TC_TILE = {"TILE_W": 128, "TILE_H": 32, "WARPS": 4}  # conv3d_tc.cu's tile, as conv2d_tc.cu's
 
 
 @dataclass(frozen=True)
 class TemporalPlan:
     """What the family takes from a stage's taps: the window positions it reads (at least one:
     all-zero taps read the first frame times 0), whether conv3d.cu runs it separably, and the
-    used frames' taps as int8 digits for conv3d_tc.cu (None where it cannot run them)."""
+    used frames' taps as int8 digits for conv3d_tc.cu (None where it does not run them)."""
 
     used: tuple[int, ...]
     separable: bool
@@ -58,9 +57,12 @@ def prepare(stage: FilterStage, variant: str, sample_bytes: int) -> TemporalPlan
     assert taps is not None, "the temporal family runs temporal stages only"
     maximum = 255 if sample_bytes == 1 else 65535
     used = taps.used or (0,)
+    separable = separable_form(taps, maximum)
+    # Taps that factor keep conv3d.cu's time-then-space form, no digits: on an H100 at 4K,
+    # tdenoise's 5x5x5 took 0.156 ms there against 0.204 on the tensor cores (benchmarks/README.md).
     integer = window_digits(taps.taps[list(used)]) \
-        if sample_bytes == 1 and taps.size // 2 in TC_RADII else None
-    return TemporalPlan(used, separable_form(taps, maximum), integer)
+        if sample_bytes == 1 and taps.size // 2 in TC_RADII and not separable else None
+    return TemporalPlan(used, separable, integer)
 
 
 def window_digits(taps: np.ndarray) -> integer_taps.IntegerTaps | None:
@@ -129,9 +131,7 @@ def kernel_plan(plan: StagePlan, shape: tuple[int, int, int], border_code: int) 
                           (threads, 1, 1), grid, {"c_wt": _floats(taps.taps[used, 0, 0])},
                           arguments=TCONV_ARGUMENTS, products=height * width * channels * len(used))
     radius = taps.size // 2
-    # Taps that factor run conv3d.cu's time-then-space form: on an H100 at 4K, tdenoise's
-    # 5x5x5 took 0.156 ms there against 0.204 on the tensor cores (benchmarks/README.md).
-    if data.integer is not None and plan.tensor_cores and not data.separable:
+    if data.integer is not None and plan.tensor_cores:
         return _tc_plan(plan, shape, border_code)
     defines.update(RADIUS=radius, BORDER=border_code, SEPARABLE=int(data.separable),
                    **conv3d_geometry(radius, channels, plan.sample_bytes, data.separable))
@@ -159,14 +159,15 @@ def _tc_plan(plan: StagePlan, shape: tuple[int, int, int], border_code: int) -> 
     radius = digits.values.shape[1] // 2
     layout = integer_taps.kernel_layout(radius, channels)
     ties_even, round_table = tensor_core.rounding(digits)
+    tile = tensor_core.TILE  # conv3d_tc.cu's, as conv2d_tc.cu's
     defines = {"TAPS": len(data.used), "CHANNELS": channels, "RADIUS": radius,
                "BORDER": border_code, "DIGITS": digits.digits, "TIES_EVEN": ties_even,
-               "GROUP": layout.group, "LDMATRIX": int(layout.ldmatrix), **_TC_TILE}
-    grid = (cdiv(width * channels, _TC_TILE["TILE_W"]), cdiv(height, _TC_TILE["TILE_H"]), 1)
+               "GROUP": layout.group, "LDMATRIX": int(layout.ldmatrix), **tile}
+    grid = (cdiv(width * channels, tile["TILE_W"]), cdiv(height, tile["TILE_H"]), 1)
     products = len(data.used) * integer_taps.products_per_frame(layout, height, width, channels,
                                                                  digits.digits)
     return KernelPlan(plan.variant, "conv3d_tc", "conv3d_tc_u8", defines,
-                      (32 * _TC_TILE["WARPS"], 1, 1), grid,
+                      (32 * tile["WARPS"], 1, 1), grid,
                       {"g_bfrag": integer_taps.fragment_table(digits, layout),
                        "c_round": round_table},
                       arguments=ARGUMENTS, products=products, math_unit="tensor")

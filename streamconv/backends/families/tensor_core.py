@@ -30,7 +30,8 @@ PLANAR_FROM_RADIUS = 5
 registers, which bounds its K at 9)."""
 _PLANAR_TILE = {"TILE_PX": 64, "TILE_H": 32, "WARPS": 4}  # conv2d_tcp.cu's tile
 
-_TILE = {"TILE_W": 128, "TILE_H": 32, "WARPS": 4}  # conv2d_tc.cu's tile (benchmarks/README.md)
+TILE = {"TILE_W": 128, "TILE_H": 32, "WARPS": 4}
+"""conv2d_tc.cu's tile (benchmarks/README.md); conv3d_tc.cu takes the same."""
 _CONV3_ROWS, _CONV3_WARPS = 8, 4  # conv3_tc.cu: output rows per warp, warps per block
 
 
@@ -88,10 +89,10 @@ def kernel_plan(plan: StagePlan, shape: tuple[int, int, int], border_code: int) 
                           math_unit="tensor")
     banks = len(stage.taps)
     layout = integer_taps.kernel_layout(stage.radius, channels, banks)
-    defines.update(GROUP=layout.group, LDMATRIX=int(layout.ldmatrix), **_TILE)
-    grid = (cdiv(width * channels, _TILE["TILE_W"]), cdiv(height, _TILE["TILE_H"]), 1)
+    defines.update(GROUP=layout.group, LDMATRIX=int(layout.ldmatrix), **TILE)
+    grid = (cdiv(width * channels, TILE["TILE_W"]), cdiv(height, TILE["TILE_H"]), 1)
     return KernelPlan(plan.variant, "conv2d_tc", "conv2d_tc_u8", defines,
-                      (32 * _TILE["WARPS"], 1, 1), grid,
+                      (32 * TILE["WARPS"], 1, 1), grid,
                       {"g_bfrag": integer_taps.fragment_table(taps, layout),
                        "c_round": round_table},
                       products=integer_taps.products_per_frame(layout, height, width, channels,
