@@ -223,7 +223,12 @@ def test_a_size_and_format_change_mid_stream_is_renegotiated(rng, holding):
 
 
 def test_frames_are_filtered_in_place(rng, holding):
-    """The memory a frame comes in is the memory it goes out in (no buffer of the element's own)."""
+    """The memory a frame comes in is the memory it goes out in (no buffer of the element's own).
+
+    A buffer is writable in place only while the element holds its one reference: appsrc's thread
+    is held back until every push has returned and the test's own references are gone, or a
+    buffer reaching the element while ``push-buffer`` still holds it would be copied, as any
+    in-place GStreamer element must do then."""
     Gst = gst()
     frames = [rng.integers(0, 256, (48, 64, 3), np.uint8) for _ in range(4)]
     pipeline = Gst.parse_launch(f"appsrc name=src format=time ! streamconv name=s "
@@ -241,11 +246,15 @@ def test_frames_are_filtered_in_place(rng, holding):
     for pad in ("sink", "src"):
         element.get_static_pad(pad).add_probe(Gst.PadProbeType.BUFFER, record)
     source = pipeline.get_by_name("src")
+    source_pad = source.get_static_pad("src")
+    held = source_pad.add_probe(Gst.PadProbeType.BLOCK_DOWNSTREAM,
+                                lambda _pad, _info: Gst.PadProbeReturn.OK)
     pipeline.set_state(Gst.State.PLAYING)
     try:
         for index, frame in enumerate(frames):
             _push(source, frame, "video/x-raw,format=RGB,width=64,height=48,framerate=25/1", index)
         source.emit("end-of-stream")
+        source_pad.remove_probe(held)
         message = pipeline.get_bus().timed_pop_filtered(
             10 * Gst.SECOND, Gst.MessageType.EOS | Gst.MessageType.ERROR)
         assert message is not None and message.type == Gst.MessageType.EOS, bus_error(pipeline)
