@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from typing import Any, NamedTuple
 
-from .. import RunStats, StreamconvError
+from .. import FilterSpecError, RunStats, StreamconvError
 from .bindings import GObject, Gst, GstBase, GstVideo
 from .buffers import FrameGeometry
 from .cuda_memory import DeviceFrames, SharedCudaContext
@@ -159,6 +159,11 @@ class StreamconvFilter(GstBase.BaseTransform):
             chain, border = self._settings.resolve()
             settings = self._settings
             self._rebuild = False
+        resizing = [stage.describe() for stage in chain.stages if stage.geometry is not None]
+        if resizing:
+            raise FilterSpecError(
+                f"{', '.join(resizing)}: the element filters each frame in place, at its size; "
+                "change the size with videoscale or videocrop beside it")
         self._engine = _Engine(*make_engine(list(chain.stages), border=border,
                                             backend=settings.backend, device=settings.device,
                                             kernel=settings.kernel))
@@ -218,6 +223,11 @@ class StreamconvFilter(GstBase.BaseTransform):
             raise StreamconvError(
                 "frames in CUDA memory need the cuda backend; this streamconv runs on "
                 f"{engine.name} (backend=cuda, or download them with cudadownload first)")
+        across = [stage.describe() for stage in engine.stages if stage.temporal is not None]
+        if across:
+            raise FilterSpecError(
+                f"{', '.join(across)}: filters across frames take frames in system memory in "
+                "the element (put cudadownload before it)")
         if self._shared is None:
             self._shared = SharedCudaContext(self._settings.device)  # raises with the reason
         return DeviceFrames(engine.stages, border=engine.border, device=self._settings.device,
@@ -296,6 +306,8 @@ class StreamconvFilter(GstBase.BaseTransform):
             buffer = self._next_output(wait=True)
             if result == _OK and buffer is not None:
                 result = self.srcpad.push(buffer)  # after a failed push the rest are only let go
+        if self._ring is not None:
+            self._ring.end_stream()  # stages across frames flushed their tail: a new window next
         return result
 
     def _drop(self) -> None:
@@ -351,8 +363,12 @@ class StreamconvFilter(GstBase.BaseTransform):
         caps, engine = self._caps, self._engine
         if caps is None or engine is None:
             return 0
-        return added_latency(frames_in_flight(engine.name, self._settings.ring_depth),
-                             caps.frame_duration)
+        return added_latency(self._frames_held(engine), caps.frame_duration)
+
+    def _frames_held(self, engine: _Engine) -> int:
+        """Buffers this element can hold at once: the frames in flight, and the frames a chain
+        with stages across frames keeps until the ones after them have come."""
+        return frames_in_flight(engine.name, self._settings.ring_depth) + engine.backend.delay
 
     @reports_errors(False)
     def do_propose_allocation(self, decide_query: Gst.Query | None, query: Gst.Query) -> bool:
@@ -363,7 +379,7 @@ class StreamconvFilter(GstBase.BaseTransform):
         engine, caps = self._engine, self._caps
         if engine is None or caps is None:
             return answered
-        held = frames_in_flight(engine.name, self._settings.ring_depth)
+        held = self._frames_held(engine)
         if held > 1:  # upstream's pool must outlast the buffers held here
             if query.get_n_allocation_pools() == 0:
                 query.add_allocation_pool(None, caps.size, 0, 0)

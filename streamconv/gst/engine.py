@@ -94,7 +94,13 @@ class HostRing(Generic[Note]):
 
     @property
     def held(self) -> int:
-        """Frames in flight (submitted, not yet taken out)."""
+        """Frames submitted whose output is not yet taken out: those in flight and, for a chain
+        with stages across frames, those whose output only a flush will put out."""
+        return len(self._queue) + self._queue.unflushed
+
+    @property
+    def queued(self) -> int:
+        """Slots in flight on the backend."""
         return len(self._queue)
 
     def submit(self, data: memoryview, note: Note, geometry: FrameGeometry | None = None) -> None:
@@ -134,20 +140,50 @@ class HostRing(Generic[Note]):
         return len(self._queue) >= self.in_flight or self.backend.is_done(self._queue.oldest[0])
 
     def take(self, *, wait: bool = False) -> tuple[Slot, HeldFrame[Note]] | None:
-        """The oldest frame in flight if :meth:`ready` (or any, with ``wait``), its work finished;
-        None if none. Write it out with :meth:`write_out`.
+        """The oldest frame's output if its work is finished (with ``wait``: waited for, and a
+        chain's owed outputs flushed once nothing else is in flight); None if none. Write it
+        out with :meth:`write_out`.
+
+        A chain with stages across frames puts out frame i's output on the slot of frame
+        i + ``backend.delay``, into frame i's buffer (its note): the slots of the first frames
+        carry none and are freed here.
 
         Raises:
             GpuFaultError: the GPU failed on this frame (it is lost; its slot is free again).
         """
-        if not len(self._queue) or not (wait or self.ready()):
-            return None
-        slot = self._queue.oldest[0]
+        while True:
+            if not len(self._queue):
+                if not (wait and self._queue.unflushed and self._flush_one()):
+                    return None
+            elif not (wait or self.ready()):
+                return None
+            slot = self._queue.oldest[0]
+            try:
+                _, held = self._queue.retire()
+            except BaseException:
+                self._free.append(slot)  # retire() took it out of the queue before the failed wait
+                raise
+            if held is not None:
+                return slot, held
+            self._free.append(slot)  # it only filled a window: no frame's output is on it
+
+    def _flush_one(self) -> bool:
+        """Queue the next owed output through a free slot; False when the backend has none."""
+        slot = self._free.pop()
+        slot.reset()
         try:
-            return self._queue.retire()
+            if self._queue.flush(slot):
+                return True
         except BaseException:
-            self._free.append(slot)  # retire() took it out of the queue before the failed wait
+            self._free.append(slot)
             raise
+        self._free.append(slot)
+        return False
+
+    def end_stream(self) -> None:
+        """The stream ended (EOS, new caps or segment) with every output taken: the next frame
+        starts a new window for the stages across frames."""
+        self._queue.release(self._free)
 
     def write_out(self, slot: Slot, held: HeldFrame[Note], data: memoryview) -> Note:
         """Copy a taken frame's output into ``data`` (its buffer, mapped writable), free its slot

@@ -67,7 +67,7 @@ def holding(request, monkeypatch) -> int:
     from streamconv.gst import element
 
     monkeypatch.setattr(element, "frames_in_flight", lambda backend, depth: depth)
-    monkeypatch.setattr(HostRing, "ready", lambda ring: ring.held >= ring.in_flight)
+    monkeypatch.setattr(HostRing, "ready", lambda ring: ring.queued >= ring.in_flight)
     return 3
 
 
@@ -166,6 +166,10 @@ ERRORS = {
                   "streamconv filter=box backend=cpu ! fakesink"), "need an even width and height"),
     "no-gpu": ("videotestsrc num-buffers=3 ! streamconv filter=box backend=cuda ! fakesink",
                "cuda backend unavailable"),
+    "a-size-change": (("videotestsrc num-buffers=3 ! streamconv backend=cpu "
+                       "filter='box -> scale:w=32,h=24' ! fakesink"),
+                      "scale:w=32,h=24,kernel=lanczos3: the element filters each frame in place, "
+                      "at its size; change the size with videoscale or videocrop beside it"),
 }
 
 
@@ -220,6 +224,46 @@ def test_a_size_and_format_change_mid_stream_is_renegotiated(rng, holding):
             )
     assert "width=(int)80" in outputs[-1][2] and "GRAY16_LE" in outputs[-1][2]
     assert pipeline.get_by_name("s").get_property("frames") == 6
+
+
+@pytest.mark.parametrize("chain", ["box:size=3 -> tmean:frames=5 -> sharpen", "tdiff"])
+def test_filters_across_frames_put_each_output_in_its_own_frames_buffer(rng, holding, chain):
+    """Frame i's output leaves in frame i's buffer once the frames after it have come, with its
+    timestamp; EOS flushes the tail (edge frames repeated) and new caps start a new window, here
+    one shorter than the window, of 16-bit frames: the same frames as StreamFilter's."""
+    colour = [rng.integers(0, 256, (48, 64, 3), np.uint8) for _ in range(7)]
+    grey = [rng.integers(0, 65536, (30, 40), np.uint16) for _ in range(2)]
+    pipeline, source = _appsrc_pipeline(f"streamconv name=s filter=\"{chain}\" backend=cpu "
+                                        f"ring-depth={holding}")
+    for index, frame in enumerate(colour):
+        _push(source, frame, "video/x-raw,format=RGB,width=64,height=48,framerate=25/1", index)
+    for index, frame in enumerate(grey, start=len(colour)):
+        _push(source, frame, "video/x-raw,format=GRAY16_LE,width=40,height=30,framerate=25/1",
+              index)
+    source.emit("end-of-stream")
+    outputs = pull_frames(pipeline)
+    Gst = gst()
+    assert [pts for pts, _, _ in outputs] == [i * Gst.SECOND // 25 for i in range(9)]
+    for frames in (colour, grey):
+        with streamconv.StreamFilter(chain.split(" -> "), backend="cpu") as reference:
+            wanted = list(reference.map(frames))
+        got, outputs = outputs[:len(frames)], outputs[len(frames):]
+        for (_, data, caps), frame, want in zip(got, frames, wanted):
+            assert np.array_equal(data.view(frame.dtype).reshape(frame.shape), want), caps
+    assert pipeline.get_by_name("s").get_property("frames") == 9
+
+
+def test_filters_across_frames_add_their_look_ahead_to_the_latency(holding):
+    """A centred 5-frame window holds each frame until 2 more have come: 2 frame durations more."""
+    Gst = gst()
+    source = ("videotestsrc is-live=true ! video/x-raw,format=RGB,width=64,height=48,"
+              "framerate=30/1 ! ")
+    live, least, most, _ = _latency(source + "identity ! appsink name=out")
+    with_element = _latency(
+        source + "streamconv filter=tmean:frames=5 backend=cpu ring-depth=3 ! appsink name=out"
+    )
+    added = (holding - 1 + 2) * (Gst.SECOND // 30)
+    assert live and with_element[0] and with_element[1] == least + added
 
 
 def test_frames_are_filtered_in_place(rng, holding):
