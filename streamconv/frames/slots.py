@@ -25,6 +25,8 @@ class FrameMeta:
             when reading it began (files); the origin of the ``latency`` stage.
         packets: compressed packets of the input's other streams (audio, subtitles) read
             since the previous frame, for a file sink to copy unchanged before this frame.
+        context: read only for the windows of a chain's stages across frames (a segment's
+            neighbours' frames around its cuts): filtered, never written nor counted.
     """
 
     index: int
@@ -32,6 +34,7 @@ class FrameMeta:
     time_base: Fraction | None
     captured: float | None = None
     packets: list = field(default_factory=list)
+    context: bool = False
 
 
 class _Resized:

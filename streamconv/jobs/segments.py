@@ -30,7 +30,7 @@ from typing import Any, Iterator, Sequence
 from .ray.batch import ray_module
 from ..frames.arguments import check_flag, check_options, keywords_of
 from ..errors import InputError, Interrupted, OutputError, SettingsError
-from ..chain.filters import FilterStage
+from ..chain.filters import FilterStage, parse_chain
 from ..frames.checks import DEFAULT_MAX_PIXELS, as_count
 from ..interrupts import signals_held, stop_on_signals
 from ..io.sources.file import FileSource
@@ -51,10 +51,20 @@ from ..run.stats import RunStats, combine_stats
 log = logging.getLogger(__name__)
 
 
-def plan_segments(source: str | Path, segments: int, *, video_stream: int = 0) -> list[Segment]:
+def chain_context(stages: Sequence[FilterStage]) -> tuple[int, int]:
+    """(frames before, frames after) that a chain's output frame depends on: the sums of its
+    stages across frames' look-behinds and look-aheads; (0, 0) for a chain of 2-D stages."""
+    windows = [stage.temporal for stage in stages if stage.temporal is not None]
+    return (sum(taps.lookbehind for taps in windows), sum(taps.lookahead for taps in windows))
+
+
+def plan_segments(source: str | Path, segments: int, *, video_stream: int = 0,
+                  context: tuple[int, int] = (0, 0)) -> list[Segment]:
     """Cut ``source`` into up to ``segments`` segments of near equal duration at its video
     keyframes (demuxing only), with a notice when there are fewer keyframes than cuts; into one
-    where demuxing finds it damaged (see :func:`filter_parts`).
+    where demuxing finds it damaged (see :func:`filter_parts`). ``context``: the frames a chain
+    with stages across frames reads before and after each frame (:func:`chain_context`), read
+    around each cut too.
 
     Returns:
         The segments in order (:class:`streamconv.io.sources.segment.Segment`, pts in the
@@ -66,7 +76,7 @@ def plan_segments(source: str | Path, segments: int, *, video_stream: int = 0) -
         log.warning("%s is damaged: it is filtered in one piece, so that its output does not "
                     "depend on where it would be cut", source)
         return [Segment(0, None, None, shift)]
-    planned = [replace(cut, shift=shift)
+    planned = [replace(cut, shift=shift).with_context(found, *context)
                for cut in plan_cuts(found.keyframes, found.last, segments)]
     if len(planned) < segments:
         log.warning("%s has %d keyframe(s) to cut at: %d segment(s) instead of %d", source,
@@ -174,7 +184,8 @@ def run_segments(source: str | Path, filters: Sequence[str | FilterStage], outpu
     _check_before_work(source, output, overwrite=overwrite, format=format, ray=ray, devices=devices,
                        source_options=source_options)
     started = time.perf_counter()
-    plan = plan_segments(source, segments, video_stream=source_options.get("video_stream", 0))
+    plan = plan_segments(source, segments, video_stream=source_options.get("video_stream", 0),
+                         context=chain_context(parse_chain(filters)))
     work = SegmentWork.make(source, filters, output, settings=run, devices=devices, format=format,
                             sink_options=sink_options, source_options=source_options,
                             pipeline_options=pipeline_options)

@@ -242,7 +242,8 @@ class RingEpoch:
             slot = self.done.get()
             if slot is _END:
                 return
-            if not failed and not self.controls.aborting.is_set() and slot.has_output:
+            if not failed and not self.controls.aborting.is_set() and slot.has_output \
+                    and not (slot.meta is not None and slot.meta.context):
                 try:
                     self._write_one(slot, with_input)
                 except BaseException as exc:

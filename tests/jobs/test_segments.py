@@ -12,15 +12,16 @@ import numpy as np
 import pytest
 
 import streamconv
-from streamconv.io.sources.segment import plan_cuts
+from streamconv.io.sources.segment import Keyframes, Segment, plan_cuts
 
 from helpers.processes import Run, leftovers
 from helpers.segments import RATE, SAMPLE_RATE, decoded, keyframes, make_clip, packets
 
-def one_piece_and_segments(cli, clip: Path, out: Path, segments: int, *extra: str):
+def one_piece_and_segments(cli, clip: Path, out: Path, segments: int, *extra: str,
+                           filters: tuple[str, ...] = ("gaussian:sigma=1.5", "sharpen")):
     """Run the clip through the same chain once whole and once in ``segments``; both outputs."""
     whole, pieces = out.with_name("whole" + out.suffix), out.with_name("pieces" + out.suffix)
-    chain = ("--filter", "gaussian:sigma=1.5", "--filter", "sharpen", "--backend", "cpu",
+    chain = (*(option for spec in filters for option in ("--filter", spec)), "--backend", "cpu",
              "--no-progress")
     first = cli("run", str(clip), "-o", str(whole), *chain, *extra)
     assert first.returncode == 0, first.stderr
@@ -252,6 +253,40 @@ def test_segments_cut_at_open_gop_keyframes_give_the_one_piece_frames_and_no_dam
     (pts_a, frames_a), (pts_b, frames_b) = decoded(whole), decoded(pieces)
     assert len(pts_a) == 40 and pts_b == pts_a
     assert all(np.array_equal(a, b) for a, b in zip(frames_a, frames_b))
+
+
+@pytest.mark.parametrize("filters, gop, open_gop", [
+    (("box:size=3", "tmean:frames=5", "tdiff"), 8, False),
+    (("tmean:frames=9,causal=1",), 2, False),  # the look-behind spans several keyframes
+    (("tgauss:sigma=1",), 10, True),
+], ids=["centred-chain", "causal-short-gops", "open-gop"])
+def test_filters_across_frames_read_the_frames_beyond_each_cut(cli, tmp_path, filters, gop,
+                                                               open_gop):
+    """Each segment decodes its neighbours' frames its windows reach across a cut, and writes
+    only its own: the frames, pts and audio of the one-piece run."""
+    clip = make_clip(tmp_path / "in.mp4", "libx264", frames=40, gop=gop,
+                     bframes=3 if open_gop else 0, open_gop=open_gop)
+    whole, pieces, log = one_piece_and_segments(cli, clip, tmp_path / "out.mkv", 4, "--codec",
+                                                "ffv1", filters=filters)
+    assert "segment 3 (pts" in log
+    (pts_a, frames_a), (pts_b, frames_b) = decoded(whole), decoded(pieces)
+    assert len(pts_a) == 40 and pts_b == pts_a
+    assert [i for i, (a, b) in enumerate(zip(frames_a, frames_b)) if not np.array_equal(a, b)] \
+        == []
+    assert packets(pieces, "audio") == packets(whole, "audio")
+
+
+def test_a_segments_context_reaches_the_keyframe_before_its_first_frame():
+    """Frames 0-19, a keyframe every 4th; a cut at frame 8 with 5 frames of look-behind starts
+    decoding at keyframe 0 and delivers frames from pts 2 (one more than asked) on; 2 frames of
+    look-ahead past an end at frame 16 read 3 more."""
+    found = Keyframes([0, 4, 8, 12, 16], 19, None, 0, False, tuple(range(20)))
+    middle = Segment(1, 8, 16).with_context(found, 5, 2)
+    assert (middle.lead, middle.before, middle.after) == (0, 2, 3)
+    assert Segment(0, None, 8).with_context(found, 5, 2) == Segment(0, None, 8, after=3)
+    assert Segment(2, 16, None).with_context(found, 1, 0) == Segment(2, 16, None, lead=12,
+                                                                      before=14)
+    assert Segment(1, 8, 16).with_context(found, 0, 0) == Segment(1, 8, 16)
 
 
 def test_audio_mp4_refuses_at_its_trailer_is_left_out_alike_by_segmented_and_one_piece_runs(

@@ -9,9 +9,10 @@ the frames and pts a one-piece run gives.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Iterator, NamedTuple
@@ -33,12 +34,35 @@ log = logging.getLogger(__name__)
 class Segment:
     """The frames ``start <= pts < end`` of a video stream, in its time base (None: from the
     beginning, to the end), numbered ``index`` from 0; ``shift``: whole seconds added to the
-    pts of the frames it delivers, where the file's go below 0 (see :func:`pts_shift`)."""
+    pts of the frames it delivers, where the file's go below 0 (see :func:`pts_shift`).
+
+    A chain with stages across frames reads the neighbours' frames around the cuts as context
+    (delivered with ``FrameMeta.context`` set: filtered, never written): decoding starts at the
+    keyframe ``lead`` (None: at ``start``), frames from pts ``before`` on come before ``start``
+    (None: none), and ``after`` frames past ``end`` come after it."""
 
     index: int
     start: int | None
     end: int | None
     shift: int = 0
+    lead: int | None = None
+    before: int | None = None
+    after: int = 0
+
+    def with_context(self, keyframes: Keyframes, behind: int, ahead: int) -> Segment:
+        """This segment with ``behind`` frames before its start and ``ahead`` after its end as
+        context (one more each side: a frame whose packet has no pts is not counted here), the
+        frames found in ``keyframes.frames``; itself where neither is asked for."""
+        if not (behind or ahead):
+            return self
+        frames, lead, before = keyframes.frames, None, None
+        if self.start is not None and behind:
+            first = frames[max(0, bisect.bisect_left(frames, self.start) - behind - 1)]
+            earlier = [pts for pts in keyframes.keyframes if pts <= first]
+            lead = earlier[-1] if earlier else keyframes.keyframes[0]
+            before = max(first, lead)
+        after = ahead + 1 if self.end is not None and ahead else 0
+        return replace(self, lead=lead, before=before, after=after)
 
     def describe(self) -> str:
         """``segment 2 (pts 160 to 320)`` for messages."""
@@ -58,6 +82,7 @@ class Keyframes(NamedTuple):
     earliest: Fraction | None
     reported: int
     damaged: bool = False
+    frames: tuple[int, ...] = ()  # every video packet's pts, ascending
 
 
 def keyframe_times(path: str | Path, video_stream: int = 0) -> Keyframes:
@@ -84,6 +109,7 @@ def keyframe_times(path: str | Path, video_stream: int = 0) -> Keyframes:
             raise InputError(f"video stream {video_stream} requested, input has {len(videos)}: "
                              f"{path}")
         keyframes: set[int] = set()
+        frames: list[int] = []
         last = first = None
         watch = DamageLog({container.format.name, *container.format.name.split(",")}).start()
         packets = Demux(container, [videos[video_stream]])
@@ -93,6 +119,7 @@ def keyframe_times(path: str | Path, video_stream: int = 0) -> Keyframes:
                 damaged = damaged or packet.is_corrupt
                 if packet.pts is None:
                     continue
+                frames.append(packet.pts)
                 last = packet.pts if last is None else max(last, packet.pts)
                 first = packet.pts if first is None else min(first, packet.pts)
                 if packet.is_keyframe:
@@ -103,7 +130,7 @@ def keyframe_times(path: str | Path, video_stream: int = 0) -> Keyframes:
             watch.stop()
         earliest = None if first is None else first * Fraction(videos[video_stream].time_base)
     return Keyframes(sorted(keyframes), last, earliest, watch.count, damaged
-                     or packets.streams_added)
+                     or packets.streams_added, tuple(sorted(frames)))
 
 
 def pts_shift(earliest: Fraction | None) -> int:
@@ -170,26 +197,37 @@ class SegmentSource(FileSource):
         super().__init__(path, **options)
 
     def _decode(self) -> Iterator[av.VideoFrame]:
-        """The file's frames from the segment's start keyframe to just before its end."""
-        start, end = self.segment.start, self.segment.end
-        if start is not None:
-            self._seek_to(start)
+        """The file's frames from the segment's start keyframe (or its context's) to just before
+        its end (or its context's)."""
+        segment = self.segment
+        end = segment.end
+        first = segment.start if segment.before is None else segment.before
+        if self._first_keyframe is not None:
+            self._seek_to(self._first_keyframe)
+        past_end = 0
         for frame in super()._decode():
-            if frame.pts is not None and start is not None and frame.pts < start:
+            if frame.pts is not None and first is not None and frame.pts < first:
                 # a frame before the cut (an open GOP's leading one): the previous segment's
                 continue
             if frame.pts is not None and end is not None and frame.pts >= end:
-                return  # frames come out in pts order: the rest are the next segment's
+                if past_end >= segment.after:
+                    return  # frames come out in pts order: the rest are the next segment's
+                past_end += 1
             yield frame
 
+    @property
+    def _first_keyframe(self) -> int | None:
+        """The keyframe decoding starts at (None: the file's start)."""
+        return self.segment.start if self.segment.lead is None else self.segment.lead
+
     def _video_packets(self) -> Iterator[av.Packet]:
-        """FileSource's packets from the segment's start keyframe on: a seek can land on packets
+        """FileSource's packets from the segment's first keyframe on: a seek can land on packets
         before it (MPEG-TS lands on any packet, not a keyframe), which are the previous
         segment's and would not decode without theirs."""
         packets = super()._video_packets()
-        if self.segment.start is not None:
+        if self._first_keyframe is not None:
             for packet in packets:
-                if packet.is_keyframe and packet.pts == self.segment.start:
+                if packet.is_keyframe and packet.pts == self._first_keyframe:
                     yield packet
                     break
         yield from packets
@@ -241,8 +279,13 @@ class SegmentSource(FileSource):
         return False, first
 
     def _frame_meta(self, frame) -> FrameMeta:
-        """FileSource's, the pts moved by the segment's shift."""
+        """FileSource's, the pts moved by the segment's shift; a frame outside the segment is
+        context (see :class:`Segment`)."""
         meta = super()._frame_meta(frame)
+        start, end = self.segment.start, self.segment.end
+        if meta.pts is not None:
+            meta.context = (start is not None and meta.pts < start) or \
+                (end is not None and meta.pts >= end)
         if self.segment.shift and meta.pts is not None:
             meta.pts += round(self.segment.shift / meta.time_base)
         return meta
