@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -189,6 +190,24 @@ def chain_shapes(stages, shape: tuple[int, int, int]) -> list[tuple[int, int, in
         geometry = getattr(stage, "geometry", None)
         shapes.append(geometry.output_shape(shapes[-1]) if geometry is not None else shapes[-1])
     return shapes
+
+
+def pixel_stretch(stages, shape: tuple[int, int, int]) -> Fraction:
+    """How much wider, for its height, a pixel of the chain's output is than one of its input
+    frames of (H, W, C) ``shape``: each scale stage from W x H to w x h multiplies it by
+    (W / w) / (H / h); crop cuts out pixels as they are. A sink multiplies the input's pixel
+    aspect ratio by it, so players show the picture as wide as the input's (FFmpeg's scale
+    sets its output's alike).
+
+    Raises:
+        FrameFormatError: as :meth:`Geometry.output_shape`.
+    """
+    shapes, stretch = chain_shapes(stages, shape), Fraction(1)
+    for stage, before, after in zip(stages, shapes, shapes[1:]):
+        geometry = getattr(stage, "geometry", None)
+        if geometry is not None and geometry.kind == "scale":
+            stretch *= Fraction(before[1] * after[0], before[0] * after[1])
+    return stretch
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from ..io.sources.live import RealtimeSource
 from ..run.pipeline import Pipeline
 from ..run.settings import RunSettings
 from ..chain.presets import list_presets, load_preset
-from ..chain.resample import chain_shapes
+from ..chain.resample import chain_shapes, pixel_stretch
 from ..run.progressfile import ProgressFile, check_progress_target
 from ..files.publish import check_output_path, without_file_scheme
 from ..io.ffmpeg.formats import is_pipe, pipe_url
@@ -149,7 +149,9 @@ def _open_run_sink(args: argparse.Namespace, source: Source, display: bool,
                                      overlay=not args.no_overlay, filter_cycle=cycle))
         if args.output is not None:
             shape = chain_shapes(cycle[0][1], source.shape)[-1]  # the chain asked for sizes it
-            sinks.append(open_sink(args.output, like=source, shape=shape, **sink_options))
+            sinks.append(open_sink(args.output, like=source, shape=shape,
+                                   stretch=pixel_stretch(cycle[0][1], source.shape),
+                                   **sink_options))
     except BaseException:
         for sink in sinks:
             sink.abort()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Callable
 
@@ -207,7 +208,8 @@ def check_sink(output: object, options: object, *,
 
 
 def open_sink(output: str | Path | OutputSpec | Sink | None, *, like=None,
-              shape: tuple[int, ...] | None = None, **options) -> Sink:
+              shape: tuple[int, ...] | None = None, stretch: Fraction = Fraction(1),
+              **options) -> Sink:
     """Open a sink: None or "null" discards, a Sink passes through, a network URL (``rtmp://``,
     ``rtsp://``, ``srt://``, ``udp://``, ``tcp://``) makes a NetworkSink, ``vcam[:DEVICE]`` a
     VirtualCameraSink (encoder options do not apply), a path a FileSink: a file, ``-`` (standard
@@ -219,6 +221,9 @@ def open_sink(output: str | Path | OutputSpec | Sink | None, *, like=None,
             replaces its input (``path``), whatever ``overwrite`` says.
         shape: the frames' (H, W, C) where the filter chain changes the size (``scale``,
             ``crop``); None: ``like``'s.
+        stretch: how much wider for its height the chain makes a pixel
+            (:func:`streamconv.chain.resample.pixel_stretch`): the input's pixel aspect ratio
+            is written times it.
         options: FileSink keyword options (codec, pix_fmt, crf, preset, overwrite, format: the
             container, e.g. ``"mpegts"``, by default the extension's, Matroska for ``-``, by scheme
             for a URL; muxer_options); a network output is sent as it is written (see NetworkSink).
@@ -236,6 +241,8 @@ def open_sink(output: str | Path | OutputSpec | Sink | None, *, like=None,
     if like is None:
         raise OutputError("open_sink needs the source (like=...) to size a file output")
     size = (shape[1], shape[0]) if shape is not None else (like.width, like.height)
+    if stretch != 1 and getattr(like, "metadata", None) is not None:
+        options.setdefault("metadata", like.metadata.stretched(stretch))
     return SINK_OPENERS[spec.kind](spec, like, size, options)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..chain.filters import FilterStage
-from ..chain.resample import chain_shapes
+from ..chain.resample import chain_shapes, pixel_stretch
 from ..gpu.device import gpu_numbers
 from ..io.ffmpeg.formats import default_codec, output_format
 from ..io.open import open_sink
@@ -78,7 +78,9 @@ class SegmentWork:
         sink = None
         try:
             shape = chain_shapes(self.filters, source.shape)[-1]
-            sink = open_sink(part, like=source, shape=shape, format=self.format, overwrite=True,
+            sink = open_sink(part, like=source, shape=shape,
+                             stretch=pixel_stretch(self.filters, source.shape),
+                             format=self.format, overwrite=True,
                              **self._part_options(source))
             return Pipeline(source, self.filters, sink,
                             settings=replace(self.settings, device=device),

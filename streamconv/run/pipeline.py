@@ -29,7 +29,7 @@ from ..io.open import open_sink, open_source
 from ..io.sinks.sink import Sink
 from ..frames.slots import FrameMeta, resized_planes
 from ..io.sources.source import Source
-from ..chain.resample import chain_shapes
+from ..chain.resample import chain_shapes, pixel_stretch
 from .settings import RunSettings, settings_from
 from .steering import PipelineHandle
 from .stats import RunStats
@@ -142,6 +142,7 @@ class Pipeline(EpochRunner):
             check_slot_memory(self.source.shape, self.source.dtype, self.ring,
                               out_shape=self.output_shape, what=self.source.describe())
             self.sink = open_sink(sink, like=self.source, shape=self.output_shape,
+                                  stretch=pixel_stretch(self.filters, self.source.shape),
                                   **checked["sink_options"])
         except BaseException:
             self.source.close()

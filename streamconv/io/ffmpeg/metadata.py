@@ -13,7 +13,7 @@ and title as the track's own) and leaves out the rest.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Mapping
 
@@ -79,6 +79,15 @@ class InputMetadata:
         return cls(carried_tags(container.metadata, encoded=True),
                    stream_tags(stream, encoded=True),
                    HdrMetadata.of(frame), stream.sample_aspect_ratio or None)
+
+    def stretched(self, stretch: Fraction) -> "InputMetadata":
+        """These tags for pixels made ``stretch`` times wider for their height (a scale stage
+        that changes the sides' ratio, :func:`streamconv.chain.resample.pixel_stretch`): the
+        input's non-square pixels keep their display aspect ratio; square or unknown ones stay
+        untagged, as the frames' own size is the one asked for."""
+        if self.sample_aspect_ratio is None or self.sample_aspect_ratio == 1 or stretch == 1:
+            return self
+        return replace(self, sample_aspect_ratio=self.sample_aspect_ratio * stretch)
 
     def tag(self, container, stream) -> None:
         """Give an output ``container`` and its video ``stream`` (PyAV, before the header is

@@ -116,6 +116,25 @@ def test_anamorphic_pixels_keep_their_aspect_ratio(cli, tmp_path, source_suffix,
         assert (stream.codec_context.width, stream.codec_context.height) == (64, 48)
 
 
+@pytest.mark.parametrize("chain, size, aspect", [
+    ("scale:w=96,h=48", (96, 48), None),  # 64 pixels of 3/2 are 96 square ones wide
+    ("scale:w=32,h=-2", (32, 24), Fraction(3, 2)),  # both sides halved: pixels as they were
+    ("scale:w=64,h=96", (64, 96), Fraction(3)),  # twice as many rows: pixels half as tall
+    ("crop:w=32,h=32", (32, 32), Fraction(3, 2)),  # a window of the same pixels
+])
+def test_scaled_anamorphic_pixels_keep_the_display_aspect_ratio(cli, tmp_path, chain, size,
+                                                                 aspect):
+    """scale resamples the picture, so a pixel's shape changes with the ratio of the sides
+    (FFmpeg's scale sets the output's aspect ratio alike); crop keeps the pixels."""
+    source = write_tagged(tmp_path / "in.mp4", sample_aspect_ratio=Fraction(3, 2))
+    out = tmp_path / "out.mp4"
+    run(cli, source, out, "--filter", chain)
+    with av.open(str(out)) as container:
+        stream = container.streams.video[0]
+        assert (stream.codec_context.width, stream.codec_context.height) == size
+        assert stream.sample_aspect_ratio == stream.codec_context.sample_aspect_ratio == aspect
+
+
 @pytest.mark.parametrize("suffix", ["mp4", "mov", "ts", "mkv"])
 def test_limited_range_is_kept_with_the_matrix_unspecified(cli, tmp_path, suffix):
     # Matroska holds the range itself; libx264 writes none with everything else unspecified.
