@@ -95,9 +95,9 @@ class Geometry:
         width = width_in if self.width == KEEP else self.width
         height = height_in if self.height == KEEP else self.height
         if width < 0:
-            width = _aspect(height * width_in / height_in, self.width == ASPECT_EVEN)
+            width = _aspect(height * width_in, height_in, self.width == ASPECT_EVEN)
         if height < 0:
-            height = _aspect(width * height_in / width_in, self.height == ASPECT_EVEN)
+            height = _aspect(width * height_in, width_in, self.height == ASPECT_EVEN)
         return width, height
 
     def window(self, shape: tuple[int, int, int]) -> tuple[int, int, int, int]:
@@ -124,9 +124,14 @@ class Geometry:
         return f"scale:w={self.width},h={self.height},kernel={self.kernel}"
 
 
-def _aspect(size: float, even: bool) -> int:
-    """A side computed from the other by the aspect ratio: nearest integer (even if asked), >= 1."""
-    return max(2, 2 * round(size / 2)) if even else max(1, round(size))
+def _aspect(numerator: int, denominator: int, even: bool) -> int:
+    """A side computed from the other by the aspect ratio, ``numerator / denominator`` exactly:
+    the nearest integer (with ``even``, twice the nearest integer to its half), halves rounded
+    up as FFmpeg's scale rounds them (not Python's round, which rounds them to even); >= 1, or
+    >= 2 with ``even``."""
+    if even:
+        return max(2, 2 * ((numerator + denominator) // (2 * denominator)))
+    return max(1, (2 * numerator + denominator) // (2 * denominator))
 
 
 def scale_geometry(w: int, h: int, kernel: str) -> Geometry:

@@ -104,6 +104,20 @@ def test_sizes_follow_the_aspect_ratio_and_refusals_name_the_stage():
         CpuBackend(parse_chain(["crop:x=50,w=100"])).apply(np.zeros((10, 120, 3), np.uint8))
 
 
+def test_sizes_from_the_aspect_ratio_round_halves_up_as_ffmpeg():
+    """FFmpeg's scale rounds w*H/W (and its half, for -2) to the nearest integer, halves away
+    from zero: 720x480 at 103 rows is 154.5 columns, 155; 12 columns of 4:3 are 9 rows, 10
+    even (4.5 pairs, 5)."""
+    def size(spec, shape):
+        return parse_filter(spec).geometry.output_shape(shape)[:2]
+    assert size("scale:w=-1,h=103", (480, 720, 3)) == (103, 155)
+    assert size("scale:w=-1,h=105", (480, 720, 3)) == (105, 158)  # 157.5
+    assert size("scale:w=-2,h=103", (480, 720, 3)) == (103, 154)  # 77.25 pairs
+    assert size("scale:w=12,h=-2", (24, 32, 3)) == (10, 12)
+    assert size("scale:w=4,h=-2", (24, 32, 3)) == (4, 4)  # 1.5 pairs
+    assert size("scale:w=2,h=-1", (3, 4, 3)) == (2, 2)  # 1.5 rows
+
+
 def test_planes_slots_take_the_output_size_and_refuse_an_odd_one(rng):
     layout = YuvLayout(64, 48)
     backend = CpuBackend(parse_chain(["scale:w=32,h=-1,kernel=area"]))
