@@ -27,7 +27,8 @@ from ..backends.cpu.temporal import temporal_refusal
 from ..frames.borders import DEFAULT_BORDER, check_border
 from ..errors import FilterSpecError, FrameDeviceError, FrameFormatError, StreamError
 from ..chain.filters import FilterStage, parse_chain, validate_taps
-from ..frames.checks import as_count, as_hwc, check_frame_fits, check_same_frame
+from ..frames.checks import (as_count, as_frame_type, as_hwc, check_frame_fits,
+                             check_same_frame)
 from ..interop.arrays import DeviceView, as_frame
 from ..interop.streams import stream_handle
 
@@ -318,7 +319,8 @@ class Filter(Closes):
         frame's; it differs only where a ``scale`` or ``crop`` stage changes the size.
 
         Raises:
-            FrameFormatError: a stage cannot take frames of that size (a crop beyond the frame).
+            FrameFormatError: ``shape`` is no frame's shape (sizes >= 1; 1, 3 or 4 channels), or
+                a stage cannot take frames of that size (a crop beyond the frame).
 
         Examples:
             >>> import streamconv
@@ -326,7 +328,8 @@ class Filter(Closes):
             ...     chain.output_shape((1080, 1920, 3))
             (360, 640, 3)
         """
-        return output_like(self._engine, tuple(shape))
+        sizes = as_frame_type(shape, np.uint8)[0]  # checked as a frame of it would be
+        return output_like(self._engine, sizes if len(tuple(shape)) == 3 else sizes[:2])
 
     def _check_fits(self, image: np.ndarray) -> None:
         """Before the first host frame of each shape and dtype: refuse one the backend cannot

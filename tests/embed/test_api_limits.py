@@ -110,6 +110,18 @@ def test_an_input_buffer_of_no_frame_type_is_a_typed_error_naming_it(shape, dtyp
         assert stream.input_buffer([4, 6]).shape == (4, 6)
 
 
+@pytest.mark.parametrize("shape", [(10,), (0, 10, 3), (1080, 0), (-5, 10), (1080.5, 1920),
+                                   "1080x1920", (1080, 1920, 2), (1080, 1920, 3, 1), None])
+def test_output_shape_of_no_frame_shape_is_a_typed_error_naming_it(shape):
+    """It raised IndexError or ZeroDivisionError from inside the scale stage, or answered a size
+    for a shape no frame has ((100, 2) for an empty (1080, 0)); now a FrameFormatError names
+    the shape, as a frame of it is refused."""
+    with streamconv.Filter(["scale:w=-2,h=100"], backend="cpu") as chain:
+        with pytest.raises(streamconv.FrameFormatError, match="shape"):
+            chain.output_shape(shape)
+        assert chain.output_shape([1080, 1920]) == (100, 178)
+
+
 def _refusals(tmp_path):
     """(what is called, the error, words of its message) for arguments of the wrong type. The
     source and inputs named do not exist: an error about them would mean work had begun."""
