@@ -146,6 +146,20 @@ def test_bad_temporal_specs_are_refused(spec, message):
         parse_filter(spec)
 
 
+@pytest.mark.parametrize("spec", ["tdiff:scale=0", "tdiff:scale=1e-50", "conv3d:taps=0|0|0",
+                                  "conv3d:taps=0,0,0;0,0,0;0,0,0|0,0,0;0,0,0;0,0,0|"
+                                  "0,0,0;0,0,0;0,0,0,causal=1"])
+def test_all_zero_taps_give_one_black_frame_per_frame(rng, spec):
+    """Taps that are all zero (or round to zero in float32) leave no window position to read;
+    every output is still there, and 0."""
+    stages = parse_chain([spec])
+    assert stages[0].temporal.used == ()
+    clip = clip_of(rng, 4)
+    got = stream(clip, stages, "reflect101")
+    assert got.shape == clip.shape
+    np.testing.assert_array_equal(got, np.zeros_like(clip))
+
+
 def test_conv3d_reads_a_npy_file_and_finds_separable_taps(tmp_path, rng):
     taps = np.outer([1.0, 2.0, 1.0], [0.25, 0.5, 0.25]).reshape(3, 1, 3)
     taps = taps[:, :, :, None] * np.array([0.25, 0.5, 0.25])[None, None, None, :]

@@ -67,7 +67,11 @@ def temporal_sums(frames: Sequence[np.ndarray], taps: TemporalTaps, border: str)
 def temporal_into(dst: np.ndarray, frames: Sequence[np.ndarray], taps: TemporalTaps,
                   border: str) -> None:
     """Run one temporal stage: ``dst`` ((H, W, C) uint8 or uint16 host array, written) =
-    saturate(rint(:func:`temporal_sums`)) in its dtype."""
+    saturate(rint(:func:`temporal_sums`)) in its dtype; 0 where the taps are all zero (no
+    window position is used, so ``frames`` is empty and only ``dst`` knows the shape)."""
+    if not taps.used:
+        dst.fill(0)
+        return
     acc = temporal_sums(frames, taps, border)
     np.rint(acc, out=acc)
     np.clip(acc, 0, sample_maximum(dst.dtype), out=acc)
