@@ -156,18 +156,23 @@ def gaussian_profile(sigma: float, frames: int, causal: bool, what: str = "tgaus
         raise FilterSpecError(f"{what}: sigma must be a positive number, got {sigma:g}")
     offsets = np.arange(frames, dtype=np.float64)
     offsets -= frames - 1 if causal else (frames - 1) / 2
-    weights = np.exp(-(offsets ** 2) / (2.0 * max(sigma, 0.01) ** 2))
+    width = max(sigma, 0.01)
+    # width * width, not width ** 2: a float's ** raises OverflowError near 1e308, where the
+    # product goes to inf and leaves every weight 1 (a flat window), as the 2-D gaussian does.
+    weights = np.exp(-(offsets ** 2) / (2.0 * width * width))
     return weights / weights.sum()
 
 
 def auto_frames(sigma: float, frames: int, what: str) -> int:
     """``frames``, or 2 * ceil(3 sigma) + 1 frames for 0, refused past MAX_FRAMES."""
     if frames == 0:
-        wanted = 2 * math.ceil(3 * sigma) + 1 if math.isfinite(3 * sigma) and sigma > 0 else 0
+        # 3 * sigma is inf for sigma near 1e308: that needs inf frames (math.ceil cannot take it)
+        wanted: float = (2 * math.ceil(3 * sigma) + 1 if math.isfinite(3 * sigma) else math.inf) \
+            if sigma > 0 else 0
         if wanted > MAX_FRAMES:
             raise FilterSpecError(f"{what}: sigma={sigma:g} needs {wanted} frames > {MAX_FRAMES}; "
                                   f"pass frames={MAX_FRAMES} to truncate it")
-        frames = max(wanted, 1)
+        frames = max(int(wanted), 1)
     return _frames(frames, what)
 
 
@@ -190,11 +195,11 @@ def temporal_denoise(sigma: float, frames: int, space: float, causal: bool) -> T
     frames = auto_frames(sigma, frames, "tdenoise")
     if not (space > 0 and math.isfinite(space)):
         raise FilterSpecError(f"tdenoise: space must be a positive number, got {space:g}")
-    size = 2 * math.ceil(3 * space) + 1
+    size: float = 2 * math.ceil(3 * space) + 1 if math.isfinite(3 * space) else math.inf
     if size > MAX_SIZE:
         raise FilterSpecError(f"tdenoise: space={space:g} needs {size}x{size} taps, more than "
                               f"{MAX_SIZE}x{MAX_SIZE}")
-    spatial = gaussian_profile(space, size, False, "tdenoise")
+    spatial = gaussian_profile(space, int(size), False, "tdenoise")
     time = gaussian_profile(sigma, frames, causal, "tdenoise")
     return _profile(time, causal, np.outer(spatial, spatial))
 

@@ -140,6 +140,9 @@ def test_filter_refuses_a_temporal_chain_and_points_at_stream_filter():
     ("conv3d:taps=1|nan|1", "NaN"),
     ("conv3d:file=taps.txt", ".npy"),
     ("conv3d", "exactly one"),
+    ("tgauss:sigma=1e308", "needs inf frames"),
+    ("tdenoise:sigma=1e308", "needs inf frames"),
+    ("tdenoise:space=1e308", r"space=1e\+308 needs inf"),
 ])
 def test_bad_temporal_specs_are_refused(spec, message):
     with pytest.raises(FilterSpecError, match=message):
@@ -158,6 +161,14 @@ def test_all_zero_taps_give_one_black_frame_per_frame(rng, spec):
     got = stream(clip, stages, "reflect101")
     assert got.shape == clip.shape
     np.testing.assert_array_equal(got, np.zeros_like(clip))
+
+
+@pytest.mark.parametrize("spec", ["tgauss:sigma=1e308,frames=3", "tdenoise:sigma=1e308,frames=3",
+                                  "tgauss:sigma=1e308,frames=3,causal=1"])
+def test_a_huge_sigma_with_given_frames_is_a_flat_window(spec):
+    """A Gaussian far wider than its window weighs every frame alike (1/T)."""
+    time = parse_filter(spec).temporal.time
+    np.testing.assert_array_equal(time, np.full(3, 1 / 3, np.float32))
 
 
 def test_conv3d_reads_a_npy_file_and_finds_separable_taps(tmp_path, rng):
