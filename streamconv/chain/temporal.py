@@ -28,8 +28,8 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..errors import FilterSpecError
-from ..files.tapfiles import (MAX_SIZE, MAX_TAPS_FILE_BYTES, load_npy, parse_inline_taps,
-                              validate_taps)
+from ..files.tapfiles import (MAX_ABS_TAP, MAX_SIZE, MAX_TAPS_FILE_BYTES, load_npy,
+                              parse_inline_taps, validate_taps)
 
 MAX_FRAMES = 15
 """Most frames a temporal stage spans (T odd, 1..15)."""
@@ -133,9 +133,18 @@ def _frames(value: int, what: str) -> int:
     return value
 
 
-def _profile(weights: np.ndarray, causal: bool, space: np.ndarray | None = None) -> TemporalTaps:
-    """A time profile (T,) (float64) times ``space`` (K, K) (float64, default 1 x 1 of 1)."""
+def _profile(weights: np.ndarray, causal: bool, what: str,
+             space: np.ndarray | None = None) -> TemporalTaps:
+    """A time profile (T,) (float64) times ``space`` (K, K) (float64, default 1 x 1 of 1).
+
+    Raises:
+        FilterSpecError: a tap beyond MAX_ABS_TAP, as conv3d and the 2-D filters refuse (past
+            float32's range it would be inf, and its sums NaN).
+    """
     space = np.ones((1, 1)) if space is None else space
+    largest = float(np.abs(weights).max() * np.abs(space).max())
+    if largest > MAX_ABS_TAP:
+        raise FilterSpecError(f"{what}: |tap| = {largest:g} exceeds {MAX_ABS_TAP:g}")
     time32, space32 = weights.astype(np.float32), space.astype(np.float32)
     taps = np.ascontiguousarray(time32[:, None, None] * space32[None], np.float32)
     taps.setflags(write=False)
@@ -145,7 +154,7 @@ def _profile(weights: np.ndarray, causal: bool, space: np.ndarray | None = None)
 def temporal_mean(frames: int, causal: bool) -> TemporalTaps:
     """``tmean``: the mean of ``frames`` frames (1/T each)."""
     frames = _frames(frames, "tmean")
-    return _profile(np.full(frames, 1.0 / frames), causal)
+    return _profile(np.full(frames, 1.0 / frames), causal, "tmean")
 
 
 def gaussian_profile(sigma: float, frames: int, causal: bool, what: str = "tgauss") -> np.ndarray:
@@ -179,7 +188,7 @@ def auto_frames(sigma: float, frames: int, what: str) -> int:
 def temporal_gaussian(sigma: float, frames: int, causal: bool) -> TemporalTaps:
     """``tgauss``: a Gaussian across frames (frames 0: 2 * ceil(3 sigma) + 1)."""
     frames = auto_frames(sigma, frames, "tgauss")
-    return _profile(gaussian_profile(sigma, frames, causal), causal)
+    return _profile(gaussian_profile(sigma, frames, causal), causal, "tgauss")
 
 
 def temporal_derivative(scale: float, causal: bool) -> TemporalTaps:
@@ -187,7 +196,7 @@ def temporal_derivative(scale: float, causal: bool) -> TemporalTaps:
     if not math.isfinite(scale):
         raise FilterSpecError(f"tdiff: scale must be finite, got {scale}")
     weights = np.array([0.0, -1.0, 1.0]) if causal else np.array([-0.5, 0.0, 0.5])
-    return _profile(weights * scale, causal)
+    return _profile(weights * scale, causal, "tdiff")
 
 
 def temporal_denoise(sigma: float, frames: int, space: float, causal: bool) -> TemporalTaps:
@@ -201,7 +210,7 @@ def temporal_denoise(sigma: float, frames: int, space: float, causal: bool) -> T
                               f"{MAX_SIZE}x{MAX_SIZE}")
     spatial = gaussian_profile(space, int(size), False, "tdenoise")
     time = gaussian_profile(sigma, frames, causal, "tdenoise")
-    return _profile(time, causal, np.outer(spatial, spatial))
+    return _profile(time, causal, "tdenoise", np.outer(spatial, spatial))
 
 
 def load_taps3d(taps: str, file: str, causal: bool, normalize: bool) -> TemporalTaps:

@@ -143,6 +143,8 @@ def test_filter_refuses_a_temporal_chain_and_points_at_stream_filter():
     ("tgauss:sigma=1e308", "needs inf frames"),
     ("tdenoise:sigma=1e308", "needs inf frames"),
     ("tdenoise:space=1e308", r"space=1e\+308 needs inf"),
+    ("tdiff:scale=1e39", r"tdiff: \|tap\| = 5e\+38 exceeds 1e\+06"),
+    ("tdiff:scale=-1e7", r"tdiff: \|tap\| = 5e\+06 exceeds 1e\+06"),
 ])
 def test_bad_temporal_specs_are_refused(spec, message):
     with pytest.raises(FilterSpecError, match=message):
@@ -169,6 +171,11 @@ def test_a_huge_sigma_with_given_frames_is_a_flat_window(spec):
     """A Gaussian far wider than its window weighs every frame alike (1/T)."""
     time = parse_filter(spec).temporal.time
     np.testing.assert_array_equal(time, np.full(3, 1 / 3, np.float32))
+
+
+def test_tdiff_takes_a_scale_up_to_the_tap_limit():
+    """The largest tap allowed, as for 2-D taps and conv3d (MAX_ABS_TAP), is still built."""
+    np.testing.assert_array_equal(parse_filter("tdiff:scale=2e6").temporal.time, [-1e6, 0, 1e6])
 
 
 def test_conv3d_reads_a_npy_file_and_finds_separable_taps(tmp_path, rng):
