@@ -248,7 +248,9 @@ class StreamFilter(MappedFrames, WindowedResults, Closes):
             return frame
         self._skip_silent()
         if not self._ready and not self._in_flight:
-            waiting = f"result() waits for {self._engine.delay} more frame(s) or flush()"
+            # the oldest owed frame's output needs ``delay`` frames after it; ``owed`` are here
+            needed = max(1, self._engine.delay + 1 - self._in_flight.owed)
+            waiting = f"result() waits for {needed} more frame(s) or flush()"
             raise StreamconvError(waiting if self._in_flight.owed else
                                   "result() called with no frame submitted")
         if out is not None:

@@ -127,6 +127,19 @@ def test_stream_filter_result_waits_for_the_window_and_flush_ends_the_stream(rng
     check_against_oracle(np.stack(outputs), clip[:2], stages, "reflect101")
 
 
+def test_result_says_how_many_more_frames_the_first_output_needs(rng):
+    """Output 0 of a chain 10 frames behind needs frames 0..10: after k frames, 11 - k more."""
+    clip = clip_of(rng, 11)
+    with streamconv.StreamFilter(["tmean:frames=15", "tgauss:sigma=1"], ring=2,
+                                 backend="cpu") as sf:
+        for count, frame in enumerate(clip[:10], 1):
+            sf.submit(frame)
+            with pytest.raises(StreamconvError, match=rf"waits for {11 - count} more frame"):
+                sf.result()
+        sf.submit(clip[10])
+        assert sf.result().shape == clip[0].shape
+
+
 def test_filter_refuses_a_temporal_chain_and_points_at_stream_filter():
     with pytest.raises(FilterSpecError, match="StreamFilter"):
         streamconv.Filter(["box", "tmean"], backend="cpu")
