@@ -66,7 +66,8 @@ def _check_run_outputs(args: argparse.Namespace, display: bool) -> None:
     if display:
         check_display()  # before a camera or file is opened
     if parse_output(args.output, format=args.format).writes_a_file:
-        check_target(args.output, overwrite=args.overwrite, protect=(args.source,),
+        check_target(args.output, overwrite=args.overwrite,
+                     protect={"the input": args.source, **getattr(args, "chain_files", {})},
                      format=args.format, muxer_options=dict(args.output_options))
     if args.stats_json is not None:
         check_output_path(args.stats_json, overwrite=args.overwrite, what="--stats-json",
@@ -188,7 +189,9 @@ def _written_by_run(args: argparse.Namespace, *, but: str) -> dict[str, str]:
     named = {"source": ("the input", args.source), "output": ("the output", output),
              "stats_json": ("--stats-json", args.stats_json),
              "progress": ("--progress", args.progress), "report": ("--report", args.report)}
-    return {role: value for key, (role, value) in named.items() if key != but and value is not None}
+    written = {role: value for key, (role, value) in named.items()
+               if key != but and value is not None}
+    return {**written, **getattr(args, "chain_files", {})}  # taps files the chain read
 
 
 def _report(args: argparse.Namespace, stats, exit_code: int,

@@ -25,10 +25,27 @@ def run_chain(args: argparse.Namespace) -> tuple[list[FilterStage], str]:
         stages.extend(preset.filters)
         border = border or preset.border
     stages.extend(parse_chain(args.filters))
+    args.chain_files = chain_files(stages)
     border = border or DEFAULT_BORDER
     if not stages:
         log.warning("no --filter or --pipeline given: frames pass through unchanged")
     return stages, border
+
+
+def chain_files(stages: list[FilterStage]) -> dict[str, str]:
+    """The files the stages were read from (``file=`` of conv3d, custom, bank), by role
+    (``"conv3d's file"``; a second of one filter ``"conv3d's file 2"``): inputs of the run, which
+    nothing it writes may replace."""
+    files: dict[str, str] = {}
+    for stage in stages:
+        path = stage.params.get("file")
+        if isinstance(path, str) and path:
+            role, number = f"{stage.name}'s file", 1
+            while role in files:
+                number += 1
+                role = f"{stage.name}'s file {number}"
+            files[role] = path
+    return files
 
 
 def run_settings(args: argparse.Namespace, border: str) -> RunSettings:

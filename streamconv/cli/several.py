@@ -85,7 +85,9 @@ def _check_outputs(args: argparse.Namespace, outputs: list[str | None]) -> None:
     --stats-json and --report none of the run's files."""
     written = {index: output for index, output in enumerate(outputs)
                if parse_output(output, format=args.format).writes_a_file}
-    inputs = protected_files(args.sources)  # listed once for every output
+    # listed once for every output; the taps files the chain read are inputs too
+    inputs = ProtectedFiles([*protected_files(args.sources),
+                             *protected_files(getattr(args, "chain_files", {}))])
     for index, output in written.items():  # none may be an input, or another source's output
         others = protected_files({f"the output of source {other}": spec
                                   for other, spec in written.items()
@@ -96,8 +98,9 @@ def _check_outputs(args: argparse.Namespace, outputs: list[str | None]) -> None:
     for path, what, other in ((args.stats_json, "--stats-json", args.report),
                               (args.report, "--report", args.stats_json)):
         if path is not None:
-            check_output_path(path, overwrite=args.overwrite, what=what,
-                              protect=[*written, *filter(None, [other])])
+            check_output_path(path, overwrite=args.overwrite, what=what, protect=ProtectedFiles(
+                [*protected_files([*written, *filter(None, [other])]),
+                 *protected_files(getattr(args, "chain_files", {}))]))
 
 
 def _report(args: argparse.Namespace, result: MultiResult, outputs: list[str | None]) -> None:
@@ -108,7 +111,7 @@ def _report(args: argparse.Namespace, result: MultiResult, outputs: list[str | N
             say_error(f"source {item.index} ({item.source}): {item.error}")
     context = run_context(args) if args.stats_json or args.report else {}
     records = [{**item.to_dict(), **context} for item in result.results]
-    written = [*args.sources, *filter(None, outputs)]
+    written = [*args.sources, *filter(None, outputs), *getattr(args, "chain_files", {}).values()]
     if args.stats_json:
         text = json.dumps(records, indent=1) + "\n"
         write_atomically(args.stats_json, text, overwrite=args.overwrite, what="--stats-json",

@@ -72,3 +72,26 @@ def _written(path) -> int:
         return 0
     counts = [int(line[6:]) for line in lines if line.startswith("frame=") and line[6:].isdigit()]
     return counts[-1] if counts else 0
+
+
+def test_a_taps_file_the_chain_reads_is_never_written_over(cli, tmp_path):
+    """conv3d's file= is an input of the run: --overwrite does not let the output, --stats-json,
+    --progress or --report replace it, as it does not for SOURCE."""
+    source, taps = tmp_path / "in.mp4", tmp_path / "taps.npy"
+    make_clip(source, frames=4)
+    np.save(taps, np.full((3, 1, 1), 1 / 3))
+    before = taps.read_bytes()
+    for option in (("-o", str(taps), "--format", "matroska"), ("--stats-json", str(taps)),
+                   ("--progress", str(taps)), ("--report", str(taps))):
+        result = cli("run", str(source), *option, "--filter", f"conv3d:file={taps}",
+                     "--backend", "cpu", "--no-progress", "--overwrite")
+        assert result.returncode == 6, (option, result.stderr)
+        assert "same file as conv3d's file" in result.stderr, result.stderr
+        assert taps.read_bytes() == before
+    # several sources: each through the chain, one output each
+    result = cli("run", str(source), str(source), "-o", str(tmp_path / "out{n}.mkv"),
+                 "--stats-json", str(taps), "--filter", f"conv3d:file={taps}", "--backend", "cpu",
+                 "--no-progress", "--overwrite")
+    assert result.returncode == 6 and "conv3d's file" in result.stderr, result.stderr
+    assert taps.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4", "taps.npy"]
