@@ -129,10 +129,14 @@ class RingEpoch:
         self.on_frame = on_frame
         self.free: queue.Queue = queue.Queue()
         self.filled: queue.Queue = queue.Queue()
-        self.done: queue.Queue = queue.Queue()
+        self.done: queue.Queue = queue.Queue()  # (slot, its input kept for the sink, or None)
         for slot in slots:
             self.free.put(slot)
         self.slot_count = len(slots)
+        # A chain with stages across frames puts out frame i on the slot of frame i + delay (or a
+        # free one at the end): a sink that shows each output beside its input (side by side)
+        # gets a copy of frame i's input, kept from its read until its output is written.
+        self.keep_inputs = backend.delay > 0 and bool(getattr(sink, "shows_input", False))
         self.errors: list[BaseException] = []
         self.reader_abandoned = False  # stopped, and the reader was still blocked in a read
         self.in_read = False  # the reader is inside source.read_into (not waiting for a slot)
@@ -239,25 +243,29 @@ class RingEpoch:
         with_input = getattr(self.sink, "send_with_input", None)
         failed = False
         while True:
-            slot = self.done.get()
-            if slot is _END:
+            done = self.done.get()
+            if done is _END:
                 return
+            slot, kept_input = done
             if not failed and not self.controls.aborting.is_set() and slot.has_output \
                     and not (slot.meta is not None and slot.meta.context):
                 try:
-                    self._write_one(slot, with_input)
+                    self._write_one(slot, with_input, kept_input)
                 except BaseException as exc:
                     self.errors.append(exc)
                     failed = True
                     self.controls.stop.set()
             self.free.put(slot)
 
-    def _write_one(self, slot: Slot, with_input: Callable | None) -> None:
-        """Send one frame to the sink (with its input, where the sink shows both) and to
-        on_frame, then record its timings."""
+    def _write_one(self, slot: Slot, with_input: Callable | None,
+                   kept_input: np.ndarray | None = None) -> None:
+        """Send one frame to the sink (with its input, where the sink shows both: ``kept_input``,
+        the host copy of the input the output was made from, or else the slot's ``host_in``) and
+        to on_frame, then record its timings."""
         begin = time.perf_counter()
         if with_input is not None:
-            with_input(slot.host_out, slot.host_in, slot.meta)
+            source_frame = kept_input if kept_input is not None else slot.host_in
+            with_input(slot.host_out, source_frame, slot.meta)
         else:
             self.sink.send(slot.host_out, slot.meta)
         if self.on_frame is not None:
@@ -281,7 +289,7 @@ class RingEpoch:
         submitted; the older ones go back to ``recycle`` (the free queue) as dropped. Once
         the reader has finished, the last slots are all filtered: none is stale any more.
         """
-        in_flight: InFlight[None] = InFlight(self.backend)
+        in_flight: InFlight[np.ndarray | None] = InFlight(self.backend)
         ended = False
         while not ended:
             slot = self._next_filled(in_flight)
@@ -290,17 +298,17 @@ class RingEpoch:
             batch, ended = self._fresh_batch(slot, recycle)
             for slot in batch:
                 try:
-                    in_flight.submit(slot)
+                    in_flight.submit(slot, slot.host_in.copy() if self.keep_inputs else None)
                 except BaseException:
                     # the frames before this one are still good
-                    for finished, _ in in_flight.salvage():
+                    for finished in in_flight.salvage():
                         self.done.put(finished)
                     raise
-                for finished, _ in in_flight.retire_done():
+                for finished in in_flight.retire_done():
                     self.done.put(finished)
         if not self.controls.aborting.is_set():
             self._flush_tail(in_flight)
-        for finished, _ in in_flight.drain():
+        for finished in in_flight.drain():
             self.done.put(finished)
 
     def _flush_tail(self, in_flight: InFlight) -> None:
@@ -315,13 +323,12 @@ class RingEpoch:
                 slot = self.free.get_nowait()
             except queue.Empty:
                 if in_flight:
-                    finished, _ = in_flight.retire()
-                    self.done.put(finished)
+                    self.done.put(in_flight.retire())
                     continue
                 slot = self.free.get()
             slot.reset()
             in_flight.flush(slot)
-            for finished, _ in in_flight.retire_done():
+            for finished in in_flight.retire_done():
                 self.done.put(finished)
 
     def _next_filled(self, in_flight: InFlight) -> Slot | object:
@@ -333,8 +340,8 @@ class RingEpoch:
             except queue.Empty:
                 if not in_flight:
                     return self._wait_filled()
-                slot, _ = in_flight.retire()  # nothing new to start: finish the oldest frame
-                self.done.put(slot)
+                # nothing new to start: finish the oldest frame
+                self.done.put(in_flight.retire())
 
     def _wait_filled(self) -> Slot | object:
         """The next filled slot, or ``_END``: from the reader, or once a stop has waited

@@ -176,3 +176,31 @@ def test_a_pipeline_runs_once():
     with pytest.raises(StreamError, match="already run or been closed"):
         pipeline.run()
     pipeline.close()
+
+
+class _InputsBeside(Sink):
+    """Records, for each output, which of ``frames`` the input handed beside it is."""
+
+    def __init__(self, frames: list[np.ndarray]) -> None:
+        self.frames, self.pairs = frames, []
+
+    shows_input = True
+
+    def send(self, frame, meta) -> None:
+        raise AssertionError("a sink that shows the input is sent it")
+
+    def send_with_input(self, frame, source_frame, meta) -> None:
+        self.pairs.append((meta.index, next((k for k, known in enumerate(self.frames)
+                                            if np.array_equal(known, source_frame)), None)))
+        self.frames_written += 1
+
+
+@pytest.mark.parametrize("ring", [1, 3])
+def test_each_output_of_a_temporal_chain_comes_with_its_own_input(ring):
+    """A centred window puts out frame i after frame i + 2 is read, and its last outputs through
+    free slots: the input beside each (a side-by-side display's left panel) is still frame i."""
+    frames = list(TestPattern(64, 48, fps=30, frames=12))
+    sink = _InputsBeside(frames)
+    streamconv.Pipeline("test:64x48@30,frames=12", ["tmean:frames=5"], sink, backend="cpu",
+                        ring=ring).run()
+    assert sink.pairs == [(index, index) for index in range(12)]

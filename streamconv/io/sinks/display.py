@@ -395,6 +395,11 @@ class DisplaySink(Sink):
         self._resume.set()
         self._gui.call(self._destroy)
 
+    @property
+    def shows_input(self) -> bool:
+        """Side by side, the input is shown beside each output."""
+        return self.side_by_side
+
     def describe(self) -> str:
         mode = "input | output" if self.side_by_side else "output"
         return f"window {self.title!r} ({mode}, {gui_backend()})"

@@ -27,6 +27,9 @@ class Sink:
     """True once a write failed for good: nothing more can be finished (see FileSink)."""
     packets_refused = 0
     """Copied audio/subtitle packets the output refused (damaged input) and left out."""
+    shows_input = False
+    """True for a sink that uses ``send_with_input``'s input (a side-by-side display): a chain
+    with stages across frames then keeps each frame's input until its output is sent."""
 
     def send(self, frame: np.ndarray, meta: FrameMeta) -> None:
         """Consume one (H, W, C) uint8 or uint16 host frame; do not keep a reference to it."""
@@ -138,6 +141,11 @@ class FanoutSink(Sink):
             else:
                 sink.send(frame, meta)
         self.frames_written += 1
+
+    @property
+    def shows_input(self) -> bool:
+        """True if any of the sinks shows the input beside the output."""
+        return any(sink.shows_input for sink in self.sinks)
 
     @property
     def failed(self) -> bool:

@@ -229,3 +229,31 @@ def test_an_overlay_line_longer_than_its_box_stays_in_the_box(rng):
                  height)
     np.testing.assert_array_equal(canvas[:, 160:], before[:, 160:])
     assert (canvas[top:top + height, left:left + width] != before[:height, :width]).any()
+
+
+def test_side_by_side_with_a_temporal_chain_shows_each_output_beside_its_own_input(xserver):
+    """tmean over 5 frames puts out frame i two frames after reading it: the left panel is still
+    frame i, the one the right panel's output belongs to, not the frame read last."""
+    from streamconv.backends import create_backend
+
+    from helpers.temporal import drive
+
+    frames = pattern_frames(1200)
+    with create_backend("cpu", parse_chain(["tmean:frames=5"])) as backend:
+        expected = drive(backend, np.stack(frames[:400]), 3)
+    with running(xserver, f"test:{WIDTH}x{HEIGHT}@30,frames=100000", "--realtime", "--side-by-side",
+                 "--no-overlay", "--filter", "tmean:frames=5", "--backend", "cpu") as process:
+        window = find_window(xserver, "^streamconv: test")
+        deadline = time.monotonic() + 10.0
+        while window_pixels(xserver, window).shape != (HEIGHT, 2 * WIDTH, 3):
+            assert time.monotonic() < deadline, "the window never took its size"
+            time.sleep(0.1)
+        press(xserver, window, "space")  # paused: one pair stays on screen
+        time.sleep(0.4)
+        pixels = settled_pixels(xserver, window, frames)
+        press(xserver, window, "q")
+        code, stderr = finish(process)
+    assert code == 0, stderr
+    k = match_frame(pixels[:, :WIDTH], frames, skip_overlay=False)
+    assert k < len(expected), "the run went further than the frames worked out here"
+    np.testing.assert_array_equal(pixels[:, WIDTH:, ::-1], expected[k])
