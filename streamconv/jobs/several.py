@@ -259,7 +259,9 @@ def run_tiled(makers: Sequence[Callable[[], Pipeline]], labels: Sequence[str],
         def opened() -> Pipeline:
             pipeline = make()
             if wall is not None:
-                pipeline.sink = wall.add(pipeline.source, labels[index], pipeline.sink)
+                # a scale or crop stage sends frames of another size than the source's
+                pipeline.sink = wall.add(pipeline.source, labels[index], pipeline.sink,
+                                         shape=pipeline.output_shape)
             return pipeline
         return opened
 

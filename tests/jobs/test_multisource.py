@@ -222,3 +222,32 @@ def test_outputs_of_several_sources_that_name_one_file_are_refused_before_any_wo
                  "--no-progress", cwd=tmp_path)
     assert result.returncode == 6 and message in result.stderr, result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d0", "d1"]
+
+
+def test_tiles_are_the_size_the_chain_gives_each_source(xserver):  # noqa: F811
+    """A chain that halves the frames: each cell is the output's size, not the input's (which
+    left a window four times too large, each tile in a corner of black)."""
+    from streamconv.backends.cpu.backend import CpuBackend
+    from streamconv.chain.filters import parse_chain
+
+    sizes = [(320, 240), (192, 144)]
+    scale = CpuBackend(parse_chain(["scale:w=160,h=-1"]))
+    shrunk = [[scale.apply(frame) for frame in pattern(w, h, 600)] for w, h in sizes]
+    with running(xserver, *(f"test:{w}x{h}@30,live" for w, h in sizes), "--display",
+                 "--no-overlay", "--filter", "scale:w=160,h=-1", "--backend", "cpu") as process:
+        window = find_window(xserver, "^streamconv: 2 sources")
+        deadline = time.monotonic() + 8.0
+        while True:
+            x, y, width, height = window_geometry(xserver, window)
+            pixels = xserver.stable_screen()[y:y + height, x:x + width]
+            try:
+                for n in range(2):
+                    matches(pixels[:120, n * 160:(n + 1) * 160, ::-1], shrunk[n])
+                break
+            except AssertionError:
+                assert time.monotonic() < deadline, "a tile shows none of its source's outputs"
+                time.sleep(0.1)
+        press(xserver, window, "q")
+        code, stderr = finish(process)
+    assert code == 0, stderr
+    assert (height, width) == (120, 2 * 160)

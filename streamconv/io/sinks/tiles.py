@@ -97,8 +97,9 @@ class TileWall:
         overlay: start with each tile's overlay shown (``o`` toggles it).
         filter_cycle: (label, filter chain) pairs that ``f`` steps every source through.
 
-    A cell is as large as the largest source's frame; a smaller frame sits at its cell's top
-    left, a larger one (a source that changed size) is scaled down to fit. The canvas is an
+    A cell is as large as the largest frame a tile was added for (a source's, or its chain's
+    output); a smaller frame sits at its cell's top left, a larger one (a source that changed
+    size, another chain) is scaled down to fit. The canvas is an
     (rows * cell H, columns * cell W, 3) uint8 BGR host array, laid out when the first frame
     arrives (every source is added before any runs).
 
@@ -124,11 +125,14 @@ class TileWall:
         self._open = self._closed = False
         self._gui = _GuiThread.get()
 
-    def add(self, source: Source, label: str, sink: Sink | None = None) -> Sink:
-        """A new tile for ``source`` (its frames' shape sets the cell size); with ``sink`` (the
-        source's own output), a sink that sends to the tile first, then to it."""
+    def add(self, source: Source, label: str, sink: Sink | None = None, *,
+            shape: tuple[int, ...] | None = None) -> Sink:
+        """A new tile for ``source``; with ``sink`` (the source's own output), a sink that sends
+        to the tile first, then to it. ``shape``: the (H, W, C) of the frames the tile is sent
+        (the output of a chain that changes the size); None: the source's. It sets the cell
+        size."""
         with self._lock:
-            tile = TileSink(self, len(self.tiles), source.shape, label)
+            tile = TileSink(self, len(self.tiles), shape or source.shape, label)
             self.tiles.append(tile)
             self._canvas = None  # laid out again, for one more tile
         if not self._open:
