@@ -239,8 +239,6 @@ class StreamconvFilter(GstBase.BaseTransform):
     @reports_errors(_ERROR)
     def do_transform_ip(self, buffer: Gst.Buffer) -> Gst.FlowReturn:
         """Queue one frame (its buffer kept until it is done); QUEUED tells BaseTransform so."""
-        if self._rebuild and self._new_chain() != _OK:
-            return _ERROR
         caps = self._caps
         if self.is_passthrough() or caps is None:
             return _OK  # the chain became empty: this frame goes through as it is
@@ -392,7 +390,14 @@ class StreamconvFilter(GstBase.BaseTransform):
 
     @reports_errors(_ERROR)
     def do_submit_input_buffer(self, is_discont: bool, buffer: Gst.Buffer) -> Gst.FlowReturn:
-        """BaseTransform's (negotiation, QoS), counting the frames its QoS skips."""
+        """BaseTransform's (negotiation, QoS), counting the frames its QoS skips; a filter or
+        border changed since the last frame takes effect here."""
+        if self._rebuild:
+            # Before BaseTransform prepares the frame's buffer: it makes a shared buffer writable
+            # only when not in passthrough, which an empty chain set and the new chain may unset.
+            drained = self._new_chain()
+            if drained != _OK:
+                return drained
         result = GstBase.BaseTransform.do_submit_input_buffer(self, is_discont, buffer)
         if result == _QUEUED:  # BaseTransform's QoS skipped it: too late to be shown
             with self._lock:

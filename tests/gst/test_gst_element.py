@@ -498,3 +498,68 @@ def test_late_frames_are_skipped_and_counted(rng):
     assert dropped >= 1
     assert element.get_property("dropped") >= dropped
     assert element.get_property("stats").get_value("dropped") == element.get_property("dropped")
+
+
+def _teed_pipeline(element: str):
+    """appsrc ! tee: one branch to appsink ``raw`` untouched, the other through ``element`` to
+    appsink ``out``; the tee hands both branches the same buffer, so the element's is shared."""
+    Gst = gst()
+    pipeline = Gst.parse_launch(
+        f"appsrc name=src format=time ! tee name=t ! queue ! appsink name=raw sync=false "
+        f"t. ! queue ! {element} ! appsink name=out sync=false"
+    )
+    return pipeline, pipeline.get_by_name("src")
+
+
+def _pull_all(pipeline, name: str) -> list:
+    Gst = gst()
+    sink, samples = pipeline.get_by_name(name), []
+    while (sample := sink.emit("try-pull-sample", 10 * Gst.SECOND)) is not None:
+        samples.append(sample_frame(sample))
+    return samples
+
+
+@pytest.mark.parametrize("chains", [("", "tmean:frames=3"), ("tdiff", "", "box:size=3")],
+                         ids=["empty-to-temporal", "temporal-to-empty-to-2d"])
+def test_a_chain_set_from_none_while_playing_filters_shared_buffers_into_copies(
+        rng, holding, chains):
+    """A filter set while playing where none was (frames passing as they are) takes the next frame
+    without writing into the buffer a tee shares with another branch: that branch keeps the
+    frames as they came, this one gets each chain's frames, as StreamFilter gives them."""
+    frames = [rng.integers(0, 256, (48, 64, 3), np.uint8) for _ in range(3 * len(chains))]
+    caps = "video/x-raw,format=RGB,width=64,height=48,framerate=25/1"
+    pipeline, source = _teed_pipeline(f'streamconv name=s filter="{chains[0]}" backend=cpu '
+                                      f"ring-depth={holding}")
+    Gst = gst()
+    element, seen = pipeline.get_by_name("s"), []
+
+    def before_frame(_pad, _info):
+        seen.append(1)
+        if len(seen) % 3 == 1 and len(seen) > 1:
+            element.set_property("filter", chains[len(seen) // 3])
+        return Gst.PadProbeReturn.OK
+
+    element.get_static_pad("sink").add_probe(Gst.PadProbeType.BUFFER, before_frame)
+    pipeline.set_state(Gst.State.PLAYING)
+    try:
+        for index, frame in enumerate(frames):
+            _push(source, frame, caps, index)
+        source.emit("end-of-stream")
+        outputs, untouched = _pull_all(pipeline, "out"), _pull_all(pipeline, "raw")
+        error = bus_error(pipeline)
+    finally:
+        pipeline.set_state(Gst.State.NULL)
+    assert error is None and len(outputs) == len(frames), error
+    wanted = []
+    for number, chain in enumerate(chains):
+        part = frames[3 * number: 3 * number + 3]
+        if not chain:
+            wanted += part
+            continue
+        with streamconv.StreamFilter(chain.split(" -> "), backend="cpu") as reference:
+            wanted += list(reference.map(part))
+    for number, ((_, data, _), want) in enumerate(zip(outputs, wanted)):
+        assert np.array_equal(data.reshape(want.shape), want), number
+    assert [pts for pts, _, _ in untouched] == [pts for pts, _, _ in outputs]
+    for number, ((_, data, _), frame) in enumerate(zip(untouched, frames)):
+        assert np.array_equal(data.reshape(frame.shape), frame), number
