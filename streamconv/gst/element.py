@@ -318,11 +318,13 @@ class StreamconvFilter(GstBase.BaseTransform):
         chain, then make the new one for the same caps."""
         result = self._drain()
         self._close_paths()
-        old = self._engine
+        old, latency = self._engine, self._added_latency()
         self._open_engine()
         if old is not None:
             old.backend.close()
         self._configure()
+        if self._added_latency() != latency:  # a live pipeline set its latency from the old one
+            self.post_message(Gst.Message.new_latency(self))
         return result
 
     # events and queries ---------------------------------------------------------------------

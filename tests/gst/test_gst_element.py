@@ -563,3 +563,38 @@ def test_a_chain_set_from_none_while_playing_filters_shared_buffers_into_copies(
     assert [pts for pts, _, _ in untouched] == [pts for pts, _, _ in outputs]
     for number, ((_, data, _), frame) in enumerate(zip(untouched, frames)):
         assert np.array_equal(data.reshape(frame.shape), frame), number
+
+
+@pytest.mark.parametrize("before, after, frames", [("box:size=3", "tmean:frames=5", 2),
+                                                   ("tmean:frames=5", "box:size=3", -2),
+                                                   ("tdiff", "tmean:frames=9", 3)])
+def test_a_chain_changed_while_playing_posts_its_new_latency(holding, before, after, frames):
+    """A live pipeline's latency is set once, from the query; a chain whose look-ahead differs
+    from the old one's holds frames longer (or shorter), so the element posts a latency message
+    and the application's recalculation (as gst-launch-1.0 does it) finds the new look-ahead."""
+    Gst = gst()
+    pipeline = Gst.parse_launch(
+        "videotestsrc is-live=true ! video/x-raw,format=RGB,width=64,height=48,framerate=30/1 ! "
+        f"streamconv name=s filter={before} backend=cpu ring-depth=3 ! fakesink name=out sync=true"
+    )
+    element, sink, bus = pipeline.get_by_name("s"), pipeline.get_by_name("out"), pipeline.get_bus()
+
+    def next_latency_message():
+        while True:
+            message = bus.timed_pop_filtered(
+                10 * Gst.SECOND, Gst.MessageType.LATENCY | Gst.MessageType.ERROR)
+            assert message is not None and message.type == Gst.MessageType.LATENCY, (
+                bus_error(pipeline) or "no latency message")
+            if message.src == element:
+                return
+
+    pipeline.set_state(Gst.State.PLAYING)
+    try:
+        assert pipeline.get_state(10 * Gst.SECOND)[0] == Gst.StateChangeReturn.SUCCESS
+        first = sink.get_latency()  # what the pipeline configured on its sink
+        element.set_property("filter", after)
+        next_latency_message()
+        assert pipeline.recalculate_latency()
+        assert sink.get_latency() == first + frames * (Gst.SECOND // 30)
+    finally:
+        pipeline.set_state(Gst.State.NULL)
