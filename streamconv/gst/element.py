@@ -319,12 +319,17 @@ class StreamconvFilter(GstBase.BaseTransform):
         result = self._drain()
         self._close_paths()
         old, latency = self._engine, self._added_latency()
+        held = self._frames_held(old) if old is not None else 0
         self._open_engine()
         if old is not None:
             old.backend.close()
         self._configure()
         if self._added_latency() != latency:  # a live pipeline set its latency from the old one
             self.post_message(Gst.Message.new_latency(self))
+        if self._engine is not None and self._frames_held(self._engine) > held:
+            # upstream's pool was sized for the old chain's frames held, and may not grow
+            # (v4l2src's): the allocation query is asked anew before its next buffer
+            self.sinkpad.push_event(Gst.Event.new_reconfigure())
         return result
 
     # events and queries ---------------------------------------------------------------------

@@ -598,3 +598,47 @@ def test_a_chain_changed_while_playing_posts_its_new_latency(holding, before, af
         assert sink.get_latency() == first + frames * (Gst.SECOND // 30)
     finally:
         pipeline.set_state(Gst.State.NULL)
+
+
+def test_a_longer_look_ahead_set_while_playing_gets_buffers_from_a_fixed_pool(rng):
+    """A source whose pool cannot grow once made (v4l2src's, played by videotestsrc whose
+    allocation answer is made fixed: the buffers asked for and one more) must not run dry when a
+    new chain holds more frames than the old: the element has it ask for buffers anew. Every
+    frame comes out, each chain's as StreamFilter gives it."""
+    Gst = gst()
+    total, change = 30, 10
+    pipeline = Gst.parse_launch(
+        f"videotestsrc name=v num-buffers={total} pattern=ball ! "
+        "video/x-raw,format=RGB,width=32,height=24,framerate=30/1 ! "
+        "streamconv name=s filter=tmean:frames=3 backend=cpu ! tee ! queue ! "
+        "appsink name=out sync=false"
+    )
+    element, pools, inputs = pipeline.get_by_name("s"), [], []
+
+    def fixed_pool(_pad, info):
+        query = info.get_query()
+        if query.type == Gst.QueryType.ALLOCATION and query.get_n_allocation_pools():
+            pool, size, least, _ = query.parse_nth_allocation_pool(0)
+            query.set_nth_allocation_pool(0, pool, size, least + 1, least + 1)
+            pools.append(least + 1)
+        return Gst.PadProbeReturn.OK
+
+    def before_frame(_pad, info):
+        buffer = info.get_buffer()
+        inputs.append(np.frombuffer(buffer.extract_dup(0, buffer.get_size()), np.uint8))
+        if len(inputs) == change + 1:
+            element.set_property("filter", "tmean:frames=9")
+        return Gst.PadProbeReturn.OK
+
+    pipeline.get_by_name("v").get_static_pad("src").add_probe(
+        Gst.PadProbeType.QUERY_DOWNSTREAM | Gst.PadProbeType.PULL, fixed_pool)
+    element.get_static_pad("sink").add_probe(Gst.PadProbeType.BUFFER, before_frame)
+    outputs = pull_frames(pipeline, timeout=20)
+    assert len(outputs) == total and pools[0] == 3 and pools[-1] == 1 + 4 + 1, pools
+    frames = [data.reshape(24, 32, 3) for data in inputs]
+    wanted = []
+    for chain, part in (("tmean:frames=3", frames[:change]), ("tmean:frames=9", frames[change:])):
+        with streamconv.StreamFilter(chain, backend="cpu") as reference:
+            wanted += list(reference.map(part))
+    for number, ((_, data, _), want) in enumerate(zip(outputs, wanted)):
+        assert np.array_equal(data.reshape(want.shape), want), number
