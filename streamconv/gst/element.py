@@ -102,6 +102,7 @@ class StreamconvFilter(GstBase.BaseTransform):
         self._shared: SharedCudaContext | None = None
         self._caps: _Caps | None = None
         self._rebuild = False  # filter or border changed while running: new chain at the next frame
+        self._built: tuple = ()  # the settings the running chain was made from
 
     # properties ---------------------------------------------------------------------------
 
@@ -117,7 +118,8 @@ class StreamconvFilter(GstBase.BaseTransform):
         with self._lock:
             self._settings.set(prop.name, value)
             if prop.name in ("filter", "border") and self._engine is not None:
-                self._rebuild = True
+                # a chain made anew starts a new window across frames: only for a real change
+                self._rebuild = self._settings.chain_key() != self._built
 
     # states -------------------------------------------------------------------------------
 
@@ -159,6 +161,7 @@ class StreamconvFilter(GstBase.BaseTransform):
             chain, border = self._settings.resolve()
             settings = self._settings
             self._rebuild = False
+            self._built = settings.chain_key()
         resizing = [stage.describe() for stage in chain.stages if stage.geometry is not None]
         if resizing:
             raise FilterSpecError(

@@ -104,6 +104,10 @@ class Settings:
         if attribute == "border":
             self.border_set = True
 
+    def chain_key(self) -> tuple[str, str, bool]:
+        """What the chain and its border are made from: equal keys make the same chain."""
+        return self.filter, self.border, self.border_set
+
     def get(self, name: str) -> object:
         """One property's value by its GObject name."""
         return getattr(self, name.replace("-", "_"))

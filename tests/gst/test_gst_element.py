@@ -642,3 +642,37 @@ def test_a_longer_look_ahead_set_while_playing_gets_buffers_from_a_fixed_pool(rn
             wanted += list(reference.map(part))
     for number, ((_, data, _), want) in enumerate(zip(outputs, wanted)):
         assert np.array_equal(data.reshape(want.shape), want), number
+
+
+@pytest.mark.parametrize("prop, value", [("filter", "tmean:frames=5 -> box:size=3"),
+                                         ("border", "replicate")])
+def test_a_property_set_to_its_own_value_while_playing_keeps_the_window(rng, holding, prop,
+                                                                        value):
+    """Setting the filter or border it already has (an application applying its settings again)
+    changes nothing: the window across frames goes on, every frame as StreamFilter gives it on
+    the whole stream, none flushed early with the edge frames repeated."""
+    chain = "tmean:frames=5 -> box:size=3"
+    frames = [rng.integers(0, 256, (48, 64, 3), np.uint8) for _ in range(10)]
+    caps = "video/x-raw,format=RGB,width=64,height=48,framerate=25/1"
+    pipeline, source = _appsrc_pipeline(f'streamconv name=s filter="{chain}" border=replicate '
+                                        f"backend=cpu ring-depth={holding}")
+    Gst = gst()
+    element, seen = pipeline.get_by_name("s"), []
+
+    def before_frame(_pad, _info):
+        seen.append(1)
+        if len(seen) in (4, 7):
+            element.set_property(prop, value)
+        return Gst.PadProbeReturn.OK
+
+    element.get_static_pad("sink").add_probe(Gst.PadProbeType.BUFFER, before_frame)
+    for index, frame in enumerate(frames):
+        _push(source, frame, caps, index)
+    source.emit("end-of-stream")
+    outputs = pull_frames(pipeline)
+    with streamconv.StreamFilter(chain.split(" -> "), border="replicate",
+                                 backend="cpu") as reference:
+        wanted = list(reference.map(frames))
+    assert len(outputs) == len(frames)
+    for number, ((_, data, _), want) in enumerate(zip(outputs, wanted)):
+        assert np.array_equal(data.reshape(want.shape), want), number
