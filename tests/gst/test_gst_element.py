@@ -204,6 +204,22 @@ def _push(source, frame: np.ndarray, caps: str, index: int) -> None:
     assert source.emit("push-buffer", buffer) == Gst.FlowReturn.OK
 
 
+def _set_before_frames(element, changes: dict[int, tuple[str, str]]) -> None:
+    """Set ``changes[n]`` (property, value) of ``element`` just before its frame n (from 1)
+    reaches it, in the streaming thread (a pad probe), as an application's thread would set it
+    between two frames."""
+    Gst = gst()
+    seen = []
+
+    def before_frame(_pad, _info):
+        seen.append(1)
+        if len(seen) in changes:
+            element.set_property(*changes[len(seen)])
+        return Gst.PadProbeReturn.OK
+
+    element.get_static_pad("sink").add_probe(Gst.PadProbeType.BUFFER, before_frame)
+
+
 def test_a_size_and_format_change_mid_stream_is_renegotiated(rng, holding):
     small = [rng.integers(0, 256, (48, 64, 3), np.uint8) for _ in range(3)]
     large = [rng.integers(0, 65536, (60, 80), np.uint16) for _ in range(3)]
@@ -316,15 +332,7 @@ def test_a_filter_changed_while_playing_takes_the_next_frame(rng, holding):
     pipeline, source = _appsrc_pipeline(f"streamconv name=s filter=box:size=3 backend=cpu "
                                         f"ring-depth={holding}")
     Gst = gst()
-    element, seen = pipeline.get_by_name("s"), []
-
-    def before_frame(_pad, _info):
-        seen.append(1)
-        if len(seen) == 4:
-            element.set_property("filter", "preset:emboss")
-        return Gst.PadProbeReturn.OK
-
-    element.get_static_pad("sink").add_probe(Gst.PadProbeType.BUFFER, before_frame)
+    _set_before_frames(pipeline.get_by_name("s"), {4: ("filter", "preset:emboss")})
     pipeline.set_state(Gst.State.PLAYING)
     try:
         for index, frame in enumerate(frames):
@@ -531,15 +539,8 @@ def test_a_chain_set_from_none_while_playing_filters_shared_buffers_into_copies(
     pipeline, source = _teed_pipeline(f'streamconv name=s filter="{chains[0]}" backend=cpu '
                                       f"ring-depth={holding}")
     Gst = gst()
-    element, seen = pipeline.get_by_name("s"), []
-
-    def before_frame(_pad, _info):
-        seen.append(1)
-        if len(seen) % 3 == 1 and len(seen) > 1:
-            element.set_property("filter", chains[len(seen) // 3])
-        return Gst.PadProbeReturn.OK
-
-    element.get_static_pad("sink").add_probe(Gst.PadProbeType.BUFFER, before_frame)
+    _set_before_frames(pipeline.get_by_name("s"),
+                       {3 * n + 1: ("filter", chain) for n, chain in enumerate(chains) if n})
     pipeline.set_state(Gst.State.PLAYING)
     try:
         for index, frame in enumerate(frames):
@@ -656,16 +657,7 @@ def test_a_property_set_to_its_own_value_while_playing_keeps_the_window(rng, hol
     caps = "video/x-raw,format=RGB,width=64,height=48,framerate=25/1"
     pipeline, source = _appsrc_pipeline(f'streamconv name=s filter="{chain}" border=replicate '
                                         f"backend=cpu ring-depth={holding}")
-    Gst = gst()
-    element, seen = pipeline.get_by_name("s"), []
-
-    def before_frame(_pad, _info):
-        seen.append(1)
-        if len(seen) in (4, 7):
-            element.set_property(prop, value)
-        return Gst.PadProbeReturn.OK
-
-    element.get_static_pad("sink").add_probe(Gst.PadProbeType.BUFFER, before_frame)
+    _set_before_frames(pipeline.get_by_name("s"), {4: (prop, value), 7: (prop, value)})
     for index, frame in enumerate(frames):
         _push(source, frame, caps, index)
     source.emit("end-of-stream")
