@@ -334,10 +334,14 @@ def combine_stats(results: Sequence[RunStats], seconds: float,
                   found: Sequence[str] = ()) -> RunStats:
     """One RunStats for a segmented run: the segments' frames, errors and damage (each phrase
     once) with the damage ``found`` apart (by the join), their stage times
-    merged, the first frame any of them wrote, and ``seconds`` of wall time."""
+    merged, the first frame any of them wrote, their chain's delay, and ``seconds`` of wall
+    time."""
     total = RunStats(backend=results[0].backend, decoder=results[0].decoder, wall_seconds=seconds)
     total.first_written = min((s.first_written for s in results if s.first_written is not None),
                               default=None)
+    # Every segment runs the same chain, so each output lags its input as in one piece.
+    total.delay_frames = max(stats.delay_frames for stats in results)
+    total.delay_seconds = max(stats.delay_seconds for stats in results)
     for stats in results:
         total.frames += stats.frames
         total.decode_errors += stats.decode_errors

@@ -276,6 +276,21 @@ def test_filters_across_frames_read_the_frames_beyond_each_cut(cli, tmp_path, fi
     assert packets(pieces, "audio") == packets(whole, "audio")
 
 
+def test_a_segmented_run_reports_the_delay_of_its_filters_across_frames(tmp_path):
+    """Each segment's output lags its input as a one-piece run's does: the whole run's stats say
+    so (the summary line, --stats-json), as a one-piece run's do."""
+    clip = make_clip(tmp_path / "in.mp4", "libx264", frames=24, gop=4)
+    options = {"backend": "cpu", "sink_options": {"codec": "ffv1"}}
+    whole = streamconv.Pipeline(clip, ["tmean:frames=7", "tdiff"], tmp_path / "whole.mkv",
+                                **options).run()
+    pieces = streamconv.run_segments(clip, ["tmean:frames=7", "tdiff"], tmp_path / "pieces.mkv",
+                                     segments=3, **options)
+    assert whole.delay_frames == 4 and whole.delay_seconds == pytest.approx(4 / RATE)
+    assert (pieces.delay_frames, pieces.delay_seconds) == (whole.delay_frames,
+                                                           whole.delay_seconds)
+    assert "output 4 frame(s) behind the input" in pieces.format_table()
+
+
 def test_a_segments_context_reaches_the_keyframe_before_its_first_frame():
     """Frames 0-19, a keyframe every 4th; a cut at frame 8 with 5 frames of look-behind starts
     decoding at keyframe 0 and delivers frames from pts 2 (one more than asked) on; 2 frames of
