@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..chain.filters import FilterStage
+from ..chain.filters import FilterStage, parse_chain
 from ..chain.resample import chain_shapes, pixel_stretch
 from ..gpu.device import gpu_numbers
 from ..io.ffmpeg.formats import default_codec, output_format
@@ -32,8 +32,8 @@ class SegmentWork:
     process and for Ray tasks (picklable: it goes to a task as it is).
 
     Attributes:
-        source: the input file. filters: the chain, as for Pipeline. format: the parts' container
-            (see PART_FORMATS).
+        source: the input file. filters: the chain's stages (parsed: a part's size is the
+            chain's output's). format: the parts' container (see PART_FORMATS).
         settings: the run's, backend resolved (each segment's device set where it runs).
         devices: the GPUs segments run in threads take in turn (a Ray task takes the one Ray
             grants it).
@@ -42,7 +42,7 @@ class SegmentWork:
     """
 
     source: str
-    filters: list[str | FilterStage]
+    filters: list[FilterStage]
     format: str
     settings: RunSettings
     devices: list[int]
@@ -59,7 +59,10 @@ class SegmentWork:
         options = dict(sink_options)
         # a part's container has its own default codec: the output's is named
         options["codec"] = options.get("codec") or default_codec(output, format)
-        return cls(str(source), list(filters), container if container in PART_FORMATS else "mov",
+        # parsed: chain_shapes() reads the sizes off FilterStages (a spec string has none, so a
+        # part would be opened at the input's size and its frames scaled back up to it)
+        stages = parse_chain(filters)
+        return cls(str(source), stages, container if container in PART_FORMATS else "mov",
                    replace(settings, device=devices[0]).resolved(), devices, options,
                    source_options, pipeline_options)
 

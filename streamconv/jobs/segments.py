@@ -184,9 +184,10 @@ def run_segments(source: str | Path, filters: Sequence[str | FilterStage], outpu
     _check_before_work(source, output, overwrite=overwrite, format=format, ray=ray, devices=devices,
                        source_options=source_options)
     started = time.perf_counter()
+    stages = parse_chain(filters)
     plan = plan_segments(source, segments, video_stream=source_options.get("video_stream", 0),
-                         context=chain_context(parse_chain(filters)))
-    work = SegmentWork.make(source, filters, output, settings=run, devices=devices, format=format,
+                         context=chain_context(stages))
+    work = SegmentWork.make(source, stages, output, settings=run, devices=devices, format=format,
                             sink_options=sink_options, source_options=source_options,
                             pipeline_options=pipeline_options)
     with _parts_folder(output) as parts_dir:

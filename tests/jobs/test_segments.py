@@ -83,6 +83,21 @@ def test_run_segments_from_python(tmp_path):
         streamconv.run_segments(clip, ["edge"], out, segments=2, backend="cpu")
 
 
+def test_run_segments_from_python_with_spec_strings_that_scale_gives_the_one_piece_size(
+        tmp_path):
+    # The parts are opened at the chain's output size: spec strings, not only FilterStages, must
+    # tell it (else each part is the input's size and its frames are scaled back up to it).
+    clip = make_clip(tmp_path / "in.mkv", "ffv1")
+    chain = ["scale:w=32,h=-2", "sharpen"]
+    whole, pieces = tmp_path / "whole.mkv", tmp_path / "pieces.mkv"
+    streamconv.Pipeline(clip, chain, whole, backend="cpu", sink_options={"codec": "ffv1"}).run()
+    streamconv.run_segments(clip, chain, pieces, segments=2, backend="cpu",
+                            sink_options={"codec": "ffv1"})
+    (pts_a, frames_a), (pts_b, frames_b) = decoded(whole), decoded(pieces)
+    assert frames_a[0].shape == (24, 32, 3) and pts_b == pts_a
+    assert all(np.array_equal(a, b) for a, b in zip(frames_a, frames_b))
+
+
 def test_missing_and_damaged_inputs_exit_as_a_one_piece_run(cli, tmp_path):
     clip = make_clip(tmp_path / "in.mkv", "ffv1", frames=96)
     cut = tmp_path / "cut.mkv"
