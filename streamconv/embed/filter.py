@@ -17,7 +17,7 @@ RuntimeError), on every backend.
 from __future__ import annotations
 
 import threading
-from typing import Any, Sequence, TypeVar, Union
+from typing import Any, NoReturn, Sequence, TypeVar, Union
 
 import numpy as np
 
@@ -148,9 +148,20 @@ _Closes = TypeVar("_Closes", bound="Closes")
 
 
 class Closes:
-    """What Filter and StreamFilter share: ``closed``, and close() as a ``with`` block ends."""
+    """What Filter and StreamFilter share: ``closed``, close() as a ``with`` block ends, and the
+    refusal to be copied or pickled."""
 
     _closed: bool
+
+    def _refuse_copy(self, *args: object) -> NoReturn:
+        # A copy would share the backend's buffers, CUDA stream and lock with the original, and
+        # closing either would free them under the other; a pickle has no GPU context to restore.
+        name = type(self).__name__
+        raise TypeError(f"a {name} cannot be copied or pickled: it holds its backend's buffers "
+                        f"(and on the GPU its context); make a new one with the same spec, e.g. "
+                        f"streamconv.{name}(chain.stages, border=chain.border)")
+
+    __copy__ = __deepcopy__ = __reduce__ = __reduce_ex__ = _refuse_copy
 
     @property
     def closed(self) -> bool:
@@ -184,7 +195,8 @@ class Filter(Closes):
     Calls from several threads are taken one at a time (a lock: the backend's buffers, stream
     and events are shared by every call). On the CUDA backend it owns page-locked staging
     buffers and device buffers per frame shape, released by ``close()`` (or ``with``); after
-    that, calls raise :class:`streamconv.StreamError`.
+    that, calls raise :class:`streamconv.StreamError`. It is not copied or pickled (a TypeError):
+    a copy would share those buffers; make a new Filter of the same spec instead.
 
     A chain with stages across frames (``tmean``, ``conv3d``...) is refused: one frame on its own
     has no frames around it, and a Filter keeps no stream. :class:`streamconv.StreamFilter` takes

@@ -47,7 +47,8 @@ class StreamFilter(MappedFrames, WindowedResults, Closes):
 
     Use it from one thread. Buffers (``ring`` + 1 sets: one more for capture) are allocated
     at the first frame and re-allocated when the frame shape changes. After ``close()``, every
-    call raises :class:`streamconv.StreamError`.
+    call raises :class:`streamconv.StreamError`. It is not copied or pickled (a TypeError): make
+    a new StreamFilter of the same spec instead.
 
     Raises:
         SettingsError: ``ring`` not an int from 1 to MAX_RING (a bool is refused), ``device`` not

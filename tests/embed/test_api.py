@@ -3,9 +3,11 @@ GPU."""
 
 from __future__ import annotations
 
+import copy
 import doctest
 import gc
 import importlib
+import pickle
 import re
 
 import numpy as np
@@ -431,6 +433,25 @@ def test_closed_filters_refuse_every_call(rng, backend):
         single(frame)
     with pytest.raises(streamconv.StreamError, match="Filter is closed"):
         single.apply_into(np.empty_like(frame), frame)
+
+
+@pytest.mark.parametrize("make", [streamconv.Filter, streamconv.StreamFilter])
+def test_copies_and_pickles_are_refused_and_leave_the_original_working(rng, make):
+    # A copy would share the backend's buffers, streams and lock: closing it would free them under
+    # the original (which then failed with a bare IndexError, or on the GPU used freed memory).
+    frame = rng.integers(0, 256, (6, 7, 3), dtype=np.uint8)
+    with make(["scale:w=4,h=-2", "edge"], backend="cpu") as chain:
+        name = type(chain).__name__
+        for how in (copy.copy, copy.deepcopy, pickle.dumps):
+            with pytest.raises(TypeError, match=f"a {name} cannot be copied or pickled") as info:
+                how(chain)
+            assert "make a new one" in str(info.value)
+        if make is streamconv.Filter:
+            result = chain(frame)
+        else:
+            chain.submit(frame)
+            result = chain.result()
+        assert result.shape == (4, 4, 3)
 
 
 @pytest.mark.parametrize("value", [True, False, 2.0, "3", None, [3], 0, -1, np.float64(2)])
