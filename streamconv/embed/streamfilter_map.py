@@ -9,7 +9,7 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from ..errors import StreamError
+from ..errors import FrameFormatError, FrameTypeError, StreamError
 from ..frames.arguments import check_flag
 from ..frames.checks import as_hwc
 from ..frames.slots import Slot
@@ -36,8 +36,9 @@ class MappedFrames:
         and it is copied into its page-locked slot, on worker threads, while you work on the
         output just yielded.
 
-        Each map() yields exactly one output per input, in order; if ``frames`` raises, the
-        outputs of every frame taken before, then its error. One left early (``break``, an
+        Each map() yields exactly one output per input, in order; if ``frames`` raises, or gives
+        a frame that :meth:`submit` refuses (cv2's ``None`` once a capture has ended), the outputs
+        of every frame taken before, then its error. One left early (``break``, an
         exception in your loop, or dropped) lets its frames in flight go when it is closed or
         garbage-collected, at the latest when the next map(), submit() or result() call starts;
         resuming it then raises StreamError. Frames may be captured into :meth:`input_buffer`.
@@ -52,6 +53,8 @@ class MappedFrames:
         Raises:
             StreamError: the StreamFilter is closed, or frames given to submit() still wait for
                 their result() (their outputs would come out of this map() instead).
+            FrameTypeError, FrameFormatError: a frame of the wrong type, dtype or shape, once the
+                outputs of the frames before it are out.
         """
         self._take_over("map")
         copy = check_flag(copy, "copy")
@@ -76,7 +79,8 @@ class MappedFrames:
             for frame in _taken(frames, failed):
                 self._check_owner(owner)  # the loop over ``frames`` ran your code: check again
                 if self.pending < self.ring + self._engine.delay:
-                    self._submit(frame)
+                    if not self._submitted(frame, failed):
+                        break
                     continue
                 output = self._result() if copy else self._result_view()
                 staged = self._start_staging(frame)
@@ -84,8 +88,8 @@ class MappedFrames:
                 self._check_owner(owner)
                 if staged:
                     self._end_staging(submit=True)
-                else:
-                    self._submit(frame)
+                elif not self._submitted(frame, failed):
+                    break
             self._flush_tail()
             while True:
                 # before looking at pending: a later call may have emptied it
@@ -93,13 +97,24 @@ class MappedFrames:
                 if not self.pending:
                     break
                 yield self._result() if copy else self._result_view()
-            if failed:  # ``frames`` raised: every frame taken from it is out, now its error
+            if failed:  # ``frames`` raised or gave a bad frame: the frames before it are out
                 raise failed[0]
         finally:
             # Ended by break, an exception or garbage collection: the frames still in flight belong
             # to no later call, so they go now (nothing is left when the loop ran to the end).
             if self._map_owner is owner and not self._closed:
                 self._drop_in_flight()
+
+    def _submitted(self, frame: Any, failed: list[Exception]) -> bool:
+        """Submit ``frame``; False, its error put in ``failed``, when it is no frame submit()
+        takes (cv2's None once a capture ends): refused before anything is queued, so the frames
+        before it still come out, as when ``frames`` itself raises."""
+        try:
+            self._submit(frame)
+        except (FrameTypeError, FrameFormatError) as exc:
+            failed.append(exc)
+            return False
+        return True
 
     def _start_staging(self, frame: np.ndarray) -> bool:
         """Start copying ``frame`` into a free slot on the copier's threads; False (nothing

@@ -93,6 +93,32 @@ def test_map_yields_every_frame_taken_before_its_iterable_failed_then_the_error(
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("chain", [["sharpen"], ["tmean:frames=5"], ["scale:w=5,h=-2"]])
+@pytest.mark.parametrize("copy", [True, False])
+@pytest.mark.parametrize("bad, error", [(None, streamconv.FrameTypeError),
+                                        (np.zeros((8, 10, 3), np.float32),
+                                         streamconv.FrameTypeError),
+                                        (np.zeros((8, 10, 2), np.uint8),
+                                         streamconv.FrameFormatError)])
+def test_map_yields_every_frame_taken_before_a_frame_it_refuses_then_its_error(rng, chain, copy,
+                                                                               bad, error):
+    """A frame submit() refuses (cv2's ``None`` once a capture ends, a float frame) ends a map()
+    as an iterable's own error does: the outputs of the frames before it, then its error. They
+    were dropped: the last ``ring + delay`` good frames never came out."""
+    frames = [rng.integers(0, 256, (8, 10, 3), dtype=np.uint8) for _ in range(6)]
+    outputs = []
+    with streamconv.StreamFilter(chain, ring=3, backend="cpu") as stream:
+        with pytest.raises(error):
+            for output in stream.map(iter([*frames, bad, frames[0]]), copy=copy):
+                outputs.append(output.copy())
+        assert stream.pending == 0
+        assert len(list(stream.map(frames[:2]))) == 2  # and it goes on
+        expected = list(stream.map(frames))
+    assert len(outputs) == 6
+    for got, want in zip(outputs, expected):
+        np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("shape, dtype, error", [
     ((-1, 8, 3), np.uint8, streamconv.FrameFormatError),
     ((8.5, 8, 3), np.uint8, streamconv.FrameFormatError),
