@@ -143,6 +143,11 @@ def test_result_says_how_many_more_frames_the_first_output_needs(rng):
 def test_filter_refuses_a_temporal_chain_and_points_at_stream_filter():
     with pytest.raises(FilterSpecError, match="StreamFilter"):
         streamconv.Filter(["box", "tmean"], backend="cpu")
+    # a causal stage reads the frames before the output frame only: "around it" would say the
+    # opposite of what causal=1 is for
+    with pytest.raises(FilterSpecError, match="needs the frames before it") as info:
+        streamconv.Filter(["tmean:frames=3,causal=1"], backend="cpu")
+    assert "around" not in str(info.value) and "StreamFilter" in str(info.value)
 
 
 @pytest.mark.parametrize("spec, message", [

@@ -211,7 +211,9 @@ class _HostSteps:
 def temporal_refusal(filters: Sequence[FilterStage]) -> str:
     """Why a chain with temporal stages cannot filter one frame on its own, and what to use."""
     stage = next(stage for stage in filters if stage.temporal is not None)
-    return (f"{stage.describe()} filters across frames: its output needs the frames around it, "
+    # causal=1 reads past frames only: "around" would be wrong for it
+    needs = "before" if stage.temporal.causal else "around"
+    return (f"{stage.describe()} filters across frames: its output needs the frames {needs} it, "
             f"so it cannot filter one frame on its own; use StreamFilter (frames in order, "
             f"results in order, e.g. list(sf.map(frames)) or submit()/result() and flush()) or "
             f"a Pipeline")
