@@ -13,6 +13,7 @@ from ..errors import FrameFormatError, FrameTypeError, StreamError
 from ..frames.arguments import check_flag
 from ..frames.checks import as_hwc
 from ..frames.slots import Slot
+from ..run.inflight import InFlight
 
 
 class MappedFrames:
@@ -28,6 +29,7 @@ class MappedFrames:
     _map_owner: object | None
     _frame_type: tuple | None
     _closed: bool
+    _in_flight: InFlight
 
     def map(self, frames: Iterable[np.ndarray], *, copy: bool = True) -> Iterator[np.ndarray]:
         """Filter an iterable of frames, keeping ``ring`` in flight; yields outputs in order.
@@ -59,8 +61,10 @@ class MappedFrames:
         self._take_over("map")
         copy = check_flag(copy, "copy")
         if self.pending:
-            raise StreamError(f"map() with {self.pending} submitted frame(s) not yet taken; "
-                              "take them with result() first")
+            # a window still held cannot be taken before flush(): result() would refuse it
+            take = ("flush() and take them with result() first" if self._in_flight.unflushed
+                    else "take them with result() first")
+            raise StreamError(f"map() with {self.pending} submitted frame(s) not yet taken; {take}")
         owner = object()
         self._map_owner = owner
         return self._map(frames, copy, owner)

@@ -140,6 +140,20 @@ def test_result_says_how_many_more_frames_the_first_output_needs(rng):
         assert sf.result().shape == clip[0].shape
 
 
+def test_map_after_submits_a_window_still_holds_says_to_flush_them(rng):
+    """map() refused frames submitted and not yet taken with "take them with result() first";
+    with a chain across frames result() cannot take them until flush() (it raised again)."""
+    clip = clip_of(rng, 4)
+    with streamconv.StreamFilter(["tmean:frames=5"], ring=3, backend="cpu") as sf:
+        sf.submit(clip[0])
+        sf.submit(clip[1])
+        with pytest.raises(streamconv.StreamError, match=r"flush\(\) and take them with result"):
+            sf.map(clip)
+        sf.flush()
+        assert [out.shape for out in (sf.result(), sf.result())] == [clip[0].shape] * 2
+        assert len(list(sf.map(clip))) == 4
+
+
 def test_filter_refuses_a_temporal_chain_and_points_at_stream_filter():
     with pytest.raises(FilterSpecError, match="StreamFilter"):
         streamconv.Filter(["box", "tmean"], backend="cpu")
