@@ -61,7 +61,13 @@ class WindowedResults:
         self._flush_tail()
 
     def _flush_tail(self) -> None:
-        """Queue every output still owed, each into a slot of its own."""
+        """Queue every output still owed, each into a slot of its own; the next frame starts a
+        new stream."""
+        if not self._in_flight.unflushed:
+            # A chain of causal stages owes nothing (delay 0) but holds the frames before: the
+            # backend forgets them only when told (the last flushed output tells it otherwise).
+            self._in_flight.end_stream()
+            return
         while self._in_flight.unflushed:
             slot = self._take_slot()
             if not self._queue(slot, None):

@@ -72,14 +72,15 @@ class InFlight(Generic[Note]):
         if not self.unflushed or not self._backend.flush(slot):
             while len(self._owed) > self._assigned:  # none left to come: the stream is over
                 self._owed.pop()
-            self._end_stream()
+            self.end_stream()
             return False
         self._slots.append((slot, self._claim(slot)))
         return True
 
-    def _end_stream(self) -> None:
-        """Tell the backend its stream is over (a backend without stages across frames may
-        implement the protocol without ``end_stream``: it holds no frames)."""
+    def end_stream(self) -> None:
+        """Tell the backend its stream is over: the next frame submitted starts a new window
+        (a backend without stages across frames may implement the protocol without
+        ``end_stream``: it holds no frames)."""
         end_stream = getattr(self._backend, "end_stream", None)
         if end_stream is not None:
             end_stream()
@@ -136,7 +137,7 @@ class InFlight(Generic[Note]):
         it is waited for, so that a fault in the wait loses no slot."""
         self._owed.clear()
         self._assigned = 0
-        self._end_stream()
+        self.end_stream()
         while self._slots:
             slot, _ = self._slots.popleft()
             free.append(slot)

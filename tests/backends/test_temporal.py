@@ -127,6 +127,27 @@ def test_stream_filter_result_waits_for_the_window_and_flush_ends_the_stream(rng
     check_against_oracle(np.stack(outputs), clip[:2], stages, "reflect101")
 
 
+@pytest.mark.parametrize("chain", [["tmean:frames=3,causal=1"],
+                                   ["tgauss:sigma=1,causal=1", "edge", "tdiff:causal=1"]])
+def test_flush_ends_the_stream_of_a_chain_of_causal_stages_too(rng, chain):
+    """A chain of causal stages owes no output at flush() (its delay is 0), but it holds the frames
+    before: flush() kept them, and the next stream's first outputs read the last one's frames."""
+    first, second = clip_of(rng, 3), clip_of(rng, 3)
+    stages = parse_chain(chain)
+    with streamconv.StreamFilter(stages, backend="cpu") as sf:
+        for frame in first:
+            sf.submit(frame)
+            sf.result()
+        sf.flush()
+        outputs = []
+        for frame in second:
+            sf.submit(frame)
+            outputs.append(sf.result())
+    with streamconv.StreamFilter(stages, backend="cpu") as fresh:
+        expected = list(fresh.map(second))
+    assert all(np.array_equal(a, b) for a, b in zip(outputs, expected, strict=True))
+
+
 def test_result_says_how_many_more_frames_the_first_output_needs(rng):
     """Output 0 of a chain 10 frames behind needs frames 0..10: after k frames, 11 - k more."""
     clip = clip_of(rng, 11)
