@@ -46,9 +46,11 @@ class StreamFilter(MappedFrames, WindowedResults, Closes):
         border, backend, device, kernel: as for :class:`streamconv.Filter`.
 
     Use it from one thread. Buffers (``ring`` + 1 sets: one more for capture) are allocated
-    at the first frame and re-allocated when the frame shape changes. After ``close()``, every
-    call raises :class:`streamconv.StreamError`. It is not copied or pickled (a TypeError): make
-    a new StreamFilter of the same spec instead.
+    at the first frame and re-allocated when the frame's (H, W, C) or dtype changes; for a chain
+    across frames that change ends the stream as :meth:`flush` does (the frames before it come
+    out, the last repeated at the end) and a new window begins; (H, W) and (H, W, 1) are one.
+    After ``close()``, every call raises :class:`streamconv.StreamError`. It is not copied or
+    pickled (a TypeError): make a new StreamFilter of the same spec instead.
 
     Raises:
         SettingsError: ``ring`` not an int from 1 to MAX_RING (a bool is refused), ``device`` not
@@ -83,6 +85,13 @@ class StreamFilter(MappedFrames, WindowedResults, Closes):
         self._reserved = None  # the slot whose input_buffer() the application is filling
         self._map_owner: object | None = None  # the map() owning the frames in flight, if any
         self._closed = False
+
+    @property
+    def delay(self) -> int:
+        """Frames the chain holds back: frame i's result comes out of result() once frame
+        ``i + delay`` is submitted, or after flush(); the sum of its stages across frames' T // 2,
+        0 for a chain without such stages or with causal ones only."""
+        return self._engine.delay
 
     @property
     def pending(self) -> int:

@@ -175,6 +175,39 @@ def test_map_after_submits_a_window_still_holds_says_to_flush_them(rng):
         assert len(list(sf.map(clip))) == 4
 
 
+@pytest.mark.parametrize("chain, delay", [(["tmean:frames=5", "tdiff"], 3), (["edge"], 0),
+                                          (["tgauss:sigma=1,causal=1"], 0)])
+def test_stream_filter_tells_its_delay_so_submit_and_result_can_keep_pace(rng, chain, delay):
+    """The docs say results come ``delay`` frames later; a caller driving submit()/result() by
+    hand reads it off the StreamFilter, not off its backend's private engine."""
+    clip = clip_of(rng, 6)
+    with streamconv.StreamFilter(chain, backend="cpu") as sf:
+        assert sf.delay == delay
+        outputs = []
+        for frame in clip:
+            sf.submit(frame)
+            if sf.pending > sf.delay:
+                outputs.append(sf.result())
+        assert len(outputs) == len(clip) - delay
+        sf.flush()
+        while sf.pending:
+            outputs.append(sf.result())
+        expected = list(sf.map(clip))
+    assert all(np.array_equal(a, b) for a, b in zip(outputs, expected, strict=True))
+
+
+def test_a_new_frame_size_or_dtype_ends_the_stream_as_flush_does(rng):
+    """Frames of another (H, W, C) or dtype cannot share a window: the frames before are put out
+    as at a flush(), ends repeated, and a new stream begins; (H, W) and (H, W, 1) are one."""
+    clip = clip_of(rng, 3)
+    other = clip_of(rng, 2)[:, :5, :4]
+    with streamconv.StreamFilter(["tmean:frames=3"], backend="cpu") as sf:
+        outputs = list(sf.map([*clip, *other, *clip.astype(np.uint16)]))
+        parts = [list(sf.map(part)) for part in (clip, other, clip.astype(np.uint16))]
+    assert [out.dtype for out in outputs] == [np.uint8] * 5 + [np.uint16] * 3
+    assert all(np.array_equal(a, b) for a, b in zip(outputs, sum(parts, []), strict=True))
+
+
 def test_filter_refuses_a_temporal_chain_and_points_at_stream_filter():
     with pytest.raises(FilterSpecError, match="StreamFilter"):
         streamconv.Filter(["box", "tmean"], backend="cpu")
