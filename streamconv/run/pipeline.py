@@ -129,9 +129,7 @@ class Pipeline(EpochRunner):
         self.ring, self.max_frames = settings.ring, settings.max_frames
         self.device = settings.device
         self.colour, self.max_pixels = settings.colour, settings.max_pixels
-        self.progress = progress
-        self.status = status
-        self.on_frame = on_frame
+        self.progress, self.status, self.on_frame = progress, status, on_frame
         # depth None: the input's own
         depth_option = {"depth": settings.depth} if settings.depth is not None else {}
         self.source = open_source(source, decoder=settings.decoder_to_open(), device=self.device,
