@@ -105,6 +105,13 @@ def chain_delay(filters: Sequence[FilterStage]) -> int:
     return sum(stage.temporal.lookahead for stage in filters if stage.temporal is not None)
 
 
+def chain_context(filters: Sequence[FilterStage]) -> tuple[int, int]:
+    """(frames before, frames after) that a chain's output frame depends on: the sum of its
+    temporal stages' look-behinds, and its delay; (0, 0) for a chain of 2-D stages."""
+    behind = sum(stage.temporal.lookbehind for stage in filters if stage.temporal is not None)
+    return behind, chain_delay(filters)
+
+
 class TemporalWalk:
     """The walk of one stream through a chain with temporal stages.
 

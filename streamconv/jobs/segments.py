@@ -31,6 +31,7 @@ from .ray.batch import ray_module
 from ..frames.arguments import check_flag, check_options, keywords_of
 from ..errors import InputError, Interrupted, OutputError, SettingsError
 from ..chain.filters import FilterStage, parse_chain
+from ..backends.temporal_chain import chain_context
 from ..frames.checks import DEFAULT_MAX_PIXELS, as_count
 from ..interrupts import signals_held, stop_on_signals
 from ..io.sources.file import FileSource
@@ -49,13 +50,6 @@ from .ray.segments import run_on_ray
 from ..run.stats import RunStats, combine_stats
 
 log = logging.getLogger(__name__)
-
-
-def chain_context(stages: Sequence[FilterStage]) -> tuple[int, int]:
-    """(frames before, frames after) that a chain's output frame depends on: the sums of its
-    stages across frames' look-behinds and look-aheads; (0, 0) for a chain of 2-D stages."""
-    windows = [stage.temporal for stage in stages if stage.temporal is not None]
-    return (sum(taps.lookbehind for taps in windows), sum(taps.lookahead for taps in windows))
 
 
 def plan_segments(source: str | Path, segments: int, *, video_stream: int = 0,
